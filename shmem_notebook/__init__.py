@@ -1,0 +1,55 @@
+"""shmem_notebook: interactive OpenSHMEM in Jupyter.
+
+``%load_ext shmem_notebook`` adds the ``%shmem`` and ``%%pxshmem`` magics;
+:func:`start` gives the same from Python. This package never imports
+shmem4py on the client side: only :mod:`shmem_notebook.pe` does, on the PEs.
+"""
+
+from .errors import (
+    HeapFullError,
+    InputError,
+    JobStateError,
+    LaunchError,
+    NoJobError,
+    PEError,
+    ShmemNotebookError,
+    SpecError,
+)
+from .job import CellResult, Job, current_job, start
+from .rc import rc
+from .specs import ArraySpec
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "start",
+    "current_job",
+    "Job",
+    "CellResult",
+    "ArraySpec",
+    "rc",
+    "ShmemNotebookError",
+    "InputError",
+    "LaunchError",
+    "NoJobError",
+    "JobStateError",
+    "HeapFullError",
+    "PEError",
+    "SpecError",
+    "load_ipython_extension",
+    "unload_ipython_extension",
+]
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext shmem_notebook``: register ``%shmem`` and ``%%pxshmem``."""
+    from .magics import ShmemMagics
+
+    ipython.register_magics(ShmemMagics)
+
+
+def unload_ipython_extension(ipython):
+    """Stop the current job when the extension is unloaded."""
+    job = current_job()
+    if job is not None:
+        job.stop()

@@ -1,0 +1,1 @@
+from .shmem_magics import ShmemMagics  # noqa

@@ -1,0 +1,180 @@
+"""``%shmem`` and ``%%pxshmem``: thin IPython front ends over :mod:`shmem_notebook.job`.
+
+Each magic only parses its line, then calls one method of the current
+:class:`~shmem_notebook.job.Job`. Errors from shmem_notebook render as one line.
+"""
+
+import argparse
+import shlex
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+
+from .. import job as _job
+from ..errors import NoJobError
+from ..specs import format_size
+
+__all__ = ["ShmemMagics", "format_status", "format_arrays"]
+
+SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of exiting."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message}; usage: {self.format_usage().strip()[7:]}")
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"the number of PEs must be a positive integer, got {text!r}")
+    return value
+
+
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a timeout is a positive number of seconds, got {text!r}")
+    return value
+
+
+def _parser(prog, build=None):
+    parser = _Parser(prog=prog, add_help=False)
+    if build:
+        build(parser)
+    return parser
+
+
+def _start_args(p):
+    p.add_argument("-n", type=_positive_int, required=True, help="number of PEs")
+    p.add_argument("--heap", default=None, help="symmetric heap per PE, e.g. 256M, 1G")
+    p.add_argument("--oversubscribe", action="store_true", default=None)
+    p.add_argument("--hostfile", default=None)
+    p.add_argument("--timeout", type=_seconds, default=None, help="default timeout for every cell, seconds")
+
+
+def _cell_args(p):
+    p.add_argument("arrays", nargs="*", help="NAME=DTYPE[SHAPE] declarations")
+    p.add_argument("--timeout", type=_seconds, default=None)
+
+
+PARSERS = {
+    "start": _parser("%shmem start", _start_args),
+    "alloc": _parser("%shmem alloc", lambda p: p.add_argument("arrays", nargs="+", metavar="NAME=DTYPE[SHAPE]")),
+    "free": _parser("%shmem free", lambda p: p.add_argument("names", nargs="+", metavar="NAME")),
+    "gather": _parser("%shmem gather", lambda p: p.add_argument("name", metavar="NAME")),
+    "pxshmem": _parser("%%pxshmem", _cell_args),
+}
+
+
+def _table(header, rows):
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(fmt.format(*map(str, r)).rstrip() for r in [header, *rows])
+
+
+def format_status(rows):
+    """``%shmem status`` as a text table."""
+    return _table(
+        ("PE", "state", "pid", "host", "heap used / size"),
+        [
+            (
+                r["pe"],
+                r["state"],
+                r["pid"] or "-",
+                r["host"] or "-",
+                f"{format_size(r['heap_used'] or 0)} / {format_size(r['heap_size'])}",
+            )
+            for r in rows
+        ],
+    )
+
+
+def format_arrays(rows):
+    """``%shmem arrays`` as a text table."""
+    if not rows:
+        return "no symmetric arrays declared; declare some with `%shmem alloc A=int64[8]`"
+    return _table(
+        ("name", "dtype", "shape", "bytes"),
+        [(r["name"], r["dtype"], r["shape"], r["bytes"]) for r in rows],
+    )
+
+
+@magics_class
+class ShmemMagics(Magics):
+    """``%shmem SUBCOMMAND ...`` manages the job; ``%%pxshmem`` runs a cell on every PE."""
+
+    def _job(self, what):
+        job = _job.current_job()
+        if job is None or job.state == "stopped":
+            raise NoJobError(what)
+        return job
+
+    @line_magic
+    def shmem(self, line):
+        """%shmem start -n N [--heap SIZE] [--oversubscribe] [--hostfile FILE] [--timeout S]
+        %shmem stop | restart | status | arrays
+        %shmem alloc NAME=DTYPE[SHAPE] ... | free NAME ... | gather NAME
+        """
+        words = shlex.split(line)
+        if not words or words[0] not in SUBCOMMANDS:
+            given = f"unknown subcommand {words[0]!r}" if words else "a subcommand is missing"
+            raise UsageError(f"%shmem: {given}; use one of {', '.join(SUBCOMMANDS)}")
+        sub, rest = words[0], words[1:]
+        handler = getattr(self, f"_{sub}")
+        parser = PARSERS.get(sub)
+        if parser is None:
+            if rest:
+                raise UsageError(f"%shmem {sub} takes no arguments, got {' '.join(rest)!r}")
+            return handler()
+        return handler(parser.parse_args(rest))
+
+    def _start(self, args):
+        job = _job.start(args.n, heap=args.heap, oversubscribe=args.oversubscribe, hostfile=args.hostfile,
+                         timeout=args.timeout)
+        print(f"OpenSHMEM job ready: {job.n} PEs, heap {job.heap} per PE")
+
+    def _stop(self):
+        job = _job.current_job()
+        if job is not None:
+            job.stop()
+        print("OpenSHMEM job stopped")
+
+    def _restart(self):
+        job = _job.current_job()
+        if job is None:
+            raise NoJobError("restart")
+        job.restart()
+        print(f"OpenSHMEM job restarted: {job.n} PEs" + (f", arrays {', '.join(job.specs)} re-allocated (zeroed)" if job.specs else ""))
+
+    def _status(self):
+        print(format_status(self._job("status").status()))
+
+    def _arrays(self):
+        print(format_arrays(self._job("arrays").arrays()))
+
+    def _alloc(self, args):
+        job = self._job("%shmem alloc")
+        job.alloc(*args.arrays)
+
+    def _free(self, args):
+        job = self._job("%shmem free")
+        for name in args.names:
+            job.free(name)
+
+    def _gather(self, args):
+        return self._job("%shmem gather").gather(args.name)
+
+    @cell_magic
+    def pxshmem(self, line, cell):
+        """%%pxshmem [NAME=DTYPE[SHAPE] ...] [--timeout S]: run the cell on every PE."""
+        args = PARSERS["pxshmem"].parse_args(shlex.split(line))
+        self._job("%%pxshmem").run(cell, arrays=args.arrays, timeout=args.timeout)

@@ -1,0 +1,74 @@
+"""Merge the output streams of many PEs into labelled lines.
+
+Lines are emitted as they arrive, labelled ``[PE 2]``; the n-th line of
+several PEs, when identical, is emitted once as ``[PE 0-3] text``. A line
+waits at most ``hold`` seconds for the other running PEs to print theirs.
+"""
+
+import time
+from collections import deque
+
+__all__ = ["pe_ranges", "OutputMerger"]
+
+
+def pe_ranges(pes):
+    """``[0, 1, 2, 5]`` -> ``'0-2,5'``."""
+    pes = sorted(set(pes))
+    runs, start = [], None
+    for i, pe in enumerate(pes):
+        if start is None:
+            start = pe
+        if i + 1 == len(pes) or pes[i + 1] != pe + 1:
+            runs.append(f"{start}" if start == pe else f"{start}-{pe}")
+            start = None
+    return ",".join(runs)
+
+
+class OutputMerger:
+    """Turn per-PE text chunks of one stream into grouped, labelled lines."""
+
+    def __init__(self, pes, write, hold=0.25, clock=time.monotonic):
+        self.write = write
+        self.hold = hold
+        self.clock = clock
+        self.lines = {pe: deque() for pe in pes}  # complete lines: (arrival, text)
+        self.partial = {pe: "" for pe in pes}
+        self.finished = set()  # PEs that will print no more
+
+    def feed(self, pe, text):
+        """Add a chunk of PE ``pe``'s output."""
+        now = self.clock()
+        *complete, self.partial[pe] = (self.partial[pe] + text).split("\n")
+        self.lines[pe].extend((now, line) for line in complete)
+
+    def finish(self, pe):
+        """PE ``pe`` is done: its unterminated last line counts as a line."""
+        if self.partial[pe]:
+            self.lines[pe].append((self.clock(), self.partial[pe]))
+            self.partial[pe] = ""
+        self.finished.add(pe)
+
+    def _emit_round(self, pes):
+        groups = {}
+        for pe in pes:
+            groups.setdefault(self.lines[pe].popleft()[1], []).append(pe)
+        for text, group in groups.items():
+            self.write(f"[PE {pe_ranges(group)}] {text}\n")
+
+    def flush(self, final=False):
+        """Emit every line that is complete, or has waited long enough."""
+        while True:
+            ready = [pe for pe, q in self.lines.items() if q]
+            if not ready:
+                return
+            waiting = [pe for pe in self.lines if not self.lines[pe] and pe not in self.finished]
+            oldest = min(self.lines[pe][0][0] for pe in ready)
+            if waiting and not final and self.clock() - oldest < self.hold:
+                return
+            self._emit_round(ready)
+
+    def close(self):
+        """Emit everything that is left, partial lines included."""
+        for pe in self.lines:
+            self.finish(pe)
+        self.flush(final=True)

@@ -1,0 +1,141 @@
+"""PE-side runtime: the only module that imports shmem4py.
+
+Importing it calls ``shmem_init()``, so it runs only inside a PE started by
+``oshrun`` (``python -m shmem_notebook.pe <ipengine args>``). It keeps the
+declared symmetric arrays and binds ``shmem``, ``np``, ``me``, ``npes`` and
+those arrays into the engine's namespace before every cell.
+"""
+
+import inspect
+import os
+import socket
+import sys
+import time
+
+import numpy as np
+from shmem4py import shmem
+
+__all__ = ["arrays", "last_cell", "alloc", "free", "gather", "heap_usage", "info", "bind", "main"]
+
+#: declared symmetric arrays, name -> ndarray on the symmetric heap
+arrays = {}
+#: outcome of the last cell: state, outcome ('ok' or exception type), seconds
+last_cell = {"state": "idle", "outcome": None, "seconds": None}
+
+_shell = None
+_DEFAULT_HEAP = 256 << 20  # OSHMEM's default symmetric heap
+
+
+def _symmetric_array(obj, dtype=None, *, order="K", align=None, hints=None):
+    """``shmem.array`` that works under NumPy 2 (shmem4py 1.0.0 passes copy=False)."""
+    tmp = np.asarray(obj, dtype)
+    if order in ("K", "A"):
+        order = "F" if tmp.flags.f_contiguous and not tmp.flags.c_contiguous else "C"
+    a = shmem.new_array(tmp.shape, tmp.dtype, order, align=align, hints=hints, clear=False)
+    np.copyto(a, tmp, casting="no")
+    shmem.sync_all()
+    return a
+
+
+def _patch_shmem4py():
+    if int(np.__version__.split(".")[0]) >= 2 and "copy=False" in inspect.getsource(shmem.array):
+        shmem.array = _symmetric_array
+
+
+def heap_usage():
+    """Bytes of this PE's symmetric heap in use and its size."""
+    used = sum(shmem.ffi.sizeof(cdata) for cdata in shmem._heap.values())
+    size = int(os.environ.get("SMA_SYMMETRIC_SIZE", _DEFAULT_HEAP))
+    return used, size
+
+
+def _bind_namespace():
+    ns = _shell.user_ns
+    ns.update(shmem=shmem, np=np, me=shmem.my_pe(), npes=shmem.n_pes())
+    ns.update(arrays)
+
+
+def _before_cell(info=None):
+    _bind_namespace()
+    last_cell.update(state="busy", outcome=None, seconds=None, started=time.time())
+
+
+def _after_cell(result):
+    error = result.error_before_exec or result.error_in_exec
+    last_cell.update(
+        state="idle",
+        outcome="ok" if error is None else type(error).__name__,
+        seconds=time.time() - last_cell.get("started", time.time()),
+    )
+
+
+def bind(shell):
+    """Install the namespace and the per-cell hooks in the engine's shell."""
+    global _shell
+    _shell = shell
+    _bind_namespace()
+    shell.events.register("pre_run_cell", _before_cell)
+    shell.events.register("post_run_cell", _after_cell)
+
+
+def alloc(decls):
+    """Allocate ``[(name, dtype, shape), ...]`` zeroed, replacing same names.
+
+    Collective: every PE must call it with the same declarations.
+    """
+    for name, dtype, shape in decls:
+        old = arrays.pop(name, None)
+        if old is not None:
+            _shell.user_ns.pop(name, None)
+            shmem.free(old)
+        arrays[name] = shmem.zeros(shape, dtype)
+    if _shell is not None:
+        _bind_namespace()
+    return heap_usage()
+
+
+def free(name):
+    """Free the declared array ``name``. Collective."""
+    a = arrays.pop(name)
+    if _shell is not None and _shell.user_ns.get(name) is a:
+        del _shell.user_ns[name]
+    shmem.free(a)
+    return heap_usage()
+
+
+def gather(name):
+    """A private copy of this PE's declared array ``name``."""
+    return np.array(arrays[name])
+
+
+def info():
+    """Who this PE is: pe, pid, host, heap used/size, library name and version."""
+    used, size = heap_usage()
+    major, minor = shmem.info_get_version()
+    return {
+        "pe": shmem.my_pe(),
+        "npes": shmem.n_pes(),
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "heap_used": used,
+        "heap_size": size,
+        "library": shmem.info_get_name(),
+        "spec_version": f"{major}.{minor}",
+    }
+
+
+def main(argv=None):
+    """Run an ipyparallel engine whose id is this PE's number."""
+    from ipyparallel.engine.app import IPEngine
+
+    _patch_shmem4py()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv += [
+        f"--IPEngine.id={shmem.my_pe()}",
+        "--IPEngine.startup_command=__import__('shmem_notebook.pe').pe.bind(get_ipython())",
+    ]
+    IPEngine.launch_instance(argv)
+
+
+if __name__ == "__main__":
+    main()

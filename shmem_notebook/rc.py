@@ -1,0 +1,58 @@
+"""Runtime configuration, read before a job starts.
+
+Like ``shmem4py.rc``: a small, strict object. Setting an unknown option raises
+``TypeError``; environment variables ``SHMEM_NOTEBOOK_<OPTION>`` override the
+defaults (e.g. ``SHMEM_NOTEBOOK_HEAP=1G``).
+"""
+
+import os
+
+__all__ = ["rc"]
+
+
+class _RC:
+    """Defaults for :func:`shmem_notebook.start` and the ``%shmem`` magics."""
+
+    _defaults = {
+        # symmetric heap per PE (SIZE like 256M, 1G)
+        "heap": "256M",
+        # default timeout in seconds for every cell (None: wait forever)
+        "timeout": None,
+        # address the controller and engines listen on
+        "ip": "127.0.0.1",
+        # controller heartbeat period in ms (engines register after one beat)
+        "heartbeat_ms": 100,
+        # seconds to wait for all PEs to register before giving up
+        "start_timeout": 60.0,
+        # the oshrun command
+        "oshrun": "oshrun",
+    }
+
+    def __init__(self):
+        for name, value in self._defaults.items():
+            object.__setattr__(self, name, value)
+        self._read_environment()
+
+    def _read_environment(self):
+        for name, default in self._defaults.items():
+            raw = os.environ.get(f"SHMEM_NOTEBOOK_{name.upper()}")
+            if raw is None:
+                continue
+            if isinstance(default, (int, float)) and not isinstance(default, bool):
+                raw = type(default)(raw)
+            elif name == "timeout":
+                raw = float(raw) if raw.lower() not in ("", "none") else None
+            object.__setattr__(self, name, raw)
+
+    def __setattr__(self, name, value):
+        if name not in self._defaults:
+            options = ", ".join(self._defaults)
+            raise TypeError(f"unknown option {name!r}; options are: {options}")
+        object.__setattr__(self, name, value)
+
+    def __repr__(self):
+        items = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._defaults)
+        return f"rc({items})"
+
+
+rc = _RC()

@@ -1,0 +1,124 @@
+"""Symmetric array declarations (``NAME=DTYPE[SHAPE]``) and heap sizes (``256M``).
+
+Pure parsing: nothing here touches OpenSHMEM, so the client can check every
+declaration before any PE sees it.
+"""
+
+import ast
+import keyword
+import operator
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import SpecError
+
+__all__ = ["ArraySpec", "SpecError", "parse_spec", "parse_specs", "parse_size", "format_size"]
+
+GRAMMAR = (
+    "NAME=DTYPE[SHAPE], where DTYPE is a NumPy dtype name and SHAPE a comma list of "
+    "ints or expressions of npes, e.g. A=int64[8] flags=int32[npes] halo=float64[2,npes*4]"
+)
+
+_SPEC = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*([A-Za-z_]\w*)\s*\[(.*)\]\s*$")
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+# names a declaration must not shadow in the PE namespace
+RESERVED = frozenset({"shmem", "np", "me", "npes"})
+
+
+def _eval_dim(node, npes):
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.Name) and node.id == "npes":
+        return npes
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_eval_dim(node.left, npes), _eval_dim(node.right, npes))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_eval_dim(node.operand, npes)
+    raise SpecError(f"unsupported shape term {ast.unparse(node)!r}")
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """A symmetric array declaration: name, dtype and shape (as written)."""
+
+    name: str
+    dtype: str
+    dims: tuple  # each an int expression of npes, as text
+
+    def shape(self, npes):
+        """The concrete shape for a job of ``npes`` PEs."""
+        shape = tuple(_eval_dim(ast.parse(d, mode="eval").body, npes) for d in self.dims)
+        if any(n < 0 for n in shape):
+            raise SpecError(f"{self}: shape {shape} has a negative dimension at npes={npes}")
+        return shape
+
+    def nbytes(self, npes):
+        """Bytes one PE needs for this array."""
+        return int(np.prod(self.shape(npes), dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+    def __str__(self):
+        return f"{self.name}={self.dtype}[{','.join(self.dims)}]"
+
+
+def parse_spec(text):
+    """Parse one ``NAME=DTYPE[SHAPE]`` declaration into an :class:`ArraySpec`."""
+    match = _SPEC.match(text)
+    if not match:
+        raise SpecError(f"cannot read array declaration {text!r}: expected {GRAMMAR}")
+    name, dtype, body = match.groups()
+    if keyword.iskeyword(name) or name in RESERVED:
+        raise SpecError(f"{name!r} is reserved in a PE's namespace; choose another array name")
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise SpecError(f"unknown dtype {dtype!r} in {text!r}: expected {GRAMMAR}") from None
+    if dt.kind not in "biufc":
+        raise SpecError(f"dtype {dtype!r} in {text!r} is not numeric; use e.g. int64, float64, bool")
+    dims = tuple(d.strip() for d in body.split(",")) if body.strip() else ()
+    if not dims or any(not d for d in dims):
+        raise SpecError(f"empty dimension in {text!r}: expected {GRAMMAR}")
+    spec = ArraySpec(name, dt.name, dims)
+    try:
+        spec.shape(1)
+    except (SyntaxError, SpecError) as exc:
+        raise SpecError(f"bad shape in {text!r} ({exc}): expected {GRAMMAR}") from None
+    return spec
+
+
+def parse_specs(tokens):
+    """Parse several declarations; a name declared twice is an error."""
+    specs = [parse_spec(t) for t in tokens]
+    names = [s.name for s in specs]
+    for name in set(names):
+        if names.count(name) > 1:
+            raise SpecError(f"array {name!r} is declared twice on one line; declare each name once")
+    return specs
+
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text):
+    """Bytes in a size like ``256M``, ``1G``, ``65536`` or ``512KiB``."""
+    match = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", str(text), re.IGNORECASE)
+    if not match:
+        raise SpecError(f"cannot read size {text!r}: expected a number with an optional unit, e.g. 256M or 1G")
+    number, unit = match.groups()
+    return int(float(number) * _UNITS[unit.upper()])
+
+
+def format_size(nbytes):
+    """A short human size: ``256.0 MiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(nbytes) < 1024 or unit == "GiB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
