@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import ipyparallel as ipp
 import numpy as np
+import psutil
 
 from .errors import HeapFullError, InputError, JobStateError, LaunchError, NoJobError, PEError
 from .launcher import OshrunEngineSetLauncher, check_oshrun
@@ -29,6 +30,14 @@ def _on_pe(op, *args):
     from shmem_notebook import pe
 
     return getattr(pe, op)(*args)
+
+
+def _alive(process):
+    """Whether a psutil process still runs (the launcher's own state lags behind)."""
+    try:
+        return process is not None and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _positive_int(n):
@@ -98,7 +107,7 @@ class Job:
             controller_ip=rc.ip,
             controller_args=[f"--HeartMonitor.period={rc.heartbeat_ms}"],
             delay=0,
-            log_level=logging.WARNING,
+            log_level=logging.ERROR,  # we report failures ourselves
         )
         self._cluster = cluster
         try:
@@ -128,11 +137,9 @@ class Job:
 
     def _wait_for_pes(self, deadline):
         while len(self._client.ids) < self.n:
-            engines = self._engine_set()
-            if engines is None or engines.state == "after":
-                code = engines.stop_data.get("exit_code") if engines else None
+            if not self._oshrun_running():
                 raise LaunchError(
-                    f"oshrun exited (code {code}) before all {self.n} PEs started; its output:\n"
+                    f"oshrun exited before all {self.n} PEs started; its output:\n"
                     f"{self._oshrun_output()}"
                 )
             if time.monotonic() > deadline:
@@ -142,11 +149,20 @@ class Job:
                 )
             time.sleep(0.02)
 
-    def _teardown(self):
-        cluster, self._cluster = self._cluster, None
+    def _teardown(self, grace=3.0):
+        cluster = self._cluster
+        if self._client is not None and self._oshrun_running():
+            # ask the engines to exit so every PE finalizes cleanly; signals only if they don't
+            try:
+                self._client.shutdown(targets="all", block=False)
+            except Exception:
+                pass
+            deadline = time.monotonic() + grace
+            while self._oshrun_running() and time.monotonic() < deadline:
+                time.sleep(0.02)
         if self._client is not None:
             self._client.close()
-        self._client = self._view = None
+        self._client = self._view = self._cluster = None
         if cluster is not None:
             try:
                 cluster.stop_cluster_sync()
@@ -176,9 +192,12 @@ class Job:
                 f"PE {pe_ranges(self._dead_pes())} died; run `%shmem restart` (or job.restart()) to get a fresh job"
             )
 
-    def _dead_pes(self):
+    def _oshrun_running(self):
         engines = self._engine_set()
-        if engines is None or engines.state == "after":
+        return engines is not None and _alive(engines.process)
+
+    def _dead_pes(self):
+        if not self._oshrun_running():
             return list(range(self.n))
         return sorted(set(range(self.n)) - set(self._client.ids))
 

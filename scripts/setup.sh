@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Set up shmem_notebook on Debian (bookworm) and run the main job.
+#   scripts/setup.sh            install everything, then execute notebooks/01-quickstart.ipynb
+#   scripts/setup.sh --install  install everything, run nothing (the test command uses this)
+# Idempotent: Debian packages are installed only when missing; the virtualenv is .venv/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES="openmpi-bin libopenmpi-dev chromium chromium-driver"
+PYTHON=${PYTHON:-python3}
+
+missing=""
+for pkg in $APT_PACKAGES; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing="$missing $pkg"
+done
+if ! "$PYTHON" -c "import venv, ensurepip" 2>/dev/null; then missing="$missing python3-venv python3-dev"; fi
+if [ -n "$missing" ]; then
+    echo "== installing Debian packages:$missing"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    echo "== creating .venv"
+    "$PYTHON" -m venv .venv
+fi
+# shmem4py builds against Open MPI's OpenSHMEM (oshcc)
+if ! .venv/bin/pip install -q -e ".[test]" ; then
+    echo "pip install failed: see the messages above" >&2; exit 1
+fi
+echo "== installed: $(.venv/bin/python -c 'import shmem_notebook, ipyparallel, numpy; print("shmem_notebook", shmem_notebook.__version__, "ipyparallel", ipyparallel.__version__, "numpy", numpy.__version__)')"
+
+if [ "${1:-}" = "--install" ]; then exit 0; fi
+
+echo "== running the main job: notebooks/01-quickstart.ipynb (4 PEs)"
+mkdir -p notebooks/executed
+.venv/bin/python scripts/run_notebook.py notebooks/01-quickstart.ipynb notebooks/executed/01-quickstart.ipynb
+echo "== done: the executed notebook is notebooks/executed/01-quickstart.ipynb"
+echo "   open the notebooks in JupyterLab with: .venv/bin/jupyter lab notebooks/"
