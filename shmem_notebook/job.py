@@ -64,6 +64,7 @@ class CellResult:
     results: dict = field(default_factory=dict)  # PE -> text/plain of the last expression
     errors: dict = field(default_factory=dict)  # PE -> (ename, evalue, traceback)
     seconds: float = 0.0
+    pending: list = field(default_factory=list)  # PEs that had not finished (timeout)
 
 
 class Job:
@@ -83,7 +84,9 @@ class Job:
         self.specs = {}  # name -> ArraySpec, in declaration order
         self.state = "stopped"  # stopped, running, hung, dead
         self.pes = {}  # PE -> info from pe.info()
-        self.last_cell = None
+        self.last_cell = None  # AsyncResult of the last cell
+        self.last_result = None  # CellResult of the last cell, also when it raised or timed out
+        self.cell_callbacks = []  # callback(job, result) after every cell
         self._cluster = self._client = self._view = None
 
     def __repr__(self):
@@ -303,7 +306,8 @@ class Job:
 
         Arrays declared in ``arrays`` are allocated first unless already
         allocated with the same spec. Raises :class:`PEError` if the cell
-        raised on any PE, after all output was shown.
+        raised on any PE, after all output was shown; :class:`JobStateError`
+        if it did not finish within ``timeout`` seconds.
         """
         self._require_running("a cell")
         specs = _as_specs(arrays)
@@ -312,58 +316,66 @@ class Job:
         if todo:
             self._alloc_on_pes(todo)
         timeout = self.timeout if timeout is None else timeout
-        out = OutputMerger(range(self.n), (stdout or sys.stdout).write)
-        err = OutputMerger(range(self.n), (stderr or sys.stderr).write)
+        write_out, write_err = (stdout or sys.stdout).write, (stderr or sys.stderr).write
         started = time.monotonic()
         ar = self._view.execute(code, silent=False, block=False)
         self.last_cell = ar
+        pending = self._stream(ar, started, timeout, write_out, write_err)
+        result = self._collect(ar, time.monotonic() - started, pending)
+        self.last_result = result
+        for callback in list(self.cell_callbacks):
+            callback(self, result)
+        if pending:
+            self.state = "hung"
+            raise JobStateError(
+                f"the cell did not finish on PE {pe_ranges(pending)} within {timeout} s; the job is "
+                f"marked hung: run `%shmem restart` to get a fresh job"
+            )
+        groups = {}
+        for pe, text in result.results.items():
+            groups.setdefault(text, []).append(pe)
+        for text, pes in groups.items():
+            write_out(f"Out[PE {pe_ranges(pes)}]: {text}\n")
+        if result.errors:
+            raise PEError(result.errors, self.n)
+        return result
+
+    def _stream(self, ar, started, timeout, write_out, write_err):
+        """Show output as it arrives until every PE finished; return the PEs still running."""
+        out, err = OutputMerger(range(self.n), write_out), OutputMerger(range(self.n), write_err)
         seen = {}
         while True:
             ar.wait(0.02)
-            done = True
-            for i, (md, child) in enumerate(zip(ar._metadata, ar._children)):
-                # a PE is finished once its reply *and* all its output arrived
-                finished = child.done() and child.output.done()
-                done = done and finished
+            pending = []
+            for pe, (md, child) in enumerate(zip(ar._metadata, ar._children)):
                 for key, merger in (("stdout", out), ("stderr", err)):
                     text = md.get(key, "")
-                    if len(text) > seen.get((i, key), 0):
-                        merger.feed(i, text[seen.get((i, key), 0) :])
-                        seen[(i, key)] = len(text)
-                if finished:
-                    out.finish(i)
-                    err.finish(i)
+                    if len(text) > seen.get((pe, key), 0):
+                        merger.feed(pe, text[seen.get((pe, key), 0) :])
+                        seen[(pe, key)] = len(text)
+                # a PE is finished once its reply *and* all its output arrived
+                if child.done() and child.output.done():
+                    out.finish(pe)
+                    err.finish(pe)
+                else:
+                    pending.append(pe)
             out.flush()
             err.flush()
-            if done:
-                break
-            if timeout is not None and time.monotonic() - started > timeout:
+            if not pending or (timeout is not None and time.monotonic() - started > timeout):
                 out.close()
                 err.close()
-                self.state = "hung"
-                pending = [i for i, c in enumerate(ar._children) if not (c.done() and c.output.done())]
-                raise JobStateError(
-                    f"the cell did not finish on PE {pe_ranges(pending)} within {timeout} s; the job is "
-                    f"marked hung: run `%shmem restart` to get a fresh job"
-                )
-        out.close()
-        err.close()
-        result = CellResult(seconds=time.monotonic() - started)
-        for i, md in enumerate(ar._metadata):
-            result.stdout[i], result.stderr[i] = md.get("stdout", ""), md.get("stderr", "")
-            er = md.get("execute_result") or {}
-            if "text/plain" in er.get("data", {}):
-                result.results[i] = er["data"]["text/plain"]
-            if md.get("status") == "error" and md.get("error") is not None:
-                e = md["error"]
-                result.errors[i] = (e.ename, e.evalue, e.render_traceback() and "\n".join(e.render_traceback()))
-        groups = {}
-        for i, text in result.results.items():
-            groups.setdefault(text, []).append(i)
-        for text, pes in groups.items():
-            (stdout or sys.stdout).write(f"Out[PE {pe_ranges(pes)}]: {text}\n")
-        if result.errors:
-            raise PEError(result.errors, self.n)
+                return pending
+
+    def _collect(self, ar, seconds, pending):
+        result = CellResult(seconds=seconds, pending=list(pending))
+        for pe, md in enumerate(ar._metadata):
+            result.stdout[pe], result.stderr[pe] = md.get("stdout", ""), md.get("stderr", "")
+            data = (md.get("execute_result") or {}).get("data", {})
+            if "text/plain" in data:
+                result.results[pe] = data["text/plain"]
+            error = md.get("error") if md.get("status") == "error" else None
+            if error is not None:
+                result.errors[pe] = (error.ename, error.evalue, "\n".join(error.render_traceback()))
         return result
 
 
