@@ -195,6 +195,10 @@ class Job:
                 f"PE {pe_ranges(self._dead_pes())} died; run `%shmem restart` (or job.restart()) to get a fresh job"
             )
 
+    def _unanswered(self, pe):
+        """Requests this client sent to PE ``pe`` that have no reply yet (the hub's count lags)."""
+        return len(self._client._outstanding_dict[self._client._engines[pe]])
+
     def _oshrun_running(self):
         engines = self._engine_set()
         return engines is not None and _alive(engines.process)
@@ -279,15 +283,13 @@ class Job:
         if self.state == "stopped":
             raise NoJobError("status")
         dead = set(self._dead_pes())
-        queues = self._client.queue_status() if len(dead) < self.n else {}
         rows = []
         for pe in range(self.n):
             info = self.pes.get(pe, {})
-            q = queues.get(pe, {})
             if pe in dead:
                 state = "dead"
             else:
-                state = "busy" if q.get("queue", 0) or q.get("tasks", 0) else "idle"
+                state = "busy" if self._unanswered(pe) else "idle"
             rows.append(
                 {
                     "pe": pe,

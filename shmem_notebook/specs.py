@@ -86,12 +86,12 @@ def parse_spec(text):
     dims = tuple(d.strip() for d in body.split(",")) if body.strip() else ()
     if not dims or any(not d for d in dims):
         raise SpecError(f"empty dimension in {text!r}: expected {GRAMMAR}")
-    spec = ArraySpec(name, dt.name, dims)
-    try:
-        spec.shape(1)
+    try:  # syntax only: the sign of a dimension depends on npes, checked by shape()
+        for d in dims:
+            _eval_dim(ast.parse(d, mode="eval").body, 1)
     except (SyntaxError, SpecError) as exc:
         raise SpecError(f"bad shape in {text!r} ({exc}): expected {GRAMMAR}") from None
-    return spec
+    return ArraySpec(name, dt.name, dims)
 
 
 def parse_specs(tokens):

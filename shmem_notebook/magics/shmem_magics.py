@@ -23,7 +23,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError instead of exiting."""
 
     def error(self, message):
-        raise UsageError(f"{self.prog}: {message}; usage: {self.format_usage().strip()[7:]}")
+        usage = " ".join(self.format_usage().split()[1:])  # one line, without "usage:"
+        raise UsageError(f"{self.prog}: {message}; usage: {usage}")
 
 
 def _positive_int(text):

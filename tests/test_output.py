@@ -1,0 +1,68 @@
+"""Merging per-PE output: labels, grouping of identical lines, holding, partial lines."""
+
+from shmem_notebook.output import OutputMerger, pe_ranges
+
+
+def test_pe_ranges():
+    assert pe_ranges([0]) == "0"
+    assert pe_ranges([3, 1, 2, 0]) == "0-3"
+    assert pe_ranges([0, 2, 3, 5]) == "0,2-3,5"
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def merger(n, hold=0.25):
+    lines, clock = [], Clock()
+    return OutputMerger(range(n), lines.append, hold=hold, clock=clock), lines, clock
+
+
+def test_identical_lines_print_once_with_the_pe_set():
+    m, lines, _ = merger(4)
+    for pe in range(4):
+        m.feed(pe, "hello\n")
+    m.flush()
+    assert lines == ["[PE 0-3] hello\n"]
+
+
+def test_different_lines_keep_pe_order():
+    m, lines, _ = merger(3)
+    for pe in (2, 0, 1):
+        m.feed(pe, f"I am {pe}\n")
+    m.flush()
+    assert lines == ["[PE 0] I am 0\n", "[PE 1] I am 1\n", "[PE 2] I am 2\n"]
+
+
+def test_a_line_waits_for_the_others_then_goes_alone():
+    m, lines, clock = merger(2)
+    m.feed(0, "early\n")
+    m.flush()
+    assert lines == []  # PE 1 may still print the same line
+    clock.t = 0.3
+    m.flush()
+    assert lines == ["[PE 0] early\n"]
+
+
+def test_finished_pes_are_not_waited_for():
+    m, lines, _ = merger(2)
+    m.finish(1)
+    m.feed(0, "only me\n")
+    m.flush()
+    assert lines == ["[PE 0] only me\n"]
+
+
+def test_partial_lines_join_and_close_emits_the_rest():
+    m, lines, _ = merger(2)
+    m.feed(0, "ab")
+    m.feed(1, "ab")
+    m.feed(0, "c\nx")
+    m.feed(1, "c\n")
+    m.flush()
+    assert lines == ["[PE 0-1] abc\n"]
+    m.close()
+    assert lines[-1] == "[PE 0] x\n"
