@@ -6,11 +6,13 @@ shmem4py on the client side: only :mod:`shmem_notebook.pe` does, on the PEs.
 """
 
 from .errors import (
+    CellStoppedError,
     HeapFullError,
     InputError,
     JobStateError,
     LaunchError,
     NoJobError,
+    PEDiedError,
     PEError,
     ShmemNotebookError,
     SpecError,
@@ -35,6 +37,8 @@ __all__ = [
     "JobStateError",
     "HeapFullError",
     "PEError",
+    "PEDiedError",
+    "CellStoppedError",
     "SpecError",
     "load_ipython_extension",
     "unload_ipython_extension",

@@ -9,6 +9,8 @@ __all__ = [
     "LaunchError",
     "NoJobError",
     "JobStateError",
+    "PEDiedError",
+    "CellStoppedError",
     "HeapFullError",
     "PEError",
 ]
@@ -44,6 +46,22 @@ class NoJobError(ShmemNotebookError):
 
 class JobStateError(ShmemNotebookError):
     """The job exists but cannot take work (dead, hung or already running)."""
+
+
+class PEDiedError(JobStateError):
+    """PEs died while the job ran; ``causes`` maps PE -> cause (signal or exit code)."""
+
+    def __init__(self, message, causes):
+        super().__init__(message)
+        self.causes = dict(causes)
+
+
+class CellStoppedError(JobStateError):
+    """A cell was stopped by its timeout or an interrupt; ``where`` says where every PE was."""
+
+    def __init__(self, message, where):
+        super().__init__("\n".join([message, *where]))
+        self.where = list(where)
 
 
 class HeapFullError(ShmemNotebookError):

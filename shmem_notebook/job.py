@@ -5,24 +5,43 @@ Client side only: nothing here imports shmem4py. Calls that touch every PE
 engines at once, in the same order.
 """
 
+import contextlib
+import glob
 import logging
+import os
+import signal
+import socket
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 
 import ipyparallel as ipp
 import numpy as np
 import psutil
 
-from .errors import HeapFullError, InputError, JobStateError, LaunchError, NoJobError, PEError
+from .errors import (
+    CellStoppedError,
+    HeapFullError,
+    InputError,
+    JobStateError,
+    LaunchError,
+    NoJobError,
+    PEDiedError,
+    PEError,
+)
 from .launcher import OshrunEngineSetLauncher, check_oshrun
 from .output import OutputMerger, pe_ranges
+from .postmortem import cell_location, crash_causes, stack_path, where_report
 from .rc import rc
 from .specs import ArraySpec, SpecError, format_size, parse_size, parse_spec, parse_specs
+from .watchdog import owned_by, start_watchdog, stop_watchdog
 
 __all__ = ["Job", "CellResult", "start", "current_job"]
 
 _current = None
+RESTART_HINT = "run `%shmem restart` (or job.restart()) to get a fresh job"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _on_pe(op, *args):
@@ -36,6 +55,13 @@ def _alive(process):
     """Whether a psutil process still runs (the launcher's own state lags behind)."""
     try:
         return process is not None and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _pid_alive(pid):
+    try:
+        return _alive(psutil.Process(pid))
     except psutil.NoSuchProcess:
         return False
 
@@ -55,6 +81,14 @@ def _as_specs(arrays):
     return [a if isinstance(a, ArraySpec) else parse_spec(a) for a in arrays]
 
 
+def _wait(condition, timeout, step=0.02):
+    """Poll ``condition`` until true or ``timeout`` seconds; return its last value."""
+    deadline = time.monotonic() + timeout
+    while not (ok := condition()) and time.monotonic() < deadline:
+        time.sleep(step)
+    return ok
+
+
 @dataclass
 class CellResult:
     """What one cell did on every PE."""
@@ -64,30 +98,37 @@ class CellResult:
     results: dict = field(default_factory=dict)  # PE -> text/plain of the last expression
     errors: dict = field(default_factory=dict)  # PE -> (ename, evalue, traceback)
     seconds: float = 0.0
-    pending: list = field(default_factory=list)  # PEs that had not finished (timeout)
+    pending: list = field(default_factory=list)  # PEs that had not finished (timeout, interrupt, death)
+    outcome: str = "ok"  # ok, error, timeout, interrupted, died
 
 
 class Job:
     """One OpenSHMEM job of ``n`` PEs driven from this kernel.
 
     Use :func:`start` to create and start one; a ``Job`` is a context manager
-    that stops the job on exit.
+    that stops the job on exit. ``ip`` other than 127.0.0.1 makes the
+    controller listen on that address (multi-node use; see the README).
     """
 
-    def __init__(self, n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None):
+    def __init__(self, n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None):
         self.n = _positive_int(n)
         self.heap = heap or rc.heap
         self.heap_bytes = parse_size(self.heap)
         self.oversubscribe = oversubscribe
         self.hostfile = hostfile
         self.timeout = rc.timeout if timeout is None else timeout
+        self.ip = ip or rc.ip
         self.specs = {}  # name -> ArraySpec, in declaration order
         self.state = "stopped"  # stopped, running, hung, dead
+        self.crash = {}  # PE -> cause, once PEs died
         self.pes = {}  # PE -> info from pe.info()
         self.last_cell = None  # AsyncResult of the last cell
         self.last_result = None  # CellResult of the last cell, also when it raised or timed out
         self.cell_callbacks = []  # callback(job, result) after every cell
-        self._cluster = self._client = self._view = None
+        self._token = uuid.uuid4().hex  # marks every process of this job (see watchdog)
+        self._cluster = self._client = self._view = self._watchdog = None
+        self._engine_set_id = None
+        self._heap_stale = False
 
     def __repr__(self):
         return f"<Job n={self.n} heap={self.heap} state={self.state}>"
@@ -100,38 +141,64 @@ class Job:
 
     # -- lifecycle -------------------------------------------------------
     def start(self):
-        """Start the PEs and wait until every one answers."""
+        """Start the controller and the PEs; return when every PE answers."""
         if self.state != "stopped":
             raise JobStateError(f"this job is {self.state}; use restart() or stop() first")
         check_oshrun(hostfile=self.hostfile)
-        cluster = ipp.Cluster(
-            engines=OshrunEngineSetLauncher,
-            n=self.n,
-            controller_ip=rc.ip,
-            controller_args=[f"--HeartMonitor.period={rc.heartbeat_ms}"],
-            delay=0,
-            log_level=logging.ERROR,  # we report failures ourselves
-        )
-        self._cluster = cluster
         try:
-            cluster.start_controller_sync()
-            cluster.start_engines_sync(
-                self.n, heap=self.heap, oversubscribe=self.oversubscribe, hostfile=self.hostfile or ""
-            )
-            self._client = cluster.connect_client_sync()
-            self._wait_for_pes(time.monotonic() + rc.start_timeout)
+            self._watchdog = start_watchdog(self._token)
+            self._start_controller()
+            self._start_pes()
         except BaseException:
             self._teardown()
             raise
-        self._view = self._client[list(range(self.n))]
-        self.state = "running"
-        self.pes = {info["pe"]: info for info in self._view.apply_sync(_on_pe, "info")}
-        if self.specs:
-            self._alloc_on_pes(list(self.specs.values()))
         return self
 
+    def _start_controller(self):
+        everywhere = self.ip in ("0.0.0.0", "*")
+        self._cluster = ipp.Cluster(
+            engines=OshrunEngineSetLauncher,
+            n=self.n,
+            controller_ip=self.ip,
+            controller_location=socket.gethostname() if everywhere else "",
+            controller_args=[f"--HeartMonitor.period={rc.heartbeat_ms}", "--nodb"],
+            delay=0,
+            log_level=logging.ERROR,  # we report failures ourselves
+        )
+        with owned_by(self._token):
+            self._cluster.start_controller_sync()
+        self._client = self._cluster.connect_client_sync()
+        self._private_files()
+
+    def _start_pes(self):
+        with owned_by(self._token):
+            self._engine_set_id = self._cluster.start_engines_sync(
+                self.n,
+                heap=self.heap,
+                oversubscribe=self.oversubscribe,
+                hostfile=self.hostfile or "",
+                local_only=self.ip in LOOPBACK,
+            )
+        self._private_files()
+        self._wait_for_pes(time.monotonic() + rc.start_timeout)
+        self._view = self._client[list(range(self.n))]
+        self.state, self.crash = "running", {}
+        self.pes = {info["pe"]: info for info in self._call("info")}
+        if self.specs:
+            self._alloc_on_pes(list(self.specs.values()))
+
+    def _private_files(self):
+        """Connection and cluster files readable by the owner only."""
+        security = os.path.join(self._cluster.profile_dir, "security")
+        for path in glob.glob(os.path.join(security, f"*{self._cluster.cluster_id}*")):
+            os.chmod(path, 0o600)
+
     def _engine_set(self):
-        return next(iter(self._cluster.engines.values()), None) if self._cluster else None
+        return self._cluster.engines.get(self._engine_set_id) if self._cluster else None
+
+    def _oshrun_running(self):
+        engines = self._engine_set()
+        return engines is not None and _alive(engines.process)
 
     def _oshrun_output(self, lines=15):
         engines = self._engine_set()
@@ -139,11 +206,10 @@ class Job:
         return "\n".join(out.strip().splitlines()[-lines:])
 
     def _wait_for_pes(self, deadline):
-        while len(self._client.ids) < self.n:
+        while set(range(self.n)) - set(self._client.ids):
             if not self._oshrun_running():
                 raise LaunchError(
-                    f"oshrun exited before all {self.n} PEs started; its output:\n"
-                    f"{self._oshrun_output()}"
+                    f"oshrun exited before all {self.n} PEs started; its output:\n{self._oshrun_output()}"
                 )
             if time.monotonic() > deadline:
                 raise LaunchError(
@@ -152,25 +218,35 @@ class Job:
                 )
             time.sleep(0.02)
 
-    def _teardown(self, grace=3.0):
-        cluster = self._cluster
-        if self._client is not None and self._oshrun_running():
-            # ask the engines to exit so every PE finalizes cleanly; signals only if they don't
-            try:
-                self._client.shutdown(targets="all", block=False)
-            except Exception:
-                pass
-            deadline = time.monotonic() + grace
-            while self._oshrun_running() and time.monotonic() < deadline:
-                time.sleep(0.02)
-        if self._client is not None:
-            self._client.close()
-        self._client = self._view = self._cluster = None
-        if cluster is not None:
-            try:
-                cluster.stop_cluster_sync()
-            except Exception:  # already gone
-                pass
+    def _stop_pes(self):
+        """End the PEs: politely if the job is healthy, by SIGKILL otherwise."""
+        engines = self._engine_set()
+        if engines is None:
+            return
+        if self.state == "running" and self._oshrun_running():
+            with contextlib.suppress(Exception):
+                self._client.shutdown(targets=list(range(self.n)), block=False)
+            _wait(lambda: not self._oshrun_running(), 3.0)
+        if self._oshrun_running():
+            # a PE blocked in a shmem call never runs a SIGTERM handler: kill the PEs, oshrun follows
+            with contextlib.suppress(psutil.Error):
+                for child in engines.process.children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        child.kill()
+            _wait(lambda: not self._oshrun_running(), 3.0)
+        with contextlib.suppress(Exception):
+            self._cluster.stop_engines_sync(self._engine_set_id)
+        self._engine_set_id = None
+
+    def _teardown(self):
+        if self._cluster is not None:
+            self._stop_pes()
+            if self._client is not None:
+                self._client.close()
+            with contextlib.suppress(Exception):
+                self._cluster.stop_cluster_sync()
+        stop_watchdog(self._watchdog)  # kills whatever of this job is still alive
+        self._cluster = self._client = self._view = self._watchdog = None
 
     def stop(self):
         """Stop every PE and the controller. Harmless when already stopped."""
@@ -179,34 +255,89 @@ class Job:
         self.pes = {}
 
     def restart(self):
-        """Stop and start again with the same N and options; declared arrays come back zeroed."""
-        self.stop()
-        return self.start()
+        """A fresh job with the same N and options; declared arrays come back zeroed.
 
-    # -- checks ----------------------------------------------------------
+        Keeps the controller and relaunches only the PEs when it can.
+        """
+        controller = self._cluster.controller if self._cluster else None
+        if controller is None or not _alive(getattr(controller, "process", None)):
+            self.stop()
+            return self.start()
+        self._stop_pes()
+        self.state = "stopped"
+        # the new PEs can have ids 0..n-1 only once the hub has dropped the old ones
+        if not _wait(lambda: not self._client.ids, 5.0):
+            self.stop()
+            return self.start()
+        try:
+            self._start_pes()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    # -- talking to the PEs ----------------------------------------------
+    def _call(self, op, *args, timeout=60.0):
+        """``pe.<op>(*args)`` on every PE, in PE order. Collective."""
+        ar = self._view.apply_async(_on_pe, op, *args)
+        try:
+            return ar.get(timeout)
+        except ipp.error.TimeoutError:
+            self.state = "hung"
+            raise JobStateError(f"the PEs did not answer {op} within {timeout:.0f} s; {RESTART_HINT}") from None
+        finally:
+            with contextlib.suppress(Exception):
+                self._client.purge_local_results(ar)
+
     def _require_running(self, what):
         if self.state == "stopped":
             raise NoJobError(what)
-        if self.state in ("dead", "hung"):
-            raise JobStateError(f"the job is {self.state}; run `%shmem restart` (or job.restart()) to get a fresh one")
-        if self._dead_pes():
-            self.state = "dead"
-            raise JobStateError(
-                f"PE {pe_ranges(self._dead_pes())} died; run `%shmem restart` (or job.restart()) to get a fresh job"
-            )
-
-    def _unanswered(self, pe):
-        """Requests this client sent to PE ``pe`` that have no reply yet (the hub's count lags)."""
-        return len(self._client._outstanding_dict[self._client._engines[pe]])
-
-    def _oshrun_running(self):
-        engines = self._engine_set()
-        return engines is not None and _alive(engines.process)
+        if self.state == "running" and self._dead_pes():
+            self._mark_dead()
+        if self.state == "dead":
+            raise PEDiedError(f"the job is dead ({self._crash_text()}); {RESTART_HINT}", self.crash)
+        if self.state == "hung":
+            raise JobStateError(f"the job is hung (a cell did not finish); {RESTART_HINT}")
 
     def _dead_pes(self):
-        if not self._oshrun_running():
+        """PEs whose process is gone (all of them once oshrun exited)."""
+        if self.state == "dead" or not self._oshrun_running():
             return list(range(self.n))
-        return sorted(set(range(self.n)) - set(self._client.ids))
+        here = socket.gethostname()
+        return [pe for pe, info in self.pes.items() if info.get("host") == here and not _pid_alive(info["pid"])]
+
+    def _mark_dead(self):
+        """Record why the PEs died, make sure none is left, keep the controller for a fast restart."""
+        _wait(lambda: not self._oshrun_running(), 3.0)  # oshrun reports, then exits
+        output = self._oshrun_output(lines=400)
+        self.crash = crash_causes(output, {pe: info.get("pid") for pe, info in self.pes.items()})
+        self.state = "dead"
+        self._stop_pes()
+
+    def _crash_text(self):
+        if not self.crash:
+            return "oshrun exited"
+        return "; ".join(f"PE {pe_ranges(pes)} died of {cause}" for cause, pes in _group(self.crash).items())
+
+    def _locate(self, pes, code):
+        """Where each of ``pes`` is in ``code``: dump their stacks with SIGUSR1 and read them."""
+        here, paths, where = socket.gethostname(), {}, {}
+        for pe in pes:
+            info = self.pes.get(pe, {})
+            if info.get("host") != here:
+                where[pe] = f"running on {info.get('host')} (no stack from other hosts)"
+                continue
+            paths[pe] = stack_path(self._cluster.profile_dir, self._cluster.cluster_id, pe)
+            open(paths[pe], "w").close()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(info["pid"], signal.SIGUSR1)
+        _wait(lambda: all(os.path.getsize(p) for p in paths.values()), 2.0)
+        time.sleep(0.05)  # let the dumps finish
+        for pe, path in paths.items():
+            with open(path, errors="replace") as f:
+                location = cell_location(f.read())
+            where[pe] = location or "running, outside the cell's code"
+        return where
 
     # -- symmetric arrays --------------------------------------------------
     def alloc(self, *declarations, **specs):
@@ -227,9 +358,8 @@ class Job:
             raise SpecError(f"{exc} (npes={self.n})") from None
         self._check_heap(specs)
         try:
-            usage = self._view.apply_sync(_on_pe, "alloc", decls)
+            usage = self._call("alloc", decls)
         except ipp.error.CompositeError as exc:
-            self.state = "dead" if self._dead_pes() else self.state
             raise HeapFullError(f"allocating {' '.join(map(str, specs))} failed on the PEs: {exc}") from None
         for s in specs:
             self.specs.pop(s.name, None)
@@ -239,11 +369,11 @@ class Job:
     def _record_usage(self, usage):
         for pe, (used, size) in enumerate(usage):
             self.pes.setdefault(pe, {}).update(heap_used=used, heap_size=size)
+        self._heap_stale = False
 
     def _check_heap(self, specs):
-        if self.last_cell is not None:  # cells may have allocated with shmem4py directly
-            self._record_usage(self._view.apply_sync(_on_pe, "heap_usage"))
-            self.last_cell = None
+        if self._heap_stale:  # cells may have allocated with shmem4py directly
+            self._record_usage(self._call("heap_usage"))
         replaced = sum(self.specs[s.name].nbytes(self.n) for s in specs if s.name in self.specs)
         need = sum(s.nbytes(self.n) for s in specs) - replaced
         used = max(info.get("heap_used", 0) for info in self.pes.values())
@@ -255,20 +385,22 @@ class Job:
                 f"or start with a larger heap (`%shmem stop`, then `%shmem start -n {self.n} --heap 1G`)"
             )
 
+    def _declared(self, name):
+        if name not in self.specs:
+            raise SpecError(f"no array named {name!r} is declared; declared: {', '.join(self.specs) or 'none'}")
+
     def free(self, name):
         """Free the declared array ``name`` on every PE. Collective."""
         self._require_running("free")
-        if name not in self.specs:
-            raise SpecError(f"no array named {name!r} is declared; declared: {', '.join(self.specs) or 'none'}")
-        self._record_usage(self._view.apply_sync(_on_pe, "free", name))
+        self._declared(name)
+        self._record_usage(self._call("free", name))
         del self.specs[name]
 
     def gather(self, name):
         """Copy array ``name`` from every PE: a NumPy array of shape ``(npes, *shape)``."""
         self._require_running("gather")
-        if name not in self.specs:
-            raise SpecError(f"no array named {name!r} is declared; declared: {', '.join(self.specs) or 'none'}")
-        return np.stack(self._view.apply_sync(_on_pe, "gather", name))
+        self._declared(name)
+        return np.stack(self._call("gather", name))
 
     def arrays(self):
         """Declared arrays: one dict per array with name, dtype, shape, bytes."""
@@ -282,7 +414,7 @@ class Job:
         """One dict per PE: pe, state (idle/busy/dead), pid, host, heap_used, heap_size."""
         if self.state == "stopped":
             raise NoJobError("status")
-        dead = set(self._dead_pes())
+        dead = set(range(self.n)) if self.state == "dead" else set(self._dead_pes())
         rows = []
         for pe in range(self.n):
             info = self.pes.get(pe, {})
@@ -302,14 +434,20 @@ class Job:
             )
         return rows
 
+    def _unanswered(self, pe):
+        """Requests this client sent to PE ``pe`` that have no reply yet (the hub's count lags)."""
+        uuid_ = self._client._engines.get(pe)
+        return len(self._client._outstanding_dict[uuid_]) if uuid_ else 0
+
     # -- cells ---------------------------------------------------------------
     def run(self, code, arrays=None, timeout=None, stdout=None, stderr=None):
         """Run ``code`` on every PE; stream its output labelled by PE. Collective.
 
         Arrays declared in ``arrays`` are allocated first unless already
-        allocated with the same spec. Raises :class:`PEError` if the cell
-        raised on any PE, after all output was shown; :class:`JobStateError`
-        if it did not finish within ``timeout`` seconds.
+        allocated with the same spec. After all output was shown, raises
+        :class:`PEError` if the cell raised on any PE, :class:`PEDiedError`
+        if PEs died, :class:`CellStoppedError` on timeout or interrupt (with
+        where every PE was).
         """
         self._require_running("a cell")
         specs = _as_specs(arrays)
@@ -321,67 +459,122 @@ class Job:
         write_out, write_err = (stdout or sys.stdout).write, (stderr or sys.stderr).write
         started = time.monotonic()
         ar = self._view.execute(code, silent=False, block=False)
-        self.last_cell = ar
-        pending = self._stream(ar, started, timeout, write_out, write_err)
-        result = self._collect(ar, time.monotonic() - started, pending)
+        self.last_cell, self._heap_stale = ar, True
+        try:
+            outcome, pending = self._stream(ar, started, timeout, write_out, write_err)
+        except KeyboardInterrupt:
+            outcome, pending = "interrupted", self._pending(ar)
+        where = self._locate(pending, code) if outcome in ("timeout", "interrupted") else {}
+        if outcome == "interrupted":  # Ctrl-C: let PEs that can raise KeyboardInterrupt do so
+            self._signal(pending, signal.SIGINT)
+            _wait(lambda: not self._pending(ar), 1.5)
+            pending = self._pending(ar)
+        result = self._collect(ar, time.monotonic() - started, pending, outcome)
         self.last_result = result
         for callback in list(self.cell_callbacks):
             callback(self, result)
-        if pending:
-            self.state = "hung"
-            raise JobStateError(
-                f"the cell did not finish on PE {pe_ranges(pending)} within {timeout} s; the job is "
-                f"marked hung: run `%shmem restart` to get a fresh job"
-            )
-        groups = {}
-        for pe, text in result.results.items():
-            groups.setdefault(text, []).append(pe)
-        for text, pes in groups.items():
-            write_out(f"Out[PE {pe_ranges(pes)}]: {text}\n")
-        if result.errors:
-            raise PEError(result.errors, self.n)
+        self._report(result, where, code, timeout, write_out)
+        if not pending:
+            with contextlib.suppress(Exception):
+                self._client.purge_local_results(ar)
         return result
 
-    def _stream(self, ar, started, timeout, write_out, write_err):
-        """Show output as it arrives until every PE finished; return the PEs still running."""
-        out, err = OutputMerger(range(self.n), write_out), OutputMerger(range(self.n), write_err)
-        seen = {}
-        while True:
-            ar.wait(0.02)
-            pending = []
-            for pe, (md, child) in enumerate(zip(ar._metadata, ar._children)):
-                for key, merger in (("stdout", out), ("stderr", err)):
-                    text = md.get(key, "")
-                    if len(text) > seen.get((pe, key), 0):
-                        merger.feed(pe, text[seen.get((pe, key), 0) :])
-                        seen[(pe, key)] = len(text)
-                # a PE is finished once its reply *and* all its output arrived
-                if child.done() and child.output.done():
-                    out.finish(pe)
-                    err.finish(pe)
-                else:
-                    pending.append(pe)
-            out.flush()
-            err.flush()
-            if not pending or (timeout is not None and time.monotonic() - started > timeout):
-                out.close()
-                err.close()
-                return pending
+    def _pending(self, ar):
+        # a PE is finished once its reply *and* all its output arrived
+        return [pe for pe, c in enumerate(ar._children) if not (c.done() and c.output.done())]
 
-    def _collect(self, ar, seconds, pending):
-        result = CellResult(seconds=seconds, pending=list(pending))
+    def _signal(self, pes, signum):
+        here = socket.gethostname()
+        for pe in pes:
+            info = self.pes.get(pe, {})
+            if info.get("host") == here:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(info["pid"], signum)
+
+    def _stream(self, ar, started, timeout, write_out, write_err):
+        """Show output as it arrives; return (outcome, PEs still running) once every PE
+        finished ('ok'), the timeout passed ('timeout') or PEs died ('died')."""
+        out, err = OutputMerger(range(self.n), write_out), OutputMerger(range(self.n), write_err)
+        seen, next_check, outcome = {}, 0.0, None
+        try:
+            while outcome is None:
+                ar.wait(0.02)
+                pending = self._pending(ar)
+                for pe, md in enumerate(ar._metadata):
+                    for key, merger in (("stdout", out), ("stderr", err)):
+                        text = md.get(key, "")
+                        if len(text) > seen.get((pe, key), 0):
+                            merger.feed(pe, text[seen.get((pe, key), 0) :])
+                            seen[(pe, key)] = len(text)
+                    if pe not in pending:
+                        out.finish(pe)
+                        err.finish(pe)
+                out.flush()
+                err.flush()
+                now = time.monotonic()
+                if not pending:
+                    outcome = "ok"
+                elif timeout is not None and now - started > timeout:
+                    outcome = "timeout"
+                elif now > next_check:  # a dead PE never answers: look every 0.25 s
+                    next_check = now + 0.25
+                    if self._dead_pes():
+                        time.sleep(0.3)  # the survivors' last output is on its way
+                        outcome = "died"
+            return outcome, self._pending(ar)
+        finally:
+            out.close()
+            err.close()
+
+    def _collect(self, ar, seconds, pending, outcome):
+        result = CellResult(seconds=seconds, pending=list(pending), outcome=outcome)
         for pe, md in enumerate(ar._metadata):
             result.stdout[pe], result.stderr[pe] = md.get("stdout", ""), md.get("stderr", "")
             data = (md.get("execute_result") or {}).get("data", {})
             if "text/plain" in data:
                 result.results[pe] = data["text/plain"]
             error = md.get("error") if md.get("status") == "error" else None
-            if error is not None:
+            if error is not None and pe not in pending and outcome != "died":
                 result.errors[pe] = (error.ename, error.evalue, "\n".join(error.render_traceback()))
+        if outcome == "ok" and result.errors:
+            result.outcome = "error"
         return result
 
+    def _report(self, result, where, code, timeout, write_out):
+        """Show the last expressions, then raise for whatever went wrong."""
+        for text, pes in _group(result.results).items():
+            write_out(f"Out[PE {pe_ranges(pes)}]: {text}\n")
+        if result.outcome == "died":
+            self._mark_dead()
+            raise PEDiedError(
+                f"{self._crash_text()} while the cell ran; OpenSHMEM has no fault tolerance, so oshrun ended "
+                f"the job (the other PEs' output is above); {RESTART_HINT}",
+                self.crash,
+            )
+        if result.outcome in ("timeout", "interrupted"):
+            lines = where_report(where, code, self.n)
+            if not result.pending:
+                raise CellStoppedError("the cell was interrupted; every PE stopped and the job is still usable", lines)
+            self.state = "hung"
+            what = f"did not finish within {timeout} s" if result.outcome == "timeout" else "was interrupted"
+            raise CellStoppedError(
+                f"the cell {what} on PE {pe_ranges(result.pending)}; the job is marked hung: "
+                f"run `%shmem restart`. Where every PE was:",
+                lines,
+            )
+        if result.errors:
+            raise PEError(result.errors, self.n)
 
-def start(n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None):
+
+def _group(mapping):
+    """{key: value} -> {value: [keys]}, first-seen order."""
+    groups = {}
+    for key, value in sorted(mapping.items()):
+        groups.setdefault(value, []).append(key)
+    return groups
+
+
+def start(n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None):
     """Start an OpenSHMEM job of ``n`` PEs and make it the current job."""
     global _current
     if _current is not None and _current.state != "stopped":
@@ -389,7 +582,7 @@ def start(n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None):
             f"a job of {_current.n} PEs is already {_current.state}; use `%shmem restart` or `%shmem stop` "
             f"(job.restart() / job.stop()) first"
         )
-    job = Job(n, heap=heap, oversubscribe=oversubscribe, hostfile=hostfile, timeout=timeout)
+    job = Job(n, heap=heap, oversubscribe=oversubscribe, hostfile=hostfile, timeout=timeout, ip=ip)
     job.start()
     _current = job
     return job

@@ -6,14 +6,18 @@ declared symmetric arrays and binds ``shmem``, ``np``, ``me``, ``npes`` and
 those arrays into the engine's namespace before every cell.
 """
 
+import faulthandler
 import inspect
 import os
+import signal
 import socket
 import sys
 import time
 
 import numpy as np
 from shmem4py import shmem
+
+from .postmortem import GLOBAL_EXIT_MARK, stack_path
 
 __all__ = ["arrays", "last_cell", "alloc", "free", "gather", "heap_usage", "info", "bind", "main"]
 
@@ -40,6 +44,25 @@ def _symmetric_array(obj, dtype=None, *, order="K", align=None, hints=None):
 def _patch_shmem4py():
     if int(np.__version__.split(".")[0]) >= 2 and "copy=False" in inspect.getsource(shmem.array):
         shmem.array = _symmetric_array
+
+
+def _install_diagnostics():
+    """SIGUSR1 dumps every thread's stack to a file the client reads (works while
+    blocked in a shmem call); ``shmem.global_exit`` leaves a note in oshrun's output."""
+    path = stack_path(os.environ.get("IPP_PROFILE_DIR", "/tmp"), os.environ.get("IPP_CLUSTER_ID", ""), shmem.my_pe())
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    global _stack_file
+    _stack_file = open(path, "a")  # append: the client truncates it before each dump
+    faulthandler.register(signal.SIGUSR1, file=_stack_file, all_threads=True)
+
+    global_exit = shmem.global_exit
+
+    def noted_global_exit(status=0):
+        os.write(2, (GLOBAL_EXIT_MARK.format(pe=shmem.my_pe(), status=status) + "\n").encode())
+        global_exit(status)
+
+    noted_global_exit.__doc__ = global_exit.__doc__
+    shmem.global_exit = noted_global_exit
 
 
 def heap_usage():
@@ -129,6 +152,7 @@ def main(argv=None):
     from ipyparallel.engine.app import IPEngine
 
     _patch_shmem4py()
+    _install_diagnostics()
     argv = list(sys.argv[1:] if argv is None else argv)
     argv += [
         f"--IPEngine.id={shmem.my_pe()}",

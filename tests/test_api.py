@@ -11,7 +11,7 @@ def test_public_api_is_pinned():
         [
             "start", "current_job", "Job", "CellResult", "ArraySpec", "rc",
             "ShmemNotebookError", "InputError", "LaunchError", "NoJobError", "JobStateError",
-            "HeapFullError", "PEError", "SpecError",
+            "HeapFullError", "PEError", "PEDiedError", "CellStoppedError", "SpecError",
             "load_ipython_extension", "unload_ipython_extension",
         ]
     )

@@ -11,6 +11,7 @@ from shmem_notebook import HeapFullError, JobStateError, NoJobError, PEError, Sp
 
 @pytest.fixture(scope="module")
 def ip():
+    shmem_notebook.job._current = None  # no job from earlier test modules
     shell = start_ipython()
     shell.run_cell("%load_ext shmem_notebook")
     yield shell

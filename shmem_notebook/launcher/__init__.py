@@ -20,7 +20,7 @@ from ..errors import LaunchError
 from ..rc import rc
 from ..specs import parse_size
 
-__all__ = ["OshrunEngineSetLauncher", "check_oshrun", "platform_environment", "local_slots"]
+__all__ = ["OshrunEngineSetLauncher", "check_oshrun", "platform_environment", "local_slots", "LOCAL_ONLY"]
 
 INSTALL_HINT = "install Open MPI's OpenSHMEM: apt-get install openmpi-bin libopenmpi-dev"
 
@@ -39,7 +39,15 @@ def local_slots():
     return psutil.cpu_count(logical=False) or os.cpu_count() or 1
 
 
-def platform_environment(environ=None, heap=None):
+#: single-node jobs: PEs talk through shared memory and open no TCP listener
+LOCAL_ONLY = {
+    "UCX_TLS": "self,sm",
+    "OMPI_MCA_btl": "self,vader",
+    "OMPI_MCA_oob_tcp_if_include": "lo",
+}
+
+
+def platform_environment(environ=None, heap=None, local_only=False):
     """Environment the PEs need on Open MPI 4.1.x OSHMEM (what the user set wins).
 
     - ``OMPI_MCA_osc=^rdma``: without it every PE segfaults in
@@ -47,9 +55,10 @@ def platform_environment(environ=None, heap=None):
     - ``OMPI_ALLOW_RUN_AS_ROOT*`` when running as root.
     - ``SMA_SYMMETRIC_SIZE`` and ``SHMEM_SYMMETRIC_SIZE`` for the heap size
       (OSHMEM 4.1.4 reads the former, the OpenSHMEM 1.4 standard names the latter).
+    - with ``local_only``, :data:`LOCAL_ONLY`: no PE listens on a network interface.
     """
     environ = os.environ if environ is None else environ
-    env = {}
+    env = {k: v for k, v in LOCAL_ONLY.items() if k not in environ} if local_only else {}
     if "OMPI_MCA_osc" not in environ and "OMPI_MCA_opal_common_ucx_opal_mem_hooks" not in environ:
         env["OMPI_MCA_osc"] = "^rdma"
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -74,6 +83,9 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
         help="Pass --oversubscribe. None: only when n exceeds this machine's cores and no hostfile is given.",
     )
     hostfile = Unicode("", config=True, help="Open MPI hostfile for multi-node jobs.")
+    local_only = Bool(
+        True, config=True, help="Single node: PEs use shared memory only and listen on no network interface."
+    )
     python = Unicode(sys.executable, config=True, help="Python that runs each PE.")
 
     @default("mpi_cmd")
@@ -93,7 +105,8 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
 
     def get_env(self):
         env = super().get_env()
-        env.update(platform_environment(heap=self.heap))
+        local = self.local_only and not self.hostfile and "SLURM_JOB_ID" not in os.environ
+        env.update(platform_environment(heap=self.heap, local_only=local))
         return env
 
     def find_args(self):

@@ -16,7 +16,7 @@ from ..specs import format_size
 
 __all__ = ["ShmemMagics", "format_status", "format_arrays"]
 
-SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather")
+SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather", "inspect")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,11 +60,18 @@ def _start_args(p):
     p.add_argument("--oversubscribe", action="store_true", default=None)
     p.add_argument("--hostfile", default=None)
     p.add_argument("--timeout", type=_seconds, default=None, help="default timeout for every cell, seconds")
+    p.add_argument("--ip", default=None, help="address the controller listens on (default 127.0.0.1)")
 
 
 def _cell_args(p):
     p.add_argument("arrays", nargs="*", help="NAME=DTYPE[SHAPE] declarations")
     p.add_argument("--timeout", type=_seconds, default=None)
+
+
+def _inspect_args(p):
+    p.add_argument("--auto", action="store_true", help="refresh after every %%pxshmem cell")
+    p.add_argument("--array", default=None, metavar="NAME", help="array shown in the values and diff views")
+    p.add_argument("--reference", type=int, default=None, metavar="PE", help="PE the diff compares with")
 
 
 PARSERS = {
@@ -73,6 +80,7 @@ PARSERS = {
     "free": _parser("%shmem free", lambda p: p.add_argument("names", nargs="+", metavar="NAME")),
     "gather": _parser("%shmem gather", lambda p: p.add_argument("name", metavar="NAME")),
     "pxshmem": _parser("%%pxshmem", _cell_args),
+    "inspect": _parser("%shmem inspect", _inspect_args),
 }
 
 
@@ -124,6 +132,7 @@ class ShmemMagics(Magics):
         """%shmem start -n N [--heap SIZE] [--oversubscribe] [--hostfile FILE] [--timeout S]
         %shmem stop | restart | status | arrays
         %shmem alloc NAME=DTYPE[SHAPE] ... | free NAME ... | gather NAME
+        %shmem inspect [--auto] [--array NAME] [--reference PE]
         """
         words = shlex.split(line)
         if not words or words[0] not in SUBCOMMANDS:
@@ -140,7 +149,7 @@ class ShmemMagics(Magics):
 
     def _start(self, args):
         job = _job.start(args.n, heap=args.heap, oversubscribe=args.oversubscribe, hostfile=args.hostfile,
-                         timeout=args.timeout)
+                         timeout=args.timeout, ip=args.ip)
         print(f"OpenSHMEM job ready: {job.n} PEs, heap {job.heap} per PE")
 
     def _stop(self):
@@ -173,6 +182,11 @@ class ShmemMagics(Magics):
 
     def _gather(self, args):
         return self._job("%shmem gather").gather(args.name)
+
+    def _inspect(self, args):
+        from ..inspector import inspect
+
+        return inspect(self._job("%shmem inspect"), auto=args.auto, array=args.array, reference=args.reference)
 
     @cell_magic
     def pxshmem(self, line, cell):

@@ -1,0 +1,106 @@
+"""What happened to the PEs: why they died, and where hung ones are stuck.
+
+Pure text analysis, testable without OpenSHMEM:
+
+- :func:`crash_causes` reads ``oshrun``'s output (Open MPI's abort messages,
+  UCX's signal reports, our ``global_exit`` marker) into a cause per PE.
+- :func:`cell_location` reads a ``faulthandler`` dump of a PE (taken with
+  SIGUSR1, which works while the PE is blocked inside a shmem call) into the
+  line of the user's cell it is on and the shmem call it is blocked in.
+"""
+
+import os
+import re
+import signal
+
+__all__ = ["GLOBAL_EXIT_MARK", "stack_path", "crash_causes", "describe_exit", "cell_location", "where_report"]
+
+#: written to fd 2 by a PE right before ``shmem.global_exit(status)``
+GLOBAL_EXIT_MARK = "shmem_notebook: PE {pe} called shmem.global_exit({status})"
+
+def stack_path(profile_dir, cluster_id, pe):
+    """Where PE ``pe`` writes its stacks on SIGUSR1 (on its own host)."""
+    return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.stacks")
+
+
+_SIGNAL_RANK = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
+_EXIT_RANK = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)")
+_UCX_SIGNAL = re.compile(r"\[[^:\]]+:(\d+):\d+:\d+\] Caught signal (\d+)")
+_GLOBAL_EXIT = re.compile(r"shmem_notebook: PE (\d+) called shmem\.global_exit\((-?\d+)\)")
+
+
+def _signal_text(number):
+    try:
+        return f"signal {number} ({signal.Signals(number).name})"
+    except ValueError:
+        return f"signal {number}"
+
+
+def describe_exit(code):
+    """``-11`` / ``139`` -> ``'signal 11 (SIGSEGV)'``; ``3`` -> ``'exit code 3'``."""
+    if code is None:
+        return "an unknown cause"
+    if code < 0:
+        return _signal_text(-code)
+    if code > 128:
+        return _signal_text(code - 128)
+    return f"exit code {code}"
+
+
+def crash_causes(output, pids=None):
+    """PE -> cause (``'signal 11 (SIGSEGV)'``, ``'exit code 3'``, ...) found in ``oshrun`` output.
+
+    ``pids`` maps PE -> pid, to attribute UCX signal reports (which name a pid).
+    """
+    causes = {}
+    for pe, status in _GLOBAL_EXIT.findall(output):
+        causes.setdefault(int(pe), f"shmem.global_exit({status})")
+    by_pid = {pid: pe for pe, pid in (pids or {}).items()}
+    for pid, number in _UCX_SIGNAL.findall(output):
+        if int(pid) in by_pid:
+            causes.setdefault(by_pid[int(pid)], _signal_text(int(number)))
+    for rank, number in _SIGNAL_RANK.findall(output):
+        causes.setdefault(int(rank), _signal_text(int(number)))
+    for rank, code in _EXIT_RANK.findall(output):
+        causes.setdefault(int(rank), f"exit code {code}")
+    return causes
+
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+
+
+def cell_location(dump):
+    """``(line, shmem_call)`` of the thread running a cell in a faulthandler dump.
+
+    ``line`` is the line of the cell's code (1-based); ``shmem_call`` the
+    shmem4py function the PE is inside (e.g. ``'barrier_all'``) or ``None``.
+    Returns ``None`` when no thread is running a cell.
+    """
+    for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump):
+        frames = [m.groupdict() for m in map(_FRAME.match, block.splitlines()) if m]
+        for i, frame in enumerate(frames):  # most recent call first
+            if frame["func"] == "run_code" and frame["file"].endswith("interactiveshell.py") and i > 0:
+                cell = frames[i - 1]
+                shmem_calls = [f["func"] for f in frames[:i] if "shmem4py" in f["file"]]
+                return int(cell["line"]), (shmem_calls[-1] if shmem_calls else None)
+    return None
+
+
+def where_report(locations, code, npes):
+    """Lines like ``PE 0: line 3, shmem.barrier_all()`` / ``PE 1-3: finished``.
+
+    ``locations`` maps PE -> ``(line, shmem_call)``, ``'finished'``, or a
+    string saying why the location is unknown.
+    """
+    from .output import pe_ranges
+
+    source = code.splitlines()
+    groups = {}
+    for pe in range(npes):
+        where = locations.get(pe, "finished")
+        if isinstance(where, tuple):
+            line, call = where
+            text = source[line - 1].strip() if 0 < line <= len(source) else "?"
+            where = f"line {line}, {text}" + (f"  (blocked in shmem.{call})" if call and f"{call}(" not in text else "")
+        groups.setdefault(where, []).append(pe)
+    return [f"PE {pe_ranges(pes)}: {where}" for where, pes in groups.items()]

@@ -1,0 +1,88 @@
+"""Stop a job's processes when the notebook kernel dies, even by SIGKILL.
+
+Each job gets a token, inherited by every process it starts (controller,
+oshrun, PEs, nannies) through ``SHMEM_NOTEBOOK_OWNER``. A watchdog process
+holds a pipe from the kernel: when the pipe closes (the kernel died, or the
+job stopped) it terminates, then kills, whatever still carries the token.
+"""
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+
+__all__ = ["OWNER", "owned_by", "start_watchdog", "stop_watchdog", "owned_processes", "kill_owned"]
+
+OWNER = "SHMEM_NOTEBOOK_OWNER"
+
+
+@contextlib.contextmanager
+def owned_by(token):
+    """Processes started inside this block carry ``token``."""
+    old = os.environ.get(OWNER)
+    os.environ[OWNER] = token
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(OWNER, None)
+        else:
+            os.environ[OWNER] = old
+
+
+def start_watchdog(token):
+    """A watchdog for ``token``'s processes; it acts when its stdin closes."""
+    with owned_by(token):
+        return subprocess.Popen(
+            [sys.executable, "-c", f"from shmem_notebook.watchdog import main; main({token!r})"],
+            stdin=subprocess.PIPE,
+            start_new_session=True,  # a Ctrl-C in the kernel must not reach it
+        )
+
+
+def stop_watchdog(watchdog, timeout=5.0):
+    """Close the pipe: the watchdog cleans up what is left and exits."""
+    if watchdog is None:
+        return
+    with contextlib.suppress(OSError):
+        watchdog.stdin.close()
+    try:
+        watchdog.wait(timeout)
+    except subprocess.TimeoutExpired:
+        watchdog.kill()
+        watchdog.wait()
+
+
+def owned_processes(token):
+    """Live processes that carry ``token``, except this one."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == os.getpid():
+            continue
+        try:
+            if proc.environ().get(OWNER) == token and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            pass
+    return found
+
+
+def kill_owned(token, grace=1.0):
+    """SIGTERM every process carrying ``token``, SIGKILL what is left after ``grace`` s."""
+    procs = owned_processes(token)
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for proc in alive + owned_processes(token):
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+
+
+def main(token):
+    sys.stdin.buffer.read()  # returns when the kernel is gone or the job stopped
+    time.sleep(0.1)
+    kill_owned(token)

@@ -1,0 +1,238 @@
+"""Crashed and hung PEs, kernel death, long sessions, loopback-only listening.
+
+Real oshrun jobs throughout; the interrupt and kernel-death tests drive a real
+Jupyter kernel through jupyter_client, as a notebook front end does.
+"""
+
+import io
+import os
+import signal
+import stat
+import threading
+import time
+
+import psutil
+import pytest
+from conftest import wait_for_no_processes
+
+import shmem_notebook
+from shmem_notebook import CellStoppedError, JobStateError, PEDiedError
+from shmem_notebook.watchdog import owned_processes
+
+
+def quiet_run(job, code, **kw):
+    return job.run(code, stdout=io.StringIO(), stderr=io.StringIO(), **kw)
+
+
+@pytest.fixture(scope="module")
+def job2():
+    job = shmem_notebook.Job(2).start()
+    try:
+        yield job
+    finally:
+        job.stop()
+
+
+CRASHES = {
+    "segfault": ("import ctypes; ctypes.string_at(0)", "signal 11 (SIGSEGV)"),
+    "os._exit": ("import os; os._exit(3)", "exit code 3"),
+    "global_exit": ("shmem.global_exit(2)", "shmem.global_exit(2)"),
+    "sigkill": (None, "signal 9 (SIGKILL)"),  # killed from outside
+}
+
+
+@pytest.mark.parametrize("kind", list(CRASHES))
+def test_a_dying_pe_ends_the_cell_with_its_cause(job2, kind):
+    death, cause = CRASHES[kind]
+    if job2.state != "running":
+        job2.restart()
+    job2.alloc("keep=int64[4]")
+    quiet_run(job2, "keep[:] = 7")
+    if death is None:
+        victim = job2.pes[1]["pid"]
+        threading.Timer(1.0, os.kill, (victim, signal.SIGKILL)).start()
+        death = "import time; time.sleep(60)"
+    code = f"print('survivor output', me, flush=True)\nif me == 1:\n    {death}\nimport time; time.sleep(60)"
+    t0 = time.monotonic()
+    with pytest.raises(PEDiedError) as info:
+        quiet_run(job2, code)
+    elapsed = time.monotonic() - t0
+    assert elapsed < 5 + (1 if kind == "sigkill" else 0), f"the cell took {elapsed:.1f} s to end"
+    message = str(info.value)
+    assert f"PE 1 died of {cause}" in message and "%shmem restart" in message
+    assert info.value.causes[1] == cause
+    assert job2.last_result.stdout[0] == "survivor output 0\n"  # the other PE's output is kept
+    assert job2.state == "dead"
+    assert [row["state"] for row in job2.status()] == ["dead", "dead"]
+    with pytest.raises(PEDiedError, match="restart"):
+        quiet_run(job2, "pass")
+    # nothing of the old PEs is left; the controller stays for a fast restart
+    assert not [p for p in owned_processes(job2._token) if "shmem_notebook.pe" in " ".join(p.cmdline())]
+    t0 = time.monotonic()
+    job2.restart()
+    print(f"restart after {kind}: {time.monotonic() - t0:.2f} s")
+    assert job2.state == "running"
+    assert not job2.gather("keep").any()  # re-allocated, zeroed
+    assert quiet_run(job2, "print(me)").stdout == {0: "0\n", 1: "1\n"}
+
+
+@pytest.fixture(scope="module")
+def job4():
+    job = shmem_notebook.Job(4).start()
+    try:
+        yield job
+    finally:
+        job.stop()
+
+
+def test_barrier_deadlock_shows_where_every_pe_is(job4):
+    code = "x = 1\nif me == 0:\n    shmem.barrier_all()\ny = 2"
+    with pytest.raises(CellStoppedError) as info:
+        quiet_run(job4, code, timeout=2)
+    assert info.value.where == ["PE 0: line 3, shmem.barrier_all()", "PE 1-3: finished"]
+    assert "did not finish within 2 s on PE 0" in str(info.value)
+    assert job4.state == "hung"
+    with pytest.raises(JobStateError, match="hung .* restart"):
+        quiet_run(job4, "pass")
+    job4.restart()
+    assert quiet_run(job4, "print('back')").stdout[3] == "back\n"
+
+
+def test_wait_until_nobody_sets_shows_the_blocking_call(job4):
+    code = "print('waiting', me)\nshmem.wait_until(flag, shmem.CMP.EQ, 1)"
+    with pytest.raises(CellStoppedError) as info:
+        quiet_run(job4, code, arrays="flag=int64[1]", timeout=1.5)
+    assert info.value.where == ["PE 0-3: line 2, shmem.wait_until(flag, shmem.CMP.EQ, 1)"]
+    assert all(job4.last_result.stdout[pe] == f"waiting {pe}\n" for pe in range(4))
+    job4.restart()
+
+
+def test_default_timeout_from_start():
+    job = shmem_notebook.Job(2, timeout=1).start()
+    try:
+        with pytest.raises(CellStoppedError, match="within 1 s"):
+            quiet_run(job, "if me == 1:\n    shmem.barrier_all()")
+    finally:
+        job.stop()
+
+
+def test_eight_pes_on_two_cores():
+    with shmem_notebook.Job(8).start() as job:
+        result = quiet_run(job, "shmem.barrier_all()\nprint(me)")
+        assert result.stdout == {pe: f"{pe}\n" for pe in range(8)}
+
+
+def test_two_hundred_cells_lose_no_output_and_memory_stays_flat(job4):
+    client = psutil.Process()
+    for i in range(20):  # warm up caches, imports
+        quiet_run(job4, f"print({i}, me)")
+    before = client.memory_info().rss
+    for i in range(200):
+        out = io.StringIO()
+        job4.run(f"print('cell', {i}, me)\nprint('end', {i})", stdout=out)
+        lines = out.getvalue().splitlines()
+        assert lines[:4] == [f"[PE {pe}] cell {i} {pe}" for pe in range(4)], lines
+        assert lines[4:] == [f"[PE 0-3] end {i}"], lines
+    growth = (client.memory_info().rss - before) / 2**20
+    print(f"client RSS growth over 200 cells: {growth:.1f} MiB")
+    assert growth < 20, f"client memory grew {growth:.1f} MiB over 200 cells"
+
+
+def test_listens_on_loopback_only_and_files_are_private(job2):
+    if job2.state != "running":
+        job2.restart()
+    procs = owned_processes(job2._token)
+    ours = [p for p in procs if p.name() != "oshrun"]  # oshrun's PMIx server: see README
+    assert len(ours) >= 1 + 2  # controller and PEs
+    listening = []
+    for proc in ours:
+        for conn in proc.net_connections(kind="inet"):
+            if conn.status == psutil.CONN_LISTEN:
+                listening.append((proc.pid, conn.laddr.ip, conn.laddr.port))
+    assert listening, "the controller must listen somewhere"
+    assert all(ip in ("127.0.0.1", "::1") for _, ip, _ in listening), listening
+    security = os.path.join(job2._cluster.profile_dir, "security")
+    files = [f for f in os.listdir(security) if job2._cluster.cluster_id in f]
+    assert len(files) >= 3  # client and engine connection files, cluster file
+    for name in files:
+        assert stat.S_IMODE(os.stat(os.path.join(security, name)).st_mode) == 0o600, name
+
+
+# -- a real kernel: interrupt, shutdown, restart ---------------------------------
+
+
+@pytest.fixture
+def kernel():
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        if km.is_alive():
+            km.shutdown_kernel(now=True)
+
+
+def execute(kc, code, timeout=120, during=None):
+    """Run code in the kernel; return (printed text, error text)."""
+    msg_id = kc.execute(code)
+    if during:
+        during()
+    text, error = [], []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = kc.get_iopub_msg(timeout=deadline - time.monotonic())
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "stream":
+            text.append(content["text"])
+        elif kind == "error":
+            error.append("\n".join(content["traceback"]))
+        elif kind == "status" and content["execution_state"] == "idle":
+            return "".join(text), "\n".join(error)
+    raise TimeoutError(code)
+
+
+def test_kernel_interrupt_shows_where_pes_are_and_restart_recovers(kernel):
+    km, kc = kernel
+    execute(kc, "%load_ext shmem_notebook")
+    out, err = execute(kc, "%shmem start -n 2")
+    assert "ready" in out, err
+    out, err = execute(
+        kc,
+        "%%pxshmem\nprint('entering', me)\nif me == 0:\n    shmem.barrier_all()",
+        during=lambda: (time.sleep(3), km.interrupt_kernel()),
+    )
+    assert "[PE 0] entering 0" in out and "[PE 1] entering 1" in out
+    assert "CellStoppedError: the cell was interrupted on PE 0; the job is marked hung" in err
+    assert "PE 0: line 3, shmem.barrier_all()" in err and "PE 1: finished" in err
+    out, err = execute(kc, "%shmem status")
+    out, err = execute(kc, "%shmem restart")
+    assert "restarted: 2 PEs" in out, err
+    out, err = execute(kc, "%%pxshmem\nprint('after', me)")
+    assert out == "[PE 0] after 0\n[PE 1] after 1\n", err
+    # Ctrl-C in a cell that PEs can leave: the job stays usable
+    out, err = execute(kc, "%%pxshmem\nimport time\ntime.sleep(30)", during=lambda: (time.sleep(2), km.interrupt_kernel()))
+    assert "every PE stopped and the job is still usable" in err
+    out, err = execute(kc, "%%pxshmem\nprint('still', me)")
+    assert out == "[PE 0] still 0\n[PE 1] still 1\n", err
+
+
+@pytest.mark.parametrize("how", ["shutdown", "kill", "restart"])
+def test_kernel_end_stops_the_job(kernel, how):
+    km, kc = kernel
+    execute(kc, "%load_ext shmem_notebook")
+    out, err = execute(kc, "%shmem start -n 2")
+    assert "ready" in out, err
+    tree = psutil.Process(km.provisioner.process.pid).children(recursive=True)
+    assert any("shmem_notebook.pe" in " ".join(p.cmdline()) for p in tree)
+    if how == "shutdown":
+        km.shutdown_kernel()
+    elif how == "kill":
+        km.provisioner.process.kill()  # SIGKILL: only the watchdog can clean up
+    else:
+        km.restart_kernel(now=True)
+    _, alive = psutil.wait_procs(tree, timeout=15)
+    assert [" ".join(p.cmdline())[:100] for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
