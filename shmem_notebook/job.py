@@ -495,22 +495,28 @@ class Job:
         """Show output as it arrives; return (outcome, PEs still running) once every PE
         finished ('ok'), the timeout passed ('timeout') or PEs died ('died')."""
         out, err = OutputMerger(range(self.n), write_out), OutputMerger(range(self.n), write_err)
-        seen, next_check, outcome = {}, 0.0, None
+        seen = {}
+
+        def feed():
+            pending = self._pending(ar)
+            for pe, md in enumerate(ar._metadata):
+                for key, merger in (("stdout", out), ("stderr", err)):
+                    text = md.get(key, "")
+                    if len(text) > seen.get((pe, key), 0):
+                        merger.feed(pe, text[seen.get((pe, key), 0) :])
+                        seen[(pe, key)] = len(text)
+                if pe not in pending:
+                    out.finish(pe)
+                    err.finish(pe)
+            out.flush()
+            err.flush()
+            return pending
+
+        next_check, outcome = 0.0, None
         try:
             while outcome is None:
                 ar.wait(0.02)
-                pending = self._pending(ar)
-                for pe, md in enumerate(ar._metadata):
-                    for key, merger in (("stdout", out), ("stderr", err)):
-                        text = md.get(key, "")
-                        if len(text) > seen.get((pe, key), 0):
-                            merger.feed(pe, text[seen.get((pe, key), 0) :])
-                            seen[(pe, key)] = len(text)
-                    if pe not in pending:
-                        out.finish(pe)
-                        err.finish(pe)
-                out.flush()
-                err.flush()
+                pending = feed()
                 now = time.monotonic()
                 if not pending:
                     outcome = "ok"
@@ -521,7 +527,7 @@ class Job:
                     if self._dead_pes():
                         time.sleep(0.3)  # the survivors' last output is on its way
                         outcome = "died"
-            return outcome, self._pending(ar)
+            return outcome, feed()
         finally:
             out.close()
             err.close()

@@ -96,6 +96,11 @@ def bind(shell):
     """Install the namespace and the per-cell hooks in the engine's shell."""
     global _shell
     _shell = shell
+    for stream in (sys.stdout, sys.stderr):
+        # send output at once: when a PE dies, oshrun kills the others within ~0.1 s,
+        # and output still buffered (0.2 s by default) would be lost
+        if hasattr(stream, "flush_interval"):
+            stream.flush_interval = 0.0
     _bind_namespace()
     shell.events.register("pre_run_cell", _before_cell)
     shell.events.register("post_run_cell", _after_cell)

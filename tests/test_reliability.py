@@ -52,7 +52,7 @@ def test_a_dying_pe_ends_the_cell_with_its_cause(job2, kind):
         victim = job2.pes[1]["pid"]
         threading.Timer(1.0, os.kill, (victim, signal.SIGKILL)).start()
         death = "import time; time.sleep(60)"
-    code = f"print('survivor output', me, flush=True)\nif me == 1:\n    {death}\nimport time; time.sleep(60)"
+    code = f"print('survivor output', me)\nif me == 1:\n    {death}\nimport time; time.sleep(60)"
     t0 = time.monotonic()
     with pytest.raises(PEDiedError) as info:
         quiet_run(job2, code)
