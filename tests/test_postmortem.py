@@ -1,0 +1,54 @@
+"""Reading oshrun's output and PE stack dumps: pure text, no OpenSHMEM."""
+
+from shmem_notebook.postmortem import GLOBAL_EXIT_MARK, cell_location, crash_causes, describe_exit, where_report
+
+EXIT_CODE = """--------------------------------------------------------------------------
+oshrun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[18175,1],1]
+  Exit code:    3
+--------------------------------------------------------------------------"""
+SIGNAL = "oshrun noticed that process rank 2 with PID 0 on node vm exited on signal 9 (Killed)."
+UCX = "[vm:10731:0:10731] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))"
+
+
+def test_crash_causes():
+    assert crash_causes(EXIT_CODE) == {1: "exit code 3"}
+    assert crash_causes(SIGNAL) == {2: "signal 9 (SIGKILL)"}
+    assert crash_causes(UCX, pids={0: 10730, 3: 10731}) == {3: "signal 11 (SIGSEGV)"}
+    assert crash_causes(GLOBAL_EXIT_MARK.format(pe=1, status=2) + "\n" + EXIT_CODE) == {1: "shmem.global_exit(2)"}
+    assert crash_causes("nothing to see") == {}
+
+
+def test_describe_exit():
+    assert describe_exit(-11) == describe_exit(139) == "signal 11 (SIGSEGV)"
+    assert describe_exit(3) == "exit code 3"
+
+
+DUMP = '''Thread 0x00007f0000000001 (most recent call first):
+  File "/venv/lib/python3.11/site-packages/zmq/devices/basedevice.py", line 248 in run
+  File "/usr/lib/python3.11/threading.py", line 982 in run
+
+Current thread 0x00007f0000000002 (most recent call first):
+  File "/venv/lib/python3.11/site-packages/shmem4py/shmem.py", line 2480 in barrier_all
+  File "/tmp/ipykernel_123/3725.py", line 3 in <module>
+  File "/venv/lib/python3.11/site-packages/IPython/core/interactiveshell.py", line 3577 in run_code
+  File "/venv/lib/python3.11/site-packages/IPython/core/interactiveshell.py", line 3517 in run_ast_nodes
+'''
+
+
+def test_cell_location():
+    assert cell_location(DUMP) == (3, "barrier_all")
+    assert cell_location(DUMP.replace('  File "/venv/lib/python3.11/site-packages/shmem4py/shmem.py", line 2480 in barrier_all\n', "")) == (3, None)
+    assert cell_location("Thread 0x1 (most recent call first):\n  File \"x.py\", line 1 in f\n") is None
+
+
+def test_where_report_groups_pes_and_quotes_the_line():
+    code = "x = 1\nif me == 0:\n    shmem.barrier_all()\nhelper()"
+    where = {0: (3, "barrier_all"), 2: (4, "wait_until"), 3: (4, "wait_until")}
+    assert where_report(where, code, 4) == [
+        "PE 0: line 3, shmem.barrier_all()",
+        "PE 1: finished",
+        "PE 2-3: line 4, helper()  (blocked in shmem.wait_until)",
+    ]
