@@ -17,6 +17,7 @@ import time
 import numpy as np
 from shmem4py import shmem
 
+from . import pitfalls
 from .postmortem import GLOBAL_EXIT_MARK, stack_path
 
 __all__ = ["arrays", "last_cell", "alloc", "free", "gather", "heap_usage", "info", "bind", "main"]
@@ -149,6 +150,7 @@ def info():
         "heap_size": size,
         "library": shmem.info_get_name(),
         "spec_version": f"{major}.{minor}",
+        "guards": pitfalls.active(shmem),
     }
 
 
@@ -157,6 +159,7 @@ def main(argv=None):
     from ipyparallel.engine.app import IPEngine
 
     _patch_shmem4py()
+    pitfalls.install(shmem)
     _install_diagnostics()
     argv = list(sys.argv[1:] if argv is None else argv)
     argv += [

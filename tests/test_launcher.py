@@ -72,3 +72,16 @@ def test_missing_oshrun_names_the_packages():
 def test_missing_hostfile_is_reported(tmp_path):
     with pytest.raises(LaunchError, match="hostfile .* does not exist"):
         L.check_oshrun(hostfile=str(tmp_path / "nope"))
+
+
+def test_our_settings_reach_every_pe_but_not_the_owner_token():
+    env = L.platform_environment({"SHMEM_NOTEBOOK_PITFALLS": "off", "SHMEM_NOTEBOOK_OWNER": "x", "HOME": "/root"})
+    assert env["SHMEM_NOTEBOOK_PITFALLS"] == "off"
+    assert "SHMEM_NOTEBOOK_OWNER" not in env and "HOME" not in env
+
+
+def test_local_only_keeps_pes_off_the_network_unless_the_user_chose():
+    env = L.platform_environment({}, local_only=True)
+    assert env["UCX_TLS"] == "self,sm" and env["OMPI_MCA_btl"] == "self,vader"
+    assert "UCX_TLS" not in L.platform_environment({"UCX_TLS": "rc"}, local_only=True)
+    assert "UCX_TLS" not in L.platform_environment({}, local_only=False)

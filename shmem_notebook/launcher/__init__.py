@@ -69,6 +69,9 @@ def platform_environment(environ=None, heap=None, local_only=False):
         env["SMA_SYMMETRIC_SIZE"] = nbytes
         env["SHMEM_SYMMETRIC_SIZE"] = nbytes
     env["PYTHONUNBUFFERED"] = "1"
+    for name, value in environ.items():  # our own settings reach PEs on every node
+        if name.startswith("SHMEM_NOTEBOOK_") and name != "SHMEM_NOTEBOOK_OWNER":
+            env[name] = value
     return env
 
 
