@@ -5,6 +5,7 @@ Client side only: nothing here imports shmem4py. Calls that touch every PE
 engines at once, in the same order.
 """
 
+import concurrent.futures
 import contextlib
 import glob
 import logging
@@ -59,11 +60,12 @@ def _alive(process):
         return False
 
 
-def _pid_alive(pid):
+def _process(pid):
+    """A psutil handle on ``pid``, or None if it is gone."""
     try:
-        return _alive(psutil.Process(pid))
+        return psutil.Process(pid)
     except psutil.NoSuchProcess:
-        return False
+        return None
 
 
 def _positive_int(n):
@@ -128,6 +130,7 @@ class Job:
         self._token = uuid.uuid4().hex  # marks every process of this job (see watchdog)
         self._cluster = self._client = self._view = self._watchdog = None
         self._engine_set_id = None
+        self._pe_procs = {}  # PE -> psutil.Process, for PEs on this host
         self._heap_stale = False
 
     def __repr__(self):
@@ -184,6 +187,8 @@ class Job:
         self._view = self._client[list(range(self.n))]
         self.state, self.crash = "running", {}
         self.pes = {info["pe"]: info for info in self._call("info")}
+        here = socket.gethostname()
+        self._pe_procs = {pe: _process(i["pid"]) for pe, i in self.pes.items() if i["host"] == here}
         if self.specs:
             self._alloc_on_pes(list(self.specs.values()))
 
@@ -292,19 +297,19 @@ class Job:
     def _require_running(self, what):
         if self.state == "stopped":
             raise NoJobError(what)
-        if self.state == "running" and self._dead_pes():
+        if self.state == "running" and self._dead_pes(each=False):
             self._mark_dead()
         if self.state == "dead":
             raise PEDiedError(f"the job is dead ({self._crash_text()}); {RESTART_HINT}", self.crash)
         if self.state == "hung":
             raise JobStateError(f"the job is hung (a cell did not finish); {RESTART_HINT}")
 
-    def _dead_pes(self):
-        """PEs whose process is gone (all of them once oshrun exited)."""
+    def _dead_pes(self, each=True):
+        """PEs whose process is gone: all of them once oshrun exited; with ``each``,
+        also single PEs on this host that exited while oshrun waits for the rest."""
         if self.state == "dead" or not self._oshrun_running():
             return list(range(self.n))
-        here = socket.gethostname()
-        return [pe for pe, info in self.pes.items() if info.get("host") == here and not _pid_alive(info["pid"])]
+        return [pe for pe, proc in self._pe_procs.items() if not _alive(proc)] if each else []
 
     def _mark_dead(self):
         """Record why the PEs died, make sure none is left, keep the controller for a fast restart."""
@@ -512,10 +517,12 @@ class Job:
             err.flush()
             return pending
 
-        next_check, outcome = 0.0, None
+        futures = [f for child in ar._children for f in (child, child.output)]
+        next_check, outcome = time.monotonic() + 0.25, None
         try:
             while outcome is None:
-                ar.wait(0.02)
+                # wakes when every reply and all output arrived; polls output every 50 ms meanwhile
+                concurrent.futures.wait(futures, timeout=0.05)
                 pending = feed()
                 now = time.monotonic()
                 if not pending:
