@@ -198,11 +198,11 @@ class Job:
         for path in glob.glob(os.path.join(security, f"*{self._cluster.cluster_id}*")):
             os.chmod(path, 0o600)
 
-    def _engine_set(self):
-        return self._cluster.engines.get(self._engine_set_id) if self._cluster else None
+    def _engine_set(self, set_id=None):
+        return self._cluster.engines.get(set_id or self._engine_set_id) if self._cluster else None
 
-    def _oshrun_running(self):
-        engines = self._engine_set()
+    def _oshrun_running(self, set_id=None):
+        engines = self._engine_set(set_id)
         return engines is not None and _alive(engines.process)
 
     def _oshrun_output(self, lines=15):
@@ -223,24 +223,41 @@ class Job:
                 )
             time.sleep(0.02)
 
-    def _stop_pes(self):
-        """End the PEs: politely if the job is healthy, by SIGKILL otherwise."""
+    def _release_pes(self):
+        """Ask the PEs to exit, politely if the job is healthy, by SIGKILL otherwise; don't wait."""
         engines = self._engine_set()
         if engines is None:
             return
         if self.state == "running" and self._oshrun_running():
             with contextlib.suppress(Exception):
                 self._client.shutdown(targets=list(range(self.n)), block=False)
-            _wait(lambda: not self._oshrun_running(), 3.0)
-        if self._oshrun_running():
-            # a PE blocked in a shmem call never runs a SIGTERM handler: kill the PEs, oshrun follows
-            with contextlib.suppress(psutil.Error):
-                for child in engines.process.children(recursive=True):
-                    with contextlib.suppress(psutil.Error):
-                        child.kill()
-            _wait(lambda: not self._oshrun_running(), 3.0)
+        else:
+            self._kill_pes(engines)
+
+    @staticmethod
+    def _kill_pes(engines):
+        # a PE blocked in a shmem call never runs a SIGTERM handler: kill the PEs, oshrun follows
+        with contextlib.suppress(psutil.Error):
+            for child in engines.process.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    child.kill()
+
+    def _reap(self, set_id):
+        """Wait for engine set ``set_id``'s oshrun to end (killing its PEs after 3 s) and forget it."""
+        engines = self._engine_set(set_id) if set_id is not None else None
+        if engines is None:
+            return
+        if not _wait(lambda: not self._oshrun_running(set_id), 3.0):
+            self._kill_pes(engines)
+            _wait(lambda: not self._oshrun_running(set_id), 3.0)
         with contextlib.suppress(Exception):
-            self._cluster.stop_engines_sync(self._engine_set_id)
+            self._cluster.stop_engines_sync(set_id)
+        self._cluster.engines.pop(set_id, None)
+
+    def _stop_pes(self):
+        """End the PEs and wait until they are gone."""
+        self._release_pes()
+        self._reap(self._engine_set_id)
         self._engine_set_id = None
 
     def _teardown(self):
@@ -268,9 +285,11 @@ class Job:
         if controller is None or not _alive(getattr(controller, "process", None)):
             self.stop()
             return self.start()
-        self._stop_pes()
+        old = self._engine_set_id
+        self._release_pes()
         self.state = "stopped"
-        # the new PEs can have ids 0..n-1 only once the hub has dropped the old ones
+        # the new PEs can have ids 0..n-1 once the hub dropped the old ones; an exiting
+        # engine unregisters first, so the old oshrun may still be finishing meanwhile
         if not _wait(lambda: not self._client.ids, 5.0):
             self.stop()
             return self.start()
@@ -279,6 +298,8 @@ class Job:
         except BaseException:
             self.stop()
             raise
+        finally:
+            self._reap(old)
         return self
 
     # -- talking to the PEs ----------------------------------------------
@@ -413,6 +434,12 @@ class Job:
             {"name": s.name, "dtype": s.dtype, "shape": s.shape(self.n), "bytes": s.nbytes(self.n)}
             for s in self.specs.values()
         ]
+
+    def inspect(self, auto=False, **options):
+        """Display the inspector of this job (not collective); see :func:`shmem_notebook.inspector.inspect`."""
+        from .inspector import inspect
+
+        return inspect(self, auto=auto, **options)
 
     # -- status ------------------------------------------------------------
     def status(self):

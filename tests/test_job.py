@@ -112,6 +112,7 @@ def test_status_rows(job):
 
 
 def test_timeout_marks_the_job_hung_and_restart_recovers(job):
+    run(job, "T[:] = 5", arrays="T=int64[3]")
     with pytest.raises(JobStateError, match="did not finish within 1 s on PE 0"):
         run(job, "import time; time.sleep(5 if me == 0 else 0)", timeout=1)
     assert job.state == "hung"
@@ -120,7 +121,7 @@ def test_timeout_marks_the_job_hung_and_restart_recovers(job):
     job.restart()
     assert job.state == "running"
     # declared arrays came back, zeroed
-    assert "dst" in job.specs and not job.gather("dst").any()
+    assert "T" in job.specs and not job.gather("T").any()
     run(job, "print(me)")
 
 
