@@ -164,9 +164,17 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     argv += [
         f"--IPEngine.id={shmem.my_pe()}",
+        # the client signals PEs itself and notices deaths through oshrun: no nanny process
+        "--IPEngine.enable_nanny=False",
         "--IPEngine.startup_command=__import__('shmem_notebook.pe').pe.bind(get_ipython())",
     ]
-    IPEngine.launch_instance(argv)
+    try:
+        IPEngine.launch_instance(argv)
+    except RuntimeError as exc:
+        # ipyparallel's engine ends every clean shutdown with this error; exiting 1 for it
+        # would make oshrun report a failed PE and linger 1-2 s
+        if "Event loop stopped before Future completed" not in str(exc):
+            raise
 
 
 if __name__ == "__main__":

@@ -47,14 +47,18 @@ def no_leftover_processes():
     assert wait_for_no_processes() == [], "processes left behind by this test module"
 
 
-@pytest.fixture(scope="module", params=[1, 2, 4], ids=lambda n: f"{n}pe")
-def job(request):
-    """A real OpenSHMEM job of 1, 2 and 4 PEs (one per parameter)."""
+def running_job(n, **options):
+    """Yield a started job of ``n`` PEs; stop it afterwards (for fixtures)."""
     import shmem_notebook
 
-    job = shmem_notebook.Job(request.param)
-    job.start()
+    job = shmem_notebook.Job(n, **options).start()
     try:
         yield job
     finally:
         job.stop()
+
+
+@pytest.fixture(scope="module", params=[1, 2, 4], ids=lambda n: f"{n}pe")
+def job(request):
+    """A real OpenSHMEM job of 1, 2 and 4 PEs (one per parameter)."""
+    yield from running_job(request.param)

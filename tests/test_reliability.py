@@ -13,7 +13,7 @@ import time
 
 import psutil
 import pytest
-from conftest import wait_for_no_processes
+from conftest import running_job
 
 import shmem_notebook
 from shmem_notebook import CellStoppedError, JobStateError, PEDiedError
@@ -26,11 +26,7 @@ def quiet_run(job, code, **kw):
 
 @pytest.fixture(scope="module")
 def job2():
-    job = shmem_notebook.Job(2).start()
-    try:
-        yield job
-    finally:
-        job.stop()
+    yield from running_job(2)
 
 
 CRASHES = {
@@ -78,11 +74,7 @@ def test_a_dying_pe_ends_the_cell_with_its_cause(job2, kind):
 
 @pytest.fixture(scope="module")
 def job4():
-    job = shmem_notebook.Job(4).start()
-    try:
-        yield job
-    finally:
-        job.stop()
+    yield from running_job(4)
 
 
 def test_barrier_deadlock_shows_where_every_pe_is(job4):
