@@ -1,0 +1,119 @@
+"""Benchmarks of shmem_notebook, side by side with their baselines, in one run.
+
+    .venv/bin/python bench/run.py              # full run (make bench), about 6-9 min on 2 cores
+    .venv/bin/python bench/run.py --update-readme
+    .venv/bin/python bench/run.py --quick --out /tmp/b   # tiny sizes/repeats: the test suite's smoke run
+
+Sections (one module each): startup (start to ready, restart, idle cost, a profile),
+dispatch, datapath (put/get: cell vs plain script vs C vs memcpy), inspector, memory.
+Prints Markdown tables, writes OUT/results.json and OUT/results.png (OUT defaults
+to bench/). Medians over repeats; every ratio compares numbers measured in this run.
+
+Flags:
+  --quick           tiny sizes and repeats (seconds, not minutes); numbers are meaningless
+  --only A,B        run only these sections, keep the others from OUT/results.json
+  --replot          measure nothing: redo table, plot (and README) from OUT/results.json
+  --update-readme   rewrite README.md between <!-- bench:start --> and <!-- bench:end -->
+  --out DIR         where results.json and results.png go (default: bench/)
+  --experiments N   also time start-up with the candidate change (overlapped start), N times each
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import common  # noqa: E402
+import report  # noqa: E402
+
+SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory"]
+
+FULL = {
+    "startup": dict(ns=[1, 2, 4], repeats=3, idle_seconds=5.0, profile_repeats=0),
+    "dispatch": dict(ns=[1, 2, 4], cells=50),
+    "datapath": dict(rounds=5, repeats=5, scale=1.0),
+    "inspector": dict(n=4, sizes=[1 << 10, 8 << 20, 64 << 20], repeats=3),
+    "memory": dict(n=4, cells=100),
+}
+QUICK = {
+    "startup": dict(ns=[2], repeats=1, idle_seconds=0.5, profile_repeats=0, variants=["ipp_local_tuned", "ipp_mpi_tuned"]),
+    "dispatch": dict(ns=[2], cells=3),
+    "datapath": dict(rounds=1, repeats=1, scale=0.01),
+    "inspector": dict(n=2, sizes=[1 << 10, 1 << 20], repeats=1),
+    "memory": dict(n=2, cells=5),
+}
+
+
+def measure(name, params):
+    module = __import__(name)
+    try:
+        return module.run(**params)
+    finally:
+        left = common.reap_leftovers()
+        if left:
+            print(f"  ({name}: ended {left} leftover processes)", file=sys.stderr)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", default=",".join(SECTIONS))
+    parser.add_argument("--replot", action="store_true")
+    parser.add_argument("--update-readme", action="store_true")
+    parser.add_argument("--out", default=HERE)
+    parser.add_argument("--experiments", type=int, default=0, metavar="N")
+    args = parser.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    json_path, png_path = os.path.join(args.out, "results.json"), os.path.join(args.out, "results.png")
+
+    if args.replot:
+        with open(json_path) as fh:
+            results = json.load(fh)
+    else:
+        only = [s for s in args.only.split(",") if s]
+        unknown = set(only) - set(SECTIONS)
+        if unknown:
+            parser.error(f"unknown sections {', '.join(sorted(unknown))}; choose from {', '.join(SECTIONS)}")
+        results = {}
+        if set(only) != set(SECTIONS) and os.path.exists(json_path):
+            with open(json_path) as fh:
+                results = json.load(fh)
+        params = QUICK if args.quick else FULL
+        params["startup"]["profile_repeats"] = args.experiments
+        started = time.perf_counter()
+        machine = common.machine()
+        for name in SECTIONS:
+            if name in only:
+                print(f"== {name} ...", file=sys.stderr, flush=True)
+                t = time.perf_counter()
+                results[name] = measure(name, params[name])
+                print(f"   {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+        results["meta"] = {
+            "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+            "machine": machine,
+            "quick": args.quick,
+            "params": params,
+            "sections": only if not results.get("meta") else sorted(set(only) | set(results["meta"]["sections"])),
+            "seconds": time.perf_counter() - started,
+            "load_average_1min_end": round(os.getloadavg()[0], 2),
+        }
+        results["goals"] = report.goals(results)
+        with open(json_path, "w") as fh:
+            json.dump(results, fh, indent=1)
+    results["goals"] = report.goals(results)
+    print(report.markdown(results))
+    report.plot(results, png_path)
+    print(f"wrote {json_path} and {png_path}")
+    if args.update_readme:
+        image = os.path.relpath(png_path, os.path.dirname(HERE))
+        report.update_readme(os.path.join(os.path.dirname(HERE), "README.md"), report.readme_block(results, image))
+        print("updated README.md")
+
+
+if __name__ == "__main__":
+    main()

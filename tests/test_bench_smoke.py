@@ -1,0 +1,30 @@
+"""The benchmark suite at tiny sizes, so it cannot rot (a smoke run, not a timed test)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory"]
+
+
+@pytest.mark.timeout(240)
+def test_quick_benchmark_writes_every_section_and_the_plot(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "run.py"), "--quick", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=230, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    for section in SECTIONS + ["meta", "goals"]:
+        assert section in results, f"results.json has no {section!r} section"
+    assert results["meta"]["quick"] and results["meta"]["machine"]["cores"] >= 1
+    assert results["startup"]["rows"] and results["dispatch"]["rows"] and results["datapath"]["rows"]
+    assert results["memory"]["pe_rss_median_mib"] > 0
+    assert results["inspector"]["rows"] or not results["inspector"]["available"]
+    assert all(g["ok"] in (True, False, None) for g in results["goals"])
+    assert (tmp_path / "results.png").stat().st_size > 0
+    assert "Start to ready" in proc.stdout and "| goal |" in proc.stdout
