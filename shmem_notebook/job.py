@@ -74,6 +74,12 @@ def _positive_int(n):
     return int(n)
 
 
+def _timeout(value):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+        raise InputError(f"a timeout is a positive number of seconds or None, got {value!r}; e.g. timeout=30")
+    return value
+
+
 def _as_specs(arrays):
     """Specs from None, 'A=int64[8] B=..', ['A=int64[8]', ...] or ArraySpecs."""
     if arrays is None:
@@ -118,7 +124,7 @@ class Job:
         self.heap_bytes = parse_size(self.heap)
         self.oversubscribe = oversubscribe
         self.hostfile = hostfile
-        self.timeout = rc.timeout if timeout is None else timeout
+        self.timeout = _timeout(rc.timeout if timeout is None else timeout)
         self.ip = ip or rc.ip
         self.specs = {}  # name -> ArraySpec, in declaration order
         self.state = "stopped"  # stopped, running, hung, dead
@@ -487,7 +493,7 @@ class Job:
         todo = [s for s in specs if self.specs.get(s.name) != s]
         if todo:
             self._alloc_on_pes(todo)
-        timeout = self.timeout if timeout is None else timeout
+        timeout = self.timeout if timeout is None else _timeout(timeout)
         write_out, write_err = (stdout or sys.stdout).write, (stderr or sys.stderr).write
         started = time.monotonic()
         ar = self._view.execute(code, silent=False, block=False)

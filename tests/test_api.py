@@ -52,3 +52,11 @@ def test_bad_pe_counts_are_refused_before_anything_starts():
     for n in (0, -1, 2.5, "4", True):
         with pytest.raises(shmem_notebook.InputError, match="positive integer"):
             shmem_notebook.Job(n)
+
+
+def test_bad_timeouts_are_refused():
+    import pytest
+
+    for timeout in (0, -3, "soon", True):
+        with pytest.raises(shmem_notebook.InputError, match="a timeout is a positive number of seconds"):
+            shmem_notebook.Job(2, timeout=timeout)
