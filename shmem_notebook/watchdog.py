@@ -56,14 +56,14 @@ def stop_watchdog(watchdog, timeout=5.0):
         watchdog.wait()
 
 
-def owned_processes(token):
-    """Live processes that carry ``token``, except this one."""
+def owned_processes(token, variable=OWNER):
+    """Live processes whose environment has ``variable=token``, except this one."""
     found = []
     for proc in psutil.process_iter(["pid"]):
         if proc.pid == os.getpid():
             continue
         try:
-            if proc.environ().get(OWNER) == token and proc.status() != psutil.STATUS_ZOMBIE:
+            if proc.environ().get(variable) == token and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except (psutil.Error, OSError):
             pass

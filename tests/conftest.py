@@ -11,32 +11,31 @@ import uuid
 import psutil
 import pytest
 
+from shmem_notebook.watchdog import owned_processes
+
 MARKER = "SHMEM_NOTEBOOK_TEST_SESSION"
 os.environ.setdefault(MARKER, uuid.uuid4().hex)
 
 
 def session_processes():
-    """Live processes (not us) started by this test session: oshrun, engines, controller, nannies."""
-    me = os.getpid()
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
-        if proc.info["pid"] == me or proc.info["status"] == psutil.STATUS_ZOMBIE:
-            continue
-        try:
-            if proc.environ().get(MARKER) == os.environ[MARKER]:
-                found.append(proc)
-        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
-            pass
-    return found
+    """Live processes (not us) started by this test session: oshrun, engines, controller, watchdogs."""
+    return owned_processes(os.environ[MARKER], MARKER)
 
 
 def wait_for_no_processes(timeout=15.0):
     """The session's leftover processes after up to ``timeout`` seconds (empty when clean)."""
     deadline = time.monotonic() + timeout
     while True:
-        left = [p for p in session_processes() if "pytest" not in " ".join(p.info["cmdline"] or [])]
+        left = []
+        for proc in session_processes():
+            try:
+                cmdline = " ".join(proc.cmdline())
+            except psutil.Error:
+                continue
+            if "pytest" not in cmdline:
+                left.append(cmdline[:120])
         if not left or time.monotonic() > deadline:
-            return [" ".join(p.info["cmdline"] or [])[:120] for p in left]
+            return left
         time.sleep(0.2)
 
 
