@@ -16,14 +16,14 @@ import ipyparallel as ipp
 import psutil
 from ipyparallel.cluster.launcher import ControllerLauncher
 
-import shmem_notebook.job as job_module
+import shmem_notebook.job.job as job_module
 from common import PYTHON, median, oversubscribe_args, run_checked, timed
 from shmem_notebook.launcher import OshrunEngineSetLauncher
 from shmem_notebook.rc import rc
 
 FLOOR = "from shmem4py import shmem; shmem.barrier_all()"
 # what a shmem_notebook PE imports on top of the floor
-ENGINE_IMPORTS = FLOOR + "; import shmem_notebook.pe, ipyparallel.engine.app"
+ENGINE_IMPORTS = FLOOR + "; import shmem_notebook.engine.runtime, ipyparallel.engine.app"
 
 # (owner, attribute, label); missing attributes are skipped
 STEPS = [
@@ -108,7 +108,7 @@ def plain_processes(n, repeats):
 def _start_like_job(n, overlap=False):
     """Controller, client, PEs as shmem_notebook does; seconds to ready. The candidate change:
     ``overlap`` starts oshrun without waiting for the controller's connection files (the PEs then wait
-    for the file themselves). PEs run without ipyparallel's nanny process (see shmem_notebook.pe.main)."""
+    for the file themselves). PEs run without ipyparallel's nanny process (see shmem_notebook.engine.runtime.main)."""
     cluster = ipp.Cluster(engines=OshrunEngineSetLauncher, n=n, controller_ip=rc.ip, delay=0, log_level=logging.ERROR,
                           controller_args=[f"--HeartMonitor.period={rc.heartbeat_ms}"],
                           send_engines_connection_env=not overlap)

@@ -1,8 +1,9 @@
 """shmem_notebook: interactive OpenSHMEM in Jupyter.
 
 ``%load_ext shmem_notebook`` adds the ``%shmem`` and ``%%pxshmem`` magics;
-:func:`start` gives the same from Python. This package never imports
-shmem4py on the client side: only :mod:`shmem_notebook.pe` does, on the PEs.
+:func:`start` gives the same from Python. Client and PE sides live in separate
+packages: only :mod:`shmem_notebook.engine` (run by ``oshrun`` on the PEs)
+imports shmem4py; everything else imports cleanly with no OpenSHMEM at all.
 """
 
 from .errors import (

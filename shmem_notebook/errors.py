@@ -1,6 +1,6 @@
 """Exceptions a user can meet; each message says what went wrong and what to do."""
 
-from .output import pe_ranges
+from .folding import pe_ranges
 
 __all__ = [
     "ShmemNotebookError",

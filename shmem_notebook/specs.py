@@ -14,7 +14,7 @@ import numpy as np
 
 from .errors import SpecError
 
-__all__ = ["ArraySpec", "SpecError", "parse_spec", "parse_specs", "parse_size", "format_size"]
+__all__ = ["ArraySpec", "SpecError", "parse_spec", "parse_specs", "as_specs", "parse_size", "format_size"]
 
 GRAMMAR = (
     "NAME=DTYPE[SHAPE], where DTYPE is a NumPy dtype name and SHAPE a comma list of "
@@ -101,6 +101,17 @@ def parse_specs(tokens):
     for name in set(names):
         if names.count(name) > 1:
             raise SpecError(f"array {name!r} is declared twice on one line; declare each name once")
+    return specs
+
+
+def as_specs(arrays):
+    """Specs from None, ``'A=int64[8] B=..'``, ``['A=int64[8]', ...]`` or ArraySpecs; names once each."""
+    if arrays is None:
+        return []
+    if isinstance(arrays, str):
+        arrays = arrays.split()
+    specs = [a if isinstance(a, ArraySpec) else parse_spec(a) for a in arrays]
+    parse_specs(str(s) for s in specs)  # reject duplicates
     return specs
 
 

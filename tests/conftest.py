@@ -11,7 +11,7 @@ import uuid
 import psutil
 import pytest
 
-from shmem_notebook.watchdog import owned_processes
+from shmem_notebook.job.watchdog import owned_processes
 
 MARKER = "SHMEM_NOTEBOOK_TEST_SESSION"
 os.environ.setdefault(MARKER, uuid.uuid4().hex)

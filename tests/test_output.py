@@ -1,6 +1,7 @@
 """Merging per-PE output: labels, grouping of identical lines, holding, partial lines."""
 
-from shmem_notebook.output import OutputMerger, pe_ranges
+from shmem_notebook.cells.output import OutputMerger
+from shmem_notebook.folding import pe_ranges
 
 
 def test_pe_ranges():

@@ -1,4 +1,4 @@
-"""shmem_notebook.pitfalls: guards against Open MPI 4.1.4's OSHMEM atomic bugs.
+"""shmem_notebook.engine.pitfalls: guards against Open MPI 4.1.4's OSHMEM atomic bugs.
 
 Real 2-PE jobs (the guards are installed in a cell too, so this works whether or
 not pe.main installs them), plus pure unit tests of the version logic and of the
@@ -15,7 +15,7 @@ import pytest
 
 import shmem_notebook
 from shmem_notebook import PEError, ShmemNotebookError
-from shmem_notebook import pitfalls as p
+from shmem_notebook.engine import pitfalls as p
 
 TIMEOUT = 120
 BOTH = ("cswap32", "fetch_bitwise")
@@ -40,7 +40,7 @@ def per_pe(job, expr):
 def job():
     job = shmem_notebook.start(2)
     try:
-        run(job, "import shmem_notebook.pitfalls as pitfalls\npitfalls.install()")
+        run(job, "import shmem_notebook.engine.pitfalls as pitfalls\npitfalls.install()")
         yield job
     finally:
         job.stop()

@@ -1,6 +1,7 @@
 """Reading oshrun's output and PE stack dumps: pure text, no OpenSHMEM."""
 
-from shmem_notebook.postmortem import GLOBAL_EXIT_MARK, cell_location, crash_causes, describe_exit, where_report
+from shmem_notebook.analysis.postmortem import cell_location, crash_causes, describe_exit, where_report
+from shmem_notebook.protocol import GLOBAL_EXIT_MARK
 
 EXIT_CODE = """--------------------------------------------------------------------------
 oshrun detected that one or more processes exited with non-zero status, thus causing

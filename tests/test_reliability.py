@@ -17,7 +17,7 @@ from conftest import running_job
 
 import shmem_notebook
 from shmem_notebook import CellStoppedError, JobStateError, PEDiedError
-from shmem_notebook.watchdog import owned_processes
+from shmem_notebook.job.watchdog import owned_processes
 
 
 def quiet_run(job, code, **kw):
@@ -63,7 +63,7 @@ def test_a_dying_pe_ends_the_cell_with_its_cause(job2, kind):
     with pytest.raises(PEDiedError, match="restart"):
         quiet_run(job2, "pass")
     # nothing of the old PEs is left; the controller stays for a fast restart
-    assert not [p for p in owned_processes(job2._token) if "shmem_notebook.pe" in " ".join(p.cmdline())]
+    assert not [p for p in owned_processes(job2._token) if "shmem_notebook.engine" in " ".join(p.cmdline())]
     t0 = time.monotonic()
     job2.restart()
     print(f"restart after {kind}: {time.monotonic() - t0:.2f} s")
@@ -223,7 +223,7 @@ def test_kernel_end_stops_the_job(kernel, how):
     out, err = execute(kc, "%shmem start -n 2")
     assert "ready" in out, err
     tree = psutil.Process(km.provisioner.process.pid).children(recursive=True)
-    assert any("shmem_notebook.pe" in " ".join(p.cmdline()) for p in tree)
+    assert any("shmem_notebook.engine" in " ".join(p.cmdline()) for p in tree)
     if how == "shutdown":
         km.shutdown_kernel()
     elif how == "kill":

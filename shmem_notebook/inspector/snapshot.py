@@ -1,7 +1,7 @@
 """Gather what every PE holds into a :class:`Snapshot` (client side, no shmem4py).
 
 ``gather_snapshot(job)`` asks each live PE for a summary of its symmetric heap
-(:func:`shmem_notebook.pe_snapshot.snapshot`), waits at most ``timeout``
+(:func:`shmem_notebook.engine.snapshot.snapshot`), waits at most ``timeout``
 seconds, and marks PEs that did not answer as unreachable. It is not
 collective: PEs answer independently, so a dead or stuck PE never blocks the
 others. The whole job's reply is kept under ``budget`` bytes (1 MiB by
@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError, NoJobError
-from ..output import pe_ranges
+from ..folding import pe_ranges
+from ..protocol import request
 
 __all__ = ["Snapshot", "gather_snapshot", "DEFAULT_BUDGET", "DEFAULT_TIMEOUT"]
 
@@ -45,13 +46,6 @@ DEFAULT_BUDGET = 1 << 20  # bytes for the whole job per refresh
 DEFAULT_TIMEOUT = 5.0  # seconds a PE has to answer
 TAIL_LINES = 6
 TAIL_CHARS = 600
-
-
-def _on_pe_snapshot(budget):
-    """Runs on a PE: its heap summary within ``budget`` bytes."""
-    from shmem_notebook import pe_snapshot
-
-    return pe_snapshot.snapshot(budget)
 
 
 def _tail(text):
@@ -238,7 +232,7 @@ def gather_snapshot(job, budget=DEFAULT_BUDGET, timeout=DEFAULT_TIMEOUT):
     for pe in range(job.n):
         if status[pe]["state"] != "dead":
             try:
-                pending[pe] = job._client[pe].apply_async(_on_pe_snapshot, per_pe)
+                pending[pe] = job._client[pe].apply_async(request, "snapshot", per_pe)
             except Exception as exc:
                 errors.append(f"PE {pe}: {exc}")
     replies, failed, payload = {}, {}, 0

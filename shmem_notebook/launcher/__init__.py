@@ -1,6 +1,6 @@
 """Start ipyparallel engines as one OpenSHMEM job under ``oshrun``.
 
-Each engine is ``python -m shmem_notebook.pe``: it initialises OpenSHMEM first
+Each engine is ``python -m shmem_notebook.engine``: it initialises OpenSHMEM first
 and registers with the controller under its PE number, so engine id == PE.
 Registered as the ipyparallel engine launcher ``oshrun``::
 
@@ -17,6 +17,7 @@ from ipyparallel.cluster.launcher import MPIEngineSetLauncher
 from traitlets import Bool, Unicode, default
 
 from ..errors import LaunchError
+from ..protocol import ENGINE_MODULE
 from ..rc import rc
 from ..specs import parse_size
 
@@ -97,7 +98,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
 
     @property
     def program(self):
-        return [self.python, "-m", "shmem_notebook.pe"]
+        return [self.python, "-m", ENGINE_MODULE]
 
     def needs_oversubscribe(self):
         """Whether ``--oversubscribe`` goes on the command line."""

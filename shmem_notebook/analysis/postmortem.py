@@ -3,25 +3,19 @@
 Pure text analysis, testable without OpenSHMEM:
 
 - :func:`crash_causes` reads ``oshrun``'s output (Open MPI's abort messages,
-  UCX's signal reports, our ``global_exit`` marker) into a cause per PE.
+  UCX's signal reports, our ``global_exit`` marker,
+  :data:`shmem_notebook.protocol.GLOBAL_EXIT_MARK`) into a cause per PE.
 - :func:`cell_location` reads a ``faulthandler`` dump of a PE (taken with
   SIGUSR1, which works while the PE is blocked inside a shmem call) into the
   line of the user's cell it is on and the shmem call it is blocked in.
 """
 
-import os
 import re
 import signal
 
-__all__ = ["GLOBAL_EXIT_MARK", "stack_path", "crash_causes", "describe_exit", "cell_location", "where_report"]
+from ..folding import pe_ranges
 
-#: written to fd 2 by a PE right before ``shmem.global_exit(status)``
-GLOBAL_EXIT_MARK = "shmem_notebook: PE {pe} called shmem.global_exit({status})"
-
-def stack_path(profile_dir, cluster_id, pe):
-    """Where PE ``pe`` writes its stacks on SIGUSR1 (on its own host)."""
-    return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.stacks")
-
+__all__ = ["crash_causes", "describe_exit", "cell_location", "where_report"]
 
 _SIGNAL_RANK = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
 _EXIT_RANK = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)")
@@ -92,8 +86,6 @@ def where_report(locations, code, npes):
     ``locations`` maps PE -> ``(line, shmem_call)``, ``'finished'``, or a
     string saying why the location is unknown.
     """
-    from .output import pe_ranges
-
     source = code.splitlines()
     groups = {}
     for pe in range(npes):

@@ -1,6 +1,6 @@
 """PE side of the inspector: summarise this PE's symmetric heap and state.
 
-Runs on a PE only (imports :mod:`shmem_notebook.pe`, hence shmem4py). Nothing
+Runs on a PE only (imports shmem4py). Nothing
 here is collective: every call reads local memory only, so a PE answers even
 when the others are stuck. :func:`snapshot` spends at most about ``budget``
 bytes: small arrays come exactly, larger ones as block summaries (min, max,
@@ -14,9 +14,9 @@ import socket
 
 import numpy as np
 import psutil
-
-from shmem_notebook import pe
 from shmem4py import shmem
+
+from . import heap, runtime
 
 __all__ = ["snapshot", "allocations", "heap_base", "named_arrays", "summarise", "BLOCK_OVERHEAD", "PE_OVERHEAD"]
 
@@ -61,7 +61,7 @@ def heap_base(lowest=None, maps="/proc/self/maps"):
 def named_arrays():
     """Names bound to whole symmetric allocations: ``{address: [(name, ndarray, declared), ...]}``.
 
-    Declared arrays (``pe.arrays``) come first, then names in the engine's
+    Declared arrays (``heap.arrays``) come first, then names in the engine's
     namespace (not starting with ``_``) bound to an ndarray or memoryview that
     covers a whole allocation (shmem4py's ``zeros``, ``array``, ``alloc`` ...).
     Views of part of an allocation are not names of it.
@@ -85,9 +85,9 @@ def named_arrays():
             found.setdefault(address, []).append((name, obj, declared))
             taken.add(name)
 
-    for name, obj in pe.arrays.items():
+    for name, obj in heap.arrays.items():
         consider(name, obj, True)
-    namespace = pe._shell.user_ns if pe._shell is not None else {}
+    namespace = runtime._shell.user_ns if runtime._shell is not None else {}
     for name in sorted(namespace):
         if not name.startswith("_") and name not in ("In", "Out"):
             consider(name, namespace[name], False)
@@ -228,7 +228,7 @@ def snapshot(budget=256 << 10):
     are, named ones first).
     """
     allocs = allocations()
-    used, size = pe.heap_usage()
+    used, size = heap.heap_usage()
     base = heap_base(allocs[0][0] if allocs else None)
     names = named_arrays()
     allocs, omitted = _listed(allocs, names, budget)
@@ -265,7 +265,7 @@ def snapshot(budget=256 << 10):
         info["exact"] = plan[name] is None
         info["values"] = np.array(a) if plan[name] is None else None
         info["summary"] = None if plan[name] is None else summarise(a, plan[name])
-    state = dict(pe.last_cell)
+    state = dict(runtime.last_cell)
     state.pop("started", None)
     return {
         "pe": shmem.my_pe(),

@@ -1,9 +1,9 @@
-"""PE-side runtime: the only module that imports shmem4py.
+"""The PE's process: an ipyparallel engine whose id is the PE number (PE side).
 
 Importing it calls ``shmem_init()``, so it runs only inside a PE started by
-``oshrun`` (``python -m shmem_notebook.pe <ipengine args>``). It keeps the
-declared symmetric arrays and binds ``shmem``, ``np``, ``me``, ``npes`` and
-those arrays into the engine's namespace before every cell.
+``oshrun`` (``python -m shmem_notebook.engine <ipengine args>``). It binds
+``shmem``, ``np``, ``me``, ``npes`` and the declared arrays (:mod:`.heap`)
+into the engine's namespace before every cell.
 """
 
 import faulthandler
@@ -17,18 +17,15 @@ import time
 import numpy as np
 from shmem4py import shmem
 
-from . import pitfalls
-from .postmortem import GLOBAL_EXIT_MARK, stack_path
+from ..protocol import GLOBAL_EXIT_MARK, stack_path
+from . import heap, pitfalls
 
-__all__ = ["arrays", "last_cell", "alloc", "free", "gather", "heap_usage", "info", "bind", "main"]
+__all__ = ["last_cell", "info", "bind", "main"]
 
-#: declared symmetric arrays, name -> ndarray on the symmetric heap
-arrays = {}
 #: outcome of the last cell: state, outcome ('ok' or exception type), seconds
 last_cell = {"state": "idle", "outcome": None, "seconds": None}
 
 _shell = None
-_DEFAULT_HEAP = 256 << 20  # OSHMEM's default symmetric heap
 
 
 def _symmetric_array(obj, dtype=None, *, order="K", align=None, hints=None):
@@ -66,17 +63,10 @@ def _install_diagnostics():
     shmem.global_exit = noted_global_exit
 
 
-def heap_usage():
-    """Bytes of this PE's symmetric heap in use and its size."""
-    used = sum(shmem.ffi.sizeof(cdata) for cdata in shmem._heap.values())
-    size = int(os.environ.get("SMA_SYMMETRIC_SIZE", _DEFAULT_HEAP))
-    return used, size
-
-
 def _bind_namespace():
     ns = _shell.user_ns
     ns.update(shmem=shmem, np=np, me=shmem.my_pe(), npes=shmem.n_pes())
-    ns.update(arrays)
+    ns.update(heap.arrays)
 
 
 def _before_cell(info=None):
@@ -97,6 +87,7 @@ def bind(shell):
     """Install the namespace and the per-cell hooks in the engine's shell."""
     global _shell
     _shell = shell
+    heap._namespace = shell.user_ns
     for stream in (sys.stdout, sys.stderr):
         # send output at once: when a PE dies, oshrun kills the others within ~0.1 s,
         # and output still buffered (0.2 s by default) would be lost
@@ -107,39 +98,9 @@ def bind(shell):
     shell.events.register("post_run_cell", _after_cell)
 
 
-def alloc(decls):
-    """Allocate ``[(name, dtype, shape), ...]`` zeroed, replacing same names.
-
-    Collective: every PE must call it with the same declarations.
-    """
-    for name, dtype, shape in decls:
-        old = arrays.pop(name, None)
-        if old is not None:
-            _shell.user_ns.pop(name, None)
-            shmem.free(old)
-        arrays[name] = shmem.zeros(shape, dtype)
-    if _shell is not None:
-        _bind_namespace()
-    return heap_usage()
-
-
-def free(name):
-    """Free the declared array ``name``. Collective."""
-    a = arrays.pop(name)
-    if _shell is not None and _shell.user_ns.get(name) is a:
-        del _shell.user_ns[name]
-    shmem.free(a)
-    return heap_usage()
-
-
-def gather(name):
-    """A private copy of this PE's declared array ``name``."""
-    return np.array(arrays[name])
-
-
 def info():
     """Who this PE is: pe, pid, host, heap used/size, library name and version."""
-    used, size = heap_usage()
+    used, size = heap.heap_usage()
     major, minor = shmem.info_get_version()
     return {
         "pe": shmem.my_pe(),
@@ -166,7 +127,7 @@ def main(argv=None):
         f"--IPEngine.id={shmem.my_pe()}",
         # the client signals PEs itself and notices deaths through oshrun: no nanny process
         "--IPEngine.enable_nanny=False",
-        "--IPEngine.startup_command=__import__('shmem_notebook.pe').pe.bind(get_ipython())",
+        f"--IPEngine.startup_command=__import__('{__name__}', fromlist=['bind']).bind(get_ipython())",
     ]
     try:
         IPEngine.launch_instance(argv)

@@ -8,20 +8,9 @@ waits at most ``hold`` seconds for the other running PEs to print theirs.
 import time
 from collections import deque
 
-__all__ = ["pe_ranges", "OutputMerger"]
+from ..folding import pe_ranges
 
-
-def pe_ranges(pes):
-    """``[0, 1, 2, 5]`` -> ``'0-2,5'``."""
-    pes = sorted(set(pes))
-    runs, start = [], None
-    for i, pe in enumerate(pes):
-        if start is None:
-            start = pe
-        if i + 1 == len(pes) or pes[i + 1] != pe + 1:
-            runs.append(f"{start}" if start == pe else f"{start}-{pe}")
-            start = None
-    return ",".join(runs)
+__all__ = ["OutputMerger"]
 
 
 class OutputMerger:

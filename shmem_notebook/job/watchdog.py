@@ -37,7 +37,7 @@ def start_watchdog(token):
     """A watchdog for ``token``'s processes; it acts when its stdin closes."""
     with owned_by(token):
         return subprocess.Popen(
-            [sys.executable, "-c", f"from shmem_notebook.watchdog import main; main({token!r})"],
+            [sys.executable, "-c", f"from shmem_notebook.job.watchdog import main; main({token!r})"],
             stdin=subprocess.PIPE,
             start_new_session=True,  # a Ctrl-C in the kernel must not reach it
         )

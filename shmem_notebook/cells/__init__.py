@@ -1,0 +1,14 @@
+"""The cell path (client side): prepare -> dispatch -> stream -> collect -> report.
+
+- :mod:`.path`: :func:`run_cell`, the pipeline ``job.run`` and ``%%pxshmem`` use.
+- :mod:`.stages`: optional stages plugged into the path by name
+  (``job.run(code, race=True)``), not flags threaded through it.
+- :mod:`.output`: per-PE streams merged into ``[PE 0-3] text`` lines, live.
+- :mod:`.result`: :class:`CellResult`, what one cell did on every PE.
+"""
+
+from .path import Cell, run_cell
+from .result import CellResult
+from .stages import STAGES, Stage, register
+
+__all__ = ["Cell", "CellResult", "run_cell", "Stage", "STAGES", "register"]

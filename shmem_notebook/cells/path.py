@@ -1,0 +1,182 @@
+"""The cell path: prepare -> dispatch -> stream -> collect -> report.
+
+:func:`run_cell` is what ``job.run`` and ``%%pxshmem`` do. Optional stages
+(:mod:`.stages`) plug in before dispatch, after collection and at report time.
+Collective on the PEs: the cell goes to every PE at once.
+"""
+
+import concurrent.futures
+import contextlib
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+
+from ..analysis.postmortem import where_report
+from ..arguments import check_timeout
+from ..errors import CellStoppedError, PEDiedError, PEError
+from ..folding import fold, pe_ranges
+from ..job.processes import wait
+from ..specs import as_specs
+from .output import OutputMerger
+from .result import CellResult
+from .stages import stages_for
+
+__all__ = ["Cell", "run_cell"]
+
+
+@dataclass
+class Cell:
+    """One cell on its way through the path."""
+
+    job: object
+    code: str
+    timeout: float = None
+    stages: list = field(default_factory=list)
+    write_out: object = None
+    write_err: object = None
+    request: object = None  # ipyparallel AsyncResult once dispatched
+
+
+def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **options):
+    """Run ``code`` on every PE of ``job``; see :meth:`shmem_notebook.Job.run`. Collective."""
+    cell = _prepare(job, code, arrays, timeout, stdout, stderr, options)
+    started = time.monotonic()
+    cell.request = job._view.execute(cell.code, silent=False, block=False)
+    job.last_cell, job._heap_stale = cell.request, True
+    try:
+        outcome, pending = _stream(cell, started)
+    except KeyboardInterrupt:
+        outcome, pending = "interrupted", _pending(cell.request)
+    where = job._locate(pending) if outcome in ("timeout", "interrupted") else {}
+    if outcome == "interrupted":  # Ctrl-C: let PEs that can raise KeyboardInterrupt do so
+        job._signal(pending, signal.SIGINT)
+        wait(lambda: not _pending(cell.request), 1.5)
+        pending = _pending(cell.request)
+    result = _collect(cell.request, time.monotonic() - started, pending, outcome)
+    for stage in cell.stages:
+        stage.after(cell, result)
+    job.last_result = result
+    for callback in list(job.cell_callbacks):
+        callback(job, result)
+    _report(cell, result, where)
+    if not pending:
+        with contextlib.suppress(Exception):
+            job._client.purge_local_results(cell.request)
+    return result
+
+
+def _prepare(job, code, arrays, timeout, stdout, stderr, options):
+    """Check the job and the arguments, allocate the cell's arrays, run the stages' ``before``."""
+
+    job._require_running("a cell")
+    stages = stages_for(options)
+    specs = as_specs(arrays)
+    todo = [s for s in specs if job.specs.get(s.name) != s]
+    if todo:
+        job._alloc_on_pes(todo)
+    cell = Cell(
+        job,
+        code,
+        timeout=job.timeout if timeout is None else check_timeout(timeout),
+        stages=stages,
+        write_out=(stdout or sys.stdout).write,
+        write_err=(stderr or sys.stderr).write,
+    )
+    for stage in stages:
+        stage.before(cell)
+    return cell
+
+
+def _pending(ar):
+    """PEs not finished: a PE is finished once its reply *and* all its output arrived."""
+    return [pe for pe, c in enumerate(ar._children) if not (c.done() and c.output.done())]
+
+
+def _stream(cell, started):
+    """Show output as it arrives; return (outcome, PEs still running) once every PE
+    finished ('ok'), the timeout passed ('timeout') or PEs died ('died')."""
+    job, ar, timeout = cell.job, cell.request, cell.timeout
+    out, err = OutputMerger(range(job.n), cell.write_out), OutputMerger(range(job.n), cell.write_err)
+    seen = {}
+
+    def feed():
+        pending = _pending(ar)
+        for pe, md in enumerate(ar._metadata):
+            for key, merger in (("stdout", out), ("stderr", err)):
+                text = md.get(key, "")
+                if len(text) > seen.get((pe, key), 0):
+                    merger.feed(pe, text[seen.get((pe, key), 0) :])
+                    seen[(pe, key)] = len(text)
+            if pe not in pending:
+                out.finish(pe)
+                err.finish(pe)
+        out.flush()
+        err.flush()
+        return pending
+
+    futures = [f for child in ar._children for f in (child, child.output)]
+    next_check, outcome = time.monotonic() + 0.25, None
+    try:
+        while outcome is None:
+            # wakes when every reply and all output arrived; polls output every 50 ms meanwhile
+            concurrent.futures.wait(futures, timeout=0.05)
+            pending = feed()
+            now = time.monotonic()
+            if not pending:
+                outcome = "ok"
+            elif timeout is not None and now - started > timeout:
+                outcome = "timeout"
+            elif now > next_check:  # a dead PE never answers: look every 0.25 s
+                next_check = now + 0.25
+                if job._dead_pes():
+                    time.sleep(0.3)  # the survivors' last output is on its way
+                    outcome = "died"
+        return outcome, feed()
+    finally:
+        out.close()
+        err.close()
+
+
+def _collect(ar, seconds, pending, outcome):
+    result = CellResult(seconds=seconds, pending=list(pending), outcome=outcome)
+    for pe, md in enumerate(ar._metadata):
+        result.stdout[pe], result.stderr[pe] = md.get("stdout", ""), md.get("stderr", "")
+        data = (md.get("execute_result") or {}).get("data", {})
+        if "text/plain" in data:
+            result.results[pe] = data["text/plain"]
+        error = md.get("error") if md.get("status") == "error" else None
+        if error is not None and pe not in pending and outcome != "died":
+            result.errors[pe] = (error.ename, error.evalue, "\n".join(error.render_traceback()))
+    if outcome == "ok" and result.errors:
+        result.outcome = "error"
+    return result
+
+
+def _report(cell, result, where):
+    """Show the last expressions and the stages' findings, then raise for whatever went wrong."""
+    job, write_out = cell.job, cell.write_out
+    for text, pes in fold(result.results).items():
+        write_out(f"Out[PE {pe_ranges(pes)}]: {text}\n")
+    for stage in cell.stages:
+        stage.report(cell, result, write_out)
+    if result.outcome == "died":
+        job._mark_dead()
+        raise PEDiedError(
+            f"{job._crash_text()} while the cell ran; OpenSHMEM has no fault tolerance, so oshrun ended "
+            f"the job (the other PEs' output is above); {job.RESTART_HINT}",
+            job.crash,
+        )
+    if result.outcome in ("timeout", "interrupted"):
+        lines = where_report(where, cell.code, job.n)
+        if not result.pending:
+            raise CellStoppedError("the cell was interrupted; every PE stopped and the job is still usable", lines)
+        job.state = "hung"
+        what = f"did not finish within {cell.timeout} s" if result.outcome == "timeout" else "was interrupted"
+        raise CellStoppedError(
+            f"the cell {what} on PE {pe_ranges(result.pending)}; the job is marked hung: "
+            f"run `%shmem restart`. Where every PE was:",
+            lines,
+        )
+    if result.errors:
+        raise PEError(result.errors, job.n)

@@ -1,0 +1,18 @@
+"""What one cell did on every PE."""
+
+from dataclasses import dataclass, field
+
+__all__ = ["CellResult"]
+
+
+@dataclass
+class CellResult:
+    """What one cell did on every PE."""
+
+    stdout: dict = field(default_factory=dict)  # PE -> text
+    stderr: dict = field(default_factory=dict)
+    results: dict = field(default_factory=dict)  # PE -> text/plain of the last expression
+    errors: dict = field(default_factory=dict)  # PE -> (ename, evalue, traceback)
+    seconds: float = 0.0
+    pending: list = field(default_factory=list)  # PEs that had not finished (timeout, interrupt, death)
+    outcome: str = "ok"  # ok, error, timeout, interrupted, died

@@ -1,0 +1,55 @@
+"""Optional stages of the cell path, switched on per cell by name.
+
+``job.run(code, race=True)`` runs the stage registered as ``"race"``; with no
+option given no stage runs and the cell path does no extra work. A stage is a
+class with three hooks, all on the client:
+
+- :meth:`Stage.before`: before dispatch; may rewrite ``cell.code`` or send a
+  request to the PEs (e.g. to start recording).
+- :meth:`Stage.after`: once every PE finished or stopped; reads back what the
+  PEs recorded and stores it on the :class:`~shmem_notebook.cells.CellResult`.
+- :meth:`Stage.report`: shows what the stage found, after the cell's output and
+  before an error of the cell is raised.
+"""
+
+from ..errors import InputError
+
+__all__ = ["Stage", "STAGES", "register", "stages_for"]
+
+#: stage name -> Stage subclass
+STAGES = {}
+
+
+class Stage:
+    """One optional step of the cell path; ``option`` is the value given (``True``, a seed, ...)."""
+
+    name = None
+
+    def __init__(self, option=True):
+        self.option = option
+
+    def before(self, cell):
+        """Client, before the cell is sent to the PEs."""
+
+    def after(self, cell, result):
+        """Client, after every PE finished or stopped (also when the cell raised)."""
+
+    def report(self, cell, result, write):
+        """Client: show what this stage found."""
+
+
+def register(stage_class):
+    """Class decorator: make ``stage_class`` available as ``job.run(code, <name>=...)``."""
+    if not isinstance(stage_class.name, str) or not stage_class.name.isidentifier():
+        raise TypeError(f"{stage_class.__name__}.name must be an identifier, got {stage_class.name!r}")
+    STAGES[stage_class.name] = stage_class
+    return stage_class
+
+
+def stages_for(options):
+    """Stage instances for ``{name: option}``, skipping options that are off (False/None)."""
+    unknown = sorted(set(options) - set(STAGES))
+    if unknown:
+        known = ", ".join(sorted(STAGES)) or "none"
+        raise InputError(f"unknown cell option {unknown[0]!r}; the options are: {known}")
+    return [STAGES[name](value) for name, value in options.items() if value not in (None, False)]

@@ -1,0 +1,24 @@
+"""The operations the client may ask of a PE, by name (PE side).
+
+:func:`shmem_notebook.protocol.request` runs :func:`handle` on each PE; the
+answer is plain data. Calls marked collective must reach every PE.
+"""
+
+from . import heap, runtime, snapshot
+
+__all__ = ["HANDLERS", "handle"]
+
+#: op name -> function; alloc and free are collective, the rest are local to the PE
+HANDLERS = {
+    "alloc": heap.alloc,
+    "free": heap.free,
+    "gather": heap.gather,
+    "heap_usage": heap.heap_usage,
+    "info": runtime.info,
+    "snapshot": snapshot.snapshot,
+}
+
+
+def handle(op, *args):
+    """Answer the request ``op`` with plain data."""
+    return HANDLERS[op](*args)

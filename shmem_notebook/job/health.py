@@ -1,0 +1,109 @@
+"""Is the job alive, and if not, why: dead PEs, crash causes, where hung PEs are (client side)."""
+
+import contextlib
+import os
+import signal
+import socket
+import time
+
+from ..analysis.postmortem import cell_location, crash_causes
+from ..errors import JobStateError, NoJobError, PEDiedError
+from ..folding import fold, pe_ranges
+from ..protocol import stack_path
+from .processes import alive, wait
+
+__all__ = ["Health"]
+
+
+class Health:
+    """The :class:`~shmem_notebook.Job` methods that tell its state and diagnose failures."""
+
+    RESTART_HINT = "run `%shmem restart` (or job.restart()) to get a fresh job"
+
+    def _require_running(self, what):
+        if self.state == "stopped":
+            raise NoJobError(what)
+        if self.state == "running" and self._dead_pes(each=False):
+            self._mark_dead()
+        if self.state == "dead":
+            raise PEDiedError(f"the job is dead ({self._crash_text()}); {self.RESTART_HINT}", self.crash)
+        if self.state == "hung":
+            raise JobStateError(f"the job is hung (a cell did not finish); {self.RESTART_HINT}")
+
+    def _dead_pes(self, each=True):
+        """PEs whose process is gone: all of them once oshrun exited; with ``each``,
+        also single PEs on this host that exited while oshrun waits for the rest."""
+        if self.state == "dead" or not self._oshrun_running():
+            return list(range(self.n))
+        return [pe for pe, proc in self._pe_procs.items() if not alive(proc)] if each else []
+
+    def _mark_dead(self):
+        """Record why the PEs died, make sure none is left, keep the controller for a fast restart."""
+        wait(lambda: not self._oshrun_running(), 3.0)  # oshrun reports, then exits
+        output = self._oshrun_output(lines=400)
+        self.crash = crash_causes(output, {pe: info.get("pid") for pe, info in self.pes.items()})
+        self.state = "dead"
+        self._stop_pes()
+
+    def _crash_text(self):
+        if not self.crash:
+            return "oshrun exited"
+        return "; ".join(f"PE {pe_ranges(pes)} died of {cause}" for cause, pes in fold(self.crash).items())
+
+    def _signal(self, pes, signum):
+        """Send ``signum`` to those of ``pes`` that run on this host."""
+        here = socket.gethostname()
+        for pe in pes:
+            info = self.pes.get(pe, {})
+            if info.get("host") == here:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(info["pid"], signum)
+
+    def _locate(self, pes):
+        """Where each of ``pes`` is in the cell: dump their stacks with SIGUSR1 and read them."""
+        here, paths, where = socket.gethostname(), {}, {}
+        for pe in pes:
+            info = self.pes.get(pe, {})
+            if info.get("host") != here:
+                where[pe] = f"running on {info.get('host')} (no stack from other hosts)"
+                continue
+            paths[pe] = stack_path(self._cluster.profile_dir, self._cluster.cluster_id, pe)
+            open(paths[pe], "w").close()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(info["pid"], signal.SIGUSR1)
+        wait(lambda: all(os.path.getsize(p) for p in paths.values()), 2.0)
+        time.sleep(0.05)  # let the dumps finish
+        for pe, path in paths.items():
+            with open(path, errors="replace") as f:
+                location = cell_location(f.read())
+            where[pe] = location or "running, outside the cell's code"
+        return where
+
+    def status(self):
+        """One dict per PE: pe, state (idle/busy/dead), pid, host, heap_used, heap_size."""
+        if self.state == "stopped":
+            raise NoJobError("status")
+        dead = set(range(self.n)) if self.state == "dead" else set(self._dead_pes())
+        rows = []
+        for pe in range(self.n):
+            info = self.pes.get(pe, {})
+            if pe in dead:
+                state = "dead"
+            else:
+                state = "busy" if self._unanswered(pe) else "idle"
+            rows.append(
+                {
+                    "pe": pe,
+                    "state": state,
+                    "pid": info.get("pid"),
+                    "host": info.get("host"),
+                    "heap_used": info.get("heap_used"),
+                    "heap_size": info.get("heap_size", self.heap_bytes),
+                }
+            )
+        return rows
+
+    def _unanswered(self, pe):
+        """Requests this client sent to PE ``pe`` that have no reply yet (the hub's count lags)."""
+        uuid_ = self._client._engines.get(pe)
+        return len(self._client._outstanding_dict[uuid_]) if uuid_ else 0

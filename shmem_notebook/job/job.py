@@ -1,0 +1,267 @@
+"""The :class:`Job`: one OpenSHMEM job of N PEs, each an ipyparallel engine whose id is its PE.
+
+Client side only: nothing here imports shmem4py. This module holds the process
+lifecycle (controller, ``oshrun``, restart, reaping); heap bookkeeping is in
+:mod:`.arrays`, failure diagnosis in :mod:`.health`, the cell path in
+:mod:`shmem_notebook.cells`. Calls that touch every PE (``run``, ``alloc``,
+``free``) are collective on the PEs: they go to all engines at once, in the
+same order.
+"""
+
+import contextlib
+import glob
+import logging
+import os
+import socket
+import time
+import uuid
+
+import ipyparallel as ipp
+import psutil
+
+from ..arguments import check_timeout, positive_int
+from ..cells import run_cell
+from ..errors import JobStateError, LaunchError
+from ..launcher import OshrunEngineSetLauncher, check_oshrun
+from ..protocol import request
+from ..rc import rc
+from ..specs import parse_size
+from .arrays import SymmetricArrays
+from .health import Health
+from .processes import alive, process, wait
+from .watchdog import owned_by, start_watchdog, stop_watchdog
+
+__all__ = ["Job"]
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class Job(SymmetricArrays, Health):
+    """One OpenSHMEM job of ``n`` PEs driven from this kernel.
+
+    Use :func:`start` to create and start one; a ``Job`` is a context manager
+    that stops the job on exit. ``ip`` other than 127.0.0.1 makes the
+    controller listen on that address (multi-node use; see the README).
+    """
+
+    def __init__(self, n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None):
+        self.n = positive_int(n)
+        self.heap = heap or rc.heap
+        self.heap_bytes = parse_size(self.heap)
+        self.oversubscribe = oversubscribe
+        self.hostfile = hostfile
+        self.timeout = check_timeout(rc.timeout if timeout is None else timeout)
+        self.ip = ip or rc.ip
+        self.specs = {}  # name -> ArraySpec, in declaration order
+        self.state = "stopped"  # stopped, running, hung, dead
+        self.crash = {}  # PE -> cause, once PEs died
+        self.pes = {}  # PE -> info from the PE's 'info' request
+        self.last_cell = None  # AsyncResult of the last cell
+        self.last_result = None  # CellResult of the last cell, also when it raised or timed out
+        self.cell_callbacks = []  # callback(job, result) after every cell
+        self._token = uuid.uuid4().hex  # marks every process of this job (see watchdog)
+        self._cluster = self._client = self._view = self._watchdog = None
+        self._engine_set_id = None
+        self._pe_procs = {}  # PE -> psutil.Process, for PEs on this host
+        self._heap_stale = False
+
+    def __repr__(self):
+        return f"<Job n={self.n} heap={self.heap} state={self.state}>"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # -- lifecycle -------------------------------------------------------
+    def start(self):
+        """Start the controller and the PEs; return when every PE answers."""
+        if self.state != "stopped":
+            raise JobStateError(f"this job is {self.state}; use restart() or stop() first")
+        check_oshrun(hostfile=self.hostfile)
+        try:
+            self._watchdog = start_watchdog(self._token)
+            self._start_controller()
+            self._start_pes()
+        except BaseException:
+            self._teardown()
+            raise
+        return self
+
+    def _start_controller(self):
+        everywhere = self.ip in ("0.0.0.0", "*")
+        self._cluster = ipp.Cluster(
+            engines=OshrunEngineSetLauncher,
+            n=self.n,
+            controller_ip=self.ip,
+            controller_location=socket.gethostname() if everywhere else "",
+            controller_args=[f"--HeartMonitor.period={rc.heartbeat_ms}", "--nodb"],
+            delay=0,
+            log_level=logging.ERROR,  # we report failures ourselves
+        )
+        with owned_by(self._token):
+            self._cluster.start_controller_sync()
+        self._client = self._cluster.connect_client_sync()
+        self._private_files()
+
+    def _start_pes(self):
+        with owned_by(self._token):
+            self._engine_set_id = self._cluster.start_engines_sync(
+                self.n,
+                heap=self.heap,
+                oversubscribe=self.oversubscribe,
+                hostfile=self.hostfile or "",
+                local_only=self.ip in LOOPBACK,
+            )
+        self._private_files()
+        self._wait_for_pes(time.monotonic() + rc.start_timeout)
+        self._view = self._client[list(range(self.n))]
+        self.state, self.crash = "running", {}
+        self.pes = {info["pe"]: info for info in self._call("info")}
+        here = socket.gethostname()
+        self._pe_procs = {pe: process(i["pid"]) for pe, i in self.pes.items() if i["host"] == here}
+        if self.specs:
+            self._alloc_on_pes(list(self.specs.values()))
+
+    def _private_files(self):
+        """Connection and cluster files readable by the owner only."""
+        security = os.path.join(self._cluster.profile_dir, "security")
+        for path in glob.glob(os.path.join(security, f"*{self._cluster.cluster_id}*")):
+            os.chmod(path, 0o600)
+
+    def _engine_set(self, set_id=None):
+        return self._cluster.engines.get(set_id or self._engine_set_id) if self._cluster else None
+
+    def _oshrun_running(self, set_id=None):
+        engines = self._engine_set(set_id)
+        return engines is not None and alive(engines.process)
+
+    def _oshrun_output(self, lines=15):
+        engines = self._engine_set()
+        out = engines.get_output(remove=False) if engines else ""
+        return "\n".join(out.strip().splitlines()[-lines:])
+
+    def _wait_for_pes(self, deadline):
+        while set(range(self.n)) - set(self._client.ids):
+            if not self._oshrun_running():
+                raise LaunchError(
+                    f"oshrun exited before all {self.n} PEs started; its output:\n{self._oshrun_output()}"
+                )
+            if time.monotonic() > deadline:
+                raise LaunchError(
+                    f"only {len(self._client.ids)} of {self.n} PEs registered within {rc.start_timeout:.0f} s; "
+                    f"oshrun output:\n{self._oshrun_output()}"
+                )
+            time.sleep(0.02)
+
+    def _release_pes(self):
+        """Ask the PEs to exit, politely if the job is healthy, by SIGKILL otherwise; don't wait."""
+        engines = self._engine_set()
+        if engines is None:
+            return
+        if self.state == "running" and self._oshrun_running():
+            with contextlib.suppress(Exception):
+                self._client.shutdown(targets=list(range(self.n)), block=False)
+        else:
+            self._kill_pes(engines)
+
+    @staticmethod
+    def _kill_pes(engines):
+        # a PE blocked in a shmem call never runs a SIGTERM handler: kill the PEs, oshrun follows
+        with contextlib.suppress(psutil.Error):
+            for child in engines.process.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    child.kill()
+
+    def _reap(self, set_id):
+        """Wait for engine set ``set_id``'s oshrun to end (killing its PEs after 3 s) and forget it."""
+        engines = self._engine_set(set_id) if set_id is not None else None
+        if engines is None:
+            return
+        if not wait(lambda: not self._oshrun_running(set_id), 3.0):
+            self._kill_pes(engines)
+            wait(lambda: not self._oshrun_running(set_id), 3.0)
+        with contextlib.suppress(Exception):
+            self._cluster.stop_engines_sync(set_id)
+        self._cluster.engines.pop(set_id, None)
+
+    def _stop_pes(self):
+        """End the PEs and wait until they are gone."""
+        self._release_pes()
+        self._reap(self._engine_set_id)
+        self._engine_set_id = None
+
+    def _teardown(self):
+        if self._cluster is not None:
+            self._stop_pes()
+            if self._client is not None:
+                self._client.close()
+            with contextlib.suppress(Exception):
+                self._cluster.stop_cluster_sync()
+        stop_watchdog(self._watchdog)  # kills whatever of this job is still alive
+        self._cluster = self._client = self._view = self._watchdog = None
+
+    def stop(self):
+        """Stop every PE and the controller. Harmless when already stopped."""
+        self._teardown()
+        self.state = "stopped"
+        self.pes = {}
+
+    def restart(self):
+        """A fresh job with the same N and options; declared arrays come back zeroed.
+
+        Keeps the controller and relaunches only the PEs when it can.
+        """
+        controller = self._cluster.controller if self._cluster else None
+        if controller is None or not alive(getattr(controller, "process", None)):
+            self.stop()
+            return self.start()
+        old = self._engine_set_id
+        self._release_pes()
+        self.state = "stopped"
+        # the new PEs can have ids 0..n-1 once the hub dropped the old ones; an exiting
+        # engine unregisters first, so the old oshrun may still be finishing meanwhile
+        if not wait(lambda: not self._client.ids, 5.0):
+            self.stop()
+            return self.start()
+        try:
+            self._start_pes()
+        except BaseException:
+            self.stop()
+            raise
+        finally:
+            self._reap(old)
+        return self
+
+    # -- talking to the PEs ----------------------------------------------
+    def _call(self, op, *args, timeout=60.0):
+        """The request ``op(*args)`` on every PE, in PE order; see :mod:`shmem_notebook.engine.requests`."""
+        ar = self._view.apply_async(request, op, *args)
+        try:
+            return ar.get(timeout)
+        except ipp.error.TimeoutError:
+            self.state = "hung"
+            raise JobStateError(f"the PEs did not answer {op} within {timeout:.0f} s; {self.RESTART_HINT}") from None
+        finally:
+            with contextlib.suppress(Exception):
+                self._client.purge_local_results(ar)
+
+    def inspect(self, auto=False, **options):
+        """Display the inspector of this job (not collective); see :func:`shmem_notebook.inspector.inspect`."""
+        from ..inspector import inspect
+
+        return inspect(self, auto=auto, **options)
+
+    # -- cells ---------------------------------------------------------------
+    def run(self, code, arrays=None, timeout=None, stdout=None, stderr=None, **options):
+        """Run ``code`` on every PE; stream its output labelled by PE. Collective.
+
+        Arrays declared in ``arrays`` are allocated first unless already
+        allocated with the same spec. After all output was shown, raises
+        :class:`PEError` if the cell raised on any PE, :class:`PEDiedError`
+        if PEs died, :class:`CellStoppedError` on timeout or interrupt (with
+        where every PE was). Keyword ``options`` switch on optional stages of
+        the cell path by name (see :mod:`shmem_notebook.cells.stages`).
+        """
+        return run_cell(self, code, arrays=arrays, timeout=timeout, stdout=stdout, stderr=stderr, **options)

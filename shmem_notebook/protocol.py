@@ -1,0 +1,28 @@
+"""What the client and the PEs agree on; shared by both sides, imports nothing else.
+
+The client talks to PEs in one direction per call: it sends :func:`request`
+with an operation name and plain arguments, each PE answers with plain data
+(dicts, tuples, NumPy arrays). No client object travels to a PE and back.
+"""
+
+import os
+
+__all__ = ["ENGINE_MODULE", "GLOBAL_EXIT_MARK", "request", "stack_path"]
+
+#: the module ``oshrun`` runs on every PE (``python -m shmem_notebook.engine``)
+ENGINE_MODULE = "shmem_notebook.engine"
+
+#: written to fd 2 by a PE right before ``shmem.global_exit(status)``
+GLOBAL_EXIT_MARK = "shmem_notebook: PE {pe} called shmem.global_exit({status})"
+
+
+def request(op, *args):
+    """Runs on a PE: answer the request ``op`` (see :mod:`shmem_notebook.engine.requests`)."""
+    from shmem_notebook.engine.requests import handle
+
+    return handle(op, *args)
+
+
+def stack_path(profile_dir, cluster_id, pe):
+    """Where PE ``pe`` writes its stacks on SIGUSR1 (on its own host)."""
+    return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.stacks")

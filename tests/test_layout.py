@@ -1,0 +1,85 @@
+"""The tree's two sides: client packages never import the PE side, the PE side imports only shared definitions."""
+
+import ast
+import pathlib
+import pkgutil
+import subprocess
+import sys
+
+import shmem_notebook
+
+PACKAGE = pathlib.Path(shmem_notebook.__file__).parent
+#: plain definitions both sides may import
+SHARED = {"errors", "specs", "folding", "protocol", "arguments", "rc"}
+
+
+def _modules(side):
+    """Dotted names of the package's modules on ``side`` ('client' or 'engine')."""
+    names = [m.name for m in pkgutil.walk_packages([str(PACKAGE)], "shmem_notebook.")]
+    engine = [n for n in names if n.startswith("shmem_notebook.engine")]
+    return engine if side == "engine" else [n for n in names if n not in engine]
+
+
+def _imports(path):
+    """(absolute module name, at module level?) for every import in the file at ``path``."""
+    package = ".".join(["shmem_notebook", *path.parent.relative_to(PACKAGE).parts])
+    tree = ast.parse(path.read_text())
+    top = set(map(id, tree.body))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, id(node) in top) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module
+            names = [f"{name}.{a.name}" for a in node.names] if not node.module else [name]
+            found += [(n, id(node) in top) for n in names]
+    return found
+
+
+def test_client_modules_import_neither_shmem4py_nor_the_engine():
+    code = (
+        "import sys, importlib; sys.modules['shmem4py'] = None\n"
+        f"for name in {_modules('client')!r}:\n"
+        "    importlib.import_module(name)\n"
+        "bad = sorted(m for m in sys.modules if m.startswith(('shmem_notebook.engine', 'shmem4py')) and sys.modules[m])\n"
+        "print('imported:', bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "imported: []"
+
+
+def test_engine_imports_only_shared_definitions():
+    offenders = []
+    for path in (PACKAGE / "engine").rglob("*.py"):
+        for name, _ in _imports(path):
+            if name.startswith("shmem_notebook.") and not name.startswith("shmem_notebook.engine"):
+                if name.split(".")[1] not in SHARED:
+                    offenders.append(f"{path.name}: {name}")
+    assert offenders == []
+
+
+def test_client_sends_pes_only_requests_by_name():
+    """Every apply to the PEs sends protocol.request with an op name: plain data, no client functions."""
+    calls = []
+    for path in PACKAGE.rglob("*.py"):
+        if "engine" in path.relative_to(PACKAGE).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "").startswith("apply"):
+                first = node.args[0] if node.args else None
+                calls.append((path.name, getattr(first, "id", None), type(node.args[1]).__name__ if len(node.args) > 1 else None))
+    assert calls, "the client talks to the PEs somewhere"
+    assert all(func == "request" for _, func, _ in calls), calls
+
+
+def test_the_shared_modules_import_no_side():
+    """At import time; protocol.request imports the engine inside the function, which runs on PEs."""
+    for name in SHARED:
+        for imported, top_level in _imports(PACKAGE / f"{name}.py"):
+            if top_level and imported.startswith("shmem_notebook."):
+                assert imported.split(".")[1] in SHARED, f"{name}.py imports {imported}"
