@@ -61,3 +61,36 @@ def running_job(n, **options):
 def job(request):
     """A real OpenSHMEM job of 1, 2 and 4 PEs (one per parameter)."""
     yield from running_job(request.param)
+
+
+class ShmTracker:
+    """The shared memory (``/dev/shm`` files, SysV segments) of the processes carrying a job's
+    token, sampled every 50 ms in a thread: identifies *this* job's segments while other
+    jobs run on the machine. ``left()`` -> those of them that still exist."""
+
+    def __init__(self, token):
+        import threading
+
+        from shmem_notebook.job.shm import Segments
+
+        self.token, self.segments = token, Segments()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self):
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(0.05)
+
+    def sample(self):
+        self.segments.note(p.pid for p in owned_processes(self.token))
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        return self
+
+    def left(self):
+        files, shmids = self.segments.left()
+        return sorted(files), sorted(shmids)

@@ -17,6 +17,8 @@ from conftest import running_job
 
 import shmem_notebook
 from shmem_notebook import CellStoppedError, JobStateError, PEDiedError
+from shmem_notebook.job.processes import wait
+from shmem_notebook.job.shm import Segments
 from shmem_notebook.job.watchdog import owned_processes
 
 
@@ -224,6 +226,9 @@ def test_kernel_end_stops_the_job(kernel, how):
     assert "ready" in out, err
     tree = psutil.Process(km.provisioner.process.pid).children(recursive=True)
     assert any("shmem_notebook.engine" in " ".join(p.cmdline()) for p in tree)
+    segments = Segments()
+    segments.note(p.pid for p in tree)  # this job's /dev/shm files and SysV segments
+    assert segments.files and segments.shmids
     if how == "shutdown":
         km.shutdown_kernel()
     elif how == "kill":
@@ -232,3 +237,4 @@ def test_kernel_end_stops_the_job(kernel, how):
         km.restart_kernel(now=True)
     _, alive = psutil.wait_procs(tree, timeout=15)
     assert [" ".join(p.cmdline())[:100] for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
+    assert wait(lambda: segments.left() == (set(), set()), 5.0), segments.left()

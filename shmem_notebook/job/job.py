@@ -27,8 +27,10 @@ from ..protocol import request
 from ..rc import rc
 from ..specs import parse_size
 from .arrays import SymmetricArrays
+from .fit import check_heap_fits
 from .health import Health
 from .processes import alive, process, wait
+from .shm import Segments
 from .watchdog import owned_by, start_watchdog, stop_watchdog
 
 __all__ = ["Job"]
@@ -63,6 +65,7 @@ class Job(SymmetricArrays, Health):
         self._cluster = self._client = self._view = self._watchdog = None
         self._engine_set_id = None
         self._pe_procs = {}  # PE -> psutil.Process, for PEs on this host
+        self._segments = {}  # engine set id -> Segments: shared memory to remove once it ended
         self._heap_stale = False
 
     def __repr__(self):
@@ -80,6 +83,7 @@ class Job(SymmetricArrays, Health):
         if self.state != "stopped":
             raise JobStateError(f"this job is {self.state}; use restart() or stop() first")
         check_oshrun(hostfile=self.hostfile)
+        check_heap_fits(self.n, self.heap_bytes, self.hostfile)
         try:
             self._watchdog = start_watchdog(self._token)
             self._start_controller()
@@ -121,6 +125,7 @@ class Job(SymmetricArrays, Health):
         self.pes = {info["pe"]: info for info in self._call("info")}
         here = socket.gethostname()
         self._pe_procs = {pe: process(i["pid"]) for pe, i in self.pes.items() if i["host"] == here}
+        self._note_segments()
         if self.specs:
             self._alloc_on_pes(list(self.specs.values()))
 
@@ -142,16 +147,31 @@ class Job(SymmetricArrays, Health):
         out = engines.get_output(remove=False) if engines else ""
         return "\n".join(out.strip().splitlines()[-lines:])
 
+    def _note_segments(self, set_id=None):
+        """Remember the shared memory oshrun and the PEs of engine set ``set_id`` map now."""
+        set_id = set_id or self._engine_set_id
+        engines = self._engine_set(set_id)
+        if engines is None or not alive(engines.process):
+            return
+        with contextlib.suppress(psutil.Error):
+            pids = [engines.process.pid] + [p.pid for p in engines.process.children(recursive=True)]
+            self._segments.setdefault(set_id, Segments()).note(pids)
+
     def _wait_for_pes(self, deadline):
+        next_note = 0.0
         while set(range(self.n)) - set(self._client.ids):
+            if time.monotonic() > next_note:  # a start that fails must not leave its segments
+                self._note_segments()
+                next_note = time.monotonic() + 0.5
             if not self._oshrun_running():
                 raise LaunchError(
                     f"oshrun exited before all {self.n} PEs started; its output:\n{self._oshrun_output()}"
                 )
             if time.monotonic() > deadline:
+                said = self._oshrun_output() or "(nothing)"
                 raise LaunchError(
-                    f"only {len(self._client.ids)} of {self.n} PEs registered within {rc.start_timeout:.0f} s; "
-                    f"oshrun output:\n{self._oshrun_output()}"
+                    f"only {len(self._client.ids)} of {self.n} PEs registered within {rc.start_timeout:g} s "
+                    f"(SHMEM_NOTEBOOK_START_TIMEOUT); the job was stopped; oshrun said:\n{said}"
                 )
             time.sleep(0.02)
 
@@ -160,6 +180,7 @@ class Job(SymmetricArrays, Health):
         engines = self._engine_set()
         if engines is None:
             return
+        self._note_segments()
         if self.state == "running" and self._oshrun_running():
             with contextlib.suppress(Exception):
                 self._client.shutdown(targets=list(range(self.n)), block=False)
@@ -175,7 +196,8 @@ class Job(SymmetricArrays, Health):
                     child.kill()
 
     def _reap(self, set_id):
-        """Wait for engine set ``set_id``'s oshrun to end (killing its PEs after 3 s) and forget it."""
+        """Wait for engine set ``set_id``'s oshrun to end (killing its PEs after 3 s), remove
+        the shared memory it left and forget it."""
         engines = self._engine_set(set_id) if set_id is not None else None
         if engines is None:
             return
@@ -185,6 +207,8 @@ class Job(SymmetricArrays, Health):
         with contextlib.suppress(Exception):
             self._cluster.stop_engines_sync(set_id)
         self._cluster.engines.pop(set_id, None)
+        wait(lambda: not any(alive(process(pid)) for pid in self._segments.get(set_id, Segments()).pids), 3.0)
+        self._segments.pop(set_id, Segments()).release()
 
     def _stop_pes(self):
         """End the PEs and wait until they are gone."""

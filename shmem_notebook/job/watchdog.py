@@ -3,7 +3,8 @@
 Each job gets a token, inherited by every process it starts (controller,
 oshrun, PEs, nannies) through ``SHMEM_NOTEBOOK_OWNER``. A watchdog process
 holds a pipe from the kernel: when the pipe closes (the kernel died, or the
-job stopped) it terminates, then kills, whatever still carries the token.
+job stopped) it terminates, then kills, whatever still carries the token, and
+removes the shared memory those processes held (:mod:`.shm`).
 """
 
 import contextlib
@@ -83,6 +84,19 @@ def kill_owned(token, grace=1.0):
 
 
 def main(token):
+    from .shm import Segments
+
     sys.stdin.buffer.read()  # returns when the kernel is gone or the job stopped
     time.sleep(0.1)
+    segments = Segments()
+    segments.note(p.pid for p in owned_processes(token))
     kill_owned(token)
+    psutil.wait_procs([p for p in map(_process, segments.pids) if p], timeout=2.0)
+    segments.release()
+
+
+def _process(pid):
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:
+        return None

@@ -1,0 +1,115 @@
+"""Shared memory a job's PEs hold, and its removal once they are gone (client side, Linux).
+
+OSHMEM over UCX gives each PE SysV segments (the symmetric heap and UCX's
+transport buffers, created then marked for removal, so they vanish with their
+last process) and Open MPI's vader files ``/dev/shm/vader_segment.<host>.<job>.<rank>``,
+which only a clean ``oshrun`` exit removes. When the whole job is SIGKILLed
+(kernel death, a failed start) the files stay, and a PE killed between creating
+a SysV segment and marking it would leak that segment.
+
+A job's segments are found by its processes: :func:`segments_of` reads their
+``/proc/PID/maps``; SysV segments are also matched by creator pid
+(:func:`sysv_segments`). :func:`release` removes what is left.
+"""
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+
+__all__ = ["SHM_DIR", "segments_of", "sysv_segments", "release", "Segments"]
+
+SHM_DIR = "/dev/shm"
+_IPC_RMID = 0
+
+
+def _maps(pid):
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def segments_of(pids):
+    """``(files, shmids)``: live ``/dev/shm`` files and SysV segment ids mapped by ``pids``."""
+    files, shmids = set(), set()
+    for pid in pids:
+        for line in _maps(pid):
+            parts = line.split(None, 5)
+            if len(parts) < 6:
+                continue
+            path = parts[5]
+            if path.startswith("/SYSV"):
+                shmids.add(int(parts[4]))  # the inode column of a SysV mapping is its shmid
+            elif path.startswith(SHM_DIR + "/") and not path.endswith("(deleted)"):
+                files.add(path)
+    return files, shmids
+
+
+def sysv_segments():
+    """shmid -> {'key', 'cpid', 'nattch', 'size', 'uid'} of every SysV segment this user can see."""
+    found = {}
+    try:
+        with open("/proc/sysvipc/shm") as f:
+            header, *rows = f.read().splitlines()
+    except OSError:
+        return found
+    names = header.split()
+    for row in rows:
+        values = dict(zip(names, row.split()))
+        with contextlib.suppress(KeyError, ValueError):
+            found[int(values["shmid"])] = {
+                "key": int(values["key"]),
+                "cpid": int(values["cpid"]),
+                "nattch": int(values["nattch"]),
+                "size": int(values["size"]),
+                "uid": int(values["uid"]),
+            }
+    return found
+
+
+def _shmctl_rmid(shmid):
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    return libc.shmctl(ctypes.c_int(shmid), _IPC_RMID, None) == 0
+
+
+class Segments:
+    """The shared memory of one job, noted while its processes live, released after."""
+
+    def __init__(self):
+        self.pids, self.files, self.shmids = set(), set(), set()
+
+    def note(self, pids):
+        """Remember ``pids`` (the job's oshrun and PEs) and what they map now."""
+        pids = set(pids)
+        self.pids |= pids
+        files, shmids = segments_of(pids)
+        self.files |= files
+        self.shmids |= shmids
+
+    def left(self):
+        """``(files, shmids)`` of this job that still exist."""
+        segments = sysv_segments()
+        shmids = {s for s in self.shmids if s in segments}
+        shmids |= {s for s, seg in segments.items() if seg["cpid"] in self.pids}
+        return {p for p in self.files if os.path.exists(p)}, shmids
+
+    def release(self):
+        """Remove what is left (call once the job's processes are gone); return it."""
+        left = release(*self.left())
+        self.pids, self.files, self.shmids = set(), set(), set()
+        return left
+
+
+def release(files, shmids):
+    """Unlink ``files`` and remove SysV ``shmids`` (ignoring ones already gone); return what was removed."""
+    removed_files, removed_ids = set(), set()
+    for path in files:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+            removed_files.add(path)
+    for shmid in shmids:
+        if _shmctl_rmid(shmid):
+            removed_ids.add(shmid)
+    return removed_files, removed_ids

@@ -1,0 +1,149 @@
+"""Shared memory and start-up limits (issue 9, item 1): an impossible heap is refused before
+anything is launched, a start that never becomes ready times out, and no ``/dev/shm`` file or
+SysV segment of a job survives stop, crash, a failed start or everything being SIGKILLed.
+
+Other jobs run on this machine at the same time, so a job's segments are identified by its own
+processes (conftest.ShmTracker), never by assuming /dev/shm is empty. No test starts a heap
+bigger than a few MiB.
+"""
+
+import io
+import os
+import signal
+import time
+
+import psutil
+import pytest
+from conftest import ShmTracker
+
+import shmem_notebook
+from shmem_notebook import LaunchError, PEDiedError
+from shmem_notebook.job import fit
+from shmem_notebook.job.watchdog import owned_processes
+from shmem_notebook.rc import rc
+
+GiB = 1 << 30
+
+
+# -- the fit check, pure -----------------------------------------------------------------
+
+
+def test_refusal_names_both_sizes_and_the_largest_heap_that_fits():
+    with pytest.raises(LaunchError) as info:
+        fit.check_heap_fits(2, 100 * GiB, environ={}, memory=24 * GiB, shm_free=GiB)
+    message = str(info.value)
+    assert "2 PEs x heap 100.0 GiB need 200.2 GiB" in message
+    assert "can give 24.0 GiB" in message
+    # (24 GiB - 2 x 128 MiB) / 2 = 11.875 GiB = 12160 MiB
+    assert "the largest heap that fits is 12160M per PE: use `--heap 12160M`" in message
+    fit.check_heap_fits(2, 12160 << 20, environ={}, memory=24 * GiB, shm_free=GiB)  # that one fits
+    with pytest.raises(LaunchError, match="12161.0 MiB|need"):
+        fit.check_heap_fits(2, 12161 << 20, environ={}, memory=24 * GiB, shm_free=GiB)
+
+
+def test_no_heap_fits_and_dev_shm_too_small():
+    with pytest.raises(LaunchError, match="not even an empty heap fits: use fewer than 16 PEs"):
+        fit.check_heap_fits(16, 1 << 20, environ={}, memory=GiB, shm_free=GiB)
+    with pytest.raises(LaunchError, match=r"/dev/shm .* has 64.0 MiB free.*--shm-size"):
+        fit.check_heap_fits(16, 1 << 20, environ={}, memory=64 * GiB, shm_free=64 << 20)
+    fit.check_heap_fits(16, 100 * GiB, environ={"SHMEM_NOTEBOOK_HEAP_CHECK": "off"}, memory=GiB, shm_free=0)
+
+
+def test_pes_per_node_with_hostfile_and_slurm(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("# nodes\nnode1 slots=4\nnode2 slots=4  # second\n\nnode3 slots=2\n")
+    assert fit.pes_per_node(6, str(hosts), environ={}) == 4
+    assert fit.pes_per_node(3, str(hosts), environ={}) == 3
+    assert fit.pes_per_node(13, str(hosts), environ={}) == 5  # oversubscribed: 3 extra round-robin
+    assert fit.pes_per_node(8, environ={"SLURM_TASKS_PER_NODE": "2(x3),1"}) == 3
+    assert fit.pes_per_node(5, environ={}) == 5
+    # spread over nodes of 4: 16 PEs x 5 GiB fit where 16 on one node would not
+    fit.check_heap_fits(16, 5 * GiB, environ={"SLURM_TASKS_PER_NODE": "4(x4)"}, memory=24 * GiB, shm_free=GiB)
+    with pytest.raises(LaunchError, match="4 PEs on its busiest node x heap 6.0 GiB"):
+        fit.check_heap_fits(16, 6 * GiB, environ={"SLURM_TASKS_PER_NODE": "4(x4)"}, memory=24 * GiB, shm_free=GiB)
+
+
+def test_node_memory_reads_this_node():
+    memory, what = fit.node_memory()
+    assert 0 < memory <= psutil.virtual_memory().total
+    assert "MemAvailable" in what or "shmall" in what
+
+
+# -- real jobs -----------------------------------------------------------------------------
+
+
+def test_impossible_heap_is_refused_before_anything_starts():
+    too_big = 4 * psutil.virtual_memory().total
+    job = shmem_notebook.Job(2, heap=str(too_big))
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError) as info:
+        job.start()
+    assert time.monotonic() - t0 < 1.0
+    assert "the largest heap that fits is" in str(info.value) and "--heap" in str(info.value)
+    assert job.state == "stopped" and owned_processes(job._token) == []
+
+
+def test_magic_refuses_an_impossible_heap():
+    from IPython.testing.globalipapp import start_ipython
+
+    ip = start_ipython()
+    ip.run_line_magic("load_ext", "shmem_notebook")
+    with pytest.raises(LaunchError, match="largest heap that fits"):
+        ip.run_line_magic("shmem", f"start -n 2 --heap {4 * psutil.virtual_memory().total >> 30}G")
+
+
+def test_a_start_that_never_becomes_ready_times_out_and_leaves_nothing(monkeypatch):
+    monkeypatch.setattr(rc, "start_timeout", 0.3)  # PEs need > 1 s to import and register
+    job = shmem_notebook.Job(2, heap="8M")
+    tracker = ShmTracker(job._token)
+    with pytest.raises(LaunchError) as info:
+        job.start()
+    tracker.stop()
+    assert "only 0 of 2 PEs registered within 0.3 s" in str(info.value) and "oshrun said" in str(info.value)
+    assert owned_processes(job._token) == []
+    assert tracker.segments.pids, "the tracker never saw the job's processes"
+    assert tracker.left() == ([], [])
+
+
+def _small_job(tracker_box):
+    job = shmem_notebook.Job(2, heap="8M")
+    job.start()
+    tracker_box.append(ShmTracker(job._token))
+    tracker_box[-1].sample()
+    return job
+
+
+def test_stop_leaves_no_shared_memory():
+    box = []
+    job = _small_job(box)
+    files, shmids = box[0].left()
+    assert any(f.startswith("/dev/shm/vader_segment") for f in files) and shmids, "the job holds no shared memory?"
+    job.stop()
+    assert box[0].stop().left() == ([], [])
+
+
+def test_a_crash_leaves_no_shared_memory():
+    box = []
+    job = _small_job(box)
+    try:
+        with pytest.raises(PEDiedError):
+            job.run("if me == 1:\n    import os; os.kill(os.getpid(), 9)\nimport time; time.sleep(30)",
+                    stdout=io.StringIO(), stderr=io.StringIO())
+        assert box[0].stop().left() == ([], [])
+    finally:
+        job.stop()
+
+
+def test_everything_sigkilled_leaves_no_shared_memory():
+    """oshrun and every PE killed at once (what the OOM killer or a kill -9 does): Open MPI
+    cannot remove its vader files; stop must."""
+    box = []
+    job = _small_job(box)
+    tracker = box[0].stop()
+    oshrun = job._engine_set().process
+    victims = [oshrun] + oshrun.children(recursive=True)
+    for proc in victims:
+        proc.send_signal(signal.SIGKILL)
+    psutil.wait_procs(victims, timeout=5)
+    job.stop()
+    assert tracker.left() == ([], [])
