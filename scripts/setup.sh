@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES="openmpi-bin libopenmpi-dev chromium chromium-driver"
+APT_PACKAGES="openmpi-bin libopenmpi-dev chromium chromium-driver slurmctld slurmd slurm-client munge"
 PYTHON=${PYTHON:-python3}
 
 missing=""

@@ -18,7 +18,7 @@ def test_entry_point_resolves_by_name():
 
 
 def test_command_line_runs_the_pe_module_under_oshrun(monkeypatch):
-    monkeypatch.setattr(L, "local_slots", lambda: 2)
+    monkeypatch.setattr(L.environment, "local_slots", lambda: 2)
     args = args_for(2, heap="64M")
     assert args[:3] == ["oshrun", "-n", "2"]
     assert "--oversubscribe" not in args
@@ -30,7 +30,7 @@ def test_command_line_runs_the_pe_module_under_oshrun(monkeypatch):
 
 
 def test_oversubscribe_when_more_pes_than_cores(monkeypatch):
-    monkeypatch.setattr(L, "local_slots", lambda: 2)
+    monkeypatch.setattr(L.environment, "local_slots", lambda: 2)
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     assert "--oversubscribe" in args_for(4)
     assert "--oversubscribe" not in args_for(4, oversubscribe=False)
@@ -38,7 +38,7 @@ def test_oversubscribe_when_more_pes_than_cores(monkeypatch):
 
 
 def test_no_automatic_oversubscribe_with_hostfile_or_slurm(monkeypatch, tmp_path):
-    monkeypatch.setattr(L, "local_slots", lambda: 2)
+    monkeypatch.setattr(L.environment, "local_slots", lambda: 2)
     hostfile = tmp_path / "hosts"
     args = args_for(8, hostfile=str(hostfile))
     assert "--oversubscribe" not in args
@@ -56,10 +56,10 @@ def test_platform_environment_defaults_and_user_wins():
 
 
 def test_root_gets_allow_run_as_root(monkeypatch):
-    monkeypatch.setattr(L.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(L.environment.os, "geteuid", lambda: 0)
     env = L.platform_environment({})
     assert env["OMPI_ALLOW_RUN_AS_ROOT"] == env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1"
-    monkeypatch.setattr(L.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(L.environment.os, "geteuid", lambda: 1000)
     assert "OMPI_ALLOW_RUN_AS_ROOT" not in L.platform_environment({})
 
 
@@ -85,3 +85,80 @@ def test_local_only_keeps_pes_off_the_network_unless_the_user_chose():
     assert env["UCX_TLS"] == "self,sm" and env["OMPI_MCA_btl"] == "self,vader"
     assert "UCX_TLS" not in L.platform_environment({"UCX_TLS": "rc"}, local_only=True)
     assert "UCX_TLS" not in L.platform_environment({}, local_only=False)
+
+
+# -- Slurm: the batch job's command lines, built without Slurm -----------------------------
+
+
+def test_slurm_mode_runs_the_batchjob_process_around_sbatch(monkeypatch):
+    monkeypatch.setattr(L.environment, "local_slots", lambda: 2)
+    args = args_for(8, slurm=True, partition="debug", time="10", nodes=2, account="proj", sbatch_args=["--qos=low"])
+    assert args[1:3] == ["-m", "shmem_notebook.launcher.batchjob"]
+    sbatch = args[args.index("--") + 1 :]
+    assert sbatch[:2] == ["sbatch", "--parsable"]
+    for option in ("--ntasks=8", "--nodes=2", "--partition=debug", "--time=10", "--account=proj", "--qos=low"):
+        assert option in sbatch
+    assert "--job-name=shmem_notebook" in sbatch
+    log = args[args.index("--log") + 1]
+    assert f"--output={log}" in sbatch and log.endswith("%j.out")
+    script = sbatch[sbatch.index("--wrap") + 1]
+    assert script.startswith("exec oshrun -n 8 ") and script.endswith("-m shmem_notebook.engine")
+    assert "--oversubscribe" not in script  # Slurm gives the slots
+    assert "-x IPP_PROFILE_DIR" in script  # the engines find the controller on every node
+
+
+def test_slurm_mode_keeps_network_transports_and_leaves_out_unset_options(monkeypatch):
+    launcher = L.OshrunEngineSetLauncher(profile_dir="/tmp", cluster_id="t", slurm=True)
+    launcher.n = 2
+    assert "UCX_TLS" not in launcher.get_env() and "OMPI_MCA_btl" not in launcher.get_env()
+    sbatch = launcher.find_args()
+    assert not [a for a in sbatch if a.split("=")[0] in ("--nodes", "--partition", "--time", "--account")]
+
+
+def test_queue_lines_parse():
+    from shmem_notebook.launcher.batchjob import MARK, parse_marks
+    from shmem_notebook.launcher.slurm import parse_queue_line, squeue_command
+
+    assert "--jobs=12" in squeue_command(12)
+    assert parse_queue_line("PENDING|Resources|0:00|\n") == {
+        "state": "PENDING", "reason": "Resources", "elapsed": "0:00", "nodes": ""
+    }  # fmt: skip
+    assert parse_queue_line("") is None
+    text = f"noise\n{MARK} job=7 state=PENDING reason=Job's_QOS nodes=-\n{MARK} job=7 state=RUNNING reason=None nodes=n[1-2]\n"
+    assert parse_marks(text) == {"job": "7", "state": "RUNNING", "reason": "None", "nodes": "n[1-2]"}
+    assert parse_marks("nothing") is None
+
+
+def test_progress_line_names_job_state_reason_and_elapsed():
+    from shmem_notebook.job.batch import progress_text
+
+    assert progress_text(None, 0.4, 0, 8) == "Slurm: submitting the batch job, 0 s"
+    mark = {"job": "12", "state": "PENDING", "reason": "Resources", "nodes": "-"}
+    assert progress_text(mark, 4.2, 0, 8) == "Slurm job 12: PENDING (Resources), 4 s"
+    mark = {"job": "12", "state": "RUNNING", "reason": "None", "nodes": "n[1-2]"}
+    assert progress_text(mark, 9, 3, 8) == "Slurm job 12: RUNNING on n[1-2], 3/8 PEs registered, 9 s"
+
+
+def test_slurm_options_are_checked_before_anything_starts(monkeypatch):
+    import shmem_notebook
+    from shmem_notebook import InputError
+
+    monkeypatch.delenv("SHMEM_NOTEBOOK_IP", raising=False)
+    with pytest.raises(InputError, match=r"pass ip='0.0.0.0' \(`--ip 0.0.0.0`\)"):
+        shmem_notebook.Job(8, slurm=True)
+    with pytest.raises(InputError, match="only apply to a Slurm batch job; add slurm=True"):
+        shmem_notebook.Job(8, partition="debug")
+    with pytest.raises(InputError, match="nodes must be a positive integer"):
+        shmem_notebook.Job(8, slurm=True, ip="0.0.0.0", nodes=0)
+    with pytest.raises(InputError, match="exclude each other"):
+        shmem_notebook.Job(8, slurm=True, ip="0.0.0.0", hostfile="hosts")
+    with pytest.raises(InputError, match="list of arguments"):
+        shmem_notebook.Job(8, slurm=True, ip="0.0.0.0", sbatch_args="--qos=x")
+    job = shmem_notebook.Job(8, slurm=True, ip="0.0.0.0", time=30, sbatch_args=("--qos=x",))
+    assert job.batch["time"] == "30" and job.batch["sbatch_args"] == ["--qos=x"]
+
+
+def test_missing_slurm_commands_are_named(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(LaunchError, match="--slurm needs sbatch, squeue, scancel on PATH"):
+        L.check_slurm()

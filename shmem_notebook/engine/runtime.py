@@ -107,6 +107,7 @@ def info():
         "npes": shmem.n_pes(),
         "pid": os.getpid(),
         "host": socket.gethostname(),
+        "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
         "heap_used": used,
         "heap_size": size,
         "library": shmem.info_get_name(),

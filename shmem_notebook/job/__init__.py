@@ -3,7 +3,8 @@
 - :mod:`.job`: :class:`Job`, the lifecycle (controller, ``oshrun``, restart).
 - :mod:`.arrays`: declared symmetric arrays and heap use.
 - :mod:`.health`: dead PEs, crash causes, where hung PEs are.
-- :mod:`.watchdog`: ends a job's processes when the kernel dies.
+- :mod:`.watchdog`: ends a job's processes (and batch jobs) when the kernel dies.
+- :mod:`.batch`: a Slurm batch job's options and its progress line while it waits.
 - :mod:`.processes`: small process and waiting helpers.
 
 :func:`start` and :func:`current_job` keep the job the magics act on.
@@ -18,15 +19,25 @@ __all__ = ["Job", "CellResult", "start", "current_job"]
 _current = None
 
 
-def start(n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None):
-    """Start an OpenSHMEM job of ``n`` PEs and make it the current job."""
+def start(
+    n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None,
+    slurm=False, partition=None, time=None, nodes=None, account=None, sbatch_args=(),
+):  # fmt: skip
+    """Start an OpenSHMEM job of ``n`` PEs and make it the current job.
+
+    Inside a Slurm allocation the PEs go on its nodes; ``slurm=True`` submits a
+    batch job for them instead (see :class:`Job`).
+    """
     global _current
     if _current is not None and _current.state != "stopped":
         raise JobStateError(
             f"a job of {_current.n} PEs is already {_current.state}; use `%shmem restart` or `%shmem stop` "
             f"(job.restart() / job.stop()) first"
         )
-    job = Job(n, heap=heap, oversubscribe=oversubscribe, hostfile=hostfile, timeout=timeout, ip=ip)
+    job = Job(
+        n, heap=heap, oversubscribe=oversubscribe, hostfile=hostfile, timeout=timeout, ip=ip,
+        slurm=slurm, partition=partition, time=time, nodes=nodes, account=account, sbatch_args=sbatch_args,
+    )  # fmt: skip
     job.start()
     _current = job
     return job

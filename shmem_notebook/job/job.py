@@ -22,11 +22,12 @@ import psutil
 from ..arguments import check_timeout, positive_int
 from ..cells import run_cell
 from ..errors import JobStateError, LaunchError
-from ..launcher import OshrunEngineSetLauncher, check_oshrun
+from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_slurm
 from ..protocol import request
 from ..rc import rc
 from ..specs import parse_size
 from .arrays import SymmetricArrays
+from .batch import QueueProgress, batch_options
 from .fit import check_heap_fits
 from .health import Health
 from .processes import alive, process, wait
@@ -44,10 +45,18 @@ class Job(SymmetricArrays, Health):
     Use :func:`start` to create and start one; a ``Job`` is a context manager
     that stops the job on exit. ``ip`` other than 127.0.0.1 makes the
     controller listen on that address (multi-node use; see the README).
+    ``slurm=True`` runs the PEs in a Slurm batch job (``partition``, ``time``,
+    ``nodes``, ``account``, ``sbatch_args`` go to ``sbatch``); it needs ``ip``.
     """
 
-    def __init__(self, n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None):
+    def __init__(
+        self, n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None,
+        slurm=False, partition=None, time=None, nodes=None, account=None, sbatch_args=(),
+    ):  # fmt: skip
         self.n = positive_int(n)
+        self.slurm = bool(slurm)
+        asked_ip = ip or (rc.ip if rc.ip not in LOOPBACK else None)  # a SHMEM_NOTEBOOK_IP counts
+        self.batch = batch_options(slurm, asked_ip, hostfile, partition, time, nodes, account, sbatch_args)
         self.heap = heap or rc.heap
         self.heap_bytes = parse_size(self.heap)
         self.oversubscribe = oversubscribe
@@ -82,10 +91,13 @@ class Job(SymmetricArrays, Health):
         """Start the controller and the PEs; return when every PE answers."""
         if self.state != "stopped":
             raise JobStateError(f"this job is {self.state}; use restart() or stop() first")
-        check_oshrun(hostfile=self.hostfile)
-        check_heap_fits(self.n, self.heap_bytes, self.hostfile)
+        if self.slurm:
+            check_slurm()  # the batch job's nodes cannot be measured from here: no heap check
+        else:
+            check_oshrun(hostfile=self.hostfile)
+            check_heap_fits(self.n, self.heap_bytes, self.hostfile)
         try:
-            self._watchdog = start_watchdog(self._token)
+            self._watchdog = start_watchdog(self._token, self._batch_name if self.slurm else None)
             self._start_controller()
             self._start_pes()
         except BaseException:
@@ -109,14 +121,21 @@ class Job(SymmetricArrays, Health):
         self._client = self._cluster.connect_client_sync()
         self._private_files()
 
+    @property
+    def _batch_name(self):
+        """The name of this job's Slurm batch jobs: it carries the job's token."""
+        return f"shmem_notebook-{self._token[:12]}"
+
     def _start_pes(self):
+        options = dict(self.batch, batch_name=self._batch_name) if self.slurm else {}
         with owned_by(self._token):
             self._engine_set_id = self._cluster.start_engines_sync(
                 self.n,
                 heap=self.heap,
                 oversubscribe=self.oversubscribe,
                 hostfile=self.hostfile or "",
-                local_only=self.ip in LOOPBACK,
+                local_only=self.ip in LOOPBACK and not self.slurm,
+                **options,
             )
         self._private_files()
         self._wait_for_pes(time.monotonic() + rc.start_timeout)
@@ -158,22 +177,33 @@ class Job(SymmetricArrays, Health):
             self._segments.setdefault(set_id, Segments()).note(pids)
 
     def _wait_for_pes(self, deadline):
+        """Wait until every PE registered; a batch job's time in the queue does not count."""
+        what = "the Slurm batch job" if self.slurm else "oshrun"
+        queue = QueueProgress(self._engine_set().output_file, self.n) if self.slurm else None
         next_note = 0.0
-        while set(range(self.n)) - set(self._client.ids):
-            if time.monotonic() > next_note:  # a start that fails must not leave its segments
-                self._note_segments()
-                next_note = time.monotonic() + 0.5
-            if not self._oshrun_running():
-                raise LaunchError(
-                    f"oshrun exited before all {self.n} PEs started; its output:\n{self._oshrun_output()}"
-                )
-            if time.monotonic() > deadline:
-                said = self._oshrun_output() or "(nothing)"
-                raise LaunchError(
-                    f"only {len(self._client.ids)} of {self.n} PEs registered within {rc.start_timeout:g} s "
-                    f"(SHMEM_NOTEBOOK_START_TIMEOUT); the job was stopped; oshrun said:\n{said}"
-                )
-            time.sleep(0.02)
+        try:
+            while set(range(self.n)) - set(self._client.ids):
+                if time.monotonic() > next_note:  # a start that fails must not leave its segments
+                    self._note_segments()
+                    next_note = time.monotonic() + 0.5
+                if not self._oshrun_running():
+                    raise LaunchError(
+                        f"{what} ended before all {self.n} PEs started; its output:\n{self._oshrun_output()}"
+                    )
+                if queue is not None:
+                    queue.update(len(self._client.ids))
+                    if (queue.mark or {}).get("state") != "RUNNING":
+                        deadline = time.monotonic() + rc.start_timeout
+                if time.monotonic() > deadline:
+                    said = self._oshrun_output() or "(nothing)"
+                    raise LaunchError(
+                        f"only {len(self._client.ids)} of {self.n} PEs registered within {rc.start_timeout:g} s "
+                        f"(SHMEM_NOTEBOOK_START_TIMEOUT); the job was stopped; {what} said:\n{said}"
+                    )
+                time.sleep(0.02)
+        finally:
+            if queue is not None:
+                queue.done()
 
     def _release_pes(self):
         """Ask the PEs to exit, politely if the job is healthy, by SIGKILL otherwise; don't wait."""
@@ -189,11 +219,7 @@ class Job(SymmetricArrays, Health):
 
     @staticmethod
     def _kill_pes(engines):
-        # a PE blocked in a shmem call never runs a SIGTERM handler: kill the PEs, oshrun follows
-        with contextlib.suppress(psutil.Error):
-            for child in engines.process.children(recursive=True):
-                with contextlib.suppress(psutil.Error):
-                    child.kill()
+        engines.kill_pes()  # kills a local oshrun's PEs, cancels a batch job
 
     def _reap(self, set_id):
         """Wait for engine set ``set_id``'s oshrun to end (killing its PEs after 3 s), remove

@@ -3,19 +3,21 @@
 Each job gets a token, inherited by every process it starts (controller,
 oshrun, PEs, nannies) through ``SHMEM_NOTEBOOK_OWNER``. A watchdog process
 holds a pipe from the kernel: when the pipe closes (the kernel died, or the
-job stopped) it terminates, then kills, whatever still carries the token, and
-removes the shared memory those processes held (:mod:`.shm`).
+job stopped) it cancels the job's Slurm batch jobs (by name, when it has one),
+then terminates, then kills, whatever still carries the token, and removes the
+shared memory those processes held (:mod:`.shm`).
 """
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import time
 
 import psutil
 
-__all__ = ["OWNER", "owned_by", "start_watchdog", "stop_watchdog", "owned_processes", "kill_owned"]
+__all__ = ["OWNER", "owned_by", "start_watchdog", "stop_watchdog", "owned_processes", "kill_owned", "cancel_batch_jobs"]
 
 OWNER = "SHMEM_NOTEBOOK_OWNER"
 
@@ -34,11 +36,12 @@ def owned_by(token):
             os.environ[OWNER] = old
 
 
-def start_watchdog(token):
-    """A watchdog for ``token``'s processes; it acts when its stdin closes."""
+def start_watchdog(token, batch_name=None):
+    """A watchdog for ``token``'s processes (and Slurm batch jobs called ``batch_name``);
+    it acts when its stdin closes."""
     with owned_by(token):
         return subprocess.Popen(
-            [sys.executable, "-c", f"from shmem_notebook.job.watchdog import main; main({token!r})"],
+            [sys.executable, "-c", f"from shmem_notebook.job.watchdog import main; main({token!r}, {batch_name!r})"],
             stdin=subprocess.PIPE,
             start_new_session=True,  # a Ctrl-C in the kernel must not reach it
         )
@@ -83,11 +86,19 @@ def kill_owned(token, grace=1.0):
             proc.kill()
 
 
-def main(token):
+def cancel_batch_jobs(name):
+    """``scancel`` every Slurm job called ``name`` (a job's batch jobs carry its token in their name)."""
+    if name and shutil.which("scancel"):
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(["scancel", f"--name={name}"], capture_output=True, timeout=60)
+
+
+def main(token, batch_name=None):
     from .shm import Segments
 
     sys.stdin.buffer.read()  # returns when the kernel is gone or the job stopped
     time.sleep(0.1)
+    cancel_batch_jobs(batch_name)
     segments = Segments()
     segments.note(p.pid for p in owned_processes(token))
     kill_owned(token)

@@ -61,6 +61,13 @@ def _start_args(p):
     p.add_argument("--hostfile", default=None)
     p.add_argument("--timeout", type=_seconds, default=None, help="default timeout for every cell, seconds")
     p.add_argument("--ip", default=None, help="address the controller listens on (default 127.0.0.1)")
+    p.add_argument("--slurm", action="store_true", help="run the PEs in a Slurm batch job")
+    p.add_argument("--partition", default=None)
+    p.add_argument("--time", default=None, help="the batch job's time limit, e.g. 30 or 1:00:00")
+    p.add_argument("--nodes", type=_positive_int, default=None)
+    p.add_argument("--account", default=None)
+    p.add_argument("--sbatch-arg", dest="sbatch_args", action="append", default=[], metavar="ARG",
+                   help="one more sbatch argument (repeatable), e.g. --sbatch-arg=--qos=debug")
 
 
 def _cell_args(p):
@@ -99,7 +106,7 @@ def format_status(rows):
                 r["pe"],
                 r["state"],
                 r["pid"] or "-",
-                r["host"] or "-",
+                _host(r),
                 f"{format_size(r['heap_used'] or 0)} / {format_size(r['heap_size'])}",
             )
             for r in rows
@@ -117,6 +124,19 @@ def format_arrays(rows):
     )
 
 
+def _host(row):
+    """A PE's host, with its Slurm node name when that differs (several nodes on one host)."""
+    host, node = row.get("host"), row.get("node")
+    if not host:
+        return "-"
+    return host if not node or node == host else f"{node} ({host})"
+
+
+def _hosts(job):
+    nodes = dict.fromkeys(info.get("node") or info.get("host") for info in job.pes.values())
+    return ",".join(str(n) for n in nodes)
+
+
 @magics_class
 class ShmemMagics(Magics):
     """``%shmem SUBCOMMAND ...`` manages the job; ``%%pxshmem`` runs a cell on every PE."""
@@ -129,7 +149,8 @@ class ShmemMagics(Magics):
 
     @line_magic
     def shmem(self, line):
-        """%shmem start -n N [--heap SIZE] [--oversubscribe] [--hostfile FILE] [--timeout S]
+        """%shmem start -n N [--heap SIZE] [--oversubscribe] [--hostfile FILE] [--timeout S] [--ip ADDR]
+            [--slurm [--partition P] [--time T] [--nodes K] [--account A] [--sbatch-arg ARG ...]]
         %shmem stop | restart | status | arrays
         %shmem alloc NAME=DTYPE[SHAPE] ... | free NAME ... | gather NAME
         %shmem inspect [--auto] [--array NAME] [--reference PE]
@@ -149,8 +170,10 @@ class ShmemMagics(Magics):
 
     def _start(self, args):
         job = _job.start(args.n, heap=args.heap, oversubscribe=args.oversubscribe, hostfile=args.hostfile,
-                         timeout=args.timeout, ip=args.ip)
-        print(f"OpenSHMEM job ready: {job.n} PEs, heap {job.heap} per PE")
+                         timeout=args.timeout, ip=args.ip, slurm=args.slurm, partition=args.partition,
+                         time=args.time, nodes=args.nodes, account=args.account, sbatch_args=args.sbatch_args)
+        where = f" on {_hosts(job)}" if len(_hosts(job).split(",")) > 1 or job.slurm else ""
+        print(f"OpenSHMEM job ready: {job.n} PEs, heap {job.heap} per PE{where}")
 
     def _stop(self):
         job = _job.current_job()

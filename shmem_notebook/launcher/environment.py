@@ -1,0 +1,56 @@
+"""The environment the PEs need on this platform (Open MPI 4.1.x OSHMEM), in one place."""
+
+import os
+
+import psutil
+
+from ..specs import parse_size
+
+__all__ = ["platform_environment", "local_slots", "LOCAL_ONLY", "in_allocation"]
+
+
+def local_slots():
+    """Slots Open MPI gives this machine by default: its physical cores."""
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+
+
+def in_allocation(environ=None):
+    """The Slurm job id when this process runs inside a Slurm allocation, else None."""
+    environ = os.environ if environ is None else environ
+    return environ.get("SLURM_JOB_ID") or None
+
+
+#: single-node jobs: PEs talk through shared memory and open no TCP listener
+LOCAL_ONLY = {
+    "UCX_TLS": "self,sm",
+    "OMPI_MCA_btl": "self,vader",
+    "OMPI_MCA_oob_tcp_if_include": "lo",
+}
+
+
+def platform_environment(environ=None, heap=None, local_only=False):
+    """Environment the PEs need on Open MPI 4.1.x OSHMEM (what the user set wins).
+
+    - ``OMPI_MCA_osc=^rdma``: without it every PE segfaults in
+      ``shmem_finalize`` on Open MPI < 4.1.6 (ompi#11604).
+    - ``OMPI_ALLOW_RUN_AS_ROOT*`` when running as root.
+    - ``SMA_SYMMETRIC_SIZE`` and ``SHMEM_SYMMETRIC_SIZE`` for the heap size
+      (OSHMEM 4.1.4 reads the former, the OpenSHMEM 1.4 standard names the latter).
+    - with ``local_only``, :data:`LOCAL_ONLY`: no PE listens on a network interface.
+    """
+    environ = os.environ if environ is None else environ
+    env = {k: v for k, v in LOCAL_ONLY.items() if k not in environ} if local_only else {}
+    if "OMPI_MCA_osc" not in environ and "OMPI_MCA_opal_common_ucx_opal_mem_hooks" not in environ:
+        env["OMPI_MCA_osc"] = "^rdma"
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    if heap:
+        nbytes = str(parse_size(heap))
+        env["SMA_SYMMETRIC_SIZE"] = nbytes
+        env["SHMEM_SYMMETRIC_SIZE"] = nbytes
+    env["PYTHONUNBUFFERED"] = "1"
+    for name, value in environ.items():  # our own settings reach PEs on every node
+        if name.startswith("SHMEM_NOTEBOOK_") and name != "SHMEM_NOTEBOOK_OWNER":
+            env[name] = value
+    return env

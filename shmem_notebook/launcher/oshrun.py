@@ -1,0 +1,150 @@
+"""The ipyparallel engine launcher ``oshrun``: N engines as one OpenSHMEM job.
+
+Each engine is ``python -m shmem_notebook.engine``: it initialises OpenSHMEM first
+and registers with the controller under its PE number, so engine id == PE::
+
+    ipp.Cluster(engines="oshrun", n=4)
+    ipcluster start --engines=oshrun -n 4
+    cluster.start_engines_sync(8, slurm=True, partition="debug")   # a Slurm batch job
+
+Three places for the PEs: this host; the Slurm allocation this process runs in
+(``oshrun`` asks Slurm for its nodes); a Slurm batch job (``slurm=True``), run by
+the local process :mod:`.batchjob`, which stands for the job.
+"""
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+
+import psutil
+from ipyparallel.cluster.launcher import MPIEngineSetLauncher
+from traitlets import Bool, Integer, List, Unicode, default
+
+from ..errors import LaunchError
+from ..protocol import ENGINE_MODULE
+from ..rc import rc
+from . import environment
+from .slurm import sbatch_command
+
+__all__ = ["OshrunEngineSetLauncher", "check_oshrun"]
+
+INSTALL_HINT = "install Open MPI's OpenSHMEM: apt-get install openmpi-bin libopenmpi-dev"
+
+
+def check_oshrun(cmd=None, hostfile=None):
+    """Fail early, in one sentence, when ``oshrun`` or the hostfile is missing."""
+    cmd = cmd or rc.oshrun
+    if shutil.which(cmd) is None:
+        raise LaunchError(f"{cmd!r} was not found on PATH; {INSTALL_HINT}")
+    if hostfile and not os.path.isfile(hostfile):
+        raise LaunchError(f"hostfile {hostfile!r} does not exist; pass the path of an Open MPI hostfile")
+
+
+class OshrunEngineSetLauncher(MPIEngineSetLauncher):
+    """Launch ``n`` engines as one OpenSHMEM job with ``oshrun`` (here, or in a Slurm batch job)."""
+
+    heap = Unicode("", config=True, help="Symmetric heap per PE, e.g. 256M or 1G ('' = library default).")
+    oversubscribe = Bool(
+        None,
+        allow_none=True,
+        config=True,
+        help="Pass --oversubscribe. None: only when n exceeds this machine's cores and no hostfile/Slurm is used.",
+    )
+    hostfile = Unicode("", config=True, help="Open MPI hostfile for multi-node jobs.")
+    local_only = Bool(
+        True, config=True, help="Single node: PEs use shared memory only and listen on no network interface."
+    )
+    python = Unicode(sys.executable, config=True, help="Python that runs each PE.")
+    # -- a Slurm batch job (slurm=True); the controller must listen where compute nodes reach it
+    slurm = Bool(False, config=True, help="Run the PEs in a Slurm batch job submitted with sbatch.")
+    partition = Unicode("", config=True, help="sbatch --partition ('' = the cluster's default).")
+    time = Unicode("", config=True, help="sbatch --time, e.g. 30 or 1:00:00 ('' = the partition's default).")
+    nodes = Integer(None, allow_none=True, config=True, help="sbatch --nodes (None: Slurm decides).")
+    account = Unicode("", config=True, help="sbatch --account ('' = your default account).")
+    sbatch_args = List(Unicode(), config=True, help="More sbatch arguments, e.g. ['--qos=debug'].")
+    batch_name = Unicode("shmem_notebook", config=True, help="Name of the batch job (sbatch --job-name).")
+    batch_poll = Integer(1000, config=True, help="Milliseconds between queue queries while the batch job lives.")
+
+    @default("mpi_cmd")
+    def _default_mpi_cmd(self):
+        return [rc.oshrun]
+
+    @property
+    def program(self):
+        return [self.python, "-m", ENGINE_MODULE]
+
+    def needs_oversubscribe(self):
+        """Whether ``--oversubscribe`` goes on the command line."""
+        if self.oversubscribe is not None:
+            return self.oversubscribe
+        elsewhere = self.hostfile or self.slurm or environment.in_allocation()
+        return not elsewhere and self.n > environment.local_slots()
+
+    def get_env(self):
+        env = super().get_env()
+        local = self.local_only and not (self.hostfile or self.slurm or environment.in_allocation())
+        env.update(environment.platform_environment(heap=self.heap, local_only=local))
+        return env
+
+    def oshrun_args(self):
+        """The ``oshrun`` command line that starts the PEs (here, or inside the batch job)."""
+        args = list(self.mpi_cmd) + ["-n", str(self.n)]
+        if self.needs_oversubscribe():
+            args.append("--oversubscribe")
+        if self.hostfile:
+            args += ["--hostfile", self.hostfile]
+        # forward our environment to PEs on other nodes as well
+        for name in sorted(self.get_env()):
+            args += ["-x", name]
+        return args + list(self.mpi_args) + self.program + self.program_args
+
+    def batch_log(self):
+        """The batch job's output file (``%j``: its job id)."""
+        return os.path.join(self.profile_dir, "log", f"shmem-batch-{self.cluster_id or 'default'}-%j.out")
+
+    def find_args(self):
+        """The full command line of the local process; spawns nothing.
+
+        ``oshrun ...`` itself, or with ``slurm`` the :mod:`.batchjob` process
+        that submits ``oshrun ...`` with ``sbatch`` and follows the job.
+        """
+        if not self.slurm:
+            return self.oshrun_args()
+        sbatch = sbatch_command(
+            self.n,
+            self.oshrun_args(),
+            name=self.batch_name,
+            output=self.batch_log(),
+            partition=self.partition,
+            time=self.time,
+            nodes=self.nodes,
+            account=self.account,
+            extra=self.sbatch_args,
+        )
+        monitor = [self.python, "-m", "shmem_notebook.launcher.batchjob"]
+        return monitor + ["--poll", str(self.batch_poll / 1000), "--log", self.batch_log(), "--"] + sbatch
+
+    def kill_pes(self):
+        """End the PEs now: kill them under a local ``oshrun``; ``scancel`` a batch job."""
+        if self.process is None:
+            return
+        if self.slurm:
+            with _suppress():
+                self.process.send_signal(signal.SIGTERM)  # batchjob cancels the job, then exits
+            return
+        # a PE blocked in a shmem call never runs a SIGTERM handler: kill the PEs, oshrun follows
+        with _suppress():
+            for child in self.process.children(recursive=True):
+                with _suppress():
+                    child.kill()
+
+    def start(self, n):
+        if not self.slurm:
+            check_oshrun(self.mpi_cmd[0], self.hostfile)
+        return super().start(n)
+
+
+def _suppress():
+    return contextlib.suppress(psutil.Error, OSError)
