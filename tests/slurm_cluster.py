@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import time
 
-__all__ = ["SlurmCluster", "slurm_missing", "dev_shm_files", "unmapped"]
+__all__ = ["SlurmCluster", "ShmWatch", "slurm_missing"]
 
 DAEMONS = ("slurmctld", "slurmd", "sbatch", "salloc", "srun", "squeue", "scancel", "sinfo")
 
@@ -72,33 +72,34 @@ def _consecutive_free_ports(count, tries=50):
     raise RuntimeError("no free port range for slurmd")
 
 
-def dev_shm_files():
-    """Names of the files in /dev/shm now."""
-    try:
-        return set(os.listdir("/dev/shm"))
-    except FileNotFoundError:
-        return set()
+class ShmWatch:
+    """The shared memory (/dev/shm files, SysV segments) of every process of a Slurm cluster
+    (whatever carries its ``SLURM_CONF``: steps, PEs, the kernels that use it), sampled every
+    50 ms in a thread, so that other jobs on the machine do not count. ``left()`` -> those
+    that still exist."""
 
+    def __init__(self, conf):
+        import threading
 
-def unmapped(names):
-    """Of the /dev/shm files ``names``, those still there that no live process has open or mapped."""
-    names = {n for n in names if os.path.exists(os.path.join("/dev/shm", n))}
-    if not names:
-        return set()
-    used = set()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            with open(f"/proc/{pid}/maps") as f:
-                used.update(line.rsplit("/dev/shm/", 1)[1].split()[0] for line in f if "/dev/shm/" in line)
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(OSError):
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                    if target.startswith("/dev/shm/"):
-                        used.add(target[len("/dev/shm/") :].split()[0])
-    return names - used
+        from shmem_notebook.job.shm import Segments
+
+        self.conf, self.segments = conf, Segments()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self):
+        from shmem_notebook.job.watchdog import owned_processes
+
+        while not self._stop.is_set():
+            self.segments.note(p.pid for p in owned_processes(self.conf, "SLURM_CONF"))
+            self._stop.wait(0.05)
+
+    def left(self):
+        self._stop.set()
+        self._thread.join()
+        files, shmids = self.segments.left()
+        return sorted(files), sorted(shmids)
 
 
 class SlurmCluster:

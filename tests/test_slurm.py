@@ -13,7 +13,7 @@ import sys
 import textwrap
 
 import pytest
-from slurm_cluster import SlurmCluster, dev_shm_files, slurm_missing, unmapped
+from slurm_cluster import ShmWatch, SlurmCluster, slurm_missing
 
 pytestmark = pytest.mark.skipif(slurm_missing() is not None, reason=slurm_missing() or "")
 
@@ -22,15 +22,15 @@ TWO_NODES = {"OMPI_MCA_btl": "self,tcp"}  # several fake nodes on one host (see 
 
 @pytest.fixture(scope="module")
 def cluster():
-    shm_before = dev_shm_files()
+    from shmem_notebook.job.watchdog import owned_processes
+
     with SlurmCluster(nodes=2, cpus=4) as c:
+        shm = ShmWatch(c.conf)
         yield c
         assert c.wait_no_jobs() == [], "jobs left in the queue by the tests"
         conf = c.conf
-    from shmem_notebook.job.watchdog import owned_processes
-
     assert owned_processes(conf, "SLURM_CONF") == [], "Slurm daemons or job steps left running"
-    assert unmapped(dev_shm_files() - shm_before) == set(), "/dev/shm files left behind"
+    assert shm.left() == ([], []), "/dev/shm files or SysV segments of the PEs left behind"
 
 
 # -- inside an allocation: salloc ... python, as `salloc -N 2 -n 8 jupyter lab` would ---------
