@@ -2,7 +2,7 @@
 
 Importing it calls ``shmem_init()``, so it runs only inside a PE started by
 ``oshrun`` (``python -m shmem_notebook.engine <ipengine args>``). It binds
-``shmem``, ``np``, ``me``, ``npes`` and the declared arrays (:mod:`.heap`)
+``shmem``, ``np``, ``me``, ``npes``, ``collectives`` (:mod:`.collectives`) and the declared arrays (:mod:`.heap`)
 into the engine's namespace before every cell.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 from shmem4py import shmem
 
 from ..protocol import GLOBAL_EXIT_MARK, stack_path
-from . import heap, pitfalls
+from . import collectives, heap, pitfalls, teams
 
 __all__ = ["last_cell", "info", "bind", "main"]
 
@@ -65,7 +65,7 @@ def _install_diagnostics():
 
 def _bind_namespace():
     ns = _shell.user_ns
-    ns.update(shmem=shmem, np=np, me=shmem.my_pe(), npes=shmem.n_pes())
+    ns.update(shmem=shmem, np=np, me=shmem.my_pe(), npes=shmem.n_pes(), collectives=collectives)
     ns.update(heap.arrays)
 
 
@@ -113,6 +113,7 @@ def info():
         "library": shmem.info_get_name(),
         "spec_version": f"{major}.{minor}",
         "guards": pitfalls.active(shmem),
+        "teams": teams.mode,
     }
 
 
@@ -122,6 +123,8 @@ def main(argv=None):
 
     _patch_shmem4py()
     pitfalls.install(shmem)
+    teams.install(shmem)  # collective: reserves the teams' synchronisation words
+    collectives.install(shmem)  # collective: reserves the teaching collectives' scratch
     _install_diagnostics()
     argv = list(sys.argv[1:] if argv is None else argv)
     argv += [

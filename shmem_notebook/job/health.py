@@ -80,7 +80,8 @@ class Health:
         return where
 
     def status(self):
-        """One dict per PE: pe, state (idle/busy/dead), pid, host, node (Slurm's name for it), heap_used, heap_size."""
+        """One dict per PE: pe, state (idle/busy/dead), pid, host, node (Slurm's name for it), heap_used,
+        heap_size, teams ("native" or "emulated": how the PE provides OpenSHMEM teams)."""
         if self.state == "stopped":
             raise NoJobError("status")
         dead = set(range(self.n)) if self.state == "dead" else set(self._dead_pes())
@@ -100,6 +101,7 @@ class Health:
                     "node": info.get("node", info.get("host")),
                     "heap_used": info.get("heap_used"),
                     "heap_size": info.get("heap_size", self.heap_bytes),
+                    "teams": info.get("teams"),
                 }
             )
         return rows

@@ -97,8 +97,17 @@ def _table(header, rows):
     return "\n".join(fmt.format(*map(str, r)).rstrip() for r in [header, *rows])
 
 
+TEAMS_NOTE = {
+    "native": "teams: native (the library's OpenSHMEM 1.5 teams)",
+    "emulated": "teams: emulated (OpenSHMEM 1.4 library: split_strided, split_2d and team= collectives are "
+    "built from puts, atomics and wait_until on reserved words)",
+}
+
+
 def format_status(rows):
-    """``%shmem status`` as a text table."""
+    """``%shmem status`` as a text table, then how the PEs provide teams."""
+    modes = sorted({r.get("teams") for r in rows} - {None})
+    note = "".join(f"\n{TEAMS_NOTE.get(m, 'teams: ' + m)}" for m in modes)
     return _table(
         ("PE", "state", "pid", "host", "heap used / size"),
         [
@@ -111,7 +120,7 @@ def format_status(rows):
             )
             for r in rows
         ],
-    )
+    ) + note
 
 
 def format_arrays(rows):

@@ -1,0 +1,575 @@
+"""OpenSHMEM 1.5 teams on libraries that lack them (PE side).
+
+shmem4py's Team API (``shmem.TEAM_WORLD.split_strided``, ``Team.my_pe``,
+``n_pes``, ``translate_pe``, ``sync``, ``destroy``, ``TEAM_SHARED``, the
+``team=`` argument of every collective) needs a library with teams. Open MPI
+4.1.4 (OpenSHMEM 1.4) has only ``TEAM_WORLD``. :func:`install` decides at
+engine start (:func:`decide`: the library's spec version and whether
+``TEAM_SHARED`` is a valid team, or ``SHMEM_NOTEBOOK_TEAMS=native|emulated``):
+
+- ``native``: the library's teams are used; only ``Team.split_2d`` is added
+  when shmem4py lacks it (it calls ``shmem_team_split_2d``).
+- ``emulated``: the Team methods and the collectives are replaced by versions
+  built from OpenSHMEM 1.4 calls: puts, gets, atomics and ``wait_until`` on
+  synchronisation words reserved once at start (:data:`SLOTS` team slots of
+  ``2 + STEPS`` int64 words per PE). A team holds a slot while it lives; a
+  split agrees on a free slot with an AND of the parent's free-slot masks, so
+  splits and destroys never allocate symmetric memory. Collectives on
+  ``TEAM_WORLD`` (or ``team=None``) stay the library's own, except reductions
+  the library lacks (unsigned sums, signed bitwise), which are emulated.
+
+Team handles are ``shmem_team_t`` values the library never hands out (world is
+1, invalid is NULL), so ``Team.__bool__``/``==`` behave as shmem4py defines.
+The step counters (``signal``/``wait_signal``) are also what
+:mod:`.collectives` uses to build its algorithms.
+"""
+
+import os
+
+import numpy as np
+
+from ..errors import InputError, ShmemNotebookError
+
+__all__ = [
+    "ENV",
+    "SLOTS",
+    "STEPS",
+    "TeamError",
+    "Members",
+    "decide",
+    "install",
+    "members",
+    "team_sync",
+    "signal",
+    "wait_signal",
+    "mode",
+]
+
+#: environment variable forcing the mode: "native", "emulated" or "auto" (the default)
+ENV = "SHMEM_NOTEBOOK_TEAMS"
+#: team slots reserved per PE (bit i of a 64-bit mask); 0 = TEAM_WORLD, 1 = TEAM_SHARED
+SLOTS = 63
+#: signal counters per slot, for the step-by-step collectives
+STEPS = 32
+_ARRIVE, _RELEASE = 0, 1
+_FIRST_HANDLE = 0x5EA0000  # emulated team handles count up from here
+
+#: "native" or "emulated", set by :func:`install`
+mode = None
+
+_shmem = None  # the shmem4py module, set by install
+_words = None  # int64[SLOTS, 2 + STEPS]: arrive, release, step counters
+_exchange = None  # int64[1]: a PE's free-slot mask or collect size, read by the others
+_teams = {}  # handle -> Members (emulated teams, TEAM_SHARED)
+_free = 0  # bit mask of this PE's free slots
+_next_handle = _FIRST_HANDLE
+_world = None
+_originals = {}
+
+_REDUCE_UFUNCS = {
+    "sum": np.add,
+    "prod": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+}
+
+
+class TeamError(ShmemNotebookError, RuntimeError):
+    """A team call that cannot work (not a member, destroyed team, no free slot)."""
+
+
+class Members:
+    """A team as the emulation sees it: world PE numbers in team order, slot, my rank."""
+
+    __slots__ = ("pes", "slot", "rank", "team")
+
+    def __init__(self, pes, slot, rank, team=None):
+        self.pes, self.slot, self.rank, self.team = tuple(pes), slot, rank, team  # team: native only
+
+    def __repr__(self):
+        return f"Members(pes={list(self.pes)}, slot={self.slot}, rank={self.rank})"
+
+
+def decide(spec_version, shared_team_valid, setting=None):
+    """'native' when the library has teams (spec >= 1.5 and a valid TEAM_SHARED), else
+    'emulated'; ``setting`` ("native", "emulated", "auto"/None) forces it."""
+    setting = (setting or "auto").strip().lower()
+    if setting in ("native", "emulated"):
+        return setting
+    if setting != "auto":
+        raise InputError(f"{ENV}={setting!r} is not a mode; use native, emulated or auto")
+    return "native" if tuple(spec_version) >= (1, 5) and shared_team_valid else "emulated"
+
+
+# --- plumbing -----------------------------------------------------------------
+
+
+def _handle(team):
+    return int(_shmem.ffi.cast("uintptr_t", team.ob_team))
+
+
+def _world_handle():
+    return int(_shmem.ffi.cast("uintptr_t", _shmem.lib.SHMEM_TEAM_WORLD))
+
+
+def members(team=None, what="this call"):
+    """The :class:`Members` of ``team`` (None = TEAM_WORLD) on this PE.
+
+    Raises :class:`TeamError` when this PE is not a member (TEAM_INVALID) or the
+    team was destroyed. In native mode teams are asked through the library.
+    """
+    if team is None:
+        return _world
+    handle = _handle(team)
+    if handle == _world_handle():
+        return _world
+    if handle in _teams:
+        return _teams[handle]
+    if handle == 0:
+        raise TeamError(
+            f"{what} got TEAM_INVALID: this PE is not a member of that team (split_strided gives "
+            f"non-members a falsy team); guard the call with `if team:`"
+        )
+    if mode == "native":
+        n = team.n_pes()
+        return Members([team.translate_pe(i, _shmem.TEAM_WORLD) for i in range(n)], None, team.my_pe(), team)
+    raise TeamError(f"{what} got a team that was destroyed or never created on this PE; split a new one")
+
+
+def team_sync(m):
+    """Quiet, then wait for every member of ``m`` (:class:`Members`). Collective over the team."""
+    sh = _shmem
+    if m.slot == 0:  # the library's own
+        sh.barrier_all()
+        return
+    if m.slot is None:  # a native team
+        sh.quiet()
+        sh.sync(m.team)
+        return
+    sh.quiet()
+    n = len(m.pes)
+    if n == 1:
+        return
+    me = sh.my_pe()
+    arrive, release = _word(m.slot, _ARRIVE), _word(m.slot, _RELEASE)
+    if m.rank == 0:
+        sh.wait_until(arrive, sh.CMP.GE, n - 1)
+        sh.atomic_add(arrive, -(n - 1), me)
+        for pe in m.pes[1:]:
+            sh.atomic_inc(release, pe)
+    else:
+        sh.atomic_inc(arrive, m.pes[0])
+        sh.wait_until(release, sh.CMP.GE, 1)
+        sh.atomic_add(release, -1, me)
+
+
+def _word(slot, index):
+    return _words[slot, index : index + 1]
+
+
+def signal(m, step, pe):
+    """Tell world PE ``pe`` that step ``step`` of a collective on ``m`` delivered its data:
+    a fence (earlier puts to ``pe`` land first), then an atomic add on ``pe``'s counter."""
+    _shmem.fence()
+    _shmem.atomic_add(_word(_slot_of(m), 2 + step), 1, pe)
+
+
+def wait_signal(m, step, count=1):
+    """Wait until ``count`` signals of step ``step`` arrived on this PE, and consume them."""
+    word = _word(_slot_of(m), 2 + step)
+    _shmem.wait_until(word, _shmem.CMP.GE, count)
+    _shmem.atomic_add(word, -count, _shmem.my_pe())
+
+
+def _slot_of(m):
+    if m.slot is None:
+        raise TeamError(
+            "the step-by-step collectives need the emulated teams on a library with native teams; "
+            f"use team=None (TEAM_WORLD) or set {ENV}=emulated"
+        )
+    return m.slot
+
+
+def _reserve(sh):
+    """Allocate the synchronisation words once. Collective (every PE, at engine start)."""
+    global _words, _exchange, _free, _world
+    _words = sh.zeros((SLOTS, 2 + STEPS), dtype="i8")
+    _exchange = sh.zeros(1, dtype="i8")
+    _free = ((1 << SLOTS) - 1) & ~0b11
+    _world = Members(range(sh.n_pes()), 0, sh.my_pe())
+
+
+def _register(pes, slot):
+    """A Team object for ``pes`` (world PE numbers, this PE among them) holding ``slot``."""
+    global _free, _next_handle
+    me = _shmem.my_pe()
+    _free &= ~(1 << slot)
+    handle, _next_handle = _next_handle, _next_handle + 1
+    _teams[handle] = Members(pes, slot, list(pes).index(me))
+    return _shmem.Team(_shmem.ffi.cast("shmem_team_t", handle))
+
+
+def _agree_slots(parent, count):
+    """``count`` slots free on every member of ``parent``. Collective over the parent team."""
+    sh = _shmem
+    me = sh.my_pe()
+    _exchange[0] = _free
+    team_sync(parent)
+    common, theirs = _free, np.zeros(1, dtype="i8")
+    for pe in parent.pes:
+        if pe != me:
+            sh.get(theirs, _exchange, pe)
+            common &= int(theirs[0])
+    team_sync(parent)
+    slots = [s for s in range(SLOTS) if common >> s & 1][:count]
+    if len(slots) < count:
+        raise TeamError(
+            f"no free team slot: {SLOTS - 2} emulated teams can live at once on a PE; "
+            f"destroy teams you no longer use (team.destroy(), or `with` a team)"
+        )
+    return slots
+
+
+def _flat(a, what, writable=False):
+    if not isinstance(a, np.ndarray):
+        raise InputError(f"{what} must be a NumPy array (a symmetric one for targets), got {type(a).__name__}")
+    if not a.flags.c_contiguous and a.flags.f_contiguous:
+        a = a.T
+    if not a.flags.c_contiguous:
+        raise InputError(f"{what} must be a contiguous array; copy it with np.ascontiguousarray first")
+    if writable and not a.flags.writeable:
+        raise InputError(f"{what} is read-only")
+    return a.reshape(-1)
+
+
+def _pair(target, source, what):
+    t, s = _flat(target, f"{what}: target", writable=True), _flat(source, f"{what}: source")
+    if t.dtype != s.dtype:
+        raise InputError(f"{what}: target is {t.dtype} but source is {s.dtype}; use one dtype for both")
+    return t, s
+
+
+def _count(size, limit, what):
+    if size is None:
+        return limit
+    if not 0 <= size <= limit:
+        raise InputError(f"{what}: size={size} does not fit (at most {limit} elements here)")
+    return int(size)
+
+
+# --- the Team methods, emulated ------------------------------------------------
+
+
+def _split_strided(self, start=0, stride=1, size=None, config=None, **kwargs):
+    """Collective over the parent team: a team of parent PEs start, start+stride, ...;
+    non-members get a falsy TEAM_INVALID team."""
+    parent = members(self, "split_strided")
+    n = len(parent.pes)
+    if size is None:
+        size = len(range(start, n, stride)) if stride > 0 else 0
+    picked = [start + i * stride for i in range(size)]
+    if size < 1 or (stride < 1 and size > 1) or not all(0 <= i < n for i in picked):
+        raise InputError(
+            f"split_strided(start={start}, stride={stride}, size={size}) does not pick PEs of a team of {n}: "
+            f"use start >= 0, stride >= 1, size >= 1 and start + (size - 1) * stride < {n}"
+        )
+    (slot,) = _agree_slots(parent, 1)
+    pes = [parent.pes[i] for i in picked]
+    if _shmem.my_pe() in pes:
+        return _register(pes, slot)
+    return _shmem.Team(_shmem.lib.SHMEM_TEAM_INVALID)
+
+
+def _split_2d(self, xrange, xaxis_config=None, yaxis_config=None):
+    """Collective over the parent team: (xteam, yteam) of a grid ``xrange`` PEs wide;
+    xteam = this PE's row (consecutive PEs), yteam = its column."""
+    parent = members(self, "split_2d")
+    n = len(parent.pes)
+    if int(xrange) < 1:
+        raise InputError(f"split_2d(xrange={xrange}): xrange must be at least 1")
+    xrange = min(int(xrange), n)
+    row, col = divmod(parent.rank, xrange)
+    xslot, yslot = _agree_slots(parent, 2)
+    xteam = _register([parent.pes[i] for i in range(row * xrange, min((row + 1) * xrange, n))], xslot)
+    yteam = _register([parent.pes[i] for i in range(col, n, xrange)], yslot)
+    return xteam, yteam
+
+
+def _native_split_2d(self, xrange, xaxis_config=None, yaxis_config=None):
+    """Collective over the parent team: (xteam, yteam) by the library's shmem_team_split_2d."""
+    sh = _shmem
+    xconf, yconf = sh.ffi.new("shmem_team_config_t*"), sh.ffi.new("shmem_team_config_t*")
+    xteam = sh.ffi.new("shmem_team_t*", sh.lib.SHMEM_TEAM_INVALID)
+    yteam = sh.ffi.new("shmem_team_t*", sh.lib.SHMEM_TEAM_INVALID)
+    ierr = sh.lib.shmem_team_split_2d(self.ob_team, int(xrange), xconf, 0, xteam, yconf, 0, yteam)
+    sh._chkerr(ierr, "shmem_team_split_2d")
+    return sh.Team(xteam[0]), sh.Team(yteam[0])
+
+
+def _destroy(self):
+    """Collective over the team: free its slot; the Team becomes TEAM_INVALID."""
+    global _free
+    handle = _handle(self)
+    rec = _teams.get(handle)
+    if rec is None or rec.slot == 1:  # world, shared, invalid, already destroyed: nothing to do
+        if handle not in (0, _world_handle()) and rec is None:
+            self.ob_team = _shmem.lib.SHMEM_TEAM_INVALID
+        return
+    team_sync(rec)
+    del _teams[handle]
+    _free |= 1 << rec.slot
+    self.ob_team = _shmem.lib.SHMEM_TEAM_INVALID
+
+
+def _my_pe(self):
+    return members(self, "Team.my_pe").rank
+
+
+def _n_pes(self):
+    return len(members(self, "Team.n_pes").pes)
+
+
+def _translate_pe(self, pe=None, team=None):
+    src = members(self, "Team.translate_pe")
+    pe = src.rank if pe is None else int(pe)
+    if not 0 <= pe < len(src.pes):
+        raise TeamError(f"translate_pe: PE {pe} is not in the source team of {len(src.pes)} PEs")
+    world = src.pes[pe]
+    dest = members(team, "Team.translate_pe")
+    if world not in dest.pes:
+        raise TeamError(f"translate_pe: PE {pe} of the source team (world PE {world}) is not in the destination team")
+    return dest.pes.index(world)
+
+
+def _get_config(self):
+    members(self, "Team.get_config")
+    return {"num_contexts": 0}
+
+
+def _create_ctx(self, options=0):
+    if members(self, "Team.create_ctx") is _world:
+        return _originals["create_ctx"](self, options)
+    raise TeamError(
+        "contexts on emulated teams are not available on an OpenSHMEM 1.4 library; use shmem.Ctx.create() "
+        "(world) and team.translate_pe(i) to address team members"
+    )
+
+
+def _team_sync_method(self):
+    _sync(self)
+
+
+# --- the collectives, emulated on teams other than TEAM_WORLD ------------------
+
+
+def _sync(team=None):
+    """Collective over ``team``: like shmem.sync."""
+    m = members(team, "shmem.sync")
+    if m is _world:
+        return _originals["sync"](team)
+    team_sync(m)
+
+
+def _put_block(t, s, pe):
+    if s.size:
+        if pe == _shmem.my_pe():
+            t[:] = s
+        else:
+            _shmem.put(t, s, pe)
+
+
+def _broadcast(target, source, root, size=None, team=None):
+    """Collective over ``team``: ``source`` of the team's PE ``root`` into ``target`` everywhere."""
+    m = members(team, "shmem.broadcast")
+    if m is _world:
+        return _originals["broadcast"](target, source, root, size, team)
+    t, s = _pair(target, source, "broadcast")
+    size = _count(size, min(t.size, s.size), "broadcast")
+    if not 0 <= root < len(m.pes):
+        raise InputError(f"broadcast: root={root} is not a PE of this team of {len(m.pes)} (roots are team PE numbers)")
+    team_sync(m)
+    if m.rank == root:
+        for pe in m.pes:
+            _put_block(t[:size], s[:size], pe)
+    team_sync(m)
+
+
+def _collect(target, source, size=None, team=None):
+    """Collective over ``team``: every member's ``size`` elements (sizes may differ), in team order."""
+    m = members(team, "shmem.collect")
+    if m is _world:
+        return _originals["collect"](target, source, size, team)
+    t, s = _pair(target, source, "collect")
+    size = _count(size, s.size, "collect")
+    me, got = _shmem.my_pe(), np.zeros(1, dtype="i8")
+    _exchange[0] = size
+    team_sync(m)
+    sizes = []
+    for pe in m.pes:
+        if pe != me:
+            _shmem.get(got, _exchange, pe)
+        sizes.append(size if pe == me else int(got[0]))
+    if sum(sizes) > t.size:
+        raise InputError(f"collect: target has {t.size} elements but the members send {sum(sizes)}")
+    offset = sum(sizes[: m.rank])
+    for pe in m.pes:
+        _put_block(t[offset : offset + size], s[:size], pe)
+    team_sync(m)
+
+
+def _fcollect(target, source, size=None, team=None):
+    """Collective over ``team``: ``size`` elements of every member, concatenated in team order."""
+    m = members(team, "shmem.fcollect")
+    if m is _world:
+        return _originals["fcollect"](target, source, size, team)
+    t, s = _pair(target, source, "fcollect")
+    size = _count(size, s.size, "fcollect")
+    if size * len(m.pes) > t.size:
+        raise InputError(f"fcollect: target has {t.size} elements, needs {size} x {len(m.pes)} PEs")
+    team_sync(m)
+    for pe in m.pes:
+        _put_block(t[m.rank * size : (m.rank + 1) * size], s[:size], pe)
+    team_sync(m)
+
+
+def _alltoall_size(t, s, size, n, tst, sst, what):
+    tn, sn = -(-t.size // tst), -(-s.size // sst)
+    if size is None:
+        size, rest = divmod(min(tn, sn), n)
+        if rest:
+            raise InputError(f"{what}: {min(tn, sn)} elements do not split into {n} equal blocks; pass size=")
+    if size * n > min(tn, sn):
+        raise InputError(f"{what}: size={size} x {n} PEs does not fit in {min(tn, sn)} elements")
+    return size
+
+
+def _alltoall(target, source, size=None, team=None):
+    """Collective over ``team``: block j of my source goes to member j, into block my-rank."""
+    m = members(team, "shmem.alltoall")
+    if m is _world:
+        _shmem.barrier_all()  # see _alltoalls
+        return _originals["alltoall"](target, source, size, team)
+    return _alltoalls(target, source, 1, 1, size, team, what="alltoall")
+
+
+def _alltoalls(target, source, tst=1, sst=1, size=None, team=None, what="alltoalls"):
+    """Collective over ``team``: alltoall with element strides ``tst`` (target), ``sst`` (source)."""
+    m = members(team, f"shmem.{what}")
+    if m is _world:
+        # measured on Open MPI 4.1.4 at 3+ PEs: the library's alltoall(s) right after another
+        # alltoall loses blocks (a PE still writing its target is overrun); a barrier first fixes it
+        _shmem.barrier_all()
+        return _originals["alltoalls"](target, source, tst, sst, size, team)
+    t, s = _pair(target, source, what)
+    n, me = len(m.pes), _shmem.my_pe()
+    size = _alltoall_size(t, s, size, n, tst, sst, what)
+    team_sync(m)
+    for j, pe in enumerate(m.pes):
+        if not size:
+            break
+        tview, sview = t[m.rank * size * tst :], s[j * size * sst :]
+        if pe == me:
+            tview[: size * tst : tst] = sview[: size * sst : sst]
+        else:
+            _shmem.iput(tview, sview, pe, tst, sst, size)
+    team_sync(m)
+
+
+def reduce_values(m, s, size, op):
+    """Combine ``s[:size]`` of every member of ``m`` with ``op``, in team order (the same
+    result on every member). Collective over the team; reads the others' sources with gets."""
+    ufunc = _REDUCE_UFUNCS[op]
+    me, tmp, acc = _shmem.my_pe(), np.empty(size, dtype=s.dtype), None
+    team_sync(m)
+    for pe in m.pes:
+        if pe == me:
+            part = s[:size]
+        else:
+            if size:
+                _shmem.get(tmp, s[:size], pe)
+            part = tmp
+        acc = np.array(part) if acc is None else ufunc(acc, part)
+    team_sync(m)  # every member has read every source: targets may now overwrite them
+    return acc
+
+
+def check_reduce(op, dtype, what="reduce"):
+    """The reduction's name in lower case; a clear error for an op the dtype cannot do."""
+    name = f"{op}".lower()
+    if name not in _REDUCE_UFUNCS:
+        raise InputError(f"{what}: unknown op {op!r}; use one of {', '.join(_REDUCE_UFUNCS)}")
+    if name in ("and", "or", "xor") and not np.issubdtype(dtype, np.integer):
+        raise InputError(f"{what}: {name}_reduce needs an integer array, got {dtype}")
+    if name in ("max", "min") and np.issubdtype(dtype, np.complexfloating):
+        raise InputError(f"{what}: {name}_reduce is not defined for complex arrays ({dtype})")
+    return name
+
+
+def _reduce(target, source, op="sum", size=None, team=None):
+    """Collective over ``team``: ``op`` of every member's ``source`` into ``target``."""
+    m = members(team, "shmem.reduce")
+    if m is _world:
+        try:
+            return _originals["reduce"](target, source, op, size, team)
+        except (NotImplementedError, AttributeError):
+            pass  # a type/op the library lacks (checked before any communication): emulate it
+    t, s = _pair(target, source, "reduce")
+    name = check_reduce(op, t.dtype)
+    size = _count(size, min(t.size, s.size), "reduce")
+    t[:size] = reduce_values(m, s, size, name)
+
+
+_TEAM_METHODS = {
+    "split_strided": _split_strided,
+    "split_2d": _split_2d,
+    "destroy": _destroy,
+    "my_pe": _my_pe,
+    "n_pes": _n_pes,
+    "translate_pe": _translate_pe,
+    "get_config": _get_config,
+    "create_ctx": _create_ctx,
+    "sync": _team_sync_method,
+}
+
+_COLLECTIVES = {
+    "sync": _sync,
+    "broadcast": _broadcast,
+    "collect": _collect,
+    "fcollect": _fcollect,
+    "alltoall": _alltoall,
+    "alltoalls": _alltoalls,
+    "reduce": _reduce,
+}
+
+
+def _shared_members(sh):
+    """World PEs whose heap this PE can load from directly (shmem_ptr): its node."""
+    me = sh.my_pe()
+    return [pe for pe in range(sh.n_pes()) if pe == me or sh.ptr(_exchange, pe) is not None]
+
+
+def install(shmem_module, setting=None):
+    """Decide the mode, reserve the synchronisation words and, when emulating, replace
+    shmem4py's Team methods, ``TEAM_SHARED`` and collectives. Collective: every PE at start."""
+    global _shmem, mode
+    sh = _shmem = shmem_module
+    major, minor = sh.info_get_version()
+    mode = decide((major, minor), bool(sh.TEAM_SHARED), os.environ.get(ENV) if setting is None else setting)
+    _reserve(sh)
+    if mode == "native":
+        if not hasattr(sh.Team, "split_2d"):
+            sh.Team.split_2d = _native_split_2d
+        return mode
+    for name, method in _TEAM_METHODS.items():
+        _originals.setdefault(f"Team.{name}", getattr(sh.Team, name, None))
+        setattr(sh.Team, name, method)
+    _originals["create_ctx"] = _originals["Team.create_ctx"]
+    for name, function in _COLLECTIVES.items():
+        _originals.setdefault(name, getattr(sh, name))
+        function.__doc__ = f"{function.__doc__}\n\n(shmem_notebook: teams emulated on OpenSHMEM {major}.{minor})"
+        setattr(sh, name, function)
+    sh.TEAM_SHARED = _register(_shared_members(sh), 1)
+    return mode
