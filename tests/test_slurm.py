@@ -6,14 +6,21 @@ Open MPI's shared-memory transport collides, so those PEs get
 Slurm's packages are not installed.
 """
 
+import _thread
+import io
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
+import psutil
 import pytest
 from slurm_cluster import ShmWatch, SlurmCluster, slurm_missing
+
+import shmem_notebook
 
 pytestmark = pytest.mark.skipif(slurm_missing() is not None, reason=slurm_missing() or "")
 
@@ -96,3 +103,127 @@ def test_inside_an_allocation_pes_go_on_its_nodes(cluster, nodes, npes, env):
     assert result["got"] == [[pe] * 4 for pe in range(npes)]
     assert result["total"] == [sum(range(npes))] * npes
     assert cluster.wait_no_jobs() == []
+
+
+# -- from a login node: --slurm submits a batch job whose PEs connect back ---------------------
+
+PUT_GET_REDUCE = (
+    "right[:] = -1\n"
+    "shmem.barrier_all()\n"
+    "shmem.put(right, np.full(4, me, dtype=np.int64), (me + 1) % npes)\n"
+    "shmem.barrier_all()\n"
+    "shmem.get(got, right, (me + 1) % npes)\n"
+    "src[0] = me\n"
+    "shmem.barrier_all()\n"
+    "shmem.sum_reduce(total, src)\n"
+    "shmem.barrier_all()\n"
+)
+ARRAYS = ["right=int64[4]", "got=int64[4]", "src=int64[1]", "total=int64[1]"]
+
+
+def quiet(job, code, **kw):
+    return job.run(code, stdout=io.StringIO(), stderr=io.StringIO(), **kw)
+
+
+def batch_job(**options):
+    """A started --slurm job (the fake nodes are this host, so the controller may stay on loopback)."""
+    return shmem_notebook.Job(heap="32M", slurm=True, ip="127.0.0.1", time="10", **options).start()
+
+
+@pytest.mark.parametrize("nodes, npes", [(1, 2), (2, 4)], ids=["1node", "2nodes"])
+def test_slurm_batch_job_runs_the_pes_and_stop_restart_end_it(cluster, monkeypatch, capsys, nodes, npes):
+    if nodes > 1:
+        monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")
+    job = batch_job(n=npes, nodes=nodes)
+    try:
+        progress = capsys.readouterr().out
+        [(job_id, name, state)] = cluster.jobs()
+        assert name.startswith("shmem_notebook-") and state == "RUNNING"
+        assert f"Slurm job {job_id}: RUNNING on " in progress  # the progress line, before ready
+        placement = [row["node"] for row in job.status()]  # Slurm decides how many per node
+        assert set(placement) == {f"n{k + 1}" for k in range(nodes)} and placement == sorted(placement)
+        quiet(job, PUT_GET_REDUCE, arrays=ARRAYS)
+        assert job.gather("got").tolist() == [[pe] * 4 for pe in range(npes)]  # across nodes with 2
+        assert job.gather("total").ravel().tolist() == [sum(range(npes))] * npes
+        job.restart()  # a new batch job replaces the old one
+        [(new_id, _, state)] = cluster.jobs()
+        assert new_id != job_id and state == "RUNNING"
+        assert quiet(job, "print(me)").stdout == {pe: f"{pe}\n" for pe in range(npes)}
+    finally:
+        job.stop()
+    assert cluster.jobs() == []
+
+
+def occupy_every_cpu(cluster):
+    """A job holding all CPUs of the cluster, so that the next one waits (reason: Resources)."""
+    out = cluster.run(["sbatch", "--parsable", "--nodes=2", "--ntasks=8", "--output=/dev/null", "--wrap", "sleep 300"])
+    blocker = out.strip().split(";")[0]
+    deadline = time.monotonic() + 30
+    while ("RUNNING" not in cluster.run(["squeue", "-h", f"--jobs={blocker}", "-o", "%T"])) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return blocker
+
+
+def test_queue_progress_then_running_when_resources_free_up(cluster, capsys):
+    blocker = occupy_every_cpu(cluster)
+    threading.Timer(8.0, cluster.run, (["scancel", blocker],)).start()
+    job = batch_job(n=2)
+    try:
+        lines = capsys.readouterr().out.split("\r")
+        job_id = next(j for j, name, _ in cluster.jobs() if name.startswith("shmem_notebook-"))
+        pending = [line for line in lines if f"Slurm job {job_id}: PENDING (Resources), " in line]
+        running = [line for line in lines if f"Slurm job {job_id}: RUNNING on n1" in line]
+        assert pending and running, lines
+        assert int(pending[-1].rsplit(", ", 1)[1].split()[0]) >= 2  # the elapsed seconds count up
+        assert lines.index(pending[-1]) < lines.index(running[0])
+    finally:
+        job.stop()
+    assert cluster.wait_no_jobs() == []
+
+
+def test_interrupting_a_pending_job_cancels_it(cluster, capsys):
+    blocker = occupy_every_cpu(cluster)
+    try:
+        threading.Timer(7.0, _thread.interrupt_main).start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            batch_job(n=2)
+        assert time.monotonic() - t0 < 20
+        assert "PENDING (Resources)" in capsys.readouterr().out
+        assert [job[0] for job in cluster.jobs()] == [blocker]  # ours left the queue, the other stays
+    finally:
+        cluster.run(["scancel", blocker])
+    assert cluster.wait_no_jobs() == []
+
+
+def test_batch_job_needs_an_address_for_the_controller(cluster, monkeypatch):
+    monkeypatch.delenv("SHMEM_NOTEBOOK_IP", raising=False)
+    with pytest.raises(shmem_notebook.InputError) as info:
+        shmem_notebook.start(n=2, slurm=True)
+    assert "pass ip='0.0.0.0' (`--ip 0.0.0.0`)" in str(info.value)
+    assert cluster.jobs() == []
+
+
+def test_kernel_death_cancels_the_batch_job(cluster):
+    from jupyter_client.manager import start_new_kernel
+    from test_reliability import execute
+
+    km, kc = start_new_kernel(kernel_name="python3")  # inherits SLURM_CONF: the kernel sees our Slurm
+    try:
+        execute(kc, "%load_ext shmem_notebook")
+        out, err = execute(kc, "%shmem start -n 2 --slurm")
+        assert "UsageError" not in err and "pass ip='0.0.0.0' (`--ip 0.0.0.0`)" in err
+        out, err = execute(kc, "%shmem start -n 2 --heap 32M --slurm --ip 127.0.0.1 --time 10")
+        assert "OpenSHMEM job ready: 2 PEs" in out, err
+        [(job_id, _, state)] = cluster.jobs()
+        out, err = execute(kc, "%shmem status")
+        assert out.count("n1 (") == 2, out
+        pes = [int(line.split()[2]) for line in out.splitlines()[1:]]
+        km.provisioner.process.kill()  # SIGKILL: only the watchdog is left to clean up
+        assert cluster.wait_no_jobs(20) == [], "the batch job outlived the kernel"
+        _, alive = psutil.wait_procs([psutil.Process(p) for p in pes if psutil.pid_exists(p)], timeout=15)
+        assert alive == []
+    finally:
+        kc.stop_channels()
+        if km.is_alive():
+            km.shutdown_kernel(now=True)
