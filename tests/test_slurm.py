@@ -227,3 +227,21 @@ def test_kernel_death_cancels_the_batch_job(cluster):
         kc.stop_channels()
         if km.is_alive():
             km.shutdown_kernel(now=True)
+
+
+def test_a_pe_crashing_on_the_second_node_is_named_and_ends_the_batch_job(cluster, monkeypatch):
+    monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")
+    job = batch_job(n=4, nodes=2)
+    try:
+        nodes = {row["pe"]: row["node"] for row in job.status()}
+        victim = max(pe for pe, node in nodes.items() if node == "n2")
+        with pytest.raises(shmem_notebook.PEDiedError) as info:
+            quiet(job, f"import time\nif me == {victim}:\n    import ctypes; ctypes.string_at(0)\ntime.sleep(60)")
+        assert f"PE {victim} died of signal 11 (SIGSEGV)" in str(info.value)
+        assert job.state == "dead"
+        assert cluster.wait_no_jobs() == []  # the batch job ended with its PEs
+        job.restart()  # and a fresh batch job takes its place
+        assert quiet(job, "print(me)").stdout == {pe: f"{pe}\n" for pe in range(4)}
+    finally:
+        job.stop()
+    assert cluster.wait_no_jobs() == []
