@@ -1,0 +1,127 @@
+"""The teaching collectives (``collectives`` in cells): every algorithm against NumPy and
+the library's own call, on TEAM_WORLD and on a team, at 1, 2, 3, 4 and 6 PEs."""
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+from conftest import running_job
+from shmem_notebook import PEError
+
+ALGORITHMS = {
+    "broadcast": ("binomial", "linear", "library"),
+    "fcollect": ("ring", "recursive_doubling", "bruck", "library"),
+    "reduce": ("recursive_doubling", "rabenseifner", "library"),
+    "alltoall": ("pairwise", "linear", "library"),
+}
+OPS = ("sum", "prod", "max", "min", "and", "or", "xor")
+UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
+          "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+BIG = 50_000  # float64 elements: more than the scratch holds, so reductions go in chunks
+
+
+@pytest.fixture(scope="module", params=[1, 2, 3, 4, 6], ids=lambda n: f"{n}pe")
+def job(request):
+    yield from running_job(request.param, heap="32M")
+
+
+CELL = """
+import json
+rep = {}
+A = collectives.ALGORITHMS
+tail = shmem.TEAM_WORLD.split_strided(1, 1, npes - 1) if npes > 2 else shmem.TEAM_INVALID
+src, b = shmem.zeros(5, "i8"), shmem.zeros(5, "i8")
+dst, a_src, a_dst = shmem.zeros(5 * npes, "i8"), shmem.zeros(3 * npes, "i8"), shmem.zeros(3 * npes, "i8")
+out = shmem.zeros(5, "i8")
+big, big_out = shmem.zeros(BIG, "f8"), shmem.zeros(BIG, "f8")
+for team_name, team in (("world", None), ("tail", tail)):
+    if team is not None and not team:
+        continue
+    n = npes if team is None else team.n_pes()
+    src[:] = me * 10 + np.arange(5) + 1
+    for alg in A["broadcast"]:
+        for root in sorted({0, n - 1}):
+            b[:] = 0
+            collectives.broadcast(b, src, root, team=team, algorithm=alg)
+            rep[f"{team_name}/broadcast/{alg}/{root}"] = b.tolist()
+    for alg in A["fcollect"]:
+        dst[:] = 0
+        collectives.fcollect(dst[:5 * n], src, team=team, algorithm=alg)
+        rep[f"{team_name}/fcollect/{alg}"] = dst[:5 * n].tolist()
+    for alg in A["alltoall"]:
+        a_src[:3 * n] = [me * 100 + j * 10 + k for j in range(n) for k in range(3)]
+        a_dst[:] = 0
+        collectives.alltoall(a_dst[:3 * n], a_src[:3 * n], team=team, algorithm=alg)
+        rep[f"{team_name}/alltoall/{alg}"] = a_dst[:3 * n].tolist()
+    for alg in A["reduce"]:
+        for op in OPS:
+            out[:] = 0
+            getattr(collectives, op + "_reduce")(out, src, team=team, algorithm=alg)
+            rep[f"{team_name}/reduce/{alg}/{op}"] = out.tolist()
+        out[:] = src
+        collectives.reduce(out, out, "sum", team=team, algorithm=alg)
+        rep[f"{team_name}/reduce/{alg}/inplace"] = out.tolist()
+        big[:] = np.sin(np.arange(BIG) + me)
+        collectives.allreduce(big_out, big, "sum", team=team, algorithm=alg)
+        pes = range(npes) if team is None else [team.translate_pe(i) for i in range(n)]
+        expected = sum(np.sin(np.arange(BIG) + p) for p in pes)
+        rep[f"{team_name}/reduce/{alg}/big_error"] = float(np.abs(big_out - expected).max())
+    shmem.barrier_all() if team is None else team.sync()
+tail.destroy()
+shmem.barrier_all()
+for x in (src, b, dst, a_src, a_dst, out, big, big_out):
+    shmem.free(x)
+print("REPORT " + json.dumps(rep))
+"""
+
+
+def test_every_algorithm_equals_numpy_and_the_library(job):
+    out = io.StringIO()
+    result = job.run(CELL.replace("BIG", str(BIG)).replace("OPS", repr(OPS)), stdout=out, timeout=300)
+    n = job.n
+    teams = {"world": list(range(n))}
+    if n > 2:
+        teams["tail"] = list(range(1, n))
+    checked = 0
+    for me in range(n):
+        text = [line for line in result.stdout[me].splitlines() if line.startswith("REPORT ")]
+        rep = json.loads(text[0][len("REPORT "):])
+        for name, pes in teams.items():
+            if me not in pes:
+                assert not any(key.startswith(name + "/") for key in rep)
+                continue
+            k, rank = len(pes), pes.index(me)
+
+            def src(p):
+                return p * 10 + np.arange(5) + 1
+
+            stacked = np.array([src(p) for p in pes])
+            for alg in ALGORITHMS["broadcast"]:
+                for root in sorted({0, k - 1}):
+                    assert rep[f"{name}/broadcast/{alg}/{root}"] == src(pes[root]).tolist(), (me, name, alg, root)
+                    checked += 1
+            for alg in ALGORITHMS["fcollect"]:
+                assert rep[f"{name}/fcollect/{alg}"] == stacked.reshape(-1).tolist(), (me, name, alg)
+                checked += 1
+            for alg in ALGORITHMS["alltoall"]:
+                want = [p * 100 + rank * 10 + j for p in pes for j in range(3)]
+                assert rep[f"{name}/alltoall/{alg}"] == want, (me, name, alg)
+                checked += 1
+            for alg in ALGORITHMS["reduce"]:
+                for op in OPS:
+                    assert rep[f"{name}/reduce/{alg}/{op}"] == UFUNCS[op].reduce(stacked).tolist(), (me, name, alg, op)
+                    checked += 1
+                assert rep[f"{name}/reduce/{alg}/inplace"] == stacked.sum(axis=0).tolist()
+                assert rep[f"{name}/reduce/{alg}/big_error"] < 1e-9 * k, (me, name, alg)
+                checked += 2
+    per_member = 2 * len(ALGORITHMS["broadcast"]) if n > 1 else len(ALGORITHMS["broadcast"])
+    assert checked >= n * (per_member + 4 + 3 + 3 * 9)
+
+
+def test_unknown_algorithm_is_one_line(job):
+    with pytest.raises(PEError) as info:
+        job.run("x = shmem.zeros(npes, 'i8')\ntry:\n    collectives.fcollect(x, x[:1], algorithm='telepathy')\n"
+                "finally:\n    shmem.free(x)", stdout=io.StringIO())
+    assert "unknown algorithm 'telepathy'; use one of ring, recursive_doubling, bruck, library" in str(info.value)
