@@ -6,6 +6,7 @@ packages: only :mod:`shmem_notebook.engine` (run by ``oshrun`` on the PEs)
 imports shmem4py; everything else imports cleanly with no OpenSHMEM at all.
 """
 
+from .analysis.races import Access, Race
 from .errors import (
     CellStoppedError,
     HeapFullError,
@@ -29,6 +30,8 @@ __all__ = [
     "current_job",
     "Job",
     "CellResult",
+    "Race",
+    "Access",
     "ArraySpec",
     "rc",
     "ShmemNotebookError",

@@ -19,7 +19,13 @@ START_HINT = "start one with `%shmem start -n 4` (or `shmem_notebook.start(4)`)"
 
 
 class ShmemNotebookError(Exception):
-    """Base class of shmem_notebook's errors; IPython shows them as one line, not our frames."""
+    """Base class of shmem_notebook's errors; IPython shows them as one line, not our frames.
+
+    Errors a cell ends in (:class:`PEError`, :class:`CellStoppedError`,
+    :class:`PEDiedError`) carry that cell's ``CellResult`` as ``.result``.
+    """
+
+    result = None
 
     def _render_traceback_(self):
         return [f"{type(self).__name__}: {self}"]

@@ -5,8 +5,10 @@
   (``job.run(code, race=True)``), not flags threaded through it.
 - :mod:`.output`: per-PE streams merged into ``[PE 0-3] text`` lines, live.
 - :mod:`.result`: :class:`CellResult`, what one cell did on every PE.
+- :mod:`.race`: the ``race`` stage (``job.run(code, race=True)``, ``%%pxshmem --race``).
 """
 
+from . import race  # noqa: F401  (registers the "race" stage)
 from .path import Cell, run_cell
 from .result import CellResult
 from .stages import STAGES, Stage, register

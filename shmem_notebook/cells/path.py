@@ -160,9 +160,18 @@ def _report(cell, result, where):
         write_out(f"Out[PE {pe_ranges(pes)}]: {text}\n")
     for stage in cell.stages:
         stage.report(cell, result, write_out)
+    error = _error(cell, result, where)
+    if error is not None:
+        error.result = result  # the cell's CellResult travels with its error
+        raise error
+
+
+def _error(cell, result, where):
+    """The error the cell ends in, or None."""
+    job = cell.job
     if result.outcome == "died":
         job._mark_dead()
-        raise PEDiedError(
+        return PEDiedError(
             f"{job._crash_text()} while the cell ran; OpenSHMEM has no fault tolerance, so oshrun ended "
             f"the job (the other PEs' output is above); {job.RESTART_HINT}",
             job.crash,
@@ -170,13 +179,14 @@ def _report(cell, result, where):
     if result.outcome in ("timeout", "interrupted"):
         lines = where_report(where, cell.code, job.n)
         if not result.pending:
-            raise CellStoppedError("the cell was interrupted; every PE stopped and the job is still usable", lines)
+            return CellStoppedError("the cell was interrupted; every PE stopped and the job is still usable", lines)
         job.state = "hung"
         what = f"did not finish within {cell.timeout} s" if result.outcome == "timeout" else "was interrupted"
-        raise CellStoppedError(
+        return CellStoppedError(
             f"the cell {what} on PE {pe_ranges(result.pending)}; the job is marked hung: "
             f"run `%shmem restart`. Where every PE was:",
             lines,
         )
     if result.errors:
-        raise PEError(result.errors, job.n)
+        return PEError(result.errors, job.n)
+    return None

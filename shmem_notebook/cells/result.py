@@ -16,3 +16,4 @@ class CellResult:
     seconds: float = 0.0
     pending: list = field(default_factory=list)  # PEs that had not finished (timeout, interrupt, death)
     outcome: str = "ok"  # ok, error, timeout, interrupted, died
+    races: list = field(default_factory=list)  # shmem_notebook.Race, when the race stage ran

@@ -4,7 +4,7 @@
 answer is plain data. Calls marked collective must reach every PE.
 """
 
-from . import heap, runtime, snapshot
+from . import heap, recorder, runtime, snapshot
 
 __all__ = ["HANDLERS", "handle"]
 
@@ -16,6 +16,8 @@ HANDLERS = {
     "heap_usage": heap.heap_usage,
     "info": runtime.info,
     "snapshot": snapshot.snapshot,
+    "record_start": recorder.start,
+    "record_stop": recorder.stop,
 }
 
 

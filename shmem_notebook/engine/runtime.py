@@ -18,7 +18,7 @@ import numpy as np
 from shmem4py import shmem
 
 from ..protocol import GLOBAL_EXIT_MARK, stack_path
-from . import collectives, heap, pitfalls, teams
+from . import collectives, heap, pitfalls, recorder, teams
 
 __all__ = ["last_cell", "info", "bind", "main"]
 
@@ -125,6 +125,7 @@ def main(argv=None):
     pitfalls.install(shmem)
     teams.install(shmem)  # collective: reserves the teams' synchronisation words
     collectives.install(shmem)  # collective: reserves the teaching collectives' scratch
+    recorder.install_unsupported(shmem)
     _install_diagnostics()
     argv = list(sys.argv[1:] if argv is None else argv)
     argv += [

@@ -1,0 +1,444 @@
+"""Races in one cell, found by happens-before over what the PEs recorded (client side).
+
+:func:`find_races` takes each PE's trace (the plain data of
+:func:`shmem_notebook.engine.recorder.stop`) and never looks at the values the
+cell computed: two accesses race when they touch the same bytes of one PE's
+memory, at least one writes, they are not both atomics of one datatype, no lock
+covers both, and neither happens before the other. The order comes from vector
+clocks over the OpenSHMEM 1.5 memory model:
+
+- program order on each PE; a blocking ``get``/fetching atomic is complete when
+  it returns; a blocking ``put`` reads its source before returning but writes the
+  target only by the next completion point; ``*_nbi`` operations read and write
+  until then; non-fetching atomics complete like puts;
+- completion points: ``quiet`` (per context), ``barrier_all``, allocation and
+  ``clear_lock`` (default context only), ``Ctx.destroy``;
+- ``barrier_all``/``sync_all``/``Team.sync``/allocation/collectives: everything
+  before any PE's call happens before everything after every PE's call
+  (``sync_all`` completes nothing); collectives read their source and write their
+  target on each PE within the call;
+- ``wait_until``/``test``: an edge from the write that produced the awaited
+  value (matched by value, else every write to the flag) to the waiter; a
+  ``fence`` before that write (same context, same target PE) makes the earlier
+  writes delivered too; ``fence`` also orders two writes to the same PE;
+- locks: accesses inside critical sections of one lock (completed before its
+  ``clear_lock``) do not race each other.
+
+Pure Python over plain data: testable without OpenSHMEM.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..folding import pe_ranges
+
+__all__ = ["Access", "Race", "find_races", "format_indices"]
+
+_COLLECTIVE_SYNCS = {"barrier_all", "sync_all", "alloc", "free"}
+_COMPLETING = {"barrier_all", "alloc", "free"}  # complete the default context's operations
+_READS = {"get", "iget", "get_nbi"}
+_SYNC_DONE = {"get", "iget"}  # complete (both sides) when they return
+
+
+@dataclass(frozen=True)
+class Access:
+    """One side of a race: PE ``pe`` (all of ``pes`` when folded) at cell ``line`` did ``op``.
+
+    ``mode`` is ``"read"``, ``"write"`` or ``"atomic"``.
+    """
+
+    pe: int
+    line: int
+    op: str
+    mode: str
+    pes: tuple = ()
+
+    def __str__(self):
+        return f"PE {pe_ranges(self.pes or (self.pe,))} line {self.line} {self.op} ({self.mode})"
+
+
+@dataclass(frozen=True)
+class Race:
+    """Two unordered accesses to the same memory, at least one a write.
+
+    ``array`` is the name the cell uses for the memory, ``pe`` whose memory it is
+    (``pes``: all of them, when the same race is seen on several PEs),
+    ``indices`` the elements involved (a tuple of ``range``), ``accesses`` the two
+    :class:`Access`, ``hint`` the synchronisation that would order them.
+    """
+
+    array: str
+    pe: int
+    indices: tuple
+    accesses: tuple
+    hint: str
+    pes: tuple = field(default=())
+
+    def __str__(self):
+        first, second = self.accesses
+        return (
+            f"RACE {self.array}{format_indices(self.indices)} on PE {pe_ranges(self.pes or (self.pe,))}: "
+            f"{first} / {second} are unordered; {self.hint}"
+        )
+
+
+def format_indices(indices):
+    """``(range(0, 1),)`` -> ``'[0]'``; ``(range(2, 5), range(7, 8))`` -> ``'[2:5, 7]'``."""
+    if not indices:
+        return ""
+    parts = [f"{r.start}" if len(r) == 1 else f"{r.start}:{r.stop}" for r in indices[:4]]
+    return "[" + ", ".join(parts) + (", ..." if len(indices) > 4 else "") + "]"
+
+
+# -- the accesses ----------------------------------------------------------------------------
+@dataclass
+class _Access:
+    owner: int  # whose memory
+    space: str
+    lo: int
+    hi: int
+    mode: str  # read / write / atomic
+    writes: bool
+    dtype: str
+    pe: int  # who accesses
+    index: int  # event index on pe
+    line: int
+    op: str
+    point: tuple = ()  # vector clock where it starts
+    ends: list = field(default_factory=list)  # (pe, clock): it is complete once a PE passed one of these
+    locks: frozenset = frozenset()
+    ctx: int = 0
+    remote: bool = False  # the remote side of an RMA operation
+    target: int = None  # target PE of an RMA operation
+
+
+class _Simulation:
+    """Vector clocks for every event, completion points of the asynchronous ones."""
+
+    def __init__(self, traces, npes):
+        self.n = npes
+        self.events = {pe: traces[pe]["events"] if pe in traces else [] for pe in range(npes)}
+        self.points = {pe: [None] * len(evs) for pe, evs in self.events.items()}
+        self.ends = defaultdict(list)  # (pe, index) -> [(pe, clock)]
+        self.locks_at = {}  # (pe, index) -> locks held
+        self.fences = defaultdict(list)  # (pe, ctx) -> indices of fences
+        self.waited = {}  # (pe, index) of a wait -> writes it was matched to
+        self._candidates = self._wait_candidates()
+
+    def _wait_candidates(self):
+        """For every wait: the writes that may have produced the value it saw."""
+        writes = defaultdict(list)  # target PE -> [(pe, index, lo, hi, values)]
+        for pe, evs in self.events.items():
+            for i, e in enumerate(evs):
+                if e[0] == "rma" and e[1] not in _READS and e[1] != "atomic_fetch":
+                    writes[e[3]].append((pe, i, e[4], e[5], e[11]))
+        found = {}
+        for pe, evs in self.events.items():
+            for i, e in enumerate(evs):
+                if e[0] != "wait":
+                    continue
+                lo, hi, seen = e[3], e[4], set(e[6])
+                overlapping = [w for w in writes[pe] if w[2] < hi and lo < w[3]]
+                matching = [w for w in overlapping if w[4] and seen.intersection(w[4])]
+                unknown = [w for w in overlapping if not w[4]]
+                found[(pe, i)] = [(w[0], w[1]) for w in (matching or unknown or overlapping)]
+        return found
+
+    def run(self):
+        n = self.n
+        clock = [[0] * n for _ in range(n)]
+        pos = [0] * n
+        ncoll = [0] * n
+        arrivals = defaultdict(dict)  # collective number -> {pe: (index, arrival clock)}
+        pending = {pe: [] for pe in range(n)}  # issued, not complete: (index, ctx)
+        held = {pe: set() for pe in range(n)}
+        relaxed = set()  # waits whose unmatched candidates were dropped
+        done = set()
+
+        def tick(pe, index):
+            clock[pe][pe] += 1
+            self.points[pe][index] = tuple(clock[pe])
+            self.locks_at[(pe, index)] = frozenset(held[pe])
+
+        def complete(pe, ctx, at):
+            keep = []
+            for index, c in pending[pe]:
+                if c == ctx:
+                    self.ends[(pe, index)].append((pe, at))
+                else:
+                    keep.append((index, c))
+            pending[pe] = keep
+
+        def finish(k):
+            """Every PE that arrived at collective number ``k`` leaves it."""
+            joined = [max(clock[q][r] for q in arrivals[k]) for r in range(n)]
+            for q, index in arrivals.pop(k).items():
+                clock[q] = list(joined)
+                tick(q, index)
+                pos[q] += 1
+                ncoll[q] += 1
+                done.add((q, index))
+
+        def step(pe):
+            """Process PE ``pe``'s next event if it can; True if it did."""
+            i = pos[pe]
+            e = self.events[pe][i]
+            kind, op = e[0], e[1]
+            if kind == "coll" or (kind == "sync" and op in _COLLECTIVE_SYNCS):
+                k = ncoll[pe]
+                if pe not in arrivals[k]:
+                    clock[pe][pe] += 1
+                    arrivals[k][pe] = i
+                    if kind == "sync" and op in _COMPLETING:
+                        complete(pe, 0, clock[pe][pe])
+                if any(q not in arrivals[k] and pos[q] < len(self.events[q]) for q in range(n)):
+                    return False
+                finish(k)
+                return True
+            if kind == "wait":
+                cands = self._candidates[(pe, i)]
+                if (pe, i) in relaxed:
+                    cands = [c for c in cands if c in done]
+                if any(c not in done for c in cands):
+                    return False
+                for q, j in cands:
+                    point = self.points[q][j]
+                    clock[pe] = [max(a, b) for a, b in zip(clock[pe], point)]
+                tick(pe, i)
+                self.waited[(pe, i)] = cands
+                at = clock[pe][pe]
+                for q, j in cands:
+                    self.ends[(q, j)].append((pe, at))
+                    self._fenced_before(q, j, (pe, at))
+            else:
+                tick(pe, i)
+                if kind == "rma":
+                    fetching = op.startswith("atomic") and (op == "atomic_fetch" or "fetch" in op or op in ("atomic_swap", "atomic_compare_swap"))
+                    if op not in _SYNC_DONE and not fetching:
+                        pending[pe].append((i, e[10]))
+                elif kind == "sync":
+                    if op == "quiet" or op == "ctx_destroy":
+                        complete(pe, e[3], clock[pe][pe])
+                    elif op == "fence":
+                        self.fences[(pe, e[3])].append(i)
+                elif kind == "lock":
+                    if op == "set_lock":
+                        held[pe].add(e[3])
+                    else:
+                        complete(pe, 0, clock[pe][pe])
+                        held[pe].discard(e[3])
+            pos[pe] += 1
+            done.add((pe, i))
+            return True
+
+        while True:
+            progress = False
+            for pe in range(n):
+                while pos[pe] < len(self.events[pe]) and step(pe):
+                    progress = True
+            if all(pos[pe] >= len(self.events[pe]) for pe in range(n)):
+                break
+            if progress:
+                continue
+            # stuck: waits on writes that come later (or never) give up those candidates first,
+            # then a collective some PE never reaches goes ahead without it
+            stuck = [(pe, pos[pe]) for pe in range(n) if pos[pe] < len(self.events[pe])]
+            waits = [s for s in stuck if self.events[s[0]][s[1]][0] == "wait" and s not in relaxed]
+            if waits:
+                relaxed.update(waits)
+                continue
+            started = [k for k in arrivals if arrivals[k]]
+            if not started:
+                break
+            finish(min(started))
+        return self
+
+    def _fenced_before(self, pe, index, end):
+        """Writes of ``pe`` before a fence that precedes its write ``index`` (same ctx and
+        target PE) are delivered by the time that write is seen: give them the same end."""
+        e = self.events[pe][index]
+        fences = [f for f in self.fences.get((pe, e[10]), []) if f < index]
+        if not fences:
+            return
+        last = fences[-1]
+        for j in range(last):
+            w = self.events[pe][j]
+            if w[0] == "rma" and w[3] == e[3] and w[10] == e[10] and w[1] not in _READS:
+                self.ends[(pe, j)].append(end)
+
+
+def _accesses(sim):
+    found = []
+    for pe, evs in sim.events.items():
+        for i, e in enumerate(evs):
+            point = sim.points[pe][i]
+            if point is None:
+                continue
+            here = [(pe, point[pe])]
+            locks = sim.locks_at.get((pe, i), frozenset())
+            kind = e[0]
+            if kind == "mem":
+                found.append(_Access(pe, e[4], e[5], e[6], e[3], e[3] == "write", e[7], pe, i, e[2], e[1], point, here, locks))
+            elif kind == "rma":
+                op, target, ctx = e[1], e[3], e[10]
+                atomic = op.startswith("atomic")
+                asynchronous = op.endswith("_nbi")
+                fetching = atomic and (op == "atomic_fetch" or "fetch" in op or op in ("atomic_swap", "atomic_compare_swap"))
+                ends = here if (op in _SYNC_DONE or fetching) else sim.ends[(pe, i)]
+                if atomic:
+                    mode, writes = "atomic", op != "atomic_fetch"
+                elif op in _READS:
+                    mode, writes = "read", False
+                else:
+                    mode, writes = "write", True
+                held = locks if (ctx == 0 or ends is here) else frozenset()
+                found.append(_Access(target, "sym", e[4], e[5], mode, writes, e[6], pe, i, e[2], op, point, ends, held,
+                                     ctx, remote=True, target=target))
+                if e[7] is not None:
+                    local_ends = sim.ends[(pe, i)] if asynchronous else here
+                    lmode = "write" if op in _READS else "read"
+                    found.append(_Access(pe, e[7], e[8], e[9], lmode, lmode == "write", e[6], pe, i, e[2], op, point,
+                                         local_ends, locks if not asynchronous or ctx == 0 else frozenset(), ctx))
+            elif kind == "coll":
+                op, root = e[1], e[10]
+                found.append(_Access(pe, e[3], e[4], e[5], "write", True, e[9], pe, i, e[2], op, point, here, locks))
+                if op != "broadcast" or root == pe:
+                    found.append(_Access(pe, e[6], e[7], e[8], "read", False, e[9], pe, i, e[2], op, point, here, locks))
+    return found
+
+
+def _before(a, b, sim):
+    """Does ``a`` happen before (complete before) ``b`` starts?"""
+    for pe, at in a.ends:
+        if b.point[pe] >= at:
+            return True
+    if a.pe == b.pe and a.remote and b.remote and a.index < b.index and a.target == b.target and a.ctx == b.ctx:
+        if a.op not in _READS and a.writes and b.writes:  # fence orders puts and atomics to one PE, not gets
+            return any(a.index < f < b.index for f in sim.fences.get((a.pe, a.ctx), []))
+    return False
+
+
+def _conflict(a, b):
+    if not (a.writes or b.writes):
+        return False
+    if a.mode == "atomic" and b.mode == "atomic":
+        return a.dtype != b.dtype
+    return True
+
+
+def _hint(a, b, sim):
+    """The synchronisation that would order ``a`` before ``b`` (``a`` issued first if either was)."""
+    issued_before = b.point[a.pe] >= a.point[a.pe]
+    if a.mode == "atomic" and b.mode == "atomic":
+        return (f"atomics on one location must all use one datatype ({a.dtype} and {b.dtype} here); "
+                "use the same dtype, or order them with shmem.barrier_all()")
+    if a.locks or b.locks:
+        return "hold the same lock around both (shmem.set_lock / shmem.clear_lock)"
+    if issued_before:  # what is missing is completion
+        if a.ctx:
+            return (f"the {a.op} on a context is completed only by ctx.quiet() (shmem.quiet() and "
+                    "shmem.barrier_all() complete the default context only): call ctx.quiet() before the synchronisation")
+        if a.pe == b.pe:
+            return f"the {a.op} may still be in flight: call shmem.quiet() between them"
+        if _flag_path(a, b, sim):
+            return (f"the {a.op} may arrive after the flag: put a shmem.fence() (or shmem.quiet()) between "
+                    "the data and the flag write")
+        return (f"the {a.op} is not complete when the other access runs (shmem.sync_all() completes nothing): "
+                "call shmem.quiet() after it, before the synchronisation, or use shmem.barrier_all()")
+    if a.mode == "atomic" or b.mode == "atomic":
+        return ("use atomics for every access to this location (e.g. shmem.atomic_fetch / atomic_set), "
+                "or a shmem.barrier_all() between them")
+    return "a shmem.barrier_all() (or put + quiet + a flag the reader waits on) between them orders them"
+
+
+def _flag_path(a, b, sim):
+    """Is ``b`` after a wait that saw a write ``a``'s PE issued after ``a``?"""
+    for (wpe, wi), cands in sim.waited.items():
+        point = sim.points[wpe][wi]
+        if point is None or b.point[wpe] < point[wpe]:
+            continue
+        if any(q == a.pe and j > a.index for q, j in cands):
+            return True
+    return False
+
+
+def _name_for(owner, space, lo, hi, traces):
+    """(name, start, itemsize) of the best-named memory holding ``[lo, hi)``."""
+    sources = [owner] if space == "priv" else [owner, *sorted(traces)]
+    best = None
+    for pe in sources:
+        for name, nspace, nlo, nhi, itemsize, priority in traces.get(pe, {}).get("names", []):
+            if nspace == space and nlo <= lo and hi <= nhi:
+                key = (priority, -(nhi - nlo))
+                if best is None or key < best[0]:
+                    best = (key, name, nlo, itemsize)
+        if best is not None:
+            break
+    if best is None:
+        return ("symmetric memory" if space == "sym" else "a private buffer"), lo, 1
+    return best[1], best[2], best[3]
+
+
+def _merge_ranges(ranges):
+    out = []
+    for r in sorted(ranges, key=lambda r: r.start):
+        if out and r.start <= out[-1].stop:
+            out[-1] = range(out[-1].start, max(out[-1].stop, r.stop))
+        else:
+            out.append(r)
+    return tuple(out)
+
+
+def find_races(traces, npes):
+    """The races in one cell: ``traces`` maps PE -> the PE's recorded data. Returns a list of :class:`Race`."""
+    sim = _Simulation(traces, npes).run()
+    groups = defaultdict(list)
+    for acc in _accesses(sim):
+        if acc.hi > acc.lo:
+            groups[(acc.owner, acc.space)].append(acc)
+    raw = []
+    for (owner, space), accs in groups.items():
+        accs.sort(key=lambda a: a.lo)
+        active = []
+        for b in accs:
+            active = [a for a in active if a.hi > b.lo]
+            for a in active:
+                if a.pe == b.pe and a.index == b.index:
+                    continue
+                if not _conflict(a, b) or (a.locks & b.locks):
+                    continue
+                if _before(a, b, sim) or _before(b, a, sim):
+                    continue
+                raw.append((owner, space, max(a.lo, b.lo), min(a.hi, b.hi), a, b))
+            active.append(b)
+    folded = {}
+    for owner, space, lo, hi, a, b in raw:
+        if (a.line, a.pe) > (b.line, b.pe):
+            a, b = b, a
+        if b.point[a.pe] < a.point[a.pe] and a.point[b.pe] >= b.point[b.pe]:
+            a, b = b, a  # name the one issued first first, when one was
+        name, start, itemsize = _name_for(owner, space, lo, hi, traces)
+        first = (lo - start) // itemsize
+        last = -(-(hi - start) // itemsize)
+        hint = _hint(a, b, sim)
+        key = (name, a.line, a.op, a.mode, b.line, b.op, b.mode, hint)
+        entry = folded.setdefault(key, {"owners": set(), "a": set(), "b": set(), "indices": []})
+        entry["owners"].add(owner)
+        entry["a"].add(a.pe)
+        entry["b"].add(b.pe)
+        entry["indices"].append(range(first, last))
+    races = []
+    for (name, aline, aop, amode, bline, bop, bmode, hint), entry in folded.items():
+        apes, bpes, owners = sorted(entry["a"]), sorted(entry["b"]), sorted(entry["owners"])
+        races.append(
+            Race(
+                array=name,
+                pe=owners[0],
+                indices=_merge_ranges(entry["indices"]),
+                accesses=(Access(apes[0], aline, aop, amode, tuple(apes)), Access(bpes[0], bline, bop, bmode, tuple(bpes))),
+                hint=hint,
+                pes=tuple(owners),
+            )
+        )
+    races.sort(key=lambda r: (r.accesses[0].line, r.accesses[1].line, r.array))
+    return races

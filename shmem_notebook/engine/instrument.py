@@ -1,0 +1,179 @@
+"""Rewrite a traced cell so its loads and stores on NumPy arrays are reported (PE side).
+
+:class:`AccessTransformer` is an :class:`ast.NodeTransformer` put on the engine
+shell's ``ast_transformers`` only while a cell is traced (see
+:mod:`.recorder`). It routes element reads and writes, in-place operators,
+whole-array use in expressions and calls through small hooks that record the
+memory touched *by address*, so views, ``np.frombuffer``, containers,
+function arguments and helper functions defined in the cell all resolve to the
+same memory. The hooks live in the cell's namespace under :data:`HOOKS` names.
+Pure AST code: nothing here imports shmem4py.
+"""
+
+import ast
+
+__all__ = ["AccessTransformer", "MarkTransformer", "HOOKS"]
+
+#: namespace names of the hooks the rewritten cell calls (installed by the recorder)
+HOOKS = {
+    "mark": "__shmem_race_mark",  # first statement: tells the recorder the cell's file name
+    "get": "__shmem_race_get",  # get(x, index, line) -> x[index]
+    "set": "__shmem_race_set",  # set(x, index, value, line): x[index] = value
+    "aug": "__shmem_race_aug",  # aug(x, index, op, value, line): x[index] op= value
+    "read": "__shmem_race_read",  # read(value, line) -> value
+    "rw": "__shmem_race_rw",  # rw(value, line): value is read and written in place
+    "write": "__shmem_race_write",  # write(value, line): value is written as a whole
+    "call": "__shmem_race_call",  # call(line, f, *args, **kwargs) -> f(*args, **kwargs)
+    "fn": "__shmem_race_fn",  # fn(f) -> f, marks a function defined in the cell
+}
+
+_AUG_OPS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+    ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|", ast.BitXor: "^",
+    ast.BitAnd: "&", ast.MatMult: "@",
+}
+
+
+def _name(hook):
+    return ast.Name(id=HOOKS[hook], ctx=ast.Load())
+
+
+def _call(hook, *args):
+    return ast.Call(func=_name(hook), args=list(args), keywords=[])
+
+
+def _index(node):
+    """A subscript's slice as an expression that can be passed to a function."""
+    if isinstance(node, ast.Slice):
+        parts = [node.lower, node.upper, node.step]
+        return ast.Call(
+            func=ast.Name(id="slice", ctx=ast.Load()),
+            args=[p if p is not None else ast.Constant(None) for p in parts],
+            keywords=[],
+        )
+    if isinstance(node, ast.Tuple):
+        return ast.Tuple(elts=[_index(e) for e in node.elts], ctx=ast.Load())
+    return node
+
+
+def _is_shmem_call(func):
+    """``shmem.put(...)`` and the like: recorded by the shmem4py wrappers, not here."""
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "shmem"
+
+
+class MarkTransformer(ast.NodeTransformer):
+    """Only add the first statement telling the recorder the cell's code file name."""
+
+    def visit_Module(self, node):
+        self.generic_visit(node)
+        mark = ast.Expr(_call("mark"))
+        mark.lineno = mark.end_lineno = 1
+        mark.col_offset = mark.end_col_offset = 0
+        node.body.insert(0, mark)
+        return ast.fix_missing_locations(node)
+
+    def generic_visit(self, node):
+        if type(self) is MarkTransformer:
+            return node
+        return super().generic_visit(node)
+
+
+class AccessTransformer(MarkTransformer):
+    """Route a cell's array accesses through the recorder's hooks (see :data:`HOOKS`)."""
+
+    # -- reads -----------------------------------------------------------------
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            new = _call("get", node.value, _index(node.slice), ast.Constant(node.lineno))
+            return ast.copy_location(new, node)
+        return node
+
+    def _read(self, node):
+        if node is None or isinstance(node, (ast.Constant, ast.Starred)):
+            return node
+        return ast.copy_location(_call("read", node, ast.Constant(node.lineno)), node)
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        node.left, node.right = self._read(node.left), self._read(node.right)
+        return node
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        node.operand = self._read(node.operand)
+        return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        node.left = self._read(node.left)
+        node.comparators = [self._read(c) for c in node.comparators]
+        return node
+
+    def visit_FormattedValue(self, node):
+        self.generic_visit(node)
+        node.value = self._read(node.value)
+        return node
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        node.iter = self._read(node.iter)
+        return node
+
+    visit_AsyncFor = visit_For
+
+    def visit_comprehension(self, node):
+        self.generic_visit(node)
+        node.iter = self._read(node.iter)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if _is_shmem_call(node.func):
+            return node
+        new = ast.Call(func=_name("call"), args=[ast.Constant(node.lineno), node.func, *node.args], keywords=node.keywords)
+        return ast.copy_location(new, node)
+
+    # -- writes ----------------------------------------------------------------
+    def visit_Assign(self, node):
+        self.generic_visit(node)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+            target = node.targets[0]
+            new = ast.Expr(_call("set", target.value, _index(target.slice), node.value, ast.Constant(node.lineno)))
+            return ast.copy_location(new, node)
+        after = []
+        for target in node.targets:
+            for sub in ast.walk(target):
+                if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store):
+                    # unpacking into a subscript: the whole array counts as written
+                    after.append(ast.copy_location(ast.Expr(_call("write", _load(sub.value), ast.Constant(node.lineno))), node))
+        return [node, *after] if after else node
+
+    def visit_AugAssign(self, node):
+        self.generic_visit(node)
+        line = ast.Constant(node.lineno)
+        op = ast.Constant(_AUG_OPS[type(node.op)])
+        if isinstance(node.target, ast.Subscript):
+            t = node.target
+            return ast.copy_location(ast.Expr(_call("aug", t.value, _index(t.slice), op, node.value, line)), node)
+        node.value = self._read(node.value)
+        touch = ast.copy_location(ast.Expr(_call("rw", _load(node.target), line)), node)
+        return [touch, node]
+
+    # -- functions defined in the cell ---------------------------------------------
+    def visit_FunctionDef(self, node):
+        self.generic_visit(node)
+        node.decorator_list.append(_name("fn"))
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node):
+        self.generic_visit(node)
+        return ast.copy_location(_call("fn", node), node)
+
+
+def _load(node):
+    """A copy of a store-context target as a load expression."""
+    node = ast.parse(ast.unparse(node), mode="eval").body
+    return node

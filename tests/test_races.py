@@ -1,0 +1,127 @@
+"""The race detector: the labelled catalogue on real 2- and 4-PE jobs, the report, errors, zero cost when off."""
+
+import io
+import time
+
+import pytest
+
+import shmem_notebook
+from shmem_notebook import Access, PEError, Race
+from shmem_notebook.analysis.races import find_races
+
+from conftest import running_job
+from race_catalogue import ARRAYS, CASES, RESET
+
+
+def _run_catalogue(job):
+    """Run every case; return (rows, scores): rows = (case, verdict, detail)."""
+    tp = fp = tn = fn = 0
+    rows = []
+    for case in CASES:
+        job.run(RESET, arrays=ARRAYS, stdout=io.StringIO())
+        out = io.StringIO()
+        try:
+            result = job.run(case.code, race=True, stdout=out, stderr=io.StringIO())
+            error = None
+        except PEError as exc:
+            result, error = exc.result, exc
+        if case.error:
+            ok = error is not None and all(e[0] == case.error for e in error.errors.values())
+            rows.append((case, ok, str(error)))
+            continue
+        assert error is None, f"{case.name}: {error}"
+        want = set(case.lines)
+        named = [r for r in result.races if {a.line for a in r.accesses} == want]
+        if case.race:
+            ok = bool(named)
+            tp, fn = tp + ok, fn + (not ok)
+        else:
+            ok = not result.races
+            tn, fp = tn + ok, fp + (not ok)
+        rows.append((case, ok, "; ".join(map(str, result.races)) or "no race"))
+    precision = tp / (tp + fp) if tp + fp else 1.0
+    recall = tp / (tp + fn) if tp + fn else 1.0
+    accuracy = (tp + tn) / (tp + tn + fp + fn)
+    return rows, {"tp": tp, "fp": fp, "tn": tn, "fn": fn, "precision": precision, "recall": recall, "accuracy": accuracy}
+
+
+@pytest.mark.parametrize("npes", [2, 4])
+def test_catalogue(npes):
+    """Every labelled case, in one job per PE count; prints precision, recall and accuracy."""
+    for job in running_job(npes, heap="32M"):
+        started = time.perf_counter()
+        rows, scores = _run_catalogue(job)
+        seconds = time.perf_counter() - started
+    wrong = [f"{case.name} ({case.category}, race={case.race}, lines={case.lines}): {detail}" for case, ok, detail in rows if not ok]
+    print(
+        f"\nrace catalogue at {npes} PEs: {len(rows)} cases in {seconds:.1f} s; "
+        f"precision {scores['precision']:.2f}, recall {scores['recall']:.2f}, accuracy {scores['accuracy']:.2f} "
+        f"(tp {scores['tp']}, fp {scores['fp']}, tn {scores['tn']}, fn {scores['fn']})"
+    )
+    for line in wrong:
+        print("WRONG", line)
+    assert len(CASES) >= 60
+    assert wrong == []
+
+
+@pytest.fixture(scope="module")
+def job2():
+    yield from running_job(2, heap="32M")
+
+
+ISSUE_CELL = """localbuf = np.array([1], dtype=np.int32)
+shmem.barrier_all()
+if me == 0:
+    shmem.put(remote, localbuf, 1)
+if me == 1:
+    print(f"remote is {int(remote[0])}")
+shmem.barrier_all()
+"""
+
+
+def test_issue_example_report(job2):
+    out = io.StringIO()
+    result = job2.run(ISSUE_CELL, arrays=["remote=int32[1]"], race=True, stdout=out)
+    (race,) = result.races
+    assert race.array == "remote" and race.pe == 1 and race.indices == (range(0, 1),)
+    assert race.accesses == (Access(0, 4, "put", "write", (0,)), Access(1, 6, "load", "read", (1,)))
+    assert str(race).startswith("RACE remote[0] on PE 1: PE 0 line 4 put (write) / PE 1 line 6 load (read) are unordered; ")
+    assert "barrier_all" in race.hint
+    text = out.getvalue()
+    assert str(race) in text
+    assert "1 race found (cell traced: " in text and "operations on 2 PEs, +" in text
+
+
+def test_untraced_cells_are_untouched(job2):
+    """Off is off: shmem4py's functions are the originals and the cell is not rewritten."""
+    job2.run("x = 1", race=True, stdout=io.StringIO())
+    out = io.StringIO()
+    job2.run("print(hasattr(shmem.put, '__shmem_race_skip__'), len(get_ipython().ast_transformers))", stdout=out)
+    assert out.getvalue().strip().endswith("False 0")
+
+
+def test_error_carries_result_and_races_up_to_it(job2):
+    code = ISSUE_CELL + "raise ValueError('late')\n"
+    with pytest.raises(PEError) as info:
+        job2.run(code, arrays=["remote=int32[1]"], race=True, stdout=io.StringIO(), stderr=io.StringIO())
+    result = info.value.result
+    assert result.outcome == "error" and set(result.errors) == {0, 1}
+    assert [r.accesses[0].line for r in result.races] == [4]
+
+
+def test_folding_across_pe_pairs():
+    """The same race between many PE pairs is one Race naming every PE."""
+    traces = {}
+    for pe in range(4):
+        events = [["sync", "barrier_all", 1, 0]]
+        events.append(["rma", "put", 3, (pe + 1) % 4, 0, 8, "<i8", "priv", 1000, 1008, 0, [1]])
+        events.append(["mem", "load", 5, "read", "sym", 0, 8, "<i8"])
+        events.append(["sync", "barrier_all", 6, 0])
+        traces[pe] = {"events": events, "names": [["A", "sym", 0, 64, 8, 0]], "ops": 4}
+    (race,) = find_races(traces, 4)
+    assert race.pes == (0, 1, 2, 3) and race.array == "A" and race.indices == (range(0, 1),)
+    assert str(race).startswith("RACE A[0] on PE 0-3: PE 0-3 line 3 put (write) / PE 0-3 line 5 load (read)")
+
+
+def test_race_is_public():
+    assert shmem_notebook.Race is Race and "Race" in shmem_notebook.__all__ and "Access" in shmem_notebook.__all__
