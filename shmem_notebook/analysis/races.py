@@ -345,19 +345,23 @@ def _hint(a, b, sim):
                     "the data and the flag write")
         return (f"the {a.op} is not complete when the other access runs (shmem.sync_all() completes nothing): "
                 "call shmem.quiet() after it, before the synchronisation, or use shmem.barrier_all()")
+    for first, second in ((a, b), (b, a)):
+        if _flag_path(first, second, sim, before=True):
+            return (f"PE {first.pe} writes the flag PE {second.pe} waits on before line {first.line}'s {first.op}: "
+                    "do the data first, then shmem.fence(), then the flag")
     if a.mode == "atomic" or b.mode == "atomic":
         return ("use atomics for every access to this location (e.g. shmem.atomic_fetch / atomic_set), "
                 "or a shmem.barrier_all() between them")
     return "a shmem.barrier_all() (or put + quiet + a flag the reader waits on) between them orders them"
 
 
-def _flag_path(a, b, sim):
-    """Is ``b`` after a wait that saw a write ``a``'s PE issued after ``a``?"""
+def _flag_path(a, b, sim, before=False):
+    """Is ``b`` after a wait that saw a write ``a``'s PE issued after ``a`` (``before``: before ``a``)?"""
     for (wpe, wi), cands in sim.waited.items():
         point = sim.points[wpe][wi]
         if point is None or b.point[wpe] < point[wpe]:
             continue
-        if any(q == a.pe and j > a.index for q, j in cands):
+        if any(q == a.pe and (j < a.index if before else j > a.index) for q, j in cands):
             return True
     return False
 
@@ -411,7 +415,8 @@ def find_races(traces, npes):
                     continue
                 raw.append((owner, space, max(a.lo, b.lo), min(a.hi, b.hi), a, b))
             active.append(b)
-    folded = {}
+    folded, seen_pairs = {}, {}
+    raw.sort(key=lambda r: (not r[4].writes, not r[5].writes))  # writes first: `+=` reports its store
     for owner, space, lo, hi, a, b in raw:
         if (a.line, a.pe) > (b.line, b.pe):
             a, b = b, a
@@ -422,6 +427,10 @@ def find_races(traces, npes):
         last = -(-(hi - start) // itemsize)
         hint = _hint(a, b, sim)
         key = (name, a.line, a.op, a.mode, b.line, b.op, b.mode, hint)
+        pair = (name, a.line, b.line, frozenset((a.pe, b.pe)))
+        if pair in seen_pairs and seen_pairs[pair] != key:
+            continue  # one race per pair of lines (an in-place `A[i] += 1` both loads and stores)
+        seen_pairs[pair] = key
         entry = folded.setdefault(key, {"owners": set(), "a": set(), "b": set(), "indices": []})
         entry["owners"].add(owner)
         entry["a"].add(a.pe)

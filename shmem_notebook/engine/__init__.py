@@ -10,6 +10,8 @@ this package (a test enforces it). Modules:
   (see :func:`shmem_notebook.protocol.request`).
 - :mod:`.snapshot`: the inspector's per-PE summary.
 - :mod:`.pitfalls`: guards against this platform's OSHMEM bugs.
+- :mod:`.recorder`: records one cell's shmem calls and loads/stores (race
+  detector, tracer); :mod:`.instrument`: the AST rewriting it uses.
 
 From the engine, only the plain shared definitions of the package are
 imported (``errors``, ``specs``, ``folding``, ``protocol``).

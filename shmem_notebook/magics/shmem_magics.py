@@ -16,7 +16,7 @@ from ..specs import format_size
 
 __all__ = ["ShmemMagics", "format_status", "format_arrays"]
 
-SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather", "inspect")
+SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather", "inspect", "race")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,9 +70,19 @@ def _start_args(p):
                    help="one more sbatch argument (repeatable), e.g. --sbatch-arg=--qos=debug")
 
 
+def _seed(text):
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a stress seed is an integer, got {text!r}") from None
+
+
 def _cell_args(p):
     p.add_argument("arrays", nargs="*", help="NAME=DTYPE[SHAPE] declarations")
     p.add_argument("--timeout", type=_seconds, default=None)
+    p.add_argument("--race", action="store_true", help="report put/get races after the cell")
+    p.add_argument("--stress", nargs="?", type=_seed, const=0, default=None, metavar="SEED",
+                   help="with --race: rerun the cell with seeded random delays around shmem calls")
 
 
 def _inspect_args(p):
@@ -88,6 +98,7 @@ PARSERS = {
     "gather": _parser("%shmem gather", lambda p: p.add_argument("name", metavar="NAME")),
     "pxshmem": _parser("%%pxshmem", _cell_args),
     "inspect": _parser("%shmem inspect", _inspect_args),
+    "race": _parser("%shmem race", lambda p: p.add_argument("switch", choices=("on", "off"))),
 }
 
 
@@ -150,6 +161,8 @@ def _hosts(job):
 class ShmemMagics(Magics):
     """``%shmem SUBCOMMAND ...`` manages the job; ``%%pxshmem`` runs a cell on every PE."""
 
+    race_default = False  # `%shmem race on`: every %%pxshmem cell is race-checked
+
     def _job(self, what):
         job = _job.current_job()
         if job is None or job.state == "stopped":
@@ -163,6 +176,7 @@ class ShmemMagics(Magics):
         %shmem stop | restart | status | arrays
         %shmem alloc NAME=DTYPE[SHAPE] ... | free NAME ... | gather NAME
         %shmem inspect [--auto] [--array NAME] [--reference PE]
+        %shmem race on|off
         """
         words = shlex.split(line)
         if not words or words[0] not in SUBCOMMANDS:
@@ -220,8 +234,15 @@ class ShmemMagics(Magics):
 
         return inspect(self._job("%shmem inspect"), auto=args.auto, array=args.array, reference=args.reference)
 
+    def _race(self, args):
+        self.race_default = args.switch == "on"
+        print(f"race check {'on' if self.race_default else 'off'} for every %%pxshmem cell")
+
     @cell_magic
     def pxshmem(self, line, cell):
-        """%%pxshmem [NAME=DTYPE[SHAPE] ...] [--timeout S]: run the cell on every PE."""
+        """%%pxshmem [NAME=DTYPE[SHAPE] ...] [--timeout S] [--race] [--stress [SEED]]: run the cell on every PE."""
         args = PARSERS["pxshmem"].parse_args(shlex.split(line))
-        self._job("%%pxshmem").run(cell, arrays=args.arrays, timeout=args.timeout)
+        options = {"race": args.race or self.race_default or args.stress is not None}
+        if args.stress is not None:
+            options["stress"] = args.stress
+        self._job("%%pxshmem").run(cell, arrays=args.arrays, timeout=args.timeout, **options)
