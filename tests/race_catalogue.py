@@ -37,6 +37,7 @@ class Case:
     code: str
     error: str = None  # the error type the cell must end in instead
     max_pes: int = None  # run only up to this many PEs
+    min_pes: int = None  # run only from this many PEs
 
     @property
     def lines(self):
@@ -517,6 +518,38 @@ mine = np.zeros(1, dtype=np.int32)
 shmem.get(mine, remote, (me + 1) % npes)  # B
 shmem.barrier_all()
 """),
+    Case("team-sync-without-quiet", "sync", True, PRE + """team = shmem.TEAM_WORLD.split_strided(0, 2, 2)
+if team:
+    if me == 0:
+        shmem.put(remote, lb, 2)  # A
+    team.sync()
+    if me == 2:
+        x = remote[0]  # B
+    team.destroy()
+shmem.barrier_all()
+""", min_pes=4),
+    Case("team-sync-after-quiet", "sync", False, PRE + """team = shmem.TEAM_WORLD.split_strided(0, 2, 2)
+if team:
+    if me == 0:
+        shmem.put(remote, lb, 2)  # A
+        shmem.quiet()
+    team.sync()
+    if me == 2:
+        x = remote[0]  # B
+    team.destroy()
+shmem.barrier_all()
+""", min_pes=4),
+    Case("team-sync-other-pes-not-ordered", "sync", True, PRE + """team = shmem.TEAM_WORLD.split_strided(0, 2, 2)
+if me == 1:
+    shmem.put(remote, lb, 2)  # A
+    shmem.quiet()
+if team:
+    team.sync()
+    if me == 2:
+        x = remote[0]  # B
+    team.destroy()
+shmem.barrier_all()
+""", min_pes=4),
     # -- contexts --------------------------------------------------------------------------
     Case("ctx-put-default-quiet", "contexts", True, PRE + """ctx = shmem.Ctx.create()
 if me == 0:

@@ -18,7 +18,7 @@ def _run_catalogue(job):
     tp = fp = tn = fn = 0
     rows = []
     for case in CASES:
-        if case.max_pes is not None and job.n > case.max_pes:
+        if (case.max_pes is not None and job.n > case.max_pes) or (case.min_pes is not None and job.n < case.min_pes):
             continue
         job.run(RESET, arrays=ARRAYS, stdout=io.StringIO(), timeout=60)
         out = io.StringIO()

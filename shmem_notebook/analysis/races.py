@@ -148,8 +148,8 @@ class _Simulation:
         n = self.n
         clock = [[0] * n for _ in range(n)]
         pos = [0] * n
-        ncoll = [0] * n
-        arrivals = defaultdict(dict)  # collective number -> {pe: (index, arrival clock)}
+        ncoll = defaultdict(int)  # (pe, team) -> collectives of that team passed
+        arrivals = defaultdict(dict)  # (team, number) -> {pe: index}
         pending = {pe: [] for pe in range(n)}  # issued, not complete: (index, ctx)
         held = {pe: set() for pe in range(n)}
         relaxed = set()  # waits whose unmatched candidates were dropped
@@ -170,13 +170,13 @@ class _Simulation:
             pending[pe] = keep
 
         def finish(k):
-            """Every PE that arrived at collective number ``k`` leaves it."""
+            """Every PE that arrived at collective ``k`` (team, number) leaves it."""
             joined = [max(clock[q][r] for q in arrivals[k]) for r in range(n)]
             for q, index in arrivals.pop(k).items():
                 clock[q] = list(joined)
                 tick(q, index)
                 pos[q] += 1
-                ncoll[q] += 1
+                ncoll[(q, k[0])] += 1
                 done.add((q, index))
 
         def step(pe):
@@ -185,13 +185,15 @@ class _Simulation:
             e = self.events[pe][i]
             kind, op = e[0], e[1]
             if kind == "coll" or (kind == "sync" and op in _COLLECTIVE_SYNCS):
-                k = ncoll[pe]
+                team = tuple(e[-1]) if len(e) > (11 if kind == "coll" else 4) and e[-1] else None
+                members = team or tuple(range(n))
+                k = (team, ncoll[(pe, team)])
                 if pe not in arrivals[k]:
                     clock[pe][pe] += 1
                     arrivals[k][pe] = i
                     if kind == "sync" and op in _COMPLETING:
                         complete(pe, 0, clock[pe][pe])
-                if any(q not in arrivals[k] and pos[q] < len(self.events[q]) for q in range(n)):
+                if any(q not in arrivals[k] and pos[q] < len(self.events[q]) for q in members):
                     return False
                 finish(k)
                 return True
@@ -250,7 +252,7 @@ class _Simulation:
             started = [k for k in arrivals if arrivals[k]]
             if not started:
                 break
-            finish(min(started))
+            finish(min(started, key=lambda k: k[1]))
         return self
 
     def _fenced_before(self, pe, index, end):

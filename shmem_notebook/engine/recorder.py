@@ -31,9 +31,10 @@ memory are merged into one event (a range), so loops stay small:
   RMA or atomic call on PE ``pe``'s symmetric range, with the local buffer it
   reads or writes (``lspace`` None for atomics), the context (0: default) and
   the values written when known (single-element writes).
-- ``["sync", op, line, ctx]``: ``barrier_all``, ``sync_all``, ``sync``,
-  ``alloc``, ``free`` (collective), ``quiet``, ``fence``, ``ctx_destroy``.
-- ``["coll", op, line, tspace, tlo, thi, sspace, slo, shi, dtype, root]``:
+- ``["sync", op, line, ctx, members]``: ``barrier_all``, ``sync_all`` (also
+  ``sync``/``Team.sync``), ``alloc``, ``free`` (collective), ``quiet``,
+  ``fence``, ``ctx_destroy``; ``members`` the team's world PEs (None: all).
+- ``["coll", op, line, tspace, tlo, thi, sspace, slo, shi, dtype, root, members]``:
   broadcast, reductions, collect, fcollect, alltoall(s).
 - ``["wait", op, line, lo, hi, dtype, observed]``: a ``wait_until*`` or a
   ``test*`` that succeeded, on this PE's symmetric range; ``observed`` the
@@ -51,6 +52,7 @@ import numpy as np
 from shmem4py import shmem
 
 from ..errors import ShmemNotebookError
+from . import teams
 from .instrument import HOOKS, AccessTransformer, MarkTransformer
 
 __all__ = ["start", "stop", "active", "UnsupportedError", "install_unsupported", "UNSUPPORTED"]
@@ -416,26 +418,41 @@ def _atomic_recorder(op):
     return record
 
 
-def _sync_recorder(op, ctx_index=None, method=False):
+def _members(team):
+    """World PEs of ``team`` (None: every PE), for matching collectives of one team."""
+    if team is None:
+        return None
+    try:
+        pes = list(teams.members(team).pes)
+    except Exception:  # not a member, or teams not set up: the call itself will say so
+        return None
+    return None if len(pes) == shmem.n_pes() else pes
+
+
+def _sync_recorder(op, ctx_index=None, method=False, team_index=None):
     def record(rec, line, result, args, kwargs):
-        if method:
+        ctx = team = None
+        if method and team_index is not None:
+            team = args[0]
+        elif method:
             ctx = args[0]
         elif ctx_index is not None:
             ctx = _arg(args, kwargs, ctx_index, "ctx")
-        else:
-            ctx = None
-        rec.sync(["sync", op, line, _ctx_key(ctx)])
+        elif team_index is not None:
+            team = _arg(args, kwargs, team_index, "team")
+        rec.sync(["sync", op, line, _ctx_key(ctx), _members(team)])
 
     return record
 
 
-def _coll_recorder(op, root_index=None):
+def _coll_recorder(op, team_index, root_index=None):
     def record(rec, line, result, args, kwargs):
         target, source = _arg(args, kwargs, 0, "target"), _arg(args, kwargs, 1, "source")
         _, tspace, _, tlo, thi, _, dtype, _, _ = rec.info(target)
         _, sspace, _, slo, shi, _, _, _, _ = rec.info(source)
         root = _arg(args, kwargs, root_index, "root") if root_index is not None else None
-        rec.sync(["coll", op, line, tspace, tlo, thi, sspace, slo, shi, dtype, root])
+        members = _members(_arg(args, kwargs, team_index, "team"))
+        rec.sync(["coll", op, line, tspace, tlo, thi, sspace, slo, shi, dtype, root, members])
 
     return record
 
@@ -474,18 +491,18 @@ def _recorders():
         table[(shmem, op)] = _atomic_recorder(op)
     for op in ("barrier_all", "sync_all", "alloc", "free"):
         table[(shmem, op)] = _sync_recorder(op)
-    table[(shmem, "sync")] = _sync_recorder("sync_all")
+    table[(shmem, "sync")] = _sync_recorder("sync_all", team_index=0)
     table[(shmem, "quiet")] = _sync_recorder("quiet", ctx_index=0)
     table[(shmem, "fence")] = _sync_recorder("fence", ctx_index=0)
     table[(shmem.Ctx, "quiet")] = _sync_recorder("quiet", method=True)
     table[(shmem.Ctx, "fence")] = _sync_recorder("fence", method=True)
     table[(shmem.Ctx, "destroy")] = _sync_recorder("ctx_destroy", method=True)
-    table[(shmem.Team, "sync")] = _sync_recorder("sync_all")
-    table[(shmem, "broadcast")] = _coll_recorder("broadcast", root_index=2)
-    for op in ("collect", "fcollect", "alltoall", "alltoalls", "reduce"):
-        table[(shmem, op)] = _coll_recorder(op)
+    table[(shmem.Team, "sync")] = _sync_recorder("sync_all", method=True, team_index=0)
+    table[(shmem, "broadcast")] = _coll_recorder("broadcast", 4, root_index=2)
+    for op, team_index in (("collect", 3), ("fcollect", 3), ("alltoall", 3), ("alltoalls", 5), ("reduce", 4)):
+        table[(shmem, op)] = _coll_recorder(op, team_index)
     for op in ("and", "or", "xor", "max", "min", "sum", "prod"):
-        table[(shmem, f"{op}_reduce")] = _coll_recorder(f"{op}_reduce")
+        table[(shmem, f"{op}_reduce")] = _coll_recorder(f"{op}_reduce", 3)
     for op in ("wait_until", "wait_until_all", "wait_until_any", "wait_until_some", "wait_until_all_vector",
                "wait_until_any_vector", "wait_until_some_vector", "test", "test_all", "test_any", "test_some",
                "test_all_vector", "test_any_vector", "test_some_vector"):
