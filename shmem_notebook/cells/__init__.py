@@ -6,11 +6,13 @@
 - :mod:`.output`: per-PE streams merged into ``[PE 0-3] text`` lines, live.
 - :mod:`.result`: :class:`CellResult`, what one cell did on every PE.
 - :mod:`.race`: the ``race`` stage (``job.run(code, race=True)``, ``%%pxshmem --race``).
+- :mod:`.tracing`: the ``trace`` stage (``job.run(code, trace=True)``).
 """
 
 from . import race  # noqa: F401  (registers the "race" stage)
 from .path import Cell, run_cell
 from .result import CellResult
 from .stages import STAGES, Stage, register
+from . import tracing  # noqa: F401  (registers the "trace" stage)
 
 __all__ = ["Cell", "CellResult", "run_cell", "Stage", "STAGES", "register"]

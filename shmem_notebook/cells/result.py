@@ -17,3 +17,4 @@ class CellResult:
     pending: list = field(default_factory=list)  # PEs that had not finished (timeout, interrupt, death)
     outcome: str = "ok"  # ok, error, timeout, interrupted, died
     races: list = field(default_factory=list)  # shmem_notebook.Race, when the race stage ran
+    trace: object = None  # analysis.trace.Trace when run with trace=True (%%pxshmem --trace)

@@ -60,6 +60,7 @@ label = None
 
 _shmem = None
 _scratch = None
+_calls = 0  # collective calls made on this PE (numbers the calls in a trace)
 
 
 def install(shmem_module):
@@ -70,6 +71,8 @@ def install(shmem_module):
 
 
 def _algorithm(collective, algorithm):
+    global _calls
+    _calls += 1
     choices = ALGORITHMS[collective]
     algorithm = choices[0] if algorithm is None else str(algorithm).lower().replace(" ", "_").replace("-", "_")
     if algorithm not in choices:
@@ -89,12 +92,9 @@ def _done(m):
 
 
 def _put(t, s, pe):
-    """Put the local ``s`` into the symmetric ``t`` on world PE ``pe`` (a copy when it is me)."""
-    if not s.size:
-        return
-    if pe == _shmem.my_pe():
-        t[:] = s
-    else:
+    """Put the local ``s`` into the symmetric ``t`` on world PE ``pe`` (also to itself, so that a
+    trace sees every write of the result)."""
+    if s.size:
         _shmem.put(t, s, pe)
 
 
@@ -129,7 +129,7 @@ def broadcast(target, source, root, size=None, team=None, algorithm=None):
     t, s = t[:size], s[:size]
     teams.team_sync(m)
     if rank == root:
-        t[:] = s
+        _put(t, s, m.pes[rank])
     v = (rank - root) % n  # rank relative to the root
     if algorithm == "linear":
         if rank == root:
@@ -179,7 +179,7 @@ def fcollect(target, source, size=None, team=None, algorithm=None):
         return t[(j % n) * size : (j % n + 1) * size]
 
     teams.team_sync(m)
-    block(rank)[:] = s[:size]
+    _put(block(rank), s[:size], m.pes[rank])
     if algorithm == "ring":
         right = m.pes[(rank + 1) % n]
         for k in range(n - 1):
@@ -271,7 +271,7 @@ def reduce(target, source, op="sum", size=None, team=None, algorithm=None):
         if algorithm == "recursive_doubling":
             work = _recursive_doubling_reduce(m, work, region, ufunc)
             if work is not None:
-                t[lo:hi] = work
+                _put(t[lo:hi], work, m.pes[m.rank])
         else:
             _rabenseifner(m, work, region, ufunc, t[lo:hi])
         _fold_out(m, t[lo:hi], algorithm)
@@ -360,7 +360,7 @@ def _rabenseifner(m, work, region, ufunc, t):
         a, b = bounds[keep[0]], bounds[keep[1]]
         work[a:b] = _combine(ufunc, work[a:b], region[k + 1][: b - a], rank, partner)
         lo, hi = keep
-    t[bounds[lo] : bounds[hi]] = work[bounds[lo] : bounds[hi]]
+    _put(t[bounds[lo] : bounds[hi]], work[bounds[lo] : bounds[hi]], m.pes[rank])
     for k in range(steps):
         d = 1 << k
         partner = rank ^ d
@@ -407,7 +407,7 @@ def alltoall(target, source, size=None, team=None, algorithm=None):
     n, rank = len(m.pes), m.rank
     size = teams._alltoall_size(t, s, size, n, 1, 1, "collectives.alltoall")
     teams.team_sync(m)
-    t[rank * size : (rank + 1) * size] = s[rank * size : (rank + 1) * size]
+    _put(t[rank * size : (rank + 1) * size], s[rank * size : (rank + 1) * size], m.pes[rank])
     power_of_two = n & (n - 1) == 0
     for k in range(1, n):
         if algorithm == "linear":

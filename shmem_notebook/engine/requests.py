@@ -4,11 +4,12 @@
 answer is plain data. Calls marked collective must reach every PE.
 """
 
-from . import heap, recorder, runtime, snapshot
+from . import heap, recorder, runtime, snapshot, trace
 
 __all__ = ["HANDLERS", "handle"]
 
 #: op name -> function; alloc and free are collective, the rest are local to the PE
+#: (trace_start/trace_stop bracket a cell run with --trace)
 HANDLERS = {
     "alloc": heap.alloc,
     "free": heap.free,
@@ -18,6 +19,8 @@ HANDLERS = {
     "snapshot": snapshot.snapshot,
     "record_start": recorder.start,
     "record_stop": recorder.stop,
+    "trace_start": trace.start,
+    "trace_stop": trace.stop,
 }
 
 

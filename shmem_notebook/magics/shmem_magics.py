@@ -16,7 +16,7 @@ from ..specs import format_size
 
 __all__ = ["ShmemMagics", "format_status", "format_arrays"]
 
-SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather", "inspect", "race")
+SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather", "inspect", "race", "replay")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -83,6 +83,11 @@ def _cell_args(p):
     p.add_argument("--race", action="store_true", help="report put/get races after the cell")
     p.add_argument("--stress", nargs="?", type=_seed, const=0, default=None, metavar="SEED",
                    help="with --race: rerun the cell with seeded random delays around shmem calls")
+    p.add_argument("--trace", action="store_true", help="record the cell's calls for %shmem replay")
+
+
+def _replay_args(p):
+    p.add_argument("--array", action="append", default=None, metavar="NAME", help="arrays drawn in the PE boxes")
 
 
 def _inspect_args(p):
@@ -99,6 +104,7 @@ PARSERS = {
     "pxshmem": _parser("%%pxshmem", _cell_args),
     "inspect": _parser("%shmem inspect", _inspect_args),
     "race": _parser("%shmem race", lambda p: p.add_argument("switch", choices=("on", "off"))),
+    "replay": _parser("%shmem replay", _replay_args),
 }
 
 
@@ -177,6 +183,7 @@ class ShmemMagics(Magics):
         %shmem alloc NAME=DTYPE[SHAPE] ... | free NAME ... | gather NAME
         %shmem inspect [--auto] [--array NAME] [--reference PE]
         %shmem race on|off
+        %shmem replay [--array NAME ...]
         """
         words = shlex.split(line)
         if not words or words[0] not in SUBCOMMANDS:
@@ -238,11 +245,17 @@ class ShmemMagics(Magics):
         self.race_default = args.switch == "on"
         print(f"race check {'on' if self.race_default else 'off'} for every %%pxshmem cell")
 
+    def _replay(self, args):
+        result = self._job("%shmem replay").last_result
+        if result is None or result.trace is None:
+            raise UsageError("%shmem replay: the last cell was not traced; run it with `%%pxshmem --trace` first")
+        return result.trace.replay(arrays=args.array)
+
     @cell_magic
     def pxshmem(self, line, cell):
-        """%%pxshmem [NAME=DTYPE[SHAPE] ...] [--timeout S] [--race] [--stress [SEED]]: run the cell on every PE."""
+        """%%pxshmem [NAME=DTYPE[SHAPE] ...] [--timeout S] [--race] [--stress [SEED]] [--trace]: run the cell on every PE."""
         args = PARSERS["pxshmem"].parse_args(shlex.split(line))
-        options = {"race": args.race or self.race_default or args.stress is not None}
+        options = {"race": args.race or self.race_default or args.stress is not None, "trace": args.trace}
         if args.stress is not None:
             options["stress"] = args.stress
         self._job("%%pxshmem").run(cell, arrays=args.arrays, timeout=args.timeout, **options)

@@ -1,0 +1,122 @@
+"""What a traced cell did (client side): events in happens-before order, the heap per epoch,
+and the replay's frames. Built from what each PE's recorder sent (``engine/trace.py``).
+
+``Trace.events``: every recorded call of every PE, ordered by (epoch, time):
+epochs are separated by world barriers, and within an epoch a put is followed
+on the receiver by the wait that sees it, later on the same host's clock, so
+the order is consistent with happens-before (on one host; across hosts the
+clocks are only as good as their synchronisation).
+"""
+
+import numpy as np
+
+__all__ = ["Trace", "TRANSFERS"]
+
+#: ops drawn as arrows: data or an atomic update moves between two PEs
+TRANSFERS = {"put", "put_nbi", "iput", "get", "get_nbi", "iget"} | {
+    f"atomic_{name}"
+    for name in ("set", "inc", "add", "and", "or", "xor", "fetch", "swap", "compare_swap", "fetch_inc",
+                 "fetch_add", "fetch_and", "fetch_or", "fetch_xor", "op", "fetch_op")
+}
+_FETCHES = {"get", "get_nbi", "iget"}
+
+
+class Trace:
+    """A traced cell: ``events``, ``epochs`` (heap states recorded), :meth:`heap`, :meth:`frames`,
+    :meth:`replay`."""
+
+    def __init__(self, per_pe, code=""):
+        self.code = code
+        self.npes = len(per_pe)
+        self.dropped = sum(p.get("dropped", 0) for p in per_pe)
+        self.events = sorted((e for p in per_pe for e in p["events"]), key=lambda e: (e["epoch"], e["t"], e["pe"]))
+        self._snapshots = [p["snapshots"] for p in per_pe]
+        #: heap states recorded on every PE: the start, after each world barrier, the end
+        self.epochs = min((len(s) for s in self._snapshots), default=0)
+        self._frames = None
+
+    def __repr__(self):
+        return f"<Trace: {len(self.events)} events on {self.npes} PEs, {self.epochs} heap states, {len(self.frames())} steps>"
+
+    def heap(self, epoch):
+        """``{name: ndarray of shape (npes, *shape)}`` of the heap at ``epoch`` (0 = the cell's
+        start, k = after the k-th world barrier, ``epochs - 1`` = the end); arrays too large to
+        send exactly come as ``{name: [summary per PE]}``."""
+        if not -self.epochs <= epoch < self.epochs:
+            raise IndexError(f"epoch {epoch} out of range: this trace has {self.epochs} heap states (0..{self.epochs - 1})")
+        states = [s[epoch] for s in self._snapshots]
+        names = set(states[0]).intersection(*states[1:]) if states else set()
+        out = {}
+        for name in sorted(names):
+            values = [state[name] for state in states]
+            if all(isinstance(v, np.ndarray) for v in values) and len({v.shape for v in values}) == 1:
+                out[name] = np.stack(values)
+            else:
+                out[name] = [v if isinstance(v, dict) else {"shape": list(np.shape(v))} for v in values]
+        return out
+
+    def frames(self):
+        """The replay's steps: ``[{"title", "epoch", "transfers", "heap"}]``. A teaching
+        collective's step is one frame; other transfers make one frame per epoch; ``heap`` is the
+        epoch's heap with the puts of the frames so far applied (when their values were sent)."""
+        if self._frames is not None:
+            return self._frames
+        frames, key_of, own = [], {}, []
+        for event in self.events:
+            if event["op"] in TRANSFERS and event["target"] == event["pe"] and not event.get("label"):
+                own.append(event)  # a PE writing its own result: applied with the next step, not drawn
+                continue
+            if event["op"] not in TRANSFERS and event["op"] not in ("broadcast", "collect", "fcollect", "alltoall",
+                                                                   "alltoalls", "reduce"):
+                continue
+            label = event.get("label")
+            if label:
+                key = ("step", event["epoch"], label["collective"], label["algorithm"], label["call"], label["step"])
+                title = f"{label['collective']} ({label['algorithm'].replace('_', ' ')}): {label['text']}"
+            elif event["op"] in TRANSFERS:
+                key = ("epoch", event["epoch"])
+                title = f"epoch {event['epoch']}: one-sided transfers between barriers"
+            else:
+                key = ("library", event["epoch"], event["op"])
+                title = f"{event['op']} (the library's own collective)"
+            if key not in key_of:
+                key_of[key] = len(frames)
+                frames.append({"title": title, "epoch": event["epoch"], "transfers": [], "label": label})
+            if event["op"] in TRANSFERS:
+                frames[key_of[key]]["transfers"] += own + [event]
+                own = []
+        if own and frames:
+            frames[-1]["transfers"] += own
+        self._apply(frames)
+        self._frames = frames
+        return frames
+
+    def _apply(self, frames):
+        state, epoch = None, None
+        for frame in frames:
+            if frame["epoch"] != epoch:
+                epoch = frame["epoch"]
+                heap = self.heap(min(epoch, self.epochs - 1)) if self.epochs else {}
+                state = {k: v.copy() for k, v in heap.items() if isinstance(v, np.ndarray)}
+            for e in frame["transfers"]:
+                if e["op"] in _FETCHES or e.get("values") is None or e["array"] not in state:
+                    continue
+                start, stop, step = e["indices"]
+                flat = state[e["array"]][e["target"]].reshape(-1)
+                flat[start:stop:step] = np.asarray(e["values"], dtype=flat.dtype)[: len(flat[start:stop:step])]
+            frame["heap"] = {k: v.copy() for k, v in state.items()}
+
+    @staticmethod
+    def arrow(event):
+        """(from PE, to PE, text) of a transfer event: data flows to the PE that receives it."""
+        start, stop, step = event["indices"] or (0, 0, 1)
+        where = f"{event['array']}[{start}]" if stop - start <= step else f"{event['array']}[{start}:{stop}{':' + str(step) if step != 1 else ''}]"
+        if event["op"] in _FETCHES:
+            return event["target"], event["pe"], f"get {where}"
+        return event["pe"], event["target"], f"{event['op']} {where}"
+
+    def replay(self, **options):
+        """The replay widget (slider and play button over :meth:`frames`)."""
+        from ..inspector.replay import Replay
+
+        return Replay(self, **options)

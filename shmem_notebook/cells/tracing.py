@@ -1,0 +1,36 @@
+"""The ``trace`` stage: ``job.run(code, trace=True)`` / ``%%pxshmem --trace`` (client side).
+
+Before the cell, every PE starts its recorder (``engine/trace.py``, request
+``trace_start``); after it, the PEs send their events and heap snapshots
+(``trace_stop``) and ``result.trace`` becomes an
+:class:`~shmem_notebook.analysis.trace.Trace`. A cell that died or hung has no
+trace (the PEs cannot answer).
+"""
+
+from ..analysis.trace import Trace
+from .stages import Stage, register
+
+__all__ = ["TraceStage"]
+
+
+@register
+class TraceStage(Stage):
+    """Record every RMA, AMO, sync and collective call of the cell on every PE."""
+
+    name = "trace"
+
+    def before(self, cell):
+        cell.job._call("trace_start")
+
+    def after(self, cell, result):
+        if result.outcome in ("ok", "error"):
+            result.trace = Trace(cell.job._call("trace_stop"), cell.code)
+
+    def report(self, cell, result, write):
+        trace = result.trace
+        if trace is None:
+            write("trace: none (the PEs did not finish the cell)\n")
+            return
+        dropped = f" ({trace.dropped} more not kept)" if trace.dropped else ""
+        write(f"trace: {len(trace.events)} events{dropped} on {trace.npes} PEs, {trace.epochs} heap states, "
+              f"{len(trace.frames())} steps; replay with `%shmem replay` or result.trace.replay()\n")

@@ -1,0 +1,83 @@
+"""--trace: events, happens-before order, heap per epoch, replay frames and widget (2 and 4 PEs)."""
+
+import io
+
+import numpy as np
+import pytest
+
+from conftest import running_job
+from shmem_notebook.inspector.replay import Replay, draw_frame
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=lambda n: f"{n}pe")
+def job(request):
+    yield from running_job(request.param, heap="32M")
+
+
+def traced(job, code, **kw):
+    out = io.StringIO()
+    result = job.run(code, stdout=out, trace=True, **kw)
+    return result, out.getvalue()
+
+
+def test_ring_shift_is_recorded_with_lines_arrays_indices_and_epochs(job):
+    n = job.n
+    result, out = traced(job, "right[:] = -1\nshmem.barrier_all()\nshmem.put(right[1:3], np.full(2, me), (me + 1) % npes)\n"
+                              "shmem.barrier_all()\nx = int(right.sum())", arrays="right=int64[4]")
+    trace = result.trace
+    assert f"trace: " in out and "replay with `%shmem replay`" in out
+    puts = [e for e in trace.events if e["op"] == "put"]
+    assert sorted((e["pe"], e["target"]) for e in puts) == [(pe, (pe + 1) % n) for pe in range(n)]
+    for e in puts:
+        assert (e["line"], e["array"], e["indices"], e["epoch"], e["values"]) == (3, "right", [1, 3, 1], 1, [e["pe"]] * 2)
+    epochs = [e["epoch"] for e in trace.events]
+    assert epochs == sorted(epochs)  # barriers order the events
+    assert trace.epochs == 4  # start, after each of the 2 barriers, end
+    assert (trace.heap(1)["right"] == -1).all()
+    after = trace.heap(2)["right"]
+    assert after.shape == (n, 4)
+    assert after[:, 1].tolist() == [(pe - 1) % n for pe in range(n)]
+    frames = trace.frames()
+    assert len(frames) == 1 and frames[0]["epoch"] == 1 and len(frames[0]["transfers"]) == n
+    assert np.array_equal(frames[0]["heap"]["right"], after)  # values applied = what the barrier saw
+    with pytest.raises(IndexError, match="this trace has 4 heap states"):
+        trace.heap(7)
+
+
+@pytest.mark.parametrize("collective, algorithm, steps", [
+    ("fcollect", "ring", lambda n: n - 1),
+    ("fcollect", "recursive_doubling", lambda n: n.bit_length() - 1),
+    ("broadcast", "binomial", lambda n: (n - 1).bit_length()),
+    ("alltoall", "pairwise", lambda n: n - 1),
+])
+def test_teaching_collectives_replay_step_by_step(job, collective, algorithm, steps):
+    n = job.n
+    call = {
+        "fcollect": f"collectives.fcollect(dst, src, algorithm='{algorithm}')",
+        "broadcast": f"collectives.broadcast(dst[:2], src, 0, algorithm='{algorithm}')",
+        "alltoall": f"collectives.alltoall(dst, a2a, algorithm='{algorithm}')",
+    }[collective]
+    result, _ = traced(job, f"src[:] = me + 1\na2a[:] = me * 10 + np.arange(2 * npes)\nshmem.barrier_all()\n{call}",
+                       arrays="src=int64[2] dst=int64[2*npes] a2a=int64[2*npes]")
+    frames = [f for f in result.trace.frames() if f["label"]]
+    assert len(frames) == steps(n)
+    assert [f["label"]["step"] for f in frames] == list(range(1, steps(n) + 1))
+    assert all(f["title"].startswith(f"{collective} ({algorithm.replace('_', ' ')})") for f in frames)
+    final = frames[-1]["heap"]["dst"]
+    if collective == "fcollect":
+        assert final.tolist() == [[p + 1 for p in range(n) for _ in range(2)]] * n
+    elif collective == "broadcast":
+        assert final[:, :2].tolist() == [[1, 1]] * n
+    replay = result.trace.replay()
+    assert isinstance(replay, Replay) and replay.slider.max == len(result.trace.frames()) - 1
+    replay.slider.value = replay.slider.max
+    assert replay.index == replay.slider.max and replay.image.value[:4] == b"\x89PNG"
+    text = replay.static_text()
+    assert f"step 1: {collective} ({algorithm.replace('_', ' ')})" in text and "PE 0 -> PE 1" in text
+    assert "<ol><li>" in replay._repr_mimebundle_()["text/html"]
+    assert draw_frame(result.trace, 0).axes
+
+
+def test_untraced_cells_have_no_trace(job):
+    result = job.run("pass", stdout=io.StringIO())
+    assert result.trace is None
