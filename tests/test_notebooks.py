@@ -59,3 +59,35 @@ def test_races(tmp_path):
     assert "[PE 1] received 406" in flag_fixed
     data = text_of(cell_starting(nb, "import shmem_notebook"))
     assert "[(0, 3, 'put', 'write'), (1, 5, 'store', 'write')]" in " ".join(data.split())
+
+
+def test_teams_and_collectives(tmp_path):
+    """notebooks/04-teams-and-collectives.ipynb: teams, team collectives, two replays, the latency table."""
+    nb = execute("04-teams-and-collectives.ipynb", tmp_path)
+    for c in nb.cells:
+        assert not any(o.get("output_type") == "error" for o in c.get("outputs", [])), c.source
+    assert "teams: emulated (OpenSHMEM 1.4 library" in text_of(cell_starting(nb, "%shmem status"))
+    split = text_of(cell_starting(nb, "%%pxshmem\neven ="))
+    assert "[PE 1] odd team: my_pe 0 of 2, its PE 0 is world PE 1" in split
+    assert "[PE 2] even team: my_pe 1 of 2, its PE 0 is world PE 0" in split
+    assert text_of(cell_starting(nb, "%%pxshmem x=")).splitlines() == [
+        "[PE 0,2] even: fcollect [10, 30], sum 40", "[PE 1,3] odd: fcollect [20, 40], sum 60"]
+    grid = text_of(cell_starting(nb, "%%pxshmem rowsum"))
+    assert "[PE 3] row 1 sum 5, column 1 sum 4" in grid and "[PE 0] row 0 sum 1, column 0 sum 2" in grid
+    heap_line = text_of(cell_starting(nb, "%%pxshmem\nfrom shmem_notebook.engine import heap"))
+    before, after = heap_line.split(":")[-1].split()
+    assert before == after
+    binomial = text_of(cell_starting(nb, "%shmem replay --array dst"))
+    assert binomial.splitlines()[0] == "replay: 2 steps, 19 events, 4 PEs"
+    assert "binomial tree, step 2 of 2" in binomial and "PE 1 -> PE 3: put dst[0:4]" in binomial
+    ring = text_of(cell_starting(nb, "ring = %shmem replay"))
+    assert [line for line in ring.splitlines() if line.startswith("step")] == [
+        f"step {k}: fcollect (ring): ring, step {k} of 3: PE i puts block i-{k - 1} to PE i+1" for k in (1, 2, 3)]
+    assert "[[1 2 3 4]\n [1 2 3 4]\n [1 2 3 4]\n [1 2 3 4]]" in text_of(cell_starting(nb, "import shmem_notebook\ntrace"))
+    table = text_of(cell_starting(nb, "rows = sorted"))
+    rows = [line for line in table.splitlines() if line.startswith(("fcollect/", "alltoall/"))]
+    assert len(rows) == 2 * 7  # mean and median tables, 7 collective/algorithm rows each
+    for row in rows:
+        numbers = [float(x) for x in row.split()[1:]]
+        assert len(numbers) == 9 and all(x > 0 for x in numbers)
+    assert any(o.get("data", {}).get("image/png") for o in cell_starting(nb, "%matplotlib").outputs)
