@@ -7,7 +7,7 @@ with an operation name and plain arguments, each PE answers with plain data
 
 import os
 
-__all__ = ["ENGINE_MODULE", "GLOBAL_EXIT_MARK", "request", "stack_path"]
+__all__ = ["ENGINE_MODULE", "GLOBAL_EXIT_MARK", "request", "stack_path", "exit_path"]
 
 #: the module ``oshrun`` runs on every PE (``python -m shmem_notebook.engine``)
 ENGINE_MODULE = "shmem_notebook.engine"
@@ -26,3 +26,9 @@ def request(op, *args):
 def stack_path(profile_dir, cluster_id, pe):
     """Where PE ``pe`` writes its stacks on SIGUSR1 (on its own host)."""
     return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.stacks")
+
+
+def exit_path(profile_dir, cluster_id, pe):
+    """Where PE ``pe`` notes the status it passes to ``shmem.global_exit`` (on its own host):
+    oshrun's output can lose the PE's last stderr line when the job ends."""
+    return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.exit")

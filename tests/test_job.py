@@ -111,10 +111,16 @@ def test_status_rows(job):
         assert r["heap_size"] == 256 << 20 and 0 <= r["heap_used"] < r["heap_size"]
 
 
-def test_timeout_marks_the_job_hung_and_restart_recovers(job):
-    run(job, "T[:] = 5", arrays="T=int64[3]")
-    with pytest.raises(JobStateError, match="did not finish within 1 s on PE 0"):
+def test_timeout_interrupts_first_and_marks_hung_only_what_cannot_stop(job):
+    run(job, "T[:] = 5", arrays="T=int64[3] W=int64[1]")
+    # a PE in time.sleep stops at the interrupt, as with the stop button: the job stays usable
+    with pytest.raises(JobStateError, match="did not finish within 1 s; every PE stopped at the interrupt"):
         run(job, "import time; time.sleep(5 if me == 0 else 0)", timeout=1)
+    assert job.state == "running" and job.gather("T").sum() == 15 * job.n
+    assert job.last_result.errors[0][0] == "KeyboardInterrupt"
+    # a PE blocked inside OpenSHMEM cannot be interrupted: hung, and the message names it
+    with pytest.raises(JobStateError, match="within 1 s; PE 0 could not be interrupted .* marked hung"):
+        run(job, "if me == 0:\n    shmem.wait_until(W, shmem.CMP.EQ, 99)", timeout=1)
     assert job.state == "hung"
     with pytest.raises(JobStateError, match="restart"):
         run(job, "pass")

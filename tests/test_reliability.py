@@ -84,7 +84,7 @@ def test_barrier_deadlock_shows_where_every_pe_is(job4):
     with pytest.raises(CellStoppedError) as info:
         quiet_run(job4, code, timeout=2)
     assert info.value.where == ["PE 0: line 3, shmem.barrier_all()", "PE 1-3: finished"]
-    assert "did not finish within 2 s on PE 0" in str(info.value)
+    assert "did not finish within 2 s; PE 0 could not be interrupted" in str(info.value)
     assert job4.state == "hung"
     with pytest.raises(JobStateError, match="hung .* restart"):
         quiet_run(job4, "pass")
@@ -98,6 +98,18 @@ def test_wait_until_nobody_sets_shows_the_blocking_call(job4):
         quiet_run(job4, code, arrays="flag=int64[1]", timeout=1.5)
     assert info.value.where == ["PE 0-3: line 2, shmem.wait_until(flag, shmem.CMP.EQ, 1)"]
     assert all(job4.last_result.stdout[pe] == f"waiting {pe}\n" for pe in range(4))
+    job4.restart()
+
+
+def test_global_exit_names_the_pe_and_the_status(job4):
+    """Issue 9 item 8: oshrun's output lost PE 3's note now and then ("oshrun exited while the cell ran")."""
+    for _ in range(3):
+        if job4.state != "running":
+            job4.restart()
+        with pytest.raises(PEDiedError) as info:
+            quiet_run(job4, "shmem.barrier_all()\nif me == 3:\n    shmem.global_exit(5)\nprint(me)")
+        assert "PE 3 died of shmem.global_exit(5)" in str(info.value), str(info.value)
+        assert info.value.causes[3] == "shmem.global_exit(5)"
     job4.restart()
 
 
@@ -204,7 +216,7 @@ def test_kernel_interrupt_shows_where_pes_are_and_restart_recovers(kernel):
         during=lambda: (time.sleep(3), km.interrupt_kernel()),
     )
     assert "[PE 0] entering 0" in out and "[PE 1] entering 1" in out
-    assert "CellStoppedError: the cell was interrupted on PE 0; the job is marked hung" in err
+    assert "CellStoppedError: the cell was interrupted; PE 0 could not be interrupted (blocked in OpenSHMEM), so the job is marked hung" in err
     assert "PE 0: line 3, shmem.barrier_all()" in err and "PE 1: finished" in err
     out, err = execute(kc, "%shmem status")
     out, err = execute(kc, "%shmem restart")
@@ -213,7 +225,7 @@ def test_kernel_interrupt_shows_where_pes_are_and_restart_recovers(kernel):
     assert out == "[PE 0] after 0\n[PE 1] after 1\n", err
     # Ctrl-C in a cell that PEs can leave: the job stays usable
     out, err = execute(kc, "%%pxshmem\nimport time\ntime.sleep(30)", during=lambda: (time.sleep(2), km.interrupt_kernel()))
-    assert "every PE stopped and the job is still usable" in err
+    assert "every PE stopped at the interrupt and the job is still usable" in err
     out, err = execute(kc, "%%pxshmem\nprint('still', me)")
     assert out == "[PE 0] still 0\n[PE 1] still 1\n", err
 

@@ -147,3 +147,49 @@ def test_everything_sigkilled_leaves_no_shared_memory():
     psutil.wait_procs(victims, timeout=5)
     job.stop()
     assert tracker.left() == ([], [])
+
+
+# -- files in the IPython profile (item 10) and a missing shmem4py (item 12) ----------------
+
+
+def test_stop_removes_the_files_the_job_created():
+    job = shmem_notebook.Job(2, heap="8M").start()
+    profile, cluster_id = job._cluster.profile_dir, job._cluster.cluster_id
+
+    def ours():
+        return sorted(
+            name
+            for folder in ("log", "security")
+            for name in os.listdir(os.path.join(profile, folder))
+            if cluster_id in name
+        )
+
+    job._locate([0, 1])  # the PEs' stack dumps, as after a hang
+    during = ours()
+    assert f"shmem-{cluster_id}-pe1.stacks" in during and f"engines{cluster_id}.json" in during, during
+    job.stop()
+    assert ours() == []
+
+
+def test_missing_shmem4py_is_reported_before_launching(tmp_path):
+    """A Python where everything but shmem4py is installed (pip install shmem_notebook without [pe])."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    site = tmp_path / "site"
+    site.mkdir()
+    purelib = sysconfig.get_paths()["purelib"]
+    for name in os.listdir(purelib):
+        if not name.startswith("shmem4py"):
+            os.symlink(os.path.join(purelib, name), site / name)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(shmem_notebook.__file__)))
+    code = (
+        "import shmem_notebook\n"
+        "try:\n    shmem_notebook.Job(1, heap='8M').start()\n"
+        "except shmem_notebook.LaunchError as e:\n    print(e)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{repo}:{site}"}
+    out = subprocess.run([sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.startswith("the PEs need shmem4py, which is not installed"), out.stdout + out.stderr
+    assert "pip install 'shmem_notebook[pe]'" in out.stdout and "oshcc" in out.stdout

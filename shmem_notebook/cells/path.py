@@ -49,7 +49,7 @@ def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **o
     except KeyboardInterrupt:
         outcome, pending = "interrupted", _pending(cell.request)
     where = job._locate(pending) if outcome in ("timeout", "interrupted") else {}
-    if outcome == "interrupted":  # Ctrl-C: let PEs that can raise KeyboardInterrupt do so
+    if outcome in ("timeout", "interrupted"):  # as the stop button: PEs that can stop raise KeyboardInterrupt
         job._signal(pending, signal.SIGINT)
         wait(lambda: not _pending(cell.request), 1.5)
         pending = _pending(cell.request)
@@ -178,13 +178,16 @@ def _error(cell, result, where):
         )
     if result.outcome in ("timeout", "interrupted"):
         lines = where_report(where, cell.code, job.n)
+        what = f"did not finish within {cell.timeout:g} s" if result.outcome == "timeout" else "was interrupted"
         if not result.pending:
-            return CellStoppedError("the cell was interrupted; every PE stopped and the job is still usable", lines)
+            return CellStoppedError(
+                f"the cell {what}; every PE stopped at the interrupt and the job is still usable. Where every PE was:",
+                lines,
+            )
         job.state = "hung"
-        what = f"did not finish within {cell.timeout} s" if result.outcome == "timeout" else "was interrupted"
         return CellStoppedError(
-            f"the cell {what} on PE {pe_ranges(result.pending)}; the job is marked hung: "
-            f"run `%shmem restart`. Where every PE was:",
+            f"the cell {what}; PE {pe_ranges(result.pending)} could not be interrupted (blocked in OpenSHMEM), "
+            f"so the job is marked hung: run `%shmem restart`. Where every PE was:",
             lines,
         )
     if result.errors:

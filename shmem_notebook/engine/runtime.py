@@ -17,7 +17,7 @@ import time
 import numpy as np
 from shmem4py import shmem
 
-from ..protocol import GLOBAL_EXIT_MARK, stack_path
+from ..protocol import GLOBAL_EXIT_MARK, exit_path, stack_path
 from . import collectives, heap, pitfalls, recorder, teams
 
 __all__ = ["last_cell", "info", "bind", "main"]
@@ -47,7 +47,8 @@ def _patch_shmem4py():
 def _install_diagnostics():
     """SIGUSR1 dumps every thread's stack to a file the client reads (works while
     blocked in a shmem call); ``shmem.global_exit`` leaves a note in oshrun's output."""
-    path = stack_path(os.environ.get("IPP_PROFILE_DIR", "/tmp"), os.environ.get("IPP_CLUSTER_ID", ""), shmem.my_pe())
+    where = (os.environ.get("IPP_PROFILE_DIR", "/tmp"), os.environ.get("IPP_CLUSTER_ID", ""), shmem.my_pe())
+    path = stack_path(*where)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     global _stack_file
     _stack_file = open(path, "a")  # append: the client truncates it before each dump
@@ -56,6 +57,8 @@ def _install_diagnostics():
     global_exit = shmem.global_exit
 
     def noted_global_exit(status=0):
+        with open(exit_path(*where), "w") as f:
+            f.write(f"{int(status)}\n")
         os.write(2, (GLOBAL_EXIT_MARK.format(pe=shmem.my_pe(), status=status) + "\n").encode())
         global_exit(status)
 

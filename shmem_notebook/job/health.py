@@ -9,7 +9,7 @@ import time
 from ..analysis.postmortem import cell_location, crash_causes
 from ..errors import JobStateError, NoJobError, PEDiedError
 from ..folding import fold, pe_ranges
-from ..protocol import stack_path
+from ..protocol import exit_path, stack_path
 from .processes import alive, wait
 
 __all__ = ["Health"]
@@ -42,8 +42,20 @@ class Health:
         wait(lambda: not self._oshrun_running(), 3.0)  # oshrun reports, then exits
         output = self._oshrun_output(lines=400)
         self.crash = crash_causes(output, {pe: info.get("pid") for pe, info in self.pes.items()})
+        self.crash.update(self._global_exits())  # oshrun's output may have lost the PE's own note
         self.state = "dead"
         self._stop_pes()
+
+    def _global_exits(self):
+        """PE -> 'shmem.global_exit(status)' for PEs of this host that noted calling it (notes read are removed)."""
+        found = {}
+        for pe in range(self.n):
+            path = exit_path(self._cluster.profile_dir, self._cluster.cluster_id, pe)
+            with contextlib.suppress(OSError, ValueError):
+                with open(path) as f:
+                    found[pe] = f"shmem.global_exit({int(f.read())})"
+                os.remove(path)
+        return found
 
     def _crash_text(self):
         if not self.crash:

@@ -22,7 +22,7 @@ import psutil
 from ..arguments import check_timeout, positive_int
 from ..cells import run_cell
 from ..errors import JobStateError, LaunchError
-from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_slurm
+from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, check_slurm
 from ..protocol import request
 from ..rc import rc
 from ..specs import parse_size
@@ -96,6 +96,7 @@ class Job(SymmetricArrays, Health):
         else:
             check_oshrun(hostfile=self.hostfile)
             check_heap_fits(self.n, self.heap_bytes, self.hostfile)
+        check_shmem4py()
         try:
             self._watchdog = start_watchdog(self._token, self._batch_name if self.slurm else None)
             self._start_controller()
@@ -249,8 +250,17 @@ class Job(SymmetricArrays, Health):
                 self._client.close()
             with contextlib.suppress(Exception):
                 self._cluster.stop_cluster_sync()
+            self._remove_files()
         stop_watchdog(self._watchdog)  # kills whatever of this job is still alive
         self._cluster = self._client = self._view = self._watchdog = None
+
+    def _remove_files(self):
+        """Remove what this job left in the profile: the controller's engines<ID>.json, the PEs'
+        stack and exit notes, logs and connection files (all named by the cluster id)."""
+        for folder in ("log", "security"):
+            for path in glob.glob(os.path.join(self._cluster.profile_dir, folder, f"*{self._cluster.cluster_id}*")):
+                with contextlib.suppress(OSError):
+                    os.remove(path)
 
     def stop(self):
         """Stop every PE and the controller. Harmless when already stopped."""

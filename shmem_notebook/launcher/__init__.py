@@ -9,12 +9,13 @@
 """
 
 from .environment import LOCAL_ONLY, in_allocation, local_slots, platform_environment
-from .oshrun import OshrunEngineSetLauncher, check_oshrun
+from .oshrun import OshrunEngineSetLauncher, check_oshrun, check_shmem4py
 from .slurm import check_slurm
 
 __all__ = [
     "OshrunEngineSetLauncher",
     "check_oshrun",
+    "check_shmem4py",
     "check_slurm",
     "platform_environment",
     "local_slots",

@@ -13,6 +13,7 @@ the local process :mod:`.batchjob`, which stands for the job.
 """
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -28,7 +29,7 @@ from ..rc import rc
 from . import environment
 from .slurm import sbatch_command
 
-__all__ = ["OshrunEngineSetLauncher", "check_oshrun"]
+__all__ = ["OshrunEngineSetLauncher", "check_oshrun", "check_shmem4py"]
 
 INSTALL_HINT = "install Open MPI's OpenSHMEM: apt-get install openmpi-bin libopenmpi-dev"
 
@@ -40,6 +41,22 @@ def check_oshrun(cmd=None, hostfile=None):
         raise LaunchError(f"{cmd!r} was not found on PATH; {INSTALL_HINT}")
     if hostfile and not os.path.isfile(hostfile):
         raise LaunchError(f"hostfile {hostfile!r} does not exist; pass the path of an Open MPI hostfile")
+
+
+SHMEM4PY_HINT = (
+    "install it with `pip install 'shmem_notebook[pe]'` (or `pip install shmem4py`) in this environment; "
+    "it builds against Open MPI's OpenSHMEM, so its compiler wrapper oshcc must be on PATH "
+    "(apt-get install libopenmpi-dev)"
+)
+
+
+def check_shmem4py(python=None):
+    """Fail early, in one sentence, when the PEs' Python cannot import shmem4py (found without
+    importing it: importing shmem4py initialises OpenSHMEM)."""
+    if python not in (None, sys.executable):
+        return  # another interpreter: only oshrun's output can tell
+    if importlib.util.find_spec("shmem4py") is None:
+        raise LaunchError(f"the PEs need shmem4py, which is not installed for {sys.executable}; {SHMEM4PY_HINT}")
 
 
 class OshrunEngineSetLauncher(MPIEngineSetLauncher):
@@ -143,6 +160,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
     def start(self, n):
         if not self.slurm:
             check_oshrun(self.mpi_cmd[0], self.hostfile)
+        check_shmem4py(self.python)
         return super().start(n)
 
 
