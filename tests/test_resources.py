@@ -193,3 +193,20 @@ def test_missing_shmem4py_is_reported_before_launching(tmp_path):
     out = subprocess.run([sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.startswith("the PEs need shmem4py, which is not installed"), out.stdout + out.stderr
     assert "pip install 'shmem_notebook[pe]'" in out.stdout and "oshcc" in out.stdout
+
+
+def test_a_container_memory_limit_counts(tmp_path):
+    """Binder and docker limit memory with a cgroup while MemAvailable shows the host's."""
+    (tmp_path / "memory" / "pod").mkdir(parents=True)
+    (tmp_path / "memory" / "pod" / "memory.limit_in_bytes").write_text(str(2 * GiB))
+    (tmp_path / "memory" / "pod" / "memory.usage_in_bytes").write_text(str(GiB // 2))
+    (tmp_path / "memory" / "pod" / "memory.stat").write_text(f"cache 1\ntotal_inactive_file {GiB // 4}\n")
+    (tmp_path / "cgroup").write_text("4:memory:/pod\n3:cpu:/\n")
+    assert fit._cgroup_room(str(tmp_path / "cgroup"), str(tmp_path)) == 2 * GiB - GiB // 2 + GiB // 4
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "memory.max").write_text("max\n")
+    (tmp_path / "cgroup2").write_text("0::/v2\n")
+    assert fit._cgroup_room(str(tmp_path / "cgroup2"), str(tmp_path)) is None  # no limit
+    (tmp_path / "v2" / "memory.max").write_text(str(GiB))
+    (tmp_path / "v2" / "memory.current").write_text(str(GiB // 4))
+    assert fit._cgroup_room(str(tmp_path / "cgroup2"), str(tmp_path)) == GiB - GiB // 4

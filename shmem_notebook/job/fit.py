@@ -46,6 +46,37 @@ def _read_int(path, default):
         return default
 
 
+def _cgroup_room(cgroup_file="/proc/self/cgroup", root="/sys/fs/cgroup"):
+    """Memory this process's cgroup (a container's limit, e.g. binder's) still allows, or None."""
+    try:
+        with open(cgroup_file) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # cgroup v2
+            base, limit_name, usage_name = os.path.join(root, path.lstrip("/")), "memory.max", "memory.current"
+        elif "memory" in controllers.split(","):  # cgroup v1
+            base, limit_name = os.path.join(root, "memory", path.lstrip("/")), "memory.limit_in_bytes"
+            usage_name = "memory.usage_in_bytes"
+        else:
+            continue
+        limit = _read_int(os.path.join(base, limit_name), None)
+        if limit is None or limit >= 1 << 60:
+            continue
+        usage = _read_int(os.path.join(base, usage_name), 0)
+        reclaimable = 0
+        try:
+            with open(os.path.join(base, "memory.stat")) as f:
+                stats = dict(line.split() for line in f if len(line.split()) == 2)
+            reclaimable = int(stats.get("total_inactive_file", stats.get("inactive_file", 0)))
+        except (OSError, ValueError):
+            pass
+        return max(limit - usage + reclaimable, 0)
+    return None
+
+
 def node_memory():
     """``(bytes, what)``: shared memory this node can give heaps now, and which limit that is."""
     limits = []
@@ -57,6 +88,9 @@ def node_memory():
     if 0 < shmall < 1 << 62:
         used = sum(seg["size"] for seg in sysv_segments().values())
         limits.append((max(shmall - used, 0), "the SysV shared-memory limit (kernel.shmall)"))
+    room = _cgroup_room()
+    if room is not None:
+        limits.append((room, "this container's memory limit (cgroup)"))
     if not limits:
         return None, "unknown"
     return min(limits)
