@@ -407,10 +407,10 @@ def test_magic_inspect(clean, monkeypatch):
 def test_hung_and_dead_pes_do_not_break_the_inspector():
     job = shmem_notebook.Job(3, heap="32M").start()
     try:
-        job.alloc("A=int64[4]")
+        job.alloc("A=int64[4]", "W=int64[1]")
         run(job, "A[:] = me")
-        with pytest.raises(shmem_notebook.JobStateError):
-            job.run("import time\nprint('working', me)\nif me == 1: time.sleep(60)", timeout=2,
+        with pytest.raises(shmem_notebook.JobStateError):  # blocked in OpenSHMEM: a timeout cannot interrupt it
+            job.run("print('working', me)\nif me == 1: shmem.wait_until(W, shmem.CMP.EQ, 99)", timeout=2,
                     stdout=io.StringIO(), stderr=io.StringIO())
         started = time.monotonic()
         snap = gather_snapshot(job, timeout=2)
