@@ -5,7 +5,8 @@
     .venv/bin/python bench/run.py --quick --out /tmp/b   # tiny sizes/repeats: the test suite's smoke run
 
 Sections (one module each): startup (start to ready, restart, idle cost, a profile),
-dispatch, datapath (put/get: cell vs plain script vs C vs memcpy), inspector, memory.
+dispatch, datapath (put/get: cell vs plain script vs C vs memcpy), inspector, memory,
+races (the race check's cost: the same cells with and without race=True).
 Prints Markdown tables, writes OUT/results.json and OUT/results.png (OUT defaults
 to bench/). Medians over repeats; every ratio compares numbers measured in this run.
 
@@ -31,7 +32,7 @@ sys.path.insert(0, HERE)
 import common  # noqa: E402
 import report  # noqa: E402
 
-SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory"]
+SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races"]
 
 FULL = {
     "startup": dict(ns=[1, 2, 4], repeats=3, idle_seconds=5.0, profile_repeats=0),
@@ -39,6 +40,7 @@ FULL = {
     "datapath": dict(rounds=5, repeats=5, scale=1.0),
     "inspector": dict(n=4, sizes=[1 << 10, 8 << 20, 64 << 20], repeats=3),
     "memory": dict(n=4, cells=100),
+    "races": dict(n=2, puts=10_000, size=100_000, sweeps=10, repeats=5),
 }
 QUICK = {
     "startup": dict(ns=[2], repeats=1, idle_seconds=0.5, profile_repeats=0, variants=["ipp_local_tuned", "ipp_mpi_tuned"]),
@@ -46,6 +48,7 @@ QUICK = {
     "datapath": dict(rounds=1, repeats=1, scale=0.01),
     "inspector": dict(n=2, sizes=[1 << 10, 1 << 20], repeats=1),
     "memory": dict(n=2, cells=5),
+    "races": dict(n=2, puts=200, size=1000, sweeps=2, repeats=1),
 }
 
 

@@ -47,6 +47,7 @@ import operator
 import random
 import sys
 import time
+from weakref import ref as _weakref
 
 import numpy as np
 from shmem4py import shmem
@@ -108,8 +109,14 @@ def _heap_range():
     return 0, 0
 
 
+_ffi = shmem.ffi
+
+
 def _extent(a):
     """``(address, lo, hi)``: byte range an ndarray spans (its first..last element)."""
+    if a.flags.c_contiguous and a.size:  # cffi finds the address ~3x faster than __array_interface__
+        addr = int(_ffi.cast("uintptr_t", _ffi.from_buffer(a)))
+        return addr, addr, addr + a.nbytes
     addr = a.__array_interface__["data"][0]
     lo = hi = addr
     for n, s in zip(a.shape, a.strides):
@@ -134,7 +141,7 @@ class Recording:
         self.depth = 0  # >0 while inside a wrapped shmem call: inner calls are not recorded again
         self.files = set()  # code file names of the traced cell
         self.heap = _heap_range()
-        self.cache = {}  # id(array) -> (array, space, base address, lo, hi, itemsize, dtype, stride, n)
+        self.cache = {}  # id(array) -> (weakref, space, base address, lo, hi, itemsize, dtype, stride, n)
         self.merge = {}  # merge key -> event (reset at every synchronisation)
         self.n_async = 0  # async RMA events so far (local accesses do not merge across them)
         self.n_local = 0
@@ -148,7 +155,7 @@ class Recording:
     def info(self, a):
         key = id(a)
         found = self.cache.get(key)
-        if found is not None and found[0] is a:
+        if found is not None and found[0]() is a:
             return found
         addr, lo, hi = _extent(a)
         hlo, hhi = self.heap
@@ -157,7 +164,7 @@ class Recording:
         else:
             space = "priv"
         stride = a.strides[0] if a.ndim == 1 else 0
-        found = (a, space, addr, lo, hi, a.itemsize, a.dtype.str, stride, a.shape[0] if a.ndim == 1 else 0)
+        found = (_weakref(a), space, addr, lo, hi, a.itemsize, a.dtype.str, stride, a.shape[0] if a.ndim == 1 else 0)
         if len(self.cache) > 100_000:
             self.cache.clear()
         self.cache[key] = found
@@ -325,7 +332,7 @@ def _arg(args, kwargs, index, name, default=None):
 def _value(a):
     """The single value an RMA source holds, else None."""
     if isinstance(a, np.ndarray) and a.size == 1:
-        return a.reshape(-1)[0].item()
+        return a.item(0)
     return None
 
 
@@ -373,7 +380,8 @@ def _rma_recorder(op):
         count = size
         if count is None:
             count = min(-(-target.size // tst), -(-source.size // sst))
-        values = [_value(source)] if is_put and _value(source) is not None and count == 1 else None
+        value = _value(source) if is_put and count == 1 else None
+        values = [value] if value is not None else None
         rec.rma(op, line, remote, pe, count, local, ctx, values, asynchronous, rstride)
 
     return record
