@@ -161,3 +161,16 @@ def test_magics(capsys):
         assert isinstance(result.error_in_exec, UsageError) and "invalid choice: 'maybe'" in str(result.error_in_exec)
     finally:
         ip.run_cell("%shmem stop")
+
+
+def test_stress_reruns_with_seeds(job2):
+    """--stress: reruns from the arrays as they were, with seeded delays; the report names each seed."""
+    out = io.StringIO()
+    result = job2.run(ISSUE_CELL, arrays=["remote=int32[1]"], race=True, stress=5, stdout=out)
+    text = out.getvalue()
+    assert len(result.races) == 1 and job2.last_result is result
+    assert "stress: 4 reruns with random delays (up to 20 ms) around every shmem call:" in text
+    for seed in (5, 6, 7, 8):
+        line = next(x for x in text.splitlines() if x.startswith(f"  seed {seed}: "))
+        assert "[PE 1] remote is " in line and "remote PE 0: [0], PE 1: [1]" in line  # restored before each rerun
+    assert ("the seeds gave different results" in text) or ("every seed gave the same result" in text)

@@ -7,9 +7,10 @@
 - :mod:`.result`: :class:`CellResult`, what one cell did on every PE.
 - :mod:`.race`: the ``race`` stage (``job.run(code, race=True)``, ``%%pxshmem --race``).
 - :mod:`.tracing`: the ``trace`` stage (``job.run(code, trace=True)``).
+- :mod:`.stress`: the ``stress`` stage (``--stress [SEED]``): reruns with seeded delays.
 """
 
-from . import race  # noqa: F401  (registers the "race" stage)
+from . import race, stress  # noqa: F401  (register the "race" and "stress" stages)
 from .path import Cell, run_cell
 from .result import CellResult
 from .stages import STAGES, Stage, register

@@ -148,7 +148,7 @@ class Recording:
         self.hints = {}  # (space, lo) -> (name, hi, itemsize) from the cell's own expressions
         self.started = time.perf_counter()
         delay = options.get("delay")
-        self.rng = random.Random(delay[0]) if delay else None
+        self.rng = random.Random(f"{delay[0]}:{shmem.my_pe()}") if delay else None  # per PE, reproducible
         self.max_delay = delay[1] if delay else 0.0
 
     # -- memory ----------------------------------------------------------------------
@@ -246,7 +246,8 @@ class Recording:
         self._add(event)
 
     def pause(self):
-        if self.rng is not None:
+        """Stress runs: sleep a random time, or not at all (half the time), from the seeded generator."""
+        if self.rng is not None and self.rng.random() < 0.5:
             time.sleep(self.rng.random() * self.max_delay)
 
     def names(self):
@@ -728,3 +729,32 @@ def stop():
     data = rec.data()
     rec.cache.clear()  # the hooks stay in the namespace: functions the cell defined still call them
     return data
+
+
+# -- stress runs: the declared arrays as they were before the cell ---------------------------
+_saved = {}
+
+
+def save_arrays():
+    """Keep a private copy of every declared array (before a cell that stress runs repeat)."""
+    from . import heap
+
+    _saved.clear()
+    _saved.update({name: np.array(a) for name, a in heap.arrays.items()})
+
+
+def restore_arrays():
+    """Put the copies kept by :func:`save_arrays` back; return the names restored."""
+    from . import heap
+
+    for name, copy in _saved.items():
+        if name in heap.arrays and heap.arrays[name].shape == copy.shape:
+            np.copyto(heap.arrays[name], copy)
+    return sorted(_saved)
+
+
+def declared_values():
+    """``{name: list of values}`` of the declared arrays (small ones, for the stress report)."""
+    from . import heap
+
+    return {name: a.reshape(-1)[:16].tolist() for name, a in heap.arrays.items()}

@@ -21,6 +21,9 @@ HANDLERS = {
     "record_stop": recorder.stop,
     "trace_start": trace.start,
     "trace_stop": trace.stop,
+    "stress_save": recorder.save_arrays,
+    "stress_restore": recorder.restore_arrays,
+    "declared_values": recorder.declared_values,
 }
 
 

@@ -81,7 +81,7 @@ def _cell_args(p):
     p.add_argument("arrays", nargs="*", help="NAME=DTYPE[SHAPE] declarations")
     p.add_argument("--timeout", type=_seconds, default=None)
     p.add_argument("--race", action="store_true", help="report put/get races after the cell")
-    p.add_argument("--stress", nargs="?", type=_seed, const=0, default=None, metavar="SEED",
+    p.add_argument("--stress", nargs="?", type=_seed, const=True, default=None, metavar="SEED",
                    help="with --race: rerun the cell with seeded random delays around shmem calls")
     p.add_argument("--trace", action="store_true", help="record the cell's calls for %shmem replay")
 
