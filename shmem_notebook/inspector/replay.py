@@ -54,17 +54,21 @@ def draw_frame(trace, index, fig=None, arrays=None):
             ax.text(x + 0.1, y + 1.2 - 0.38 * i, f"{name} {_values_text(frame['heap'][name][pe])}",
                     fontsize=7, family="monospace", va="top")
     drawn = [e for e in frame["transfers"] if e["pe"] != e["target"]]
-    for k, event in enumerate(drawn[:24]):
+    seen = {}
+    for event in drawn[:24]:
         src, dst, text = trace.arrow(event)
         (x0, y0), (x1, y1) = _box_xy(src, trace.npes), _box_xy(dst, trace.npes)
-        start, end = (x0 + 1.3, y0 + 0.9), (x1 + 1.3, y1 + 0.9)
+        start, end = (x0 + 1.3, y0 + 1.85), (x1 + 1.3, y1 + 1.85)  # from the top of one box to another's
+        rad = -0.3 if x1 >= x0 else 0.3  # arcs bow upwards, above the boxes
         ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=14, color="#c4302b", lw=1.4,
-                                     connectionstyle="arc3,rad=0.25", shrinkA=22, shrinkB=22))
-        mx, my = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + 0.25 + 0.18 * (k % 3)
-        ax.text(mx, my, text, fontsize=7, color="#c4302b", ha="center")
+                                     connectionstyle=f"arc3,rad={rad}", shrinkA=2, shrinkB=2))
+        k = seen[(src, dst)] = seen.get((src, dst), -1) + 1
+        distance = ((x1 - x0) ** 2 + (y1 - y0) ** 2) ** 0.5
+        ax.text((x0 + x1) / 2 + 1.3, max(y0, y1) + 1.9 + 0.15 * distance + 0.22 * k, text, fontsize=7,
+                color="#c4302b", ha="center", va="bottom", bbox={"fc": "white", "ec": "none", "pad": 0.5})
     columns = trace.npes if trace.npes <= 4 else (trace.npes + 1) // 2
     ax.set_xlim(-0.3, columns * 3.2)
-    ax.set_ylim(-2.8 if trace.npes > 4 else -0.3, 2.3)
+    ax.set_ylim(-2.8 if trace.npes > 4 else -0.3, 2.5 + 0.15 * (columns - 1) * 3.2 + 0.5)
     fig.suptitle(f"step {index + 1} of {len(frames)}: {frame['title']}", fontsize=10)
     return fig
 

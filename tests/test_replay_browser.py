@@ -1,0 +1,83 @@
+"""The replay widget in a real browser: JupyterLab and Debian's headless chromium (as the
+inspector's browser test). A 4-PE job traces a ring allgather; the test asserts the replay's
+play button, slider and figure rendered, moves to the last step from the kernel, and saves the
+screenshot tests/artifacts/replay.png (the README's docs/replay.png)."""
+
+import time
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from test_inspector_browser import ARTIFACTS, KERNEL_IDLE, Lab, make_driver, wait_for
+
+NOTEBOOK = [
+    "%load_ext shmem_notebook",
+    "%shmem start -n 4 --heap 64M",
+    "%%pxshmem --trace mine=int64[2] everyone=int64[8]\n"
+    "mine[:] = me + 1\n"
+    "everyone[:] = 0\n"
+    "shmem.barrier_all()\n"
+    "collectives.fcollect(everyone, mine, algorithm='ring')",
+    "replay = %shmem replay --array everyone --array mine\nreplay",
+    "replay.slider.value = 1\nprint('REPLAY AT', replay.index)",
+]
+
+RENDERED = """
+const root = document.querySelector('.shmem-replay');
+if (!root) return null;
+const img = root.querySelector('img');
+const r = {
+  figure: !!(img && img.complete && img.naturalWidth > 400),
+  play: root.querySelectorAll('button').length,
+  slider: root.querySelectorAll('.widget-slider, .slider').length,
+  title: root.innerText,
+};
+return (r.figure && r.play > 0 && r.slider > 0) ? r : null;
+"""
+
+
+@pytest.fixture
+def lab(tmp_path):
+    nb = new_notebook(cells=[new_code_cell(src) for src in NOTEBOOK],
+                      metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nbformat.write(nb, tmp_path / "replay.ipynb")
+    server = Lab(tmp_path)
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        try:
+            server.stop_job()
+        finally:
+            server.stop()
+
+
+@pytest.mark.timeout(900)
+def test_replay_renders_in_jupyterlab(lab, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    driver = make_driver(tmp_path / "chromium-profile")
+    try:
+        driver.set_page_load_timeout(180)
+        driver.get(f"{lab.base}/lab/tree/replay.ipynb?token={lab.token}")
+        wait_for(driver, KERNEL_IDLE, "JupyterLab to open the notebook with an idle python3 kernel", 240, lab)
+        driver.execute_script("window.jupyterapp.commands.execute('notebook:run-all-cells');")
+        lab.remember_descendants()
+        state = wait_for(driver, RENDERED, "the replay widget (play button, slider, figure) to render", 300, lab)
+        lab.remember_descendants()
+        assert "fcollect (ring)" in state["title"], state["title"]
+        wait_for(driver, "return document.body.innerText.includes('REPLAY AT 1')",
+                 "the slider moved from the kernel to step 2", 120, lab)
+        wait_for(driver, "const r = document.querySelector('.shmem-replay');"
+                         "return r && r.innerText.includes('step 2 of 3');",
+                 "the replay's title to show the ring's step 2 of 3", 60, lab)
+        replay = driver.find_element(By.CSS_SELECTOR, ".shmem-replay")
+        driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", replay)
+        time.sleep(1)
+        shot = ARTIFACTS / "replay.png"
+        replay.screenshot(str(shot))
+        assert shot.stat().st_size > 20_000, f"the screenshot {shot} looks empty"
+    finally:
+        driver.quit()
