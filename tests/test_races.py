@@ -174,3 +174,16 @@ def test_stress_reruns_with_seeds(job2):
         line = next(x for x in text.splitlines() if x.startswith(f"  seed {seed}: "))
         assert "[PE 1] remote is " in line and "remote PE 0: [0], PE 1: [1]" in line  # restored before each rerun
     assert ("the seeds gave different results" in text) or ("every seed gave the same result" in text)
+
+
+def test_inspector_marks_racing_elements(job2):
+    """The inspector's values table outlines the elements the last cell's races touch."""
+    from shmem_notebook.inspector import gather_snapshot, tables
+
+    result = job2.run(ISSUE_CELL, arrays=["remote=int32[1]"], race=True, stdout=io.StringIO())
+    snap = gather_snapshot(job2)
+    text = tables.values_table(snap, "remote", races=result.races, html_out=False)
+    rows = {line.split()[1]: line.split()[2:] for line in text.splitlines()[1:]}
+    assert rows["1"] == ["1!"] and rows["0"] == ["0"]  # PE 1's remote[0] raced, PE 0's did not
+    assert 'class="diff race">1<' in tables.values_table(snap, "remote", races=result.races)
+    assert 'race"' not in tables.values_table(snap, "remote")

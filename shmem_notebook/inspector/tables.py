@@ -7,7 +7,7 @@ import numpy as np
 
 from ..specs import format_size
 
-__all__ = ["state_table", "arrays_table", "values_table", "summary_line", "VALUES_MAX"]
+__all__ = ["state_table", "arrays_table", "values_table", "race_marks", "summary_line", "VALUES_MAX"]
 
 VALUES_MAX = 64  # exact numbers are tabulated for arrays of at most this many elements per PE
 _STATE_COLOURS = {"idle": "#2ca02c", "busy": "#ff7f0e", "dead": "#d62728"}
@@ -18,6 +18,7 @@ _CSS = (
     ".shmem-table th{background:#f3f3f3}"
     ".shmem-table td.l{text-align:left}"
     ".shmem-table td.diff{background:#f7c6c6;font-weight:bold}"
+    ".shmem-table td.race{outline:2px solid #d62728;outline-offset:-2px;font-weight:bold}"
     ".shmem-table pre{margin:0;font-size:12px;max-width:420px;white-space:pre-wrap}"
     ".shmem-badge{color:white;border-radius:4px;padding:0 6px;font-weight:bold}"
     "</style>"
@@ -110,8 +111,14 @@ def _blocks(info):
     return f"summary: {gr * gc} {size}"
 
 
-def values_table(snapshot, name, reference=None, html_out=True):
-    """Exact numbers of a small array, PE by PE; differing cells highlighted. '' when too large."""
+def race_marks(races, name):
+    """``{(pe, flat index)}`` of the elements of array ``name`` that races in ``races`` touch."""
+    return {(pe, i) for r in races or () if r.array == name for pe in (r.pes or (r.pe,)) for rng in r.indices for i in rng}
+
+
+def values_table(snapshot, name, reference=None, html_out=True, races=None):
+    """Exact numbers of a small array, PE by PE; differing cells highlighted, elements in
+    ``races`` (the last cell's :class:`~shmem_notebook.Race` list) outlined (``!`` in text). '' when too large."""
     if not snapshot.is_exact(name):
         return ""
     values = snapshot.values(name)
@@ -122,13 +129,19 @@ def values_table(snapshot, name, reference=None, html_out=True):
     mask = snapshot.diff(name, reference).reshape(snapshot.npes, -1)
     shape = values.shape[1:]
     header = ["PE"] + [",".join(map(str, np.unravel_index(i, shape))) for i in range(per_pe)]
+    marks = race_marks(races, name)
     rows = []
     for pe in range(snapshot.npes):
         if name not in snapshot.pes[pe]["arrays"]:
             rows.append([(f"PE {pe}", "")] + [("-", "")] * per_pe)
             continue
         label = f"PE {pe}" + (" (ref)" if pe == reference else "")
-        rows.append([(label, "")] + [(_format(v), "diff" if m else "") for v, m in zip(flat[pe], mask[pe])])
+        cells = []
+        for i, (v, m) in enumerate(zip(flat[pe], mask[pe])):
+            racing = (pe, i) in marks
+            text = _format(v) + ("!" if racing and not html_out else "")
+            cells.append((text, " ".join(c for c, on in (("diff", m), ("race", racing)) if on)))
+        rows.append([(label, "")] + cells)
     return _table("shmem-values", header, rows, html_out)
 
 

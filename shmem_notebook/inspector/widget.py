@@ -233,7 +233,7 @@ class Inspector(widgets.VBox):
             return
         self.diff_html.value = f"<p style='font-size:14px'><b>{html.escape(summary)}</b></p>"
         self.values_image.value = plots.figure_png(plots.values_figure(snap, name, self.reference))
-        self.values_html.value = tables.values_table(snap, name, self.reference)
+        self.values_html.value = tables.values_table(snap, name, self.reference, races=self._races())
         self.diff_image.value = plots.figure_png(plots.diff_figure(snap, name, self.reference))
 
     def close(self):
@@ -252,6 +252,10 @@ class Inspector(widgets.VBox):
         return parts
 
     # -- display -------------------------------------------------------------
+    def _races(self):
+        """The races of the job's last cell (run with race=True), marked in the values table."""
+        return getattr(getattr(self.job, "last_result", None), "races", None) or []
+
     def static_html(self):
         """The inspector as static HTML: one figure (PNG) and the tables."""
         snap = self.snapshot
@@ -260,7 +264,7 @@ class Inspector(widgets.VBox):
         return (
             f'<div class="shmem-inspector-static"><p>{self._title_html()}</p>'
             f'<img class="shmem-static-figure" src="data:image/png;base64,{base64.b64encode(png).decode()}"/>'
-            f"{diff}{tables.values_table(snap, self.array, self.reference) if self.array else ''}"
+            f"{diff}{tables.values_table(snap, self.array, self.reference, races=self._races()) if self.array else ''}"
             f"{tables.arrays_table(snap)}<h4>PE state</h4>{tables.state_table(snap)}</div>"
         )
 
@@ -270,7 +274,7 @@ class Inspector(widgets.VBox):
         parts = [f"OpenSHMEM inspector: {tables.summary_line(snap)}", tables.arrays_table(snap, html_out=False)]
         if self.array:
             parts.append(snap.describe_diff(self.array, self.reference))
-            numbers = tables.values_table(snap, self.array, self.reference, html_out=False)
+            numbers = tables.values_table(snap, self.array, self.reference, html_out=False, races=self._races())
             if numbers:
                 parts.append(numbers)
         parts.append(tables.state_table(snap, html_out=False))
