@@ -14,7 +14,7 @@ import numpy as np
 
 from .errors import SpecError
 
-__all__ = ["ArraySpec", "SpecError", "parse_spec", "parse_specs", "as_specs", "parse_size", "format_size"]
+__all__ = ["ArraySpec", "SpecError", "parse_spec", "parse_specs", "as_specs", "split_declarations", "parse_size", "format_size"]
 
 GRAMMAR = (
     "NAME=DTYPE[SHAPE], where DTYPE is a NumPy dtype name and SHAPE a comma list of "
@@ -56,7 +56,10 @@ class ArraySpec:
 
     def shape(self, npes):
         """The concrete shape for a job of ``npes`` PEs."""
-        shape = tuple(_eval_dim(ast.parse(d, mode="eval").body, npes) for d in self.dims)
+        try:
+            shape = tuple(_eval_dim(ast.parse(d, mode="eval").body, npes) for d in self.dims)
+        except ZeroDivisionError:
+            raise SpecError(f"{self}: its shape divides by zero at npes={npes}") from None
         if any(n < 0 for n in shape):
             raise SpecError(f"{self}: shape {shape} has a negative dimension at npes={npes}")
         return shape
@@ -104,13 +107,66 @@ def parse_specs(tokens):
     return specs
 
 
-def as_specs(arrays):
-    """Specs from None, ``'A=int64[8] B=..'``, ``['A=int64[8]', ...]`` or ArraySpecs; names once each."""
-    if arrays is None:
-        return []
-    if isinstance(arrays, str):
-        arrays = arrays.split()
-    specs = [a if isinstance(a, ArraySpec) else parse_spec(a) for a in arrays]
+FORMS = (
+    "a string with one or more declarations ('A=int64[8] B=float32[npes]'), a list of them, "
+    "a dict ({'A': 'int64[8]'}) or keyword arguments (A='int64[8]')"
+)
+
+
+def split_declarations(text):
+    """``'A=int64[8] B=float64[2, npes]'`` -> ``['A=int64[8]', 'B=float64[2, npes]']`` (spaces inside [] kept)."""
+    tokens, current, depth = [], "", 0
+    for ch in text:
+        depth += (ch == "[") - (ch == "]")
+        if ch.isspace() and depth <= 0:
+            if current:
+                tokens.append(current)
+            current = ""
+        else:
+            current += ch
+    if current:
+        tokens.append(current)
+    return tokens
+
+
+def _named(name, value):
+    if isinstance(value, ArraySpec):
+        if value.name != name:
+            raise SpecError(f"declaration {name}={value} names another array ({value.name!r}); use {name}='{value.dtype}[{','.join(value.dims)}]'")
+        return value
+    if not isinstance(name, str) or not isinstance(value, str):
+        raise SpecError(f"cannot read array declaration {name!r}: {value!r}; expected {FORMS}")
+    return parse_spec(f"{name}={value}")
+
+
+def _collect(item, out):
+    if item is None:
+        return
+    if isinstance(item, ArraySpec):
+        out.append(item)
+    elif isinstance(item, str):
+        out.extend(parse_spec(t) for t in split_declarations(item))
+    elif isinstance(item, dict):
+        out.extend(_named(name, value) for name, value in item.items())
+    elif isinstance(item, (list, tuple)):
+        for x in item:
+            _collect(x, out)
+    else:
+        raise SpecError(f"cannot read array declarations from {item!r} (a {type(item).__name__}); expected {FORMS}")
+
+
+def as_specs(*declarations, **named):
+    """ArraySpecs from every form a declaration may take; names once each.
+
+    Each positional item is None, an :class:`ArraySpec`, a string with one or
+    more declarations (``'A=int64[8] B=float32[npes]'``), a dict
+    (``{'A': 'int64[8]'}``) or a list/tuple of these; keyword arguments are
+    ``A='int64[8]'``. Every API that takes declarations goes through here.
+    """
+    specs = []
+    for item in declarations:
+        _collect(item, specs)
+    _collect(named, specs)
     parse_specs(str(s) for s in specs)  # reject duplicates
     return specs
 

@@ -150,6 +150,44 @@ def test_diff_marks_exactly_the_differing_elements(clean):
         snap.diff("X", reference=4)
 
 
+def test_no_majority_is_said_not_hidden(clean):
+    job = clean
+    job.alloc("M=int64[4]")
+    run(job, "M[:] = 1\nif me >= 2: M[0] = me")  # element 0 holds 1, 1, 2, 3: no value on most PEs
+    text = gather_snapshot(job).describe_diff("M")
+    assert text.startswith("M: no majority: no value is held by more than half of the PEs at 1 of 4 elements")
+    assert "choose a reference PE" in text
+    run(job, "M[:] = 1\nif me == 3: M[0] = 5")
+    assert gather_snapshot(job).describe_diff("M") == "M: PE 3 differs from the consensus at 1 of 4 elements"
+    job.free("M")
+
+
+def test_an_outlier_does_not_paint_the_heatmap_one_colour(clean):
+    from matplotlib.figure import Figure
+
+    from shmem_notebook.inspector.plots import colour_range, plot_values
+
+    job = clean
+    job.alloc("O=float64[16]")
+    run(job, "O[:] = np.arange(16.0) + me\nif me == 3: O[5] = 1e9")
+    artists = plot_values(gather_snapshot(job), "O", ax=Figure().subplots())
+    image = artists[0]
+    assert (image.norm.vmin, image.norm.vmax) == (0.0, 18.0)  # the bulk spans the colours; 1e9 saturates
+    title = image.axes.get_title(loc="left")
+    assert "true min 0, max 1e+09" in title and "outliers saturate" in title
+    assert colour_range(np.arange(10.0)) == (0.0, 9.0, "")  # no outlier: the full range, no note
+    assert colour_range(np.array([0.0] * 30 + [1e9]))[:2] == (0.0, 1e9)  # only two values: both visible
+    job.free("O")
+
+
+def test_pe_state_table_cells_do_not_wrap(clean):
+    from shmem_notebook.inspector.tables import state_table
+
+    table = state_table(gather_snapshot(clean))
+    assert "white-space:nowrap" in table.split(".shmem-table th,.shmem-table td{")[1].split("}")[0]
+    assert "<td >PE 0</td>" in table.replace('class=""', "") or '>PE 0</td>' in table
+
+
 def test_summaries_are_exact_block_statistics_and_the_diff_finds_the_block(clean):
     job = clean
     n = 1 << 20  # 8 MiB of float64
@@ -278,7 +316,9 @@ def test_widget_traits_follow_the_data(clean):
         assert "shmem-pe-state" in state and state.count(">idle<") == 4
         assert all(str(job.pes[pe]["pid"]) in state for pe in range(4))
         assert "A" in insp.arrays_html.value and "declared" in insp.arrays_html.value
-        assert "A: PE 1-3 differ from the consensus (PE 1 at 6, PE 2 at 6, PE 3 at 6 of 6 elements)" in insp.diff_html.value
+        # every PE holds something else: there is no majority, and the summary says so
+        assert "A: no majority: no value is held by more than half of the PEs at 6 of 6 elements" in insp.diff_html.value
+        assert "PE 1-3 differ from the consensus (PE 1 at 6, PE 2 at 6, PE 3 at 6 of 6 elements)" in insp.diff_html.value
         before = insp.values_image.value
         insp.array_select.value = "T"  # as the front end does
         assert insp.array == "T" and bytes(insp.values_image.value) != bytes(before)

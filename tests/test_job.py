@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import shmem_notebook
-from shmem_notebook import HeapFullError, JobStateError, PEError
+from shmem_notebook import HeapFullError, InputError, JobStateError, PEError
 
 
 def run(job, code, **kw):
@@ -68,6 +68,25 @@ def test_last_expression_is_shown_per_pe(job):
     assert "Out[PE 0]: 0" in out
 
 
+def test_rich_output_is_kept_per_pe(job):
+    result, out, _ = run(job, "from IPython.display import HTML, display\ndisplay(HTML('<b>same</b>'))\n"
+                              "display(HTML(f'<i>{me}</i>'))\nHTML('<u>last</u>')")
+    assert set(result.displays) == set(range(job.n))
+    assert [[d["data"]["text/html"] for d in result.displays[pe]] for pe in range(job.n)] == [
+        ["<b>same</b>", f"<i>{pe}</i>"] for pe in range(job.n)
+    ]
+    assert {pe: data["text/html"] for pe, data in result.result_data.items()} == {pe: "<u>last</u>" for pe in range(job.n)}
+    everyone = "0" if job.n == 1 else f"0-{job.n - 1}"
+    assert out.startswith(f"[PE {everyone}]\n")  # the identical display, folded
+    assert f"Out[PE {everyone}]:" in out and "Out[PE 0]: <IPython" not in out
+
+
+def test_a_warning_holding_each_pes_pid_is_folded(job):
+    _, _, err = run(job, "import os, sys\nprint(f'warning: process {os.getpid()} is slow', file=sys.stderr)")
+    everyone = "0" if job.n == 1 else f"0-{job.n - 1}"
+    assert err == f"[PE {everyone}] warning: process <pid> is slow\n" if job.n > 1 else err.startswith("[PE 0] warning")
+
+
 def test_error_on_some_pes_names_them_and_keeps_other_output(job):
     with pytest.raises(PEError) as info:
         run(job, "print('before', me)\nif me == npes - 1:\n    raise ValueError('boom on last')\nprint('after', me)")
@@ -101,6 +120,106 @@ def test_allocation_larger_than_the_heap_counts_what_cells_allocated(job):
         run(job, "shmem.free(user_block); del user_block")
     job.alloc("more=uint8[64*1024*1024]")
     job.free("more")
+
+
+def test_every_api_takes_every_form_of_declarations(job):
+    result, _, _ = run(job, "print(A.dtype, A.shape)", arrays={"A": "int64[8]"})
+    assert set(result.stdout.values()) == {"int64 (8,)\n"}
+    job.alloc("E=int64[8] F=float32[npes]")
+    job.alloc(["G=int64[4]"])
+    job.alloc({"H": "int64[4]"})
+    job.alloc(I="int8[2]")
+    shapes = {a["name"]: (a["dtype"], a["shape"]) for a in job.arrays()}
+    assert {k: shapes[k] for k in "AEFGHI"} == {
+        "A": ("int64", (8,)), "E": ("int64", (8,)), "F": ("float32", (job.n,)),
+        "G": ("int64", (4,)), "H": ("int64", (4,)), "I": ("int8", (2,)),
+    }
+    result, _, _ = run(job, "print(E.shape, F.shape, G.shape, H.shape, I.shape)")
+    assert set(result.stdout.values()) == {f"(8,) ({job.n},) (4,) (4,) (2,)\n"}
+    for name in "AEFGHI":
+        job.free(name)
+
+
+def test_status_heap_use_counts_what_cells_allocated(job):
+    before = job.status()[0]["heap_used"]
+    run(job, "B = shmem.zeros(16 << 20, dtype='u1')")
+    try:
+        rows = job.status()
+        assert all(r["heap_used"] >= before + (16 << 20) for r in rows), rows
+        from shmem_notebook.inspector import gather_snapshot
+
+        snap = gather_snapshot(job)
+        assert [p["heap"]["used"] for p in snap.pes] == [r["heap_used"] for r in rows]
+    finally:
+        run(job, "shmem.free(B); del B")
+    assert [r["heap_used"] for r in job.status()] == [before] * job.n
+
+
+def test_gather_any_symmetric_array_and_pull_any_value(job):
+    run(job, "B = shmem.zeros(8, dtype='i8'); B[:] = me\nv = B[2:5]\nword = 'pe%d' % me\ntenfold = me * 10\n"
+             "gen = (i for i in range(3))\nmine = np.arange(me + 1)")
+    try:
+        assert job.gather("B").tolist() == [[pe] * 8 for pe in range(job.n)]
+        assert job.pull("tenfold").tolist() == [pe * 10 for pe in range(job.n)]
+        assert job.pull("B").shape == (job.n, 8)
+        assert job.pull("word") == {pe: f"pe{pe}" for pe in range(job.n)}
+        assert job.pull("tenfold", stack=False) == {pe: pe * 10 for pe in range(job.n)}
+        with pytest.raises(InputError, match=r"no variable named 'nothere' on any PE"):
+            job.pull("nothere")
+        with pytest.raises(InputError, match=r"'word' on any PE is a str, not a symmetric array; `%shmem pull word`"):
+            job.gather("word")
+        with pytest.raises(InputError, match=r"'gen' on any PE cannot be sent to the notebook \(a generator"):
+            job.pull("gen")
+        with pytest.raises(InputError, match=r"a variable name"):
+            job.pull("B[0]")
+        if job.n > 1:
+            assert job.pull("mine")[1].tolist() == [0, 1]  # shapes differ: a dict
+            with pytest.raises(InputError, match=r"cannot be stacked"):
+                job.pull("mine", stack=True)
+            run(job, "if me == 0:\n    del tenfold")
+            with pytest.raises(InputError, match=r"no variable named 'tenfold' on PE 0;"):
+                job.pull("tenfold")
+        else:
+            assert job.gather("v").tolist() == [[0, 0, 0]]  # a view inside a symmetric allocation
+    finally:
+        run(job, "shmem.free(B); del B, v")
+
+
+def test_redeclaring_retires_names_pointing_into_the_old_array(job, capfd):
+    run(job, "old = A\nview = A[1:]\nA[:] = 1.5\nkept = [A]", arrays="A=float32[3]")
+    capfd.readouterr()
+    run(job, "pass", arrays="A=int64[5]")
+    err = capfd.readouterr().err
+    assert "`old` referred to the old A, which was re-allocated; `old` is now a read-only copy" in err
+    assert "`view` referred to the old A" in err
+    with pytest.raises(PEError, match="FreedArrayError: 'old' referred to symmetric memory that was freed "
+                                      r"\(A was re-allocated as int64\[5\]\)"):
+        run(job, "old[:] = 7")
+    with pytest.raises(PEError, match="read-only"):
+        run(job, "view += 1")
+    with pytest.raises(PEError, match="read-only"):
+        run(job, "kept[0][:] = 7")  # the old ndarray object itself is read-only
+    result, _, _ = run(job, "print(old.tolist(), (old * 2).tolist(), A.tolist())")
+    assert set(result.stdout.values()) == {"[1.5, 1.5, 1.5] [3.0, 3.0, 3.0] [0, 0, 0, 0, 0]\n"}
+    assert not job.gather("A").any()  # nothing was written into the new A
+    run(job, "alias = A")
+    capfd.readouterr()
+    job.free("A")
+    assert "`alias` referred to the old A, which was freed" in capfd.readouterr().err
+    run(job, "del old, view, kept, alias")
+
+
+def test_an_openshmem_15_routine_says_what_the_library_lacks(job):
+    code = ("sig = shmem.new_signal(); dst = shmem.zeros(2, dtype='i8')\n"
+            "try:\n    shmem.put_signal(dst, np.ones(2, dtype='i8'), (me + 1) % npes, sig, 1, shmem.SIGNAL_SET)\n"
+            "finally:\n    shmem.free(dst); shmem.del_signal(sig)")
+    with pytest.raises(PEError) as info:
+        run(job, code)
+    text = str(info.value)
+    assert "NotImplementedError: shmem_long_put_signal" not in text
+    assert "put_signal" in text and "OpenSHMEM 1.4" in text and "shmem.fence()" in text, text
+    assert len(info.value.errors) == job.n
+    run(job, "pass")  # the job is fine
 
 
 def test_status_rows(job):

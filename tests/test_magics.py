@@ -6,7 +6,7 @@ from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 import shmem_notebook
-from shmem_notebook import HeapFullError, JobStateError, NoJobError, PEError, SpecError
+from shmem_notebook import HeapFullError, InputError, JobStateError, NoJobError, PEError, SpecError
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +68,25 @@ def test_missing_oshrun_names_the_packages(cell, monkeypatch):
     assert shmem_notebook.current_job() is None or shmem_notebook.current_job().state == "stopped"
 
 
+def test_interrupting_a_start_says_so_in_one_line_and_leaves_nothing(ip, cell):
+    import _thread
+    import threading
+
+    from conftest import wait_for_no_processes
+
+    timer = threading.Timer(1.0, _thread.interrupt_main)  # the kernel's stop button, 1 s into the start
+    timer.start()
+    try:
+        err, printed = cell("%shmem start -n 8 --heap 32M")
+    finally:
+        timer.cancel()
+    assert isinstance(err, shmem_notebook.LaunchError), printed
+    assert "the start of 8 PEs was interrupted; every process it had started was stopped" in one_line(printed)
+    assert len(printed) < 400
+    assert wait_for_no_processes() == []
+    assert shmem_notebook.current_job() is None or shmem_notebook.current_job().state == "stopped"
+
+
 def test_session(ip, cell):
     err, printed = cell("%shmem start -n 2")
     assert err is None and "OpenSHMEM job ready: 2 PEs" in printed
@@ -100,7 +119,8 @@ def test_session(ip, cell):
         ("%shmem alloc A=int64", SpecError, "expected NAME=DTYPE[SHAPE]"),
         ("%shmem alloc A=notatype[8]", SpecError, "unknown dtype 'notatype'"),
         ("%shmem alloc huge=float64[64,1024,1024]", HeapFullError, "needs 512.0 MiB per PE but the symmetric heap has"),
-        ("%shmem gather nothere", SpecError, "no array named 'nothere' is declared; declared: A, flags"),
+        ("%shmem gather nothere", InputError, "no variable named 'nothere' on any PE; declared arrays: A, flags"),
+        ("%shmem pull nothere", InputError, "no variable named 'nothere' on any PE"),
         ("%shmem free nothere", SpecError, "no array named 'nothere'"),
         ("%%pxshmem B=int64[npes-5]\npass", SpecError, "negative dimension"),
         ("%%pxshmem --timeout=-1\npass", UsageError, "a timeout is a positive number of seconds"),
@@ -116,6 +136,25 @@ def test_session(ip, cell):
     assert "[PE 0] start 0" in printed and "[PE 0] end 0" in printed and "[PE 1] start 1" in printed
     assert "[PE 1] raised:" in printed
     assert "the cell raised on 1 of 2 PEs: PE 1: KeyError: 'k'" in printed
+
+    err, printed = cell("%%pxshmem\nx = 1\nif x = 2:\n    pass")
+    assert isinstance(err, PEError) and "(line 2 of the cell: if x = 2:)" in str(err)
+    assert ".py, line" not in printed
+
+    err, printed = cell("%%pxshmem\nB = shmem.zeros(1 << 20, dtype='u1'); B[:3] = me + 1\nword = 'w%d' % me")
+    assert err is None
+    err, printed = cell("%shmem status")  # heap use counts what the cell allocated
+    rows = [line.split() for line in printed.strip().splitlines()[1:] if line[:1].isdigit()]
+    assert len(rows) == 2 and all(r[-4] == "MiB" and float(r[-5]) >= 1.0 for r in rows), printed
+    ip.run_cell("b = %shmem gather B")
+    assert ip.user_ns["b"][:, :4].tolist() == [[1, 1, 1, 0], [2, 2, 2, 0]]
+    ip.run_cell("w = %shmem pull word")
+    assert ip.user_ns["w"] == {0: "w0", 1: "w1"}
+    err, printed = cell("%%pxshmem A=int64[4]\nold = A\nprint('ok')")  # A=int64[8] was: re-allocated
+    err, printed = cell("%%pxshmem A=int64[8]\nold[:] = 7")
+    assert "`old` referred to the old A, which was re-allocated" in printed
+    assert "FreedArrayError" in printed and isinstance(err, PEError)
+    cell("%%pxshmem\nshmem.free(B); del B, old\nA[:] = me + 1")
 
     err, printed = cell("%shmem free flags")
     assert err is None

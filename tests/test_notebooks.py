@@ -35,9 +35,12 @@ def test_quickstart(tmp_path):
     assert put.splitlines() == [f"[PE {pe}] received from my left neighbour: [{n} {n} {n} {n}]" for pe, n in enumerate([3, 0, 1, 2])]
     assert text_of(cell_starting(nb, "%%pxshmem src")) == "[PE 0-3] squares of all PE numbers: [0 1 4 9]\n"
     assert text_of(cell_starting(nb, "received")).split() == "array([[3, 3, 3, 3], [0, 0, 0, 0], [1, 1, 1, 1], [2, 2, 2, 2]])".split()
-    assert "array([3, 0, 1, 2])" in text_of(cell_starting(nb, "import numpy"))
+    check = cell_starting(nb, "import numpy")
+    assert "array([3, 0, 1, 2])" in text_of(check)
+    assert "% npes" in check.source and "arange(4)" not in check.source  # no PE count hard-coded
     status = text_of(cell_starting(nb, "%shmem status")).strip().splitlines()
-    assert len(status) == 5 and all(line.split()[1] == "idle" for line in status[1:])
+    rows = [line for line in status[1:] if line[:1].isdigit()]  # one row per PE (a teams note may follow)
+    assert len(rows) == 4 and all(line.split()[1] == "idle" for line in rows)
     assert text_of(cell_starting(nb, "%shmem stop")).strip() == "OpenSHMEM job stopped"
 
 
@@ -91,3 +94,33 @@ def test_teams_and_collectives(tmp_path):
         numbers = [float(x) for x in row.split()[1:]]
         assert len(numbers) == 9 and all(x > 0 for x in numbers)
     assert any(o.get("data", {}).get("image/png") for o in cell_starting(nb, "%matplotlib").outputs)
+
+
+def test_rich_output_from_pes_is_shown_labelled(tmp_path):
+    """display(), plt.show() and a rich last expression on the PEs appear in the notebook, per PE."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext shmem_notebook\n%shmem start -n 2 --heap 32M"),
+        nbformat.v4.new_code_cell(
+            "%%pxshmem\nprint('text first')\nfrom IPython.display import HTML, display\nimport matplotlib.pyplot as plt\n"
+            "display(HTML('<b>same on every PE</b>'))\n"
+            "plt.figure(figsize=(2, 1)); plt.plot([0, me]); plt.show()\nHTML(f'<i>PE {me}</i>')"
+        ),
+        nbformat.v4.new_code_cell("%shmem stop"),
+    ]
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = nb.cells[1].outputs
+    assert not any(o.output_type == "error" for o in outputs)
+    shown = []  # (label before it, mime types) for every display
+    label = None
+    for o in outputs:
+        if o.output_type == "stream":
+            label = o.text.strip().splitlines()[-1]
+            assert "IPython.core.display.HTML object" not in o.text
+        elif o.output_type == "display_data":
+            shown.append((label, o.data))
+    assert [lbl for lbl, _ in shown] == ["[PE 0-1]", "[PE 0]", "[PE 1]", "Out[PE 0]:", "Out[PE 1]:"]
+    assert shown[0][1]["text/html"] == "<b>same on every PE</b>"
+    assert "image/png" in shown[1][1] and "image/png" in shown[2][1] and shown[1][1] != shown[2][1]
+    assert [d["text/html"] for _, d in shown[3:]] == ["<i>PE 0</i>", "<i>PE 1</i>"]
+    assert "text first" in text_of(nb.cells[1]).splitlines()[0]

@@ -67,3 +67,26 @@ def test_partial_lines_join_and_close_emits_the_rest():
     assert lines == ["[PE 0-1] abc\n"]
     m.close()
     assert lines[-1] == "[PE 0] x\n"
+
+
+def test_lines_differing_only_by_each_pes_pid_fold():
+    lines = []
+    pids = {0: 4711, 1: 4712, 2: 815, 3: 4714}
+    m = OutputMerger(range(4), lines.append, own={pe: {"pid": pid} for pe, pid in pids.items()})
+    for pe, pid in pids.items():
+        m.feed(pe, f"UserWarning: process {pid} (rank of {pid}) is slow\n")
+        m.feed(pe, f"value {pe}\n")  # PE numbers are not folded
+        m.feed(pe, f"pid {pid} got {47120 + pe}\n")  # other numbers still differ
+    m.close()
+    assert lines[0] == "[PE 0-3] UserWarning: process <pid> (rank of <pid>) is slow\n"
+    assert lines[1:5] == [f"[PE {pe}] value {pe}\n" for pe in range(4)]
+    assert lines[5:] == [f"[PE {pe}] pid {pids[pe]} got {47120 + pe}\n" for pe in range(4)]
+
+
+def test_a_pid_inside_a_longer_number_is_not_replaced():
+    lines = []
+    m = OutputMerger(range(2), lines.append, own={0: {"pid": 12}, 1: {"pid": 13}})
+    m.feed(0, "x 123 12\n")
+    m.feed(1, "x 123 13\n")
+    m.close()
+    assert lines == ["[PE 0-1] x 123 <pid>\n"]

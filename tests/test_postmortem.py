@@ -53,3 +53,16 @@ def test_where_report_groups_pes_and_quotes_the_line():
         "PE 1: finished",
         "PE 2-3: line 4, helper()  (blocked in shmem.wait_until)",
     ]
+
+
+def test_a_syntax_error_names_the_cells_line_not_a_temporary_file():
+    from shmem_notebook.analysis.postmortem import cell_error
+
+    code = "x = 1\nif x = 2:\n    pass"
+    error = ("SyntaxError", "invalid syntax. Maybe you meant '==' or ':=' instead of '='? (2614432101.py, line 2)", "tb")
+    assert cell_error(error, code) == (
+        "SyntaxError", "invalid syntax. Maybe you meant '==' or ':=' instead of '='? (line 2 of the cell: if x = 2:)", "tb")
+    indent = ("IndentationError", "unexpected indent (<string>, line 3)", "")
+    assert cell_error(indent, code)[1] == "unexpected indent (line 3 of the cell: pass)"
+    other = ("ValueError", "bad (x.py, line 2)", "")
+    assert cell_error(other, code) == other

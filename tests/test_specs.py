@@ -2,7 +2,7 @@
 
 import pytest
 
-from shmem_notebook.specs import SpecError, format_size, parse_size, parse_spec, parse_specs
+from shmem_notebook.specs import SpecError, as_specs, format_size, parse_size, parse_spec, parse_specs, split_declarations
 
 
 @pytest.mark.parametrize(
@@ -77,3 +77,52 @@ def test_bad_sizes(text):
 def test_format_size():
     assert format_size(80) == "80 B"
     assert format_size(256 << 20) == "256.0 MiB"
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        (("E=int64[8] F=float32[npes]",), {}),
+        ((["E=int64[8]", "F=float32[npes]"],), {}),
+        (({"E": "int64[8]", "F": "float32[npes]"},), {}),
+        ((), {"E": "int64[8]", "F": "float32[npes]"}),
+        (("E=int64[8]",), {"F": "float32[npes]"}),
+        ((("E=int64[8]", parse_spec("F=float32[npes]")),), {}),
+        ((None, "E=int64[8]\n  F=float32[ npes ]"), {}),
+    ],
+)
+def test_every_form_of_declarations(args, kwargs):
+    specs = as_specs(*args, **kwargs)
+    assert [str(s) for s in specs] == ["E=int64[8]", "F=float32[npes]"]
+
+
+def test_spaces_inside_a_shape_stay_in_one_declaration():
+    assert split_declarations("A=int64[2, npes]  B=int8[3]") == ["A=int64[2, npes]", "B=int8[3]"]
+    assert [s.shape(4) for s in as_specs("A=int64[2, npes] B=int8[3]")] == [(2, 4), (3,)]
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, fragment",
+    [
+        ((42,), {}, "cannot read array declarations from 42 (a int)"),
+        (({"A": 8},), {}, "cannot read array declaration 'A': 8"),
+        (({"A": parse_spec("B=int64[2]")},), {}, "names another array ('B')"),
+        (("A=int64[8]",), {"A": "int32[2]"}, "declared twice"),
+        (("A=int64[8] oops",), {}, "cannot read array declaration 'oops'"),
+    ],
+)
+def test_bad_declarations_say_which_forms_work(args, kwargs, fragment):
+    with pytest.raises(SpecError) as info:
+        as_specs(*args, **kwargs)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_negative_dimension_names_npes_once():
+    with pytest.raises(SpecError) as info:
+        parse_spec("B=int64[npes-5]").shape(2)
+    assert str(info.value).count("npes=2") == 1
+
+
+def test_division_by_zero_in_a_shape_is_a_spec_error():
+    with pytest.raises(SpecError, match="divides by zero at npes=2"):
+        parse_spec("B=int64[8//(npes-2)]").shape(2)

@@ -15,11 +15,12 @@ import signal
 
 from ..folding import pe_ranges
 
-__all__ = ["crash_causes", "describe_exit", "cell_location", "where_report"]
+__all__ = ["crash_causes", "describe_exit", "cell_location", "where_report", "cell_error"]
 
 _SIGNAL_RANK = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
 _EXIT_RANK = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)")
 _UCX_SIGNAL = re.compile(r"\[[^:\]]+:(\d+):\d+:\d+\] Caught signal (\d+)")
+_SYNTAX_WHERE = re.compile(r"\s*\((?:[^()]*\.py|<[^>]*>), line (\d+)\)$")
 _GLOBAL_EXIT = re.compile(r"shmem_notebook: PE (\d+) called shmem\.global_exit\((-?\d+)\)")
 
 
@@ -96,3 +97,15 @@ def where_report(locations, code, npes):
             where = f"line {line}, {text}" + (f"  (blocked in shmem.{call})" if call and f"{call}(" not in text else "")
         groups.setdefault(where, []).append(pe)
     return [f"PE {pe_ranges(pes)}: {where}" for where, pes in groups.items()]
+
+
+def cell_error(error, code):
+    """A PE's ``(ename, evalue, traceback)`` with a syntax error's temporary file name
+    (``(2614432101.py, line 2)``) replaced by the cell's line: ``(line 2 of the cell: if x = 2:)``."""
+    ename, evalue, tb = error
+    match = _SYNTAX_WHERE.search(evalue or "")
+    if ename not in ("SyntaxError", "IndentationError", "TabError") or not match:
+        return error
+    n, lines = int(match.group(1)), code.splitlines()
+    text = lines[n - 1].strip() if 0 < n <= len(lines) else ""
+    return ename, f"{evalue[: match.start()]} (line {n} of the cell{': ' + text if text else ''})", tb

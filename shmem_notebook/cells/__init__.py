@@ -4,6 +4,7 @@
 - :mod:`.stages`: optional stages plugged into the path by name
   (``job.run(code, race=True)``), not flags threaded through it.
 - :mod:`.output`: per-PE streams merged into ``[PE 0-3] text`` lines, live.
+- :mod:`.display`: the PEs' rich output (display(), figures) shown labelled by PE.
 - :mod:`.result`: :class:`CellResult`, what one cell did on every PE.
 - :mod:`.race`: the ``race`` stage (``job.run(code, race=True)``, ``%%pxshmem --race``).
 - :mod:`.tracing`: the ``trace`` stage (``job.run(code, trace=True)``).

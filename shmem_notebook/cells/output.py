@@ -1,10 +1,13 @@
 """Merge the output streams of many PEs into labelled lines.
 
 Lines are emitted as they arrive, labelled ``[PE 2]``; the n-th line of
-several PEs, when identical, is emitted once as ``[PE 0-3] text``. A line
+several PEs, when identical, is emitted once as ``[PE 0-3] text``; so are
+lines that differ only by each PE's own pid (``own``), shown as ``<pid>``
+(PE numbers are not folded: ``print(me)`` must stay per PE). A line
 waits at most ``hold`` seconds for the other running PEs to print theirs.
 """
 
+import re
 import time
 from collections import deque
 
@@ -16,8 +19,14 @@ __all__ = ["OutputMerger"]
 class OutputMerger:
     """Turn per-PE text chunks of one stream into grouped, labelled lines."""
 
-    def __init__(self, pes, write, hold=0.25, clock=time.monotonic):
+    def __init__(self, pes, write, hold=0.25, clock=time.monotonic, own=None):
         self.write = write
+        # PE -> [(pattern, placeholder)]: numbers only that PE prints (its pid), so that lines
+        # differing only by them fold, e.g. "[PE 0-3] warning in process <pid>"
+        self.own = {
+            pe: [(re.compile(rf"(?<![\w.]){re.escape(str(v))}(?![\w.])"), f"<{k}>") for k, v in values.items() if v]
+            for pe, values in (own or {}).items()
+        }
         self.hold = hold
         self.clock = clock
         self.lines = {pe: deque() for pe in pes}  # complete lines: (arrival, text)
@@ -37,10 +46,26 @@ class OutputMerger:
             self.partial[pe] = ""
         self.finished.add(pe)
 
+    def _generic(self, pe, text):
+        for pattern, placeholder in self.own.get(pe, ()):
+            text = pattern.sub(placeholder, text)
+        return text
+
     def _emit_round(self, pes):
         groups = {}
         for pe in pes:
-            groups.setdefault(self.lines[pe].popleft()[1], []).append(pe)
+            text = self.lines[pe].popleft()[1]
+            groups.setdefault(text, []).append(pe)
+        if self.own and len(groups) > 1:  # fold lines that differ only by each PE's own numbers
+            generic = {}
+            for text, group in groups.items():
+                generic.setdefault(self._generic(group[0], text), []).append((text, group))
+            groups = {}
+            for common, members in generic.items():
+                if len(members) == 1:
+                    groups[members[0][0]] = members[0][1]
+                else:
+                    groups[common] = sorted(pe for _, group in members for pe in group)
         for text, group in groups.items():
             self.write(f"[PE {pe_ranges(group)}] {text}\n")
 

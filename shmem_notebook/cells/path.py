@@ -12,12 +12,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from ..analysis.postmortem import where_report
+from ..analysis.postmortem import cell_error, where_report
 from ..arguments import check_timeout
 from ..errors import CellStoppedError, PEDiedError, PEError
-from ..folding import fold, pe_ranges
+from ..folding import pe_ranges
 from ..job.processes import wait
 from ..specs import as_specs
+from . import display
 from .output import OutputMerger
 from .result import CellResult
 from .stages import stages_for
@@ -54,6 +55,7 @@ def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **o
         wait(lambda: not _pending(cell.request), 1.5)
         pending = _pending(cell.request)
     result = _collect(cell.request, time.monotonic() - started, pending, outcome)
+    result.errors = {pe: cell_error(e, cell.code) for pe, e in result.errors.items()}  # no temp file names
     for stage in cell.stages:
         stage.after(cell, result)
     job.last_result = result
@@ -97,7 +99,8 @@ def _stream(cell, started):
     """Show output as it arrives; return (outcome, PEs still running) once every PE
     finished ('ok'), the timeout passed ('timeout') or PEs died ('died')."""
     job, ar, timeout = cell.job, cell.request, cell.timeout
-    out, err = OutputMerger(range(job.n), cell.write_out), OutputMerger(range(job.n), cell.write_err)
+    own = {pe: {"pid": info.get("pid")} for pe, info in job.pes.items()}  # lines differing by pid fold
+    out, err = (OutputMerger(range(job.n), w, own=own) for w in (cell.write_out, cell.write_err))
     seen = {}
 
     def feed():
@@ -150,14 +153,14 @@ def _collect(ar, seconds, pending, outcome):
             result.errors[pe] = (error.ename, error.evalue, "\n".join(error.render_traceback()))
     if outcome == "ok" and result.errors:
         result.outcome = "error"
+    display.collect(result, ar._metadata)
     return result
 
 
 def _report(cell, result, where):
     """Show the last expressions and the stages' findings, then raise for whatever went wrong."""
     job, write_out = cell.job, cell.write_out
-    for text, pes in fold(result.results).items():
-        write_out(f"Out[PE {pe_ranges(pes)}]: {text}\n")
+    display.show(result, write_out)  # displays, then the last expressions
     for stage in cell.stages:
         stage.report(cell, result, write_out)
     error = _error(cell, result, where)

@@ -1,54 +1,179 @@
-"""The PE's declared symmetric arrays and its heap use (PE side, imports shmem4py).
+"""The PE's declared symmetric arrays, its heap use, and values sent back (PE side, imports shmem4py).
 
 Declared arrays are the ones named on a ``%%pxshmem`` line or by
 ``job.alloc``; the runtime binds them into the cell namespace before every cell.
+When a declared array is re-allocated or freed, other names still pointing into
+its memory are retired (:func:`retire`): they become read-only private copies of
+the old values, so a write through them fails loudly instead of landing in
+whatever reuses that memory.
 """
 
 import os
+import pickle
 
 import numpy as np
 from shmem4py import shmem
 
-__all__ = ["arrays", "alloc", "free", "gather", "heap_usage"]
+__all__ = ["arrays", "alloc", "free", "gather", "pull", "heap_usage", "allocations", "is_symmetric", "retire",
+           "FreedArray", "FreedArrayError"]
 
 #: declared symmetric arrays, name -> ndarray on the symmetric heap
 arrays = {}
 
 _DEFAULT_HEAP = 256 << 20  # OSHMEM's default symmetric heap
 _namespace = {}  # the engine's user namespace, set by the runtime
+_MISSING = object()
 
 
 def heap_usage():
-    """Bytes of this PE's symmetric heap in use and its size."""
-    used = sum(shmem.ffi.sizeof(cdata) for cdata in shmem._heap.values())
+    """Bytes of this PE's symmetric heap in use and its size: the one count of heap use."""
+    used = sum(shmem.ffi.sizeof(cdata) for cdata in list(shmem._heap.values()))
     size = int(os.environ.get("SMA_SYMMETRIC_SIZE", _DEFAULT_HEAP))
     return used, size
+
+
+def allocations():
+    """Every live shmem4py allocation on this PE: sorted ``[(address, bytes), ...]``."""
+    return sorted((int(shmem.ffi.cast("uintptr_t", c)), shmem.ffi.sizeof(c)) for c in list(shmem._heap.values()))
+
+
+def _address(a):
+    return a.__array_interface__["data"][0]
+
+
+def is_symmetric(obj):
+    """Whether ``obj`` is an ndarray whose memory lies in a live symmetric allocation."""
+    if not isinstance(obj, np.ndarray) or obj.nbytes == 0:
+        return False
+    start = _address(obj)
+    return any(lo <= start and start + obj.nbytes <= lo + n for lo, n in allocations())
+
+
+class FreedArrayError(ValueError):
+    """A write to a name that referred to a freed symmetric array."""
+
+
+class FreedArray(np.ndarray):
+    """A read-only private copy of a symmetric array that was freed or re-allocated."""
+
+    note = "this array's symmetric memory was freed"
+
+    def __array_finalize__(self, obj):
+        self.note = getattr(obj, "note", FreedArray.note)
+
+    def __setitem__(self, key, value):
+        if not self.flags.writeable:
+            raise FreedArrayError(self.note)
+        super().__setitem__(key, value)
+
+    def __array_wrap__(self, arr, context=None, return_scalar=False):
+        arr = np.asarray(arr).view(np.ndarray)  # results computed from it are ordinary arrays
+        return arr[()] if return_scalar else arr
+
+
+def _freeze(a, note):
+    copy = np.array(a).view(FreedArray)
+    copy.note = note
+    copy.flags.writeable = False
+    return copy
+
+
+def retire(old, what):
+    """Before ``old`` is freed: every other name in the namespace pointing into its memory
+    becomes a read-only copy (writes raise :class:`FreedArrayError`), and ``old`` itself is
+    made read-only. ``what`` says what happened (``"A was re-allocated as int64[5]"``).
+    Returns the visible names retired (names starting with ``_`` are retired silently)."""
+    lo = _address(old)
+    hi = lo + old.nbytes
+
+    def points_in(value):
+        return isinstance(value, np.ndarray) and value.nbytes and lo <= _address(value) < hi
+
+    retired = []
+    for key, value in list(_namespace.items()):
+        if points_in(value):
+            note = (f"{key!r} referred to symmetric memory that was freed ({what}); it is a read-only copy "
+                    f"of the old values now: write to the new array, or copy with np.array(...) first")
+            value.flags.writeable = False
+            _namespace[key] = _freeze(value, note)
+            if not key.startswith("_"):
+                retired.append(key)
+    out = _namespace.get("Out")
+    if isinstance(out, dict):  # results of earlier cells
+        for key, value in list(out.items()):
+            if points_in(value):
+                value.flags.writeable = False
+                out[key] = _freeze(value, f"Out[{key}] referred to freed symmetric memory ({what})")
+    old.flags.writeable = False
+    return sorted(retired)
 
 
 def alloc(decls):
     """Allocate ``[(name, dtype, shape), ...]`` zeroed, replacing same names.
 
-    Collective: every PE must call it with the same declarations.
+    Collective: every PE must call it with the same declarations. Returns
+    ``{"usage": (used, size), "retired": {name: [other names that pointed into the old array]}}``.
     """
+    retired = {}
     for name, dtype, shape in decls:
         old = arrays.pop(name, None)
         if old is not None:
-            _namespace.pop(name, None)
+            if _namespace.get(name) is old:
+                del _namespace[name]
+            names = retire(old, f"{name} was re-allocated as {np.dtype(dtype).name}{list(shape)}")
+            if names:
+                retired[name] = names
             shmem.free(old)
         arrays[name] = shmem.zeros(shape, dtype)
     _namespace.update(arrays)
-    return heap_usage()
+    return {"usage": heap_usage(), "retired": retired}
 
 
 def free(name):
-    """Free the declared array ``name``. Collective."""
+    """Free the declared array ``name``. Collective. Returns what :func:`alloc` returns."""
     a = arrays.pop(name)
     if _namespace.get(name) is a:
         del _namespace[name]
+    names = retire(a, f"{name} was freed")
     shmem.free(a)
-    return heap_usage()
+    return {"usage": heap_usage(), "retired": {name: names} if names else {}}
+
+
+def _lookup(name):
+    """What ``name`` means in the cells now (a cell may have rebound a declared name)."""
+    value = _namespace.get(name, _MISSING)
+    return arrays.get(name, _MISSING) if value is _MISSING else value
+
+
+def _kind(value):
+    return f"{type(value).__module__}.{type(value).__qualname__}".replace("builtins.", "")
 
 
 def gather(name):
-    """A private copy of this PE's declared array ``name``."""
-    return np.array(arrays[name])
+    """This PE's symmetric array ``name`` (declared, or any name a cell bound to a symmetric array).
+
+    Returns ``("ok", private copy)``, ``("missing", None)`` or ``("not symmetric", kind)``.
+    """
+    value = _lookup(name)
+    if value is _MISSING:
+        return ("missing", None)
+    if not is_symmetric(value):
+        return ("not symmetric", _kind(value))
+    return ("ok", np.array(value))
+
+
+def pull(name):
+    """The value bound to ``name`` on this PE, as plain data (ndarrays as private copies).
+
+    Returns ``("ok", value)``, ``("missing", None)`` or ``("unsendable", reason)``.
+    """
+    value = _lookup(name)
+    if value is _MISSING:
+        return ("missing", None)
+    if isinstance(value, np.ndarray):
+        return ("ok", np.array(value))  # symmetric memory may change after the reply
+    try:
+        pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        return ("unsendable", f"a {_kind(value)}: {type(exc).__name__}: {exc}")
+    return ("ok", value)

@@ -18,7 +18,7 @@ import numpy as np
 from shmem4py import shmem
 
 from ..protocol import GLOBAL_EXIT_MARK, exit_path, stack_path
-from . import collectives, heap, pitfalls, recorder, teams
+from . import collectives, heap, missing, pitfalls, recorder, teams
 
 __all__ = ["last_cell", "info", "bind", "main"]
 
@@ -126,6 +126,7 @@ def main(argv=None):
 
     _patch_shmem4py()
     pitfalls.install(shmem)
+    missing.install(shmem)
     teams.install(shmem)  # collective: reserves the teams' synchronisation words
     collectives.install(shmem)  # collective: reserves the teaching collectives' scratch
     recorder.install_unsupported(shmem)

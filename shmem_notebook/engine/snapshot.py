@@ -30,7 +30,7 @@ _M = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 def allocations():
     """Every live shmem4py allocation on this PE: sorted ``[(address, bytes), ...]``."""
-    return sorted((int(shmem.ffi.cast("uintptr_t", cdata)), shmem.ffi.sizeof(cdata)) for cdata in list(shmem._heap.values()))
+    return heap.allocations()
 
 
 def heap_base(lowest=None, maps="/proc/self/maps"):

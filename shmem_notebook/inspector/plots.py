@@ -213,10 +213,7 @@ def plot_values(snapshot, name, ax=None, reference=None, outline=True):
     values = _rows(snapshot.values(name))
     mask = _rows(snapshot.diff(name, reference)) if outline else np.zeros(values.shape, bool)
     shown = _display_values(values)
-    finite = shown[np.isfinite(shown)]
-    vmin, vmax = (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
-    if vmin == vmax:
-        vmin, vmax = vmin - 0.5, vmax + 0.5
+    vmin, vmax, clipped = colour_range(shown)
     panels = _pe_panels(shown)
     axes = _axes_for(ax, snapshot.npes, panels is not None)
     artists = []
@@ -238,7 +235,7 @@ def plot_values(snapshot, name, ax=None, reference=None, outline=True):
                                       fontsize=FONT, color="#b00000", weight="bold"))
         cb = a.figure.colorbar(im, ax=a, pad=0.01)
         cb.ax.tick_params(labelsize=FONT - 1)
-        a.set_title(_title(snapshot, name), fontsize=FONT + 1, loc="left")
+        a.set_title(_title(snapshot, name) + clipped, fontsize=FONT + 1, loc="left")
         return artists + [cb]
     masks = mask.reshape(panels.shape)
     im = None
@@ -260,8 +257,33 @@ def plot_values(snapshot, name, ax=None, reference=None, outline=True):
     fig = axes[0].figure
     cb = fig.colorbar(im, ax=axes[: snapshot.npes], shrink=0.85, pad=0.01)
     cb.ax.tick_params(labelsize=FONT - 1)
-    fig.suptitle(_title(snapshot, name), fontsize=FONT + 1, x=0.01, ha="left")
+    fig.suptitle(_title(snapshot, name) + clipped, fontsize=FONT + 1, x=0.01, ha="left")
     return artists + [cb]
+
+
+def colour_range(values):
+    """``(vmin, vmax, note)`` of a heatmap's colour scale, robust to outliers.
+
+    Values beyond ``3 x IQR`` from the quartiles are outliers; when they stretch
+    the full range to more than 10x the range of the rest, the scale spans the
+    rest (outliers saturate) and ``note`` states the true min and max, so one
+    outlier never paints everything else one colour.
+    """
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    if not finite.size:
+        return 0.0, 1.0, ""
+    lo, hi, note = float(finite.min()), float(finite.max()), ""
+    q1, q3 = np.percentile(finite, [25, 75])
+    if q3 > q1:
+        inner = finite[(finite >= q1 - 3 * (q3 - q1)) & (finite <= q3 + 3 * (q3 - q1))]
+        rlo, rhi = float(inner.min()), float(inner.max())
+        if rhi > rlo and hi - lo > 10 * (rhi - rlo):
+            note = (f"\ncolours span {rlo:.4g}..{rhi:.4g} (outliers saturate); true min {lo:.4g}, max {hi:.4g}")
+            lo, hi = rlo, rhi
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    return lo, hi, note
 
 
 def _title(snapshot, name):

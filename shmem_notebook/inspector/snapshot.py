@@ -156,16 +156,7 @@ class Snapshot:
         mask = np.zeros((self.npes, *sample.shape), dtype=bool)
         pes = sorted(keys)
         if reference is None:
-            count = {p: sum(_equal(keys[p], keys[q]).astype(int) for q in pes) for p in pes}
-            best = np.zeros(sample.shape, dtype=int)
-            best_pe = np.full(sample.shape, pes[0])
-            for p in pes:  # ascending: ties keep the lowest PE
-                better = count[p] > best
-                best = np.where(better, count[p], best)
-                best_pe = np.where(better, p, best_pe)
-            ref = np.empty_like(sample)
-            for p in pes:
-                ref = np.where(best_pe == p, keys[p], ref)
+            ref, _ = _consensus(keys)
         else:
             ref = keys[reference]
         for p in pes:
@@ -191,9 +182,36 @@ class Snapshot:
             return f"{name}: PE {pe_ranges(holders)} {verb} with {against} on all {total} {what}"
         if len(counts) == 1:
             (pe, c), = counts.items()
-            return f"{name}: PE {pe} differs from {against} at {c} of {total} {what}"
-        parts = ", ".join(f"PE {pe} at {c}" for pe, c in counts.items())
-        return f"{name}: PE {pe_ranges(counts)} differ from {against} ({parts} of {total} {what})"
+            text = f"{name}: PE {pe} differs from {against} at {c} of {total} {what}"
+        else:
+            parts = ", ".join(f"PE {pe} at {c}" for pe, c in counts.items())
+            text = f"{name}: PE {pe_ranges(counts)} differ from {against} ({parts} of {total} {what})"
+        if reference is None:
+            keys = self._keys(name)
+            _, held = _consensus(keys)
+            split = int((2 * held <= len(keys)).sum())
+            if split:
+                text = (f"{name}: no majority: no value is held by more than half of the PEs at {split} of {total} "
+                        f"{what}, so the consensus there is only the most common value (ties: the lowest PE's); "
+                        f"choose a reference PE to compare with. " + text[len(name) + 2:])
+        return text
+
+
+def _consensus(keys):
+    """Per element, the value most PEs hold (ties: the lowest PE's) and how many PEs hold it."""
+    pes = sorted(keys)
+    sample = keys[pes[0]]
+    count = {p: sum(_equal(keys[p], keys[q]).astype(int) for q in pes) for p in pes}
+    best = np.zeros(sample.shape, dtype=int)
+    best_pe = np.full(sample.shape, pes[0])
+    for p in pes:  # ascending: ties keep the lowest PE
+        better = count[p] > best
+        best = np.where(better, count[p], best)
+        best_pe = np.where(better, p, best_pe)
+    ref = np.empty_like(sample)
+    for p in pes:
+        ref = np.where(best_pe == p, keys[p], ref)
+    return ref, best
 
 
 def _equal(a, b):
@@ -248,6 +266,7 @@ def gather_snapshot(job, budget=DEFAULT_BUDGET, timeout=DEFAULT_TIMEOUT):
         except Exception as exc:  # the PE raised or its engine vanished
             failed[pe] = f"{type(exc).__name__}: {exc}"
             errors.append(f"PE {pe}: {failed[pe]}")
+    job._record_usage({pe: (r["heap"]["used"], r["heap"]["size"]) for pe, r in replies.items()})
     last = job.last_result
     pes = []
     for pe in range(job.n):

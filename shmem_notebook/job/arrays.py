@@ -1,10 +1,15 @@
 """Heap bookkeeping of a job: declared symmetric arrays and heap use (client side)."""
 
+import contextlib
+import sys
+
 import ipyparallel as ipp
 import numpy as np
 
-from ..errors import HeapFullError
-from ..specs import SpecError, as_specs, format_size, parse_spec
+from ..errors import HeapFullError, InputError
+from ..folding import pe_ranges
+from ..protocol import request
+from ..specs import SpecError, as_specs, format_size
 
 __all__ = ["SymmetricArrays"]
 
@@ -15,32 +20,69 @@ class SymmetricArrays:
     def alloc(self, *declarations, **specs):
         """Allocate symmetric arrays on every PE, zeroed. Collective.
 
-        ``job.alloc("A=int64[8]", flags="int32[npes]")``. A new spec for an
-        existing name re-allocates it.
+        Declarations take every form of :func:`~shmem_notebook.specs.as_specs`:
+        ``job.alloc("A=int64[8] B=float32[npes]")``, ``job.alloc(["A=int64[8]"])``,
+        ``job.alloc({"A": "int64[8]"})``, ``job.alloc(flags="int32[npes]")``.
+        A new spec for an existing name re-allocates it.
         """
         self._require_running("an allocation")
-        parsed = as_specs(list(declarations) + [parse_spec(f"{k}={v}") for k, v in specs.items()])
-        self._alloc_on_pes(parsed)
+        self._alloc_on_pes(as_specs(*declarations, **specs))
 
     def _alloc_on_pes(self, specs):
-        try:
-            decls = [(s.name, s.dtype, s.shape(self.n)) for s in specs]
-        except SpecError as exc:
-            raise SpecError(f"{exc} (npes={self.n})") from None
+        decls = [(s.name, s.dtype, s.shape(self.n)) for s in specs]  # SpecError names npes
         self._check_heap(specs)
         try:
-            usage = self._call("alloc", decls)
+            replies = self._call("alloc", decls)
         except ipp.error.CompositeError as exc:
             raise HeapFullError(f"allocating {' '.join(map(str, specs))} failed on the PEs: {exc}") from None
         for s in specs:
             self.specs.pop(s.name, None)
             self.specs[s.name] = s
-        self._record_usage(usage)
+        self._after_heap_change(replies, "re-allocated")
+
+    def _after_heap_change(self, replies, verb):
+        """Record the heap use the PEs answered and say which names were retired (see engine/heap.py)."""
+        self._record_usage([r["usage"] for r in replies])
+        retired = {}  # (array, name) -> PEs
+        for pe, r in enumerate(replies):
+            for array, names in r["retired"].items():
+                for name in names:
+                    retired.setdefault((array, name), []).append(pe)
+        for (array, name), pes in retired.items():
+            where = "" if len(pes) == self.n else f" on PE {pe_ranges(pes)}"
+            sys.stderr.write(
+                f"shmem_notebook: `{name}`{where} referred to the old {array}, which was {verb}; `{name}` is now "
+                f"a read-only copy of the old values (writes to it raise), use `{array}` for the new one\n"
+            )
 
     def _record_usage(self, usage):
-        for pe, (used, size) in enumerate(usage):
+        """Record heap use answered by the PEs: a list in PE order (every PE) or ``{pe: (used, size)}``.
+
+        The PEs' own count (:func:`shmem_notebook.engine.heap.heap_usage`, every live
+        shmem4py allocation) is the one source; ``self.pes`` only caches it.
+        """
+        if not isinstance(usage, dict):
+            usage = dict(enumerate(usage))
+        for pe, (used, size) in usage.items():
             self.pes.setdefault(pe, {}).update(heap_used=used, heap_size=size)
-        self._heap_stale = False
+        if set(usage) >= set(range(self.n)):
+            self._heap_stale = False
+
+    def _refresh_usage(self, skip=(), timeout=5.0):
+        """After a cell (which may allocate with shmem4py directly), ask the PEs that can
+        answer for their heap use. Not collective; PEs in ``skip`` (dead) or still busy
+        keep their last figure."""
+        if not self._heap_stale or self._client is None:
+            return
+        ask = [pe for pe in range(self.n) if pe not in skip and not self._unanswered(pe)]
+        if not ask:
+            return
+        ar = self._client[ask].apply_async(request, "heap_usage")
+        try:
+            self._record_usage(dict(zip(ask, ar.get(timeout))))
+        except Exception:  # a PE that cannot answer now keeps its last figure
+            with contextlib.suppress(Exception):
+                self._client.abort(ar, targets=ask, block=False)
 
     def _check_heap(self, specs):
         if self._heap_stale:  # cells may have allocated with shmem4py directly
@@ -64,14 +106,75 @@ class SymmetricArrays:
         """Free the declared array ``name`` on every PE. Collective."""
         self._require_running("free")
         self._declared(name)
-        self._record_usage(self._call("free", name))
+        replies = self._call("free", name)
         del self.specs[name]
+        self._after_heap_change(replies, "freed")
 
     def gather(self, name):
-        """Copy array ``name`` from every PE: a NumPy array of shape ``(npes, *shape)``."""
+        """Copy the symmetric array ``name`` from every PE: an ndarray of shape ``(npes, *shape)``.
+
+        ``name`` is a declared array or any name cells bound to a symmetric array
+        (``B = shmem.zeros(8)``). Not collective.
+        """
         self._require_running("gather")
-        self._declared(name)
-        return np.stack(self._call("gather", name))
+        values = self._values("gather", name)
+        shapes = {(v.dtype.name, v.shape) for v in values.values()}
+        if len(shapes) > 1:
+            where = "; ".join(f"PE {pe}: {v.dtype.name}{list(v.shape)}" for pe, v in values.items())
+            raise InputError(
+                f"{name!r} has a different dtype or shape on different PEs ({where}); "
+                f"use `%shmem pull {name}` (job.pull({name!r})) to get each PE's value"
+            )
+        return np.stack([values[pe] for pe in range(self.n)])
+
+    def pull(self, name, stack=None):
+        """The value bound to ``name`` on every PE. Not collective.
+
+        Returns ``{pe: value}``, or with ``stack=None`` (default) one ndarray of
+        shape ``(npes, ...)`` when every PE holds an array or number of the
+        same shape; ``stack=True`` insists on that, ``stack=False`` always gives the dict.
+        """
+        self._require_running("pull")
+        values = self._values("pull", name)
+        stackable = all(isinstance(v, (np.ndarray, np.generic, int, float, complex)) for v in values.values()) and len(
+            {np.shape(v) for v in values.values()}
+        ) == 1
+        if stack and not stackable:
+            raise InputError(
+                f"{name!r} cannot be stacked: the PEs hold values that are not arrays or numbers of one shape; "
+                f"use job.pull({name!r}) to get {{pe: value}}"
+            )
+        if stackable and stack is not False:
+            return np.stack([np.asarray(values[pe]) for pe in range(self.n)])
+        return values
+
+    def _values(self, op, name):
+        """``{pe: value}`` of the ``gather``/``pull`` request for ``name``, or one clear error."""
+        if not isinstance(name, str) or not name.isidentifier():
+            raise InputError(f"{op} takes a variable name, got {name!r}")
+        problems, values = {}, {}
+        for pe, (status, value) in enumerate(self._call(op, name)):
+            if status == "ok":
+                values[pe] = value
+            else:
+                problems.setdefault((status, value), []).append(pe)
+        if not problems:
+            return values
+        (status, detail), pes = next(iter(problems.items()))
+        where = "any PE" if len(pes) == self.n else f"PE {pe_ranges(pes)}"
+        if status == "missing":
+            hint = (f"declared arrays: {', '.join(self.specs) or 'none'}; names exist once a cell assigned them"
+                    if op == "gather" else "names exist once a cell assigned them")
+            raise InputError(f"no variable named {name!r} on {where}; {hint}")
+        if status == "not symmetric":
+            raise InputError(
+                f"{name!r} on {where} is a {detail}, not a symmetric array; `%shmem pull {name}` "
+                f"(job.pull({name!r})) brings back any value"
+            )
+        raise InputError(
+            f"{name!r} on {where} cannot be sent to the notebook ({detail}); "
+            f"bind what you need to a name as an array, list or number and pull that"
+        )
 
     def arrays(self):
         """Declared arrays: one dict per array with name, dtype, shape, bytes."""

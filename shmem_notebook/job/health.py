@@ -93,10 +93,15 @@ class Health:
 
     def status(self):
         """One dict per PE: pe, state (idle/busy/dead), pid, host, node (Slurm's name for it), heap_used,
-        heap_size, teams ("native" or "emulated": how the PE provides OpenSHMEM teams)."""
+        heap_size, teams ("native" or "emulated": how the PE provides OpenSHMEM teams).
+
+        Heap use is asked of every idle PE after a cell ran (not collective).
+        """
         if self.state == "stopped":
             raise NoJobError("status")
         dead = set(range(self.n)) if self.state == "dead" else set(self._dead_pes())
+        if self.state in ("running", "hung"):
+            self._refresh_usage(skip=dead)
         rows = []
         for pe in range(self.n):
             info = self.pes.get(pe, {})

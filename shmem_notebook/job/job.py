@@ -101,10 +101,19 @@ class Job(SymmetricArrays, Health):
             self._watchdog = start_watchdog(self._token, self._batch_name if self.slurm else None)
             self._start_controller()
             self._start_pes()
+        except KeyboardInterrupt:
+            self._teardown()
+            raise self._interrupted("start") from None
         except BaseException:
             self._teardown()
             raise
         return self
+
+    def _interrupted(self, what):
+        return LaunchError(
+            f"the {what} of {self.n} PEs was interrupted; every process it had started was stopped and nothing is "
+            f"left running: run `%shmem start -n {self.n}` (or shmem_notebook.start({self.n})) to start again"
+        )
 
     def _start_controller(self):
         everywhere = self.ip in ("0.0.0.0", "*")
@@ -287,6 +296,9 @@ class Job(SymmetricArrays, Health):
             return self.start()
         try:
             self._start_pes()
+        except KeyboardInterrupt:
+            self.stop()
+            raise self._interrupted("restart") from None
         except BaseException:
             self.stop()
             raise

@@ -16,7 +16,7 @@ from ..specs import format_size
 
 __all__ = ["ShmemMagics", "format_status", "format_arrays"]
 
-SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather", "inspect", "race", "replay")
+SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather", "pull", "inspect", "race", "replay")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -101,6 +101,7 @@ PARSERS = {
     "alloc": _parser("%shmem alloc", lambda p: p.add_argument("arrays", nargs="+", metavar="NAME=DTYPE[SHAPE]")),
     "free": _parser("%shmem free", lambda p: p.add_argument("names", nargs="+", metavar="NAME")),
     "gather": _parser("%shmem gather", lambda p: p.add_argument("name", metavar="NAME")),
+    "pull": _parser("%shmem pull", lambda p: p.add_argument("name", metavar="NAME")),
     "pxshmem": _parser("%%pxshmem", _cell_args),
     "inspect": _parser("%shmem inspect", _inspect_args),
     "race": _parser("%shmem race", lambda p: p.add_argument("switch", choices=("on", "off"))),
@@ -180,7 +181,7 @@ class ShmemMagics(Magics):
         """%shmem start -n N [--heap SIZE] [--oversubscribe] [--hostfile FILE] [--timeout S] [--ip ADDR]
             [--slurm [--partition P] [--time T] [--nodes K] [--account A] [--sbatch-arg ARG ...]]
         %shmem stop | restart | status | arrays
-        %shmem alloc NAME=DTYPE[SHAPE] ... | free NAME ... | gather NAME
+        %shmem alloc NAME=DTYPE[SHAPE] ... | free NAME ... | gather NAME | pull NAME
         %shmem inspect [--auto] [--array NAME] [--reference PE]
         %shmem race on|off
         %shmem replay [--array NAME ...]
@@ -235,6 +236,9 @@ class ShmemMagics(Magics):
 
     def _gather(self, args):
         return self._job("%shmem gather").gather(args.name)
+
+    def _pull(self, args):
+        return self._job("%shmem pull").pull(args.name)
 
     def _inspect(self, args):
         from ..inspector import inspect
