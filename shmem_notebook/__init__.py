@@ -19,9 +19,7 @@ from .errors import (
     ShmemNotebookError,
     SpecError,
 )
-from .job import CellResult, Job, current_job, start
 from .rc import rc
-from .specs import ArraySpec
 
 __version__ = "0.1.0"
 
@@ -49,6 +47,21 @@ __all__ = [
 ]
 
 
+#: public names imported on first use: a PE (``python -m shmem_notebook.engine``) and the
+#: watchdog import this package too, and must not pay for the client side's imports
+_LAZY = {"start": "job", "current_job": "job", "Job": "job", "CellResult": "job", "ArraySpec": "specs"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def load_ipython_extension(ipython):
     """``%load_ext shmem_notebook``: register ``%shmem`` and ``%%pxshmem``."""
     from .magics import ShmemMagics
@@ -58,6 +71,8 @@ def load_ipython_extension(ipython):
 
 def unload_ipython_extension(ipython):
     """Stop the current job when the extension is unloaded."""
+    from .job import current_job
+
     job = current_job()
     if job is not None:
         job.stop()

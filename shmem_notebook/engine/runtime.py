@@ -18,6 +18,7 @@ import numpy as np
 from shmem4py import shmem
 
 from ..protocol import GLOBAL_EXIT_MARK, exit_path, stack_path
+from ..rc import rc
 from . import collectives, heap, missing, pitfalls, recorder, teams
 
 __all__ = ["last_cell", "info", "bind", "main"]
@@ -136,6 +137,8 @@ def main(argv=None):
         f"--IPEngine.id={shmem.my_pe()}",
         # the client signals PEs itself and notices deaths through oshrun: no nanny process
         "--IPEngine.enable_nanny=False",
+        # oshrun and the controller start together: the connection file may come after us
+        f"--IPEngine.wait_for_url_file={rc.start_timeout}",
         f"--IPEngine.startup_command=__import__('{__name__}', fromlist=['bind']).bind(get_ipython())",
     ]
     try:

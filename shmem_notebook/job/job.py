@@ -116,6 +116,7 @@ class Job(SymmetricArrays, Health):
         )
 
     def _start_controller(self):
+        """Spawn the controller; don't wait for it (the PEs and the client wait for its files)."""
         everywhere = self.ip in ("0.0.0.0", "*")
         self._cluster = ipp.Cluster(
             engines=OshrunEngineSetLauncher,
@@ -124,12 +125,13 @@ class Job(SymmetricArrays, Health):
             controller_location=socket.gethostname() if everywhere else "",
             controller_args=[f"--HeartMonitor.period={rc.heartbeat_ms}", "--nodb"],
             delay=0,
+            # oshrun starts while the controller starts: each PE reads the controller's
+            # connection file once OpenSHMEM is initialised (see engine.runtime.main)
+            send_engines_connection_env=False,
             log_level=logging.ERROR,  # we report failures ourselves
         )
         with owned_by(self._token):
             self._cluster.start_controller_sync()
-        self._client = self._cluster.connect_client_sync()
-        self._private_files()
 
     @property
     def _batch_name(self):
@@ -147,6 +149,8 @@ class Job(SymmetricArrays, Health):
                 local_only=self.ip in LOOPBACK and not self.slurm,
                 **options,
             )
+        if self._client is None:  # the controller shares the CPU with the starting PEs: be patient
+            self._client = self._cluster.connect_client_sync(timeout=rc.start_timeout)
         self._private_files()
         self._wait_for_pes(time.monotonic() + rc.start_timeout)
         self._view = self._client[list(range(self.n))]
@@ -226,6 +230,23 @@ class Job(SymmetricArrays, Health):
                 self._client.shutdown(targets=list(range(self.n)), block=False)
         else:
             self._kill_pes(engines)
+        self._forget_pes()
+
+    def _forget_pes(self):
+        """Tell the controller the PEs are gone, so their ids are free for new PEs at once.
+
+        Without it the controller frees the id of a killed PE only after 10 missed
+        heartbeats (2.5 s), and of a PE shutting down only once it unregistered itself.
+        """
+        client = self._client
+        if client is None or client._closed:
+            return
+        for eid in list(client.ids):
+            # the message a leaving engine sends; the controller answers every client
+            # with an unregistration notification, which empties client.ids
+            client._io_loop.add_callback(
+                client.session.send, client._query_stream, "unregistration_request", content={"id": eid}
+            )
 
     @staticmethod
     def _kill_pes(engines):
