@@ -125,9 +125,10 @@ class Job(SymmetricArrays, Health):
             controller_location=socket.gethostname() if everywhere else "",
             controller_args=[f"--HeartMonitor.period={rc.heartbeat_ms}", "--nodb"],
             delay=0,
-            # oshrun starts while the controller starts: each PE reads the controller's
-            # connection file once OpenSHMEM is initialised (see engine.runtime.main)
-            send_engines_connection_env=False,
+            # on one node oshrun starts while the controller starts: each PE reads the
+            # controller's connection file once OpenSHMEM is initialised (engine.runtime.main);
+            # PEs on other nodes may not see this file system: they get it in their environment
+            send_engines_connection_env=bool(self.slurm or self.hostfile),
             log_level=logging.ERROR,  # we report failures ourselves
         )
         with owned_by(self._token):
