@@ -88,6 +88,44 @@ def goals(results):
         row = next(r for r in races["rows"] if r["workload"] == "puts")
         out.append({"id": "race_puts", "goal": f"race check on {races['puts']:,} 8-byte puts + barrier: <= 3x the untraced cell",
                     "measured": f"{row['traced_s']:.2f} s vs {row['untraced_s']:.2f} s = {row['ratio']:.2f}x", "ok": row["ratio"] <= 3})
+    out += scale_goals(results.get("scale"))
+    return out
+
+
+def scale_goals(sc):
+    """The goals of issue 13, from the scale section (1 to 32 PEs in one run)."""
+    if not sc:
+        return []
+    out = []
+    for r in sc["rows"]:
+        if r["n"] in (1, 4, 16, 32):
+            x = r["start"] / r["floor"]
+            out.append({"id": f"scale_start_{r['n']}", "goal": f"start to ready, {r['n']} PEs: <= 2x the oshrun floor",
+                        "measured": f"{r['start']:.2f} s vs {r['floor']:.2f} s = {x:.2f}x", "ok": x <= 2})
+    worst = max(sc["rows"], key=lambda r: max(r["restart"], r["restart_crash"]) / r["start"])
+    x = max(worst["restart"], worst["restart_crash"]) / worst["start"]
+    out.append({"id": "scale_restart", "goal": "restart faster than start at every N (healthy and after a crash)",
+                "measured": f"worst at {worst['n']} PEs: restart {worst['restart']:.2f} s, after a crash "
+                            f"{worst['restart_crash']:.2f} s, start {worst['start']:.2f} s ({x:.2f}x)", "ok": x < 1})
+    for r in sc["rows"]:
+        limit = 0.6 if r["n"] >= 16 else 1.1 if r["n"] <= 4 else None
+        if limit is None:
+            continue
+        x = r["pxshmem_ms"] / r["view_execute_ms"]
+        out.append({"id": f"scale_dispatch_{r['n']}", "goal": f"no-op `%%pxshmem`, {r['n']} PEs: <= {limit}x `DirectView.execute`",
+                    "measured": f"{r['pxshmem_ms']:.1f} ms vs {r['view_execute_ms']:.1f} ms = {x:.2f}x", "ok": x <= limit})
+    g = sc.get("gather")
+    if g:
+        x = g["ours_gbps"] / g["numpy_copy_gbps"]
+        out.append({"id": "scale_gather", "goal": f"`%shmem gather` {size_text(g['bytes_per_pe'])} per PE at {g['n']} PEs: >= 0.25x NumPy copy bandwidth",
+                    "measured": f"{g['ours_gbps']:.2f} GB/s vs {g['numpy_copy_gbps']:.2f} GB/s = {x:.2f}x", "ok": x >= 0.25})
+    o = sc.get("output")
+    if o:
+        x = o["pxshmem_s"] / o["px_s"]
+        out.append({"id": "scale_output", "goal": f"{o['lines']:,} lines per PE at {o['n']} PEs: every line, in order, <= 2x `%%px`",
+                    "measured": f"{o['pxshmem_s']:.2f} s vs {o['px_s']:.2f} s = {x:.2f}x; "
+                                f"{'every line in order' if o['complete'] else 'LINES MISSING OR OUT OF ORDER'}",
+                    "ok": o["complete"] and x <= 2})
     return out
 
 
@@ -142,7 +180,32 @@ def explanation(goal, results):
             "the heartbeat wakes the controller and every engine 4 times a second at 250 ms; "
             "`SHMEM_NOTEBOOK_HEARTBEAT_MS` trades it: 100 ms starts ~0.25 s faster at ~3%, 500 ms idles at ~0.8%."),
     }
+    for prefix, text in SCALE_WHY.items():
+        if goal["id"].startswith(prefix):
+            return text
     return texts.get(goal["id"], "")
+
+
+SCALE_WHY = {
+    "scale_start": (
+        "every PE is a Python process that imports ipyparallel, IPython, ipykernel and zmq and builds an IPython "
+        "shell after `shmem_init` (about 0.4-0.6 s of CPU per PE against about 0.3 s for the floor's Python, NumPy "
+        "and `shmem_init`); with more PEs than the 2 cores this CPU adds up linearly. The controller now starts "
+        "while oshrun starts and the PEs no longer import the client side, which removed the fixed part; the "
+        "per-PE part stays while every PE is an ipyparallel engine."),
+    "scale_restart": (
+        "restart skips the controller and the watchdog; the new PEs start while the old ones finish "
+        "`shmem_finalize`, and on 2 cores both compete for the CPU."),
+    "scale_dispatch": (
+        "`%%pxshmem` is one `DirectView.execute` plus our bookkeeping (arrays, output merging, death checks); "
+        "the cost per PE (IPython's `run_cell` on each PE, 4-5 iopub messages per PE relayed by the controller) "
+        "is ipyparallel's, so a cell cannot be much cheaper than `execute` while every PE is an ipyparallel engine."),
+    "scale_gather": (
+        "the array is copied on the PE (so a later cell cannot change it while it is sent), sent through zmq to "
+        "the controller and on to the client (a copy on receipt), unpickled and stacked (a copy); with the PEs, "
+        "the controller and the client on 2 cores these copies are serial."),
+    "scale_output": "output is merged per line across PEs and written to the notebook in rounds.",
+}
 
 
 # -- the tables --------------------------------------------------------------
@@ -256,6 +319,40 @@ def races_table(races):
             + table(["cell", "untraced s", "traced s", "ratio", "loop untraced ms", "loop traced ms", "loop ratio"], rows))
 
 
+def scale_table(sc):
+    cols = [r["n"] for r in sc["rows"]]
+
+    def line(label, key, fmt=f, scale=1.0):
+        return [label] + [fmt(r.get(key) * scale) if r.get(key) is not None else "-" for r in sc["rows"]]
+
+    def ratio(label, a, b):
+        return [label] + [f"{r[a] / r[b]:.2f}x" if r.get(a) and r.get(b) else "-" for r in sc["rows"]]
+
+    rows = [line("`%shmem start` s", "start"), line("`%shmem restart` s", "restart"),
+            line("restart after a crash s", "restart_crash"), line("oshrun floor s", "floor"),
+            line("ipp MPI launcher (tuned) s", "ipp_mpi"), ratio("start / floor", "start", "floor"),
+            ratio("restart / start", "restart", "start"), ratio("restart after crash / start", "restart_crash", "start"),
+            line("no-op `%%pxshmem` ms", "pxshmem_ms"), line("`DirectView.execute` ms", "view_execute_ms"),
+            ratio("`%%pxshmem` / execute", "pxshmem_ms", "view_execute_ms"),
+            line(f"`%shmem gather` {size_text(sc['curve_gather_bytes'])}/PE ms", "gather_s", scale=1e3),
+            line("`DirectView.pull` + stack ms", "pull_s", scale=1e3), ratio("gather / pull", "gather_s", "pull_s")]
+    text = (f"**Scale**, 1 to {max(cols)} PEs in one run: medians of {sc['repeats']} at up to 4 PEs, one run above "
+            f"(no-op cells: median of {sc['cells']}). Floor = `oshrun -n N python -c 'from shmem4py import shmem; "
+            "shmem.barrier_all()'`; ipp MPI = ipyparallel's `Cluster(engines='mpi')` with our heartbeat, to one "
+            "round trip. More PEs than 2 cores are oversubscribed.\n\n"
+            + table(["PEs", *map(str, cols)], rows))
+    g, o = sc.get("gather"), sc.get("output")
+    if g:
+        text += (f"\n\n`%shmem gather` of {size_text(g['bytes_per_pe'])} per PE at {g['n']} PEs: {g['ours_s']:.2f} s = "
+                 f"{g['ours_gbps']:.2f} GB/s (`DirectView.pull` + `np.stack`: {g['pull_gbps']:.2f} GB/s; NumPy copy in "
+                 f"the client: {g['numpy_copy_gbps']:.2f} GB/s). Copies on the way: on the PE (a private copy), zmq "
+                 "receive in the controller and in the client, `np.stack` in the client.")
+    if o:
+        text += (f"\n\n{o['lines']:,} printed lines per PE at {o['n']} PEs: `%%pxshmem` {o['pxshmem_s']:.2f} s, "
+                 f"`%%px` {o['px_s']:.2f} s; every line arrived in order per PE: {'yes' if o['complete'] else 'NO'}.")
+    return text
+
+
 def goals_table(gs):
     return "**Goals**\n\n" + table(["goal", "measured", "result"], [[g["goal"], g["measured"], verdict(g["ok"])] for g in gs])
 
@@ -280,6 +377,8 @@ def markdown(results):
         parts.append(memory_table(results["memory"], results.get("startup")))
     if "races" in results:
         parts.append(races_table(results["races"]))
+    if "scale" in results:
+        parts.append(scale_table(results["scale"]))
     return "\n\n".join(parts) + "\n"
 
 
@@ -312,7 +411,7 @@ def plot(results, path):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+    fig, axes = plt.subplots(3, 3, figsize=(16, 13.5))
     m = results["meta"]["machine"]
     fig.suptitle(f"shmem_notebook benchmarks, {results['meta']['date']}: {m['cores']} cores, {m['cpu']}, "
                  f"Open MPI {m['openmpi']}")
@@ -404,6 +503,34 @@ def plot(results, path):
     else:
         ax.text(0.5, 0.5, "inspector: not available", ha="center", va="center", transform=ax.transAxes)
     ax.set_title(f"Inspector, {insp['n'] if insp and insp.get('available') else '-'} PEs")
+    plot_scale(results.get("scale"), axes[2])
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def plot_scale(sc, axes):
+    """Third row: cost against PEs, log-log, ours (solid) beside the baselines (dashed)."""
+    panels = [
+        ("Start and restart vs PEs", "seconds", [("start", "%shmem start", "-o"), ("restart", "%shmem restart", "-s"),
+                                                  ("restart_crash", "restart after a crash", "-^"),
+                                                  ("floor", "oshrun floor", "--x"), ("ipp_mpi", "ipp MPI launcher", "--d")], 1),
+        ("No-op cell vs PEs", "ms", [("pxshmem_ms", "%%pxshmem", "-o"), ("view_execute_ms", "DirectView.execute", "--d")], 1),
+        ("Gather vs PEs", "ms", [("gather_s", "%shmem gather", "-o"), ("pull_s", "DirectView.pull + stack", "--d")], 1e3),
+    ]
+    for ax, (title, unit, series, scale) in zip(axes, panels):
+        if not sc:
+            ax.set_title(title)
+            continue
+        ns = [r["n"] for r in sc["rows"]]
+        for key, label, style in series:
+            ax.plot(ns, [r.get(key, float("nan")) * scale for r in sc["rows"]], style, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(ns, [str(n) for n in ns])
+        ax.set_xlabel("PEs (log)")
+        ax.set_ylabel(f"{unit} (log)")
+        ax.legend(fontsize=7)
+        if "gather" in title:
+            title += f" ({size_text(sc['curve_gather_bytes'])} per PE)"
+        ax.set_title(title)

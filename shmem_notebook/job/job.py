@@ -151,7 +151,7 @@ class Job(SymmetricArrays, Health):
                 **options,
             )
         if self._client is None:  # the controller shares the CPU with the starting PEs: be patient
-            self._client = self._cluster.connect_client_sync(timeout=rc.start_timeout)
+            self._client = self._cluster.connect_client_sync(timeout=max(10.0, rc.start_timeout))
         self._private_files()
         self._wait_for_pes(time.monotonic() + rc.start_timeout)
         self._view = self._client[list(range(self.n))]

@@ -1,0 +1,148 @@
+"""Scale: what a job costs from 1 to 32 PEs, each beside its baseline measured in the same run.
+
+Per N (interleaved, medians): ``%shmem start``, ``%shmem restart`` on a healthy job and after a
+PE crashed, the bare ``oshrun`` floor (Python + ``shmem_init`` + a barrier) and ipyparallel's MPI
+launcher (same heartbeat); a no-op ``%%pxshmem`` against ``DirectView.execute`` on the same
+engines; ``%shmem gather`` of a 4 MiB array per PE against ``DirectView.pull`` of the same array.
+At 4 PEs also: ``%shmem gather`` of 64 MiB per PE against NumPy's copy bandwidth, and a cell
+printing 2,000 lines per PE under ``%%pxshmem`` and ``%%px`` (every line checked, in order per PE).
+"""
+
+import contextlib
+import io
+import re
+import time
+
+import numpy as np
+
+from common import median, run_cell, shell
+from startup import floor, ipp_start, ipp_stop
+
+CRASH = "%%pxshmem\nimport os\nif me == 0:\n    os._exit(3)\nshmem.barrier_all()"
+LINES = 2000
+PRINT = f"for i in range({LINES}):\n    print('line', me, i)"
+
+
+def _job():
+    from shmem_notebook import current_job
+
+    return current_job()
+
+
+def _timed_cell(code):
+    start = time.perf_counter()
+    run_cell(code)
+    return time.perf_counter() - start
+
+
+def _crash_then_restart():
+    with contextlib.suppress(Exception):
+        run_cell(CRASH)  # PEDiedError
+    return _timed_cell("%shmem restart")
+
+
+def _dispatch(job, cells):
+    view = job._client[list(range(job.n))]
+    view.block = True
+    ways = {"pxshmem": lambda: run_cell("%%pxshmem\npass"), "view_execute": lambda: view.execute("pass")}
+    samples = {k: [] for k in ways}
+    for fn in ways.values():
+        fn()
+    for _ in range(cells):
+        for k, fn in ways.items():
+            t = time.perf_counter()
+            fn()
+            samples[k].append(time.perf_counter() - t)
+    return {f"{k}_ms": median(v) * 1e3 for k, v in samples.items()}
+
+
+def _gather(job, nbytes, repeats):
+    """Seconds of job.gather and of view.pull + np.stack, same array."""
+    n = nbytes // 8
+    job.alloc(f"G=float64[{n}]")
+    job.run("G[:] = me", stdout=io.StringIO())
+    view = job._client[list(range(job.n))]
+    ours, pull = [], []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        g = job.gather("G")
+        ours.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        p = np.stack(view.pull("G", block=True))
+        pull.append(time.perf_counter() - t)
+        assert g.shape == p.shape == (job.n, n) and (g[:, 0] == np.arange(job.n)).all()
+        del g, p
+    job.free("G")
+    return median(ours), median(pull)
+
+
+def numpy_copy_gbps(nbytes, repeats=5):
+    src = np.ones(nbytes // 8)
+    dst = np.empty_like(src)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - t)
+    return nbytes / median(times) / 1e9
+
+
+def _printing(job):
+    """Seconds of the 2,000-line cell under %%pxshmem and %%px, and whether every line came, in order."""
+    view = job._client[list(range(job.n))]
+    view.block = True
+    view.activate()
+    out = io.StringIO()
+    t = time.perf_counter()
+    job.run(PRINT, stdout=out)
+    ours = time.perf_counter() - t
+    got = {pe: [] for pe in range(job.n)}
+    for line in out.getvalue().splitlines():
+        m = re.match(r"\[PE [\d,\- ]+\] line (\d+) (\d+)$", line)
+        if m:
+            got[int(m.group(1))].append(int(m.group(2)))
+    complete = all(got[pe] == list(range(LINES)) for pe in got)
+    with contextlib.redirect_stdout(io.StringIO()):
+        t = time.perf_counter()
+        run_cell(f"%%px\n{PRINT}")
+        px = time.perf_counter() - t
+    return ours, px, complete
+
+
+def run(ns, repeats, cells, big_gather=64 << 20, curve_gather=4 << 20, detail_n=4):
+    shell()
+    rows = []
+    extra = {}
+    for n in ns:
+        reps = repeats if n <= 4 else 1
+        s = {k: [] for k in ("start", "restart", "restart_crash", "floor", "ipp_mpi")}
+        row = {"n": n}
+        for rep in range(reps):
+            heap = f"{max(32, 5 * big_gather >> 20)}M" if n == detail_n and rep == 0 else "32M"
+            s["start"].append(_timed_cell(f"%shmem start -n {n} --heap {heap}"))
+            try:
+                s["restart"].append(_timed_cell("%shmem restart"))
+                s["restart_crash"].append(_crash_then_restart())
+                if rep == 0:
+                    job = _job()
+                    row.update(_dispatch(job, cells if n <= 8 else max(5, cells // 2)))
+                    row["gather_s"], row["pull_s"] = _gather(job, curve_gather, 3)
+                    if n == detail_n:
+                        ours, pull = _gather(job, big_gather, 3)
+                        extra["gather"] = {"n": n, "bytes_per_pe": big_gather, "ours_s": ours, "pull_s": pull,
+                                           "ours_gbps": n * big_gather / ours / 1e9,
+                                           "pull_gbps": n * big_gather / pull / 1e9,
+                                           "numpy_copy_gbps": numpy_copy_gbps(big_gather)}
+                        ours, px, complete = _printing(job)
+                        extra["output"] = {"n": n, "lines": LINES, "pxshmem_s": ours, "px_s": px, "complete": complete}
+            finally:
+                run_cell("%shmem stop")
+            s["floor"].append(floor(n))
+            seconds, (cluster, client) = ipp_start(n, "mpi", True)
+            s["ipp_mpi"].append(seconds)
+            ipp_stop(cluster, client)
+        row.update({k: median(v) for k, v in s.items()})
+        rows.append(row)
+        print(f"   scale {n} PEs: {row}", flush=True)
+    return {"ns": list(ns), "repeats": repeats, "cells": cells, "curve_gather_bytes": curve_gather, "rows": rows,
+            **extra}
