@@ -8,6 +8,7 @@ into the engine's namespace before every cell.
 
 import faulthandler
 import inspect
+import json
 import os
 import signal
 import socket
@@ -121,10 +122,25 @@ def info():
     }
 
 
+def _wait_for_connection_file(timeout):
+    """On one node oshrun starts while the controller starts: wait until the controller's
+    engine connection file is complete (ipyparallel would read a half-written one)."""
+    if os.environ.get("IPP_CONNECTION_INFO") or "IPP_PROFILE_DIR" not in os.environ:
+        return
+    name = f"ipcontroller-{os.environ['IPP_CLUSTER_ID']}-engine.json" if os.environ.get("IPP_CLUSTER_ID") else "ipcontroller-engine.json"
+    path = os.path.join(os.environ["IPP_PROFILE_DIR"], "security", name)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(path) as f:
+                json.load(f)
+            return
+        except (OSError, ValueError):
+            time.sleep(0.05)
+
+
 def main(argv=None):
     """Run an ipyparallel engine whose id is this PE's number."""
-    from ipyparallel.engine.app import IPEngine
-
     _patch_shmem4py()
     pitfalls.install(shmem)
     missing.install(shmem)
@@ -132,6 +148,9 @@ def main(argv=None):
     collectives.install(shmem)  # collective: reserves the teaching collectives' scratch
     recorder.install_unsupported(shmem)
     _install_diagnostics()
+    from ipyparallel.engine.app import IPEngine  # imports while the controller starts
+
+    _wait_for_connection_file(rc.start_timeout)
     argv = list(sys.argv[1:] if argv is None else argv)
     argv += [
         f"--IPEngine.id={shmem.my_pe()}",
