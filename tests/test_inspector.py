@@ -180,14 +180,6 @@ def test_an_outlier_does_not_paint_the_heatmap_one_colour(clean):
     job.free("O")
 
 
-def test_pe_state_table_cells_do_not_wrap(clean):
-    from shmem_notebook.inspector.tables import state_table
-
-    table = state_table(gather_snapshot(clean))
-    assert "white-space:nowrap" in table.split(".shmem-table th,.shmem-table td{")[1].split("}")[0]
-    assert "<td >PE 0</td>" in table.replace('class=""', "") or '>PE 0</td>' in table
-
-
 def test_summaries_are_exact_block_statistics_and_the_diff_finds_the_block(clean):
     job = clean
     n = 1 << 20  # 8 MiB of float64

@@ -277,3 +277,32 @@ def test_inspector_renders_in_jupyterlab(lab, tmp_path):
         assert shot.stat().st_size > 20_000, f"the screenshot {shot} looks empty"
     finally:
         driver.quit()
+
+
+def test_pe_state_table_does_not_wrap_in_a_narrow_browser(tmp_path):
+    """With a 1e6-element array and a narrow page, "PE 0" and "0.098 s" stay on one line each."""
+    import shmem_notebook
+    from shmem_notebook.inspector import gather_snapshot
+    from shmem_notebook.inspector.tables import state_table
+
+    with shmem_notebook.Job(2, heap="64M").start() as job:
+        job.run("big = shmem.zeros(1_000_000)\nbig[:] = me\nprint('a fairly long line of output from PE', me, '-' * 60)",
+                stdout=open(os.devnull, "w"))
+        page = tmp_path / "state.html"
+        page.write_text(f"<html><body style='width:560px'>{state_table(gather_snapshot(job))}</body></html>")
+    driver = make_driver(tmp_path / "profile")
+    try:
+        driver.set_window_size(700, 900)
+        driver.get(page.as_uri())
+        lines = driver.execute_script(
+            "const out = {};"
+            "for (const td of document.querySelectorAll('table.shmem-pe-state tbody td')) {"
+            "  if (td.querySelector('pre, small')) continue;"
+            "  const r = document.createRange(); r.selectNodeContents(td);"
+            "  const tops = new Set(Array.from(r.getClientRects()).map(x => Math.round(x.top)));"
+            "  out[td.textContent] = tops.size; }"
+            "return out;")
+    finally:
+        driver.quit()
+    assert "PE 0" in lines and any(text.endswith(" s") for text in lines), lines
+    assert {text: n for text, n in lines.items() if n > 1} == {}, "cells broken over lines"
