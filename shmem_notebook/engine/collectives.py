@@ -23,7 +23,7 @@ chunks when the vector is larger. While a step runs, :data:`label` says which
 import numpy as np
 
 from ..errors import InputError
-from . import teams
+from . import heap, teams
 
 __all__ = [
     "ALGORITHMS",
@@ -67,7 +67,7 @@ def install(shmem_module):
     """Reserve the scratch. Collective: every PE at engine start (after teams.install)."""
     global _shmem, _scratch
     _shmem = shmem_module
-    _scratch = shmem_module.zeros(SCRATCH_BYTES, dtype="u1")
+    _scratch = heap.reserve(shmem_module.zeros(SCRATCH_BYTES, dtype="u1"), "collectives: scratch")
 
 
 def _algorithm(collective, algorithm):

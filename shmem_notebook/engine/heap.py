@@ -14,15 +14,23 @@ import pickle
 import numpy as np
 from shmem4py import shmem
 
-__all__ = ["arrays", "alloc", "free", "gather", "pull", "heap_usage", "allocations", "is_symmetric", "retire",
-           "FreedArray", "FreedArrayError"]
+__all__ = ["arrays", "reserved", "reserve", "alloc", "free", "gather", "pull", "heap_usage", "allocations",
+           "is_symmetric", "retire", "FreedArray", "FreedArrayError"]
 
 #: declared symmetric arrays, name -> ndarray on the symmetric heap
 arrays = {}
+#: the tool's own symmetric allocations (teams' sync words, collectives' scratch): address -> what
+reserved = {}
 
 _DEFAULT_HEAP = 256 << 20  # OSHMEM's default symmetric heap
 _namespace = {}  # the engine's user namespace, set by the runtime
 _MISSING = object()
+
+
+def reserve(array, what):
+    """Note ``array`` as the tool's own allocation (the inspector does not list it as the user's)."""
+    reserved[array.__array_interface__["data"][0]] = what
+    return array
 
 
 def heap_usage():

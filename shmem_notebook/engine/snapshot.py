@@ -29,8 +29,8 @@ _M = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def allocations():
-    """Every live shmem4py allocation on this PE: sorted ``[(address, bytes), ...]``."""
-    return heap.allocations()
+    """Every live shmem4py allocation on this PE but the tool's own: sorted ``[(address, bytes), ...]``."""
+    return [a for a in heap.allocations() if a[0] not in heap.reserved]
 
 
 def heap_base(lowest=None, maps="/proc/self/maps"):
@@ -229,6 +229,8 @@ def snapshot(budget=256 << 10):
     """
     allocs = allocations()
     used, size = heap.heap_usage()
+    # the tool's own reservations (teams, collectives) are neither listed nor counted here
+    used -= sum(shmem.ffi.sizeof(c) for c in list(shmem._heap.values()) if int(shmem.ffi.cast("uintptr_t", c)) in heap.reserved)
     base = heap_base(allocs[0][0] if allocs else None)
     names = named_arrays()
     allocs, omitted = _listed(allocs, names, budget)

@@ -29,6 +29,7 @@ import os
 import numpy as np
 
 from ..errors import InputError, ShmemNotebookError
+from . import heap
 
 __all__ = [
     "ENV",
@@ -196,8 +197,8 @@ def _slot_of(m):
 def _reserve(sh):
     """Allocate the synchronisation words once. Collective (every PE, at engine start)."""
     global _words, _exchange, _free, _world
-    _words = sh.zeros((SLOTS, 2 + STEPS), dtype="i8")
-    _exchange = sh.zeros(1, dtype="i8")
+    _words = heap.reserve(sh.zeros((SLOTS, 2 + STEPS), dtype="i8"), "teams: synchronisation words")
+    _exchange = heap.reserve(sh.zeros(1, dtype="i8"), "teams: exchange word")
     _free = ((1 << SLOTS) - 1) & ~0b11
     _world = Members(range(sh.n_pes()), 0, sh.my_pe())
 
