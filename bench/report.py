@@ -353,6 +353,21 @@ def scale_table(sc):
     return text
 
 
+def slurm_table(sl):
+    if not sl.get("available"):
+        return f"**Slurm**: not measured ({sl.get('reason', 'unavailable')})."
+    rows = [[r["nodes"], f(r["total"]), f(r["submit"]), f(r["queued"]), f(r["pes"]), f(r["stop"]),
+             f(sl["local_start"]), f"{r['total'] / sl['local_start']:.2f}x"] for r in sl["rows"]]
+    first = sl["first_job"]
+    return (f"**Slurm: submission to ready**, {sl['n']} PEs in a batch job (`start(n={sl['n']}, slurm=True, "
+            f"nodes=K)`), median of {sl['repeats']}, seconds, on a private Slurm whose nodes n1, n2 are this host "
+            f"(`tests/slurm_cluster.py`). *sbatch*: the local batchjob process starting and submitting; *queued*: "
+            f"until it saw RUNNING (it asks `squeue` once a second); *PEs*: the PEs starting and registering. "
+            f"The first job after `slurmctld` started took {f(first['total'])} s ({f(first['queued'])} s queued).\n\n"
+            + table(["nodes", "submit to ready", "sbatch", "queued", "PEs", "stop", "same PEs on this host",
+                     "ratio"], rows))
+
+
 def goals_table(gs):
     return "**Goals**\n\n" + table(["goal", "measured", "result"], [[g["goal"], g["measured"], verdict(g["ok"])] for g in gs])
 
@@ -379,6 +394,8 @@ def markdown(results):
         parts.append(races_table(results["races"]))
     if "scale" in results:
         parts.append(scale_table(results["scale"]))
+    if "slurm" in results:
+        parts.append(slurm_table(results["slurm"]))
     return "\n\n".join(parts) + "\n"
 
 

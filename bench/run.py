@@ -7,7 +7,8 @@
 Sections (one module each): startup (start to ready, restart, idle cost, a profile),
 dispatch, datapath (put/get: cell vs plain script vs C vs memcpy), inspector, memory,
 races (the race check's cost: the same cells with and without race=True), scale
-(1 to 32 PEs: start, restart, dispatch, gather, output, each beside its baseline).
+(1 to 32 PEs: start, restart, dispatch, gather, output, each beside its baseline),
+slurm (--slurm submission to ready on 1 and 2 nodes of a private Slurm).
 Prints Markdown tables, writes OUT/results.json and OUT/results.png (OUT defaults
 to bench/). Medians over repeats; every ratio compares numbers measured in this run.
 
@@ -33,7 +34,7 @@ sys.path.insert(0, HERE)
 import common  # noqa: E402
 import report  # noqa: E402
 
-SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale"]
+SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale", "slurm"]
 
 FULL = {
     "startup": dict(ns=[1, 2, 4], repeats=3, idle_seconds=5.0, profile_repeats=0),
@@ -43,6 +44,7 @@ FULL = {
     "memory": dict(n=4, cells=100),
     "races": dict(n=2, puts=10_000, size=100_000, sweeps=10, repeats=5),
     "scale": dict(ns=[1, 4, 8, 16, 32], repeats=3, cells=20),
+    "slurm": dict(n=4, nodes=[1, 2], repeats=3),
 }
 QUICK = {
     "startup": dict(ns=[2], repeats=1, idle_seconds=0.5, profile_repeats=0, variants=["ipp_local_tuned", "ipp_mpi_tuned"]),
@@ -52,6 +54,7 @@ QUICK = {
     "memory": dict(n=2, cells=5),
     "races": dict(n=2, puts=200, size=1000, sweeps=2, repeats=1),
     "scale": dict(ns=[2], repeats=1, cells=2, big_gather=1 << 20, curve_gather=1 << 16, detail_n=2),
+    "slurm": dict(n=2, nodes=[1], repeats=1),
 }
 
 

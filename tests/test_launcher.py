@@ -116,7 +116,7 @@ def test_slurm_mode_keeps_network_transports_and_leaves_out_unset_options(monkey
 
 
 def test_queue_lines_parse():
-    from shmem_notebook.launcher.batchjob import MARK, parse_marks
+    from shmem_notebook.launcher.batchjob import MARK, all_marks, parse_marks
     from shmem_notebook.launcher.slurm import parse_queue_line, squeue_command
 
     assert "--jobs=12" in squeue_command(12)
@@ -124,8 +124,10 @@ def test_queue_lines_parse():
         "state": "PENDING", "reason": "Resources", "elapsed": "0:00", "nodes": ""
     }  # fmt: skip
     assert parse_queue_line("") is None
-    text = f"noise\n{MARK} job=7 state=PENDING reason=Job's_QOS nodes=-\n{MARK} job=7 state=RUNNING reason=None nodes=n[1-2]\n"
-    assert parse_marks(text) == {"job": "7", "state": "RUNNING", "reason": "None", "nodes": "n[1-2]"}
+    text = (f"noise\n{MARK} job=7 state=PENDING reason=Job's_QOS nodes=- t=1.5\n"
+            f"{MARK} job=7 state=RUNNING reason=None nodes=n[1-2] t=2.5\n")  # fmt: skip
+    assert parse_marks(text) == {"job": "7", "state": "RUNNING", "reason": "None", "nodes": "n[1-2]", "t": "2.5"}
+    assert all_marks(text)[0]["reason"] == "Job's QOS"
     assert parse_marks("nothing") is None
 
 

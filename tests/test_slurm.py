@@ -10,6 +10,7 @@ import _thread
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -218,7 +219,8 @@ def test_kernel_death_cancels_the_batch_job(cluster):
         [(job_id, _, state)] = cluster.jobs()
         out, err = execute(kc, "%shmem status")
         assert out.count("n1 (") == 2, out
-        pes = [int(line.split()[2]) for line in out.splitlines()[1:]]
+        pes = [int(pid) for pid in re.findall(r"^\d+\s+(?:idle|busy)\s+(\d+)", out, re.M)]
+        assert len(pes) == 2, out
         km.provisioner.process.kill()  # SIGKILL: only the watchdog is left to clean up
         assert cluster.wait_no_jobs(20) == [], "the batch job outlived the kernel"
         _, alive = psutil.wait_procs([psutil.Process(p) for p in pes if psutil.pid_exists(p)], timeout=15)
@@ -244,4 +246,20 @@ def test_a_pe_crashing_on_the_second_node_is_named_and_ends_the_batch_job(cluste
         assert quiet(job, "print(me)").stdout == {pe: f"{pe}\n" for pe in range(4)}
     finally:
         job.stop()
+    assert cluster.wait_no_jobs() == []
+
+
+def test_the_readme_example_runs(cluster, monkeypatch, capsys):
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+    block = readme.split("<!-- many-nodes:start -->")[1].split("<!-- many-nodes:end -->")[0]
+    code = block.split("```python")[1].split("```")[0]
+    monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")  # two fake nodes on one host
+    try:
+        exec(compile(code, "README.md", "exec"), {})
+    finally:
+        job = shmem_notebook.current_job()
+        if job is not None:
+            job.stop()
+    out = capsys.readouterr().out
+    assert "['n1', 'n2']" in out and "[PE 0-3] 6" in out, out
     assert cluster.wait_no_jobs() == []

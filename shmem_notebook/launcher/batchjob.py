@@ -18,20 +18,26 @@ import time
 
 from .slurm import ENDED, OWNER_VARIABLE, query_job, scancel_command
 
-__all__ = ["MARK", "parse_marks", "main"]
+__all__ = ["MARK", "parse_marks", "all_marks", "main"]
 
 #: prefix of the state lines this process prints
 MARK = "shmem_notebook-batch:"
 
 
-def parse_marks(text):
-    """The last state line in ``text`` as a dict (``job``, ``state``, ``reason``, ``nodes``), or None."""
-    last = None
+def all_marks(text):
+    """Every state line in ``text``, as dicts (``job``, ``state``, ``reason``, ``nodes``, ``t``: epoch s)."""
+    marks = []
     for line in text.splitlines():
         if line.startswith(MARK):
             fields = dict(word.split("=", 1) for word in line[len(MARK) :].split() if "=" in word)
-            last = {k: v.replace("_", " ") if k == "reason" else v for k, v in fields.items()}
-    return last
+            marks.append({k: v.replace("_", " ") if k == "reason" else v for k, v in fields.items()})
+    return marks
+
+
+def parse_marks(text):
+    """The last state line in ``text`` (see :func:`all_marks`), or None."""
+    marks = all_marks(text)
+    return marks[-1] if marks else None
 
 
 class _Cancel(Exception):
@@ -44,7 +50,7 @@ def _raise_cancel(signum, frame):
 
 def _mark(job_id, state, reason="", nodes=""):
     reason = (reason or "None").replace(" ", "_")
-    print(f"{MARK} job={job_id} state={state} reason={reason} nodes={nodes or '-'}", flush=True)
+    print(f"{MARK} job={job_id} state={state} reason={reason} nodes={nodes or '-'} t={time.time():.3f}", flush=True)
 
 
 def _submit(sbatch):
