@@ -27,6 +27,9 @@ class _RC:
         "start_timeout": 60.0,
         # the oshrun command
         "oshrun": "oshrun",
+        # what starts the PEs inside a Slurm batch job: "oshrun", or "srun" (srun --mpi=pmix,
+        # for sites where Open MPI's oshrun cannot be used inside jobs)
+        "slurm_runner": "oshrun",
     }
 
     def __init__(self):

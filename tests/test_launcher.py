@@ -164,3 +164,15 @@ def test_missing_slurm_commands_are_named(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(LaunchError, match="--slurm needs sbatch, squeue, scancel on PATH"):
         L.check_slurm()
+
+
+def test_slurm_runner_srun_starts_the_pes_with_pmix(monkeypatch):
+    from shmem_notebook.rc import rc
+
+    monkeypatch.setattr(rc, "slurm_runner", "srun")
+    args = args_for(4, slurm=True)
+    script = args[args.index("--wrap") + 1]
+    assert script.startswith("exec srun --mpi=pmix --kill-on-bad-exit=1 --ntasks=4 ")
+    assert script.endswith("-m shmem_notebook.engine")
+    with pytest.raises(LaunchError, match="unknown Slurm runner 'mpirun'; use 'oshrun' or 'srun'"):
+        args_for(4, slurm=True, batch_runner="mpirun")

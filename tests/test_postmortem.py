@@ -66,3 +66,11 @@ def test_a_syntax_error_names_the_cells_line_not_a_temporary_file():
     assert cell_error(indent, code)[1] == "unexpected indent (line 3 of the cell: pass)"
     other = ("ValueError", "bad (x.py, line 2)", "")
     assert cell_error(other, code) == other
+
+
+def test_srun_reports_name_the_task():
+    from shmem_notebook.analysis.postmortem import crash_causes
+
+    out = "srun: error: n2: task 3: Exited with exit code 7\nsrun: error: n1: tasks 0-2: Killed\n"
+    assert crash_causes(out) == {3: "exit code 7"}
+    assert crash_causes("srun: error: n2: task 1: Segmentation fault (core dumped)\n") == {1: "signal 11 (SIGSEGV)"}

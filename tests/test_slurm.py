@@ -263,3 +263,23 @@ def test_the_readme_example_runs(cluster, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "['n1', 'n2']" in out and "[PE 0-3] 6" in out, out
     assert cluster.wait_no_jobs() == []
+
+
+def test_srun_runner_starts_the_pes_without_oshrun(cluster, monkeypatch):
+    from shmem_notebook.rc import rc
+
+    monkeypatch.setattr(rc, "slurm_runner", "srun")  # SHMEM_NOTEBOOK_SLURM_RUNNER=srun
+    monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")
+    job = batch_job(n=4, nodes=2)
+    try:
+        quiet(job, PUT_GET_REDUCE, arrays=ARRAYS)
+        assert job.gather("total").ravel().tolist() == [6] * 4
+        nodes = {row["pe"]: row["node"] for row in job.status()}
+        assert set(nodes.values()) == {"n1", "n2"}
+        victim = max(pe for pe, node in nodes.items() if node == "n2")
+        with pytest.raises(shmem_notebook.PEDiedError, match=f"PE {victim} died of exit code 7"):
+            quiet(job, f"import os, time\nif me == {victim}:\n    os._exit(7)\ntime.sleep(60)")
+        assert cluster.wait_no_jobs() == []
+    finally:
+        job.stop()
+    assert cluster.wait_no_jobs() == []

@@ -2,7 +2,7 @@
 
 Pure text analysis, testable without OpenSHMEM:
 
-- :func:`crash_causes` reads ``oshrun``'s output (Open MPI's abort messages,
+- :func:`crash_causes` reads ``oshrun``'s (or ``srun``'s) output (Open MPI's abort messages,
   UCX's signal reports, our ``global_exit`` marker,
   :data:`shmem_notebook.protocol.GLOBAL_EXIT_MARK`) into a cause per PE.
 - :func:`cell_location` reads a ``faulthandler`` dump of a PE (taken with
@@ -21,6 +21,8 @@ _SIGNAL_RANK = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited o
 _EXIT_RANK = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)")
 _UCX_SIGNAL = re.compile(r"\[[^:\]]+:(\d+):\d+:\d+\] Caught signal (\d+)")
 _SYNTAX_WHERE = re.compile(r"\s*\((?:[^()]*\.py|<[^>]*>), line (\d+)\)$")
+_SRUN_EXIT = re.compile(r"srun: error: \S+: task (\d+): Exited with exit code (\d+)")
+_SRUN_SEGV = re.compile(r"srun: error: \S+: task (\d+): Segmentation fault")
 _GLOBAL_EXIT = re.compile(r"shmem_notebook: PE (\d+) called shmem\.global_exit\((-?\d+)\)")
 
 
@@ -57,6 +59,10 @@ def crash_causes(output, pids=None):
     for rank, number in _SIGNAL_RANK.findall(output):
         causes.setdefault(int(rank), _signal_text(int(number)))
     for rank, code in _EXIT_RANK.findall(output):
+        causes.setdefault(int(rank), f"exit code {code}")
+    for rank in _SRUN_SEGV.findall(output):  # PEs started by srun (a Slurm batch job)
+        causes.setdefault(int(rank), _signal_text(11))
+    for rank, code in _SRUN_EXIT.findall(output):
         causes.setdefault(int(rank), f"exit code {code}")
     return causes
 

@@ -83,6 +83,11 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
     sbatch_args = List(Unicode(), config=True, help="More sbatch arguments, e.g. ['--qos=debug'].")
     batch_name = Unicode("shmem_notebook", config=True, help="Name of the batch job (sbatch --job-name).")
     batch_poll = Integer(1000, config=True, help="Milliseconds between queue queries while the batch job lives.")
+    batch_runner = Unicode(config=True, help="What starts the PEs in the batch job: 'oshrun' or 'srun' (--mpi=pmix).")
+
+    @default("batch_runner")
+    def _default_batch_runner(self):
+        return rc.slurm_runner
 
     @default("mpi_cmd")
     def _default_mpi_cmd(self):
@@ -117,6 +122,17 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
             args += ["-x", name]
         return args + list(self.mpi_args) + self.program + self.program_args
 
+    def batch_command(self):
+        """The command the batch job runs: ``oshrun ...``, or ``srun --mpi=pmix ...`` (Slurm's PMIx
+        starts the PEs itself; the environment reaches them through sbatch and srun)."""
+        if self.batch_runner == "oshrun":
+            return self.oshrun_args()
+        if self.batch_runner == "srun":
+            return ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", f"--ntasks={self.n}"] + self.program + self.program_args
+        raise LaunchError(
+            f"unknown Slurm runner {self.batch_runner!r}; use 'oshrun' or 'srun' (SHMEM_NOTEBOOK_SLURM_RUNNER)"
+        )
+
     def batch_log(self):
         """The batch job's output file (``%j``: its job id)."""
         return os.path.join(self.profile_dir, "log", f"shmem-batch-{self.cluster_id or 'default'}-%j.out")
@@ -131,7 +147,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
             return self.oshrun_args()
         sbatch = sbatch_command(
             self.n,
-            self.oshrun_args(),
+            self.batch_command(),
             name=self.batch_name,
             output=self.batch_log(),
             partition=self.partition,
