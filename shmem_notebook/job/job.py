@@ -182,13 +182,16 @@ class Job(SymmetricArrays, Health):
         return "\n".join(out.strip().splitlines()[-lines:])
 
     def _note_segments(self, set_id=None):
-        """Remember the shared memory oshrun and the PEs of engine set ``set_id`` map now."""
+        """Remember the shared memory oshrun and the PEs of engine set ``set_id`` map now
+        (PEs on this host that Slurm started are not oshrun's children: they count too)."""
         set_id = set_id or self._engine_set_id
         engines = self._engine_set(set_id)
         if engines is None or not alive(engines.process):
             return
         with contextlib.suppress(psutil.Error):
             pids = [engines.process.pid] + [p.pid for p in engines.process.children(recursive=True)]
+            if set_id == self._engine_set_id:
+                pids += [p.pid for p in self._pe_procs.values() if alive(p)]
             self._segments.setdefault(set_id, Segments()).note(pids)
 
     def _wait_for_pes(self, deadline):
