@@ -8,7 +8,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale"]
+SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale", "slurm"]
 
 
 @pytest.mark.timeout(480)
@@ -26,6 +26,7 @@ def test_quick_benchmark_writes_every_section_and_the_plot(tmp_path):
     assert results["memory"]["pe_rss_median_mib"] > 0
     assert {r["workload"] for r in results["races"]["rows"]} == {"puts", "stencil"}
     assert results["inspector"]["rows"] or not results["inspector"]["available"]
+    assert results["slurm"].get("rows") or not results["slurm"]["available"]
     assert all(g["ok"] in (True, False, None) for g in results["goals"])
     assert (tmp_path / "results.png").stat().st_size > 0
     assert "Start to ready" in proc.stdout and "| goal |" in proc.stdout

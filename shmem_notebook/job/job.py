@@ -110,9 +110,10 @@ class Job(SymmetricArrays, Health):
         return self
 
     def _interrupted(self, what):
+        cancelled = " (its Slurm batch job was cancelled)" if self.slurm else ""
         return LaunchError(
-            f"the {what} of {self.n} PEs was interrupted; every process it had started was stopped and nothing is "
-            f"left running: run `%shmem start -n {self.n}` (or shmem_notebook.start({self.n})) to start again"
+            f"the {what} of {self.n} PEs was interrupted; every process it had started was stopped{cancelled} and "
+            f"nothing is left running: run `%shmem start -n {self.n}` (or shmem_notebook.start({self.n})) to start again"
         )
 
     def _start_controller(self):
