@@ -98,6 +98,11 @@ def scale_goals(sc):
         return []
     out = []
     for r in sc["rows"]:
+        if "error" in r:
+            out.append({"id": f"scale_failed_{r['n']}", "goal": f"every measurement at {r['n']} PEs",
+                        "measured": r["error"], "ok": False})
+    sc = dict(sc, rows=[r for r in sc["rows"] if "error" not in r])
+    for r in sc["rows"]:
         if r["n"] in (1, 4, 16, 32):
             x = r["start"] / r["floor"]
             out.append({"id": f"scale_start_{r['n']}", "goal": f"start to ready, {r['n']} PEs: <= 2x the oshrun floor",
@@ -155,9 +160,8 @@ def explanation(goal, results):
             f"ipyparallel engines. {engines}"),
         "start_vs_ipp_mpi_default": (
             "against ipyparallel's defaults (1 s delay before the engines, 3 s heartbeat) the remaining gap is the "
-            "controller wait and the PEs' start-up described above. Starting oshrun while the controller starts "
-            "would hide the controller wait, but the engines would then read a connection file that may be "
-            "half-written; `bench/run.py --experiments 3` times it."),
+            "PEs' start-up described above; oshrun now starts while the controller starts (each PE waits until "
+            "the controller's connection file is complete), so the controller's own start is hidden."),
         "start_vs_floor": (
             f"the floor ({f(floor)} s) only starts Python and initialises OpenSHMEM. {engines}"),
         "restart_vs_start": (
@@ -205,6 +209,9 @@ SCALE_WHY = {
         "the controller and on to the client (a copy on receipt), unpickled and stacked (a copy); with the PEs, "
         "the controller and the client on 2 cores these copies are serial."),
     "scale_output": "output is merged per line across PEs and written to the notebook in rounds.",
+    "scale_failed": (
+        "on this loaded 2-core node (load average above 10 from other jobs) the PEs did not all register within "
+        "the start timeout; raise it with SHMEM_NOTEBOOK_START_TIMEOUT on busy login nodes."),
 }
 
 
@@ -320,6 +327,8 @@ def races_table(races):
 
 
 def scale_table(sc):
+    failed = [r for r in sc["rows"] if "error" in r]
+    sc = dict(sc, rows=[r for r in sc["rows"] if "error" not in r])
     cols = [r["n"] for r in sc["rows"]]
 
     def line(label, key, fmt=f, scale=1.0):
@@ -341,6 +350,8 @@ def scale_table(sc):
             "shmem.barrier_all()'`; ipp MPI = ipyparallel's `Cluster(engines='mpi')` with our heartbeat, to one "
             "round trip. More PEs than 2 cores are oversubscribed.\n\n"
             + table(["PEs", *map(str, cols)], rows))
+    for r in failed:
+        text += f"\n\nAt {r['n']} PEs nothing could be measured: {r['error']}"
     g, o = sc.get("gather"), sc.get("output")
     if g:
         text += (f"\n\n`%shmem gather` of {size_text(g['bytes_per_pe'])} per PE at {g['n']} PEs: {g['ours_s']:.2f} s = "
@@ -539,6 +550,7 @@ def plot_scale(sc, axes):
         if not sc:
             ax.set_title(title)
             continue
+        sc = dict(sc, rows=[r for r in sc["rows"] if "error" not in r])
         ns = [r["n"] for r in sc["rows"]]
         for key, label, style in series:
             ax.plot(ns, [r.get(key, float("nan")) * scale for r in sc["rows"]], style, label=label)

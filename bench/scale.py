@@ -114,6 +114,19 @@ def run(ns, repeats, cells, big_gather=64 << 20, curve_gather=4 << 20, detail_n=
     rows = []
     extra = {}
     for n in ns:
+        try:
+            rows.append(_scale_row(n, repeats, cells, big_gather, curve_gather, detail_n, extra))
+        except Exception as exc:  # e.g. 32 PEs on a loaded 2-core node not ready within the start timeout
+            with contextlib.suppress(Exception):
+                run_cell("%shmem stop")
+            rows.append({"n": n, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"})
+        print(f"   scale {n} PEs: {rows[-1]}", flush=True)
+    return {"ns": list(ns), "repeats": repeats, "cells": cells, "curve_gather_bytes": curve_gather, "rows": rows,
+            **extra}
+
+
+def _scale_row(n, repeats, cells, big_gather, curve_gather, detail_n, extra):
+    if True:
         reps = repeats if n <= 4 else 1
         s = {k: [] for k in ("start", "restart", "restart_crash", "floor", "ipp_mpi")}
         row = {"n": n}
@@ -142,7 +155,4 @@ def run(ns, repeats, cells, big_gather=64 << 20, curve_gather=4 << 20, detail_n=
             s["ipp_mpi"].append(seconds)
             ipp_stop(cluster, client)
         row.update({k: median(v) for k, v in s.items()})
-        rows.append(row)
-        print(f"   scale {n} PEs: {row}", flush=True)
-    return {"ns": list(ns), "repeats": repeats, "cells": cells, "curve_gather_bytes": curve_gather, "rows": rows,
-            **extra}
+        return row
