@@ -345,7 +345,8 @@ def scale_table(sc):
             ratio("`%%pxshmem` / execute", "pxshmem_ms", "view_execute_ms"),
             line(f"`%shmem gather` {size_text(sc['curve_gather_bytes'])}/PE ms", "gather_s", scale=1e3),
             line("`DirectView.pull` + stack ms", "pull_s", scale=1e3), ratio("gather / pull", "gather_s", "pull_s")]
-    text = (f"**Scale**, 1 to {max(cols)} PEs in one run: medians of {sc['repeats']} at up to 4 PEs, one run above "
+    when = f" (measured {sc['measured']}, in a run of its own)" if sc.get("measured") else ""
+    text = (f"**Scale**{when}, 1 to {max(cols)} PEs in one run: medians of {sc['repeats']} at up to 4 PEs, one run above "
             f"(no-op cells: median of {sc['cells']}). Floor = `oshrun -n N python -c 'from shmem4py import shmem; "
             "shmem.barrier_all()'`; ipp MPI = ipyparallel's `Cluster(engines='mpi')` with our heartbeat, to one "
             "round trip. More PEs than 2 cores are oversubscribed.\n\n"
@@ -389,7 +390,9 @@ def markdown(results):
              f"Open MPI {m['openmpi']}, Python {m['python']}, ipyparallel {m['ipyparallel']}, NumPy {m['numpy']}; "
              f"load average {m['load_average_1min']} at the start (other jobs were running: read ratios, not "
              f"absolute times). `make bench` took {results['meta']['seconds'] / 60:.1f} min"
-             + (" (--quick)" if results["meta"]["quick"] else "") + ".",
+             + (" (--quick)" if results["meta"]["quick"] else "")
+             + (f" for {', '.join(results['meta']['only'])} only; the other sections come from an earlier run"
+                if results["meta"].get("only") else "") + ".",
              goals_table(results["goals"])]
     if "startup" in results:
         parts.append(startup_tables(results["startup"]))

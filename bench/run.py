@@ -109,6 +109,7 @@ def main(argv=None):
             "params": params,
             "sections": only if not results.get("meta") else sorted(set(only) | set(results["meta"]["sections"])),
             "seconds": time.perf_counter() - started,
+            "only": only if set(only) != set(SECTIONS) else None,
             "load_average_1min_end": round(os.getloadavg()[0], 2),
         }
         results["goals"] = report.goals(results)

@@ -121,7 +121,11 @@ def run(ns, repeats, cells, big_gather=64 << 20, curve_gather=4 << 20, detail_n=
                 run_cell("%shmem stop")
             rows.append({"n": n, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"})
         print(f"   scale {n} PEs: {rows[-1]}", flush=True)
-    return {"ns": list(ns), "repeats": repeats, "cells": cells, "curve_gather_bytes": curve_gather, "rows": rows,
+    import datetime
+    import os
+
+    measured = f"{datetime.datetime.now():%Y-%m-%d %H:%M} (load average {os.getloadavg()[0]:.1f} at its end)"
+    return {"measured": measured, "ns": list(ns), "repeats": repeats, "cells": cells, "curve_gather_bytes": curve_gather, "rows": rows,
             **extra}
 
 
