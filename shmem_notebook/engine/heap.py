@@ -34,8 +34,9 @@ def reserve(array, what):
 
 
 def heap_usage():
-    """Bytes of this PE's symmetric heap in use and its size: the one count of heap use."""
-    used = sum(shmem.ffi.sizeof(cdata) for cdata in list(shmem._heap.values()))
+    """Bytes of this PE's symmetric heap in use and its size: the one count of heap use (the
+    tool's own reservations, :data:`reserved`, are not counted)."""
+    used = sum(n for address, n in allocations() if address not in reserved)
     size = int(os.environ.get("SMA_SYMMETRIC_SIZE", _DEFAULT_HEAP))
     return used, size
 

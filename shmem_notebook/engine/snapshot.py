@@ -229,8 +229,6 @@ def snapshot(budget=256 << 10):
     """
     allocs = allocations()
     used, size = heap.heap_usage()
-    # the tool's own reservations (teams, collectives) are neither listed nor counted here
-    used -= sum(shmem.ffi.sizeof(c) for c in list(shmem._heap.values()) if int(shmem.ffi.cast("uintptr_t", c)) in heap.reserved)
     base = heap_base(allocs[0][0] if allocs else None)
     names = named_arrays()
     allocs, omitted = _listed(allocs, names, budget)
