@@ -5,6 +5,7 @@ so leftovers are found by that marker even when other jobs run on the machine.
 """
 
 import os
+import sys
 import time
 import uuid
 
@@ -12,6 +13,10 @@ import psutil
 import pytest
 
 from shmem_notebook.job.watchdog import owned_processes
+
+#: the test process is a client: importing shmem4py here would call shmem_init, start a
+#: singleton orted that outlives every module and segfault pytest at exit (ompi#11604)
+sys.modules.setdefault("shmem4py", None)
 
 MARKER = "SHMEM_NOTEBOOK_TEST_SESSION"
 os.environ.setdefault(MARKER, uuid.uuid4().hex)

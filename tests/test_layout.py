@@ -53,6 +53,23 @@ def test_client_modules_import_neither_shmem4py_nor_the_engine():
     assert out.stdout.strip() == "imported: []"
 
 
+def test_engine_helpers_import_without_initialising_openshmem():
+    """Importing shmem4py calls shmem_init: only the modules a running PE loads may do it at import.
+    The rest (pure helpers such as teams.decide) are imported by tests in the client's process,
+    where an init would start a singleton orted and segfault at exit (ompi#11604)."""
+    pe_only = {"runtime", "recorder", "snapshot", "trace", "requests", "__main__"}
+    helpers = [n for n in _modules("engine") if n.rsplit(".", 1)[-1] not in pe_only]
+    code = (
+        "import sys, importlib; sys.modules['shmem4py'] = None\n"
+        f"for name in {helpers!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "shmem_notebook.engine.teams" in helpers and out.stdout.strip() == "ok"
+
+
 def test_engine_imports_only_shared_definitions():
     offenders = []
     for path in (PACKAGE / "engine").rglob("*.py"):

@@ -1,4 +1,4 @@
-"""The PE's declared symmetric arrays, its heap use, and values sent back (PE side, imports shmem4py).
+"""The PE's declared symmetric arrays, its heap use, and values sent back (PE side).
 
 Declared arrays are the ones named on a ``%%pxshmem`` line or by
 ``job.alloc``; the runtime binds them into the cell namespace before every cell.
@@ -12,7 +12,6 @@ import os
 import pickle
 
 import numpy as np
-from shmem4py import shmem
 
 __all__ = ["arrays", "reserved", "reserve", "alloc", "free", "gather", "pull", "heap_usage", "allocations",
            "is_symmetric", "retire", "FreedArray", "FreedArrayError"]
@@ -43,7 +42,16 @@ def heap_usage():
 
 def allocations():
     """Every live shmem4py allocation on this PE: sorted ``[(address, bytes), ...]``."""
+    shmem = _shmem()
     return sorted((int(shmem.ffi.cast("uintptr_t", c)), shmem.ffi.sizeof(c)) for c in list(shmem._heap.values()))
+
+
+def _shmem():
+    """shmem4py's ``shmem``, imported on first use: importing it calls ``shmem_init``, which only
+    a running PE may do (this module's pure helpers are imported by tests and by other modules)."""
+    from shmem4py import shmem
+
+    return shmem
 
 
 def _address(a):
@@ -123,7 +131,7 @@ def alloc(decls):
     Collective: every PE must call it with the same declarations. Returns
     ``{"usage": (used, size), "retired": {name: [other names that pointed into the old array]}}``.
     """
-    retired = {}
+    shmem, retired = _shmem(), {}
     for name, dtype, shape in decls:
         old = arrays.pop(name, None)
         if old is not None:
@@ -144,7 +152,7 @@ def free(name):
     if _namespace.get(name) is a:
         del _namespace[name]
     names = retire(a, f"{name} was freed")
-    shmem.free(a)
+    _shmem().free(a)
     return {"usage": heap_usage(), "retired": {name: names} if names else {}}
 
 
