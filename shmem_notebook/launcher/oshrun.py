@@ -13,7 +13,7 @@ the local process :mod:`.batchjob`, which stands for the job.
 """
 
 import contextlib
-import importlib.util
+import importlib.machinery
 import os
 import shutil
 import signal
@@ -55,7 +55,7 @@ def check_shmem4py(python=None):
     importing it: importing shmem4py initialises OpenSHMEM)."""
     if python not in (None, sys.executable):
         return  # another interpreter: only oshrun's output can tell
-    if importlib.util.find_spec("shmem4py") is None:
+    if importlib.machinery.PathFinder.find_spec("shmem4py") is None:  # what is installed, not imported
         raise LaunchError(f"the PEs need shmem4py, which is not installed for {sys.executable}; {SHMEM4PY_HINT}")
 
 
