@@ -51,6 +51,18 @@ def no_leftover_processes():
     assert wait_for_no_processes() == [], "processes left behind by this test module"
 
 
+def ipython_shell():
+    """The session's one real IPython shell, with the extension loaded (``globalipapp`` builds
+    it on the first call only: ``start_ipython()`` returns None after that)."""
+    from IPython.testing import globalipapp
+
+    globalipapp.start_ipython()
+    shell = globalipapp.get_ipython()
+    if "pxshmem" not in shell.magics_manager.magics["cell"]:
+        shell.run_line_magic("load_ext", "shmem_notebook")
+    return shell
+
+
 def running_job(n, **options):
     """Yield a started job of ``n`` PEs; stop it afterwards (for fixtures)."""
     import shmem_notebook

@@ -3,17 +3,16 @@
 import numpy as np
 import pytest
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
 
 import shmem_notebook
+from conftest import ipython_shell
 from shmem_notebook import HeapFullError, InputError, JobStateError, NoJobError, PEError, SpecError
 
 
 @pytest.fixture(scope="module")
 def ip():
     shmem_notebook.job._current = None  # no job from earlier test modules
-    shell = start_ipython()
-    shell.run_cell("%load_ext shmem_notebook")
+    shell = ipython_shell()
     yield shell
     shell.run_cell("%shmem stop")
 

@@ -137,11 +137,10 @@ def test_race_is_public():
 def test_magics(capsys):
     """`%shmem race on|off` and `%%pxshmem --race` in a real IPython shell."""
     from IPython.core.error import UsageError
-    from IPython.testing.globalipapp import start_ipython
+    from conftest import ipython_shell
 
     shmem_notebook.job._current = None
-    ip = start_ipython()
-    ip.run_cell("%load_ext shmem_notebook")
+    ip = ipython_shell()
     try:
         assert ip.run_cell("%shmem start -n 2 --heap 32M").success
         capsys.readouterr()

@@ -84,10 +84,9 @@ def test_impossible_heap_is_refused_before_anything_starts():
 
 
 def test_magic_refuses_an_impossible_heap():
-    from IPython.testing.globalipapp import get_ipython
+    from conftest import ipython_shell
 
-    ip = get_ipython()  # the session's one shell (start_ipython() returns None once it exists)
-    ip.run_line_magic("load_ext", "shmem_notebook")
+    ip = ipython_shell()
     with pytest.raises(LaunchError, match="largest heap that fits"):
         ip.run_line_magic("shmem", f"start -n 2 --heap {4 * psutil.virtual_memory().total >> 30}G")
 
