@@ -125,3 +125,10 @@ def test_unknown_algorithm_is_one_line(job):
         job.run("x = shmem.zeros(npes, 'i8')\ntry:\n    collectives.fcollect(x, x[:1], algorithm='telepathy')\n"
                 "finally:\n    shmem.free(x)", stdout=io.StringIO())
     assert "unknown algorithm 'telepathy'; use one of ring, recursive_doubling, bruck, library" in str(info.value)
+
+
+def test_importable_as_shmem_notebook_collectives_on_the_pes(job):
+    out = io.StringIO()
+    job.run("import shmem_notebook.collectives as a\nfrom shmem_notebook import collectives as b\n"
+            "print(a is b is collectives, a.__name__)", stdout=out)
+    assert set(job.last_result.stdout.values()) == {"True shmem_notebook.engine.collectives\n"}

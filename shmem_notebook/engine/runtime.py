@@ -139,6 +139,16 @@ def _wait_for_connection_file(timeout):
             time.sleep(0.05)
 
 
+def _publish_collectives():
+    """On a PE, ``import shmem_notebook.collectives`` (and ``from shmem_notebook import
+    collectives``) give :mod:`.collectives`: the name users write, kept out of the client's
+    package because the client never imports the engine."""
+    import shmem_notebook
+
+    sys.modules["shmem_notebook.collectives"] = collectives
+    shmem_notebook.collectives = collectives
+
+
 def main(argv=None):
     """Run an ipyparallel engine whose id is this PE's number."""
     _patch_shmem4py()
@@ -146,6 +156,7 @@ def main(argv=None):
     missing.install(shmem)
     teams.install(shmem)  # collective: reserves the teams' synchronisation words
     collectives.install(shmem)  # collective: reserves the teaching collectives' scratch
+    _publish_collectives()
     recorder.install_unsupported(shmem)
     _install_diagnostics()
     from ipyparallel.engine.app import IPEngine  # imports while the controller starts
