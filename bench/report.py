@@ -93,7 +93,7 @@ def goals(results):
 
 
 def scale_goals(sc):
-    """The goals of issue 13, from the scale section (1 to 32 PEs in one run)."""
+    """The scale goals, from the scale section (1 to 32 PEs in one run)."""
     if not sc:
         return []
     out = []

@@ -1,7 +1,8 @@
 """Record what one cell does to memory on this PE: shmem4py calls, loads and stores (PE side).
 
-Used by the race detector (``job.run(code, race=True)``, issue 10) and meant for
-the tracer (issue 11). The API is three calls, all local to the PE:
+Used by the race detector (``job.run(code, race=True)``); ``--trace`` has its own
+lighter recorder, :mod:`.trace` (calls only, plus heap snapshots per epoch), and
+both may record the same cell. The API is three calls, all local to the PE:
 
 - :func:`start` ``(options)``: record the next cell. Wraps shmem4py's module
   functions (RMA, atomics, synchronisation, collectives, locks, allocation) and

@@ -17,8 +17,9 @@ returns plain data:
   started the next epoch) ``{name: ndarray}`` for arrays up to :data:`EXACT` elements, ``{name:
   {shape, dtype, min, max, mean}}`` beyond, within :data:`BUDGET` bytes.
 
-The emulation's own synchronisation words are not recorded. A minimal recorder
-written for issue 11; the race detector's recorder (issue 10) can absorb it.
+The emulation's own synchronisation words are not recorded. Lighter than the race
+detector's :mod:`.recorder` (no loads or stores, no AST rewriting); both may
+record the same cell, each wrapping shmem4py's functions around the other's.
 """
 
 import functools
