@@ -219,11 +219,12 @@ return (r.heapmap && r.heatmap && r.diff && r.pe_rows === 4) ? r : null;
 """
 
 
-@pytest.fixture
-def lab(tmp_path):
-    nb = new_notebook(cells=[new_code_cell(src) for src in NOTEBOOK],
+def notebook_lab(tmp_path, name, cells):
+    """A JupyterLab serving the notebook ``name`` made of ``cells`` (a generator, for fixtures);
+    afterwards the notebook's job and the server are stopped."""
+    nb = new_notebook(cells=[new_code_cell(src) for src in cells],
                       metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
-    nbformat.write(nb, tmp_path / "inspector.ipynb")
+    nbformat.write(nb, tmp_path / name)
     server = Lab(tmp_path)
     try:
         server.wait_ready()
@@ -235,6 +236,20 @@ def lab(tmp_path):
             server.stop()
 
 
+def open_and_run_all(driver, lab, name):
+    """Open the notebook ``name`` in chromium, wait for its idle kernel, run every cell."""
+    driver.set_page_load_timeout(180)
+    driver.get(f"{lab.base}/lab/tree/{name}?token={lab.token}")
+    wait_for(driver, KERNEL_IDLE, "JupyterLab to open the notebook with an idle python3 kernel", 240, lab)
+    driver.execute_script("window.jupyterapp.commands.execute('notebook:run-all-cells');")
+    lab.remember_descendants()
+
+
+@pytest.fixture
+def lab(tmp_path):
+    yield from notebook_lab(tmp_path, "inspector.ipynb", NOTEBOOK)
+
+
 @pytest.mark.timeout(900)
 def test_inspector_renders_in_jupyterlab(lab, tmp_path):
     from selenium.webdriver.common.by import By
@@ -242,11 +257,7 @@ def test_inspector_renders_in_jupyterlab(lab, tmp_path):
     ARTIFACTS.mkdir(exist_ok=True)
     driver = make_driver(tmp_path / "chromium-profile")
     try:
-        driver.set_page_load_timeout(180)
-        driver.get(f"{lab.base}/lab/tree/inspector.ipynb?token={lab.token}")
-        wait_for(driver, KERNEL_IDLE, "JupyterLab to open the notebook with an idle python3 kernel", 240, lab)
-        driver.execute_script("window.jupyterapp.commands.execute('notebook:run-all-cells');")
-        lab.remember_descendants()
+        open_and_run_all(driver, lab, "inspector.ipynb")
         state = wait_for(
             driver,
             RENDERED,

@@ -5,11 +5,9 @@ screenshot tests/artifacts/replay.png (the README's docs/replay.png)."""
 
 import time
 
-import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
 
-from test_inspector_browser import ARTIFACTS, KERNEL_IDLE, Lab, make_driver, wait_for
+from test_inspector_browser import ARTIFACTS, make_driver, notebook_lab, open_and_run_all, wait_for
 
 NOTEBOOK = [
     "%load_ext shmem_notebook",
@@ -39,18 +37,7 @@ return (r.figure && r.play > 0 && r.slider > 0) ? r : null;
 
 @pytest.fixture
 def lab(tmp_path):
-    nb = new_notebook(cells=[new_code_cell(src) for src in NOTEBOOK],
-                      metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
-    nbformat.write(nb, tmp_path / "replay.ipynb")
-    server = Lab(tmp_path)
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        try:
-            server.stop_job()
-        finally:
-            server.stop()
+    yield from notebook_lab(tmp_path, "replay.ipynb", NOTEBOOK)
 
 
 @pytest.mark.timeout(900)
@@ -60,11 +47,7 @@ def test_replay_renders_in_jupyterlab(lab, tmp_path):
     ARTIFACTS.mkdir(exist_ok=True)
     driver = make_driver(tmp_path / "chromium-profile")
     try:
-        driver.set_page_load_timeout(180)
-        driver.get(f"{lab.base}/lab/tree/replay.ipynb?token={lab.token}")
-        wait_for(driver, KERNEL_IDLE, "JupyterLab to open the notebook with an idle python3 kernel", 240, lab)
-        driver.execute_script("window.jupyterapp.commands.execute('notebook:run-all-cells');")
-        lab.remember_descendants()
+        open_and_run_all(driver, lab, "replay.ipynb")
         state = wait_for(driver, RENDERED, "the replay widget (play button, slider, figure) to render", 300, lab)
         lab.remember_descendants()
         assert "fcollect (ring)" in state["title"], state["title"]
