@@ -30,6 +30,9 @@ class _RC:
         # what starts the PEs inside a Slurm batch job: "oshrun", or "srun" (srun --mpi=pmix,
         # for sites where Open MPI's oshrun cannot be used inside jobs)
         "slurm_runner": "oshrun",
+        # how gather moves large arrays from PEs on this host: "shm" (through a file in
+        # /dev/shm: one copy on each side) or "pickle" (through ipyparallel's messages)
+        "gather": "shm",
     }
 
     def __init__(self):

@@ -90,7 +90,7 @@ class ShmTracker:
 
         from shmem_notebook.job.shm import Segments
 
-        self.token, self.segments = token, Segments()
+        self.token, self.segments = token, Segments(token)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()

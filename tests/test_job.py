@@ -185,6 +185,34 @@ def test_gather_any_symmetric_array_and_pull_any_value(job):
         run(job, "shmem.free(B); del B, v")
 
 
+def test_large_gathers_come_through_dev_shm_and_leave_no_file(job, monkeypatch):
+    """Arrays from 1 MiB per PE are handed over through a file in /dev/shm (one copy per side);
+    rc.gather = 'pickle' sends them in the reply; a failing gather leaves no file either."""
+    import glob
+
+    from shmem_notebook.job.shm import transfer_prefix
+
+    n, width = job.n, 1 << 17  # L 3 MiB, strided 1.5 MiB, I 2 MiB per PE
+    run(job, f"L = shmem.zeros((3, {width}), 'f8'); L[:] = me + np.arange({width})\nstrided = L[:, ::2]\n"
+             f"I = shmem.zeros({width * 4}, 'i4'); I[:] = -me\nT = I.view('i8') if me == 0 else I")
+    rows = np.broadcast_to(np.arange(n).reshape(n, 1, 1) + np.arange(width, dtype='f8'), (n, 3, width))
+    left = lambda: glob.glob(glob.escape(transfer_prefix(job._token)) + "*")  # noqa: E731
+    try:
+        for name, expected in (("L", rows), ("strided", rows[:, :, ::2]), ("I", -np.arange(n, dtype="i4").repeat(width * 4).reshape(n, -1))):
+            got = job.gather(name)
+            assert job.last_gather == {"files": n, "pes": n}, name
+            assert got.dtype == expected.dtype and np.array_equal(got, expected), name
+        if n > 1:
+            with pytest.raises(InputError, match=r"'T' has a different dtype or shape on different PEs"):
+                job.gather("T")  # PE 0 wrote its file before the mismatch was seen
+        assert left() == []
+        monkeypatch.setattr(shmem_notebook.rc, "gather", "pickle")
+        assert np.array_equal(job.gather("L"), rows) and job.last_gather == {"files": 0, "pes": n}
+    finally:
+        run(job, "shmem.free(L); shmem.free(I); del L, strided, I, T")
+    assert left() == []
+
+
 def test_redeclaring_retires_names_pointing_into_the_old_array(job, capfd):
     run(job, "old = A\nview = A[1:]\nA[:] = 1.5\nkept = [A]", arrays="A=float32[3]")
     capfd.readouterr()

@@ -166,17 +166,45 @@ def _kind(value):
     return f"{type(value).__module__}.{type(value).__qualname__}".replace("builtins.", "")
 
 
-def gather(name):
+#: arrays from this many bytes go through a file when the client offers one (smaller ones in the reply)
+FILE_BYTES = 1 << 20
+
+
+def gather(name, prefix=None):
     """This PE's symmetric array ``name`` (declared, or any name a cell bound to a symmetric array).
 
-    Returns ``("ok", private copy)``, ``("missing", None)`` or ``("not symmetric", kind)``.
+    Returns ``("ok", private copy)``, ``("missing", None)`` or ``("not symmetric", kind)``; with
+    ``prefix`` (of a file the client on this host will read and unlink), a large array is written
+    to ``<prefix>pe<me>`` straight from symmetric memory instead and ``("file", (path, dtype,
+    shape))`` returned, unless ``/dev/shm`` lacks room for twice its size.
     """
     value = _lookup(name)
     if value is _MISSING:
         return ("missing", None)
     if not is_symmetric(value):
         return ("not symmetric", _kind(value))
+    path = None if prefix is None else f"{prefix}pe{_shmem().my_pe()}"
+    if path is not None and value.nbytes >= FILE_BYTES and _room(path) >= 2 * value.nbytes:
+        _write(value, path)
+        return ("file", (path, value.dtype, value.shape))
     return ("ok", np.array(value))
+
+
+def _room(path):
+    fs = os.statvfs(os.path.dirname(path))
+    return fs.f_bavail * fs.f_frsize
+
+
+def _write(array, path):
+    """Write ``array``'s bytes (C order) to the new file ``path``, from its own memory when contiguous."""
+    data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def pull(name):

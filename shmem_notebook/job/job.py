@@ -69,6 +69,8 @@ class Job(SymmetricArrays, Health):
         self.pes = {}  # PE -> info from the PE's 'info' request
         self.last_cell = None  # AsyncResult of the last cell
         self.last_result = None  # CellResult of the last cell, also when it raised or timed out
+        self.last_gather = None  # how the last gather came: {"files": PEs that handed over by file, "pes": N}
+        self._gathers = 0
         self.cell_callbacks = []  # callback(job, result) after every cell
         self._token = uuid.uuid4().hex  # marks every process of this job (see watchdog)
         self._cluster = self._client = self._view = self._watchdog = None
@@ -193,7 +195,7 @@ class Job(SymmetricArrays, Health):
             pids = [engines.process.pid] + [p.pid for p in engines.process.children(recursive=True)]
             if set_id == self._engine_set_id:
                 pids += [p.pid for p in self._pe_procs.values() if alive(p)]
-            self._segments.setdefault(set_id, Segments()).note(pids)
+            self._segments.setdefault(set_id, Segments(self._token)).note(pids)
 
     def _wait_for_pes(self, deadline):
         """Wait until every PE registered; a batch job's time in the queue does not count."""
@@ -270,7 +272,7 @@ class Job(SymmetricArrays, Health):
             self._cluster.stop_engines_sync(set_id)
         self._cluster.engines.pop(set_id, None)
         wait(lambda: not any(alive(process(pid)) for pid in self._segments.get(set_id, Segments()).pids), 3.0)
-        self._segments.pop(set_id, Segments()).release()
+        self._segments.pop(set_id, Segments(self._token)).release()
 
     def _stop_pes(self):
         """End the PEs and wait until they are gone."""

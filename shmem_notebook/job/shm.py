@@ -15,12 +15,19 @@ A job's segments are found by its processes: :func:`segments_of` reads their
 import contextlib
 import ctypes
 import ctypes.util
+import glob
 import os
 
-__all__ = ["SHM_DIR", "segments_of", "sysv_segments", "release", "Segments"]
+__all__ = ["SHM_DIR", "transfer_prefix", "segments_of", "sysv_segments", "release", "Segments"]
 
 SHM_DIR = "/dev/shm"
 _IPC_RMID = 0
+
+
+def transfer_prefix(token):
+    """Path prefix of the files a job's PEs write to hand over data (``gather``): removed with
+    the job's other shared memory should a PE or the kernel die before the client unlinked them."""
+    return f"{SHM_DIR}/shmem_notebook-{token}-"
 
 
 def _maps(pid):
@@ -77,7 +84,8 @@ def _shmctl_rmid(shmid):
 class Segments:
     """The shared memory of one job, noted while its processes live, released after."""
 
-    def __init__(self):
+    def __init__(self, token=None):
+        self.token = token
         self.pids, self.files, self.shmids = set(), set(), set()
 
     def note(self, pids):
@@ -93,7 +101,10 @@ class Segments:
         segments = sysv_segments()
         shmids = {s for s in self.shmids if s in segments}
         shmids |= {s for s, seg in segments.items() if seg["cpid"] in self.pids}
-        return {p for p in self.files if os.path.exists(p)}, shmids
+        files = {p for p in self.files if os.path.exists(p)}
+        if self.token:
+            files |= set(glob.glob(glob.escape(transfer_prefix(self.token)) + "*"))
+        return files, shmids
 
     def release(self):
         """Remove what is left (call once the job's processes are gone); return it."""

@@ -99,7 +99,7 @@ def main(token, batch_name=None):
     sys.stdin.buffer.read()  # returns when the kernel is gone or the job stopped
     time.sleep(0.1)
     cancel_batch_jobs(batch_name)
-    segments = Segments()
+    segments = Segments(token)
     segments.note(p.pid for p in owned_processes(token))
     kill_owned(token)
     psutil.wait_procs([p for p in map(_process, segments.pids) if p], timeout=2.0)
