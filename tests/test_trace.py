@@ -81,3 +81,15 @@ def test_teaching_collectives_replay_step_by_step(job, collective, algorithm, st
 def test_untraced_cells_have_no_trace(job):
     result = job.run("pass", stdout=io.StringIO())
     assert result.trace is None
+
+
+def test_race_check_and_trace_record_the_same_cell(job):
+    """Both recorders wrap shmem4py at once: the race is found and the put is traced, on its line."""
+    result, out = traced(job, "shmem.barrier_all()\nif me == 0:\n    shmem.put(flag, np.ones(1, 'i8'), 1)\n"
+                              "if me == 1:\n    seen = int(flag[0])\nshmem.barrier_all()",
+                         arrays="flag=int64[1]", race=True)
+    assert [str(r).split(":")[0] for r in result.races] == ["RACE flag[0] on PE 1"]
+    assert "PE 0 line 3 put (write) / PE 1 line 5 load (read)" in str(result.races[0])
+    puts = [e for e in result.trace.events if e["op"] == "put"]
+    assert [(e["pe"], e["target"], e["line"], e["array"]) for e in puts] == [(0, 1, 3, "flag")]
+    assert "1 race found" in out and "trace: " in out
