@@ -207,10 +207,10 @@ SCALE_WHY = {
         "the cost per PE (IPython's `run_cell` on each PE, 4-5 iopub messages per PE relayed by the controller) "
         "is ipyparallel's, so a cell cannot be much cheaper than `execute` while every PE is an ipyparallel engine."),
     "scale_gather": (
-        "each PE writes its array from symmetric memory into a fresh file in /dev/shm (a copy, plus the page "
-        "faults of new tmpfs pages) and the client reads every file into the result (a second copy); NumPy's "
-        "copy is one copy of memory already mapped. Handing the files' pages over without the second copy "
-        "(a result backed by a mapping of the file) would close most of the gap."),
+        "the one copy left is each PE writing its array into new tmpfs pages (allocated and zeroed by the kernel "
+        "as they are written), and the PEs share 2 cores; the baseline copies into memory that is already "
+        "mapped. A result must be new memory: NumPy's own `.copy()` of the same bytes into new memory is the "
+        "fairer floor (in the line under the Scale table)."),
     "scale_output": "output is merged per line across PEs and written to the notebook in rounds.",
     "scale_failed": (
         "on this loaded 2-core node (load average above 10 from other jobs) the PEs did not all register within "
@@ -360,10 +360,13 @@ def scale_table(sc):
     if g:
         text += (f"\n\n`%shmem gather` of {size_text(g['bytes_per_pe'])} per PE at {g['n']} PEs: {g['ours_s']:.2f} s = "
                  f"{g['ours_gbps']:.2f} GB/s (`DirectView.pull` + `np.stack`: {g['pull_gbps']:.2f} GB/s; NumPy copy in "
-                 f"the client: {g['numpy_copy_gbps']:.2f} GB/s). Copies on the way: the PE writes its array into a file in "
-                 "`/dev/shm`, the client reads it into the result (`SHMEM_NOTEBOOK_GATHER=pickle`, the message path, "
-                 "copies on the PE, in zmq's receive in the controller and the client, and in `np.stack`: about "
-                 "the `DirectView.pull` figure).")
+                 f"the client: {g['numpy_copy_gbps']:.2f} GB/s into memory already touched"
+                 + (f", {g['numpy_fresh_copy_gbps']:.2f} GB/s for `.copy()` of all {g['n']} PEs' bytes into new memory, "
+                    "as any gather's result is" if "numpy_fresh_copy_gbps" in g else "")
+                 + "). One copy on the way: each PE writes its array, from symmetric memory, at its offset in one "
+                 "file in `/dev/shm`, and the result maps that file (`SHMEM_NOTEBOOK_GATHER=pickle`, the message "
+                 "path, copies on the PE, in zmq's receive in the controller and the client, and in `np.stack`: "
+                 "about the `DirectView.pull` figure).")
     if o:
         text += (f"\n\n{o['lines']:,} printed lines per PE at {o['n']} PEs: `%%pxshmem` {o['pxshmem_s']:.2f} s, "
                  f"`%%px` {o['px_s']:.2f} s; every line arrived in order per PE: {'yes' if o['complete'] else 'NO'}.")

@@ -87,6 +87,18 @@ def numpy_copy_gbps(nbytes, repeats=5):
     return nbytes / median(times) / 1e9
 
 
+def numpy_fresh_copy_gbps(nbytes, repeats=5):
+    """``ndarray.copy()`` into new memory (its page faults included), as any gather's result is."""
+    src = np.ones(nbytes // 8)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        dst = src.copy()
+        times.append(time.perf_counter() - t)
+        del dst
+    return nbytes / median(times) / 1e9
+
+
 def _printing(job):
     """Seconds of the 2,000-line cell under %%pxshmem and %%px, and whether every line came, in order."""
     view = job._client[list(range(job.n))]
@@ -149,7 +161,8 @@ def _scale_row(n, repeats, cells, big_gather, curve_gather, detail_n, extra):
                         extra["gather"] = {"n": n, "bytes_per_pe": big_gather, "ours_s": ours, "pull_s": pull,
                                            "ours_gbps": n * big_gather / ours / 1e9,
                                            "pull_gbps": n * big_gather / pull / 1e9,
-                                           "numpy_copy_gbps": numpy_copy_gbps(big_gather)}
+                                           "numpy_copy_gbps": numpy_copy_gbps(big_gather),
+                                           "numpy_fresh_copy_gbps": numpy_fresh_copy_gbps(n * big_gather)}
                         ours, px, complete = _printing(job)
                         extra["output"] = {"n": n, "lines": LINES, "pxshmem_s": ours, "px_s": px, "complete": complete}
             finally:

@@ -186,8 +186,8 @@ def test_gather_any_symmetric_array_and_pull_any_value(job):
 
 
 def test_large_gathers_come_through_dev_shm_and_leave_no_file(job, monkeypatch):
-    """Arrays from 1 MiB per PE are handed over through a file in /dev/shm (one copy per side);
-    rc.gather = 'pickle' sends them in the reply; a failing gather leaves no file either."""
+    """Arrays from 1 MiB per PE are written by the PEs into one file in /dev/shm that the result
+    maps (one copy in all); rc.gather = 'pickle' sends them in the reply; no file is left."""
     import glob
 
     from shmem_notebook.job.shm import transfer_prefix
@@ -204,8 +204,11 @@ def test_large_gathers_come_through_dev_shm_and_leave_no_file(job, monkeypatch):
             assert got.dtype == expected.dtype and np.array_equal(got, expected), name
         if n > 1:
             with pytest.raises(InputError, match=r"'T' has a different dtype or shape on different PEs"):
-                job.gather("T")  # PE 0 wrote its file before the mismatch was seen
+                job.gather("T")
         assert left() == []
+        got = job.gather("L")
+        got[:] = -1  # the result is the notebook's own: writable, and the PEs' arrays are untouched
+        assert np.array_equal(job.gather("L"), rows)
         monkeypatch.setattr(shmem_notebook.rc, "gather", "pickle")
         assert np.array_equal(job.gather("L"), rows) and job.last_gather == {"files": 0, "pes": n}
     finally:

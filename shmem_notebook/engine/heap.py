@@ -166,43 +166,38 @@ def _kind(value):
     return f"{type(value).__module__}.{type(value).__qualname__}".replace("builtins.", "")
 
 
-#: arrays from this many bytes go through a file when the client offers one (smaller ones in the reply)
+#: arrays from this many bytes go through the client's file when it offers one (smaller ones in the reply)
 FILE_BYTES = 1 << 20
 
 
-def gather(name, prefix=None):
+def gather(name, by_file=False):
     """This PE's symmetric array ``name`` (declared, or any name a cell bound to a symmetric array).
 
     Returns ``("ok", private copy)``, ``("missing", None)`` or ``("not symmetric", kind)``; with
-    ``prefix`` (of a file the client on this host will read and unlink), a large array is written
-    to ``<prefix>pe<me>`` straight from symmetric memory instead and ``("file", (path, dtype,
-    shape))`` returned, unless ``/dev/shm`` lacks room for twice its size.
+    ``by_file`` (the client is on this host), a large array is only described, ``("large",
+    (dtype, shape))``, for :func:`gather_into` to write.
     """
     value = _lookup(name)
     if value is _MISSING:
         return ("missing", None)
     if not is_symmetric(value):
         return ("not symmetric", _kind(value))
-    path = None if prefix is None else f"{prefix}pe{_shmem().my_pe()}"
-    if path is not None and value.nbytes >= FILE_BYTES and _room(path) >= 2 * value.nbytes:
-        _write(value, path)
-        return ("file", (path, value.dtype, value.shape))
+    if by_file and value.nbytes >= FILE_BYTES:
+        return ("large", (value.dtype, value.shape))
     return ("ok", np.array(value))
 
 
-def _room(path):
-    fs = os.statvfs(os.path.dirname(path))
-    return fs.f_bavail * fs.f_frsize
-
-
-def _write(array, path):
-    """Write ``array``'s bytes (C order) to the new file ``path``, from its own memory when contiguous."""
-    data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+def gather_into(name, path):
+    """Write this PE's array ``name`` (C order) into the client's file ``path`` at offset
+    ``my_pe * nbytes``, straight from symmetric memory when it is contiguous."""
+    value = _lookup(name)
+    data = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+    fd = os.open(path, os.O_WRONLY)
     try:
-        view = memoryview(data)
+        view, offset = memoryview(data), _shmem().my_pe() * value.nbytes
         while view:
-            view = view[os.write(fd, view):]
+            n = os.pwrite(fd, view, offset)
+            view, offset = view[n:], offset + n
     finally:
         os.close(fd)
 

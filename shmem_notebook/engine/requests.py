@@ -14,6 +14,7 @@ HANDLERS = {
     "alloc": heap.alloc,
     "free": heap.free,
     "gather": heap.gather,
+    "gather_into": heap.gather_into,
     "pull": heap.pull,
     "heap_usage": heap.heap_usage,
     "info": runtime.info,

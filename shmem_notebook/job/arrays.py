@@ -1,7 +1,7 @@
 """Heap bookkeeping of a job: declared symmetric arrays and heap use (client side)."""
 
 import contextlib
-import glob
+import mmap
 import os
 import socket
 import sys
@@ -19,21 +19,11 @@ from .shm import SHM_DIR, transfer_prefix
 __all__ = ["SymmetricArrays"]
 
 
-class _File:
-    """An array a PE on this host wrote to a file in /dev/shm for :meth:`SymmetricArrays.gather`."""
+class _Large:
+    """A PE's answer to gather for an array it will write into the client's file (dtype, shape only)."""
 
-    def __init__(self, pe, path, dtype, shape):
-        self.pe, self.path, self.dtype, self.shape = pe, path, np.dtype(dtype), tuple(shape)
-
-    def read_into(self, out):
-        """Copy the file's bytes into the C-contiguous ndarray ``out`` (the only copy on this side)."""
-        view = memoryview(out.reshape(-1).view(np.uint8))
-        with open(self.path, "rb", buffering=0) as f:
-            while view:
-                n = f.readinto(view)
-                if not n:
-                    raise InputError(f"PE {self.pe}'s copy of the array ended early; gather again")
-                view = view[n:]
+    def __init__(self, dtype, shape):
+        self.dtype, self.shape = np.dtype(dtype), tuple(shape)
 
 
 class SymmetricArrays:
@@ -136,34 +126,48 @@ class SymmetricArrays:
         """Copy the symmetric array ``name`` from every PE: an ndarray of shape ``(npes, *shape)``.
 
         ``name`` is a declared array or any name cells bound to a symmetric array
-        (``B = shmem.zeros(8)``). Not collective.
+        (``B = shmem.zeros(8)``). From PEs on this host, arrays of 1 MiB and more come
+        through one file in /dev/shm that the result maps (see :data:`rc.gather
+        <shmem_notebook.rc>`). Not collective.
         """
         self._require_running("gather")
+        by_file = self._transfer_by_file()
+        values = self._values("gather", name, by_file)
+        shapes = {(v.dtype.name, v.shape) for v in values.values()}
+        if len(shapes) > 1:
+            where = "; ".join(f"PE {pe}: {v.dtype.name}{list(v.shape)}" for pe, v in values.items())
+            raise InputError(
+                f"{name!r} has a different dtype or shape on different PEs ({where}); "
+                f"use `%shmem pull {name}` (job.pull({name!r})) to get each PE's value"
+            )
+        first = values[0]
+        if isinstance(first, _Large):
+            stacked = self._gather_by_file(name, first.dtype, first.shape)
+            if stacked is not None:
+                self.last_gather = {"files": self.n, "pes": self.n}
+                return stacked
+            values = self._values("gather", name)  # no room in /dev/shm: by message
+        self.last_gather = {"files": 0, "pes": self.n}
+        return np.stack([values[pe] for pe in range(self.n)])
+
+    def _gather_by_file(self, name, dtype, shape):
+        """The PEs write ``name`` into one file in /dev/shm, each at its offset; the result maps
+        that file (unlinked at once): the PEs' write is the only copy. None if /dev/shm lacks room."""
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        fs = os.statvfs(SHM_DIR)
+        if fs.f_bavail * fs.f_frsize < 2 * self.n * nbytes:
+            return None
         self._gathers += 1
-        prefix = transfer_prefix(self._token) + f"gather{self._gathers}-" if self._transfer_by_file() else None
+        path = transfer_prefix(self._token) + f"gather{self._gathers}"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            values = self._values("gather", name, prefix)
-            shapes = {(v.dtype.name, v.shape) for v in values.values()}
-            if len(shapes) > 1:
-                where = "; ".join(f"PE {pe}: {v.dtype.name}{list(v.shape)}" for pe, v in values.items())
-                raise InputError(
-                    f"{name!r} has a different dtype or shape on different PEs ({where}); "
-                    f"use `%shmem pull {name}` (job.pull({name!r})) to get each PE's value"
-                )
-            first = values[0]
-            stacked = np.empty((self.n, *first.shape), first.dtype)
-            for pe, value in values.items():
-                if isinstance(value, _File):
-                    value.read_into(stacked[pe])
-                else:
-                    stacked[pe] = value
-            self.last_gather = {"files": sum(isinstance(v, _File) for v in values.values()), "pes": self.n}
-            return stacked
+            os.ftruncate(fd, self.n * nbytes)
+            self._call("gather_into", name, path)
+            pages = mmap.mmap(fd, self.n * nbytes, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
         finally:
-            if prefix is not None:
-                for path in glob.glob(glob.escape(prefix) + "*"):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(path)
+            os.close(fd)
+            os.unlink(path)
+        return np.frombuffer(pages, dtype).reshape(self.n, *shape)
 
     def _transfer_by_file(self):
         """Whether gather may hand arrays over through /dev/shm: every PE on this host, rc.gather 'shm'."""
@@ -201,8 +205,8 @@ class SymmetricArrays:
         for pe, (status, value) in enumerate(self._call(op, name, *args)):
             if status == "ok":
                 values[pe] = value
-            elif status == "file":
-                values[pe] = _File(pe, *value)
+            elif status == "large":
+                values[pe] = _Large(*value)
             else:
                 problems.setdefault((status, value), []).append(pe)
         if not problems:
