@@ -144,10 +144,10 @@ class SymmetricArrays:
         if isinstance(first, _Large):
             stacked = self._gather_by_file(name, first.dtype, first.shape)
             if stacked is not None:
-                self.last_gather = {"files": self.n, "pes": self.n}
+                self.last_gather = "file"
                 return stacked
             values = self._values("gather", name)  # no room in /dev/shm: by message
-        self.last_gather = {"files": 0, "pes": self.n}
+        self.last_gather = "message"
         return np.stack([values[pe] for pe in range(self.n)])
 
     def _gather_by_file(self, name, dtype, shape):
