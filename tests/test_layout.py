@@ -40,17 +40,23 @@ def _imports(path):
     return found
 
 
-def test_client_modules_import_neither_shmem4py_nor_the_engine():
+def _import_without_shmem4py(names, then="print('ok')"):
+    """Import ``names`` in a fresh Python where importing shmem4py fails, then run ``then``; its stdout."""
     code = (
         "import sys, importlib; sys.modules['shmem4py'] = None\n"
-        f"for name in {_modules('client')!r}:\n"
+        f"for name in {names!r}:\n"
         "    importlib.import_module(name)\n"
-        "bad = sorted(m for m in sys.modules if m.startswith(('shmem_notebook.engine', 'shmem4py')) and sys.modules[m])\n"
-        "print('imported:', bad)\n"
+        f"{then}\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "imported: []"
+    return out.stdout.strip()
+
+
+def test_client_modules_import_neither_shmem4py_nor_the_engine():
+    imported = ("print('imported:', sorted(m for m in sys.modules "
+                "if m.startswith(('shmem_notebook.engine', 'shmem4py')) and sys.modules[m]))")
+    assert _import_without_shmem4py(_modules("client"), imported) == "imported: []"
 
 
 def test_engine_helpers_import_without_initialising_openshmem():
@@ -59,15 +65,8 @@ def test_engine_helpers_import_without_initialising_openshmem():
     where an init would start a singleton orted and segfault at exit (ompi#11604)."""
     pe_only = {"runtime", "recorder", "snapshot", "trace", "requests", "__main__"}
     helpers = [n for n in _modules("engine") if n.rsplit(".", 1)[-1] not in pe_only]
-    code = (
-        "import sys, importlib; sys.modules['shmem4py'] = None\n"
-        f"for name in {helpers!r}:\n"
-        "    importlib.import_module(name)\n"
-        "print('ok')\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert "shmem_notebook.engine.teams" in helpers and out.stdout.strip() == "ok"
+    assert "shmem_notebook.engine.teams" in helpers
+    assert _import_without_shmem4py(helpers) == "ok"
 
 
 def test_engine_imports_only_shared_definitions():
