@@ -205,7 +205,10 @@ SCALE_WHY = {
     "scale_dispatch": (
         "`%%pxshmem` is one `DirectView.execute` plus our bookkeeping (arrays, output merging, death checks); "
         "the cost per PE (IPython's `run_cell` on each PE, 4-5 iopub messages per PE relayed by the controller) "
-        "is ipyparallel's, so a cell cannot be much cheaper than `execute` while every PE is an ipyparallel engine."),
+        "is ipyparallel's, so a cell cannot be much cheaper than `execute` while every PE is an ipyparallel engine. "
+        "Profiled at 1 PE (cProfile, 200 no-op cells): of 6.8 ms per cell against 5.9 ms for `execute`, our own "
+        "Python is about 0.3 ms; the rest is waiting, for each PE's reply and also for the iopub idle that ends "
+        "its output, which `execute` does not wait for and `%%pxshmem` needs to show every line."),
     "scale_gather": (
         "the one copy left is each PE writing its array into new tmpfs pages (allocated and zeroed by the kernel "
         "as they are written), and the PEs share 2 cores; the baseline copies into memory that is already "
