@@ -347,14 +347,16 @@ def _wrap(name, orig, record):
         if rec is None or rec.depth:
             return orig(*args, **kwargs)
         line = _line()
-        rec.pause()
+        if rec.rng is not None:  # stress runs only
+            rec.pause()
         rec.depth += 1
         try:
             result = orig(*args, **kwargs)
         finally:
             rec.depth -= 1
         record(rec, line, result, args, kwargs)
-        rec.pause()
+        if rec.rng is not None:
+            rec.pause()
         return result
 
     wrapper.__name__ = wrapper.__qualname__ = name
@@ -370,13 +372,17 @@ def _rma_recorder(op):
     asynchronous = op.endswith("_nbi")
 
     def record(rec, line, result, args, kwargs):
-        target, source, pe = _arg(args, kwargs, 0, "target"), _arg(args, kwargs, 1, "source"), _arg(args, kwargs, 2, "pe")
-        if strided:
-            tst, sst = _arg(args, kwargs, 3, "tst", 1), _arg(args, kwargs, 4, "sst", 1)
-            size, ctx = _arg(args, kwargs, 5, "size"), _arg(args, kwargs, 6, "ctx")
-        else:
+        if not kwargs and not strided and 3 <= len(args) <= 5:  # the usual put(target, source, pe)
+            target, source, pe, size, ctx = (*args, None, None)[:5]
             tst = sst = 1
-            size, ctx = _arg(args, kwargs, 3, "size"), _arg(args, kwargs, 4, "ctx")
+        else:
+            target, source, pe = _arg(args, kwargs, 0, "target"), _arg(args, kwargs, 1, "source"), _arg(args, kwargs, 2, "pe")
+            if strided:
+                tst, sst = _arg(args, kwargs, 3, "tst", 1), _arg(args, kwargs, 4, "sst", 1)
+                size, ctx = _arg(args, kwargs, 5, "size"), _arg(args, kwargs, 6, "ctx")
+            else:
+                tst = sst = 1
+                size, ctx = _arg(args, kwargs, 3, "size"), _arg(args, kwargs, 4, "ctx")
         remote, local = (target, source) if is_put else (source, target)
         rstride = tst if is_put else sst
         count = size
