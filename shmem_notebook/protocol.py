@@ -3,11 +3,15 @@
 The client talks to PEs in one direction per call: it sends :func:`request`
 with an operation name and plain arguments, each PE answers with plain data
 (dicts, tuples, NumPy arrays). No client object travels to a PE and back.
+
+Cells take a route of their own (:mod:`shmem_notebook.cells.channel` on the client,
+:mod:`shmem_notebook.engine.channel` on the PEs): JSON messages signed with a key only
+the client and its PEs know (:func:`seal`, :func:`unseal`).
 """
 
 import os
 
-__all__ = ["ENGINE_MODULE", "GLOBAL_EXIT_MARK", "request", "stack_path", "exit_path"]
+__all__ = ["ENGINE_MODULE", "GLOBAL_EXIT_MARK", "request", "stack_path", "exit_path", "seal", "unseal"]
 
 #: the module ``oshrun`` runs on every PE (``python -m shmem_notebook.engine``)
 ENGINE_MODULE = "shmem_notebook.engine"
@@ -32,3 +36,29 @@ def exit_path(profile_dir, cluster_id, pe):
     """Where PE ``pe`` notes the status it passes to ``shmem.global_exit`` (on its own host):
     oshrun's output can lose the PE's last stderr line when the job ends."""
     return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.exit")
+
+
+def seal(key, message):
+    """``message`` (plain JSON data) as the two frames of the cell channel: signature, body."""
+    import hashlib
+    import hmac
+    import json
+
+    body = json.dumps(message, default=_plain).encode()
+    return [hmac.new(key, body, hashlib.sha256).digest(), body]
+
+
+def unseal(key, frames):
+    """The message in the frames from :func:`seal`, or None when the signature is wrong."""
+    import hashlib
+    import hmac
+    import json
+
+    if len(frames) != 2 or not hmac.compare_digest(hmac.new(key, frames[1], hashlib.sha256).digest(), frames[0]):
+        return None
+    return json.loads(frames[1])
+
+
+def _plain(obj):
+    """What JSON cannot hold as is (dates in display metadata, NumPy scalars): as text."""
+    return str(obj)

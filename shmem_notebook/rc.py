@@ -33,6 +33,9 @@ class _RC:
         # how gather moves large arrays from PEs on this host: "shm" (through a file in
         # /dev/shm: one copy on each side) or "pickle" (through ipyparallel's messages)
         "gather": "shm",
+        # how cells reach the PEs: "direct" (the job's own channel, see cells.channel) or
+        # "ipyparallel" (DirectView.execute, through the controller); read at start
+        "dispatch": "direct",
     }
 
     def __init__(self):

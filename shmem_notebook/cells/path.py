@@ -5,8 +5,6 @@
 Collective on the PEs: the cell goes to every PE at once.
 """
 
-import concurrent.futures
-import contextlib
 import signal
 import sys
 import time
@@ -36,25 +34,25 @@ class Cell:
     stages: list = field(default_factory=list)
     write_out: object = None
     write_err: object = None
-    request: object = None  # ipyparallel AsyncResult once dispatched
+    request: object = None  # once dispatched: ChannelCell or ExecuteCell (see .channel)
 
 
 def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **options):
     """Run ``code`` on every PE of ``job``; see :meth:`shmem_notebook.Job.run`. Collective."""
     cell = _prepare(job, code, arrays, timeout, stdout, stderr, options)
     started = time.monotonic()
-    cell.request = job._view.execute(cell.code, silent=False, block=False)
+    cell.request = job._send_cell(cell.code)
     job.last_cell, job._heap_stale = cell.request, True
     try:
         outcome, pending = _stream(cell, started)
     except KeyboardInterrupt:
-        outcome, pending = "interrupted", _pending(cell.request)
+        outcome, pending = "interrupted", cell.request.pending()
     where = job._locate(pending) if outcome in ("timeout", "interrupted") else {}
     if outcome in ("timeout", "interrupted"):  # as the stop button: PEs that can stop raise KeyboardInterrupt
         job._signal(pending, signal.SIGINT)
-        wait(lambda: not _pending(cell.request), 1.5)
-        pending = _pending(cell.request)
-    result = _collect(cell.request, time.monotonic() - started, pending, outcome)
+        wait(lambda: not cell.request.pending(), 1.5)
+        pending = cell.request.pending()
+    result = _collect(cell.request.metadata, time.monotonic() - started, pending, outcome)
     result.errors = {pe: cell_error(e, cell.code) for pe, e in result.errors.items()}  # no temp file names
     for stage in cell.stages:
         stage.after(cell, result)
@@ -63,8 +61,7 @@ def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **o
         callback(job, result)
     _report(cell, result, where)
     if not pending:
-        with contextlib.suppress(Exception):
-            job._client.purge_local_results(cell.request)
+        cell.request.forget()
     return result
 
 
@@ -90,22 +87,17 @@ def _prepare(job, code, arrays, timeout, stdout, stderr, options):
     return cell
 
 
-def _pending(ar):
-    """PEs not finished: a PE is finished once its reply *and* all its output arrived."""
-    return [pe for pe, c in enumerate(ar._children) if not (c.done() and c.output.done())]
-
-
 def _stream(cell, started):
     """Show output as it arrives; return (outcome, PEs still running) once every PE
     finished ('ok'), the timeout passed ('timeout') or PEs died ('died')."""
-    job, ar, timeout = cell.job, cell.request, cell.timeout
+    job, request, timeout = cell.job, cell.request, cell.timeout
     own = {pe: {"pid": info.get("pid")} for pe, info in job.pes.items()}  # lines differing by pid fold
     out, err = (OutputMerger(range(job.n), w, own=own) for w in (cell.write_out, cell.write_err))
     seen = {}
 
     def feed():
-        pending = _pending(ar)
-        for pe, md in enumerate(ar._metadata):
+        pending = request.pending()
+        for pe, md in enumerate(request.metadata):
             for key, merger in (("stdout", out), ("stderr", err)):
                 text = md.get(key, "")
                 if len(text) > seen.get((pe, key), 0):
@@ -118,12 +110,11 @@ def _stream(cell, started):
         err.flush()
         return pending
 
-    futures = [f for child in ar._children for f in (child, child.output)]
     next_check, outcome = time.monotonic() + 0.25, None
     try:
         while outcome is None:
-            # wakes when every reply and all output arrived; polls output every 50 ms meanwhile
-            concurrent.futures.wait(futures, timeout=0.05)
+            # wakes when every PE finished; shows output every 50 ms meanwhile
+            request.wait(0.05)
             pending = feed()
             now = time.monotonic()
             if not pending:
@@ -141,9 +132,9 @@ def _stream(cell, started):
         err.close()
 
 
-def _collect(ar, seconds, pending, outcome):
+def _collect(metadata, seconds, pending, outcome):
     result = CellResult(seconds=seconds, pending=list(pending), outcome=outcome)
-    for pe, md in enumerate(ar._metadata):
+    for pe, md in enumerate(metadata):
         result.stdout[pe], result.stderr[pe] = md.get("stdout", ""), md.get("stderr", "")
         data = (md.get("execute_result") or {}).get("data", {})
         if "text/plain" in data:
@@ -153,7 +144,7 @@ def _collect(ar, seconds, pending, outcome):
             result.errors[pe] = (error.ename, error.evalue, "\n".join(error.render_traceback()))
     if outcome == "ok" and result.errors:
         result.outcome = "error"
-    display.collect(result, ar._metadata)
+    display.collect(result, metadata)
     return result
 
 

@@ -4,7 +4,7 @@
 answer is plain data. Calls marked collective must reach every PE.
 """
 
-from . import heap, recorder, runtime, snapshot, trace
+from . import channel, heap, recorder, runtime, snapshot, trace
 
 __all__ = ["HANDLERS", "handle"]
 
@@ -18,6 +18,7 @@ HANDLERS = {
     "pull": heap.pull,
     "heap_usage": heap.heap_usage,
     "info": runtime.info,
+    "cells_connect": channel.connect,
     "snapshot": snapshot.snapshot,
     "record_start": recorder.start,
     "record_stop": recorder.stop,

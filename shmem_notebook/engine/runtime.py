@@ -165,6 +165,9 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     argv += [
         f"--IPEngine.id={shmem.my_pe()}",
+        # a line per request in oshrun's output costs every PE (and oshrun, which forwards
+        # it) about a millisecond per cell; warnings and errors still show
+        "--IPEngine.log_level=WARN",
         # the client signals PEs itself and notices deaths through oshrun: no nanny process
         "--IPEngine.enable_nanny=False",
         # oshrun and the controller start together: the connection file may come after us

@@ -21,7 +21,8 @@ import psutil
 
 from ..arguments import check_timeout, positive_int
 from ..cells import run_cell
-from ..errors import JobStateError, LaunchError
+from ..cells.channel import DISPATCH, CellChannel, ExecuteCell
+from ..errors import InputError, JobStateError, LaunchError
 from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, check_slurm
 from ..protocol import request
 from ..rc import rc
@@ -63,17 +64,20 @@ class Job(SymmetricArrays, Health):
         self.hostfile = hostfile
         self.timeout = check_timeout(rc.timeout if timeout is None else timeout)
         self.ip = ip or rc.ip
+        if rc.dispatch not in DISPATCH:
+            raise InputError(f"rc.dispatch is {rc.dispatch!r}; use one of {', '.join(map(repr, DISPATCH))}")
+        self.dispatch = rc.dispatch
         self.specs = {}  # name -> ArraySpec, in declaration order
         self.state = "stopped"  # stopped, running, hung, dead
         self.crash = {}  # PE -> cause, once PEs died
         self.pes = {}  # PE -> info from the PE's 'info' request
-        self.last_cell = None  # AsyncResult of the last cell
+        self.last_cell = None  # the last cell's request (see cells.channel)
         self.last_result = None  # CellResult of the last cell, also when it raised or timed out
         self.last_gather = None  # how the last gather came: "file" (through /dev/shm) or "message"
         self._gathers = 0
         self.cell_callbacks = []  # callback(job, result) after every cell
         self._token = uuid.uuid4().hex  # marks every process of this job (see watchdog)
-        self._cluster = self._client = self._view = self._watchdog = None
+        self._cluster = self._client = self._view = self._watchdog = self._channel = None
         self._engine_set_id = None
         self._pe_procs = {}  # PE -> psutil.Process, for PEs on this host
         self._segments = {}  # engine set id -> Segments: shared memory to remove once it ended
@@ -160,6 +164,10 @@ class Job(SymmetricArrays, Health):
         self._view = self._client[list(range(self.n))]
         self.state, self.crash = "running", {}
         self.pes = {info["pe"]: info for info in self._call("info")}
+        if self.dispatch == "direct":
+            self._close_channel()
+            self._channel = CellChannel(self.n, self.ip)
+            self._channel.connect(self._call)
         here = socket.gethostname()
         self._pe_procs = {pe: process(i["pid"]) for pe, i in self.pes.items() if i["host"] == here}
         self._note_segments()
@@ -280,7 +288,13 @@ class Job(SymmetricArrays, Health):
         self._reap(self._engine_set_id)
         self._engine_set_id = None
 
+    def _close_channel(self):
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
     def _teardown(self):
+        self._close_channel()
         if self._cluster is not None:
             self._stop_pes()
             if self._client is not None:
@@ -346,6 +360,12 @@ class Job(SymmetricArrays, Health):
         finally:
             with contextlib.suppress(Exception):
                 self._client.purge_local_results(ar)
+
+    def _send_cell(self, code):
+        """Send a cell to every PE (collective); see :mod:`shmem_notebook.cells.channel`."""
+        if self._channel is not None:
+            return self._channel.send(code)
+        return ExecuteCell(self, code)
 
     def inspect(self, auto=False, **options):
         """Display the inspector of this job (not collective); see :func:`shmem_notebook.inspector.inspect`."""

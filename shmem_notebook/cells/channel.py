@@ -1,0 +1,159 @@
+"""How a cell reaches the PEs and how their answers come back (client side).
+
+``rc.dispatch = "direct"`` (the default): the job's *cell channel*, one ROUTER socket
+in this process and a DEALER on every PE (:mod:`shmem_notebook.engine.channel`). The
+client sends the cell to each PE; each PE sends its output as lines and then one final
+message. ``DirectView.execute`` instead passes the cell through the controller and has
+every PE answer with four or five messages that the controller relays, which with many
+PEs on few cores is most of what a cell costs. Messages are JSON signed with a key the
+job sends its PEs over ipyparallel (:func:`shmem_notebook.protocol.seal`).
+
+``rc.dispatch = "ipyparallel"`` (``SHMEM_NOTEBOOK_DISPATCH``) sends cells with
+``DirectView.execute``, e.g. where a firewall lets the PEs reach only the controller.
+
+Both give the cell path the same small interface: ``metadata`` (per PE: ``stdout``,
+``stderr``, ``outputs``, ``execute_result``, ``status``, ``error``), ``pending()``,
+``wait(timeout)`` and ``forget()``.
+"""
+
+import concurrent.futures
+import contextlib
+import itertools
+import secrets
+import socket
+import time
+
+import zmq
+from ipyparallel.error import unwrap_exception
+
+from ..errors import LaunchError
+from ..protocol import seal, unseal
+
+__all__ = ["DISPATCH", "CellChannel", "ChannelCell", "ExecuteCell"]
+
+#: the values of ``rc.dispatch``
+DISPATCH = ("direct", "ipyparallel")
+
+
+class CellChannel:
+    """The job's cell channel: bound here, reached by the PEs at ``url``."""
+
+    def __init__(self, n, ip="127.0.0.1"):
+        self.n = n
+        self.key = secrets.token_bytes(32)
+        self.socket = zmq.Context.instance().socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a PE that is gone raises, not a silent drop
+        everywhere = ip in ("0.0.0.0", "*")
+        port = self.socket.bind_to_random_port("tcp://*" if everywhere else f"tcp://{ip}")
+        self.url = f"tcp://{socket.gethostname() if everywhere else ip}:{port}"
+        self._ids = itertools.count(1)
+        self._cell = None
+
+    def connect(self, call, timeout=10.0):
+        """Have every PE connect (``call`` is the job's request to all PEs); wait for each one's hello."""
+        call("cells_connect", self.url, self.key.hex())
+        hello, deadline = set(), time.monotonic() + timeout
+        while len(hello) < self.n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.socket.poll(left * 1000):
+                raise LaunchError(
+                    f"PE {sorted(set(range(self.n)) - hello)[0]} could not reach this kernel's cell channel at {self.url} "
+                    f"within {timeout:g} s; where the PEs may reach only the controller, set "
+                    f"shmem_notebook.rc.dispatch = 'ipyparallel' (SHMEM_NOTEBOOK_DISPATCH) and restart"
+                )
+            for pe, message in self._drain():
+                if message.get("hello"):
+                    hello.add(pe)
+
+    def send(self, code):
+        """Send ``code`` to every PE; a :class:`ChannelCell` follows its answers. Collective."""
+        cell = ChannelCell(self, next(self._ids), self.n)
+        self._cell = cell
+        for pe in range(self.n):
+            try:
+                self.socket.send_multipart([str(pe).encode()] + seal(self.key, {"id": cell.id, "code": code}))
+            except zmq.ZMQError:  # the PE is gone: it never answers, and the cell path sees it die
+                pass
+        return cell
+
+    def receive(self, timeout):
+        """Apply what arrives within ``timeout`` seconds (or what is there already) to the current cell."""
+        if timeout > 0 and not self.socket.poll(timeout * 1000):
+            return
+        cell = self._cell
+        for pe, message in self._drain():
+            if cell is not None and message.get("id") == cell.id:
+                cell._apply(pe, message)
+
+    def _drain(self):
+        while True:
+            try:
+                ident, *frames = self.socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            message = unseal(self.key, frames)
+            if message is not None:  # unsigned: not from our PEs
+                with contextlib.suppress(ValueError):
+                    yield int(ident), message
+
+    def close(self):
+        self.socket.close()
+
+
+class ChannelCell:
+    """One cell sent through the :class:`CellChannel`: what every PE answered so far."""
+
+    def __init__(self, channel, cid, n):
+        self.channel, self.id = channel, cid
+        self.metadata = [{"stdout": "", "stderr": "", "outputs": [], "execute_result": None, "status": None}
+                         for _ in range(n)]
+        self._finished = set()
+
+    def _apply(self, pe, message):
+        md = self.metadata[pe]
+        for key in ("stdout", "stderr"):
+            if key in message:
+                md[key] += message[key]
+        if "status" in message:
+            md.update(status=message["status"], outputs=message["outputs"], execute_result=message["execute_result"])
+            if message["status"] == "error":
+                md["error"] = unwrap_exception(message["error"])
+            self._finished.add(pe)
+
+    def pending(self):
+        """PEs whose final message has not arrived."""
+        self.channel.receive(0)
+        return [pe for pe in range(len(self.metadata)) if pe not in self._finished]
+
+    def wait(self, timeout):
+        """Take what arrives for up to ``timeout`` seconds; return early once every PE finished."""
+        deadline = time.monotonic() + timeout
+        while len(self._finished) < len(self.metadata):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self.channel.receive(left)
+
+    def forget(self):
+        """Nothing is kept for a finished cell."""
+
+
+class ExecuteCell:
+    """One cell sent with ``DirectView.execute`` (``rc.dispatch = "ipyparallel"``)."""
+
+    def __init__(self, job, code):
+        self.job = job
+        self.request = job._view.execute(code, silent=False, block=False)
+        self.metadata = self.request._metadata
+
+    def pending(self):
+        """PEs not finished: a PE is finished once its reply *and* all its output arrived."""
+        return [pe for pe, c in enumerate(self.request._children) if not (c.done() and c.output.done())]
+
+    def wait(self, timeout):
+        concurrent.futures.wait([f for c in self.request._children for f in (c, c.output)], timeout=timeout)
+
+    def forget(self):
+        with contextlib.suppress(Exception):
+            self.job._client.purge_local_results(self.request)
