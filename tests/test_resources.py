@@ -19,6 +19,7 @@ from conftest import ShmTracker
 import shmem_notebook
 from shmem_notebook import LaunchError, PEDiedError
 from shmem_notebook.job import fit
+from shmem_notebook.job.processes import alive, wait
 from shmem_notebook.job.watchdog import owned_processes
 from shmem_notebook.rc import rc
 
@@ -131,6 +132,28 @@ def test_a_crash_leaves_no_shared_memory():
         assert box[0].stop().left() == ([], [])
     finally:
         job.stop()
+
+
+def test_restart_leaves_nothing_of_the_old_pes():
+    """restart kills the old PEs and returns once the new ones answer; their oshrun, which
+    lingers 1-2 s, is reaped at the next cell (or status, restart, stop) with its segments."""
+    box = []
+    job = _small_job(box)
+    try:
+        old_oshrun = job._engine_set().process
+        old_pes = {info["pid"] for info in job.pes.values()}
+        old_segments = box[0].left()
+        assert old_segments[0], "the job holds no shared memory?"
+        job.restart()
+        assert not old_pes & {info["pid"] for info in job.pes.values()}
+        assert not any(p.is_running() for p in psutil.Process().children(recursive=True) if p.pid in old_pes)
+        assert wait(lambda: not alive(old_oshrun), 10), "the old oshrun did not end"
+        assert job.run("print(me)", stdout=io.StringIO()).stdout == {0: "0\n", 1: "1\n"}
+        assert list(job._cluster.engines) == [job._engine_set_id], "the old engine set was not reaped"
+        assert [f for f in old_segments[0] if os.path.exists(f)] == [], "the old PEs' /dev/shm files are left"
+    finally:
+        job.stop()
+    assert box[0].stop().left() == ([], [])
 
 
 def test_everything_sigkilled_leaves_no_shared_memory():

@@ -49,6 +49,7 @@ class CellChannel:
         self.url = f"tcp://{socket.gethostname() if everywhere else ip}:{port}"
         self._ids = itertools.count(1)
         self._cell = None
+        self._routes = {}  # PE -> its socket's identity, learnt from its hello
 
     def connect(self, call, timeout=10.0):
         """Have every PE connect (``call`` is the job's request to all PEs); wait for each one's hello."""
@@ -62,17 +63,19 @@ class CellChannel:
                     f"within {timeout:g} s; where the PEs may reach only the controller, set "
                     f"shmem_notebook.rc.dispatch = 'ipyparallel' (SHMEM_NOTEBOOK_DISPATCH) and restart"
                 )
-            for pe, message in self._drain():
+            for pe, message, ident in self._drain():
                 if message.get("hello"):
                     hello.add(pe)
+                    self._routes[pe] = ident
 
     def send(self, code):
         """Send ``code`` to every PE; a :class:`ChannelCell` follows its answers. Collective."""
         cell = ChannelCell(self, next(self._ids), self.n)
         self._cell = cell
+        frames = seal(self.key, {"id": cell.id, "code": code})
         for pe in range(self.n):
             try:
-                self.socket.send_multipart([str(pe).encode()] + seal(self.key, {"id": cell.id, "code": code}))
+                self.socket.send_multipart([self._routes[pe]] + frames)
             except zmq.ZMQError:  # the PE is gone: it never answers, and the cell path sees it die
                 pass
         return cell
@@ -82,7 +85,7 @@ class CellChannel:
         if timeout > 0 and not self.socket.poll(timeout * 1000):
             return
         cell = self._cell
-        for pe, message in self._drain():
+        for pe, message, _ in self._drain():
             if cell is not None and message.get("id") == cell.id:
                 cell._apply(pe, message)
 
@@ -94,8 +97,7 @@ class CellChannel:
                 return
             message = unseal(self.key, frames)
             if message is not None:  # unsigned: not from our PEs
-                with contextlib.suppress(ValueError):
-                    yield int(ident), message
+                yield message["pe"], message, ident
 
     def close(self):
         self.socket.close()

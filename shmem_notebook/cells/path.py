@@ -69,6 +69,7 @@ def _prepare(job, code, arrays, timeout, stdout, stderr, options):
     """Check the job and the arguments, allocate the cell's arrays, run the stages' ``before``."""
 
     job._require_running("a cell")
+    job._reap_ended()
     stages = stages_for(options)
     specs = as_specs(arrays)
     todo = [s for s in specs if job.specs.get(s.name) != s]

@@ -11,6 +11,7 @@ ipyparallel's per-PE cost of a cell goes.
 
 import asyncio
 import io
+import secrets
 import signal
 import sys
 
@@ -41,8 +42,10 @@ class _Channel:
 
         self.shell = get_ipython()
         self.key = key
+        self.pe = shmem.my_pe()
         socket = zmq.Context.instance().socket(zmq.DEALER)
-        socket.setsockopt(zmq.IDENTITY, str(shmem.my_pe()).encode())
+        # a name of its own per connection: the client may still hold the previous one's
+        socket.setsockopt(zmq.IDENTITY, f"{self.pe}.{secrets.token_hex(4)}".encode())
         socket.setsockopt(zmq.LINGER, 1000)
         socket.connect(url)
         self.socket = socket
@@ -54,7 +57,7 @@ class _Channel:
         self.stream.close()
 
     def send(self, message):
-        self.socket.send_multipart(seal(self.key, message))
+        self.socket.send_multipart(seal(self.key, {**message, "pe": self.pe}))
 
     def _received(self, frames):
         message = unseal(self.key, frames)

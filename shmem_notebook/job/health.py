@@ -99,6 +99,7 @@ class Health:
         """
         if self.state == "stopped":
             raise NoJobError("status")
+        self._reap_ended()
         dead = set(range(self.n)) if self.state == "dead" else set(self._dead_pes())
         if self.state in ("running", "hung"):
             self._refresh_usage(skip=dead)
@@ -124,6 +125,9 @@ class Health:
         return rows
 
     def _unanswered(self, pe):
-        """Requests this client sent to PE ``pe`` that have no reply yet (the hub's count lags)."""
+        """Requests this client sent to PE ``pe`` that have no reply yet (the hub's count lags),
+        the last cell included while PE ``pe`` has not finished it."""
         uuid_ = self._client._engines.get(pe)
-        return len(self._client._outstanding_dict[uuid_]) if uuid_ else 0
+        requests = len(self._client._outstanding_dict[uuid_]) if uuid_ else 0
+        in_cell = self.last_cell is not None and pe in self.last_cell.pending()
+        return requests + in_cell

@@ -234,13 +234,14 @@ class Job(SymmetricArrays, Health):
             if queue is not None:
                 queue.done()
 
-    def _release_pes(self):
-        """Ask the PEs to exit, politely if the job is healthy, by SIGKILL otherwise; don't wait."""
+    def _release_pes(self, polite=True):
+        """Ask the PEs to exit, politely if the job is healthy (and ``polite``), by SIGKILL
+        otherwise; don't wait."""
         engines = self._engine_set()
         if engines is None:
             return
         self._note_segments()
-        if self.state == "running" and self._oshrun_running():
+        if polite and self.state == "running" and self._oshrun_running():
             with contextlib.suppress(Exception):
                 self._client.shutdown(targets=list(range(self.n)), block=False)
         else:
@@ -282,9 +283,22 @@ class Job(SymmetricArrays, Health):
         wait(lambda: not any(alive(process(pid)) for pid in self._segments.get(set_id, Segments()).pids), 3.0)
         self._segments.pop(set_id, Segments(self._token)).release()
 
+    def _reap_ended(self):
+        """Reap the engine sets a restart left behind whose oshrun has ended (not waiting)."""
+        for set_id in self._left_behind():
+            if not self._oshrun_running(set_id):
+                self._reap(set_id)
+
+    def _left_behind(self):
+        """Engine sets other than the current one (a restart's old PEs)."""
+        engines = self._cluster.engines if self._cluster else {}
+        return [set_id for set_id in engines if set_id != self._engine_set_id]
+
     def _stop_pes(self):
-        """End the PEs and wait until they are gone."""
+        """End the PEs and wait until they are gone, with those a restart left behind."""
         self._release_pes()
+        for set_id in self._left_behind():
+            self._reap(set_id)
         self._reap(self._engine_set_id)
         self._engine_set_id = None
 
@@ -329,7 +343,10 @@ class Job(SymmetricArrays, Health):
             self.stop()
             return self.start()
         old = self._engine_set_id
-        self._release_pes()
+        # the old PEs' state is discarded: killing them spares the new PEs the CPU of their
+        # shmem_finalize; their oshrun lingers 1-2 s, so it is reaped (and the shared memory
+        # it left removed) once it ended: at the next cell, status, restart or stop
+        self._release_pes(polite=self.slurm)
         self.state = "stopped"
         # the new PEs can have ids 0..n-1 once the hub dropped the old ones; an exiting
         # engine unregisters first, so the old oshrun may still be finishing meanwhile
@@ -345,7 +362,7 @@ class Job(SymmetricArrays, Health):
             self.stop()
             raise
         finally:
-            self._reap(old)
+            self._reap_ended()
         return self
 
     # -- talking to the PEs ----------------------------------------------

@@ -1,0 +1,117 @@
+"""How cells reach the PEs: the job's cell channel (the default) and ``DirectView.execute``
+(``rc.dispatch = "ipyparallel"``) give the same results; the channel bypasses the controller,
+drops what is not signed with the job's key, and says what to do when PEs cannot reach it."""
+
+import io
+import re
+
+import pytest
+import zmq
+
+import shmem_notebook
+from shmem_notebook import InputError, LaunchError, PEError
+from shmem_notebook.cells.channel import CellChannel
+from shmem_notebook.protocol import seal
+from shmem_notebook.rc import rc
+
+CELL = (
+    "from IPython.display import HTML, display\n"
+    "import sys\n"
+    "print('out', me)\n"
+    "print('err', me, file=sys.stderr)\n"
+    "display(HTML(f'<b>PE {me}</b>'))\n"
+    "print('partial', end='')\n"
+    "me * 10"
+)
+FAILING = "x = 1\nif me == 1:\n    1 / 0\nprint('after', me)"
+
+
+@pytest.fixture(scope="module")
+def job():
+    job = shmem_notebook.Job(2, heap="8M").start()
+    yield job
+    job.stop()
+
+
+def _quiet(job, code):
+    return job.run(code, stdout=io.StringIO(), stderr=io.StringIO())
+
+
+def _seen(job, code):
+    """What a cell gives, with the error of the failing PE (ename, last traceback line)."""
+    try:
+        result = _quiet(job, code)
+    except PEError as exc:
+        result = exc.result
+    return {
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "results": result.results,
+        "displays": {pe: [d["data"] for d in ds] for pe, ds in result.displays.items()},
+        "errors": {pe: (e[0], e[1], re.sub(r"\x1b\[[0-9;]*m", "", e[2]).strip().splitlines()[-1])
+                   for pe, e in result.errors.items()},
+    }
+
+
+def test_cells_go_through_the_channel_not_the_controller(job):
+    assert job.dispatch == "direct" and job._channel is not None
+    sent = len(job._client.history)
+    seen = _seen(job, CELL)
+    assert len(job._client.history) == sent, "a cell went through ipyparallel"
+    assert seen["stdout"] == {0: "out 0\npartial", 1: "out 1\npartial"}
+    assert seen["stderr"] == {0: "err 0\n", 1: "err 1\n"}
+    assert seen["results"] == {0: "0", 1: "10"}
+    assert seen["displays"][1][0]["text/html"] == "<b>PE 1</b>"
+    seen = _seen(job, FAILING)
+    assert seen["errors"] == {1: ("ZeroDivisionError", "division by zero", "ZeroDivisionError: division by zero")}
+    assert seen["stdout"] == {0: "after 0\n", 1: ""}
+
+
+def test_both_routes_give_the_same_results(job, monkeypatch):
+    direct = [_seen(job, code) for code in (CELL, FAILING)]
+    monkeypatch.setattr(rc, "dispatch", "ipyparallel")
+    other = shmem_notebook.Job(2, heap="8M").start()
+    try:
+        assert other._channel is None
+        sent = len(other._client.history)
+        assert [_seen(other, code) for code in (CELL, FAILING)] == direct
+        assert len(other._client.history) >= sent + 2  # the cells went as execute requests
+    finally:
+        other.stop()
+
+
+def test_what_is_not_signed_with_the_jobs_key_is_dropped(job):
+    # toward the PEs: an unsigned cell and one signed with another key never run
+    for frames in ([b"not a signature", b'{"id": 0, "code": "import os; os._exit(3)"}'],
+                   seal(b"another key", {"id": 0, "code": "import os; os._exit(3)"})):
+        for pe in range(job.n):
+            job._channel.socket.send_multipart([job._channel._routes[pe]] + frames)
+    # toward the client: a stranger posing as PE 0 cannot add output
+    stranger = zmq.Context.instance().socket(zmq.DEALER)
+    stranger.setsockopt(zmq.IDENTITY, b"0")
+    stranger.setsockopt(zmq.LINGER, 0)
+    stranger.connect(job._channel.url)
+    try:
+        for cell_id in range(1, 100):  # whichever id the next cell gets
+            stranger.send_multipart(seal(b"another key", {"id": cell_id, "pe": 0, "stdout": "forged\n"}))
+            stranger.send_multipart([b"x", b'{"id": %d, "pe": 0, "stdout": "forged\\n"}' % cell_id])
+        result = _quiet(job, "print('real', me)")
+    finally:
+        stranger.close()
+    assert result.stdout == {0: "real 0\n", 1: "real 1\n"}
+    assert job.state == "running" and not job._dead_pes()
+
+
+def test_unreachable_channel_and_unknown_dispatch_say_what_to_do(job, monkeypatch):
+    lost = CellChannel(job.n)
+    lost.url = "tcp://127.0.0.1:9"  # nothing listens there
+    try:
+        with pytest.raises(LaunchError, match="could not reach this kernel's cell channel .*SHMEM_NOTEBOOK_DISPATCH"):
+            lost.connect(job._call, timeout=1)
+    finally:
+        lost.close()
+        job._channel.connect(job._call)  # the PEs come back to the job's own channel
+    assert _quiet(job, "print(me)").stdout == {0: "0\n", 1: "1\n"}
+    monkeypatch.setattr(rc, "dispatch", "zmq")
+    with pytest.raises(InputError, match="rc.dispatch is 'zmq'; use one of 'direct', 'ipyparallel'"):
+        shmem_notebook.Job(2)
