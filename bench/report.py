@@ -165,12 +165,13 @@ def explanation(goal, results):
         "start_vs_floor": (
             f"the floor ({f(floor)} s) only starts Python and initialises OpenSHMEM. {engines}"),
         "restart_vs_start": (
-            "restart keeps the controller, asks the old PEs to leave and starts the new ones as soon as the hub "
-            "has dropped the old engine ids; it is bound by the new PEs' start-up, like a cold start without the "
-            "controller."),
+            "restart keeps the controller and the watchdog, kills the old PEs and starts the new ones at once; "
+            "it is bound by the new PEs' start-up, like a cold start without the controller, and its time is "
+            "quantized by the 250 ms heartbeat that registers engines."),
         "dispatch": (
-            "`%%pxshmem` goes through `Job.run` (process checks, declared arrays, output merging) where `%%px` only "
-            "waits on the AsyncResult; on a no-op cell of a few ms that bookkeeping shows."),
+            "`%%pxshmem` goes through `Job.run` (process checks, declared arrays, output merging, the wait for "
+            "every line of output) where `%%px` only waits on the AsyncResult; on a no-op cell of a few ms that "
+            "bookkeeping shows."),
         "datapath": (
             "the cell runs the very same shmem4py code in the same kind of process with the same environment; a "
             "miss at one size is noise from the other processes on this 2-core machine."),
@@ -190,6 +191,15 @@ def explanation(goal, results):
     return texts.get(goal["id"], "")
 
 
+#: how `%shmem gather` moved a large array (Job.last_gather), as the report says it
+GATHER_ROUTES = {
+    "memory": "the client copies each PE's array straight from the PE's memory (`process_vm_readv`): one copy, "
+              "by the kernel, into the new result; nothing is copied on the PEs.",
+    "file": "each PE writes its array, from symmetric memory, at its offset in one file in `/dev/shm` that the "
+            "result maps: one copy, on the PEs.",
+    "message": "ipyparallel's messages.",
+}
+
 SCALE_WHY = {
     "scale_start": (
         "every PE is a Python process that imports ipyparallel, IPython, ipykernel and zmq and builds an IPython "
@@ -198,22 +208,19 @@ SCALE_WHY = {
         "while oshrun starts and the PEs no longer import the client side, which removed the fixed part; the "
         "per-PE part stays while every PE is an ipyparallel engine."),
     "scale_restart": (
-        "restart skips the controller and the watchdog; the new PEs start while the old ones finish "
-        "`shmem_finalize`, and on 2 cores both compete for the CPU. Above 4 PEs each figure is one run: "
-        "reruns of 32-PE restarts on a quiet machine took 18.9-21.9 s against a 19.5 s start, so single "
-        "large ratios there are noise."),
+        "restart keeps the controller and the watchdog, kills the old PEs (their `shmem_finalize` is not "
+        "waited for) and reaps their oshrun later; it is bound by the new PEs' start-up like a cold start, and on "
+        "2 cores above 4 PEs one run per figure is noise-sensitive (reruns of 32-PE restarts took 18.9-21.9 s "
+        "against a 19.5 s start)."),
     "scale_dispatch": (
-        "`%%pxshmem` is one `DirectView.execute` plus our bookkeeping (arrays, output merging, death checks); "
-        "the cost per PE (IPython's `run_cell` on each PE, 4-5 iopub messages per PE relayed by the controller) "
-        "is ipyparallel's, so a cell cannot be much cheaper than `execute` while every PE is an ipyparallel engine. "
-        "Profiled at 1 PE (cProfile, 200 no-op cells): of 6.8 ms per cell against 5.9 ms for `execute`, our own "
-        "Python is about 0.3 ms; the rest is waiting, for each PE's reply and also for the iopub idle that ends "
-        "its output, which `execute` does not wait for and `%%pxshmem` needs to show every line."),
+        "cells go to the PEs over the job's own channel (one signed message to each PE's DEALER socket, output "
+        "back as lines), not through the controller; what is left per PE is IPython's `run_cell` and the "
+        "messages of each PE, and on 2 cores the PEs' CPU adds up linearly."),
     "scale_gather": (
-        "the one copy left is each PE writing its array into new tmpfs pages (allocated and zeroed by the kernel "
-        "as they are written), and the PEs share 2 cores; the baseline copies into memory that is already "
-        "mapped. A result must be new memory: NumPy's own `.copy()` of the same bytes into new memory is the "
-        "fairer floor (in the line under the Scale table)."),
+        "the one copy left is the kernel's: `process_vm_readv` walks each PE's page tables and copies into the "
+        "result, whose pages are new and faulted in as they are written, while the baseline copies into memory "
+        "already mapped; a result must be new memory, so NumPy's own `.copy()` into new memory (in the line "
+        "under the Scale table) is the fairer floor."),
     "scale_output": "output is merged per line across PEs and written to the notebook in rounds.",
     "scale_failed": (
         "on this loaded 2-core node (load average above 10 from other jobs) the PEs did not all register within "
@@ -366,10 +373,12 @@ def scale_table(sc):
                  f"the client: {g['numpy_copy_gbps']:.2f} GB/s into memory already touched"
                  + (f", {g['numpy_fresh_copy_gbps']:.2f} GB/s for `.copy()` of all {g['n']} PEs' bytes into new memory, "
                     "as any gather's result is" if "numpy_fresh_copy_gbps" in g else "")
-                 + "). One copy on the way: each PE writes its array, from symmetric memory, at its offset in one "
-                 "file in `/dev/shm`, and the result maps that file (`SHMEM_NOTEBOOK_GATHER=pickle`, the message "
-                 "path, copies on the PE, in zmq's receive in the controller and the client, and in `np.stack`: "
-                 "about the `DirectView.pull` figure).")
+                 + f"). Route taken: {GATHER_ROUTES.get(g.get('route'), g.get('route', 'file'))}"
+                 + (f" The file route (`SHMEM_NOTEBOOK_GATHER=file`: each PE writes its array, from symmetric "
+                    f"memory, at its offset in one file in `/dev/shm` that the result maps; one copy, into new tmpfs "
+                    f"pages): {g['file_s']:.2f} s = {g['file_gbps']:.2f} GB/s." if "file_s" in g else "")
+                 + " `SHMEM_NOTEBOOK_GATHER=pickle`, the message path, copies on the PE, in zmq's receive in the "
+                 "controller and the client, and in `np.stack`: about the `DirectView.pull` figure.")
     if o:
         text += (f"\n\n{o['lines']:,} printed lines per PE at {o['n']} PEs: `%%pxshmem` {o['pxshmem_s']:.2f} s, "
                  f"`%%px` {o['px_s']:.2f} s; every line arrived in order per PE: {'yes' if o['complete'] else 'NO'}.")

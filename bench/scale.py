@@ -56,24 +56,36 @@ def _dispatch(job, cells):
     return {f"{k}_ms": median(v) * 1e3 for k, v in samples.items()}
 
 
-def _gather(job, nbytes, repeats):
-    """Seconds of job.gather and of view.pull + np.stack, same array."""
+def _gather(job, nbytes, repeats, routes=("shm",)):
+    """Seconds of job.gather (per rc.gather route in ``routes``: (seconds, route taken)) and of
+    view.pull + np.stack, same array."""
+    from shmem_notebook import rc
+
     n = nbytes // 8
     job.alloc(f"G=float64[{n}]")
     job.run("G[:] = me", stdout=io.StringIO())
     view = job._client[list(range(job.n))]
-    ours, pull = [], []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        g = job.gather("G")
-        ours.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        p = np.stack(view.pull("G", block=True))
-        pull.append(time.perf_counter() - t)
-        assert g.shape == p.shape == (job.n, n) and (g[:, 0] == np.arange(job.n)).all()
-        del g, p
+    ours, pull = {route: [] for route in routes}, []
+    taken = {}
+    try:
+        for _ in range(repeats):
+            for route in routes:
+                rc.gather = route
+                t = time.perf_counter()
+                g = job.gather("G")
+                ours[route].append(time.perf_counter() - t)
+                taken[route] = job.last_gather
+                assert g.shape == (job.n, n) and (g[:, 0] == np.arange(job.n)).all()
+                del g
+            t = time.perf_counter()
+            p = np.stack(view.pull("G", block=True))
+            pull.append(time.perf_counter() - t)
+            assert p.shape == (job.n, n) and (p[:, 0] == np.arange(job.n)).all()
+            del p
+    finally:
+        rc.gather = "shm"
     job.free("G")
-    return median(ours), median(pull)
+    return {route: (median(v), taken[route]) for route, v in ours.items()}, median(pull)
 
 
 def numpy_copy_gbps(nbytes, repeats=5):
@@ -155,11 +167,15 @@ def _scale_row(n, repeats, cells, big_gather, curve_gather, detail_n, extra):
                 if rep == 0:
                     job = _job()
                     row.update(_dispatch(job, cells if n <= 8 else max(5, cells // 2)))
-                    row["gather_s"], row["pull_s"] = _gather(job, curve_gather, 3)
+                    ours, row["pull_s"] = _gather(job, curve_gather, 3)
+                    row["gather_s"] = ours["shm"][0]
                     if n == detail_n:
-                        ours, pull = _gather(job, big_gather, 3)
-                        extra["gather"] = {"n": n, "bytes_per_pe": big_gather, "ours_s": ours, "pull_s": pull,
-                                           "ours_gbps": n * big_gather / ours / 1e9,
+                        ours, pull = _gather(job, big_gather, 3, routes=("shm", "file"))
+                        (shm, route), (by_file, _) = ours["shm"], ours["file"]
+                        extra["gather"] = {"n": n, "bytes_per_pe": big_gather, "ours_s": shm, "route": route,
+                                           "file_s": by_file, "pull_s": pull,
+                                           "ours_gbps": n * big_gather / shm / 1e9,
+                                           "file_gbps": n * big_gather / by_file / 1e9,
                                            "pull_gbps": n * big_gather / pull / 1e9,
                                            "numpy_copy_gbps": numpy_copy_gbps(big_gather),
                                            "numpy_fresh_copy_gbps": numpy_fresh_copy_gbps(n * big_gather)}

@@ -30,8 +30,9 @@ class _RC:
         # what starts the PEs inside a Slurm batch job: "oshrun", or "srun" (srun --mpi=pmix,
         # for sites where Open MPI's oshrun cannot be used inside jobs)
         "slurm_runner": "oshrun",
-        # how gather moves large arrays from PEs on this host: "shm" (through a file in
-        # /dev/shm: one copy on each side) or "pickle" (through ipyparallel's messages)
+        # how gather moves arrays of 1 MiB and more from PEs on this host: "shm" (copied
+        # straight from the PEs' memory with process_vm_readv, else as "file"), "file" (the PEs write them
+        # into one file in /dev/shm that the result maps) or "pickle" (ipyparallel's messages)
         "gather": "shm",
         # how cells reach the PEs: "direct" (the job's own channel, see cells.channel) or
         # "ipyparallel" (DirectView.execute, through the controller); read at start

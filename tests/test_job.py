@@ -1,6 +1,9 @@
 """Real oshrun jobs at 1, 2 and 4 PEs driven through the Job API."""
 
 import io
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -185,9 +188,10 @@ def test_gather_any_symmetric_array_and_pull_any_value(job):
         run(job, "shmem.free(B); del B, v")
 
 
-def test_large_gathers_come_through_dev_shm_and_leave_no_file(job, monkeypatch):
-    """Arrays from 1 MiB per PE are written by the PEs into one file in /dev/shm that the result
-    maps (one copy in all); rc.gather = 'pickle' sends them in the reply; no file is left."""
+def test_large_gathers_are_read_from_the_pes_or_come_through_dev_shm_and_leave_no_file(job, monkeypatch):
+    """Arrays from 1 MiB per PE are read straight from the PEs' memory when contiguous, else
+    written by the PEs into one file in /dev/shm that the result maps; rc.gather = 'file' forces
+    the file, 'pickle' sends them in the reply; every route gives the same; no file is left."""
     import glob
 
     from shmem_notebook.job.shm import transfer_prefix
@@ -196,24 +200,42 @@ def test_large_gathers_come_through_dev_shm_and_leave_no_file(job, monkeypatch):
     run(job, f"L = shmem.zeros((3, {width}), 'f8'); L[:] = me + np.arange({width})\nstrided = L[:, ::2]\n"
              f"I = shmem.zeros({width * 4}, 'i4'); I[:] = -me\nT = I.view('i8') if me == 0 else I")
     rows = np.broadcast_to(np.arange(n).reshape(n, 1, 1) + np.arange(width, dtype='f8'), (n, 3, width))
+    ints = -np.arange(n, dtype="i4").repeat(width * 4).reshape(n, -1)
     left = lambda: glob.glob(glob.escape(transfer_prefix(job._token)) + "*")  # noqa: E731
     try:
-        for name, expected in (("L", rows), ("strided", rows[:, :, ::2]), ("I", -np.arange(n, dtype="i4").repeat(width * 4).reshape(n, -1))):
-            got = job.gather(name)
-            assert job.last_gather == "file", name
-            assert got.dtype == expected.dtype and np.array_equal(got, expected), name
-        if n > 1:
-            with pytest.raises(InputError, match=r"'T' has a different dtype or shape on different PEs"):
-                job.gather("T")
-        assert left() == []
-        got = job.gather("L")
-        got[:] = -1  # the result is the notebook's own: writable, and the PEs' arrays are untouched
-        assert np.array_equal(job.gather("L"), rows)
-        monkeypatch.setattr(shmem_notebook.rc, "gather", "pickle")
-        assert np.array_equal(job.gather("L"), rows) and job.last_gather == "message"
+        for mode, contiguous in (("shm", "memory"), ("file", "file"), ("pickle", "message")):
+            monkeypatch.setattr(shmem_notebook.rc, "gather", mode)
+            for name, expected, route in (("L", rows, contiguous), ("strided", rows[:, :, ::2], "file" if mode != "pickle" else "message"),
+                                          ("I", ints, contiguous)):
+                got = job.gather(name)
+                assert job.last_gather == route, (mode, name)
+                assert got.dtype == expected.dtype and np.array_equal(got, expected), (mode, name)
+                got[:] = -1  # the result is the notebook's own: writable, and the PEs' arrays are untouched
+                assert np.array_equal(job.gather(name), expected), (mode, name)
+            if n > 1:
+                with pytest.raises(InputError, match=r"'T' has a different dtype or shape on different PEs"):
+                    job.gather("T")
+            assert left() == []
+        monkeypatch.setattr(shmem_notebook.rc, "gather", "mmap")
+        with pytest.raises(InputError, match=r"rc.gather is 'mmap'; use one of 'shm', 'file', 'pickle'"):
+            job.gather("L")
     finally:
         run(job, "shmem.free(L); shmem.free(I); del L, strided, I, T")
     assert left() == []
+
+
+def test_reading_a_gone_pe_gives_none_not_a_crash():
+    """The memory route returns None (the caller takes the file route) for a pid that cannot be read."""
+    from shmem_notebook.job.remote import read_from_pes
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    namespace = os.readlink("/proc/self/ns/pid")
+    assert read_from_pes([(namespace, proc.pid, 4096)], np.dtype("f8"), (1 << 17,)) is None
+    assert read_from_pes([(namespace, os.getpid(), 8)], np.dtype("f8"), (4,)) is None  # unmapped address
+    assert read_from_pes([("pid:[0]", os.getpid(), 8)], np.dtype("f8"), (4,)) is None  # another namespace
+    here = np.arange(4.0)
+    assert read_from_pes([(namespace, os.getpid(), here.ctypes.data)], here.dtype, here.shape).tolist() == [[0, 1, 2, 3]]
 
 
 def test_redeclaring_retires_names_pointing_into_the_old_array(job, capfd):

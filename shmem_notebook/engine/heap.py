@@ -13,7 +13,7 @@ import pickle
 
 import numpy as np
 
-__all__ = ["arrays", "reserved", "reserve", "alloc", "free", "gather", "pull", "heap_usage", "allocations",
+__all__ = ["arrays", "reserved", "reserve", "alloc", "free", "gather", "place", "pull", "heap_usage", "allocations",
            "is_symmetric", "retire", "FreedArray", "FreedArrayError"]
 
 #: declared symmetric arrays, name -> ndarray on the symmetric heap
@@ -166,8 +166,20 @@ def _kind(value):
     return f"{type(value).__module__}.{type(value).__qualname__}".replace("builtins.", "")
 
 
-#: arrays from this many bytes go through the client's file when it offers one (smaller ones in the reply)
+#: arrays from this many bytes are handed over in shared memory when the client is on this host
 FILE_BYTES = 1 << 20
+
+
+def place(value):
+    """Where the C-contiguous ``value`` lies in this process: ``(pid namespace, pid, address)``
+    for a client on this host to read it (:mod:`shmem_notebook.job.remote`); None if not contiguous."""
+    if not value.flags.c_contiguous:
+        return None
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    return (namespace, os.getpid(), _address(value))
 
 
 def gather(name, by_file=False):
@@ -175,7 +187,8 @@ def gather(name, by_file=False):
 
     Returns ``("ok", private copy)``, ``("missing", None)`` or ``("not symmetric", kind)``; with
     ``by_file`` (the client is on this host), a large array is only described, ``("large",
-    (dtype, shape))``, for :func:`gather_into` to write.
+    (dtype, shape, place))``: the client reads it at ``place`` (:func:`place`) or has
+    :func:`gather_into` write it.
     """
     value = _lookup(name)
     if value is _MISSING:
@@ -183,7 +196,7 @@ def gather(name, by_file=False):
     if not is_symmetric(value):
         return ("not symmetric", _kind(value))
     if by_file and value.nbytes >= FILE_BYTES:
-        return ("large", (value.dtype, value.shape))
+        return ("large", (value.dtype, value.shape, place(value)))
     return ("ok", np.array(value))
 
 

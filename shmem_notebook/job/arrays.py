@@ -14,16 +14,21 @@ from ..folding import pe_ranges
 from ..protocol import request
 from ..rc import rc
 from ..specs import SpecError, as_specs, format_size
+from .remote import read_from_pes
 from .shm import SHM_DIR, transfer_prefix
 
-__all__ = ["SymmetricArrays"]
+__all__ = ["SymmetricArrays", "GATHER"]
+
+#: the ways gather moves large arrays (:data:`rc.gather <shmem_notebook.rc>`)
+GATHER = ("shm", "file", "pickle")
 
 
 class _Large:
-    """A PE's answer to gather for an array it will write into the client's file (dtype, shape only)."""
+    """A PE's answer to gather for a large array: its dtype, shape and place in the PE's memory
+    (see :mod:`.remote`; None when the PE will write it into the client's file instead)."""
 
-    def __init__(self, dtype, shape):
-        self.dtype, self.shape = np.dtype(dtype), tuple(shape)
+    def __init__(self, dtype, shape, place=None):
+        self.dtype, self.shape, self.place = np.dtype(dtype), tuple(shape), place
 
 
 class SymmetricArrays:
@@ -126,11 +131,14 @@ class SymmetricArrays:
         """Copy the symmetric array ``name`` from every PE: an ndarray of shape ``(npes, *shape)``.
 
         ``name`` is a declared array or any name cells bound to a symmetric array
-        (``B = shmem.zeros(8)``). From PEs on this host, arrays of 1 MiB and more come
-        through one file in /dev/shm that the result maps (see :data:`rc.gather
-        <shmem_notebook.rc>`). Not collective.
+        (``B = shmem.zeros(8)``). From PEs on this host, arrays of 1 MiB and more are
+        copied straight from the PEs' memory, or come through one file in
+        /dev/shm that the result maps (see :data:`rc.gather <shmem_notebook.rc>`;
+        :attr:`last_gather` says which). Not collective.
         """
         self._require_running("gather")
+        if rc.gather not in GATHER:
+            raise InputError(f"rc.gather is {rc.gather!r}; use one of {', '.join(map(repr, GATHER))}")
         by_file = self._transfer_by_file()
         values = self._values("gather", name, by_file)
         shapes = {(v.dtype.name, v.shape) for v in values.values()}
@@ -141,6 +149,11 @@ class SymmetricArrays:
                 f"use `%shmem pull {name}` (job.pull({name!r})) to get each PE's value"
             )
         first = values[0]
+        if isinstance(first, _Large) and rc.gather == "shm":
+            stacked = read_from_pes([values[pe].place for pe in range(self.n)], first.dtype, first.shape)
+            if stacked is not None:
+                self.last_gather = "memory"
+                return stacked
         if isinstance(first, _Large):
             stacked = self._gather_by_file(name, first.dtype, first.shape)
             if stacked is not None:
@@ -170,9 +183,10 @@ class SymmetricArrays:
         return np.frombuffer(pages, dtype).reshape(self.n, *shape)
 
     def _transfer_by_file(self):
-        """Whether gather may hand arrays over through /dev/shm: every PE on this host, rc.gather 'shm'."""
+        """Whether gather may hand arrays over in shared memory: every PE on this host, rc.gather
+        'shm' or 'file'."""
         here = socket.gethostname()
-        return rc.gather == "shm" and os.path.isdir(SHM_DIR) and all(
+        return rc.gather in ("shm", "file") and os.path.isdir(SHM_DIR) and all(
             info.get("host") == here for info in self.pes.values()
         )
 

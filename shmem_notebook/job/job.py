@@ -73,7 +73,7 @@ class Job(SymmetricArrays, Health):
         self.pes = {}  # PE -> info from the PE's 'info' request
         self.last_cell = None  # the last cell's request (see cells.channel)
         self.last_result = None  # CellResult of the last cell, also when it raised or timed out
-        self.last_gather = None  # how the last gather came: "file" (through /dev/shm) or "message"
+        self.last_gather = None  # how the last gather came: "memory" (read from the PEs), "file" (/dev/shm) or "message"
         self._gathers = 0
         self.cell_callbacks = []  # callback(job, result) after every cell
         self._token = uuid.uuid4().hex  # marks every process of this job (see watchdog)
