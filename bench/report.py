@@ -146,8 +146,8 @@ def explanation(goal, results):
     python = plain.get("oshrun python -c pass")
     engines = (
         f"Of `%shmem start`'s {f(start.get('total'))} s at {prof.get('n')} PEs, {f(pes)} s are the PEs starting, "
-        f"importing and registering, and {f(controller)} s go to waiting for the controller's connection files "
-        f"before oshrun is spawned at all. The PEs' own imports (ipyparallel, IPython, ipykernel, zmq: "
+        f"importing and registering after the controller is up (its start, {f(controller)} s, runs while the PEs "
+        f"initialise OpenSHMEM; they register at the heart monitor's next 50 ms beat). The PEs' own imports (ipyparallel, IPython, ipykernel, zmq: "
         f"{f(imports)} s for the floor plus imports against {f(floor)} s for the floor) and OpenSHMEM's "
         f"initialisation (floor {f(floor)} s against {f(python)} s for `python -c pass`) are CPU-bound, and "
         f"{prof.get('n')} PEs share 2 cores."
@@ -167,7 +167,7 @@ def explanation(goal, results):
         "restart_vs_start": (
             "restart keeps the controller and the watchdog, kills the old PEs and starts the new ones at once; "
             "it is bound by the new PEs' start-up, like a cold start without the controller, and its time is "
-            "quantized by the 250 ms heartbeat that registers engines."),
+            "finished by the heartbeat that registers engines (50 ms while PEs are missing)."),
         "dispatch": (
             "`%%pxshmem` goes through `Job.run` (process checks, declared arrays, output merging, the wait for "
             "every line of output) where `%%px` only waits on the AsyncResult; on a no-op cell of a few ms that "
@@ -204,9 +204,10 @@ SCALE_WHY = {
     "scale_start": (
         "every PE is a Python process that imports ipyparallel, IPython, ipykernel and zmq and builds an IPython "
         "shell after `shmem_init` (about 0.4-0.6 s of CPU per PE against about 0.3 s for the floor's Python, NumPy "
-        "and `shmem_init`); with more PEs than the 2 cores this CPU adds up linearly. The controller now starts "
-        "while oshrun starts and the PEs no longer import the client side, which removed the fixed part; the "
-        "per-PE part stays while every PE is an ipyparallel engine."),
+        "and `shmem_init`); with more PEs than the 2 cores this CPU adds up linearly. The controller starts "
+        "while oshrun starts, the PEs no longer import the client side, and the heart monitor beats every 50 ms "
+        "until every PE answered (registration no longer waits up to two 250 ms beats), which removed the fixed "
+        "part; the per-PE part stays while every PE is an ipyparallel engine."),
     "scale_restart": (
         "restart keeps the controller and the watchdog, kills the old PEs (their `shmem_finalize` is not "
         "waited for) and reaps their oshrun later; it is bound by the new PEs' start-up like a cold start, and on "

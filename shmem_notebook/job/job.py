@@ -13,6 +13,7 @@ import glob
 import logging
 import os
 import socket
+import sys
 import time
 import uuid
 
@@ -138,8 +139,10 @@ class Job(SymmetricArrays, Health):
             send_engines_connection_env=bool(self.slurm or self.hostfile),
             log_level=logging.ERROR,  # we report failures ourselves
         )
-        with owned_by(self._token):
-            self._cluster.start_controller_sync()
+        with owned_by(self._token):  # ipcontroller, with a heart monitor that registers PEs at once
+            self._cluster.start_controller_sync(
+                controller_cmd=[sys.executable, "-m", "shmem_notebook.launcher.controller", "--pes", str(self.n)]
+            )
 
     @property
     def _batch_name(self):

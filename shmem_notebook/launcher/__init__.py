@@ -6,6 +6,7 @@
 - :mod:`.slurm`: the ``sbatch`` / ``squeue`` / ``scancel`` command lines.
 - :mod:`.batchjob`: the small local process that submits a batch job and follows it.
 - :mod:`.environment`: the platform environment the PEs need.
+- :mod:`.controller`: the job's ``ipcontroller``, whose heart monitor registers PEs at once.
 """
 
 from .environment import LOCAL_ONLY, in_allocation, local_slots, platform_environment

@@ -1,0 +1,75 @@
+"""The job's controller: ipyparallel's ``ipcontroller`` whose heart monitor beats fast while
+PEs are missing (``python -m shmem_notebook.launcher.controller --pes N <ipcontroller args>``).
+
+The hub finishes an engine's registration at the first beat after the engine's heart answered
+one: one to two periods after the heart starts (250-500 ms at our 250 ms). While fewer hearts
+than the job's PEs answer (a start, a restart), :class:`EagerHeartMonitor` beats every
+:attr:`~EagerHeartMonitor.starting_ms`; once all answer it falls back to ``HeartMonitor.period``,
+so a running job idles as before. A heart still fails only after it went unheard as long as
+at ``period``: fast beats never make a slow, oversubscribed PE look dead.
+
+The heart monitor runs in a process the controller forks; the subclass is installed before
+that fork (with another multiprocessing start method it is not, and registration is as slow
+as ipyparallel's).
+"""
+
+import sys
+import time
+
+from ipyparallel.controller import heartmonitor
+
+__all__ = ["EagerHeartMonitor", "main"]
+
+
+class EagerHeartMonitor(heartmonitor.HeartMonitor):
+    """A HeartMonitor that beats every :attr:`starting_ms` while fewer than :attr:`expected`
+    hearts answer."""
+
+    #: the job's PEs
+    expected = 0
+    #: the period while hearts are missing, ms
+    starting_ms = 50
+
+    def start(self):
+        self._heard, self._counted = {}, 0.0
+        super().start()
+        self._pace(answered=0)
+
+    def beat(self):
+        answered = len(self.responses)  # hearts that answered the last ping (beat clears them)
+        super().beat()
+        self._pace(answered)
+
+    def _pace(self, answered):
+        self.caller.callback_time = self.starting_ms if answered < self.expected else self.period
+
+    def handle_pong(self, msg):
+        self._heard[msg[0]] = time.monotonic()
+        super().handle_pong(msg)
+
+    def _check_missed(self, missed_beats, on_probation, hearts):
+        """Count misses once per ``period``, and only of hearts unheard for two periods."""
+        now = time.monotonic()
+        if now - self._counted < 0.9 * self.period / 1000:
+            return [], on_probation
+        self._counted = now
+        unheard = [h for h in missed_beats if now - self._heard.get(h, 0.0) > 2 * self.period / 1000]
+        for heart in set(self._heard) - set(hearts) - set(self.responses):
+            del self._heard[heart]  # hearts gone for good
+        return super()._check_missed(unheard, on_probation, hearts)
+
+
+def main(argv=None):
+    """Run ipcontroller with :class:`EagerHeartMonitor`; ``--pes N`` (first) is the job's size."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--pes"]:
+        EagerHeartMonitor.expected = int(argv[1])
+        argv = argv[2:]
+    heartmonitor.HeartMonitor = EagerHeartMonitor  # start_heartmonitor looks it up at the fork
+    from ipyparallel.controller.app import main as ipcontroller
+
+    ipcontroller(argv)
+
+
+if __name__ == "__main__":
+    main()

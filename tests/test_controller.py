@@ -1,0 +1,68 @@
+"""The job's controller (shmem_notebook.launcher.controller): its heart monitor beats fast only
+while PEs are missing, and a PE that stops answering for a while is not declared dead sooner
+than at the normal pace."""
+
+import glob
+import json
+import os
+import signal
+import time
+
+import psutil
+import pytest
+import zmq
+
+import shmem_notebook
+from shmem_notebook.rc import rc
+
+
+@pytest.fixture(scope="module")
+def job():
+    job = shmem_notebook.Job(2, heap="8M").start()
+    yield job
+    job.stop()
+
+
+def _pings_per_second(job, seconds=1.0):
+    """Pings the controller's heart monitor sends per second, heard on its ping socket."""
+    cluster = job._cluster
+    (path,) = glob.glob(os.path.join(cluster.profile_dir, "security", f"ipcontroller-{cluster.cluster_id}-engine.json"))
+    info = json.load(open(path))
+    ctx = zmq.Context.instance()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(f"{info['interface']}:{info['hb_ping']}")
+    try:
+        sub.poll(2000)  # the first ping: subscribed
+        sub.recv()
+        count, end = 0, time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if sub.poll(left * 1000):
+                sub.recv()
+                count += 1
+        return count / seconds
+    finally:
+        sub.close(linger=0)
+
+
+def test_the_controller_is_ours_and_beats_at_the_normal_pace_once_every_pe_answers(job):
+    controller = psutil.Process(job._cluster.controller.process.pid)
+    assert "shmem_notebook.launcher.controller" in controller.cmdline()
+    normal = 1000 / rc.heartbeat_ms
+    assert _pings_per_second(job, 1.5) <= normal * 1.5
+
+
+def test_a_silent_pe_makes_it_beat_fast_and_is_not_declared_dead_early(job):
+    pe = psutil.Process(job.pes[1]["pid"])
+    pe.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(0.3)
+        fast = _pings_per_second(job, 1.5)  # silent for 2 s in all: at 250 ms a heart fails after 2.5 s
+    finally:
+        pe.send_signal(signal.SIGCONT)
+    assert fast >= 3 * 1000 / rc.heartbeat_ms, fast  # about 20 a second against 4
+    time.sleep(0.5)
+    assert _pings_per_second(job, 1.5) <= 1.5 * 1000 / rc.heartbeat_ms
+    assert sorted(job._client.ids) == [0, 1], "a PE silent for 2 s must not be unregistered"
+    job.run("x = me")
+    assert job.pull("x").tolist() == [0, 1]
