@@ -139,6 +139,8 @@ def test_progress_line_names_job_state_reason_and_elapsed():
     assert progress_text(mark, 4.2, 0, 8) == "Slurm job 12: PENDING (Resources), 4 s"
     mark = {"job": "12", "state": "RUNNING", "reason": "None", "nodes": "n[1-2]"}
     assert progress_text(mark, 9, 3, 8) == "Slurm job 12: RUNNING on n[1-2], 3/8 PEs registered, 9 s"
+    pending = {"job": "12", "state": "PENDING", "reason": "Resources", "nodes": ""}  # squeue not polled since
+    assert progress_text(pending, 9, 8, 8) == "Slurm job 12: RUNNING, 8/8 PEs registered, 9 s"
 
 
 def test_slurm_options_are_checked_before_anything_starts(monkeypatch):

@@ -241,6 +241,10 @@ def test_kernel_end_stops_the_job(kernel, how):
     segments = Segments()
     segments.note(p.pid for p in tree)  # this job's /dev/shm files and SysV segments
     assert segments.files and segments.shmids
+    out, err = execute(kc, "from shmem_notebook import current_job\nprint(current_job()._cluster.profile_dir, current_job()._cluster.cluster_id)")
+    profile, cluster_id = out.split()
+    profile_files = lambda: [n for d in ("log", "security") for n in os.listdir(os.path.join(profile, d)) if cluster_id in n]  # noqa: E731
+    assert profile_files(), err  # the controller's log and connection files, the cluster file
     if how == "shutdown":
         km.shutdown_kernel()
     elif how == "kill":
@@ -250,3 +254,4 @@ def test_kernel_end_stops_the_job(kernel, how):
     _, alive = psutil.wait_procs(tree, timeout=15)
     assert [" ".join(p.cmdline())[:100] for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
     assert wait(lambda: segments.left() == (set(), set()), 5.0), segments.left()
+    assert wait(lambda: profile_files() == [], 5.0), profile_files()

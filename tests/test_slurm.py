@@ -141,7 +141,7 @@ def test_slurm_batch_job_runs_the_pes_and_stop_restart_end_it(cluster, monkeypat
         progress = capsys.readouterr().out
         [(job_id, name, state)] = cluster.jobs()
         assert name.startswith("shmem_notebook-") and state == "RUNNING"
-        assert f"Slurm job {job_id}: RUNNING on " in progress  # the progress line, before ready
+        assert f"Slurm job {job_id}: RUNNING" in progress  # the progress line, before ready
         placement = [row["node"] for row in job.status()]  # Slurm decides how many per node
         assert set(placement) == {f"n{k + 1}" for k in range(nodes)} and placement == sorted(placement)
         quiet(job, PUT_GET_REDUCE, arrays=ARRAYS)
@@ -191,7 +191,7 @@ def test_queue_progress_then_running_when_resources_free_up(cluster, capsys):
         lines = capsys.readouterr().out.split("\r")
         job_id = next(j for j, name, _ in cluster.jobs() if name.startswith("shmem_notebook-"))
         pending = [line for line in lines if f"Slurm job {job_id}: PENDING (Resources), " in line]
-        running = [line for line in lines if f"Slurm job {job_id}: RUNNING on n1" in line]
+        running = [line for line in lines if f"Slurm job {job_id}: RUNNING" in line]
         assert pending and running, lines
         assert int(pending[-1].rsplit(", ", 1)[1].split()[0]) >= 1  # the elapsed seconds count up
         assert lines.index(pending[-1]) < lines.index(running[0])

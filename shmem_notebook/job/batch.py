@@ -52,13 +52,15 @@ def progress_text(mark, elapsed, registered, n):
     if not mark or "job" not in mark:
         return f"Slurm: submitting the batch job, {elapsed:.0f} s"
     state = mark.get("state", "?")
+    if n and registered == n:
+        state = "RUNNING"  # the batch job's state line may come up to a poll later than the PEs
     text = f"Slurm job {mark['job']}: {state}"
     reason = mark.get("reason", "None")
     if state == "PENDING" and reason not in ("", "None"):
         text += f" ({reason})"
     nodes = mark.get("nodes", "-")
-    if state == "RUNNING" and nodes not in ("", "-"):
-        text += f" on {nodes}, {registered}/{n} PEs registered"
+    if state == "RUNNING":
+        text += f"{f' on {nodes}' if nodes not in ('', '-') else ''}, {registered}/{n} PEs registered"
     return f"{text}, {elapsed:.0f} s"
 
 
@@ -98,8 +100,11 @@ class QueueProgress:
             out.flush()
             self._shown = text
 
-    def done(self):
-        """End the progress line."""
+    def done(self, registered=None):
+        """End the progress line, redrawn first with ``registered`` PEs (when given)."""
+        if registered is not None:
+            self._last = 0.0
+            self.update(registered)
         if self._shown:
             (self.out or sys.stdout).write("\n")
             self._shown = ""

@@ -34,7 +34,7 @@ from .fit import check_heap_fits
 from .health import Health
 from .processes import alive, process, wait
 from .shm import Segments
-from .watchdog import owned_by, start_watchdog, stop_watchdog
+from .watchdog import owned_by, remove_profile_files, start_watchdog, stop_watchdog, tell_watchdog
 
 __all__ = ["Job"]
 
@@ -139,6 +139,7 @@ class Job(SymmetricArrays, Health):
             send_engines_connection_env=bool(self.slurm or self.hostfile),
             log_level=logging.ERROR,  # we report failures ourselves
         )
+        tell_watchdog(self._watchdog, self._cluster.profile_dir, self._cluster.cluster_id)
         with owned_by(self._token):  # ipcontroller, with a heart monitor that registers PEs at once
             self._cluster.start_controller_sync(
                 controller_cmd=[sys.executable, "-m", "shmem_notebook.launcher.controller", "--pes", str(self.n)]
@@ -235,7 +236,7 @@ class Job(SymmetricArrays, Health):
                 time.sleep(0.02)
         finally:
             if queue is not None:
-                queue.done()
+                queue.done(len(self._client.ids))
 
     def _release_pes(self, polite=True):
         """Ask the PEs to exit, politely if the job is healthy (and ``polite``), by SIGKILL
@@ -318,17 +319,9 @@ class Job(SymmetricArrays, Health):
                 self._client.close()
             with contextlib.suppress(Exception):
                 self._cluster.stop_cluster_sync()
-            self._remove_files()
+            remove_profile_files(self._cluster.profile_dir, self._cluster.cluster_id)
         stop_watchdog(self._watchdog)  # kills whatever of this job is still alive
         self._cluster = self._client = self._view = self._watchdog = None
-
-    def _remove_files(self):
-        """Remove what this job left in the profile: the controller's engines<ID>.json, the PEs'
-        stack and exit notes, logs and connection files (all named by the cluster id)."""
-        for folder in ("log", "security"):
-            for path in glob.glob(os.path.join(self._cluster.profile_dir, folder, f"*{self._cluster.cluster_id}*")):
-                with contextlib.suppress(OSError):
-                    os.remove(path)
 
     def stop(self):
         """Stop every PE and the controller. Harmless when already stopped."""

@@ -5,10 +5,13 @@ oshrun, PEs, nannies) through ``SHMEM_NOTEBOOK_OWNER``. A watchdog process
 holds a pipe from the kernel: when the pipe closes (the kernel died, or the
 job stopped) it cancels the job's Slurm batch jobs (by name, when it has one),
 then terminates, then kills, whatever still carries the token, and removes the
-shared memory those processes held (:mod:`.shm`).
+shared memory those processes held (:mod:`.shm`) and the files the job left in its
+ipyparallel profile (the job names its cluster through the pipe: :func:`tell_watchdog`).
 """
 
 import contextlib
+import glob
+import json
 import os
 import shutil
 import subprocess
@@ -17,7 +20,8 @@ import time
 
 import psutil
 
-__all__ = ["OWNER", "owned_by", "start_watchdog", "stop_watchdog", "owned_processes", "kill_owned", "cancel_batch_jobs"]
+__all__ = ["OWNER", "owned_by", "start_watchdog", "tell_watchdog", "stop_watchdog", "owned_processes", "kill_owned",
+           "cancel_batch_jobs", "remove_profile_files"]
 
 OWNER = "SHMEM_NOTEBOOK_OWNER"
 
@@ -45,6 +49,22 @@ def start_watchdog(token, batch_name=None):
             stdin=subprocess.PIPE,
             start_new_session=True,  # a Ctrl-C in the kernel must not reach it
         )
+
+
+def tell_watchdog(watchdog, profile_dir, cluster_id):
+    """Name the job's cluster: the watchdog removes its profile files too."""
+    with contextlib.suppress(OSError, ValueError):
+        watchdog.stdin.write(json.dumps({"profile_dir": profile_dir, "cluster_id": cluster_id}).encode() + b"\n")
+        watchdog.stdin.flush()
+
+
+def remove_profile_files(profile_dir, cluster_id):
+    """Remove what a job left in its ipyparallel profile: the controller's engines<ID>.json, the
+    PEs' stack and exit notes, logs and connection files (all named by the cluster id)."""
+    for folder in ("log", "security"):
+        for path in glob.glob(os.path.join(profile_dir, folder, f"*{glob.escape(cluster_id)}*")):
+            with contextlib.suppress(OSError):
+                os.remove(path)
 
 
 def stop_watchdog(watchdog, timeout=5.0):
@@ -96,7 +116,7 @@ def cancel_batch_jobs(name):
 def main(token, batch_name=None):
     from .shm import Segments
 
-    sys.stdin.buffer.read()  # returns when the kernel is gone or the job stopped
+    told = sys.stdin.buffer.read()  # returns when the kernel is gone or the job stopped
     time.sleep(0.1)
     cancel_batch_jobs(batch_name)
     segments = Segments(token)
@@ -104,6 +124,10 @@ def main(token, batch_name=None):
     kill_owned(token)
     psutil.wait_procs([p for p in map(_process, segments.pids) if p], timeout=2.0)
     segments.release()
+    for line in told.splitlines():
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            cluster = json.loads(line)
+            remove_profile_files(cluster["profile_dir"], cluster["cluster_id"])
 
 
 def _process(pid):
