@@ -222,7 +222,9 @@ SCALE_WHY = {
         "result, whose pages are new and faulted in as they are written, while the baseline copies into memory "
         "already mapped; a result must be new memory, so NumPy's own `.copy()` into new memory (in the line "
         "under the Scale table) is the fairer floor."),
-    "scale_output": "output is merged per line across PEs and written to the notebook in rounds.",
+    "scale_output": (
+        "each PE sends a line at once when it sent nothing in the last 10 ms and gathers faster output into one "
+        "message per 10 ms; the kernel merges the lines across PEs and writes them in rounds."),
     "scale_failed": (
         "on this loaded 2-core node (load average above 10 from other jobs) the PEs did not all register within "
         "the start timeout; raise it with SHMEM_NOTEBOOK_START_TIMEOUT on busy login nodes."),
@@ -381,8 +383,10 @@ def scale_table(sc):
                  + " `SHMEM_NOTEBOOK_GATHER=pickle`, the message path, copies on the PE, in zmq's receive in the "
                  "controller and the client, and in `np.stack`: about the `DirectView.pull` figure.")
     if o:
-        text += (f"\n\n{o['lines']:,} printed lines per PE at {o['n']} PEs: `%%pxshmem` {o['pxshmem_s']:.2f} s, "
-                 f"`%%px` {o['px_s']:.2f} s; every line arrived in order per PE: {'yes' if o['complete'] else 'NO'}.")
+        text += (f"\n\n{o['lines']:,} printed lines per PE at {o['n']} PEs (median of {o.get('repeats', 1)}): "
+                 f"`%%pxshmem` {o['pxshmem_s']:.2f} s, "
+                 f"`%%px` {o['px_s']:.2f} s; every line arrived in order per PE: {'yes' if o['complete'] else 'NO'}"
+                 + ("" if o.get("px_complete", True) else " (`%%px` showed fewer lines)") + ".")
     return text
 
 

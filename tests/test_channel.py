@@ -4,13 +4,14 @@ drops what is not signed with the job's key, and says what to do when PEs cannot
 
 import io
 import re
+import time
 
 import pytest
 import zmq
 
 import shmem_notebook
 from shmem_notebook import InputError, LaunchError, PEError
-from shmem_notebook.cells.channel import CellChannel
+from shmem_notebook.cells.channel import CellChannel, ChannelCell
 from shmem_notebook.protocol import seal
 from shmem_notebook.rc import rc
 
@@ -78,6 +79,40 @@ def test_both_routes_give_the_same_results(job, monkeypatch):
         assert len(other._client.history) >= sent + 2  # the cells went as execute requests
     finally:
         other.stop()
+
+
+def test_fast_output_comes_in_few_messages_every_line_in_order(job, monkeypatch):
+    messages = []
+    apply = ChannelCell._apply
+    monkeypatch.setattr(ChannelCell, "_apply", lambda cell, pe, message: (messages.append(pe), apply(cell, pe, message)))
+    code = "import sys\nfor i in range(2000):\n    print('line', me, i)\n    if i % 500 == 0:\n        print('at', i, file=sys.stderr)"
+    result = _quiet(job, code)
+    for pe in range(job.n):
+        assert result.stdout[pe] == "".join(f"line {pe} {i}\n" for i in range(2000))
+        assert result.stderr[pe] == "at 0\nat 500\nat 1000\nat 1500\n"
+        assert messages.count(pe) < 100, f"PE {pe} sent {messages.count(pe)} messages for 2,004 lines"
+
+
+class _Arrivals(io.TextIOBase):
+    """A stdout that notes when each line was shown."""
+
+    def __init__(self):
+        self.times = {}
+
+    def write(self, text):
+        for line in text.splitlines():
+            self.times[line] = time.monotonic()
+        return len(text)
+
+
+@pytest.mark.parametrize("busy", ["time.sleep(2.5)", "t = time.time()\nwhile time.time() - t < 2.5:\n    pass"])
+def test_the_last_line_of_a_burst_shows_while_the_pe_is_busy(job, busy):
+    shown = _Arrivals()
+    start = time.monotonic()
+    job.run(f"import time\nprint('first', me)\nprint('second', me)\n{busy}", stdout=shown, stderr=io.StringIO())
+    ended = time.monotonic()
+    assert ended - start > 2.5
+    assert shown.times["[PE 0] second 0"] - start < 1.0 and shown.times["[PE 1] second 1"] - start < 1.0, shown.times
 
 
 def test_what_is_not_signed_with_the_jobs_key_is_dropped(job):

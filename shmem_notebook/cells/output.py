@@ -24,7 +24,7 @@ class OutputMerger:
         # PE -> [(pattern, placeholder)]: numbers only that PE prints (its pid), so that lines
         # differing only by them fold, e.g. "[PE 0-3] warning in process <pid>"
         self.own = {
-            pe: [(re.compile(rf"(?<![\w.]){re.escape(str(v))}(?![\w.])"), f"<{k}>") for k, v in values.items() if v]
+            pe: [(str(v), re.compile(rf"(?<![\w.]){re.escape(str(v))}(?![\w.])"), f"<{k}>") for k, v in values.items() if v]
             for pe, values in (own or {}).items()
         }
         self.hold = hold
@@ -47,8 +47,9 @@ class OutputMerger:
         self.finished.add(pe)
 
     def _generic(self, pe, text):
-        for pattern, placeholder in self.own.get(pe, ()):
-            text = pattern.sub(placeholder, text)
+        for value, pattern, placeholder in self.own.get(pe, ()):
+            if value in text:
+                text = pattern.sub(placeholder, text)
         return text
 
     def _emit_round(self, pes):

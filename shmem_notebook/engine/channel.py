@@ -3,10 +3,14 @@
 A cell comes straight from the client's socket to this PE's main event loop and
 runs through the engine's own ``do_execute`` (IPython's ``run_cell``: magics,
 tracebacks, ``pre_run_cell`` hooks, matplotlib's inline figures), as an
-``execute_request`` would. What the cell prints goes back line by line; its
+``execute_request`` would. What the cell prints goes back as complete lines; its
 displays, its last expression and its error go back in one final message. Nothing
 passes through the controller, and the PE sends no status messages, which is where
 ipyparallel's per-PE cost of a cell goes.
+
+A line goes out at once when the PE sent nothing in the last ``WINDOW`` seconds;
+faster output is gathered and sent once per window (by a flusher thread when the
+cell prints nothing more), so 2,000 lines cost a few messages, not 2,000.
 """
 
 import asyncio
@@ -14,6 +18,8 @@ import io
 import secrets
 import signal
 import sys
+import threading
+import time
 
 import zmq
 from zmq.eventloop.zmqstream import ZMQStream
@@ -23,6 +29,9 @@ from ..protocol import seal, unseal
 __all__ = ["connect"]
 
 _channel = None
+
+#: seconds: output faster than one line per window is sent once per window
+WINDOW = 0.01
 
 
 def connect(url, key_hex):
@@ -51,13 +60,12 @@ class _Channel:
         self.socket = socket
         self.stream = ZMQStream(socket)  # on the engine's main event loop: cells run on the main thread
         self.stream.on_recv(self._received)
-        self.send({"hello": True})
+        socket.send_multipart(seal(key, {"hello": True, "pe": self.pe}))  # the client routes cells to this socket
+        self.outbox = _Outbox(url, key, self.pe)
 
     def close(self):
         self.stream.close()
-
-    def send(self, message):
-        self.socket.send_multipart(seal(self.key, {**message, "pe": self.pe}))
+        self.outbox.close()
 
     def _received(self, frames):
         message = unseal(self.key, frames)
@@ -86,12 +94,81 @@ class _Channel:
                 "execute_result": captured.result}
         if done["status"] == "error":
             done["error"] = {k: reply.get(k) for k in ("ename", "evalue", "traceback", "engine_info")}
-        self.send(done)
+        self.outbox.send(done)
+
+
+class _Outbox:
+    """What a PE sends back during cells, on a socket of its own: output (at once, or once per
+    ``window`` when it comes faster), then each cell's final message. The cell's thread and a
+    flusher thread use the socket in turn, under one lock."""
+
+    def __init__(self, url, key, pe, window=WINDOW):
+        self.key, self.pe, self.window = key, pe, window
+        socket = zmq.Context.instance().socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, 1000)
+        socket.connect(url)
+        self.socket = socket
+        self.pending = []  # (cell id, stream, text) not sent yet, in order
+        self.last_sent = 0.0
+        self.lock = threading.Condition()
+        self.closed = False
+        self.thread = threading.Thread(target=self._flusher, name="shmem_notebook-outbox", daemon=True)
+        self.thread.start()
+
+    def output(self, cid, stream, text):
+        """Send ``text`` of ``stream`` now, or within ``window`` seconds when output comes faster."""
+        with self.lock:
+            self.pending.append((cid, stream, text))
+            if time.monotonic() - self.last_sent >= self.window:
+                self._send_pending()
+            elif len(self.pending) == 1:
+                self.lock.notify()  # the flusher sends it if nothing more comes
+
+    def send(self, message):
+        """Send ``message`` after all output before it."""
+        with self.lock:
+            self._send_pending()
+            self._send(message)
+
+    def close(self):
+        with self.lock:
+            self._send_pending()
+            self.closed = True
+            self.lock.notify()
+        self.thread.join()
+        self.socket.close()
+
+    def _send_pending(self):
+        merged = []  # consecutive chunks of one stream of one cell: one message
+        for cid, stream, text in self.pending:
+            if merged and merged[-1][:2] == (cid, stream):
+                merged[-1][2].append(text)
+            else:
+                merged.append((cid, stream, [text]))
+        self.pending = []
+        for cid, stream, texts in merged:
+            self._send({"id": cid, stream: "".join(texts)})
+
+    def _send(self, message):
+        self.socket.send_multipart(seal(self.key, {**message, "pe": self.pe}))
+        self.last_sent = time.monotonic()
+
+    def _flusher(self):
+        with self.lock:
+            while not self.closed:
+                if not self.pending:
+                    self.lock.wait()
+                    continue
+                left = self.last_sent + self.window - time.monotonic()
+                if left > 0:
+                    self.lock.wait(left)
+                else:
+                    self._send_pending()
 
 
 class _Lines(io.TextIOBase):
-    """``sys.stdout`` / ``sys.stderr`` during a cell: sends every complete line at once
-    (a PE that dies takes nothing printed with it), the rest at ``flush()`` and at the end."""
+    """``sys.stdout`` / ``sys.stderr`` during a cell: hands every complete line to the
+    :class:`_Outbox` at once, the rest at ``flush()`` and at the end."""
 
     def __init__(self, channel, cid, name, original):
         self.channel, self.cid, self.name, self.original = channel, cid, name, original
@@ -118,7 +195,7 @@ class _Lines(io.TextIOBase):
     def flush(self):
         if self.buffer_text:
             text, self.buffer_text = "".join(self.buffer_text), []
-            self.channel.send({"id": self.cid, self.name: text})
+            self.channel.outbox.output(self.cid, self.name, text)
 
 
 class _Captured:
