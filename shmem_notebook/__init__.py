@@ -6,7 +6,6 @@ packages: only :mod:`shmem_notebook.engine` (run by ``oshrun`` on the PEs)
 imports shmem4py; everything else imports cleanly with no OpenSHMEM at all.
 """
 
-from .analysis.races import Access, Race
 from .errors import (
     CellStoppedError,
     HeapFullError,
@@ -49,7 +48,8 @@ __all__ = [
 
 #: public names imported on first use: a PE (``python -m shmem_notebook.engine``) and the
 #: watchdog import this package too, and must not pay for the client side's imports
-_LAZY = {"start": "job", "current_job": "job", "Job": "job", "CellResult": "job", "ArraySpec": "specs"}
+_LAZY = {"start": "job", "current_job": "job", "Job": "job", "CellResult": "job", "ArraySpec": "specs",
+         "Race": "analysis.races", "Access": "analysis.races"}
 
 
 def __getattr__(name):

@@ -10,7 +10,7 @@ import shmem_notebook
 
 PACKAGE = pathlib.Path(shmem_notebook.__file__).parent
 #: plain definitions both sides may import
-SHARED = {"errors", "specs", "folding", "protocol", "arguments", "rc"}
+SHARED = {"errors", "specs", "folding", "protocol", "arguments", "rc", "lean"}
 
 
 def _modules(side):

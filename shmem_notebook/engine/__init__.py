@@ -14,5 +14,6 @@ this package (a test enforces it). Modules:
   detector, tracer); :mod:`.instrument`: the AST rewriting it uses.
 
 From the engine, only the plain shared definitions of the package are
-imported (``errors``, ``specs``, ``folding``, ``protocol``).
+imported (``errors``, ``specs``, ``folding``, ``protocol``, ``arguments``, ``rc``,
+``lean``).
 """

@@ -19,6 +19,7 @@ import numpy as np
 from shmem4py import shmem
 
 from ..protocol import GLOBAL_EXIT_MARK, exit_path, stack_path
+from .. import lean
 from ..rc import rc
 from . import collectives, heap, missing, pitfalls, recorder, teams
 
@@ -92,6 +93,7 @@ def bind(shell):
     """Install the namespace and the per-cell hooks in the engine's shell."""
     global _shell
     _shell = shell
+    lean.release("debugpy")
     heap._namespace = shell.user_ns
     for stream in (sys.stdout, sys.stderr):
         # send output at once: when a PE dies, oshrun kills the others within ~0.1 s,
@@ -159,6 +161,8 @@ def main(argv=None):
     _publish_collectives()
     recorder.install_unsupported(shmem)
     _install_diagnostics()
+    lean.install()
+    lean.hold_back("debugpy")  # until bind()
     from ipyparallel.engine.app import IPEngine  # imports while the controller starts
 
     _wait_for_connection_file(rc.start_timeout)

@@ -9,10 +9,6 @@
 - :mod:`.controller`: the job's ``ipcontroller``, whose heart monitor registers PEs at once.
 """
 
-from .environment import LOCAL_ONLY, in_allocation, local_slots, platform_environment
-from .oshrun import OshrunEngineSetLauncher, check_oshrun, check_shmem4py
-from .slurm import check_slurm
-
 __all__ = [
     "OshrunEngineSetLauncher",
     "check_oshrun",
@@ -23,3 +19,26 @@ __all__ = [
     "in_allocation",
     "LOCAL_ONLY",
 ]
+
+#: name -> module, imported on first use: ``python -m shmem_notebook.launcher.controller``
+#: imports this package and must not pay for ipyparallel's client side (see :mod:`shmem_notebook.lean`)
+_LAZY = {
+    "OshrunEngineSetLauncher": "oshrun",
+    "check_oshrun": "oshrun",
+    "check_shmem4py": "oshrun",
+    "check_slurm": "slurm",
+    "platform_environment": "environment",
+    "local_slots": "environment",
+    "in_allocation": "environment",
+    "LOCAL_ONLY": "environment",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,75 @@
+"""What the PEs and the controller import of ipyparallel and jupyter_client; imports nothing else.
+
+A PE is an ipyparallel engine, but the ``__init__`` of both packages imports their
+client side (ipyparallel's Client, views and Cluster manager; jupyter_client's kernel
+managers and provisioners), which an engine never uses, nor does the controller. On a
+node with more PEs than cores that CPU adds up PE by PE, and the controller's start is on
+the way of every job's start. :func:`install` makes the two packages lazy: their
+submodules import as usual, and the first use of a name of the package itself runs
+the package's real ``__init__``, so ``import ipyparallel as ipp; ipp.Client`` in a
+cell still works. :func:`hold_back` keeps debugpy out of the engine's start (ipykernel
+imports it for a debugger that PEs do not serve) until :func:`release`.
+"""
+
+import importlib
+import importlib.util
+import sys
+import types
+
+__all__ = ["install", "hold_back", "release", "LAZY"]
+
+#: package -> {name: submodule defining it} for the names an engine's start takes from the package
+LAZY = {
+    "ipyparallel": {"__version__": "_version", "version_info": "_version", "dependent": "controller.dependency",
+                    "Dependency": "controller.dependency"},
+    "jupyter_client": {
+        "__version__": "_version",
+        "version_info": "_version",
+        "protocol_version": "_version",
+        "protocol_version_info": "_version",
+        "write_connection_file": "connect",
+        "find_connection_file": "connect",
+        "BlockingKernelClient": "blocking",  # ipykernel's ConnectionFileMixin.client_class
+    },
+}
+
+
+def install(packages=LAZY):
+    """Make each package of ``packages`` lazy, unless it is imported already."""
+    for name, names in packages.items():
+        if name not in sys.modules:
+            spec = importlib.util.find_spec(name)
+            if spec is not None and spec.submodule_search_locations is not None:
+                sys.modules[name] = _lazy_package(spec, names)
+
+
+def _lazy_package(spec, names):
+    package = types.ModuleType(spec.name)
+    package.__spec__, package.__loader__, package.__file__ = spec, spec.loader, spec.origin
+    package.__path__, package.__package__ = list(spec.submodule_search_locations), spec.name
+
+    def __getattr__(attr):
+        if attr in names:
+            value = getattr(importlib.import_module(f"{spec.name}.{names[attr]}"), attr)
+        elif not attr.startswith("__") and importlib.util.find_spec(f"{spec.name}.{attr}") is not None:
+            return importlib.import_module(f"{spec.name}.{attr}")  # `from package import submodule`
+        else:  # anything else: the real package, once
+            del package.__getattr__
+            spec.loader.exec_module(package)
+            return getattr(package, attr)
+        setattr(package, attr, value)
+        return value
+
+    package.__getattr__ = __getattr__
+    return package
+
+
+def hold_back(name):
+    """Until :func:`release`, ``import name`` fails as if ``name`` were not installed."""
+    sys.modules.setdefault(name, None)
+
+
+def release(name):
+    """Undo :func:`hold_back`."""
+    if name in sys.modules and sys.modules[name] is None:
+        del sys.modules[name]

@@ -1,0 +1,67 @@
+"""PEs and the controller import only the parts of ipyparallel and jupyter_client they use
+(shmem_notebook.lean); the rest of both packages still comes on first use."""
+
+import io
+import subprocess
+import sys
+
+import pytest
+
+import shmem_notebook
+
+CLIENT_SIDE = ("ipyparallel.client", "ipyparallel.cluster", "jupyter_client.manager", "jupyter_client.provisioning")
+
+
+def _python(code):
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().splitlines()
+
+
+def test_an_engine_and_a_controller_import_no_client_side_and_the_rest_comes_on_first_use():
+    out = _python(
+        "import sys\n"
+        "from shmem_notebook import lean\n"
+        "lean.install()\n"
+        "lean.hold_back('debugpy')\n"
+        "from ipyparallel.engine.app import IPEngine\n"
+        "import ipyparallel, jupyter_client, ipykernel.debugger\n"
+        f"print(sorted(m for m in {CLIENT_SIDE!r} if m in sys.modules))\n"
+        "from ipyparallel.controller.app import IPController\n"  # its task scheduler takes AsyncResult
+        f"print(sorted(m for m in {CLIENT_SIDE[1:]!r} if m in sys.modules))\n"
+        "print(ipykernel.debugger._is_debugpy_available, ipyparallel.__version__ == __import__('ipyparallel._version').__version__)\n"
+        "lean.release('debugpy')\n"
+        "import debugpy\n"
+        "print(ipyparallel.Client.__name__, jupyter_client.KernelManager.__name__, 'ipyparallel.client' in sys.modules)\n"
+        "from ipyparallel import *\n"
+        "print(DirectView.__name__)\n"
+    )
+    assert out == ["[]", "[]", "False True", "Client KernelManager True", "DirectView"]
+
+
+def test_install_leaves_a_package_that_is_imported_already():
+    out = _python(
+        "import sys, ipyparallel\n"
+        "from shmem_notebook import lean\n"
+        "real = sys.modules['ipyparallel']\n"
+        "lean.install()\n"
+        "print(sys.modules['ipyparallel'] is real, hasattr(real, 'Client'))\n"
+    )
+    assert out == ["True True"]
+
+
+@pytest.fixture(scope="module")
+def job():
+    job = shmem_notebook.Job(1, heap="8M").start()
+    yield job
+    job.stop()
+
+
+def test_a_running_pe_has_no_client_side_yet_a_cell_may_use_it_all(job):
+    code = (  # AsyncResult comes with the first request (ipyparallel's canning imports `dependent`)
+        "import sys\n"
+        f"print(sorted(m for m in {CLIENT_SIDE[1:]!r} if m in sys.modules))\n"
+        "import debugpy, ipyparallel as ipp\n"
+        "print(ipp.Client.__name__)"
+    )
+    assert job.run(code, stdout=io.StringIO()).stdout[0] == "[]\nClient\n"
