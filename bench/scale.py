@@ -2,7 +2,7 @@
 
 Per N (interleaved, medians): ``%shmem start``, ``%shmem restart`` on a healthy job and after a
 PE crashed, the bare ``oshrun`` floor (Python + ``shmem_init`` + a barrier) and ipyparallel's MPI
-launcher (same heartbeat); a no-op ``%%pxshmem`` against ``DirectView.execute`` on the same
+launcher (same heartbeat); the CPU a PE used to ready against the floor's CPU per PE; a no-op ``%%pxshmem`` against ``DirectView.execute`` on the same
 engines; ``%shmem gather`` of a 4 MiB array per PE against ``DirectView.pull`` of the same array.
 At 4 PEs also: ``%shmem gather`` of 64 MiB per PE against NumPy's copy bandwidth, and a cell
 printing 2,000 lines per PE under ``%%pxshmem`` and ``%%px`` (5 each, interleaved; every line
@@ -12,9 +12,11 @@ checked, in order per PE).
 import contextlib
 import io
 import re
+import resource
 import time
 
 import numpy as np
+import psutil
 
 from common import median, run_cell, shell
 from startup import floor, ipp_start, ipp_stop
@@ -34,6 +36,17 @@ def _timed_cell(code):
     start = time.perf_counter()
     run_cell(code)
     return time.perf_counter() - start
+
+
+def _pe_cpu(job):
+    """Median CPU seconds (user + system) a PE of ``job`` used so far."""
+    return median([sum(psutil.Process(info["pid"]).cpu_times()[:2]) for info in job.pes.values()])
+
+
+def _children_cpu():
+    """CPU seconds of every child process waited for so far (oshrun and its PEs included)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _crash_then_restart():
@@ -167,12 +180,13 @@ def run(ns, repeats, cells, big_gather=64 << 20, curve_gather=4 << 20, detail_n=
 
 def _scale_row(n, repeats, cells, big_gather, curve_gather, detail_n, extra):
     if True:
-        reps = repeats if n <= 4 else 1
-        s = {k: [] for k in ("start", "restart", "restart_crash", "floor", "ipp_mpi")}
+        reps = repeats if n <= 4 else 2  # medians of 2 above 4 PEs: a 32-PE start takes ~12 s
+        s = {k: [] for k in ("start", "restart", "restart_crash", "floor", "ipp_mpi", "pe_cpu", "floor_cpu")}
         row = {"n": n}
         for rep in range(reps):
             heap = f"{max(32, 5 * big_gather >> 20)}M" if n == detail_n and rep == 0 else "32M"
             s["start"].append(_timed_cell(f"%shmem start -n {n} --heap {heap}"))
+            s["pe_cpu"].append(_pe_cpu(_job()))
             try:
                 s["restart"].append(_timed_cell("%shmem restart"))
                 s["restart_crash"].append(_crash_then_restart())
@@ -196,7 +210,9 @@ def _scale_row(n, repeats, cells, big_gather, curve_gather, detail_n, extra):
                                            "complete": complete, "px_complete": px_complete}
             finally:
                 run_cell("%shmem stop")
+            cpu = _children_cpu()
             s["floor"].append(floor(n))
+            s["floor_cpu"].append((_children_cpu() - cpu) / n)
             seconds, (cluster, client) = ipp_start(n, "mpi", True)
             s["ipp_mpi"].append(seconds)
             ipp_stop(cluster, client)
