@@ -366,7 +366,7 @@ def scale_table(sc):
             line(f"`%shmem gather` {size_text(sc['curve_gather_bytes'])}/PE ms", "gather_s", scale=1e3),
             line("`DirectView.pull` + stack ms", "pull_s", scale=1e3), ratio("gather / pull", "gather_s", "pull_s")]
     when = f" (measured {sc['measured']}, in a run of its own)" if sc.get("measured") else ""
-    text = (f"**Scale**{when}, 1 to {max(cols)} PEs in one run: medians of {sc['repeats']} at up to 4 PEs, one run above "
+    text = (f"**Scale**{when}, 1 to {max(cols)} PEs in one run: medians of {sc['repeats']} at up to 4 PEs, of 2 above "
             f"(no-op cells: median of {sc['cells']}). Floor = `oshrun -n N python -c 'from shmem4py import shmem; "
             "shmem.barrier_all()'`; ipp MPI = ipyparallel's `Cluster(engines='mpi')` with our heartbeat, to one "
             "round trip. More PEs than 2 cores are oversubscribed.\n\n"
@@ -390,7 +390,10 @@ def scale_table(sc):
         text += (f"\n\n{o['lines']:,} printed lines per PE at {o['n']} PEs (median of {o.get('repeats', 1)}): "
                  f"`%%pxshmem` {o['pxshmem_s']:.2f} s, "
                  f"`%%px` {o['px_s']:.2f} s; every line arrived in order per PE: {'yes' if o['complete'] else 'NO'}"
-                 + ("" if o.get("px_complete", True) else " (`%%px` showed fewer lines)") + ".")
+                 + (f" (`%%px` showed as few as {o['px_fewest_lines']:,} of the {o['lines'] * o['n']:,} lines whole: it "
+                    "shows output in chunks as they come, and a chunk can end mid-line, the line's rest following "
+                    "under the same PE's next header, after other PEs' output)"
+                    if o.get("px_fewest_lines", o["lines"] * o["n"]) < o["lines"] * o["n"] else "") + ".")
     return text
 
 
