@@ -214,9 +214,12 @@ SCALE_WHY = {
         "is the engine itself, which goes only if PEs stop being ipyparallel engines (the launcher's design)."),
     "scale_restart": (
         "restart keeps the controller and the watchdog, kills the old PEs (their `shmem_finalize` is not "
-        "waited for) and reaps their oshrun later; it is bound by the new PEs' start-up like a cold start, and on "
-        "2 cores above 4 PEs one run per figure is noise-sensitive (reruns of 32-PE restarts took 18.9-21.9 s "
-        "against a 19.5 s start)."),
+        "waited for; their oshrun uses no CPU while it winds down) and reaps that oshrun later: it is the new PEs' "
+        "start alone. A cold start now hides the controller's start behind the PEs' (the controller imports only "
+        "what it uses and writes its files at once), so the two differ by the controller's CPU, about 0.35 s "
+        "shared by 2 cores: 0.1-0.3 s at 4 PEs, within the spread of single starts there (1.9-2.7 s). The "
+        "startup section of the same run measures restart against start at 4 PEs too, in its own repeats "
+        "(the *Start-up* table)."),
     "scale_dispatch": (
         "cells go to the PEs over the job's own channel (one signed message to each PE's DEALER socket, output "
         "back as lines), not through the controller; what is left per PE is IPython's `run_cell` and the "
