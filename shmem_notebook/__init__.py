@@ -18,6 +18,7 @@ from .errors import (
     ShmemNotebookError,
     SpecError,
 )
+from .lean import lazy_names
 from .rc import rc
 
 __version__ = "0.1.0"
@@ -51,15 +52,7 @@ __all__ = [
 _LAZY = {"start": "job", "current_job": "job", "Job": "job", "CellResult": "job", "ArraySpec": "specs",
          "Race": "analysis.races", "Access": "analysis.races"}
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 def load_ipython_extension(ipython):

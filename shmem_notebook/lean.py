@@ -8,7 +8,8 @@ the way of every job's start. :func:`install` makes the two packages lazy: their
 submodules import as usual, and the first use of a name of the package itself runs
 the package's real ``__init__``, so ``import ipyparallel as ipp; ipp.Client`` in a
 cell still works. :func:`hold_back` keeps debugpy out of the engine's start (ipykernel
-imports it for a debugger that PEs do not serve) until :func:`release`.
+imports it for a debugger that PEs do not serve) until :func:`release`. :func:`lazy_names`
+does the same for our own packages' public names (``shmem_notebook``, ``launcher``).
 """
 
 import importlib
@@ -16,9 +17,9 @@ import importlib.util
 import sys
 import types
 
-__all__ = ["install", "hold_back", "release", "LAZY"]
+__all__ = ["install", "hold_back", "release", "lazy_names", "LAZY"]
 
-#: package -> {name: submodule defining it} for the names an engine's start takes from the package
+#: package -> {name: submodule defining it}: the names an engine or the controller takes from the package
 LAZY = {
     "ipyparallel": {"__version__": "_version", "version_info": "_version", "dependent": "controller.dependency",
                     "Dependency": "controller.dependency"},
@@ -62,6 +63,21 @@ def _lazy_package(spec, names):
 
     package.__getattr__ = __getattr__
     return package
+
+
+def lazy_names(package, names):
+    """A module ``__getattr__`` (PEP 562) for ``package`` that imports each of ``names``
+    (``{name: submodule}``) from its submodule on first use."""
+    module = sys.modules[package]
+
+    def __getattr__(name):
+        if name not in names:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+        setattr(module, name, value)
+        return value
+
+    return __getattr__
 
 
 def hold_back(name):

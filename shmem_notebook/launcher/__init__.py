@@ -9,6 +9,8 @@
 - :mod:`.controller`: the job's ``ipcontroller``, whose heart monitor registers PEs at once.
 """
 
+from ..lean import lazy_names
+
 __all__ = [
     "OshrunEngineSetLauncher",
     "check_oshrun",
@@ -33,12 +35,4 @@ _LAZY = {
     "LOCAL_ONLY": "environment",
 }
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)
