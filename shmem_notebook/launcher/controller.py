@@ -23,7 +23,7 @@ import types
 
 from .. import lean
 
-lean.install()
+lean.install()  # this module is the controller's process (python -m); nothing else imports it
 
 from ipyparallel.controller import heartmonitor  # noqa: E402  (after lean.install)
 
