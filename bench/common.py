@@ -103,9 +103,9 @@ def shell():
     return _shell
 
 
-def run_cell(code):
-    """Run a cell in the shell, output swallowed; raise if it failed."""
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+def run_cell(code, out=None):
+    """Run a cell in the shell, its stdout written to ``out`` (else swallowed); raise if it failed."""
+    with contextlib.redirect_stdout(out or io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         result = _shell.run_cell(code)
     result.raise_error()
     return result

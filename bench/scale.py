@@ -2,8 +2,8 @@
 
 Per N (interleaved, medians): ``%shmem start``, ``%shmem restart`` on a healthy job and after a
 PE crashed, the bare ``oshrun`` floor (Python + ``shmem_init`` + a barrier) and ipyparallel's MPI
-launcher (same heartbeat); the CPU a PE used to ready against the floor's CPU per PE; a no-op ``%%pxshmem`` against ``DirectView.execute`` on the same
-engines; ``%shmem gather`` of a 4 MiB array per PE against ``DirectView.pull`` of the same array.
+launcher (same heartbeat); the CPU a PE used to ready against the floor's CPU per PE; a no-op
+``%%pxshmem`` against ``DirectView.execute`` on the same engines; ``%shmem gather`` of a 4 MiB array per PE against ``DirectView.pull`` of the same array.
 At 4 PEs also: ``%shmem gather`` of 64 MiB per PE against NumPy's copy bandwidth, and a cell
 printing 2,000 lines per PE under ``%%pxshmem`` and ``%%px`` (5 each, interleaved; every line
 checked, in order per PE).
@@ -24,6 +24,7 @@ from startup import floor, ipp_start, ipp_stop
 CRASH = "%%pxshmem\nimport os\nif me == 0:\n    os._exit(3)\nshmem.barrier_all()"
 LINES = 2000
 PRINT = f"for i in range({LINES}):\n    print('line', me, i)"
+PRINT_REPEATS = 5
 
 
 def _job():
@@ -32,9 +33,10 @@ def _job():
     return current_job()
 
 
-def _timed_cell(code):
+def _timed_cell(code, out=None):
+    """Seconds of a cell run in the shell; what it prints goes to ``out`` (else nowhere)."""
     start = time.perf_counter()
-    run_cell(code)
+    run_cell(code, out)
     return time.perf_counter() - start
 
 
@@ -125,7 +127,7 @@ def numpy_fresh_copy_gbps(nbytes, repeats=5):
     return nbytes / median(times) / 1e9
 
 
-def _printing(job, repeats=5):
+def _printing(job, repeats=PRINT_REPEATS):
     """Median seconds of the 2,000-line cell under %%pxshmem and %%px (interleaved, ``repeats`` each);
     whether %%pxshmem showed every line, in order per PE, every time; the fewest whole lines %%px showed."""
     view = job._client[list(range(job.n))]
@@ -133,29 +135,18 @@ def _printing(job, repeats=5):
     view.activate()
     ours, px, complete, px_lines = [], [], True, []
     for _ in range(repeats):
-        seconds, out = _timed_output(f"%%pxshmem\n{PRINT}")
-        ours.append(seconds)
+        out = io.StringIO()
+        ours.append(_timed_cell(f"%%pxshmem\n{PRINT}", out))
         got = {pe: [] for pe in range(job.n)}
-        for line in out.splitlines():
+        for line in out.getvalue().splitlines():
             m = re.match(r"\[PE [\d,\- ]+\] line (\d+) (\d+)$", line)
             if m:
                 got[int(m.group(1))].append(int(m.group(2)))
         complete = complete and all(got[pe] == list(range(LINES)) for pe in got)
-        seconds, out = _timed_output(f"%%px\n{PRINT}")
-        px.append(seconds)
-        px_lines.append(len(re.findall(r"^line \d+ \d+$", out, re.M)))  # whole lines
+        out = io.StringIO()
+        px.append(_timed_cell(f"%%px\n{PRINT}", out))
+        px_lines.append(len(re.findall(r"^line \d+ \d+$", out.getvalue(), re.M)))  # whole lines
     return median(ours), median(px), complete, min(px_lines)
-
-
-def _timed_output(code):
-    """Seconds of a cell run in the shell, and what it printed."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        start = time.perf_counter()
-        result = shell().run_cell(code)
-        seconds = time.perf_counter() - start
-    result.raise_error()
-    return seconds, out.getvalue()
 
 
 def run(ns, repeats, cells, big_gather=64 << 20, curve_gather=4 << 20, detail_n=4):
@@ -206,8 +197,8 @@ def _scale_row(n, repeats, cells, big_gather, curve_gather, detail_n, extra):
                                            "numpy_copy_gbps": numpy_copy_gbps(big_gather),
                                            "numpy_fresh_copy_gbps": numpy_fresh_copy_gbps(n * big_gather)}
                         ours, px, complete, px_lines = _printing(job)
-                        extra["output"] = {"n": n, "lines": LINES, "repeats": 5, "pxshmem_s": ours, "px_s": px,
-                                           "complete": complete, "px_fewest_lines": px_lines}
+                        extra["output"] = {"n": n, "lines": LINES, "repeats": PRINT_REPEATS, "pxshmem_s": ours,
+                                           "px_s": px, "complete": complete, "px_fewest_lines": px_lines}
             finally:
                 run_cell("%shmem stop")
             cpu = _children_cpu()
