@@ -53,15 +53,29 @@ def batch_start(n, nodes):
         t1 = time.perf_counter()
         job.stop()
         stop = time.perf_counter() - t1
-    submitted = float(next(m["t"] for m in marks if m["state"] == "SUBMITTED"))
-    running = float(next(m["t"] for m in marks if m["state"] == "RUNNING"))
+    return phases(marks, t0_wall, total, stop)
+
+
+def phases(marks, t0_wall, total, stop):
+    """Seconds of each phase of one --slurm start from its state lines (``marks``, see
+    :func:`~shmem_notebook.launcher.batchjob.all_marks`). The batchjob process polls squeue
+    once a second: on a quiet machine the PEs may be ready before RUNNING was printed; the
+    queue and PE phases are then unknown (None), not made up."""
+    ready = t0_wall + total
+    submitted = _first(marks, "SUBMITTED", default=t0_wall)
+    running = _first(marks, "RUNNING", default=None)
     return {
         "total": total,
         "submit": submitted - t0_wall,
-        "queued": running - submitted,
-        "pes": t0_wall + total - running,
+        "queued": None if running is None else running - submitted,
+        "pes": None if running is None else ready - running,
         "stop": stop,
     }
+
+
+def _first(marks, state, default):
+    """Time (epoch s) of the first state line saying ``state``, else ``default``."""
+    return next((float(m["t"]) for m in marks if m["state"] == state), default)
 
 
 def local_start(n):
@@ -88,7 +102,7 @@ def run(n=4, nodes=(1, 2), repeats=3):
         assert cluster.wait_no_jobs() == [], "benchmark jobs left in the queue"
     rows = []
     for k in nodes:
-        phases = {p: median([s[p] for s in samples[k]]) for p in samples[k][0]}
+        phases = {p: median([s[p] for s in samples[k] if s[p] is not None]) for p in samples[k][0]}
         rows.append({"nodes": k, "n": n, **phases})
     return {
         "available": True,

@@ -30,3 +30,16 @@ def test_quick_benchmark_writes_every_section_and_the_plot(tmp_path):
     assert all(g["ok"] in (True, False, None) for g in results["goals"])
     assert (tmp_path / "results.png").stat().st_size > 0
     assert "Start to ready" in proc.stdout and "| goal |" in proc.stdout
+
+
+def test_slurm_phases_without_a_running_state_line_are_unknown_not_an_error():
+    """On a quiet machine the PEs can be ready before the batchjob process saw RUNNING."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from slurm import phases
+
+    marks = [{"state": "SUBMITTED", "t": "100.5"}, {"state": "PENDING", "t": "101.0"}]
+    got = phases(marks, t0_wall=100.0, total=3.0, stop=0.4)
+    assert got == {"total": 3.0, "submit": 0.5, "queued": None, "pes": None, "stop": 0.4}
+    marks.append({"state": "RUNNING", "t": "101.5"})
+    got = phases(marks, t0_wall=100.0, total=3.0, stop=0.4)
+    assert got["queued"] == 1.0 and got["pes"] == 1.5

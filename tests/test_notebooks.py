@@ -41,7 +41,7 @@ def test_quickstart(tmp_path):
     status = text_of(cell_starting(nb, "%shmem status")).strip().splitlines()
     rows = [line for line in status[1:] if line[:1].isdigit()]  # one row per PE (a teams note may follow)
     assert len(rows) == 4 and all(line.split()[1] == "idle" for line in rows)
-    assert text_of(cell_starting(nb, "%shmem stop")).strip() == "OpenSHMEM job stopped"
+    assert text_of(cell_starting(nb, "%shmem stop")).strip() == "OpenSHMEM job stopped: 4 PEs"
 
 
 def test_races(tmp_path):

@@ -81,7 +81,10 @@ class CellChannel:
         return cell
 
     def receive(self, timeout):
-        """Apply what arrives within ``timeout`` seconds (or what is there already) to the current cell."""
+        """Apply what arrives within ``timeout`` seconds (or what is there already) to the current cell.
+        A closed channel (its PEs were stopped or restarted) receives nothing."""
+        if self.socket.closed:
+            return
         if timeout > 0 and not self.socket.poll(timeout * 1000):
             return
         cell = self._cell
@@ -133,7 +136,7 @@ class ChannelCell:
         deadline = time.monotonic() + timeout
         while len(self._finished) < len(self.metadata):
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or self.channel.socket.closed:
                 return
             self.channel.receive(left)
 

@@ -81,11 +81,13 @@ def _before_cell(info=None):
 
 
 def _after_cell(result):
+    if "started" not in last_cell:  # the end of the start-up code that called bind(): not a cell
+        return
     error = result.error_before_exec or result.error_in_exec
     last_cell.update(
         state="idle",
         outcome="ok" if error is None else type(error).__name__,
-        seconds=time.time() - last_cell.get("started", time.time()),
+        seconds=time.time() - last_cell["started"],
     )
 
 

@@ -229,6 +229,13 @@ def _job_status(job):
         return {pe: {"pe": pe, "state": "dead"} for pe in range(job.n)}, [f"status: {exc}"]
 
 
+def _unfinished(outcome, crash=None):
+    """How the last cell ended on a PE that never finished it (``outcome``: the cell's, see CellResult)."""
+    if outcome == "died":
+        return f"died ({crash})" if crash else "died (the job ended)"
+    return {"interrupted": "interrupted"}.get(outcome, "timed out")
+
+
 def gather_snapshot(job, budget=DEFAULT_BUDGET, timeout=DEFAULT_TIMEOUT):
     """Ask every live PE of ``job`` for its heap summary; a :class:`Snapshot`.
 
@@ -302,7 +309,7 @@ def gather_snapshot(job, budget=DEFAULT_BUDGET, timeout=DEFAULT_TIMEOUT):
             entry["note"] = f"unreachable: no answer within {timeout:g} s (busy in a cell or hung)"
         if last is not None:
             if pe in last.pending:
-                entry["last_cell"]["outcome"] = "timed out"
+                entry["last_cell"]["outcome"] = _unfinished(last.outcome, job.crash.get(pe))
             elif pe in last.errors:
                 entry["last_cell"]["outcome"] = last.errors[pe][0]
             elif entry["last_cell"]["outcome"] is None and reply is None:

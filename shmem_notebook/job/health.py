@@ -92,8 +92,8 @@ class Health:
         return where
 
     def status(self):
-        """One dict per PE: pe, state (idle/busy/dead), pid, host, node (Slurm's name for it), heap_used,
-        heap_size, teams ("native" or "emulated": how the PE provides OpenSHMEM teams).
+        """One dict per PE: pe, state (idle/busy/dead), pid, host, node (Slurm's name for it), heap_used
+        (None when unknown: the PE is busy or dead), heap_size, teams ("native" or "emulated": how the PE provides OpenSHMEM teams).
 
         Heap use is asked of every idle PE after a cell ran (not collective).
         """
@@ -117,7 +117,7 @@ class Health:
                     "pid": info.get("pid"),
                     "host": info.get("host"),
                     "node": info.get("node", info.get("host")),
-                    "heap_used": info.get("heap_used"),
+                    "heap_used": info.get("heap_used") if state == "idle" else None,  # unknown while busy
                     "heap_size": info.get("heap_size", self.heap_bytes),
                     "teams": info.get("teams"),
                 }

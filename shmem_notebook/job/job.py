@@ -167,6 +167,7 @@ class Job(SymmetricArrays, Health):
         self._wait_for_pes(time.monotonic() + rc.start_timeout)
         self._view = self._client[list(range(self.n))]
         self.state, self.crash = "running", {}
+        self._forget_cells()
         self.pes = {info["pe"]: info for info in self._call("info")}
         if self.dispatch == "direct":
             self._close_channel()
@@ -328,6 +329,12 @@ class Job(SymmetricArrays, Health):
         self._teardown()
         self.state = "stopped"
         self.pes = {}
+        self._forget_cells()
+
+    def _forget_cells(self):
+        """The cells of PEs that are gone say nothing about the new ones (start, restart, stop)."""
+        self.last_cell = self.last_result = None
+        self._heap_stale = False
 
     def restart(self):
         """A fresh job with the same N and options; declared arrays come back zeroed.

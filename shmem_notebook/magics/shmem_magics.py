@@ -134,7 +134,7 @@ def format_status(rows):
                 r["state"],
                 r["pid"] or "-",
                 _host(r),
-                f"{format_size(r['heap_used'] or 0)} / {format_size(r['heap_size'])}",
+                f"{'unknown' if r['heap_used'] is None else format_size(r['heap_used'])} / {format_size(r['heap_size'])}",
             )
             for r in rows
         ],
@@ -208,9 +208,11 @@ class ShmemMagics(Magics):
 
     def _stop(self):
         job = _job.current_job()
-        if job is not None:
-            job.stop()
-        print("OpenSHMEM job stopped")
+        if job is None or job.state == "stopped":
+            print("no OpenSHMEM job is running; nothing to stop")
+            return
+        job.stop()
+        print(f"OpenSHMEM job stopped: {job.n} PEs")
 
     def _restart(self):
         job = _job.current_job()
