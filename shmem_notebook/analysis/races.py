@@ -1,7 +1,7 @@
 """Races in one cell, found by happens-before over what the PEs recorded (client side).
 
 :func:`find_races` takes each PE's trace (the plain data of
-:func:`shmem_notebook.engine.recorder.stop`) and never looks at the values the
+:func:`shmem_notebook.engine.record.race_stop`, events as in :data:`shmem_notebook.operations.EVENT_FIELDS`) and never looks at the values the
 cell computed: two accesses race when they touch the same bytes of one PE's
 memory, at least one writes, they are not both atomics of one datatype, no lock
 covers both, and neither happens before the other. The order comes from vector
@@ -31,13 +31,19 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..folding import pe_ranges
+from ..operations import CALLS, RECORDED_AS, RMA, event
 
 __all__ = ["Access", "Race", "find_races", "format_indices"]
 
-_COLLECTIVE_SYNCS = {"barrier_all", "sync_all", "alloc", "free"}
-_COMPLETING = {"barrier_all", "alloc", "free"}  # complete the default context's operations
-_READS = {"get", "iget", "get_nbi"}
-_SYNC_DONE = {"get", "iget"}  # complete (both sides) when they return
+_COLLECTIVE_SYNCS = {RECORDED_AS.get(n, n) for n, op in CALLS.items() if op.kind == "sync" and op.collective}
+#: collective syncs that complete the default context's operations (barrier_all, alloc, free)
+_COMPLETING = {n for n in _COLLECTIVE_SYNCS if CALLS[n].completes}
+_READS = {n for n in RMA if not CALLS[n].writes}  # get, iget, get_nbi
+
+
+def _done_on_return(op):
+    """A blocking get or a fetching atomic is complete (both sides) when it returns."""
+    return CALLS[op].fetches
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,7 @@ class _Simulation:
 
     def __init__(self, traces, npes):
         self.n = npes
-        self.events = {pe: traces[pe]["events"] if pe in traces else [] for pe in range(npes)}
+        self.events = {pe: [event(e) for e in traces[pe]["events"]] if pe in traces else [] for pe in range(npes)}
         self.points = {pe: [None] * len(evs) for pe, evs in self.events.items()}
         self.ends = defaultdict(list)  # (pe, index) -> [(pe, clock)]
         self.locks_at = {}  # (pe, index) -> locks held
@@ -130,14 +136,14 @@ class _Simulation:
         writes = defaultdict(list)  # target PE -> [(pe, index, lo, hi, values)]
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
-                if e[0] == "rma" and e[1] not in _READS and e[1] != "atomic_fetch":
-                    writes[e[3]].append((pe, i, e[4], e[5], e[11]))
+                if e.kind == "rma" and e.op not in _READS and e.op != "atomic_fetch":
+                    writes[e.pe].append((pe, i, e.lo, e.hi, e.values))
         found = {}
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
-                if e[0] != "wait":
+                if e.kind != "wait":
                     continue
-                lo, hi, seen = e[3], e[4], set(e[6])
+                lo, hi, seen = e.lo, e.hi, set(e.observed)
                 overlapping = [w for w in writes[pe] if w[2] < hi and lo < w[3]]
                 matching = [w for w in overlapping if w[4] and seen.intersection(w[4])]
                 unknown = [w for w in overlapping if not w[4]]
@@ -183,9 +189,9 @@ class _Simulation:
             """Process PE ``pe``'s next event if it can; True if it did."""
             i = pos[pe]
             e = self.events[pe][i]
-            kind, op = e[0], e[1]
+            kind, op = e.kind, e.op
             if kind == "coll" or (kind == "sync" and op in _COLLECTIVE_SYNCS):
-                team = tuple(e[-1]) if len(e) > (11 if kind == "coll" else 4) and e[-1] else None
+                team = tuple(e.members) if e.members else None
                 members = team or tuple(range(n))
                 k = (team, ncoll[(pe, team)])
                 if pe not in arrivals[k]:
@@ -215,20 +221,19 @@ class _Simulation:
             else:
                 tick(pe, i)
                 if kind == "rma":
-                    fetching = op.startswith("atomic") and (op == "atomic_fetch" or "fetch" in op or op in ("atomic_swap", "atomic_compare_swap"))
-                    if op not in _SYNC_DONE and not fetching:
-                        pending[pe].append((i, e[10]))
+                    if not _done_on_return(op):
+                        pending[pe].append((i, e.ctx))
                 elif kind == "sync":
                     if op == "quiet" or op == "ctx_destroy":
-                        complete(pe, e[3], clock[pe][pe])
+                        complete(pe, e.ctx, clock[pe][pe])
                     elif op == "fence":
-                        self.fences[(pe, e[3])].append(i)
+                        self.fences[(pe, e.ctx)].append(i)
                 elif kind == "lock":
                     if op == "set_lock":
-                        held[pe].add(e[3])
+                        held[pe].add(e.lock)
                     else:
                         complete(pe, 0, clock[pe][pe])
-                        held[pe].discard(e[3])
+                        held[pe].discard(e.lock)
             pos[pe] += 1
             done.add((pe, i))
             return True
@@ -245,7 +250,7 @@ class _Simulation:
             # stuck: waits on writes that come later (or never) give up those candidates first,
             # then a collective some PE never reaches goes ahead without it
             stuck = [(pe, pos[pe]) for pe in range(n) if pos[pe] < len(self.events[pe])]
-            waits = [s for s in stuck if self.events[s[0]][s[1]][0] == "wait" and s not in relaxed]
+            waits = [s for s in stuck if self.events[s[0]][s[1]].kind == "wait" and s not in relaxed]
             if waits:
                 relaxed.update(waits)
                 continue
@@ -259,13 +264,13 @@ class _Simulation:
         """Writes of ``pe`` before a fence that precedes its write ``index`` (same ctx and
         target PE) are delivered by the time that write is seen: give them the same end."""
         e = self.events[pe][index]
-        fences = [f for f in self.fences.get((pe, e[10]), []) if f < index]
+        fences = [f for f in self.fences.get((pe, e.ctx), []) if f < index]
         if not fences:
             return
         last = fences[-1]
         for j in range(last):
             w = self.events[pe][j]
-            if w[0] == "rma" and w[3] == e[3] and w[10] == e[10] and w[1] not in _READS:
+            if w.kind == "rma" and w.pe == e.pe and w.ctx == e.ctx and w.op not in _READS:
                 self.ends[(pe, j)].append(end)
 
 
@@ -278,15 +283,15 @@ def _accesses(sim):
                 continue
             here = [(pe, point[pe])]
             locks = sim.locks_at.get((pe, i), frozenset())
-            kind = e[0]
+            kind = e.kind
             if kind == "mem":
-                found.append(_Access(pe, e[4], e[5], e[6], e[3], e[3] == "write", e[7], pe, i, e[2], e[1], point, here, locks))
+                found.append(_Access(pe, e.space, e.lo, e.hi, e.mode, e.mode == "write", e.dtype, pe, i, e.line, e.op,
+                                     point, here, locks))
             elif kind == "rma":
-                op, target, ctx = e[1], e[3], e[10]
-                atomic = op.startswith("atomic")
-                asynchronous = op.endswith("_nbi")
-                fetching = atomic and (op == "atomic_fetch" or "fetch" in op or op in ("atomic_swap", "atomic_compare_swap"))
-                ends = here if (op in _SYNC_DONE or fetching) else sim.ends[(pe, i)]
+                op, target, ctx = e.op, e.pe, e.ctx
+                atomic = CALLS[op].kind == "amo"
+                asynchronous = CALLS[op].nbi
+                ends = here if _done_on_return(op) else sim.ends[(pe, i)]
                 if atomic:
                     mode, writes = "atomic", op != "atomic_fetch"
                 elif op in _READS:
@@ -294,18 +299,20 @@ def _accesses(sim):
                 else:
                     mode, writes = "write", True
                 held = locks if (ctx == 0 or ends is here) else frozenset()
-                found.append(_Access(target, "sym", e[4], e[5], mode, writes, e[6], pe, i, e[2], op, point, ends, held,
+                found.append(_Access(target, "sym", e.lo, e.hi, mode, writes, e.dtype, pe, i, e.line, op, point, ends, held,
                                      ctx, remote=True, target=target))
-                if e[7] is not None:
+                if e.lspace is not None:
                     local_ends = sim.ends[(pe, i)] if asynchronous else here
                     lmode = "write" if op in _READS else "read"
-                    found.append(_Access(pe, e[7], e[8], e[9], lmode, lmode == "write", e[6], pe, i, e[2], op, point,
-                                         local_ends, locks if not asynchronous or ctx == 0 else frozenset(), ctx))
+                    found.append(_Access(pe, e.lspace, e.llo, e.lhi, lmode, lmode == "write", e.dtype, pe, i, e.line, op,
+                                         point, local_ends, locks if not asynchronous or ctx == 0 else frozenset(), ctx))
             elif kind == "coll":
-                op, root = e[1], e[10]
-                found.append(_Access(pe, e[3], e[4], e[5], "write", True, e[9], pe, i, e[2], op, point, here, locks))
+                op, root = e.op, e.root
+                found.append(_Access(pe, e.tspace, e.tlo, e.thi, "write", True, e.dtype, pe, i, e.line, op, point, here,
+                                     locks))
                 if op != "broadcast" or root == pe:
-                    found.append(_Access(pe, e[6], e[7], e[8], "read", False, e[9], pe, i, e[2], op, point, here, locks))
+                    found.append(_Access(pe, e.sspace, e.slo, e.shi, "read", False, e.dtype, pe, i, e.line, op, point,
+                                         here, locks))
     return found
 
 

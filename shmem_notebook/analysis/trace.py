@@ -1,5 +1,5 @@
 """What a traced cell did (client side): events in happens-before order, the heap per epoch,
-and the replay's frames. Built from what each PE's recorder sent (``engine/trace.py``).
+and the replay's frames. Built from what each PE's trace sent (``engine/record/trace.py``).
 
 ``Trace.events``: every recorded call of every PE, ordered by (epoch, time):
 epochs are separated by world barriers, and within an epoch a put is followed
@@ -10,15 +10,13 @@ clocks are only as good as their synchronisation).
 
 import numpy as np
 
+from ..operations import ATOMICS, CALLS, COLLECTIVES, RMA
+
 __all__ = ["Trace", "TRANSFERS"]
 
 #: ops drawn as arrows: data or an atomic update moves between two PEs
-TRANSFERS = {"put", "put_nbi", "iput", "get", "get_nbi", "iget"} | {
-    f"atomic_{name}"
-    for name in ("set", "inc", "add", "and", "or", "xor", "fetch", "swap", "compare_swap", "fetch_inc",
-                 "fetch_add", "fetch_and", "fetch_or", "fetch_xor", "op", "fetch_op")
-}
-_FETCHES = {"get", "get_nbi", "iget"}
+TRANSFERS = set(RMA) | set(ATOMICS)
+_FETCHES = {name for name in RMA if not CALLS[name].writes}  # data flows to the caller
 
 
 class Trace:
@@ -66,8 +64,7 @@ class Trace:
             if event["op"] in TRANSFERS and event["target"] == event["pe"] and not event.get("label"):
                 own.append(event)  # a PE writing its own result: applied with the next step, not drawn
                 continue
-            if event["op"] not in TRANSFERS and event["op"] not in ("broadcast", "collect", "fcollect", "alltoall",
-                                                                   "alltoalls", "reduce"):
+            if event["op"] not in TRANSFERS and event["op"] not in COLLECTIVES:
                 continue
             label = event.get("label")
             if label:

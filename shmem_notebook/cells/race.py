@@ -1,6 +1,6 @@
 """The ``race`` stage: ``job.run(code, race=True)`` / ``%%pxshmem --race`` (client side).
 
-Before the cell, every PE starts recording (:mod:`shmem_notebook.engine.recorder`);
+Before the cell, every PE starts its race recording (:mod:`shmem_notebook.engine.record`);
 after it, the PEs that finished send their traces back, and
 :func:`shmem_notebook.analysis.races.find_races` sets ``result.races``. The
 report prints one line per race and a summary. A cell that raised still
@@ -10,13 +10,12 @@ reports the races traced up to the error.
 import time
 
 from ..analysis.races import find_races
+from ..operations import CAP
 from ..protocol import request
 from .stages import Stage, register
 
 __all__ = ["RaceStage", "CAP"]
 
-#: most events each PE keeps per cell; beyond it the trace stops and the report says so
-CAP = 50_000
 
 
 @register

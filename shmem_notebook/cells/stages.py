@@ -24,6 +24,9 @@ class Stage:
     """One optional step of the cell path; ``option`` is the value given (``True``, a seed, ...)."""
 
     name = None
+    #: stages run in this order whatever the order of the options (a stage that reruns the
+    #: cell, such as ``stress``, comes after those that collect what the cell did)
+    order = 50
 
     def __init__(self, option=True):
         self.option = option
@@ -47,9 +50,10 @@ def register(stage_class):
 
 
 def stages_for(options):
-    """Stage instances for ``{name: option}``, skipping options that are off (False/None)."""
+    """Stage instances for ``{name: option}`` in their :attr:`Stage.order`, skipping options that are off (False/None)."""
     unknown = sorted(set(options) - set(STAGES))
     if unknown:
         known = ", ".join(sorted(STAGES)) or "none"
         raise InputError(f"unknown cell option {unknown[0]!r}; the options are: {known}")
-    return [STAGES[name](value) for name, value in options.items() if value not in (None, False)]
+    chosen = [STAGES[name](value) for name, value in options.items() if value not in (None, False)]
+    return sorted(chosen, key=lambda stage: stage.order)

@@ -1,7 +1,7 @@
 """The ``stress`` stage: ``%%pxshmem --race --stress [SEED]`` / ``job.run(code, race=True, stress=SEED)``.
 
 After the cell, it reruns it a few times with seeded random delays before and
-after every shmem call (:mod:`shmem_notebook.engine.recorder`'s ``delay``), each
+after every shmem call (:mod:`shmem_notebook.engine.record.stress`), each
 run starting from the declared arrays as they were before the cell, so a race
 can be *seen* as differing results. The report says which seed produced which
 output and array values; the same seed gives the same delays.
@@ -27,6 +27,7 @@ class StressStage(Stage):
     """Rerun the cell with seeded random delays around shmem calls; report what each seed produced."""
 
     name = "stress"
+    order = 90  # last: its reruns come after every other stage has collected the cell
 
     def before(self, cell):
         self.seed = self.option if isinstance(self.option, int) and not isinstance(self.option, bool) else random.randrange(1000)
@@ -40,7 +41,7 @@ class StressStage(Stage):
         for run in range(RUNS):
             seed = self.seed + run
             job._call("stress_restore")
-            job._call("record_start", {"delay": (seed, MAX_DELAY), "loads": False})
+            job._call("stress_start", seed, MAX_DELAY)
             out = io.StringIO()
             try:
                 job.run(cell.code, stdout=out, stderr=out, timeout=cell.timeout)
@@ -49,7 +50,7 @@ class StressStage(Stage):
                 outcome = str(exc).splitlines()[0]
             finally:
                 if job.state == "running":
-                    job._call("record_stop")
+                    job._call("stress_stop")
             values = job._call("declared_values") if job.state == "running" else []
             self.runs.append((seed, outcome, out.getvalue(), values))
             if job.state != "running":

@@ -1,6 +1,6 @@
 """The ``trace`` stage: ``job.run(code, trace=True)`` / ``%%pxshmem --trace`` (client side).
 
-Before the cell, every PE starts its recorder (``engine/trace.py``, request
+Before the cell, every PE starts its trace (``engine/record/trace.py``, request
 ``trace_start``); after it, the PEs send their events and heap snapshots
 (``trace_stop``) and ``result.trace`` becomes an
 :class:`~shmem_notebook.analysis.trace.Trace`. A cell that died or hung has no

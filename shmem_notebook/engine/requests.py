@@ -4,12 +4,12 @@
 answer is plain data. Calls marked collective must reach every PE.
 """
 
-from . import channel, heap, recorder, runtime, snapshot, trace
+from . import channel, heap, record, runtime, snapshot
 
 __all__ = ["HANDLERS", "handle"]
 
 #: op name -> function; alloc and free are collective, the rest are local to the PE
-#: (trace_start/trace_stop bracket a cell run with --trace)
+#: (record_*, trace_*, stress_* bracket a cell run with --race, --trace, --stress: engine/record)
 HANDLERS = {
     "alloc": heap.alloc,
     "free": heap.free,
@@ -20,13 +20,15 @@ HANDLERS = {
     "info": runtime.info,
     "cells_connect": channel.connect,
     "snapshot": snapshot.snapshot,
-    "record_start": recorder.start,
-    "record_stop": recorder.stop,
-    "trace_start": trace.start,
-    "trace_stop": trace.stop,
-    "stress_save": recorder.save_arrays,
-    "stress_restore": recorder.restore_arrays,
-    "declared_values": recorder.declared_values,
+    "record_start": record.race_start,
+    "record_stop": record.race_stop,
+    "trace_start": record.trace_start,
+    "trace_stop": record.trace_stop,
+    "stress_start": record.stress_start,
+    "stress_stop": record.stress_stop,
+    "stress_save": record.save_arrays,
+    "stress_restore": record.restore_arrays,
+    "declared_values": record.declared_values,
 }
 
 

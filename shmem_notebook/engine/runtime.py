@@ -21,7 +21,7 @@ from shmem4py import shmem
 from ..protocol import GLOBAL_EXIT_MARK, exit_path, stack_path
 from .. import lean
 from ..rc import rc
-from . import collectives, heap, missing, pitfalls, recorder, teams
+from . import collectives, heap, missing, pitfalls, record, recorder, teams
 
 __all__ = ["last_cell", "info", "bind", "main"]
 
@@ -97,6 +97,7 @@ def bind(shell):
     _shell = shell
     lean.release("debugpy")
     heap._namespace = shell.user_ns
+    record.state.shell = shell  # the recordings name memory and rewrite cells through it
     for stream in (sys.stdout, sys.stderr):
         # send output at once: when a PE dies, oshrun kills the others within ~0.1 s,
         # and output still buffered (0.2 s by default) would be lost

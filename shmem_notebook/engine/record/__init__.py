@@ -1,0 +1,85 @@
+"""Recording a cell on this PE: one layer over shmem4py, three consumers (PE side).
+
+- :mod:`.layer`: wraps every call of :data:`shmem_notebook.operations.CALLS` once while
+  a consumer is attached, decodes each call once and hands it to the consumers.
+- :mod:`.races`: the race recording (events of :data:`~shmem_notebook.operations.EVENT_FIELDS`),
+  fed also by :mod:`.hooks`, the loads and stores of the cell rewritten by :mod:`.instrument`.
+- :mod:`.trace`: the ``--trace`` recording (calls and heap states per epoch).
+- :mod:`.stress`: seeded delays around every call, and the arrays saved for reruns.
+- :mod:`.memory`: where memory is and what the cell calls it; :mod:`.state`: the shell.
+
+The functions below are the requests the client sends (see ``engine/requests.py``); each
+is local to the PE. Consumers are independent: starting one never discards another, so a
+cell may be race-checked, traced and stressed at once, in any order.
+"""
+
+from . import hooks, layer, state
+from ..instrument import AccessTransformer, MarkTransformer
+from .races import RaceRecording
+from .stress import StressDelays, declared_values, restore_arrays, save_arrays
+from .trace import TraceRecording
+
+__all__ = ["CAP", "race_start", "race_stop", "trace_start", "trace_stop", "stress_start", "stress_stop",
+           "save_arrays", "restore_arrays", "declared_values", "active"]
+
+from ...operations import CAP  # noqa: E402  (one cap for every recording, shared with the client)
+
+
+def active():
+    """Names of the consumers recording now (``"race"``, ``"trace"``, ``"stress"``)."""
+    return [name for name in ("race", "trace", "stress") if layer.attached(name) is not None]
+
+
+def race_start(options=None):
+    """Record the next cell for the race check: every call, and (``loads``, default True) the
+    cell's loads and stores. ``options``: ``cap`` (default :data:`CAP`), ``loads``."""
+    options = dict(options or {})
+    race_stop()
+    recording = RaceRecording(int(options.get("cap") or CAP))
+    transformer = AccessTransformer() if options.get("loads", True) else MarkTransformer()
+    recording.transformer = transformer
+    state.shell.ast_transformers.append(transformer)
+    hooks.install(recording)
+    layer.attach("race", recording)
+    return True
+
+
+def race_stop():
+    """Stop the race recording; its plain data (see :mod:`.races`), or None if none ran."""
+    recording = layer.detach("race")
+    if recording is None:
+        return None
+    hooks.uninstall()
+    if recording.transformer in state.shell.ast_transformers:
+        state.shell.ast_transformers.remove(recording.transformer)
+    data = recording.data()
+    recording.memory.cache.clear()
+    return data
+
+
+def trace_start(options=None):
+    """Trace the next cell: its calls and the heap between world barriers (see :mod:`.trace`)."""
+    options = dict(options or {})
+    layer.detach("trace")
+    layer.attach("trace", TraceRecording(int(options.get("cap") or CAP)))
+    return True
+
+
+def trace_stop():
+    """Stop tracing; the trace's plain data, or an empty one if none ran."""
+    recording = layer.detach("trace")
+    if recording is None:
+        return {"pe": None, "events": [], "snapshots": [], "dropped": 0}
+    return recording.data()
+
+
+def stress_start(seed, max_delay):
+    """Delay every shmem call of the next cell at random, seeded by ``seed`` (see :mod:`.stress`)."""
+    layer.attach("stress", StressDelays(seed, max_delay))
+    return True
+
+
+def stress_stop():
+    """Stop delaying calls."""
+    layer.detach("stress")
+    return True

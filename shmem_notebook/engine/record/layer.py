@@ -1,0 +1,136 @@
+"""The one layer that sees every shmem4py call of a recorded cell (PE side).
+
+While at least one consumer is attached, every call of
+:data:`shmem_notebook.operations.CALLS` that this shmem4py offers is wrapped once. A call
+is decoded once (its arguments bound to the catalogue's parameter names), its cell line
+found once, and handed to every consumer: the race recording, the trace, the stress
+delays. Calls made from inside a recorded call (the teams emulation's own puts) are
+not seen again. With no consumer attached nothing is wrapped: off means off.
+
+A consumer has ``before(op, args, line)`` (or None) and ``after(op, args, result, line)``;
+``op`` is the :class:`~shmem_notebook.operations.Operation`, ``args`` a dict by parameter name.
+"""
+
+import sys
+
+from shmem4py import shmem
+
+from ...operations import CALLS
+from . import state
+
+__all__ = ["attach", "detach", "attached", "original", "cell_line"]
+
+_consumers = {}  # name -> consumer, in attach order
+_before = []  # consumers with a before()
+_after = []
+_originals = {}  # (owner, attribute) -> the function wrapped
+_depth = [0]  # >0 while inside a wrapped call
+
+
+def _owner(name):
+    owner, _, attr = name.rpartition(".")
+    return (getattr(shmem, owner) if owner else shmem), attr
+
+
+def attach(name, consumer):
+    """Feed ``consumer`` every call from now on (replacing the consumer of that ``name``)."""
+    if not _consumers:
+        _wrap_all()
+    _consumers[name] = consumer
+    _refresh()
+
+
+def detach(name):
+    """Stop feeding the consumer ``name``; the last one out unwraps everything. Returns it (or None)."""
+    consumer = _consumers.pop(name, None)
+    _refresh()
+    if not _consumers:
+        _unwrap_all()
+    return consumer
+
+
+def attached(name):
+    """The consumer attached as ``name``, or None."""
+    return _consumers.get(name)
+
+
+def original(name):
+    """The unwrapped shmem4py function ``name`` (for a consumer's own calls)."""
+    owner, attr = _owner(name)
+    return _originals.get((owner, attr), owner.__dict__.get(attr))
+
+
+def _refresh():
+    _before[:] = [c for c in _consumers.values() if getattr(c, "before", None) is not None]
+    _after[:] = list(_consumers.values())
+
+
+def _wrap_all():
+    state.cell_files.clear()
+    for name, op in CALLS.items():
+        owner, attr = _owner(name)
+        if attr not in owner.__dict__:
+            continue
+        func = owner.__dict__[attr]
+        _originals[(owner, attr)] = func
+        setattr(owner, attr, _wrapper(op, func))
+
+
+def _unwrap_all():
+    for (owner, attr), func in _originals.items():
+        setattr(owner, attr, func)
+    _originals.clear()
+
+
+def _wrapper(op, func):
+    params = op.params
+
+    def wrapper(*args, **kwargs):
+        if _depth[0] or not _after:
+            return func(*args, **kwargs)
+        line = cell_line(sys._getframe(1))
+        bound = dict(zip(params, args))
+        if kwargs:
+            bound.update(kwargs)
+        for consumer in _before:
+            consumer.before(op, bound, line)
+        _depth[0] += 1
+        try:
+            result = func(*args, **kwargs)
+        finally:
+            _depth[0] -= 1
+        for consumer in _after:
+            consumer.after(op, bound, result, line)
+        return result
+
+    wrapper.__name__ = wrapper.__qualname__ = func.__name__
+    wrapper.__module__ = getattr(func, "__module__", None)
+    wrapper.__doc__ = func.__doc__
+    wrapper.__wrapped__ = func
+    wrapper.__shmem_race_skip__ = True  # the load/store hooks leave recorded calls to the layer
+    return wrapper
+
+
+def inside():
+    """Is a wrapped call running (its inner calls and accesses are not recorded)?"""
+    return _depth[0] > 0
+
+
+def cell_line(frame):
+    """The line of the recorded cell that ``frame`` (or a caller of it) runs, 0 if none: the
+    innermost frame of the cell's code, found by its file name (the cell's code marks its file
+    at start when rewritten; else the frame below IPython's ``run_code`` names it)."""
+    files = state.cell_files
+    f = frame
+    while f is not None:
+        if f.f_code.co_filename in files:
+            return f.f_lineno
+        f = f.f_back
+    f = frame
+    while f is not None and f.f_back is not None:
+        back = f.f_back
+        if back.f_code.co_name == "run_code" and back.f_code.co_filename.endswith("interactiveshell.py"):
+            files.add(f.f_code.co_filename)
+            return cell_line(frame)
+        f = back
+    return 0

@@ -1,0 +1,210 @@
+"""The race recording: what one cell does to memory on this PE, as the events of
+:data:`shmem_notebook.operations.EVENT_FIELDS` (PE side).
+
+A consumer of the :mod:`.layer` (every shmem4py call) and of the load/store hooks of the
+rewritten cell (:mod:`.hooks`). Repeated accesses from one line to adjacent memory are
+merged into one event (a range), so loops stay small; a synchronisation ends merging.
+:meth:`RaceRecording.data` is what the client's :func:`~shmem_notebook.analysis.races.find_races`
+reads: ``pe``, ``npes``, ``events``, ``names``, ``ops`` (calls and accesses seen, before
+merging), ``truncated`` (None or the line where ``cap`` was hit), ``cap``, ``seconds``.
+"""
+
+import time
+
+import numpy as np
+from shmem4py import shmem
+
+from ...operations import FIELD, RECORDED_AS
+from .. import teams
+from .memory import AddressBook
+
+__all__ = ["RaceRecording"]
+
+_M, _R = FIELD["mem"], FIELD["rma"]
+
+
+def _ctx_key(ctx):
+    if ctx is None:
+        return 0
+    handle = ctx.ob_ctx
+    if handle == shmem.CTX_DEFAULT.ob_ctx:
+        return 0
+    return int(shmem.ffi.cast("uintptr_t", handle))
+
+
+def _members(team):
+    """World PEs of ``team`` (None: every PE), for matching collectives of one team."""
+    if team is None:
+        return None
+    try:
+        pes = list(teams.members(team).pes)
+    except Exception:  # not a member, or teams not set up: the call itself says so
+        return None
+    return None if len(pes) == shmem.n_pes() else pes
+
+
+def _value(a):
+    """The single value an RMA source holds, else None."""
+    if isinstance(a, np.ndarray) and a.size == 1:
+        return a.item(0)
+    return None
+
+
+class RaceRecording:
+    """One cell's events on this PE."""
+
+    def __init__(self, cap):
+        self.cap = cap
+        self.me = shmem.my_pe()
+        self.events = []
+        self.ops = 0
+        self.truncated = None
+        self.memory = AddressBook()
+        self.merge = {}  # merge key -> event (reset at every synchronisation)
+        self.n_async = 0  # async RMA events so far (local accesses do not merge across them)
+        self.n_local = 0
+        self.started = time.perf_counter()
+
+    # -- events ----------------------------------------------------------------------
+    def _add(self, event, key=None):
+        self.ops += 1
+        if key is not None:
+            last = self.merge.get(key)
+            if last is not None and self._extend(last, event):
+                return
+        if len(self.events) >= self.cap:
+            if self.truncated is None:
+                self.truncated = event[2]
+            return
+        self.events.append(event)
+        if key is not None:
+            self.merge[key] = event
+
+    @staticmethod
+    def _extend(last, event):
+        """Merge ``event`` into ``last`` when their ranges touch or overlap (same key)."""
+        if last[0] == "mem":
+            lo, hi = event[_M["lo"]], event[_M["hi"]]
+            if lo <= last[_M["hi"]] and hi >= last[_M["lo"]]:
+                last[_M["lo"]], last[_M["hi"]] = min(last[_M["lo"]], lo), max(last[_M["hi"]], hi)
+                return True
+            return False
+        lo, hi = event[_R["lo"]], event[_R["hi"]]
+        if not (lo <= last[_R["hi"]] and hi >= last[_R["lo"]]):
+            return False
+        if last[_R["lspace"]] is not None:
+            llo, lhi = event[_R["llo"]], event[_R["lhi"]]
+            if not (llo <= last[_R["lhi"]] and lhi >= last[_R["llo"]]):
+                return False
+            last[_R["llo"]], last[_R["lhi"]] = min(last[_R["llo"]], llo), max(last[_R["lhi"]], lhi)
+        last[_R["lo"]], last[_R["hi"]] = min(last[_R["lo"]], lo), max(last[_R["hi"]], hi)
+        values, more = last[_R["values"]], event[_R["values"]]
+        if values is not None and more is not None and len(values) < 16:
+            values.extend(v for v in more if v not in values)
+        elif more is None:
+            last[_R["values"]] = None
+        return True
+
+    def access(self, a, op, mode, line, lo=None, hi=None):
+        """A load/store of ``a`` (or of bytes ``[lo, hi)`` of it) by the cell."""
+        _, space, _, alo, ahi, _, dtype, _, _ = self.memory.info(a)
+        if lo is None:
+            lo, hi = alo, ahi
+        self.n_local += 1
+        self._add(["mem", op, line, mode, space, lo, hi, dtype], ("mem", op, line, mode, space, dtype, self.n_async))
+
+    def _rma_event(self, op, line, target, pe, count, local, ctx, values, asynchronous, stride=1):
+        space, lo, hi, dtype = self.memory.sym(target, count, stride)
+        if local is not None:
+            lspace, _, llo, lhi = self.memory.info(local)[1:5]
+        else:
+            lspace = llo = lhi = None
+        ctx = _ctx_key(ctx)
+        if asynchronous or pe == self.me:
+            self.n_async += 1
+            key = ("rma", op, line, pe, dtype, lspace, ctx, self.n_local)
+        else:
+            key = ("rma", op, line, pe, dtype, lspace, ctx)
+        self._add(["rma", op, line, pe, lo, hi, dtype, lspace, llo, lhi, ctx, values], key)
+
+    def _sync_event(self, event):
+        self.merge.clear()
+        self._add(event)
+
+    # -- the layer's consumer: one handler per kind of call ---------------------------------
+    before = None
+
+    def after(self, op, args, result, line):
+        self._handlers[op.kind](self, op, args, result, line)
+
+    def _on_rma(self, op, args, result, line):
+        remote, local = args.get(op.remote), args.get(op.local)
+        target, source = args.get("target"), args.get("source")
+        tst, sst = (args.get("tst", 1) or 1, args.get("sst", 1) or 1) if "tst" in args else (1, 1)
+        count = args.get("size")
+        if count is None:
+            count = min(-(-target.size // tst), -(-source.size // sst))
+        value = _value(source) if op.writes and count == 1 else None
+        self._rma_event(op.name, line, remote, args["pe"], count, local, args.get("ctx"),
+                        [value] if value is not None else None, op.nbi, tst if op.writes else sst)
+
+    def _on_amo(self, op, args, result, line):
+        values = None
+        if op.name in ("atomic_set", "atomic_swap", "atomic_compare_swap"):
+            values = [args.get("value")]
+        elif op.name == "atomic_op" and str(args.get("op")).lower().endswith("set"):
+            values = [args.get("value")]
+        name = op.name if op.writes else "atomic_fetch"
+        self._rma_event(name, line, args.get(op.remote), args["pe"], 1, None, args.get("ctx"), values, not op.fetches)
+
+    def _on_sync(self, op, args, result, line):
+        team = args.get("team") if op.team else None
+        self._sync_event(["sync", RECORDED_AS.get(op.name, op.name), line, _ctx_key(args.get("ctx")), _members(team)])
+
+    def _on_coll(self, op, args, result, line):
+        info = self.memory.info
+        _, tspace, _, tlo, thi, _, dtype, _, _ = info(args["target"])
+        _, sspace, _, slo, shi, _, _, _, _ = info(args["source"])
+        self._sync_event(["coll", op.name, line, tspace, tlo, thi, sspace, slo, shi, dtype, args.get("root"),
+                          _members(args.get("team"))])
+
+    def _on_wait(self, op, args, result, line):
+        if op.name.startswith("test") and (result is None or result is False or result == []):
+            return  # a test that failed orders nothing
+        ivar = args.get("ivar", args.get("ivars"))
+        space, lo, hi, dtype = self.memory.sym(ivar)
+        self._sync_event(["wait", op.name, line, lo, hi, dtype, np.asarray(ivar).reshape(-1)[:64].tolist()])
+
+    def _on_lock(self, op, args, result, line):
+        if op.name == "test_lock" and result:
+            return  # the lock was taken by someone else: nothing acquired
+        lock = self.memory.offset(int(shmem.ffi.cast("uintptr_t", args["lock"])))
+        self._sync_event(["lock", "clear_lock" if op.name == "clear_lock" else "set_lock", line, lock])
+
+    _handlers = {"rma": _on_rma, "amo": _on_amo, "sync": _on_sync, "coll": _on_coll, "wait": _on_wait,
+                 "lock": _on_lock}
+
+    # -- the plain data -----------------------------------------------------------------
+    def data(self):
+        """What the client analyses (see the module docstring)."""
+        C, R = FIELD["coll"], _R
+        used = [(e[R["lspace"]], e[R["llo"]], e[R["lhi"]]) for e in self.events if e[0] == "rma"]
+        used += [(e[C["tspace"]], e[C["tlo"]], e[C["thi"]]) for e in self.events if e[0] == "coll"]
+        used += [(e[C["sspace"]], e[C["slo"]], e[C["shi"]]) for e in self.events if e[0] == "coll"]
+        used = [(lo, hi) for space, lo, hi in used if space == "priv"]
+
+        def kept(e):  # private memory matters only where a shmem call used it
+            if e[0] != "mem" or e[_M["space"]] == "sym":
+                return True
+            return any(lo < e[_M["hi"]] and e[_M["lo"]] < hi for lo, hi in used)
+
+        return {
+            "pe": self.me,
+            "npes": shmem.n_pes(),
+            "events": [e for e in self.events if kept(e)],
+            "names": self.memory.names(),
+            "ops": self.ops,
+            "truncated": self.truncated,
+            "cap": self.cap,
+            "seconds": time.perf_counter() - self.started,
+        }

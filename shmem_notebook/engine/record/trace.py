@@ -1,0 +1,152 @@
+"""The trace: one cell's calls on this PE with the heap between world barriers, for
+``--trace`` and the replay (PE side). A consumer of the :mod:`.layer`, so it sees every
+call the race recording sees.
+
+:meth:`TraceRecording.data` returns plain data:
+
+- ``events``: one dict per call: ``pe``, ``seq``, ``t`` (ns, this host's clock), ``line``
+  (of the cell), ``op`` (the catalogue's name), ``target`` (the other PE, or None),
+  ``array`` (the symmetric array's name in the cell, ``"(scratch)"`` for the teaching
+  collectives' staging area), ``indices`` (flat ``[start, stop, step]``), ``epoch`` (world
+  barriers passed before it), ``label`` (the teaching collective's step,
+  :data:`..collectives.label`) and ``values`` (what a put carried, at most :data:`PAYLOAD`
+  elements).
+- ``snapshots``: the heap at the start, after every world barrier (``barrier_all``,
+  ``sync_all``, ``sync`` on TEAM_WORLD; taken between that barrier and a second one the
+  recorder adds, so no PE has started the next epoch) and at the end: ``{name: ndarray}``
+  for arrays up to :data:`EXACT` elements, ``{name: {shape, dtype, min, max, mean}}``
+  beyond, within :data:`BUDGET` bytes.
+- ``dropped``: events beyond the cap, counted and not kept.
+
+The teams emulation's own synchronisation words are not recorded.
+"""
+
+import time
+
+import numpy as np
+from shmem4py import shmem
+
+from .. import collectives, heap, teams
+from . import layer
+
+__all__ = ["TraceRecording", "PAYLOAD", "EXACT", "BUDGET"]
+
+PAYLOAD = 64  #: elements of a put's values kept in its event
+EXACT = 4096  #: arrays up to this many elements are snapshotted exactly
+BUDGET = 1 << 20  #: bytes of snapshots per PE per cell; beyond it, summaries only
+_WORLD_SYNCS = ("sync", "Team.sync")
+
+
+def _known_arrays():
+    """(start address, end address, name, array) of the symmetric arrays a cell can name."""
+    found = [(teams._words, "(sync)"), (teams._exchange, "(sync)"), (collectives._scratch, "(scratch)")]
+    for name, value in list(heap._namespace.items()) + list(heap.arrays.items()):
+        if isinstance(value, np.ndarray) and not name.startswith("_") and value.size:
+            found.append((value, name))
+    spans = []
+    for array, name in found:
+        if array is not None:
+            base = array.__array_interface__["data"][0]
+            spans.append((base, base + array.nbytes, name, array))
+    return sorted(spans, key=lambda span: span[0] - span[1])  # largest first: views lose to their base
+
+
+class TraceRecording:
+    """One cell's calls and heap states on this PE."""
+
+    before = None
+
+    def __init__(self, cap):
+        self.cap = cap
+        self.me = shmem.my_pe()
+        self.events, self.snapshots = [], []
+        self.seq = self.epoch = self.dropped = self.bytes = 0
+        self.spans = _known_arrays()
+        self.snapshot()
+
+    def _locate(self, array):
+        """(name, flat start index) of the symmetric array ``array`` points into."""
+        if not isinstance(array, np.ndarray):
+            return None, None
+        address = array.__array_interface__["data"][0]
+        for attempt in range(2):
+            for lo, hi, name, known in self.spans:
+                if lo <= address < hi:
+                    return name, (address - lo) // max(known.itemsize, 1)
+            if attempt == 0:
+                self.spans = _known_arrays()  # the cell allocated something new
+        return "(private)", 0
+
+    def snapshot(self):
+        exact = {}
+        for name, value in list(heap._namespace.items()):
+            if not isinstance(value, np.ndarray) or name.startswith("_") or not value.size:
+                continue
+            try:
+                if not shmem.addr_accessible(value, self.me):
+                    continue
+            except Exception:
+                continue
+            if value.size <= EXACT and self.bytes + value.nbytes <= BUDGET:
+                exact[name] = np.array(value)
+                self.bytes += value.nbytes
+            else:
+                numeric = value.dtype.kind in "biuf"
+                exact[name] = {
+                    "shape": list(value.shape),
+                    "dtype": str(value.dtype),
+                    **{k: float(getattr(value, k)()) if numeric else None for k in ("min", "max", "mean")},
+                }
+        self.snapshots.append(exact)
+
+    def _record(self, op, line, target=None, array=None, indices=None, values=None):
+        self.seq += 1
+        if len(self.events) >= self.cap:
+            self.dropped += 1
+            return
+        label = collectives.label
+        self.events.append({
+            "pe": self.me, "seq": self.seq, "t": time.time_ns(), "line": line or None, "op": op, "target": target,
+            "array": array, "indices": indices, "epoch": self.epoch,
+            "label": dict(label, call=collectives._calls) if label else None, "values": values,
+        })
+
+    def after(self, op, args, result, line):
+        kind = op.kind
+        if kind in ("rma", "amo"):
+            array, start = self._locate(args.get(op.remote))
+            if array == "(sync)" or start is None:
+                return  # the emulation's own words
+            strided = "tst" in args
+            step = int(args.get("tst" if op.writes else "sst", 1) or 1) if strided else 1
+            local = args.get(op.local)
+            if kind == "amo":
+                count = 1
+            elif strided:
+                count = int(args.get("size") or 1)
+            else:
+                count = int(args.get("size") or min(np.size(args.get(op.remote)), np.size(local)))
+            values = None
+            if kind == "rma" and op.writes and count <= PAYLOAD:
+                sst = int(args.get("sst", 1) or 1) if strided else 1
+                values = np.asarray(local).reshape(-1)[: count * sst : sst].tolist()
+            elif op.name == "atomic_set":
+                values = [args.get("value")]
+            self._record(op.name, line, int(args["pe"]), array, [int(start), int(start + count * step), step], values)
+        elif kind == "coll":
+            self._record(op.name, line, None, self._locate(args.get("target"))[0])
+        elif kind == "wait" and self._locate(args.get("ivar", args.get("ivars")))[0] == "(sync)":
+            return
+        else:
+            self._record(op.name, line)
+            world = op.name in ("barrier_all", "sync_all") or (
+                op.name in _WORLD_SYNCS and args.get("team") in (None, shmem.TEAM_WORLD))
+            if world:
+                self.epoch += 1
+                self.snapshot()
+                layer.original("barrier_all")()  # nobody writes the next epoch before every PE took its snapshot
+
+    def data(self):
+        """The plain data (see the module docstring); takes the final heap state."""
+        self.snapshot()
+        return {"pe": self.me, "events": self.events, "snapshots": self.snapshots, "dropped": self.dropped}
