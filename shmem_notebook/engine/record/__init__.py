@@ -14,7 +14,7 @@ cell may be race-checked, traced and stressed at once, in any order.
 """
 
 from . import hooks, layer, state
-from ..instrument import AccessTransformer, MarkTransformer
+from .instrument import AccessTransformer, MarkTransformer
 from .races import RaceRecording
 from .stress import StressDelays, declared_values, restore_arrays, save_arrays
 from .trace import TraceRecording

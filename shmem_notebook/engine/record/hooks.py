@@ -23,7 +23,7 @@ _rec = None  # the RaceRecording the hooks feed, or None
 def install(recording):
     """Feed ``recording`` from now on; the hook functions go into the shell's namespace."""
     global _rec
-    from ..instrument import HOOKS
+    from .instrument import HOOKS
 
     _rec = recording
     ns = state.shell.user_ns

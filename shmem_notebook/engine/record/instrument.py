@@ -2,7 +2,7 @@
 
 :class:`AccessTransformer` is an :class:`ast.NodeTransformer` put on the engine
 shell's ``ast_transformers`` only while a cell is traced (see
-:mod:`.recorder`). It routes element reads and writes, in-place operators,
+:mod:`.hooks`). It routes element reads and writes, in-place operators,
 whole-array use in expressions and calls through small hooks that record the
 memory touched *by address*, so views, ``np.frombuffer``, containers,
 function arguments and helper functions defined in the cell all resolve to the
@@ -14,7 +14,7 @@ import ast
 
 __all__ = ["AccessTransformer", "MarkTransformer", "HOOKS"]
 
-#: namespace names of the hooks the rewritten cell calls (installed by the recorder)
+#: namespace names of the hooks the rewritten cell calls (installed by record.hooks)
 HOOKS = {
     "mark": "__shmem_race_mark",  # first statement: tells the recorder the cell's file name
     "get": "__shmem_race_get",  # get(x, index, line) -> x[index]
