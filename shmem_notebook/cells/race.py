@@ -62,7 +62,7 @@ class RaceStage(Stage):
         if not self.traces:
             write("race check: no PE could send its trace (the cell did not finish anywhere)\n")
             return
-        write(f"{found} (cell traced: {ops:,} operations on {len(self.traces)} PEs, +{self.overhead:.2f} s{missing})\n")
+        write(f"{found} (cell traced: {ops:,} operation{'s' if ops != 1 else ''} on {len(self.traces)} PE{'s' if len(self.traces) != 1 else ''}, +{self.overhead:.2f} s{missing})\n")
 
 
 def _ranges(pes):

@@ -5,6 +5,7 @@ Each magic only parses its line, then calls one method of the current
 """
 
 import argparse
+import inspect
 import shlex
 
 from IPython.core.error import UsageError
@@ -47,8 +48,8 @@ def _seconds(text):
     return value
 
 
-def _parser(prog, build=None):
-    parser = _Parser(prog=prog, add_help=False)
+def _parser(prog, build=None, description=None):
+    parser = _Parser(prog=prog, add_help=False, description=description)
     if build:
         build(parser)
     return parser
@@ -79,11 +80,11 @@ def _seed(text):
 
 def _cell_args(p):
     p.add_argument("arrays", nargs="*", help="NAME=DTYPE[SHAPE] declarations")
-    p.add_argument("--timeout", type=_seconds, default=None)
+    p.add_argument("--timeout", type=_seconds, default=None, help="stop the cell after this many seconds")
     p.add_argument("--race", action="store_true", help="report put/get races after the cell")
     p.add_argument("--stress", nargs="?", type=_seed, const=True, default=None, metavar="SEED",
                    help="with --race: rerun the cell with seeded random delays around shmem calls")
-    p.add_argument("--trace", action="store_true", help="record the cell's calls for %shmem replay")
+    p.add_argument("--trace", action="store_true", help="record the cell's calls for %%shmem replay")
 
 
 def _replay_args(p):
@@ -97,16 +98,41 @@ def _inspect_args(p):
 
 
 PARSERS = {
-    "start": _parser("%shmem start", _start_args),
-    "alloc": _parser("%shmem alloc", lambda p: p.add_argument("arrays", nargs="+", metavar="NAME=DTYPE[SHAPE]")),
-    "free": _parser("%shmem free", lambda p: p.add_argument("names", nargs="+", metavar="NAME")),
-    "gather": _parser("%shmem gather", lambda p: p.add_argument("name", metavar="NAME")),
-    "pull": _parser("%shmem pull", lambda p: p.add_argument("name", metavar="NAME")),
-    "pxshmem": _parser("%%pxshmem", _cell_args),
-    "inspect": _parser("%shmem inspect", _inspect_args),
-    "race": _parser("%shmem race", lambda p: p.add_argument("switch", choices=("on", "off"))),
-    "replay": _parser("%shmem replay", _replay_args),
+    "start": _parser("%shmem start", _start_args, "Start an OpenSHMEM job of N PEs (one ipyparallel engine per PE)."),
+    "alloc": _parser("%shmem alloc", lambda p: p.add_argument("arrays", nargs="+", metavar="NAME=DTYPE[SHAPE]"),
+                     "Declare symmetric arrays, allocated on every PE (collective); SHAPE may use npes."),
+    "free": _parser("%shmem free", lambda p: p.add_argument("names", nargs="+", metavar="NAME"),
+                    "Free declared arrays on every PE (collective)."),
+    "gather": _parser("%shmem gather", lambda p: p.add_argument("name", metavar="NAME"),
+                      "Every PE's copy of a symmetric array, stacked: shape (npes, *shape)."),
+    "pull": _parser("%shmem pull", lambda p: p.add_argument("name", metavar="NAME"),
+                    "Any variable of every PE's namespace, as a list in PE order."),
+    "pxshmem": _parser("%%pxshmem", _cell_args,
+                       "Run the cell on every PE with shmem, np, me, npes and the declared arrays defined."),
+    "inspect": _parser("%shmem inspect", _inspect_args, "Show the inspector: every PE's heap, arrays and state."),
+    "race": _parser("%shmem race", lambda p: p.add_argument("switch", choices=("on", "off")),
+                    "Race-check every %%pxshmem cell (on) or only those with --race (off)."),
+    "replay": _parser("%shmem replay", _replay_args, "Replay the last --trace cell step by step."),
 }
+
+
+#: asking for help, IPython's way (`%shmem?` also works) or a command line's
+HELP_WORDS = {"-h", "--help", "help"}
+
+#: what the subcommands without options do
+ABOUT = {
+    "stop": "%shmem stop: stop every PE and the controller (declared arrays are kept for the next start)",
+    "restart": "%shmem restart: a fresh job with the same PEs and options; declared arrays come back zeroed",
+    "status": "%shmem status: one row per PE: state (idle/busy/dead), pid, host, heap used / size",
+    "arrays": "%shmem arrays: the declared symmetric arrays: name, dtype, shape, bytes per PE",
+}
+
+
+def _usage(sub):
+    """The help text of a subcommand (``pxshmem``: the cell magic)."""
+    if sub in ABOUT:
+        return ABOUT[sub]
+    return PARSERS[sub].format_help().replace("usage: ", "", 1).rstrip()
 
 
 def _table(header, rows):
@@ -187,12 +213,18 @@ class ShmemMagics(Magics):
         %shmem replay [--array NAME ...]
         """
         words = shlex.split(line)
+        if words and words[0] in HELP_WORDS:
+            print(inspect.cleandoc(self.shmem.__doc__))
+            return None
         if not words or words[0] not in SUBCOMMANDS:
             given = f"unknown subcommand {words[0]!r}" if words else "a subcommand is missing"
             raise UsageError(f"%shmem: {given}; use one of {', '.join(SUBCOMMANDS)}")
         sub, rest = words[0], words[1:]
         handler = getattr(self, f"_{sub}")
         parser = PARSERS.get(sub)
+        if HELP_WORDS.intersection(rest):
+            print(_usage(sub))
+            return None
         if parser is None:
             if rest:
                 raise UsageError(f"%shmem {sub} takes no arguments, got {' '.join(rest)!r}")
@@ -234,7 +266,9 @@ class ShmemMagics(Magics):
     def _free(self, args):
         job = self._job("%shmem free")
         for name in args.names:
+            size = job.specs[name].nbytes(job.n) if name in job.specs else None
             job.free(name)
+            print(f"freed {name}" + (f" ({format_size(size)} per PE)" if size is not None else ""))
 
     def _gather(self, args):
         return self._job("%shmem gather").gather(args.name)
@@ -260,6 +294,9 @@ class ShmemMagics(Magics):
     @cell_magic
     def pxshmem(self, line, cell):
         """%%pxshmem [NAME=DTYPE[SHAPE] ...] [--timeout S] [--race] [--stress [SEED]] [--trace]: run the cell on every PE."""
+        if HELP_WORDS.intersection(shlex.split(line)):
+            print(_usage("pxshmem"))
+            return
         args = PARSERS["pxshmem"].parse_args(shlex.split(line))
         options = {"race": args.race or self.race_default or args.stress is not None, "trace": args.trace}
         if args.stress is not None:

@@ -48,6 +48,10 @@ def restore_arrays():
     return sorted(_saved)
 
 
+#: declared arrays up to this many bytes are compared between stress reruns
+COMPARED = 1 << 20
+
+
 def declared_values():
-    """``{name: list of values}`` of the declared arrays (small ones, for the stress report)."""
-    return {name: a.reshape(-1)[:16].tolist() for name, a in heap.arrays.items()}
+    """``{name: copy}`` of the declared arrays up to :data:`COMPARED` bytes (for the stress report)."""
+    return {name: np.array(a) for name, a in heap.arrays.items() if a.nbytes <= COMPARED}

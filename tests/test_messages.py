@@ -1,0 +1,50 @@
+"""Help and small messages a user sees (issue 23 items 8 and 10), through a real IPython shell."""
+
+import pytest
+
+import shmem_notebook
+from conftest import ipython_shell
+from shmem_notebook import InputError
+
+
+@pytest.fixture
+def cell(capsys):
+    shell = ipython_shell()
+
+    def run(source):
+        capsys.readouterr()
+        result = shell.run_cell(source)
+        captured = capsys.readouterr()
+        return result.error_before_exec or result.error_in_exec, captured.out + captured.err
+
+    return run
+
+
+@pytest.mark.parametrize("sub", ["start", "alloc", "free", "gather", "pull", "inspect", "race", "replay"])
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_every_subcommand_prints_its_usage_for_help(cell, sub, flag):
+    err, printed = cell(f"%shmem {sub} {flag}")
+    assert err is None, err
+    assert printed.startswith(f"%shmem {sub}") and "options:" in printed or "positional" in printed, printed
+    assert "required" not in printed
+
+
+@pytest.mark.parametrize("sub", ["stop", "restart", "status", "arrays"])
+def test_subcommands_without_options_say_what_they_do(cell, sub):
+    err, printed = cell(f"%shmem {sub} --help")
+    assert err is None and printed.startswith(f"%shmem {sub}: "), printed
+
+
+def test_the_magics_help(cell):
+    for source in ("%shmem --help", "%shmem help"):
+        err, printed = cell(source)
+        assert err is None and printed.startswith("%shmem start -n N") and "%shmem replay" in printed, printed
+    err, printed = cell("%%pxshmem --help\nprint('not run')")
+    assert err is None and printed.startswith("%%pxshmem") and "--race" in printed and "not run" not in printed
+
+
+def test_stress_takes_a_seed_or_true_in_python_as_in_the_magic():
+    with shmem_notebook.Job(1, heap="32M").start() as job:
+        with pytest.raises(InputError, match=r"stress takes True or an integer seed, got 'x'"):
+            job.run("pass", stress="x")
+        assert job.run("print(me)", stdout=open("/dev/null", "w")).outcome == "ok"  # nothing lost
