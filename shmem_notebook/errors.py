@@ -1,5 +1,7 @@
 """Exceptions a user can meet; each message says what went wrong and what to do."""
 
+import re
+
 from .folding import pe_ranges
 
 __all__ = [
@@ -82,18 +84,70 @@ class PEError(ShmemNotebookError):
         self.npes = npes
         kinds = {}
         for pe, (ename, evalue, _) in sorted(self.errors.items()):
-            kinds.setdefault(f"{ename}: {evalue}", []).append(pe)
+            kinds.setdefault(f"{ename}: {evalue}{_EXPLAINED.get((ename, evalue), '')}", []).append(pe)
         summary = "; ".join(f"PE {pe_ranges(pes)}: {what}" for what, pes in kinds.items())
         super().__init__(f"the cell raised on {len(self.errors)} of {npes} PEs: {summary}")
 
     def _render_traceback_(self):
-        """IPython shows this instead of our own frames: each distinct remote traceback once."""
+        """IPython shows this instead of our own frames: each distinct remote traceback once,
+        labelled by the PEs that raised it, without frames inside shmem4py or this tool."""
         groups = {}
         for pe, (ename, evalue, tb) in sorted(self.errors.items()):
-            groups.setdefault(tb or f"{ename}: {evalue}", []).append(pe)
+            groups.setdefault(_clean_traceback(tb) if tb else f"{ename}: {evalue}", []).append(pe)
         lines = []
         for tb, pes in groups.items():
             lines.append(f"[PE {pe_ranges(pes)}] raised:")
             lines.extend(tb.splitlines())
         lines.append(str(self))
         return lines
+
+
+#: (ename, evalue) of errors the library raises in words only it understands -> what it means
+_EXPLAINED = {
+    ("MemoryError", "alloc() returned NULL"): (
+        " (the symmetric heap has no room for it on this PE: free arrays, allocate less, or restart "
+        "with a larger heap: `%shmem stop`, then `%shmem start -n N --heap SIZE`)"),
+}
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_ERROR_LINE = re.compile(r"[A-Za-z_][\w.]*(: |$)")  # "MemoryError: ..." (frame lines start with spaces, digits, -->)
+#: frames of these files are the library's or the tool's, not the user's
+_HIDDEN = ("/shmem4py/", "/shmem_notebook/engine/")
+
+
+def _clean_traceback(tb):
+    """A PE's rendered traceback without ipyparallel's ``[pe:execute]`` header, with the
+    notebook's cell number instead of the engine's, and frames inside shmem4py or this tool
+    folded into one line (as in ``Cell In[4], line 2`` then the error)."""
+    lines = tb.splitlines()
+    if lines and re.fullmatch(r"\[\d+:\w+\]", _ANSI.sub("", lines[0]).strip()):
+        lines = lines[1:]
+    count = _notebook_count()
+    out, hidden, skipping = [], 0, False
+    for line in lines:
+        plain = _ANSI.sub("", line)
+        if plain.startswith(("File ", "Cell ")):
+            skipping = plain.startswith("File ") and any(h in plain for h in _HIDDEN)
+            hidden += skipping
+            if plain.startswith("Cell ") and count is not None:
+                line = re.sub(r"In\[\d+\]", f"In[{count}]", line, count=1)
+        elif skipping and _ERROR_LINE.match(plain):
+            skipping = False  # the error line after the last frame
+        if not skipping:
+            if hidden and (plain.startswith(("File ", "Cell ")) or _ERROR_LINE.match(plain)):
+                out.append(f"({hidden} frame{'s' if hidden > 1 else ''} inside shmem4py / shmem_notebook hidden)")
+                hidden = 0
+            out.append(line)
+    while out and not out[-1].strip():
+        out.pop()
+    return "\n".join(out)
+
+
+def _notebook_count():
+    """The notebook's number of the cell running now (IPython's), or None outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return getattr(shell, "execution_count", None) if shell is not None else None

@@ -48,3 +48,31 @@ def test_stress_takes_a_seed_or_true_in_python_as_in_the_magic():
         with pytest.raises(InputError, match=r"stress takes True or an integer seed, got 'x'"):
             job.run("pass", stress="x")
         assert job.run("print(me)", stdout=open("/dev/null", "w")).outcome == "ok"  # nothing lost
+
+
+@pytest.fixture(scope="module")
+def job3():
+    shmem_notebook.job._current = None
+    job = shmem_notebook.start(3, heap="32M")
+    yield job
+    job.stop()
+    shmem_notebook.job._current = None
+
+
+def test_the_same_error_on_every_pe_is_shown_once_with_the_notebooks_cell_number(job3, cell):
+    ipython_shell().execution_count = count = 41  # the notebook's counter (the PEs' engines are at 1 or 2)
+    err, printed = cell("%%pxshmem\nx = 1\nprint(undefined_name)")
+    assert printed.count("raised:") == 1 and "[PE 0-2] raised:" in printed, printed
+    assert "execute]" not in printed and f"In[{count}]" in printed.replace("\x1b[39m", "").replace("\x1b[32m", "")
+    assert len([line for line in printed.splitlines() if line.strip()]) <= 8, printed
+
+
+def test_frames_inside_shmem4py_and_the_tool_are_hidden(job3, cell):
+    err, printed = cell("%%pxshmem\nx = np.zeros(3)\nshmem.zeros(10**12)")
+    assert "frames inside shmem4py / shmem_notebook hidden" in printed and "shmem4py/shmem.py" not in printed
+    assert "the symmetric heap has no room for it" in printed
+    assert len(printed.splitlines()) < 15, printed
+    err, printed = cell("%%pxshmem --race\nshmem.put(np.zeros(2), np.zeros(2), 'right')")
+    assert "raised:" in printed and "engine/record" not in printed and "wrapper" not in printed, printed
+    err, printed = cell("%%pxshmem\nprint('still usable', me)")
+    assert err is None and "still usable" in printed
