@@ -14,7 +14,8 @@ import numpy as np
 
 from .errors import SpecError
 
-__all__ = ["ArraySpec", "SpecError", "parse_spec", "parse_specs", "as_specs", "split_declarations", "parse_size", "format_size"]
+__all__ = ["ArraySpec", "SpecError", "parse_spec", "parse_specs", "as_specs", "split_declarations", "parse_size", "format_size",
+           "check_heap", "MIN_HEAP"]
 
 GRAMMAR = (
     "NAME=DTYPE[SHAPE], where DTYPE is a NumPy dtype name and SHAPE a comma list of "
@@ -181,6 +182,25 @@ def parse_size(text):
         raise SpecError(f"cannot read size {text!r}: expected a number with an optional unit, e.g. 256M or 1G")
     number, unit = match.groups()
     return int(float(number) * _UNITS[unit.upper()])
+
+
+#: the smallest symmetric heap per PE a job starts with: the tool reserves 256 KiB for the teaching
+#: collectives' scratch and a few words for the teams emulation; the rest is for the cell's arrays
+MIN_HEAP = 1 << 20
+
+
+def check_heap(heap):
+    """Bytes of the symmetric heap per PE ``heap`` asks for (a size such as ``"256M"`` or a number
+    of bytes), or :class:`SpecError` in one sentence, before anything is launched."""
+    if isinstance(heap, bool) or not isinstance(heap, (str, int, float)):
+        raise SpecError(f"the heap is a size such as '256M' or '1G', got {heap!r}")
+    nbytes = parse_size(heap)
+    if nbytes < MIN_HEAP:
+        raise SpecError(
+            f"a symmetric heap of {heap!r} ({format_size(nbytes)}) per PE is too small: the smallest that works is "
+            f"{format_size(MIN_HEAP)} (the tool reserves 256 KiB of it); use e.g. --heap 64M (heap='64M')"
+        )
+    return nbytes
 
 
 def format_size(nbytes):

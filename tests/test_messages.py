@@ -76,3 +76,37 @@ def test_frames_inside_shmem4py_and_the_tool_are_hidden(job3, cell):
     assert "raised:" in printed and "engine/record" not in printed and "wrapper" not in printed, printed
     err, printed = cell("%%pxshmem\nprint('still usable', me)")
     assert err is None and "still usable" in printed
+
+
+@pytest.mark.parametrize("heap, shown", [(0, "0"), ("0", "'0'"), ("1", "'1'"), (1, "1"), ("512K", "'512K'")])
+def test_too_small_a_heap_is_refused_before_launch_in_one_sentence(heap, shown):
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(shmem_notebook.SpecError, match=rf"a symmetric heap of {shown} .* per PE is too small: "
+                                                       r"the smallest that works is 1\.0 MiB"):
+        shmem_notebook.Job(2, heap=heap)
+    assert time.monotonic() - started < 1  # nothing was launched
+
+
+def test_too_small_a_heap_in_the_magic_is_one_line(cell):
+    shmem_notebook.job._current = None
+    err, printed = cell("%shmem start -n 2 --heap 0")
+    assert isinstance(err, shmem_notebook.SpecError)
+    assert len([line for line in printed.splitlines() if line.strip()]) == 1, printed
+    assert "the smallest that works is 1.0 MiB" in printed and "oshrun" not in printed
+
+
+def test_heap_advice_is_a_size_that_holds_the_array_or_says_none_can():
+    from shmem_notebook.job.fit import heap_to_ask
+
+    assert heap_to_ask(300 << 20, 2).endswith("--heap 512M`)")
+    assert heap_to_ask(2 << 30, 1).endswith("--heap 4G`)")
+    assert heap_to_ask(8192 << 30, 2).startswith("no heap this node can give 2 PEs holds it (the largest is ")
+
+
+def test_too_many_pes_says_how_many_fit():
+    from shmem_notebook.job.fit import check_heap_fits
+
+    with pytest.raises(shmem_notebook.LaunchError, match=r"at most 14 PEs per node fit with a heap of 1\.0 GiB"):
+        check_heap_fits(10000, 1 << 30, memory=16 << 30, shm_free=1 << 40)

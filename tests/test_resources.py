@@ -43,7 +43,7 @@ def test_refusal_names_both_sizes_and_the_largest_heap_that_fits():
 
 
 def test_no_heap_fits_and_dev_shm_too_small():
-    with pytest.raises(LaunchError, match="not even an empty heap fits: use fewer than 16 PEs"):
+    with pytest.raises(LaunchError, match=r"at most 7 PEs per node fit with a heap of 1\.0 MiB: use -n 7 or fewer"):
         fit.check_heap_fits(16, 1 << 20, environ={}, memory=GiB, shm_free=GiB)
     with pytest.raises(LaunchError, match=r"/dev/shm .* has 64.0 MiB free.*--shm-size"):
         fit.check_heap_fits(16, 1 << 20, environ={}, memory=64 * GiB, shm_free=64 << 20)

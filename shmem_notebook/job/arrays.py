@@ -14,6 +14,7 @@ from ..folding import pe_ranges
 from ..protocol import request
 from ..rc import rc
 from ..specs import SpecError, as_specs, format_size
+from .fit import heap_to_ask
 from .remote import read_from_pes
 from .shm import SHM_DIR, transfer_prefix
 
@@ -112,7 +113,7 @@ class SymmetricArrays:
             raise HeapFullError(
                 f"{' '.join(map(str, specs))} needs {format_size(need)} per PE but the symmetric heap has "
                 f"{format_size(size - used)} free of {format_size(size)}; free arrays (`%shmem free NAME`) "
-                f"or start with a larger heap (`%shmem stop`, then `%shmem start -n {self.n} --heap 1G`)"
+                f"{heap_to_ask(used + need, self.n, self.hostfile)}"
             )
 
     def _declared(self, name):

@@ -22,7 +22,8 @@ from ..errors import LaunchError
 from ..specs import format_size
 from .shm import SHM_DIR, sysv_segments
 
-__all__ = ["PE_OVERHEAD", "TRANSPORT_SHM", "node_memory", "pes_per_node", "largest_heap", "check_heap_fits"]
+__all__ = ["PE_OVERHEAD", "TRANSPORT_SHM", "node_memory", "pes_per_node", "largest_heap", "heap_to_ask",
+           "check_heap_fits"]
 
 #: memory a PE process needs beside its heap (Python, ipyparallel, OSHMEM; ~85 MiB measured)
 PE_OVERHEAD = 128 << 20
@@ -147,6 +148,20 @@ def largest_heap(per_node, memory):
     return f"{mib >> 10}G" if mib >= 1024 and mib % 1024 == 0 else f"{mib}M"
 
 
+def heap_to_ask(needed, n, hostfile=None):
+    """Advice for a heap of at least ``needed`` bytes per PE: a round ``--heap`` that holds it, or
+    why no heap on this node can."""
+    mib = 1 << max(0, (int(needed * 1.25) - 1).bit_length() - 20)  # a power of two MiB, with room
+    size = f"{mib >> 10}G" if mib >= 1024 else f"{mib}M"
+    memory, _ = node_memory()
+    per_node = pes_per_node(n, hostfile, os.environ)
+    if memory is not None and per_node * (needed + PE_OVERHEAD) > memory:
+        most = largest_heap(per_node, memory)
+        return (f"no heap this node can give {per_node} PEs holds it (the largest is {most or 'none'} per PE): "
+                f"declare a smaller array or use fewer PEs per node")
+    return f"or start with a larger heap (`%shmem stop`, then `%shmem start -n {n} --heap {size}`)"
+
+
 def check_heap_fits(n, heap_bytes, hostfile=None, environ=None, memory=None, shm_free=None):
     """Raise :class:`LaunchError` when the heaps of one node's PEs cannot fit in its memory."""
     environ = os.environ if environ is None else environ
@@ -162,10 +177,12 @@ def check_heap_fits(n, heap_bytes, hostfile=None, environ=None, memory=None, shm
         needed = per_node * (heap_bytes + PE_OVERHEAD)
         if needed > memory:
             fits = largest_heap(per_node, memory)
+            most = max(0, memory // (heap_bytes + PE_OVERHEAD))
             advice = (
-                f"the largest heap that fits is {fits} per PE: use `--heap {fits}` (heap={fits!r}) or fewer PEs"
+                f"the largest heap that fits is {fits} per PE: use `--heap {fits}` (heap={fits!r}), or at most "
+                f"{most} PEs per node with this heap"
                 if fits
-                else f"not even an empty heap fits: use fewer than {per_node} PEs per node"
+                else f"at most {most} PEs per node fit with a heap of {format_size(heap_bytes)}: use -n {most} or fewer"
             )
             raise LaunchError(
                 f"{per_node} PEs{spread} x heap {format_size(heap_bytes)} need {format_size(needed)} of shared memory "

@@ -27,7 +27,7 @@ from ..errors import InputError, JobStateError, LaunchError
 from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, check_slurm
 from ..protocol import request
 from ..rc import rc
-from ..specs import parse_size
+from ..specs import check_heap
 from .arrays import SymmetricArrays
 from .batch import QueueProgress, batch_options
 from .fit import check_heap_fits
@@ -59,8 +59,8 @@ class Job(SymmetricArrays, Health):
         self.slurm = bool(slurm)
         asked_ip = ip or (rc.ip if rc.ip not in LOOPBACK else None)  # a SHMEM_NOTEBOOK_IP counts
         self.batch = batch_options(slurm, asked_ip, hostfile, partition, time, nodes, account, sbatch_args)
-        self.heap = heap or rc.heap
-        self.heap_bytes = parse_size(self.heap)
+        self.heap = rc.heap if heap is None else heap
+        self.heap_bytes = check_heap(self.heap)  # one sentence before launch, e.g. for heap=0
         self.oversubscribe = oversubscribe
         self.hostfile = hostfile
         self.timeout = check_timeout(rc.timeout if timeout is None else timeout)
