@@ -110,3 +110,10 @@ def test_too_many_pes_says_how_many_fit():
 
     with pytest.raises(shmem_notebook.LaunchError, match=r"at most 14 PEs per node fit with a heap of 1\.0 GiB"):
         check_heap_fits(10000, 1 << 30, memory=16 << 30, shm_free=1 << 40)
+
+
+def test_a_destroyed_team_says_destroyed_not_not_a_member(job3):
+    with pytest.raises(shmem_notebook.PEError, match=r"PE 0-2: TeamError: Team.my_pe got a team that was destroyed"):
+        job3.run("t = shmem.TEAM_WORLD.split_strided(0, 1, npes)\nt.destroy()\nt.my_pe()")
+    with pytest.raises(shmem_notebook.PEError, match=r"PE 1-2: TeamError: .* not a member of that team"):
+        job3.run("t = shmem.TEAM_WORLD.split_strided(0, 1, 1)\nt.my_pe()")

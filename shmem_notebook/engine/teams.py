@@ -66,6 +66,7 @@ _free = 0  # bit mask of this PE's free slots
 _next_handle = _FIRST_HANDLE
 _world = None
 _originals = {}
+_destroyed = set()  # id() of the Team objects this PE destroyed (they hold TEAM_INVALID now)
 
 _REDUCE_UFUNCS = {
     "sum": np.add,
@@ -129,6 +130,8 @@ def members(team=None, what="this call"):
         return _world
     if handle in _teams:
         return _teams[handle]
+    if handle == 0 and id(team) in _destroyed:
+        raise TeamError(f"{what} got a team that was destroyed (team.destroy()); split a new one")
     if handle == 0:
         raise TeamError(
             f"{what} got TEAM_INVALID: this PE is not a member of that team (split_strided gives "
@@ -323,6 +326,7 @@ def _destroy(self):
     del _teams[handle]
     _free |= 1 << rec.slot
     self.ob_team = _shmem.lib.SHMEM_TEAM_INVALID
+    _destroyed.add(id(self))  # so a later call says "destroyed", not "not a member"
 
 
 def _my_pe(self):
