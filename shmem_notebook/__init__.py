@@ -8,6 +8,7 @@ imports shmem4py; everything else imports cleanly with no OpenSHMEM at all.
 
 from .errors import (
     CellStoppedError,
+    CellSyntaxError,
     HeapFullError,
     InputError,
     JobStateError,
@@ -41,6 +42,7 @@ __all__ = [
     "PEError",
     "PEDiedError",
     "CellStoppedError",
+    "CellSyntaxError",
     "SpecError",
     "load_ipython_extension",
     "unload_ipython_extension",

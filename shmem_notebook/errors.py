@@ -15,6 +15,7 @@ __all__ = [
     "CellStoppedError",
     "HeapFullError",
     "PEError",
+    "CellSyntaxError",
 ]
 
 START_HINT = "start one with `%shmem start -n 4` (or `shmem_notebook.start(4)`)"
@@ -70,6 +71,11 @@ class CellStoppedError(JobStateError):
     def __init__(self, message, where):
         super().__init__("\n".join([message, *where]))
         self.where = list(where)
+
+
+class CellSyntaxError(InputError):
+    """A cell is not valid Python; caught in the notebook, so no PE ran any of it (not a
+    ``SyntaxError`` subclass: IPython would print those with its own long traceback)."""
 
 
 class HeapFullError(ShmemNotebookError):

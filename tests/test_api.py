@@ -11,7 +11,7 @@ def test_public_api_is_pinned():
         [
             "start", "current_job", "Job", "CellResult", "Race", "Access", "ArraySpec", "rc",
             "ShmemNotebookError", "InputError", "LaunchError", "NoJobError", "JobStateError",
-            "HeapFullError", "PEError", "PEDiedError", "CellStoppedError", "SpecError",
+            "HeapFullError", "PEError", "PEDiedError", "CellStoppedError", "CellSyntaxError", "SpecError",
             "load_ipython_extension", "unload_ipython_extension",
         ]
     )

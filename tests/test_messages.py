@@ -60,6 +60,7 @@ def job3():
 
 
 def test_the_same_error_on_every_pe_is_shown_once_with_the_notebooks_cell_number(job3, cell):
+    shmem_notebook.job._current = job3  # the job the magics act on
     ipython_shell().execution_count = count = 41  # the notebook's counter (the PEs' engines are at 1 or 2)
     err, printed = cell("%%pxshmem\nx = 1\nprint(undefined_name)")
     assert printed.count("raised:") == 1 and "[PE 0-2] raised:" in printed, printed
@@ -68,6 +69,7 @@ def test_the_same_error_on_every_pe_is_shown_once_with_the_notebooks_cell_number
 
 
 def test_frames_inside_shmem4py_and_the_tool_are_hidden(job3, cell):
+    shmem_notebook.job._current = job3  # the job the magics act on
     err, printed = cell("%%pxshmem\nx = np.zeros(3)\nshmem.zeros(10**12)")
     assert "frames inside shmem4py / shmem_notebook hidden" in printed and "shmem4py/shmem.py" not in printed
     assert "the symmetric heap has no room for it" in printed
@@ -117,3 +119,15 @@ def test_a_destroyed_team_says_destroyed_not_not_a_member(job3):
         job3.run("t = shmem.TEAM_WORLD.split_strided(0, 1, npes)\nt.destroy()\nt.my_pe()")
     with pytest.raises(shmem_notebook.PEError, match=r"PE 1-2: TeamError: .* not a member of that team"):
         job3.run("t = shmem.TEAM_WORLD.split_strided(0, 1, 1)\nt.my_pe()")
+
+
+def test_a_syntax_error_is_caught_in_the_notebook_before_any_pe_runs_the_cell(job3, cell):
+    shmem_notebook.job._current = job3  # the job the magics act on
+    job3.run("ran = 0")
+    err, printed = cell("%%pxshmem\nran = 1\nif ran = 2:\n    pass")
+    assert isinstance(err, shmem_notebook.CellSyntaxError), err
+    lines = [line for line in printed.splitlines() if line.strip()]
+    assert len(lines) == 1 and "line 2 of the cell: if ran = 2:" in lines[0] and "nothing was sent" in lines[0], printed
+    assert job3.pull("ran").tolist() == [0, 0, 0]  # no PE ran the first line
+    err, printed = cell("%%pxshmem\n%time x = 1\n!true\nprint('magics are fine', me)")
+    assert err is None and "magics are fine" in printed, printed

@@ -23,6 +23,7 @@ import psutil
 from ..arguments import check_timeout, positive_int
 from ..cells import run_cell
 from ..cells.channel import DISPATCH, CellChannel, ExecuteCell
+from ..cells.syntax import check_syntax
 from ..errors import InputError, JobStateError, LaunchError
 from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, check_slurm
 from ..protocol import request
@@ -399,9 +400,11 @@ class Job(SymmetricArrays, Health):
 
         Arrays declared in ``arrays`` are allocated first unless already
         allocated with the same spec. After all output was shown, raises
+        :class:`CellSyntaxError` before sending a cell that is not valid Python,
         :class:`PEError` if the cell raised on any PE, :class:`PEDiedError`
         if PEs died, :class:`CellStoppedError` on timeout or interrupt (with
         where every PE was). Keyword ``options`` switch on optional stages of
         the cell path by name (see :mod:`shmem_notebook.cells.stages`).
         """
+        check_syntax(code)  # before anything reaches the PEs
         return run_cell(self, code, arrays=arrays, timeout=timeout, stdout=stdout, stderr=stderr, **options)

@@ -1,0 +1,23 @@
+"""A cell's syntax, checked in the notebook before it goes to the PEs (client side)."""
+
+from ..errors import CellSyntaxError
+
+__all__ = ["check_syntax"]
+
+
+def check_syntax(code):
+    """Raise :class:`CellSyntaxError` (one line: the cell's line and what is wrong) if ``code``
+    is not valid IPython input; magics and shell escapes count as valid."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        source = TransformerManager().transform_cell(code)
+        compile(source, "<cell>", "exec")
+    except SyntaxError as exc:
+        lines = code.splitlines()
+        n = exc.lineno or 0
+        text = lines[n - 1].strip() if 0 < n <= len(lines) else (exc.text or "").strip()
+        where = f"line {n} of the cell" + (f": {text}" if text else "")
+        raise CellSyntaxError(
+            f"{type(exc).__name__}: {exc.msg} ({where}); nothing was sent to the PEs: fix the line and run the cell again"
+        ) from None
