@@ -100,3 +100,60 @@ def test_the_shared_modules_import_no_side():
         for imported, top_level in _imports(PACKAGE / f"{name}.py"):
             if top_level and imported.startswith("shmem_notebook."):
                 assert imported.split(".")[1] in SHARED, f"{name}.py imports {imported}"
+
+
+#: the floors of the client side, lowest first: a module imports only from its own floor or below
+#: (the PEs' side, engine/, stands beside them and imports only SHARED, tested above)
+FLOORS = [
+    SHARED,
+    {"launcher", "analysis"},
+    {"cells"},
+    {"job"},
+    {"inspector"},
+    {"magics", "__init__"},
+]
+#: imports allowed upward, each lazy (inside the one function that needs it) and with its reason
+UPWARD = {
+    # runs on a PE: protocol.request imports the engine's request handlers there
+    ("protocol", "engine"),
+    # public shortcuts to the display of what a lower floor holds: Job.inspect() and
+    # CellResult.trace.replay() import the widget when called
+    ("job", "inspector"),
+    ("analysis", "inspector"),
+}
+
+
+def _floor(part):
+    return next((i for i, floor in enumerate(FLOORS) if part in floor), None)
+
+
+def test_no_module_imports_from_a_higher_floor():
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).parts
+        here = rel[0][:-3] if len(rel) == 1 else rel[0]
+        if here == "engine":
+            continue
+        for name, top_level in _imports(path):
+            parts = name.split(".")
+            if parts[0] != "shmem_notebook" or len(parts) < 2:
+                continue
+            there = parts[1]
+            if there == here or ((here, there) in UPWARD and not top_level):
+                continue
+            if there == "engine" or (_floor(there) or 0) > (_floor(here) or 0):
+                offenders.append(f"{'/'.join(rel)} imports {name}")
+            elif (here, there) in UPWARD and top_level:
+                offenders.append(f"{'/'.join(rel)} imports {name} at import time (allowed only inside a function)")
+    assert offenders == []
+
+
+def test_no_module_is_long_without_saying_why():
+    """About 400 lines is the most a module of one concern needs; longer ones say why in their docstring."""
+    long = []
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text()
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        if text.count("\n") > 420 and "Longer than" not in doc:
+            long.append(f"{path.relative_to(PACKAGE)}: {text.count(chr(10))} lines")
+    assert long == []

@@ -18,6 +18,9 @@ the extra PEs in (first step) and out (last step). Reductions stage what they
 receive in a symmetric scratch reserved at start (:data:`SCRATCH_BYTES`), in
 chunks when the vector is larger. While a step runs, :data:`label` says which
 (``--trace`` records it with every put, for the replay).
+
+Longer than 400 lines: the teaching algorithms are kept side by side on purpose, so a
+student reads them together.
 """
 
 import numpy as np

@@ -5,6 +5,9 @@ returns the artists it made. :func:`static_figure` puts them all on one
 figure, the inspector's fallback where widgets cannot render. Figures are
 made with ``matplotlib.figure.Figure`` (no pyplot), so they never pop up or
 leak into the user's pyplot state.
+
+Longer than 400 lines: one matplotlib helper per view of the inspector and the replay;
+they share the colour and layout conventions defined at the top.
 """
 
 import io
