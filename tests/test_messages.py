@@ -3,7 +3,7 @@
 import pytest
 
 import shmem_notebook
-from conftest import ipython_shell
+from conftest import ipython_shell, job_fixture
 from shmem_notebook import InputError
 
 
@@ -43,6 +43,7 @@ def test_the_magics_help(cell):
     assert err is None and printed.startswith("%%pxshmem") and "--race" in printed and "not run" not in printed
 
 
+@pytest.mark.pe
 def test_stress_takes_a_seed_or_true_in_python_as_in_the_magic():
     with shmem_notebook.Job(1, heap="32M").start() as job:
         with pytest.raises(InputError, match=r"stress takes True or an integer seed, got 'x'"):
@@ -50,13 +51,7 @@ def test_stress_takes_a_seed_or_true_in_python_as_in_the_magic():
         assert job.run("print(me)", stdout=open("/dev/null", "w")).outcome == "ok"  # nothing lost
 
 
-@pytest.fixture(scope="module")
-def job3():
-    shmem_notebook.job._current = None
-    job = shmem_notebook.start(3, heap="32M")
-    yield job
-    job.stop()
-    shmem_notebook.job._current = None
+job3 = job_fixture(3, heap="32M", current=True)
 
 
 def test_the_same_error_on_every_pe_is_shown_once_with_the_notebooks_cell_number(job3, cell):
@@ -131,3 +126,14 @@ def test_a_syntax_error_is_caught_in_the_notebook_before_any_pe_runs_the_cell(jo
     assert job3.pull("ran").tolist() == [0, 0, 0]  # no PE ran the first line
     err, printed = cell("%%pxshmem\n%time x = 1\n!true\nprint('magics are fine', me)")
     assert err is None and "magics are fine" in printed, printed
+
+
+def test_a_routine_the_library_lacks_is_named_as_itself_and_refused_in_one_sentence(job3):
+    """Item 8: the stub's repr names the routine, not the tool's inner function."""
+    assert job3.pes[0]["shims"] == ["numpy2_array", "missing", "pitfalls", "teams", "diagnostics"]
+    out = job3.run("print(repr(shmem.atomic_fetch_inc_nbi))", stdout=__import__("io").StringIO()).stdout
+    assert all(text.startswith("<function atomic_fetch_inc_nbi at ") for text in out.values()), out
+    with pytest.raises(shmem_notebook.PEError, match=r"PE 0-2: UnsupportedError: shmem.atomic_fetch_inc_nbi is an "
+                       r"OpenSHMEM 1.5 routine, but Open MPI 4.1.4's OSHMEM implements OpenSHMEM 1.4 and lacks it; "
+                       r"instead, use the blocking form"):
+        job3.run("x = shmem.zeros(1, dtype='int64')\nshmem.atomic_fetch_inc_nbi(x, 0)")

@@ -4,7 +4,7 @@ import types
 
 import pytest
 
-from shmem_notebook.engine import missing
+from shmem_notebook.engine.shims import missing
 
 
 def fake_shmem(name="http://www.open-mpi.org/", version=(1, 4)):
@@ -18,7 +18,7 @@ def fake_shmem(name="http://www.open-mpi.org/", version=(1, 4)):
 
 
 def test_a_missing_routine_names_the_library_and_what_to_use(monkeypatch):
-    import shmem_notebook.engine.pitfalls as pitfalls
+    import shmem_notebook.engine.shims.pitfalls as pitfalls
 
     monkeypatch.setattr(pitfalls, "ompi_version", lambda: (4, 1, 4))
     shmem = fake_shmem()
@@ -27,7 +27,7 @@ def test_a_missing_routine_names_the_library_and_what_to_use(monkeypatch):
     shmem._chkerr(0, "shmem_long_put")  # success: nothing
     with pytest.raises(RuntimeError, match="error -3"):
         shmem._chkerr(-3, "shmem_long_put")  # other errors unchanged
-    with pytest.raises(missing.MissingRoutineError) as info:
+    with pytest.raises(missing.UnsupportedError) as info:
         shmem._chkerr(missing.NOT_IMPLEMENTED, "shmem_team_split_2d")
     assert isinstance(info.value, NotImplementedError)
     assert str(info.value) == (

@@ -1,34 +1,29 @@
-"""shmem_notebook.engine.pitfalls: guards against Open MPI 4.1.4's OSHMEM atomic bugs.
+"""shmem_notebook.engine.shims.pitfalls: guards against Open MPI 4.1.4's OSHMEM atomic bugs.
 
 Real 2-PE jobs (the guards are installed in a cell too, so this works whether or
 not pe.main installs them), plus pure unit tests of the version logic and of the
 wrappers on a fake shmem module (no OpenSHMEM).
 """
 
-import io
 import os
 import types
 import warnings
 
 import numpy as np
 import pytest
+from conftest import job_fixture, quiet
 
-import shmem_notebook
 from shmem_notebook import PEError, ShmemNotebookError
-from shmem_notebook.engine import pitfalls as p
+from shmem_notebook.engine.shims import pitfalls as p
 
 TIMEOUT = 120
 BOTH = ("cswap32", "fetch_bitwise")
 M64 = (1 << 64) - 1
 
 
-def run(job, code, **kw):
-    return job.run(code, stdout=io.StringIO(), stderr=io.StringIO(), timeout=TIMEOUT, **kw)
-
-
 def per_pe(job, expr):
     """``eval(expr)`` on every PE, as a list indexed by PE."""
-    result = run(job, f"print(repr({expr}))")
+    result = quiet(job, f"print(repr({expr}))")
     return [eval(result.stdout[pe]) for pe in range(job.n)]
 
 
@@ -36,14 +31,8 @@ def per_pe(job, expr):
 # keeps a PE that finished the cell from leaving another stuck in destroy().
 
 
-@pytest.fixture(scope="module")
-def job():
-    job = shmem_notebook.start(2)
-    try:
-        run(job, "import shmem_notebook.engine.pitfalls as pitfalls\npitfalls.install()")
-        yield job
-    finally:
-        job.stop()
+job = job_fixture(2, timeout=TIMEOUT,
+                  setup=lambda job: quiet(job, "import shmem_notebook.engine.shims.pitfalls as pitfalls\npitfalls.install()"))
 
 
 @pytest.fixture
@@ -65,7 +54,7 @@ def assert_raised_everywhere(info, job, *fragments):
 
 
 def assert_job_usable(job, name):
-    run(job, f"{name}[0] = me + 5\nshmem.barrier_all()")
+    quiet(job, f"{name}[0] = me + 5\nshmem.barrier_all()")
     assert job.gather(name)[:, 0].tolist() == [pe + 5 for pe in range(job.n)]
     assert {row["state"] for row in job.status()} == {"idle"}
 
@@ -91,7 +80,7 @@ def test_cswap32_raises_on_every_pe_and_the_job_survives(guarded, dtype, ctx):
         code = "ctx = shmem.Ctx.create()\ntry:\n    " + call.format(", ctx=ctx")
         code += "\nfinally:\n    ctx.destroy()\n    shmem.barrier_all()"
     with pytest.raises(PEError) as info:
-        run(job, code, arrays=f"C={dtype}[1]")
+        quiet(job, code, arrays=f"C={dtype}[1]")
     assert_raised_everywhere(info, job, f"32-bit {dtype} array", "stack smash", "64-bit array (int64/uint64)")
     assert_job_usable(job, "C")
 
@@ -109,7 +98,7 @@ def test_fetch_bitwise_uint64_returns_old_and_updates_target(guarded, call, op):
     value = 0x8000_0000_0000_000A
     fn = {"and": int.__and__, "or": int.__or__, "xor": int.__xor__}[op]
     call = call.format(op=op, OP=op.upper())
-    result = run(
+    result = quiet(
         job,
         f"U[0] = {0xF0F0_0000_0000_000C} + me\nV = np.uint64({value})\nright = (me + 1) % npes\n"
         f"ctx = shmem.Ctx.create()\nshmem.barrier_all()\nold = {call}\nctx.quiet()\n"
@@ -124,7 +113,7 @@ def test_fetch_bitwise_uint64_returns_old_and_updates_target(guarded, call, op):
 def test_fetch_bitwise_uint64_is_atomic_under_contention(guarded):
     """Every PE sets then clears its own 16 bits of PE 0's word, one fetch-op at a time."""
     job = guarded
-    run(
+    quiet(
         job,
         f"mine = [1 << (16 * me + k) for k in range(16)]\nM64 = {M64}\n"
         "shmem.barrier_all()\n"
@@ -146,20 +135,20 @@ def test_fetch_bitwise_uint64_is_atomic_under_contention(guarded):
 @pytest.mark.parametrize("op", ["and", "or", "xor"])
 def test_fetch_bitwise_uint32_raises_and_leaves_target_alone(guarded, op):
     job = guarded
-    run(job, "B[0] = 12\nshmem.barrier_all()", arrays="B=uint32[1]")
+    quiet(job, "B[0] = 12\nshmem.barrier_all()", arrays="B=uint32[1]")
     with pytest.raises(PEError) as info:
-        run(job, f"shmem.atomic_fetch_{op}(B, 10, (me + 1) % npes)")
+        quiet(job, f"shmem.atomic_fetch_{op}(B, 10, (me + 1) % npes)")
     assert_raised_everywhere(info, job, "32-bit uint32 array", "use a uint64 array", f"shmem.atomic_{op}")
     assert job.gather("B")[:, 0].tolist() == [12] * job.n
     # the non-fetching bitwise AMOs are correct and stay unguarded
-    run(job, f"shmem.atomic_{op}(B, 10, (me + 1) % npes)\nshmem.barrier_all()")
+    quiet(job, f"shmem.atomic_{op}(B, 10, (me + 1) % npes)\nshmem.barrier_all()")
     assert job.gather("B")[:, 0].tolist() == [{"and": 8, "or": 14, "xor": 6}[op]] * job.n
     assert_job_usable(job, "B")
 
 
 @pytest.mark.parametrize("dtype", ["int64", "uint64"])
 def test_64bit_amos_unchanged(job, dtype):
-    result = run(
+    result = quiet(
         job,
         "pe = (me + 1) % npes\nX[0] = 12\nshmem.barrier_all()\n"
         "r = [shmem.atomic_compare_swap(X, 7, 99, pe), int(shmem.atomic_fetch(X, pe)),\n"

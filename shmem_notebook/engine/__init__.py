@@ -9,11 +9,13 @@ this package (a test enforces it). Modules:
 - :mod:`.requests`: the operations the client may ask of a PE
   (see :func:`shmem_notebook.protocol.request`).
 - :mod:`.snapshot`: the inspector's per-PE summary.
-- :mod:`.pitfalls`: guards against this platform's OSHMEM bugs.
-- :mod:`.recorder`: records one cell's shmem calls and loads/stores (race
-  detector, tracer); :mod:`.instrument`: the AST rewriting it uses.
+- :mod:`.shims`: every adaptation of shmem4py to the library, in one ordered
+  table (NumPy 2, routines the library lacks, bug guards, teams, diagnostics).
+- :mod:`.teams`, :mod:`.collectives`: teams (native or emulated), the teaching collectives.
+- :mod:`.record`: one layer over every shmem4py call and the cell's loads/stores,
+  with consumers (race recording, trace for replay, stress delays).
 
 From the engine, only the plain shared definitions of the package are
 imported (``errors``, ``specs``, ``folding``, ``protocol``, ``arguments``, ``rc``,
-``lean``).
+``lean``, ``operations``).
 """

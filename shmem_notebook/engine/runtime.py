@@ -6,11 +6,8 @@ Importing it calls ``shmem_init()``, so it runs only inside a PE started by
 into the engine's namespace before every cell.
 """
 
-import faulthandler
-import inspect
 import json
 import os
-import signal
 import socket
 import sys
 import time
@@ -18,10 +15,10 @@ import time
 import numpy as np
 from shmem4py import shmem
 
-from ..protocol import GLOBAL_EXIT_MARK, exit_path, stack_path
 from .. import lean
 from ..rc import rc
-from . import collectives, heap, missing, pitfalls, record, recorder, teams
+from . import collectives, heap, record, shims, teams
+from .shims import pitfalls
 
 __all__ = ["last_cell", "info", "bind", "main"]
 
@@ -29,44 +26,6 @@ __all__ = ["last_cell", "info", "bind", "main"]
 last_cell = {"state": "idle", "outcome": None, "seconds": None}
 
 _shell = None
-
-
-def _symmetric_array(obj, dtype=None, *, order="K", align=None, hints=None):
-    """``shmem.array`` that works under NumPy 2 (shmem4py 1.0.0 passes copy=False)."""
-    tmp = np.asarray(obj, dtype)
-    if order in ("K", "A"):
-        order = "F" if tmp.flags.f_contiguous and not tmp.flags.c_contiguous else "C"
-    a = shmem.new_array(tmp.shape, tmp.dtype, order, align=align, hints=hints, clear=False)
-    np.copyto(a, tmp, casting="no")
-    shmem.sync_all()
-    return a
-
-
-def _patch_shmem4py():
-    if int(np.__version__.split(".")[0]) >= 2 and "copy=False" in inspect.getsource(shmem.array):
-        shmem.array = _symmetric_array
-
-
-def _install_diagnostics():
-    """SIGUSR1 dumps every thread's stack to a file the client reads (works while
-    blocked in a shmem call); ``shmem.global_exit`` leaves a note in oshrun's output."""
-    where = (os.environ.get("IPP_PROFILE_DIR", "/tmp"), os.environ.get("IPP_CLUSTER_ID", ""), shmem.my_pe())
-    path = stack_path(*where)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    global _stack_file
-    _stack_file = open(path, "a")  # append: the client truncates it before each dump
-    faulthandler.register(signal.SIGUSR1, file=_stack_file, all_threads=True)
-
-    global_exit = shmem.global_exit
-
-    def noted_global_exit(status=0):
-        with open(exit_path(*where), "w") as f:
-            f.write(f"{int(status)}\n")
-        os.write(2, (GLOBAL_EXIT_MARK.format(pe=shmem.my_pe(), status=status) + "\n").encode())
-        global_exit(status)
-
-    noted_global_exit.__doc__ = global_exit.__doc__
-    shmem.global_exit = noted_global_exit
 
 
 def _bind_namespace():
@@ -123,6 +82,7 @@ def info():
         "library": shmem.info_get_name(),
         "spec_version": f"{major}.{minor}",
         "guards": pitfalls.active(shmem),
+        "shims": shims.installed(),
         "teams": teams.mode,
     }
 
@@ -156,14 +116,9 @@ def _publish_collectives():
 
 def main(argv=None):
     """Run an ipyparallel engine whose id is this PE's number."""
-    _patch_shmem4py()
-    pitfalls.install(shmem)
-    missing.install(shmem)
-    teams.install(shmem)  # collective: reserves the teams' synchronisation words
+    shims.install(shmem)  # collective: the teams shim reserves its synchronisation words
     collectives.install(shmem)  # collective: reserves the teaching collectives' scratch
     _publish_collectives()
-    recorder.install_unsupported(shmem)
-    _install_diagnostics()
     lean.install()
     lean.hold_back("debugpy")  # until bind()
     from ipyparallel.engine.app import IPEngine  # imports while the controller starts

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import InputError, ShmemNotebookError
 from . import heap
+from .shims.patches import Patches
 
 __all__ = [
     "ENV",
@@ -69,6 +70,7 @@ _free = 0  # bit mask of this PE's free slots
 _next_handle = _FIRST_HANDLE
 _world = None
 _originals = {}
+_patches = Patches()  # what install replaced on shmem4py
 _destroyed = set()  # id() of the Team objects this PE destroyed (they hold TEAM_INVALID now)
 
 _REDUCE_UFUNCS = {
@@ -569,15 +571,20 @@ def install(shmem_module, setting=None):
     _reserve(sh)
     if mode == "native":
         if not hasattr(sh.Team, "split_2d"):
-            sh.Team.split_2d = _native_split_2d
+            _patches.set(sh.Team, "split_2d", _native_split_2d)
         return mode
     for name, method in _TEAM_METHODS.items():
         _originals.setdefault(f"Team.{name}", getattr(sh.Team, name, None))
-        setattr(sh.Team, name, method)
+        _patches.set(sh.Team, name, method)
     _originals["create_ctx"] = _originals["Team.create_ctx"]
     for name, function in _COLLECTIVES.items():
         _originals.setdefault(name, getattr(sh, name))
         function.__doc__ = f"{function.__doc__}\n\n(shmem_notebook: teams emulated on OpenSHMEM {major}.{minor})"
-        setattr(sh, name, function)
-    sh.TEAM_SHARED = _register(_shared_members(sh), 1)
+        _patches.set(sh, name, function)
+    _patches.set(sh, "TEAM_SHARED", _register(_shared_members(sh), 1))
     return mode
+
+
+def uninstall():
+    """Put shmem4py's own Team methods and collectives back (the reserved words stay)."""
+    _patches.undo()

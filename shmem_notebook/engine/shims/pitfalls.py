@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import ShmemNotebookError
+from ...errors import ShmemNotebookError
 
 __all__ = [
     "GUARDS",

@@ -1,0 +1,71 @@
+"""Every adaptation of shmem4py to the OpenSHMEM library under this PE, in one ordered table (PE side).
+
+A :class:`Shim` names what it adapts, says when it applies and installs itself, returning
+its undo. :func:`install` applies the table in order at PE start (collective: the teams
+shim reserves symmetric memory on every PE); :func:`uninstall` undoes it, newest first.
+Another library changes this table, not the modules that use shmem4py.
+
+- :mod:`.numpy2`: shmem4py 1.0.0's code under NumPy 2.
+- :mod:`.missing`: OpenSHMEM 1.5 routines the library lacks (:class:`UnsupportedError`).
+- :mod:`.pitfalls`: guards against Open MPI 4.1.4's atomic bugs.
+- teams (:mod:`shmem_notebook.engine.teams`): native, or emulated on a 1.4 library.
+- :mod:`.diagnostics`: stack dumps on SIGUSR1, ``global_exit`` noted.
+"""
+
+from collections import namedtuple
+
+from . import diagnostics, missing, numpy2, pitfalls
+from .missing import UnsupportedError
+
+__all__ = ["Shim", "SHIMS", "UnsupportedError", "install", "uninstall", "installed"]
+
+#: ``applies(shmem) -> bool``; ``install(shmem) -> undo()``
+Shim = namedtuple("Shim", "name adapts applies install")
+
+
+def _always(shmem):
+    return True
+
+
+def _pitfalls(shmem):
+    pitfalls.install(shmem)
+    return lambda: pitfalls.uninstall(shmem)
+
+
+def _teams(shmem):
+    from .. import teams  # teams imports .patches from here
+
+    teams.install(shmem)
+    return teams.uninstall
+
+
+#: in the order they are installed
+SHIMS = [
+    Shim("numpy2_array", "shmem.array under NumPy 2", numpy2.applies, numpy2.install),
+    Shim("missing", "routines the library lacks", _always, missing.install),
+    Shim("pitfalls", "Open MPI 4.1.4's atomic bugs (guards chosen by pitfalls.decide)", _always, _pitfalls),
+    Shim("teams", "teams: native on 1.5, emulated on 1.4 (collective)", _always, _teams),
+    Shim("diagnostics", "stack dumps and global_exit notes for the client", _always, diagnostics.install),
+]
+
+_undo = []  # (name, undo) of the installed shims, in order
+
+
+def install(shmem):
+    """Install every shim of :data:`SHIMS` that applies, in order; return their names. Collective."""
+    if not _undo:
+        for shim in SHIMS:
+            if shim.applies(shmem):
+                _undo.append((shim.name, shim.install(shmem)))
+    return installed()
+
+
+def uninstall():
+    """Undo the installed shims, newest first."""
+    while _undo:
+        _undo.pop()[1]()
+
+
+def installed():
+    """Names of the shims installed, in order."""
+    return [name for name, _ in _undo]

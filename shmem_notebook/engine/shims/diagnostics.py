@@ -1,0 +1,42 @@
+"""What the client reads when a PE is stuck or exits (PE side).
+
+SIGUSR1 dumps every thread's stack to a file the client reads (it works while the
+PE is blocked in a shmem call); ``shmem.global_exit`` leaves a note in oshrun's
+output and a file, so the client can say which PE ended the job and with what status.
+"""
+
+import faulthandler
+import os
+import signal
+
+from ...protocol import GLOBAL_EXIT_MARK, exit_path, stack_path
+from .patches import Patches
+
+__all__ = ["install"]
+
+
+def install(shmem):
+    """Register the stack dump and note ``shmem.global_exit``; return the undo."""
+    where = (os.environ.get("IPP_PROFILE_DIR", "/tmp"), os.environ.get("IPP_CLUSTER_ID", ""), shmem.my_pe())
+    path = stack_path(*where)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    stack_file = open(path, "a")  # append: the client truncates it before each dump
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    global_exit = shmem.global_exit
+
+    def noted_global_exit(status=0):
+        with open(exit_path(*where), "w") as f:
+            f.write(f"{int(status)}\n")
+        os.write(2, (GLOBAL_EXIT_MARK.format(pe=shmem.my_pe(), status=status) + "\n").encode())
+        global_exit(status)
+
+    noted_global_exit.__doc__ = global_exit.__doc__
+    patches = Patches()
+    patches.set(shmem, "global_exit", noted_global_exit)
+
+    def undo():
+        patches.undo()
+        faulthandler.unregister(signal.SIGUSR1)
+        stack_file.close()
+
+    return undo

@@ -1,0 +1,98 @@
+"""OpenSHMEM 1.5 routines the library under this PE lacks: one error naming the library and
+what to use instead (PE side).
+
+shmem4py 1.0.0 wraps OpenSHMEM 1.5; Open MPI 4.1.4's OSHMEM implements 1.4. A routine the
+library lacks ends, in shmem4py, in a bare ``NotImplementedError: shmem_long_put_signal``
+(or does not reach C at all). :func:`install` makes every such call raise
+:class:`UnsupportedError` (still a ``NotImplementedError``) with one sentence from
+:func:`explain`: shmem4py's error check is wrapped (the error path only: calls that work
+are not slowed) and, on a library older than 1.5, the routines of :data:`LACKING` are
+replaced by functions that refuse before calling the library.
+"""
+
+import re
+
+from ...errors import ShmemNotebookError
+from .patches import Patches
+
+__all__ = ["UnsupportedError", "ALTERNATIVES", "LACKING", "explain", "install"]
+
+#: (pattern on the routine's name, what to use instead), first match wins
+ALTERNATIVES = [
+    (r"put_signal_nbi", "use shmem.put_nbi(...), then shmem.fence(), then shmem.atomic_set(flag, value, pe) "
+                        "on a symmetric int64/uint64 flag, and shmem.wait_until(flag, ...) on the receiver"),
+    (r"put_signal", "use shmem.put(...), then shmem.fence(), then shmem.atomic_set(flag, value, pe) "
+                    "on a symmetric int64/uint64 flag, and shmem.wait_until(flag, ...) on the receiver"),
+    (r"signal_(fetch|wait_until)", "keep the signal in a symmetric int64/uint64 array and use "
+                                   "shmem.atomic_fetch / shmem.wait_until on it"),
+    (r"atomic_.*_nbi|_nbi.*atomic", "use the blocking form of the atomic (the same name without _nbi)"),
+    (r"(wait_until|test)_(all|any|some)(_vector)?", "loop over the elements with shmem.wait_until / shmem.test"),
+    (r"team_|ctx_get_team", "use the default team, shmem.TEAM_WORLD, or the active-set forms"),
+    (r"malloc_with_hints|hints", "allocate without hints (shmem.alloc / shmem.zeros)"),
+]
+
+#: shmem4py functions an OpenSHMEM 1.4 library lacks, refused before they reach it
+LACKING = (
+    *(f"atomic_{op}_nbi" for op in ("fetch", "swap", "compare_swap", "fetch_inc", "fetch_add",
+                                    "fetch_and", "fetch_or", "fetch_xor", "fetch_op")),
+    "put_signal", "put_signal_nbi", "signal_wait_until", "signal_fetch",
+)
+
+#: the error code shmem4py's C layer gives for a routine the library lacks (see shmem4py's _chkerr)
+NOT_IMPLEMENTED = -1431655766
+
+
+class UnsupportedError(ShmemNotebookError, NotImplementedError):
+    """The cell used an OpenSHMEM routine the library under this job does not implement."""
+
+
+def explain(routine, library="Open MPI 4.1.4's OSHMEM", spec="1.4"):
+    """One sentence on the missing ``routine`` and what to use instead."""
+    instead = next((alt for pattern, alt in ALTERNATIVES if re.search(pattern, routine)),
+                   f"see the OpenSHMEM {spec} specification for a routine that does the same")
+    return (f"{routine} is an OpenSHMEM 1.5 routine, but {library} implements OpenSHMEM {spec} and lacks it; "
+            f"instead, {instead}")
+
+
+def install(shmem):
+    """Make calls of routines the library lacks raise :class:`UnsupportedError`; return the undo."""
+    patches = Patches()
+    original = shmem._chkerr
+
+    def chkerr(ierr, func="shmem"):  # as cheap as the original on the success path
+        if ierr != 0:
+            if ierr == NOT_IMPLEMENTED:
+                raise UnsupportedError(explain(func, *_library(shmem)))
+            original(ierr, func)
+
+    patches.set(shmem, "_chkerr", chkerr)
+    if tuple(shmem.info_get_version()) < (1, 5):
+        for name in LACKING:
+            if hasattr(shmem, name):
+                patches.set(shmem, name, _refusal(shmem, name))
+    return patches.undo
+
+
+def _refusal(shmem, name):
+    """A function named like shmem4py's ``name`` that raises :class:`UnsupportedError`."""
+
+    def refuse(*args, **kwargs):
+        raise UnsupportedError(explain(f"shmem.{name}", *_library(shmem)))
+
+    refuse.__name__ = refuse.__qualname__ = name
+    refuse.__module__ = shmem.__name__
+    refuse.__doc__ = "Not provided by this OpenSHMEM library (an OpenSHMEM 1.5 routine); calling it says what to use instead."
+    return refuse
+
+
+def _library(shmem):
+    """("Open MPI 4.1.4's OSHMEM", "1.4") for the library under this PE (asked on the error path only)."""
+    from .pitfalls import _describe, ompi_version
+
+    try:
+        vendor = shmem.info_get_name()
+        major, minor = shmem.info_get_version()
+    except Exception:
+        return "this OpenSHMEM library", "1.4"
+    library = _describe(vendor, ompi_version() if "open-mpi" in vendor.lower() else None)
+    return (f"{library}'s OSHMEM" if library.startswith("Open MPI") else library), f"{major}.{minor}"
