@@ -1,10 +1,21 @@
-"""Shared fixtures: real OpenSHMEM jobs, and a check that no process outlives a test module.
+"""Shared fixtures: real OpenSHMEM jobs, the quiet run, the ``pe`` marker, and a check that no
+process outlives a test module.
 
 Every process started by this test session inherits SHMEM_NOTEBOOK_TEST_SESSION,
 so leftovers are found by that marker even when other jobs run on the machine.
+
+``pe`` marks every test that starts OpenSHMEM PEs, Slurm, a kernel, JupyterLab or a browser,
+or runs notebooks or benchmarks; ``make test-quick`` (``pytest -m "not pe"``) runs the rest in
+seconds. A test is ``pe`` when it uses a fixture made by :func:`job_fixture` (directly or through
+another fixture), when its module sets ``pytestmark = pytest.mark.pe``, or when it is decorated
+with ``@pytest.mark.pe``. When ``pe`` tests are deselected, every other test runs with an
+``oshrun`` that refuses (first on PATH, inherited by subprocesses): a test that starts PEs without
+the marker fails at once, saying so.
 """
 
+import io
 import os
+import stat
 import sys
 import time
 import uuid
@@ -63,21 +74,102 @@ def ipython_shell():
     return shell
 
 
-def running_job(n, **options):
-    """Yield a started job of ``n`` PEs; stop it afterwards (for fixtures)."""
+def running_job(n, setup=None, current=False, **options):
+    """Yield a started job of ``n`` PEs (after ``setup(job)``, if given); stop it afterwards.
+    ``current``: the job the magics act on while it runs (as ``shmem_notebook.start`` makes it)."""
     import shmem_notebook
 
+    if current:
+        shmem_notebook.job._current = None
     job = shmem_notebook.Job(n, **options).start()
     try:
+        if current:
+            shmem_notebook.job._current = job
+        if setup is not None:
+            setup(job)
         yield job
     finally:
         job.stop()
+        if current:
+            shmem_notebook.job._current = None
 
 
-@pytest.fixture(scope="module", params=[1, 2, 4], ids=lambda n: f"{n}pe")
-def job(request):
-    """A real OpenSHMEM job of 1, 2 and 4 PEs (one per parameter)."""
-    yield from running_job(request.param)
+def job_fixture(*ns, setup=None, current=False, **options):
+    """A module-scoped fixture: a real job of ``n`` PEs (``Job(n, **options)``), started once per
+    module and stopped after it. With several ``ns`` each test runs once per PE count (ids
+    ``1pe``, ``2pe``...). ``setup(job)`` runs once after the start; ``current``: see
+    :func:`running_job`. Tests using it (directly or through another fixture) are ``pe``::
+
+        job = job_fixture(2, heap="8M")
+        job = job_fixture(1, 2, 4, heap="32M", timeout=120)
+    """
+
+    def fixture(request):
+        yield from running_job(getattr(request, "param", ns[0]), setup, current, **options)
+
+    fixture.starts_pes = True  # read by pytest_collection_modifyitems
+    if len(ns) == 1:
+        return pytest.fixture(scope="module")(fixture)
+    return pytest.fixture(scope="module", params=list(ns), ids=lambda n: f"{n}pe")(fixture)
+
+
+#: a real OpenSHMEM job of 1, 2 and 4 PEs (one per parameter)
+job = job_fixture(1, 2, 4)
+
+
+def quiet(job, code, **options):
+    """``job.run(code, **options)`` printing nothing: stdout and stderr go to StringIOs unless
+    given (``stdout=out`` to read what was printed). A time limit for every cell of a module:
+    ``job_fixture(n, timeout=120)``."""
+    options.setdefault("stdout", io.StringIO())
+    options.setdefault("stderr", io.StringIO())
+    return job.run(code, **options)
+
+
+# -- the pe marker ----------------------------------------------------------------------------
+#: modules that start PEs in fixtures of their own and have no ``pytestmark`` yet
+PE_MODULES = {"test_transitions.py"}
+#: what an unmarked test finds on PATH when pe tests are deselected
+REFUSED = ("oshrun", "mpirun", "mpiexec", "srun", "sbatch", "salloc")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        defs = getattr(item, "_fixtureinfo", None)
+        fixtures = [d.func for ds in (defs.name2fixturedefs.values() if defs else ()) for d in ds]
+        if item.path.name in PE_MODULES or any(getattr(func, "starts_pes", False) for func in fixtures):
+            item.add_marker(pytest.mark.pe)
+
+
+def _pe_deselected(config):
+    return "not pe" in (config.getoption("markexpr", "") or "")
+
+
+@pytest.fixture(scope="session")
+def refusing_path(tmp_path_factory):
+    """A directory of commands (oshrun, srun...) that fail, saying the test is not marked pe."""
+    path = tmp_path_factory.mktemp("refused")
+    for name in REFUSED:
+        script = path / name
+        script.write_text(
+            "#!/bin/sh\n"
+            f"echo '{name} refused (tests/conftest.py): this test starts PEs but is not marked pe, and this run "
+            "deselects pe tests (-m \"not pe\"); mark it with @pytest.mark.pe or pytestmark = pytest.mark.pe, "
+            "or use a fixture made by conftest.job_fixture' >&2\n"
+            "exit 97\n"
+        )
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _refuse_pes_unless_marked(request, monkeypatch):
+    """Under ``-m "not pe"``: an unmarked test that starts PEs (here or in a subprocess) fails loudly."""
+    if _pe_deselected(request.config) and request.node.get_closest_marker("pe") is None:
+        path = request.getfixturevalue("refusing_path")
+        monkeypatch.setenv("PATH", f"{path}{os.pathsep}{os.environ.get('PATH', '')}")
+    yield
 
 
 class ShmTracker:

@@ -11,6 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale", "slurm"]
 
 
+@pytest.mark.pe
 @pytest.mark.timeout(480)
 def test_quick_benchmark_writes_every_section_and_the_plot(tmp_path):
     proc = subprocess.run(

@@ -8,6 +8,7 @@ import time
 
 import pytest
 import zmq
+from conftest import job_fixture, quiet
 
 import shmem_notebook
 from shmem_notebook import InputError, LaunchError, PEError
@@ -27,21 +28,13 @@ CELL = (
 FAILING = "x = 1\nif me == 1:\n    1 / 0\nprint('after', me)"
 
 
-@pytest.fixture(scope="module")
-def job():
-    job = shmem_notebook.Job(2, heap="8M").start()
-    yield job
-    job.stop()
-
-
-def _quiet(job, code):
-    return job.run(code, stdout=io.StringIO(), stderr=io.StringIO())
+job = job_fixture(2, heap="8M")
 
 
 def _seen(job, code):
     """What a cell gives, with the error of the failing PE (ename, last traceback line)."""
     try:
-        result = _quiet(job, code)
+        result = quiet(job, code)
     except PEError as exc:
         result = exc.result
     return {
@@ -86,7 +79,7 @@ def test_fast_output_comes_in_few_messages_every_line_in_order(job, monkeypatch)
     apply = ChannelCell._apply
     monkeypatch.setattr(ChannelCell, "_apply", lambda cell, pe, message: (messages.append(pe), apply(cell, pe, message)))
     code = "import sys\nfor i in range(2000):\n    print('line', me, i)\n    if i % 500 == 0:\n        print('at', i, file=sys.stderr)"
-    result = _quiet(job, code)
+    result = quiet(job, code)
     for pe in range(job.n):
         assert result.stdout[pe] == "".join(f"line {pe} {i}\n" for i in range(2000))
         assert result.stderr[pe] == "at 0\nat 500\nat 1000\nat 1500\n"
@@ -109,7 +102,7 @@ class _Arrivals(io.TextIOBase):
 def test_the_last_line_of_a_burst_shows_while_the_pe_is_busy(job, busy):
     shown = _Arrivals()
     start = time.monotonic()
-    job.run(f"import time\nprint('first', me)\nprint('second', me)\n{busy}", stdout=shown, stderr=io.StringIO())
+    quiet(job, f"import time\nprint('first', me)\nprint('second', me)\n{busy}", stdout=shown)
     ended = time.monotonic()
     assert ended - start > 2.5
     assert shown.times["[PE 0] second 0"] - start < 1.0 and shown.times["[PE 1] second 1"] - start < 1.0, shown.times
@@ -130,7 +123,7 @@ def test_what_is_not_signed_with_the_jobs_key_is_dropped(job):
         for cell_id in range(1, 100):  # whichever id the next cell gets
             stranger.send_multipart(seal(b"another key", {"id": cell_id, "pe": 0, "stdout": "forged\n"}))
             stranger.send_multipart([b"x", b'{"id": %d, "pe": 0, "stdout": "forged\\n"}' % cell_id])
-        result = _quiet(job, "print('real', me)")
+        result = quiet(job, "print('real', me)")
     finally:
         stranger.close()
     assert result.stdout == {0: "real 0\n", 1: "real 1\n"}
@@ -146,7 +139,7 @@ def test_unreachable_channel_and_unknown_dispatch_say_what_to_do(job, monkeypatc
     finally:
         lost.close()
         job._channel.connect(job._call)  # the PEs come back to the job's own channel
-    assert _quiet(job, "print(me)").stdout == {0: "0\n", 1: "1\n"}
+    assert quiet(job, "print(me)").stdout == {0: "0\n", 1: "1\n"}
     monkeypatch.setattr(rc, "dispatch", "zmq")
     with pytest.raises(InputError, match="rc.dispatch is 'zmq'; use one of 'direct', 'ipyparallel'"):
         shmem_notebook.Job(2)

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import running_job
+from conftest import job_fixture
 from shmem_notebook import PEError
 
 ALGORITHMS = {
@@ -22,9 +22,7 @@ UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minim
 BIG = 50_000  # float64 elements: more than the scratch holds, so reductions go in chunks
 
 
-@pytest.fixture(scope="module", params=[1, 2, 3, 4, 6], ids=lambda n: f"{n}pe")
-def job(request):
-    yield from running_job(request.param, heap="32M")
+job = job_fixture(1, 2, 3, 4, 6, heap="32M")
 
 
 CELL = """

@@ -9,18 +9,13 @@ import signal
 import time
 
 import psutil
-import pytest
 import zmq
+from conftest import job_fixture
 
-import shmem_notebook
 from shmem_notebook.rc import rc
 
 
-@pytest.fixture(scope="module")
-def job():
-    job = shmem_notebook.Job(2, heap="8M").start()
-    yield job
-    job.stop()
+job = job_fixture(2, heap="8M")
 
 
 def _pings_per_second(job, seconds=1.0):

@@ -4,7 +4,6 @@ Every value checked here was written by the PEs in a real ``oshrun`` job and
 read back through the inspector's own gathering path.
 """
 
-import io
 import json
 import os
 import subprocess
@@ -16,6 +15,7 @@ import nbformat
 import numpy as np
 import psutil
 import pytest
+from conftest import job_fixture, quiet
 from nbclient import NotebookClient
 
 import shmem_notebook
@@ -30,10 +30,6 @@ TIMEOUT = 120
 PNG = b"\x89PNG"
 
 
-def run(job, code, **kw):
-    return job.run(code, stdout=io.StringIO(), stderr=io.StringIO(), timeout=TIMEOUT, **kw)
-
-
 def record(key, value):
     """Keep a measured number in tests/artifacts/inspector_numbers.json (for the report)."""
     ARTIFACTS.mkdir(exist_ok=True)
@@ -43,14 +39,8 @@ def record(key, value):
     path.write_text(json.dumps(numbers, indent=1, sort_keys=True))
 
 
-@pytest.fixture(scope="module")
-def job4():
-    """A real 4-PE job with room for a 64 MiB array."""
-    job = shmem_notebook.Job(4, heap="200M").start()
-    try:
-        yield job
-    finally:
-        job.stop()
+#: a real 4-PE job with room for a 64 MiB array
+job4 = job_fixture(4, heap="200M", timeout=TIMEOUT)
 
 
 @pytest.fixture
@@ -60,7 +50,7 @@ def clean(job4):
     if job4.state == "running":
         for name in list(job4.specs):
             job4.free(name)
-        run(job4, "for _n in [n for n, v in list(globals().items()) if isinstance(v, np.ndarray) and n.strip('_')]:\n"
+        quiet(job4, "for _n in [n for n, v in list(globals().items()) if isinstance(v, np.ndarray) and n.strip('_')]:\n"
                   "    del globals()[_n]\nimport gc; gc.collect()")
 
 
@@ -68,7 +58,7 @@ def clean(job4):
 def test_values_equal_what_the_pes_wrote(clean):
     job = clean
     job.alloc("A=int64[16]", "M=float32[3,5]")
-    run(job, "A[:] = np.arange(16) * (me + 1)\nM[:] = np.arange(15).reshape(3, 5) + 0.5 * me")
+    quiet(job, "A[:] = np.arange(16) * (me + 1)\nM[:] = np.arange(15).reshape(3, 5) + 0.5 * me")
     snap = gather_snapshot(job)
     assert snap.is_exact("A") and snap.is_exact("M")
     expected_a = np.stack([np.arange(16) * (pe + 1) for pe in range(4)])
@@ -86,7 +76,7 @@ def test_values_equal_what_the_pes_wrote(clean):
 
 def test_arrays_allocated_directly_with_shmem4py_appear(clean):
     job = clean
-    run(job, "D = shmem.zeros((3, 5), dtype='float32')\nD[...] = me\n"
+    quiet(job, "D = shmem.zeros((3, 5), dtype='float32')\nD[...] = me\n"
              "E = shmem.array(np.arange(7.0) + me)\n"
              "alias = E\n"
              "_hidden = shmem.zeros(10, dtype='int16')\n")
@@ -105,7 +95,7 @@ def test_arrays_allocated_directly_with_shmem4py_appear(clean):
 def test_offsets_are_consistent_with_sizes_and_addresses(clean):
     job = clean
     job.alloc("A=int64[100]")
-    run(job, "B = shmem.zeros(1000, dtype='int8')\nC = shmem.zeros((4, 4), dtype='complex128')")
+    quiet(job, "B = shmem.zeros(1000, dtype='int8')\nC = shmem.zeros((4, 4), dtype='complex128')")
     snap = gather_snapshot(job)
     layouts = []
     for p in snap.pes:
@@ -118,7 +108,7 @@ def test_offsets_are_consistent_with_sizes_and_addresses(clean):
         layouts.append([(b["name"], b["offset"], b["bytes"]) for b in blocks])
     assert all(layout == layouts[0] for layout in layouts), "symmetric offsets must match on every PE"
     # independent check: the distances between the arrays' addresses, as the PEs see them
-    out = run(job, "print(B.ctypes.data - A.ctypes.data, C.ctypes.data - A.ctypes.data)").stdout
+    out = quiet(job, "print(B.ctypes.data - A.ctypes.data, C.ctypes.data - A.ctypes.data)").stdout
     for pe in range(4):
         arrays = snap.pes[pe]["arrays"]
         assert out[pe].split() == [str(arrays["B"]["offset"] - arrays["A"]["offset"]),
@@ -128,7 +118,7 @@ def test_offsets_are_consistent_with_sizes_and_addresses(clean):
 def test_diff_marks_exactly_the_differing_elements(clean):
     job = clean
     job.alloc("X=float64[40]", "Y=int32[5,6]")
-    run(job, "X[:] = np.arange(40.0)\nY[:] = 7\n"
+    quiet(job, "X[:] = np.arange(40.0)\nY[:] = 7\n"
              "if me == 2: X[[3, 17]] = -1\n"
              "if me == 0: X[5] = np.nan\n"
              "if me == 1: Y[4, 0] = 8\n")
@@ -144,7 +134,7 @@ def test_diff_marks_exactly_the_differing_elements(clean):
     y = snap.diff("Y")
     assert y.shape == (4, 5, 6) and np.argwhere(y).tolist() == [[1, 4, 0]]
     # NaN equals NaN: two PEs holding NaN at the same place agree
-    run(job, "X[5] = np.nan")
+    quiet(job, "X[5] = np.nan")
     assert snap.differing("X") != gather_snapshot(job).differing("X") == {2: 2}
     with pytest.raises(InputError, match="reference must be a PE number 0..3"):
         snap.diff("X", reference=4)
@@ -153,11 +143,11 @@ def test_diff_marks_exactly_the_differing_elements(clean):
 def test_no_majority_is_said_not_hidden(clean):
     job = clean
     job.alloc("M=int64[4]")
-    run(job, "M[:] = 1\nif me >= 2: M[0] = me")  # element 0 holds 1, 1, 2, 3: no value on most PEs
+    quiet(job, "M[:] = 1\nif me >= 2: M[0] = me")  # element 0 holds 1, 1, 2, 3: no value on most PEs
     text = gather_snapshot(job).describe_diff("M")
     assert text.startswith("M: no majority: no value is held by more than half of the PEs at 1 of 4 elements")
     assert "choose a reference PE" in text
-    run(job, "M[:] = 1\nif me == 3: M[0] = 5")
+    quiet(job, "M[:] = 1\nif me == 3: M[0] = 5")
     assert gather_snapshot(job).describe_diff("M") == "M: PE 3 differs from the consensus at 1 of 4 elements"
     job.free("M")
 
@@ -169,7 +159,7 @@ def test_an_outlier_does_not_paint_the_heatmap_one_colour(clean):
 
     job = clean
     job.alloc("O=float64[16]")
-    run(job, "O[:] = np.arange(16.0) + me\nif me == 3: O[5] = 1e9")
+    quiet(job, "O[:] = np.arange(16.0) + me\nif me == 3: O[5] = 1e9")
     artists = plot_values(gather_snapshot(job), "O", ax=Figure().subplots())
     image = artists[0]
     assert (image.norm.vmin, image.norm.vmax) == (0.0, 18.0)  # the bulk spans the colours; 1e9 saturates
@@ -184,7 +174,7 @@ def test_summaries_are_exact_block_statistics_and_the_diff_finds_the_block(clean
     job = clean
     n = 1 << 20  # 8 MiB of float64
     job.alloc(f"BIG=float64[{n}]", "G=float32[300,500]")
-    run(job, "BIG[:] = np.arange(BIG.size, dtype=np.float64) * (3 if me == 2 else 1)\n"
+    quiet(job, "BIG[:] = np.arange(BIG.size, dtype=np.float64) * (3 if me == 2 else 1)\n"
              "G[:] = np.arange(G.size, dtype=np.float32).reshape(G.shape) % 97\n"
              "if me == 3: BIG[123456] += 1\n"
              "if me == 1: BIG[[1000, 1001]] = BIG[[1001, 1000]]   # a swap keeps min, max and mean\n"
@@ -220,7 +210,7 @@ def test_payload_stays_bounded(clean, mib):
     job = clean
     n = int(mib * MiB) // 8
     job.alloc(f"P=float64[{n}]", "small=int64[8]")
-    run(job, "P[:] = np.sin(np.arange(P.size) * 0.001 * (me + 1))\nsmall[:] = me")
+    quiet(job, "P[:] = np.sin(np.arange(P.size) * 0.001 * (me + 1))\nsmall[:] = me")
     snap = gather_snapshot(job)
     assert 0 < snap.payload_bytes <= snap.budget == MiB, f"{snap.payload_bytes} bytes for {mib} MiB"
     assert snap.is_exact("small") and snap.is_exact("P") == (mib < 1)
@@ -231,7 +221,7 @@ def test_payload_stays_bounded(clean, mib):
 
 def test_payload_stays_bounded_with_thousands_of_arrays(clean):
     job = clean
-    run(job, "_keep = [shmem.zeros(8) for _ in range(1500)]\n"
+    quiet(job, "_keep = [shmem.zeros(8) for _ in range(1500)]\n"
              "for _i, _a in enumerate(_keep[:1200]): globals()[f'x{_i}'] = _a\n")
     try:
         snap = gather_snapshot(job, timeout=60)
@@ -242,25 +232,21 @@ def test_payload_stays_bounded_with_thousands_of_arrays(clean):
             assert all(b["name"] for b in p["blocks"]), "named arrays are listed before unnamed ones"
         assert f"(+{snap.pes[0]['omitted']['count']} more)" in tables.arrays_table(snap)
     finally:
-        run(job, "del _keep, _i, _a")
+        quiet(job, "del _keep, _i, _a")
 
 
-def test_refresh_time_4_pes_by_8_mib(clean):
+def test_refresh_4_pes_by_8_mib(clean):
+    """Gathering and a widget refresh of 4 PEs x 8 MiB work; how long they take is measured by
+    bench/inspector.py against the 1 s goal (make bench), not here."""
     job = clean
     job.alloc(f"W=float64[{MiB}]")
-    run(job, "W[:] = np.random.default_rng(me).random(W.size)")
-    times = []
-    for _ in range(3):
-        snap = gather_snapshot(job)
-        times.append(snap.seconds)
+    quiet(job, "W[:] = np.random.default_rng(me).random(W.size)")
+    snap = gather_snapshot(job)
+    assert snap.names() == ["W"] and not snap.is_exact("W") and snap.seconds > 0
     insp = Inspector(job)
-    started = time.monotonic()
-    insp.refresh()
-    widget_seconds = time.monotonic() - started
-    record("refresh_seconds_4pe_8MiB_gather", round(min(times), 3))
-    record("refresh_seconds_4pe_8MiB_widget", round(widget_seconds, 3))
+    assert insp.refresh().names() == ["W"] and insp.refreshes == 2 and insp.array == "W"
+    insp.close()
     record("payload_bytes_4pe_8MiB", snap.payload_bytes)
-    assert min(times) < 10 and widget_seconds < 30
 
 
 def test_unknown_names_and_bad_arguments_get_one_sentence_errors(clean, monkeypatch):
@@ -289,7 +275,7 @@ def test_client_and_pe_sides_import_only_what_they_need(clean):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     gather_snapshot(clean)
-    out = run(clean, "import sys\nprint('matplotlib' in sys.modules, 'ipywidgets' in sys.modules)").stdout
+    out = quiet(clean, "import sys\nprint('matplotlib' in sys.modules, 'ipywidgets' in sys.modules)").stdout
     assert set(out.values()) == {"False False\n"}, "gathering must not load plotting or widgets on the PEs"
 
 
@@ -297,7 +283,7 @@ def test_client_and_pe_sides_import_only_what_they_need(clean):
 def test_widget_traits_follow_the_data(clean):
     job = clean
     job.alloc("A=int64[6]", "T=float64[4,4]")
-    run(job, "A[:] = me\nT[:] = 1.0\nif me == 1: T[2, 3] = 9")
+    quiet(job, "A[:] = me\nT[:] = 1.0\nif me == 1: T[2, 3] = 9")
     insp = Inspector(job)
     try:
         assert insp.array == "A" and insp.reference is None and insp.auto is False
@@ -325,7 +311,7 @@ def test_widget_traits_follow_the_data(clean):
         with pytest.raises(InputError, match="reference must be a PE number 0..3"):
             insp.reference = 4
         # a new array appears after a refresh; the chosen array stays
-        run(job, "Z = shmem.zeros(3)")
+        quiet(job, "Z = shmem.zeros(3)")
         assert "Z" not in insp.array_select.options
         insp.refresh()
         assert "Z" in insp.array_select.options and insp.array == "T"
@@ -342,13 +328,13 @@ def test_auto_refresh_after_every_cell(clean):
     try:
         assert insp.auto_box.value is True and insp._on_cell in job.cell_callbacks
         first = insp.snapshot
-        run(job, "C[:] = 10 + me")
+        quiet(job, "C[:] = 10 + me")
         assert insp.snapshot is not first
         np.testing.assert_array_equal(insp.snapshot.values("C"), [[10 + pe] * 4 for pe in range(4)])
         insp.auto_box.value = False  # the checkbox, as clicked
         assert insp.auto is False and insp._on_cell not in job.cell_callbacks
         second = insp.snapshot
-        run(job, "C[:] = 0")
+        quiet(job, "C[:] = 0")
         assert insp.snapshot is second
     finally:
         insp.auto = False
@@ -357,7 +343,7 @@ def test_auto_refresh_after_every_cell(clean):
 
 def test_every_dtype_and_shape_renders(clean):
     job = clean
-    run(job, "flags = shmem.zeros(5, dtype=bool); flags[me] = True\n"
+    quiet(job, "flags = shmem.zeros(5, dtype=bool); flags[me] = True\n"
              "z = shmem.zeros((3, 2), dtype='complex128'); z[:] = 1j * me\n"
              "scalar = shmem.zeros((), dtype='int64'); scalar[()] = 7\n"
              "cube = shmem.zeros((2, 3, 4), dtype='uint8'); cube[:] = me\n"
@@ -381,7 +367,7 @@ def test_every_dtype_and_shape_renders(clean):
 
 def test_a_name_bound_to_different_arrays_is_reported_not_fatal(clean):
     job = clean
-    run(job, "a1 = shmem.zeros(4)\nmixed = shmem.zeros(6, dtype='int32')\n"
+    quiet(job, "a1 = shmem.zeros(4)\nmixed = shmem.zeros(6, dtype='int32')\n"
              "if me % 2: mixed = mixed.view('int16')   # the same memory, seen differently on odd PEs")
     insp = Inspector(job, array="a1")
     try:
@@ -397,7 +383,7 @@ def test_a_name_bound_to_different_arrays_is_reported_not_fatal(clean):
 def test_static_fallbacks_carry_the_figure_and_the_tables(clean):
     job = clean
     job.alloc("S=int16[5]")
-    run(job, "S[:] = 3\nif me == 2: S[1] = 4")
+    quiet(job, "S[:] = 3\nif me == 2: S[1] = 4")
     insp = Inspector(job, array="S")
     try:
         bundle = insp._repr_mimebundle_()
@@ -436,14 +422,14 @@ def test_magic_inspect(clean, monkeypatch):
 
 
 # -- PEs that are busy, hung or dead --------------------------------------------------
+@pytest.mark.pe
 def test_hung_and_dead_pes_do_not_break_the_inspector():
     job = shmem_notebook.Job(3, heap="32M").start()
     try:
         job.alloc("A=int64[4]", "W=int64[1]")
-        run(job, "A[:] = me")
+        quiet(job, "A[:] = me", timeout=TIMEOUT)
         with pytest.raises(shmem_notebook.JobStateError):  # blocked in OpenSHMEM: a timeout cannot interrupt it
-            job.run("print('working', me)\nif me == 1: shmem.wait_until(W, shmem.CMP.EQ, 99)", timeout=2,
-                    stdout=io.StringIO(), stderr=io.StringIO())
+            quiet(job, "print('working', me)\nif me == 1: shmem.wait_until(W, shmem.CMP.EQ, 99)", timeout=2)
         started = time.monotonic()
         snap = gather_snapshot(job, timeout=2)
         assert time.monotonic() - started < 10, "a stuck PE must not block the refresh"
@@ -469,6 +455,7 @@ def test_hung_and_dead_pes_do_not_break_the_inspector():
 
 
 # -- where widgets cannot render --------------------------------------------------------
+@pytest.mark.pe
 def test_terminal_ipython_prints_tables(tmp_path):
     script = tmp_path / "inspect.ipy"
     script.write_text(
@@ -513,6 +500,7 @@ def _kill(p):
         pass
 
 
+@pytest.mark.pe
 def test_tour_notebook(tmp_path):
     nb = nbformat.read(ROOT / "notebooks" / "02-inspector.ipynb", as_version=4)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit notebooks without outputs"

@@ -24,6 +24,8 @@ import psutil
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
+pytestmark = pytest.mark.pe
+
 ARTIFACTS = Path(__file__).parent / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

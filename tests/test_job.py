@@ -7,19 +7,14 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import quiet
 
 import shmem_notebook
 from shmem_notebook import HeapFullError, InputError, JobStateError, PEError
 
 
-def run(job, code, **kw):
-    out, err = io.StringIO(), io.StringIO()
-    result = job.run(code, stdout=out, stderr=err, **kw)
-    return result, out.getvalue(), err.getvalue()
-
-
 def test_engine_id_is_the_pe_number(job):
-    result, out, _ = run(job, "print(me, npes, shmem.my_pe(), shmem.n_pes())")
+    result = quiet(job, "print(me, npes, shmem.my_pe(), shmem.n_pes())")
     for pe in range(job.n):
         assert result.stdout[pe] == f"{pe} {job.n} {pe} {job.n}\n"
     assert sorted(job._client.ids) == list(range(job.n))
@@ -27,13 +22,13 @@ def test_engine_id_is_the_pe_number(job):
 
 
 def test_declared_arrays_exist_before_the_first_line(job):
-    result, _, _ = run(job, "print(A.dtype, A.shape, flags.shape, halo.shape, int(A.sum()))",
+    result = quiet(job, "print(A.dtype, A.shape, flags.shape, halo.shape, int(A.sum()))",
                        arrays="A=int64[8] flags=int32[npes] halo=float64[2,npes*4]")
     assert set(result.stdout.values()) == {f"int64 (8,) ({job.n},) (2, {4 * job.n}) 0\n"}
 
 
 def test_put_to_right_neighbour_and_gather(job):
-    run(job, "src[:] = me + 1\nshmem.barrier_all()\nshmem.put(dst, src, (me + 1) % npes)\nshmem.barrier_all()",
+    quiet(job, "src[:] = me + 1\nshmem.barrier_all()\nshmem.put(dst, src, (me + 1) % npes)\nshmem.barrier_all()",
         arrays="src=int64[3] dst=int64[3]")
     got = job.gather("dst")
     assert got.shape == (job.n, 3)
@@ -41,39 +36,43 @@ def test_put_to_right_neighbour_and_gather(job):
 
 
 def test_fcollect(job):
-    result, out, _ = run(job, "x[0] = me * me\nshmem.barrier_all()\nshmem.fcollect(y, x)\nprint(y.tolist())",
-                         arrays="x=int64[1] y=int64[npes]")
+    out = io.StringIO()
+    quiet(job, "x[0] = me * me\nshmem.barrier_all()\nshmem.fcollect(y, x)\nprint(y.tolist())",
+          arrays="x=int64[1] y=int64[npes]", stdout=out)
     expected = str([pe * pe for pe in range(job.n)])
-    assert out == f"[PE {'0' if job.n == 1 else f'0-{job.n - 1}'}] {expected}\n"
+    assert out.getvalue() == f"[PE {'0' if job.n == 1 else f'0-{job.n - 1}'}] {expected}\n"
 
 
 def test_shmem_array_works_in_cells_under_numpy2(job):
-    result, _, _ = run(job, "a = shmem.array([[1, 2], [3, 4]], dtype='i4')\nprint(a.sum(), a.dtype, a.shape)\nshmem.free(a)")
+    result = quiet(job, "a = shmem.array([[1, 2], [3, 4]], dtype='i4')\nprint(a.sum(), a.dtype, a.shape)\nshmem.free(a)")
     assert set(result.stdout.values()) == {"10 int32 (2, 2)\n"}
 
 
 def test_respec_reallocates_and_free_removes(job):
-    run(job, "pass", arrays="R=int32[4]")
-    run(job, "R[:] = 7", arrays="R=int32[4]")  # same spec: kept
+    quiet(job, "pass", arrays="R=int32[4]")
+    quiet(job, "R[:] = 7", arrays="R=int32[4]")  # same spec: kept
     assert job.gather("R").sum() == 7 * 4 * job.n
-    run(job, "pass", arrays="R=float64[2,2]")  # new spec: re-allocated, zeroed
+    quiet(job, "pass", arrays="R=float64[2,2]")  # new spec: re-allocated, zeroed
     got = job.gather("R")
     assert got.shape == (job.n, 2, 2) and got.dtype == np.float64 and not got.any()
     job.free("R")
     assert "R" not in [a["name"] for a in job.arrays()]
     with pytest.raises(PEError, match="NameError"):
-        run(job, "R")
+        quiet(job, "R")
 
 
 def test_last_expression_is_shown_per_pe(job):
-    result, out, _ = run(job, "me * 10")
+    out = io.StringIO()
+    result = quiet(job, "me * 10", stdout=out)
     assert result.results == {pe: str(pe * 10) for pe in range(job.n)}
-    assert "Out[PE 0]: 0" in out
+    assert "Out[PE 0]: 0" in out.getvalue()
 
 
 def test_rich_output_is_kept_per_pe(job):
-    result, out, _ = run(job, "from IPython.display import HTML, display\ndisplay(HTML('<b>same</b>'))\n"
-                              "display(HTML(f'<i>{me}</i>'))\nHTML('<u>last</u>')")
+    printed = io.StringIO()
+    result = quiet(job, "from IPython.display import HTML, display\ndisplay(HTML('<b>same</b>'))\n"
+                        "display(HTML(f'<i>{me}</i>'))\nHTML('<u>last</u>')", stdout=printed)
+    out = printed.getvalue()
     assert set(result.displays) == set(range(job.n))
     assert [[d["data"]["text/html"] for d in result.displays[pe]] for pe in range(job.n)] == [
         ["<b>same</b>", f"<i>{pe}</i>"] for pe in range(job.n)
@@ -85,14 +84,16 @@ def test_rich_output_is_kept_per_pe(job):
 
 
 def test_a_warning_holding_each_pes_pid_is_folded(job):
-    _, _, err = run(job, "import os, sys\nprint(f'warning: process {os.getpid()} is slow', file=sys.stderr)")
+    printed = io.StringIO()
+    quiet(job, "import os, sys\nprint(f'warning: process {os.getpid()} is slow', file=sys.stderr)", stderr=printed)
+    err = printed.getvalue()
     everyone = "0" if job.n == 1 else f"0-{job.n - 1}"
     assert err == f"[PE {everyone}] warning: process <pid> is slow\n" if job.n > 1 else err.startswith("[PE 0] warning")
 
 
 def test_error_on_some_pes_names_them_and_keeps_other_output(job):
     with pytest.raises(PEError) as info:
-        run(job, "print('before', me)\nif me == npes - 1:\n    raise ValueError('boom on last')\nprint('after', me)")
+        quiet(job, "print('before', me)\nif me == npes - 1:\n    raise ValueError('boom on last')\nprint('after', me)")
     err = info.value
     assert set(err.errors) == {job.n - 1}
     assert f"PE {job.n - 1}: ValueError: boom on last" in str(err)
@@ -102,31 +103,31 @@ def test_error_on_some_pes_names_them_and_keeps_other_output(job):
     assert result.stdout[job.n - 1] == f"before {job.n - 1}\n"
     rendered = "\n".join(err._render_traceback_())
     assert "boom on last" in rendered and f"[PE {job.n - 1}] raised:" in rendered
-    run(job, "pass")  # still usable
+    quiet(job, "pass")  # still usable
 
 
 def test_too_large_allocation_names_both_sizes_and_job_survives(job):
     with pytest.raises(HeapFullError) as info:
         job.alloc("huge=float64[64,1024,1024]")
     assert "512.0 MiB" in str(info.value) and "256.0 MiB" in str(info.value)
-    result, _, _ = run(job, "print('alive', me)")
+    result = quiet(job, "print('alive', me)")
     assert all(text == f"alive {pe}\n" for pe, text in result.stdout.items())
     assert all(row["state"] == "idle" for row in job.status())
 
 
 def test_allocation_larger_than_the_heap_counts_what_cells_allocated(job):
-    run(job, "user_block = shmem.zeros(200 * 1024 * 1024, dtype='u1')")  # 200 MiB outside the magics
+    quiet(job, "user_block = shmem.zeros(200 * 1024 * 1024, dtype='u1')")  # 200 MiB outside the magics
     try:
         with pytest.raises(HeapFullError, match="needs 64.0 MiB"):
             job.alloc("more=uint8[64*1024*1024]")
     finally:
-        run(job, "shmem.free(user_block); del user_block")
+        quiet(job, "shmem.free(user_block); del user_block")
     job.alloc("more=uint8[64*1024*1024]")
     job.free("more")
 
 
 def test_every_api_takes_every_form_of_declarations(job):
-    result, _, _ = run(job, "print(A.dtype, A.shape)", arrays={"A": "int64[8]"})
+    result = quiet(job, "print(A.dtype, A.shape)", arrays={"A": "int64[8]"})
     assert set(result.stdout.values()) == {"int64 (8,)\n"}
     job.alloc("E=int64[8] F=float32[npes]")
     job.alloc(["G=int64[4]"])
@@ -137,7 +138,7 @@ def test_every_api_takes_every_form_of_declarations(job):
         "A": ("int64", (8,)), "E": ("int64", (8,)), "F": ("float32", (job.n,)),
         "G": ("int64", (4,)), "H": ("int64", (4,)), "I": ("int8", (2,)),
     }
-    result, _, _ = run(job, "print(E.shape, F.shape, G.shape, H.shape, I.shape)")
+    result = quiet(job, "print(E.shape, F.shape, G.shape, H.shape, I.shape)")
     assert set(result.stdout.values()) == {f"(8,) ({job.n},) (4,) (4,) (2,)\n"}
     for name in "AEFGHI":
         job.free(name)
@@ -145,7 +146,7 @@ def test_every_api_takes_every_form_of_declarations(job):
 
 def test_status_heap_use_counts_what_cells_allocated(job):
     before = job.status()[0]["heap_used"]
-    run(job, "B = shmem.zeros(16 << 20, dtype='u1')")
+    quiet(job, "B = shmem.zeros(16 << 20, dtype='u1')")
     try:
         rows = job.status()
         assert all(r["heap_used"] >= before + (16 << 20) for r in rows), rows
@@ -154,12 +155,12 @@ def test_status_heap_use_counts_what_cells_allocated(job):
         snap = gather_snapshot(job)
         assert [p["heap"]["used"] for p in snap.pes] == [r["heap_used"] for r in rows]
     finally:
-        run(job, "shmem.free(B); del B")
+        quiet(job, "shmem.free(B); del B")
     assert [r["heap_used"] for r in job.status()] == [before] * job.n
 
 
 def test_gather_any_symmetric_array_and_pull_any_value(job):
-    run(job, "B = shmem.zeros(8, dtype='i8'); B[:] = me\nv = B[2:5]\nword = 'pe%d' % me\ntenfold = me * 10\n"
+    quiet(job, "B = shmem.zeros(8, dtype='i8'); B[:] = me\nv = B[2:5]\nword = 'pe%d' % me\ntenfold = me * 10\n"
              "gen = (i for i in range(3))\nmine = np.arange(me + 1)")
     try:
         assert job.gather("B").tolist() == [[pe] * 8 for pe in range(job.n)]
@@ -179,13 +180,13 @@ def test_gather_any_symmetric_array_and_pull_any_value(job):
             assert job.pull("mine")[1].tolist() == [0, 1]  # shapes differ: a dict
             with pytest.raises(InputError, match=r"cannot be stacked"):
                 job.pull("mine", stack=True)
-            run(job, "if me == 0:\n    del tenfold")
+            quiet(job, "if me == 0:\n    del tenfold")
             with pytest.raises(InputError, match=r"no variable named 'tenfold' on PE 0;"):
                 job.pull("tenfold")
         else:
             assert job.gather("v").tolist() == [[0, 0, 0]]  # a view inside a symmetric allocation
     finally:
-        run(job, "shmem.free(B); del B, v")
+        quiet(job, "shmem.free(B); del B, v")
 
 
 def test_large_gathers_are_read_from_the_pes_or_come_through_dev_shm_and_leave_no_file(job, monkeypatch):
@@ -197,7 +198,7 @@ def test_large_gathers_are_read_from_the_pes_or_come_through_dev_shm_and_leave_n
     from shmem_notebook.job.shm import transfer_prefix
 
     n, width = job.n, 1 << 17  # L 3 MiB, strided 1.5 MiB, I 2 MiB per PE
-    run(job, f"L = shmem.zeros((3, {width}), 'f8'); L[:] = me + np.arange({width})\nstrided = L[:, ::2]\n"
+    quiet(job, f"L = shmem.zeros((3, {width}), 'f8'); L[:] = me + np.arange({width})\nstrided = L[:, ::2]\n"
              f"I = shmem.zeros({width * 4}, 'i4'); I[:] = -me\nT = I.view('i8') if me == 0 else I")
     rows = np.broadcast_to(np.arange(n).reshape(n, 1, 1) + np.arange(width, dtype='f8'), (n, 3, width))
     ints = -np.arange(n, dtype="i4").repeat(width * 4).reshape(n, -1)
@@ -220,7 +221,7 @@ def test_large_gathers_are_read_from_the_pes_or_come_through_dev_shm_and_leave_n
         with pytest.raises(InputError, match=r"rc.gather is 'mmap'; use one of 'shm', 'file', 'pickle'"):
             job.gather("L")
     finally:
-        run(job, "shmem.free(L); shmem.free(I); del L, strided, I, T")
+        quiet(job, "shmem.free(L); shmem.free(I); del L, strided, I, T")
     assert left() == []
 
 
@@ -239,27 +240,27 @@ def test_reading_a_gone_pe_gives_none_not_a_crash():
 
 
 def test_redeclaring_retires_names_pointing_into_the_old_array(job, capfd):
-    run(job, "old = A\nview = A[1:]\nA[:] = 1.5\nkept = [A]", arrays="A=float32[3]")
+    quiet(job, "old = A\nview = A[1:]\nA[:] = 1.5\nkept = [A]", arrays="A=float32[3]")
     capfd.readouterr()
-    run(job, "pass", arrays="A=int64[5]")
+    quiet(job, "pass", arrays="A=int64[5]")
     err = capfd.readouterr().err
     assert "`old` referred to the old A, which was re-allocated; `old` is now a read-only copy" in err
     assert "`view` referred to the old A" in err
     with pytest.raises(PEError, match="FreedArrayError: 'old' referred to symmetric memory that was freed "
                                       r"\(A was re-allocated as int64\[5\]\)"):
-        run(job, "old[:] = 7")
+        quiet(job, "old[:] = 7")
     with pytest.raises(PEError, match="read-only"):
-        run(job, "view += 1")
+        quiet(job, "view += 1")
     with pytest.raises(PEError, match="read-only"):
-        run(job, "kept[0][:] = 7")  # the old ndarray object itself is read-only
-    result, _, _ = run(job, "print(old.tolist(), (old * 2).tolist(), A.tolist())")
+        quiet(job, "kept[0][:] = 7")  # the old ndarray object itself is read-only
+    result = quiet(job, "print(old.tolist(), (old * 2).tolist(), A.tolist())")
     assert set(result.stdout.values()) == {"[1.5, 1.5, 1.5] [3.0, 3.0, 3.0] [0, 0, 0, 0, 0]\n"}
     assert not job.gather("A").any()  # nothing was written into the new A
-    run(job, "alias = A")
+    quiet(job, "alias = A")
     capfd.readouterr()
     job.free("A")
     assert "`alias` referred to the old A, which was freed" in capfd.readouterr().err
-    run(job, "del old, view, kept, alias")
+    quiet(job, "del old, view, kept, alias")
 
 
 def test_an_openshmem_15_routine_says_what_the_library_lacks(job):
@@ -267,12 +268,12 @@ def test_an_openshmem_15_routine_says_what_the_library_lacks(job):
             "try:\n    shmem.put_signal(dst, np.ones(2, dtype='i8'), (me + 1) % npes, sig, 1, shmem.SIGNAL_SET)\n"
             "finally:\n    shmem.free(dst); shmem.del_signal(sig)")
     with pytest.raises(PEError) as info:
-        run(job, code)
+        quiet(job, code)
     text = str(info.value)
     assert "NotImplementedError: shmem_long_put_signal" not in text
     assert "put_signal" in text and "OpenSHMEM 1.4" in text and "shmem.fence()" in text, text
     assert len(info.value.errors) == job.n
-    run(job, "pass")  # the job is fine
+    quiet(job, "pass")  # the job is fine
 
 
 def test_status_rows(job):
@@ -284,25 +285,26 @@ def test_status_rows(job):
 
 
 def test_timeout_interrupts_first_and_marks_hung_only_what_cannot_stop(job):
-    run(job, "T[:] = 5", arrays="T=int64[3] W=int64[1]")
+    quiet(job, "T[:] = 5", arrays="T=int64[3] W=int64[1]")
     # a PE in time.sleep stops at the interrupt, as with the stop button: the job stays usable
     with pytest.raises(JobStateError, match="did not finish within 1 s; every PE stopped at the interrupt"):
-        run(job, "import time; time.sleep(5 if me == 0 else 0)", timeout=1)
+        quiet(job, "import time; time.sleep(5 if me == 0 else 0)", timeout=1)
     assert job.state == "running" and job.gather("T").sum() == 15 * job.n
     assert job.last_result.errors[0][0] == "KeyboardInterrupt"
     # a PE blocked inside OpenSHMEM cannot be interrupted: hung, and the message names it
     with pytest.raises(JobStateError, match="within 1 s; PE 0 could not be interrupted .* marked hung"):
-        run(job, "if me == 0:\n    shmem.wait_until(W, shmem.CMP.EQ, 99)", timeout=1)
+        quiet(job, "if me == 0:\n    shmem.wait_until(W, shmem.CMP.EQ, 99)", timeout=1)
     assert job.state == "hung"
     with pytest.raises(JobStateError, match="restart"):
-        run(job, "pass")
+        quiet(job, "pass")
     job.restart()
     assert job.state == "running"
     # declared arrays came back, zeroed
     assert "T" in job.specs and not job.gather("T").any()
-    run(job, "print(me)")
+    quiet(job, "print(me)")
 
 
+@pytest.mark.pe
 def test_start_while_running_is_refused():
     job = shmem_notebook.start(1)
     try:
@@ -317,6 +319,7 @@ def test_start_while_running_is_refused():
         job.run("pass")
 
 
+@pytest.mark.pe
 def test_context_manager_stops_the_job():
     with shmem_notebook.Job(2).start() as job:
         assert job.state == "running"

@@ -5,9 +5,8 @@ import io
 import subprocess
 import sys
 
-import pytest
+from conftest import job_fixture
 
-import shmem_notebook
 
 CLIENT_SIDE = ("ipyparallel.client", "ipyparallel.cluster", "jupyter_client.manager", "jupyter_client.provisioning")
 
@@ -50,11 +49,7 @@ def test_install_leaves_a_package_that_is_imported_already():
     assert out == ["True True"]
 
 
-@pytest.fixture(scope="module")
-def job():
-    job = shmem_notebook.Job(1, heap="8M").start()
-    yield job
-    job.stop()
+job = job_fixture(1, heap="8M")
 
 
 def test_a_running_pe_has_no_client_side_yet_a_cell_may_use_it_all(job):

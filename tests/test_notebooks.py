@@ -3,7 +3,10 @@
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
+
+pytestmark = pytest.mark.pe
 
 NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
 

@@ -9,7 +9,7 @@ import shmem_notebook
 from shmem_notebook import Access, PEError, Race
 from shmem_notebook.analysis.races import find_races
 
-from conftest import running_job
+from conftest import job_fixture, running_job
 from race_catalogue import ARRAYS, CASES, RESET
 
 
@@ -51,6 +51,7 @@ def _run_catalogue(job):
     return rows, {"tp": tp, "fp": fp, "tn": tn, "fn": fn, "precision": precision, "recall": recall, "accuracy": accuracy}
 
 
+@pytest.mark.pe
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("npes", [2, 4])
 def test_catalogue(npes):
@@ -71,9 +72,7 @@ def test_catalogue(npes):
     assert wrong == []
 
 
-@pytest.fixture(scope="module")
-def job2():
-    yield from running_job(2, heap="32M")
+job2 = job_fixture(2, heap="32M")
 
 
 ISSUE_CELL = """localbuf = np.array([1], dtype=np.int32)
@@ -134,6 +133,7 @@ def test_race_is_public():
     assert shmem_notebook.Race is Race and "Race" in shmem_notebook.__all__ and "Access" in shmem_notebook.__all__
 
 
+@pytest.mark.pe
 def test_magics(capsys):
     """`%shmem race on|off` and `%%pxshmem --race` in a real IPython shell."""
     from IPython.core.error import UsageError

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from conftest import running_job
+from conftest import job_fixture, quiet
 from shmem_notebook.operations import ATOMICS, CALLS, RECORDED_AS
 
 RACY = """
@@ -39,34 +39,30 @@ shmem.barrier_all()
 """
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=lambda n: f"{n}pe")
-def job(request):
-    yield from running_job(request.param, heap="32M")
+job = job_fixture(2, 4, heap="32M")
 
 
-def run(job, code, **options):
-    out = io.StringIO()
-    return job.run(code, arrays="A=int64[4] F=int64[1] S=int64[4]", stdout=out, stderr=out, **options)
+ARRAYS = "A=int64[4] F=int64[1] S=int64[4]"
 
 
 @pytest.mark.parametrize("order", ["race first", "stress first"])
 def test_stress_and_race_in_either_order_keep_the_race_data(job, order):
     options = {"race": True, "stress": 5} if order == "race first" else {"stress": 5, "race": True}
-    result = run(job, RACY, **options)
+    result = quiet(job, RACY, arrays=ARRAYS, **options)
     assert [str(r).split(";")[0] for r in result.races] == [
         "RACE A[0] on PE 1: PE 0 line 4 put (write) / PE 1 line 6 load (read) are unordered"
     ], [str(r) for r in result.races]
 
 
 def test_trace_records_a_sum_reduce(job):
-    result = run(job, "S[:] = me\nshmem.sum_reduce(S, A)\n", trace=True)
+    result = quiet(job, "S[:] = me\nshmem.sum_reduce(S, A)\n", arrays=ARRAYS, trace=True)
     reduces = [e for e in result.trace.events if e["op"] == "sum_reduce"]
     assert sorted(e["pe"] for e in reduces) == list(range(job.n)), result.trace.events
     assert all(e["array"] == "S" and e["line"] == 2 for e in reduces)
 
 
 def test_the_trace_records_every_call_the_race_check_records(job):
-    result = run(job, EVERYTHING, race=True, trace=True)
+    result = quiet(job, EVERYTHING, arrays=ARRAYS, race=True, trace=True)
     traced = {e["op"] for e in result.trace.events if e["pe"] == 0}
     recorded_as = {RECORDED_AS.get(op, op) for op in traced}
     expected = {"put", "fence", "atomic_add", "quiet", "barrier_all", "get", "atomic_fetch", "sync_all", "sum_reduce",
@@ -76,7 +72,7 @@ def test_the_trace_records_every_call_the_race_check_records(job):
 
 
 def test_every_call_is_unwrapped_after_the_cell(job):
-    run(job, RACY, race=True, trace=True, stress=3)
+    quiet(job, RACY, arrays=ARRAYS, race=True, trace=True, stress=3)
     out = io.StringIO()
     job.run("import inspect\nwrapped = sorted(n for n in dir(shmem) if hasattr(getattr(shmem, n), '__shmem_race_skip__'))\n"
             "print(wrapped, hasattr(shmem.Team.sync, '__wrapped__') and hasattr(shmem.Team.sync, '__shmem_race_skip__'))",

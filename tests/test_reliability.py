@@ -13,7 +13,7 @@ import time
 
 import psutil
 import pytest
-from conftest import running_job
+from conftest import job_fixture, quiet
 
 import shmem_notebook
 from shmem_notebook import CellStoppedError, JobStateError, PEDiedError
@@ -21,14 +21,10 @@ from shmem_notebook.job.processes import wait
 from shmem_notebook.job.shm import Segments
 from shmem_notebook.job.watchdog import owned_processes
 
-
-def quiet_run(job, code, **kw):
-    return job.run(code, stdout=io.StringIO(), stderr=io.StringIO(), **kw)
+pytestmark = pytest.mark.pe  # every test starts PEs (a job, or a kernel that starts one)
 
 
-@pytest.fixture(scope="module")
-def job2():
-    yield from running_job(2)
+job2 = job_fixture(2)
 
 
 CRASHES = {
@@ -45,7 +41,7 @@ def test_a_dying_pe_ends_the_cell_with_its_cause(job2, kind):
     if job2.state != "running":
         job2.restart()
     job2.alloc("keep=int64[4]")
-    quiet_run(job2, "keep[:] = 7")
+    quiet(job2, "keep[:] = 7")
     if death is None:
         victim = job2.pes[1]["pid"]
         threading.Timer(1.0, os.kill, (victim, signal.SIGKILL)).start()
@@ -53,7 +49,7 @@ def test_a_dying_pe_ends_the_cell_with_its_cause(job2, kind):
     code = f"print('survivor output', me)\nif me == 1:\n    {death}\nimport time; time.sleep(60)"
     t0 = time.monotonic()
     with pytest.raises(PEDiedError) as info:
-        quiet_run(job2, code)
+        quiet(job2, code)
     elapsed = time.monotonic() - t0
     assert elapsed < 5 + (1 if kind == "sigkill" else 0), f"the cell took {elapsed:.1f} s to end"
     message = str(info.value)
@@ -63,7 +59,7 @@ def test_a_dying_pe_ends_the_cell_with_its_cause(job2, kind):
     assert job2.state == "dead"
     assert [row["state"] for row in job2.status()] == ["dead", "dead"]
     with pytest.raises(PEDiedError, match="restart"):
-        quiet_run(job2, "pass")
+        quiet(job2, "pass")
     # nothing of the old PEs is left; the controller stays for a fast restart
     assert not [p for p in owned_processes(job2._token) if "shmem_notebook.engine" in " ".join(p.cmdline())]
     t0 = time.monotonic()
@@ -71,31 +67,29 @@ def test_a_dying_pe_ends_the_cell_with_its_cause(job2, kind):
     print(f"restart after {kind}: {time.monotonic() - t0:.2f} s")
     assert job2.state == "running"
     assert not job2.gather("keep").any()  # re-allocated, zeroed
-    assert quiet_run(job2, "print(me)").stdout == {0: "0\n", 1: "1\n"}
+    assert quiet(job2, "print(me)").stdout == {0: "0\n", 1: "1\n"}
 
 
-@pytest.fixture(scope="module")
-def job4():
-    yield from running_job(4)
+job4 = job_fixture(4)
 
 
 def test_barrier_deadlock_shows_where_every_pe_is(job4):
     code = "x = 1\nif me == 0:\n    shmem.barrier_all()\ny = 2"
     with pytest.raises(CellStoppedError) as info:
-        quiet_run(job4, code, timeout=2)
+        quiet(job4, code, timeout=2)
     assert info.value.where == ["PE 0: line 3, shmem.barrier_all()", "PE 1-3: finished"]
     assert "did not finish within 2 s; PE 0 could not be interrupted" in str(info.value)
     assert job4.state == "hung"
     with pytest.raises(JobStateError, match="hung .* restart"):
-        quiet_run(job4, "pass")
+        quiet(job4, "pass")
     job4.restart()
-    assert quiet_run(job4, "print('back')").stdout[3] == "back\n"
+    assert quiet(job4, "print('back')").stdout[3] == "back\n"
 
 
 def test_wait_until_nobody_sets_shows_the_blocking_call(job4):
     code = "print('waiting', me)\nshmem.wait_until(flag, shmem.CMP.EQ, 1)"
     with pytest.raises(CellStoppedError) as info:
-        quiet_run(job4, code, arrays="flag=int64[1]", timeout=1.5)
+        quiet(job4, code, arrays="flag=int64[1]", timeout=1.5)
     assert info.value.where == ["PE 0-3: line 2, shmem.wait_until(flag, shmem.CMP.EQ, 1)"]
     assert all(job4.last_result.stdout[pe] == f"waiting {pe}\n" for pe in range(4))
     job4.restart()
@@ -107,7 +101,7 @@ def test_global_exit_names_the_pe_and_the_status(job4):
         if job4.state != "running":
             job4.restart()
         with pytest.raises(PEDiedError) as info:
-            quiet_run(job4, "shmem.barrier_all()\nif me == 3:\n    shmem.global_exit(5)\nprint(me)")
+            quiet(job4, "shmem.barrier_all()\nif me == 3:\n    shmem.global_exit(5)\nprint(me)")
         assert "PE 3 died of shmem.global_exit(5)" in str(info.value), str(info.value)
         assert info.value.causes[3] == "shmem.global_exit(5)"
     job4.restart()
@@ -117,14 +111,14 @@ def test_default_timeout_from_start():
     job = shmem_notebook.Job(2, timeout=1).start()
     try:
         with pytest.raises(CellStoppedError, match="within 1 s"):
-            quiet_run(job, "if me == 1:\n    shmem.barrier_all()")
+            quiet(job, "if me == 1:\n    shmem.barrier_all()")
     finally:
         job.stop()
 
 
 def test_eight_pes_on_two_cores():
     with shmem_notebook.Job(8).start() as job:
-        result = quiet_run(job, "shmem.barrier_all()\nprint(me)")
+        result = quiet(job, "shmem.barrier_all()\nprint(me)")
         assert result.stdout == {pe: f"{pe}\n" for pe in range(8)}
 
 

@@ -9,6 +9,8 @@ import pytest
 
 from test_inspector_browser import ARTIFACTS, make_driver, notebook_lab, open_and_run_all, wait_for
 
+pytestmark = pytest.mark.pe
+
 NOTEBOOK = [
     "%load_ext shmem_notebook",
     "%shmem start -n 4 --heap 64M",

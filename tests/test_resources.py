@@ -92,6 +92,7 @@ def test_magic_refuses_an_impossible_heap():
         ip.run_line_magic("shmem", f"start -n 2 --heap {4 * psutil.virtual_memory().total >> 30}G")
 
 
+@pytest.mark.pe
 def test_a_start_that_never_becomes_ready_times_out_and_leaves_nothing(monkeypatch):
     # counted from the client's connection to the controller: a PE then still needs its kernel
     # built and a heartbeat (~0.1 s at least) to register
@@ -115,6 +116,7 @@ def _small_job(tracker_box):
     return job
 
 
+@pytest.mark.pe
 def test_stop_leaves_no_shared_memory():
     box = []
     job = _small_job(box)
@@ -124,6 +126,7 @@ def test_stop_leaves_no_shared_memory():
     assert box[0].stop().left() == ([], [])
 
 
+@pytest.mark.pe
 def test_a_crash_leaves_no_shared_memory():
     box = []
     job = _small_job(box)
@@ -136,6 +139,7 @@ def test_a_crash_leaves_no_shared_memory():
         job.stop()
 
 
+@pytest.mark.pe
 def test_restart_leaves_nothing_of_the_old_pes():
     """restart kills the old PEs and returns once the new ones answer; their oshrun, which
     lingers 1-2 s, is reaped at the next cell (or status, restart, stop) with its segments."""
@@ -166,6 +170,7 @@ def _living(proc):
         return False
 
 
+@pytest.mark.pe
 def test_everything_sigkilled_leaves_no_shared_memory():
     """oshrun and every PE killed at once (what the OOM killer or a kill -9 does): Open MPI
     cannot remove its vader files; stop must."""
@@ -184,6 +189,7 @@ def test_everything_sigkilled_leaves_no_shared_memory():
 # -- files in the IPython profile (item 10) and a missing shmem4py (item 12) ----------------
 
 
+@pytest.mark.pe
 def test_stop_removes_the_files_the_job_created():
     job = shmem_notebook.Job(2, heap="8M").start()
     profile, cluster_id = job._cluster.profile_dir, job._cluster.cluster_id

@@ -7,7 +7,6 @@ Slurm's packages are not installed.
 """
 
 import _thread
-import io
 import json
 import os
 import re
@@ -20,11 +19,12 @@ import time
 
 import psutil
 import pytest
+from conftest import quiet
 from slurm_cluster import ShmWatch, SlurmCluster, slurm_missing
 
 import shmem_notebook
 
-pytestmark = pytest.mark.skipif(slurm_missing() is not None, reason=slurm_missing() or "")
+pytestmark = [pytest.mark.pe, pytest.mark.skipif(slurm_missing() is not None, reason=slurm_missing() or "")]
 
 TWO_NODES = {"OMPI_MCA_btl": "self,tcp"}  # several fake nodes on one host (see the module docstring)
 
@@ -121,10 +121,6 @@ PUT_GET_REDUCE = (
     "shmem.barrier_all()\n"
 )
 ARRAYS = ["right=int64[4]", "got=int64[4]", "src=int64[1]", "total=int64[1]"]
-
-
-def quiet(job, code, **kw):
-    return job.run(code, stdout=io.StringIO(), stderr=io.StringIO(), **kw)
 
 
 def batch_job(**options):

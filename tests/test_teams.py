@@ -5,27 +5,18 @@ The PEs report what they computed; the expected values are computed here, with
 NumPy, from the inputs' formula and the teams' membership.
 """
 
-import io
 import json
 
 import numpy as np
 import pytest
 
-from conftest import running_job
+from conftest import job_fixture, quiet
 from shmem_notebook import PEError
 from shmem_notebook.engine.teams import decide
 from shmem_notebook.errors import InputError
 
 
-@pytest.fixture(scope="module", params=[1, 2, 3, 4, 6], ids=lambda n: f"{n}pe")
-def job(request):
-    yield from running_job(request.param, heap="32M")
-
-
-def run(job, code, **kw):
-    out = io.StringIO()
-    result = job.run(code, stdout=out, stderr=io.StringIO(), timeout=120, **kw)
-    return result
+job = job_fixture(1, 2, 3, 4, 6, heap="32M")
 
 
 def reports(result):
@@ -147,7 +138,7 @@ def expected_for(pes, me):
 
 def test_team_api_and_every_team_collective_equal_numpy(job):
     n = job.n
-    got = reports(run(job, TEAMS_CELL))
+    got = reports(quiet(job, TEAMS_CELL))
     rows, cols = grid(n)
     for me in range(n):
         teams = dict(team_pes(n), row=rows[me], col=cols[me])
@@ -172,7 +163,7 @@ def test_status_says_teams_are_emulated(job):
 
 def test_team_collectives_involve_only_members(job):
     """The odd team runs 30 collectives; the even PEs do nothing meanwhile and are not held."""
-    result = run(job, """
+    result = quiet(job, """
 import json, time
 odd = shmem.TEAM_WORLD.split_strided(1, 2) if npes > 1 else shmem.TEAM_INVALID
 x = shmem.zeros(1, "i8"); y = shmem.zeros(npes, "i8"); x[0] = me
@@ -196,7 +187,7 @@ shmem.free(x); shmem.free(y)
 
 
 def test_a_thousand_splits_and_destroys_leak_nothing(job):
-    result = run(job, """
+    result = quiet(job, """
 import json
 from shmem_notebook.engine import heap, teams
 before = (heap.heap_usage()[0], teams._free, len(teams._teams))
@@ -213,15 +204,15 @@ print("REPORT", json.dumps({"same": before == (heap.heap_usage()[0], teams._free
 
 def test_mistakes_end_in_one_line(job):
     with pytest.raises(PEError) as info:
-        run(job, "shmem.fcollect(np.zeros(1), np.zeros(1), team=shmem.TEAM_INVALID)")
+        quiet(job, "shmem.fcollect(np.zeros(1), np.zeros(1), team=shmem.TEAM_INVALID)")
     assert "TEAM_INVALID: this PE is not a member of that team" in str(info.value)
     with pytest.raises(PEError) as info:
-        run(job, "shmem.TEAM_WORLD.split_strided(0, 1, npes + 1)")
+        quiet(job, "shmem.TEAM_WORLD.split_strided(0, 1, npes + 1)")
     assert "does not pick PEs of a team of" in str(info.value)
     with pytest.raises(PEError) as info:
-        run(job, "t = shmem.TEAM_WORLD.split_strided(0, 1, 1)\nt2 = shmem.Team(t)\nt.destroy()\nt2.n_pes()")
+        quiet(job, "t = shmem.TEAM_WORLD.split_strided(0, 1, 1)\nt2 = shmem.Team(t)\nt.destroy()\nt2.n_pes()")
     assert "destroyed or never created" in str(info.value) or "TEAM_INVALID" in str(info.value)
-    run(job, "shmem.barrier_all()")  # the job is still usable
+    quiet(job, "shmem.barrier_all()")  # the job is still usable
 
 
 def test_decide():

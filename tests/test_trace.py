@@ -5,27 +5,20 @@ import io
 import numpy as np
 import pytest
 
-from conftest import running_job
+from conftest import job_fixture, quiet
 from shmem_notebook.inspector.replay import Replay, draw_frame
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=lambda n: f"{n}pe")
-def job(request):
-    yield from running_job(request.param, heap="32M")
-
-
-def traced(job, code, **kw):
-    out = io.StringIO()
-    result = job.run(code, stdout=out, trace=True, **kw)
-    return result, out.getvalue()
+job = job_fixture(2, 4, heap="32M")
 
 
 def test_ring_shift_is_recorded_with_lines_arrays_indices_and_epochs(job):
     n = job.n
-    result, out = traced(job, "right[:] = -1\nshmem.barrier_all()\nshmem.put(right[1:3], np.full(2, me), (me + 1) % npes)\n"
-                              "shmem.barrier_all()\nx = int(right.sum())", arrays="right=int64[4]")
+    out = io.StringIO()
+    result = quiet(job, "right[:] = -1\nshmem.barrier_all()\nshmem.put(right[1:3], np.full(2, me), (me + 1) % npes)\n"
+                        "shmem.barrier_all()\nx = int(right.sum())", arrays="right=int64[4]", trace=True, stdout=out)
     trace = result.trace
-    assert f"trace: " in out and "replay with `%shmem replay`" in out
+    assert f"trace: " in out.getvalue() and "replay with `%shmem replay`" in out.getvalue()
     puts = [e for e in trace.events if e["op"] == "put"]
     assert sorted((e["pe"], e["target"]) for e in puts) == [(pe, (pe + 1) % n) for pe in range(n)]
     for e in puts:
@@ -57,8 +50,8 @@ def test_teaching_collectives_replay_step_by_step(job, collective, algorithm, st
         "broadcast": f"collectives.broadcast(dst[:2], src, 0, algorithm='{algorithm}')",
         "alltoall": f"collectives.alltoall(dst, a2a, algorithm='{algorithm}')",
     }[collective]
-    result, _ = traced(job, f"src[:] = me + 1\na2a[:] = me * 10 + np.arange(2 * npes)\nshmem.barrier_all()\n{call}",
-                       arrays="src=int64[2] dst=int64[2*npes] a2a=int64[2*npes]")
+    result = quiet(job, f"src[:] = me + 1\na2a[:] = me * 10 + np.arange(2 * npes)\nshmem.barrier_all()\n{call}",
+                   arrays="src=int64[2] dst=int64[2*npes] a2a=int64[2*npes]", trace=True)
     frames = [f for f in result.trace.frames() if f["label"]]
     assert len(frames) == steps(n)
     assert [f["label"]["step"] for f in frames] == list(range(1, steps(n) + 1))
@@ -79,17 +72,18 @@ def test_teaching_collectives_replay_step_by_step(job, collective, algorithm, st
 
 
 def test_untraced_cells_have_no_trace(job):
-    result = job.run("pass", stdout=io.StringIO())
+    result = quiet(job, "pass")
     assert result.trace is None
 
 
 def test_race_check_and_trace_record_the_same_cell(job):
     """Both recorders wrap shmem4py at once: the race is found and the put is traced, on its line."""
-    result, out = traced(job, "shmem.barrier_all()\nif me == 0:\n    shmem.put(flag, np.ones(1, 'i8'), 1)\n"
-                              "if me == 1:\n    seen = int(flag[0])\nshmem.barrier_all()",
-                         arrays="flag=int64[1]", race=True)
+    out = io.StringIO()
+    result = quiet(job, "shmem.barrier_all()\nif me == 0:\n    shmem.put(flag, np.ones(1, 'i8'), 1)\n"
+                        "if me == 1:\n    seen = int(flag[0])\nshmem.barrier_all()",
+                   arrays="flag=int64[1]", trace=True, race=True, stdout=out)
     assert [str(r).split(":")[0] for r in result.races] == ["RACE flag[0] on PE 1"]
     assert "PE 0 line 3 put (write) / PE 1 line 5 load (read)" in str(result.races[0])
     puts = [e for e in result.trace.events if e["op"] == "put"]
     assert [(e["pe"], e["target"], e["line"], e["array"]) for e in puts] == [(0, 1, 3, "flag")]
-    assert "1 race found" in out and "trace: " in out
+    assert "1 race found" in out.getvalue() and "trace: " in out.getvalue()

@@ -114,6 +114,7 @@ def test_binder_files_match_this_platform():
     assert runtime == f"python-{sys.version_info[0]}.{sys.version_info[1]}", runtime
 
 
+@pytest.mark.pe
 def test_notebooks_run_as_an_ordinary_user_after_postbuild(user_env):
     who = user_env.run("python", "-c", "import os, shmem_notebook; print(os.geteuid(), shmem_notebook.__file__)")
     uid, where = who.stdout.split()
@@ -144,6 +145,7 @@ print("stopped:", job.state)
 """
 
 
+@pytest.mark.pe
 def test_crash_and_restart_as_an_ordinary_user(user_env):
     script = user_env.work / "cycle.py"
     script.write_text(CYCLE)
