@@ -33,7 +33,7 @@ STEPS = [
     (ipp.Cluster, "connect_client", "connect client"),
     (ipp.Cluster, "start_engines", "spawn oshrun"),
     (job_module.Job, "_wait_for_pes", "PEs start, import, register"),
-    (job_module.Job, "_call", "round trip to every PE"),
+    (job_module.Job, "ask", "round trip to every PE"),
     (job_module.Job, "_stop_pes", "PEs exit"),
     (ipp.Cluster, "stop_cluster", "stop controller"),
     (job_module, "stop_watchdog", "stop watchdog"),

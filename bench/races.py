@@ -90,9 +90,9 @@ def run(n, puts, size, sweeps, repeats):
             rows.append(row)
             del stage
         # what the PEs send back for the put loop: events after summarising, bytes pickled
-        job._call("record_start", {})
+        job.ask("record_start", {})
         job.run(PUTS.format(count=puts), stdout=io.StringIO())
-        traces = job._call("record_stop")
+        traces = list(job.ask("record_stop").values())
         events = sum(len(t["events"]) for t in traces)
         ops = sum(t["ops"] for t in traces)
         payload = sum(len(pickle.dumps(t)) for t in traces)

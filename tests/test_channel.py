@@ -127,7 +127,7 @@ def test_what_is_not_signed_with_the_jobs_key_is_dropped(job):
     finally:
         stranger.close()
     assert result.stdout == {0: "real 0\n", 1: "real 1\n"}
-    assert job.state == "running" and not job._dead_pes()
+    assert job.state == "running" and not job.dead_pes()
 
 
 def test_unreachable_channel_and_unknown_dispatch_say_what_to_do(job, monkeypatch):
@@ -135,10 +135,10 @@ def test_unreachable_channel_and_unknown_dispatch_say_what_to_do(job, monkeypatc
     lost.url = "tcp://127.0.0.1:9"  # nothing listens there
     try:
         with pytest.raises(LaunchError, match="could not reach this kernel's cell channel .*SHMEM_NOTEBOOK_DISPATCH"):
-            lost.connect(job._call, timeout=1)
+            lost.connect(job.ask, timeout=1)
     finally:
         lost.close()
-        job._channel.connect(job._call)  # the PEs come back to the job's own channel
+        job._channel.connect(job.ask)  # the PEs come back to the job's own channel
     assert quiet(job, "print(me)").stdout == {0: "0\n", 1: "1\n"}
     monkeypatch.setattr(rc, "dispatch", "zmq")
     with pytest.raises(InputError, match="rc.dispatch is 'zmq'; use one of 'direct', 'ipyparallel'"):

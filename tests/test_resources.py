@@ -202,7 +202,7 @@ def test_stop_removes_the_files_the_job_created():
             if cluster_id in name
         )
 
-    job._locate([0, 1])  # the PEs' stack dumps, as after a hang
+    job.locate([0, 1])  # the PEs' stack dumps, as after a hang
     during = ours()
     assert f"shmem-{cluster_id}-pe1.stacks" in during and f"engines{cluster_id}.json" in during, during
     job.stop()

@@ -54,6 +54,10 @@ def pe_lines(printed):
 def assert_usable(job, magic, pids_before=()):
     """Every method and magic works and describes the job as it is now."""
     n = job.n
+    # asking the PEs, whole and partial: every PE answers, as itself
+    assert {pe: info["pe"] for pe, info in job.ask("info").items()} == {pe: pe for pe in range(n)}
+    some = job.ask("info", pes=[n - 1], timeout=10, partial=True)
+    assert list(some) == [n - 1] and not some.failed and not some.unanswered
     # status, by both routes: every PE idle, new processes after a restart
     rows = job.status()
     assert [r["state"] for r in rows] == ["idle"] * n, rows
@@ -106,6 +110,7 @@ def assert_refused(job, magic, error, message):
     in one line; what needs no PE answers; nothing raises anything else."""
     for call in (
         lambda: job.run("pass"),
+        lambda: job.ask("info"),
         lambda: job.alloc("B=int32[3]"),
         lambda: job.gather("A"),
         lambda: job.pull("A"),
@@ -180,6 +185,8 @@ def test_while_hung(session, magic):
     snap = gather_snapshot(job, timeout=1.0)
     assert snap.pes[0]["state"] == "busy" and "unreachable" in snap.pes[0]["note"]
     assert snap.pes[0]["last_cell"]["outcome"] == "timed out"
+    answers = job.ask("info", timeout=1, partial=True)  # the idle PEs answer, the blocked one does not
+    assert list(answers) == list(range(1, job.n)) and answers.unanswered == [0], answers
     assert_refused(job, magic, JobStateError, "the job is hung")
 
 
@@ -196,7 +203,7 @@ def test_after_a_hang_and_restart(session, magic):
 def test_after_stop(session, magic):
     job, _ = session
     job.stop()
-    for call in (job.status, lambda: job.run("pass"), lambda: job.alloc("B=int32[3]"), lambda: job.gather("A"),
+    for call in (job.status, lambda: job.run("pass"), lambda: job.ask("info"), lambda: job.alloc("B=int32[3]"), lambda: job.gather("A"),
                  lambda: job.pull("A"), job.inspect, lambda: gather_snapshot(job)):
         with pytest.raises(NoJobError, match="start one with `%shmem start"):
             call()

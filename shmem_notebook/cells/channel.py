@@ -147,9 +147,9 @@ class ChannelCell:
 class ExecuteCell:
     """One cell sent with ``DirectView.execute`` (``rc.dispatch = "ipyparallel"``)."""
 
-    def __init__(self, job, code):
-        self.job = job
-        self.request = job._view.execute(code, silent=False, block=False)
+    def __init__(self, view, code):
+        self.view = view
+        self.request = view.execute(code, silent=False, block=False)
         self.metadata = self.request._metadata
 
     def pending(self):
@@ -161,4 +161,4 @@ class ExecuteCell:
 
     def forget(self):
         with contextlib.suppress(Exception):
-            self.job._client.purge_local_results(self.request)
+            self.view.client.purge_local_results(self.request)

@@ -3,9 +3,13 @@
 :func:`run_cell` is what ``job.run`` and ``%%pxshmem`` do. Optional stages
 (:mod:`.stages`) plug in before dispatch, after collection and at report time.
 Collective on the PEs: the cell goes to every PE at once.
+
+The path uses only the job's public surface: ``prepare_cell``, ``send_cell``,
+``dead_pes``, ``locate``, ``interrupt``, ``mark_dead`` and ``ask`` (see
+:mod:`shmem_notebook.job.asking`), and its attributes ``n``, ``pes``, ``timeout``,
+``state``, ``last_result`` and ``cell_callbacks``.
 """
 
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -14,8 +18,6 @@ from ..analysis.postmortem import cell_error, where_report
 from ..arguments import check_timeout
 from ..errors import CellStoppedError, PEDiedError, PEError
 from ..folding import pe_ranges
-from ..job.processes import wait
-from ..specs import as_specs
 from . import display
 from .output import OutputMerger
 from .result import CellResult
@@ -41,17 +43,14 @@ def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **o
     """Run ``code`` on every PE of ``job``; see :meth:`shmem_notebook.Job.run`. Collective."""
     cell = _prepare(job, code, arrays, timeout, stdout, stderr, options)
     started = time.monotonic()
-    cell.request = job._send_cell(cell.code)
-    job.last_cell, job._heap_stale = cell.request, True
+    cell.request = job.send_cell(cell.code)
     try:
         outcome, pending = _stream(cell, started)
     except KeyboardInterrupt:
         outcome, pending = "interrupted", cell.request.pending()
-    where = job._locate(pending) if outcome in ("timeout", "interrupted") else {}
+    where = job.locate(pending) if outcome in ("timeout", "interrupted") else {}
     if outcome in ("timeout", "interrupted"):  # as the stop button: PEs that can stop raise KeyboardInterrupt
-        job._signal(pending, signal.SIGINT)
-        wait(lambda: not cell.request.pending(), 1.5)
-        pending = cell.request.pending()
+        pending = job.interrupt(cell.request, pending)
     result = _collect(cell.request.metadata, time.monotonic() - started, pending, outcome)
     result.errors = {pe: cell_error(e, cell.code) for pe, e in result.errors.items()}  # no temp file names
     for stage in cell.stages:
@@ -67,14 +66,8 @@ def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **o
 
 def _prepare(job, code, arrays, timeout, stdout, stderr, options):
     """Check the job and the arguments, allocate the cell's arrays, run the stages' ``before``."""
-
-    job._require_running("a cell")
-    job._reap_ended()
     stages = stages_for(options)
-    specs = as_specs(arrays)
-    todo = [s for s in specs if job.specs.get(s.name) != s]
-    if todo:
-        job._alloc_on_pes(todo)
+    job.prepare_cell(arrays)
     cell = Cell(
         job,
         code,
@@ -124,7 +117,7 @@ def _stream(cell, started):
                 outcome = "timeout"
             elif now > next_check:  # a dead PE never answers: look every 0.25 s
                 next_check = now + 0.25
-                if job._dead_pes():
+                if job.dead_pes():
                     time.sleep(0.3)  # the survivors' last output is on its way
                     outcome = "died"
         return outcome, feed()
@@ -151,7 +144,7 @@ def _collect(metadata, seconds, pending, outcome):
 
 def _report(cell, result, where):
     """Show the last expressions and the stages' findings, then raise for whatever went wrong."""
-    job, write_out = cell.job, cell.write_out
+    write_out = cell.write_out
     display.show(result, write_out)  # displays, then the last expressions
     for stage in cell.stages:
         stage.report(cell, result, write_out)
@@ -165,9 +158,8 @@ def _error(cell, result, where):
     """The error the cell ends in, or None."""
     job = cell.job
     if result.outcome == "died":
-        job._mark_dead()
         return PEDiedError(
-            f"{job._crash_text()} while the cell ran; OpenSHMEM has no fault tolerance, so oshrun ended "
+            f"{job.mark_dead()} while the cell ran; OpenSHMEM has no fault tolerance, so oshrun ended "
             f"the job (the other PEs' output is above); {job.RESTART_HINT}",
             job.crash,
         )

@@ -11,7 +11,6 @@ import time
 
 from ..analysis.races import find_races
 from ..operations import CAP
-from ..protocol import request
 from .stages import Stage, register
 
 __all__ = ["RaceStage", "CAP"]
@@ -26,7 +25,7 @@ class RaceStage(Stage):
 
     def before(self, cell):
         self.started = time.perf_counter()
-        cell.job._call("record_start", {"cap": CAP})
+        cell.job.ask("record_start", {"cap": CAP})
         self.overhead = time.perf_counter() - self.started
 
     def after(self, cell, result):
@@ -34,14 +33,9 @@ class RaceStage(Stage):
         job = cell.job
         self.traces, self.missing = {}, []
         finished = [pe for pe in range(job.n) if pe not in result.pending]
-        if result.outcome != "died" and finished:
-            ar = job._client[finished].apply_async(request, "record_stop")
-            try:
-                for pe, data in zip(finished, ar.get(30)):
-                    if data is not None:
-                        self.traces[pe] = data
-            except Exception:  # a PE that cannot answer: report what the others sent
-                pass
+        if result.outcome != "died" and finished:  # a PE that cannot answer: report what the others sent
+            answers = job.ask("record_stop", pes=finished, timeout=30, partial=True)
+            self.traces = {pe: data for pe, data in answers.items() if data is not None}
         self.missing = [pe for pe in range(job.n) if pe not in self.traces]
         result.races = find_races(self.traces, job.n) if self.traces else []
         self.overhead += time.perf_counter() - started

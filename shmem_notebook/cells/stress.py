@@ -40,20 +40,20 @@ class StressStage(Stage):
 
     def before(self, cell):
         self.seed = self.option if self.option is not True else random.randrange(1000)
-        cell.job._call("stress_save")
+        cell.job.ask("stress_save")
         self.runs = []
 
     def after(self, cell, result):
         job, write = cell.job, cell.write_out
         if result.outcome not in ("ok", "error"):
             return
-        cell_state = (result.stdout, _values(job._call("declared_values")), result.outcome)
+        cell_state = (result.stdout, _values(job.ask("declared_values")), result.outcome)
         write(f"stress: rerunning the cell {RUNS} times (seeds {self.seed}-{self.seed + RUNS - 1}) with random delays "
               f"of up to {MAX_DELAY * 1e3:.0f} ms around every shmem call, each from the arrays as they were before it\n")
         for run in range(RUNS):
             seed, started = self.seed + run, time.monotonic()
-            job._call("stress_restore")
-            job._call("stress_start", seed, MAX_DELAY)
+            job.ask("stress_restore")
+            job.ask("stress_start", seed, MAX_DELAY)
             out = io.StringIO()
             try:
                 rerun = job.run(cell.code, stdout=out, stderr=out, timeout=cell.timeout)
@@ -62,8 +62,8 @@ class StressStage(Stage):
                 rerun, outcome = getattr(exc, "result", None), str(exc).splitlines()[0]
             finally:
                 if job.state == "running":
-                    job._call("stress_stop")
-            values = _values(job._call("declared_values")) if job.state == "running" else {}
+                    job.ask("stress_stop")
+            values = _values(job.ask("declared_values")) if job.state == "running" else {}
             stdout = rerun.stdout if rerun is not None else {}
             differences = _differences(cell_state, (stdout, values, outcome if outcome != "ok" else result.outcome))
             self.runs.append((seed, differences))
@@ -86,8 +86,8 @@ class StressStage(Stage):
 
 
 def _values(per_pe):
-    """``[{name: ndarray}]`` in PE order from the PEs' ``declared_values`` answers."""
-    return [{name: np.asarray(v) for name, v in values.items()} for values in per_pe]
+    """``[{name: ndarray}]`` in PE order from the PEs' ``declared_values`` answers (``{pe: values}``)."""
+    return [{name: np.asarray(v) for name, v in values.items()} for _, values in sorted(per_pe.items())]
 
 
 def _short(value):

@@ -20,11 +20,11 @@ class TraceStage(Stage):
     name = "trace"
 
     def before(self, cell):
-        cell.job._call("trace_start")
+        cell.job.ask("trace_start")
 
     def after(self, cell, result):
         if result.outcome in ("ok", "error"):
-            result.trace = Trace(cell.job._call("trace_stop"), cell.code)
+            result.trace = Trace(list(cell.job.ask("trace_stop").values()), cell.code)
 
     def report(self, cell, result, write):
         trace = result.trace

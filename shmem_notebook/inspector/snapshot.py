@@ -38,7 +38,6 @@ import numpy as np
 
 from ..errors import InputError, NoJobError
 from ..folding import pe_ranges
-from ..protocol import request
 
 __all__ = ["Snapshot", "gather_snapshot", "DEFAULT_BUDGET", "DEFAULT_TIMEOUT"]
 
@@ -252,28 +251,13 @@ def gather_snapshot(job, budget=DEFAULT_BUDGET, timeout=DEFAULT_TIMEOUT):
         raise InputError(f"timeout must be a positive number of seconds, got {timeout!r}")
     started = time.monotonic()
     status, errors = _job_status(job)
-    per_pe = int(budget) // job.n
-    pending = {}
-    for pe in range(job.n):
-        if status[pe]["state"] != "dead":
-            try:
-                pending[pe] = job._client[pe].apply_async(request, "snapshot", per_pe)
-            except Exception as exc:
-                errors.append(f"PE {pe}: {exc}")
-    replies, failed, payload = {}, {}, 0
-    deadline = started + timeout
-    for pe, ar in pending.items():
-        try:
-            ar.wait(max(0.0, deadline - time.monotonic()))
-            if ar.ready():
-                replies[pe] = ar.get()
-                payload += len(pickle.dumps(replies[pe], protocol=5))
-            else:
-                job._client.abort(ar, targets=[pe], block=False)
-        except Exception as exc:  # the PE raised or its engine vanished
-            failed[pe] = f"{type(exc).__name__}: {exc}"
-            errors.append(f"PE {pe}: {failed[pe]}")
-    job._record_usage({pe: (r["heap"]["used"], r["heap"]["size"]) for pe, r in replies.items()})
+    live = [pe for pe in range(job.n) if status[pe]["state"] != "dead"]
+    replies = job.ask("snapshot", int(budget) // job.n, pes=live, timeout=max(0.0, started + timeout - time.monotonic()),
+                      partial=True)
+    failed = replies.failed  # the PE raised or its engine vanished
+    errors += [f"PE {pe}: {text}" for pe, text in failed.items()]
+    payload = sum(len(pickle.dumps(reply, protocol=5)) for reply in replies.values())
+    job.record_usage({pe: (r["heap"]["used"], r["heap"]["size"]) for pe, r in replies.items()})
     last = job.last_result
     pes = []
     for pe in range(job.n):

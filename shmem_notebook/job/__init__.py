@@ -5,6 +5,7 @@
 - :mod:`.health`: dead PEs, crash causes, where hung PEs are.
 - :mod:`.watchdog`: ends a job's processes (and batch jobs) when the kernel dies.
 - :mod:`.batch`: a Slurm batch job's options and its progress line while it waits.
+- :mod:`.asking`: :meth:`Job.ask`, the one way to ask PEs, and the cell path's surface.
 - :mod:`.processes`: small process and waiting helpers.
 
 :func:`start` and :func:`current_job` keep the job the magics act on.
@@ -12,6 +13,7 @@
 
 from ..cells.result import CellResult
 from ..errors import JobStateError
+from .job import Job
 
 __all__ = ["Job", "CellResult", "start", "current_job"]
 
@@ -33,8 +35,6 @@ def start(
             f"a job of {_current.n} PEs is already {_current.state}; use `%shmem restart` or `%shmem stop` "
             f"(job.restart() / job.stop()) first"
         )
-    from .job import Job
-
     job = Job(
         n, heap=heap, oversubscribe=oversubscribe, hostfile=hostfile, timeout=timeout, ip=ip,
         slurm=slurm, partition=partition, time=time, nodes=nodes, account=account, sbatch_args=sbatch_args,
@@ -42,15 +42,6 @@ def start(
     job.start()
     _current = job
     return job
-
-
-def __getattr__(name):
-    # Job is imported on first use, so that cells/ can use job.processes without a cycle
-    if name == "Job":
-        from .job import Job
-
-        return Job
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def current_job():

@@ -1,6 +1,5 @@
 """Heap bookkeeping of a job: declared symmetric arrays and heap use (client side)."""
 
-import contextlib
 import mmap
 import os
 import socket
@@ -11,7 +10,6 @@ import numpy as np
 
 from ..errors import HeapFullError, InputError
 from ..folding import pe_ranges
-from ..protocol import request
 from ..rc import rc
 from ..specs import SpecError, as_specs, format_size
 from .fit import heap_to_ask
@@ -50,7 +48,7 @@ class SymmetricArrays:
         decls = [(s.name, s.dtype, s.shape(self.n)) for s in specs]  # SpecError names npes
         self._check_heap(specs)
         try:
-            replies = self._call("alloc", decls)
+            replies = self.ask("alloc", decls)
         except ipp.error.CompositeError as exc:
             raise HeapFullError(f"allocating {' '.join(map(str, specs))} failed on the PEs: {exc}") from None
         for s in specs:
@@ -60,9 +58,9 @@ class SymmetricArrays:
 
     def _after_heap_change(self, replies, verb):
         """Record the heap use the PEs answered and say which names were retired (see engine/heap.py)."""
-        self._record_usage([r["usage"] for r in replies])
+        self.record_usage({pe: r["usage"] for pe, r in replies.items()})
         retired = {}  # (array, name) -> PEs
-        for pe, r in enumerate(replies):
+        for pe, r in replies.items():
             for array, names in r["retired"].items():
                 for name in names:
                     retired.setdefault((array, name), []).append(pe)
@@ -73,7 +71,7 @@ class SymmetricArrays:
                 f"a read-only copy of the old values (writes to it raise), use `{array}` for the new one\n"
             )
 
-    def _record_usage(self, usage):
+    def record_usage(self, usage):
         """Record heap use answered by the PEs: a list in PE order (every PE) or ``{pe: (used, size)}``.
 
         The PEs' own count (:func:`shmem_notebook.engine.heap.heap_usage`, every live
@@ -92,19 +90,12 @@ class SymmetricArrays:
         keep their last figure."""
         if not self._heap_stale or self._client is None:
             return
-        ask = [pe for pe in range(self.n) if pe not in skip and not self._unanswered(pe)]
-        if not ask:
-            return
-        ar = self._client[ask].apply_async(request, "heap_usage")
-        try:
-            self._record_usage(dict(zip(ask, ar.get(timeout))))
-        except Exception:  # a PE that cannot answer now keeps its last figure
-            with contextlib.suppress(Exception):
-                self._client.abort(ar, targets=ask, block=False)
+        idle = [pe for pe in range(self.n) if pe not in skip and not self._unanswered(pe)]
+        self.record_usage(self.ask("heap_usage", pes=idle, timeout=timeout, partial=True))
 
     def _check_heap(self, specs):
         if self._heap_stale:  # cells may have allocated with shmem4py directly
-            self._record_usage(self._call("heap_usage"))
+            self.record_usage(self.ask("heap_usage"))
         replaced = sum(self.specs[s.name].nbytes(self.n) for s in specs if s.name in self.specs)
         need = sum(s.nbytes(self.n) for s in specs) - replaced
         used = max(info.get("heap_used", 0) for info in self.pes.values())
@@ -124,7 +115,7 @@ class SymmetricArrays:
         """Free the declared array ``name`` on every PE. Collective."""
         self._require_running("free")
         self._declared(name)
-        replies = self._call("free", name)
+        replies = self.ask("free", name)
         del self.specs[name]
         self._after_heap_change(replies, "freed")
 
@@ -176,7 +167,7 @@ class SymmetricArrays:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.ftruncate(fd, self.n * nbytes)
-            self._call("gather_into", name, path)
+            self.ask("gather_into", name, path)
             pages = mmap.mmap(fd, self.n * nbytes, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
         finally:
             os.close(fd)
@@ -217,7 +208,7 @@ class SymmetricArrays:
         if not isinstance(name, str) or not name.isidentifier():
             raise InputError(f"{op} takes a variable name, got {name!r}")
         problems, values = {}, {}
-        for pe, (status, value) in enumerate(self._call(op, name, *args)):
+        for pe, (status, value) in self.ask(op, name, *args).items():
             if status == "ok":
                 values[pe] = value
             elif status == "large":

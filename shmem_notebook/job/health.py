@@ -23,28 +23,30 @@ class Health:
     def _require_running(self, what):
         if self.state == "stopped":
             raise NoJobError(what)
-        if self.state == "running" and self._dead_pes(each=False):
-            self._mark_dead()
+        if self.state == "running" and self.dead_pes(each=False):
+            self.mark_dead()
         if self.state == "dead":
             raise PEDiedError(f"the job is dead ({self._crash_text()}); {self.RESTART_HINT}", self.crash)
         if self.state == "hung":
             raise JobStateError(f"the job is hung (a cell did not finish); {self.RESTART_HINT}")
 
-    def _dead_pes(self, each=True):
+    def dead_pes(self, each=True):
         """PEs whose process is gone: all of them once oshrun exited; with ``each``,
         also single PEs on this host that exited while oshrun waits for the rest."""
         if self.state == "dead" or not self._oshrun_running():
             return list(range(self.n))
         return [pe for pe, proc in self._pe_procs.items() if not alive(proc)] if each else []
 
-    def _mark_dead(self):
-        """Record why the PEs died, make sure none is left, keep the controller for a fast restart."""
+    def mark_dead(self):
+        """Record why the PEs died, make sure none is left, keep the controller for a fast restart;
+        return what killed them (e.g. "PE 1 died of SIGKILL")."""
         wait(lambda: not self._oshrun_running(), 3.0)  # oshrun reports, then exits
         output = self._oshrun_output(lines=400)
         self.crash = crash_causes(output, {pe: info.get("pid") for pe, info in self.pes.items()})
         self.crash.update(self._global_exits())  # oshrun's output may have lost the PE's own note
         self.state = "dead"
         self._stop_pes()
+        return self._crash_text()
 
     def _global_exits(self):
         """PE -> 'shmem.global_exit(status)' for PEs of this host that noted calling it (notes read are removed)."""
@@ -71,7 +73,7 @@ class Health:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(info["pid"], signum)
 
-    def _locate(self, pes):
+    def locate(self, pes):
         """Where each of ``pes`` is in the cell: dump their stacks with SIGUSR1 and read them."""
         here, paths, where = socket.gethostname(), {}, {}
         for pe in pes:
@@ -100,7 +102,7 @@ class Health:
         if self.state == "stopped":
             raise NoJobError("status")
         self._reap_ended()
-        dead = set(range(self.n)) if self.state == "dead" else set(self._dead_pes())
+        dead = set(range(self.n)) if self.state == "dead" else set(self.dead_pes())
         if self.state in ("running", "hung"):
             self._refresh_usage(skip=dead)
         rows = []

@@ -22,14 +22,14 @@ import psutil
 
 from ..arguments import check_timeout, positive_int
 from ..cells import run_cell
-from ..cells.channel import DISPATCH, CellChannel, ExecuteCell
+from ..cells.channel import DISPATCH, CellChannel
 from ..cells.syntax import check_syntax
 from ..errors import InputError, JobStateError, LaunchError
 from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, check_slurm
-from ..protocol import request
 from ..rc import rc
 from ..specs import check_heap
 from .arrays import SymmetricArrays
+from .asking import Asking
 from .batch import QueueProgress, batch_options
 from .fit import check_heap_fits
 from .health import Health
@@ -42,7 +42,7 @@ __all__ = ["Job"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-class Job(SymmetricArrays, Health):
+class Job(SymmetricArrays, Health, Asking):
     """One OpenSHMEM job of ``n`` PEs driven from this kernel.
 
     Use :func:`start` to create and start one; a ``Job`` is a context manager
@@ -169,11 +169,11 @@ class Job(SymmetricArrays, Health):
         self._view = self._client[list(range(self.n))]
         self.state, self.crash = "running", {}
         self._forget_cells()
-        self.pes = {info["pe"]: info for info in self._call("info")}
+        self.pes = {info["pe"]: info for info in self.ask("info").values()}
         if self.dispatch == "direct":
             self._close_channel()
             self._channel = CellChannel(self.n, self.ip)
-            self._channel.connect(self._call)
+            self._channel.connect(self.ask)
         here = socket.gethostname()
         self._pe_procs = {pe: process(i["pid"]) for pe, i in self.pes.items() if i["host"] == here}
         self._note_segments()
@@ -346,7 +346,6 @@ class Job(SymmetricArrays, Health):
         if controller is None or not alive(getattr(controller, "process", None)):
             self.stop()
             return self.start()
-        old = self._engine_set_id
         # the old PEs' state is discarded: killing them spares the new PEs the CPU of their
         # shmem_finalize; their oshrun lingers 1-2 s, so it is reaped (and the shared memory
         # it left removed) once it ended: at the next cell, status, restart or stop
@@ -368,25 +367,6 @@ class Job(SymmetricArrays, Health):
         finally:
             self._reap_ended()
         return self
-
-    # -- talking to the PEs ----------------------------------------------
-    def _call(self, op, *args, timeout=60.0):
-        """The request ``op(*args)`` on every PE, in PE order; see :mod:`shmem_notebook.engine.requests`."""
-        ar = self._view.apply_async(request, op, *args)
-        try:
-            return ar.get(timeout)
-        except ipp.error.TimeoutError:
-            self.state = "hung"
-            raise JobStateError(f"the PEs did not answer {op} within {timeout:.0f} s; {self.RESTART_HINT}") from None
-        finally:
-            with contextlib.suppress(Exception):
-                self._client.purge_local_results(ar)
-
-    def _send_cell(self, code):
-        """Send a cell to every PE (collective); see :mod:`shmem_notebook.cells.channel`."""
-        if self._channel is not None:
-            return self._channel.send(code)
-        return ExecuteCell(self, code)
 
     def inspect(self, auto=False, **options):
         """Display the inspector of this job (not collective); see :func:`shmem_notebook.inspector.inspect`."""

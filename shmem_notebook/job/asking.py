@@ -1,0 +1,107 @@
+"""How the client asks the PEs (client side): :meth:`Asking.ask`, and the small surface the cell
+path (:mod:`shmem_notebook.cells.path`) uses to run a cell on the job.
+
+Every request a PE can answer is a name in :mod:`shmem_notebook.engine.requests`; the
+request travels as :func:`shmem_notebook.protocol.request` and its name (plain data).
+"""
+
+import contextlib
+import signal
+import time
+
+import ipyparallel as ipp
+
+from ..cells.channel import ExecuteCell
+from ..errors import JobStateError
+from ..protocol import request
+from ..specs import as_specs
+from .processes import wait
+
+__all__ = ["Answers", "Asking"]
+
+
+class Answers(dict):
+    """``{pe: reply}`` of :meth:`Asking.ask`, in PE order. With ``partial=True`` also
+    ``failed`` (``{pe: "Error: message"}``: the PE raised or is gone) and ``unanswered``
+    (PEs that did not answer in time; their request was withdrawn)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.failed, self.unanswered = {}, []
+
+
+class Asking:
+    """The :class:`~shmem_notebook.Job` methods that talk to the PEs."""
+
+    def ask(self, op, *args, pes=None, timeout=60.0, partial=False):
+        """The request ``op(*args)`` on ``pes`` (default: every PE); an :class:`Answers` ``{pe: reply}``.
+
+        Collective when the request is (``alloc``, ``free``...): then ask every PE. With
+        ``partial=False`` every PE must answer within ``timeout`` seconds: a PE's error is
+        raised, and no answer marks the job hung (:class:`JobStateError`). With ``partial=True``
+        each PE answers on its own within the same ``timeout``; the answers are those that came
+        (the idle PEs of a hung job answer too). A stopped or dead job raises at once.
+        """
+        targets = list(range(self.n)) if pes is None else sorted(pes)
+        if not targets:
+            return Answers()
+        if self.state != "running" and not (partial and self.state == "hung"):
+            self._require_running(f"the request {op!r}")  # one sentence: stopped, dead or hung
+        if partial:
+            return self._ask_each(op, args, targets, timeout)
+        ar = (self._view if pes is None else self._client[targets]).apply_async(request, op, *args)
+        try:
+            return Answers(zip(targets, ar.get(timeout)))
+        except ipp.error.TimeoutError:
+            self.state = "hung"
+            raise JobStateError(f"the PEs did not answer {op} within {timeout:.0f} s; {self.RESTART_HINT}") from None
+        finally:
+            with contextlib.suppress(Exception):
+                self._client.purge_local_results(ar)
+
+    def _ask_each(self, op, args, targets, timeout):
+        answers, pending = Answers(), {}
+        for pe in targets:
+            try:
+                pending[pe] = self._client[pe].apply_async(request, op, *args)
+            except Exception as exc:  # its engine is gone
+                answers.failed[pe] = f"{type(exc).__name__}: {exc}"
+        deadline = time.monotonic() + timeout
+        for pe, ar in pending.items():
+            try:
+                ar.wait(max(0.0, deadline - time.monotonic()))
+                if ar.ready():
+                    answers[pe] = ar.get()
+                else:
+                    answers.unanswered.append(pe)
+                    self._client.abort(ar, targets=[pe], block=False)
+            except Exception as exc:  # the PE raised or its engine vanished
+                answers.failed[pe] = f"{type(exc).__name__}: {exc}"
+            finally:
+                if ar.ready():
+                    with contextlib.suppress(Exception):
+                        self._client.purge_local_results(ar)
+        return answers
+
+    # -- the cell path's surface (see shmem_notebook.cells.path) ---------------------------
+    def prepare_cell(self, arrays=None):
+        """Check that a cell can run now and allocate those of ``arrays`` (declarations) not
+        allocated with the same spec. Collective when it allocates."""
+        self._require_running("a cell")
+        self._reap_ended()
+        todo = [s for s in as_specs(arrays) if self.specs.get(s.name) != s]
+        if todo:
+            self._alloc_on_pes(todo)
+
+    def send_cell(self, code):
+        """Send a cell to every PE (collective); its request (see :mod:`shmem_notebook.cells.channel`)."""
+        cell = self._channel.send(code) if self._channel is not None else ExecuteCell(self._view, code)
+        self.last_cell, self._heap_stale = cell, True  # the cell may allocate
+        return cell
+
+    def interrupt(self, cell, pes, grace=1.5):
+        """SIGINT to ``pes`` of this host (as the stop button); wait up to ``grace`` seconds for
+        ``cell`` to end there. Returns the PEs still running it."""
+        self._signal(pes, signal.SIGINT)
+        wait(lambda: not cell.pending(), grace)
+        return cell.pending()
