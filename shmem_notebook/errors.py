@@ -1,6 +1,7 @@
 """Exceptions a user can meet; each message says what went wrong and what to do."""
 
 import re
+import sys
 
 from .folding import pe_ranges
 
@@ -30,8 +31,13 @@ class ShmemNotebookError(Exception):
 
     result = None
 
+    @property
     def _render_traceback_(self):
-        return [f"{type(self).__name__}: {self}"]
+        # raised in a cell on a PE, the user's frames (which line) matter: IPython's own
+        # traceback, whose frames inside the tool the notebook folds (see PEError)
+        if "shmem_notebook.engine.runtime" in sys.modules:
+            raise AttributeError("_render_traceback_")
+        return lambda: [f"{type(self).__name__}: {self}"]
 
 
 class InputError(ShmemNotebookError, ValueError):
@@ -83,16 +89,17 @@ class HeapFullError(ShmemNotebookError):
 
 
 class PEError(ShmemNotebookError):
-    """A cell raised on some PEs. ``errors`` maps PE -> (ename, evalue, traceback)."""
+    """A cell raised on some PEs. ``errors`` maps PE -> (ename, evalue, traceback); ``message``
+    replaces the summary (e.g. when other PEs waited for those that raised)."""
 
-    def __init__(self, errors, npes):
+    def __init__(self, errors, npes, message=None):
         self.errors = dict(errors)
         self.npes = npes
         kinds = {}
         for pe, (ename, evalue, _) in sorted(self.errors.items()):
             kinds.setdefault(f"{ename}: {evalue}{_EXPLAINED.get((ename, evalue), '')}", []).append(pe)
         summary = "; ".join(f"PE {pe_ranges(pes)}: {what}" for what, pes in kinds.items())
-        super().__init__(f"the cell raised on {len(self.errors)} of {npes} PEs: {summary}")
+        super().__init__(message or f"the cell raised on {len(self.errors)} of {npes} PEs: {summary}")
 
     def _render_traceback_(self):
         """IPython shows this instead of our own frames: each distinct remote traceback once,

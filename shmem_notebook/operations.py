@@ -20,7 +20,7 @@ events with it. A new call is taught here once. Plain data; imports nothing of t
 
 from collections import namedtuple
 
-__all__ = ["Operation", "CALLS", "RMA", "ATOMICS", "COLLECTIVES", "WAITS", "RECORDED_AS", "CAP", "EVENT_FIELDS",
+__all__ = ["Operation", "JOINABLE", "CALLS", "RMA", "ATOMICS", "COLLECTIVES", "WAITS", "RECORDED_AS", "CAP", "EVENT_FIELDS",
            "EVENTS", "FIELD", "event", "kind_of"]
 
 Operation = namedtuple(
@@ -134,3 +134,7 @@ FIELD = {kind: {name: i for i, name in enumerate(fields.split())} for kind, fiel
 def event(raw):
     """A PE's event list as its named tuple (``event(["sync", "quiet", 3, 0, None]).line == 3``)."""
     return EVENTS[raw[0]](*raw)
+
+#: world synchronisations that PEs stranded by another PE's error can be released from: the PEs
+#: whose cell raised make the same call (engine/requests "join"); "sync" is shmem.sync(TEAM_WORLD)
+JOINABLE = ("barrier_all", "sync_all", "sync")

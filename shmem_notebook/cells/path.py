@@ -18,7 +18,7 @@ from ..analysis.postmortem import cell_error, where_report
 from ..arguments import check_timeout
 from ..errors import CellStoppedError, PEDiedError, PEError
 from ..folding import pe_ranges
-from . import display
+from . import display, stranded
 from .output import OutputMerger
 from .result import CellResult
 from .stages import stages_for
@@ -37,6 +37,7 @@ class Cell:
     write_out: object = None
     write_err: object = None
     request: object = None  # once dispatched: ChannelCell or ExecuteCell (see .channel)
+    waiting: dict = None  # PE -> (line, call) of PEs stranded by others' errors (see .stranded)
 
 
 def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **options):
@@ -51,7 +52,13 @@ def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **o
     where = job.locate(pending) if outcome in ("timeout", "interrupted") else {}
     if outcome in ("timeout", "interrupted"):  # as the stop button: PEs that can stop raise KeyboardInterrupt
         pending = job.interrupt(cell.request, pending)
+    if outcome == "stranded":  # some PEs raised, the others wait for them in OpenSHMEM
+        where = cell.waiting
+        pending = stranded.release(job, cell.request, where)
     result = _collect(cell.request.metadata, time.monotonic() - started, pending, outcome)
+    if outcome == "stranded":  # the waiting PEs' KeyboardInterrupt is the tool's, not theirs
+        result.errors = {pe: e for pe, e in result.errors.items() if pe not in where}
+        result.waiting = where
     result.errors = {pe: cell_error(e, cell.code) for pe, e in result.errors.items()}  # no temp file names
     for stage in cell.stages:
         stage.after(cell, result)
@@ -104,7 +111,7 @@ def _stream(cell, started):
         err.flush()
         return pending
 
-    next_check, outcome = time.monotonic() + 0.25, None
+    next_check, outcome, stranded_check = time.monotonic() + 0.25, None, None
     try:
         while outcome is None:
             # wakes when every PE finished; shows output every 50 ms meanwhile
@@ -120,10 +127,23 @@ def _stream(cell, started):
                 if job.dead_pes():
                     time.sleep(0.3)  # the survivors' last output is on its way
                     outcome = "died"
+            if outcome is None and stranded_check is None and _raised(request, pending):
+                stranded_check = now + stranded.GRACE
+            if outcome is None and stranded_check is not None and now > stranded_check:
+                stranded_check = now + 0.3  # the others may still be on their way: look again
+                looked = stranded.waiting(job, pending)
+                if looked and looked == cell.waiting:  # twice at the same place: they wait for good
+                    outcome = "stranded"
+                cell.waiting = looked
         return outcome, feed()
     finally:
         out.close()
         err.close()
+
+
+def _raised(request, pending):
+    """Whether a PE that finished the cell raised in it."""
+    return any(md.get("status") == "error" for pe, md in enumerate(request.metadata) if pe not in pending)
 
 
 def _collect(metadata, seconds, pending, outcome):
@@ -136,7 +156,7 @@ def _collect(metadata, seconds, pending, outcome):
         error = md.get("error") if md.get("status") == "error" else None
         if error is not None and pe not in pending and outcome != "died":
             result.errors[pe] = (error.ename, error.evalue, "\n".join(error.render_traceback()))
-    if outcome == "ok" and result.errors:
+    if outcome in ("ok", "stranded") and result.errors and not (outcome == "stranded" and pending):
         result.outcome = "error"
     display.collect(result, metadata)
     return result
@@ -163,8 +183,16 @@ def _error(cell, result, where):
             f"the job (the other PEs' output is above); {job.RESTART_HINT}",
             job.crash,
         )
+    if result.outcome == "stranded" or (result.outcome == "error" and result.waiting):
+        released = result.outcome == "error"
+        text = stranded.message(result.errors, result.waiting, released, job.RESTART_HINT)
+        if not released and job.restart_on_hang:
+            text = text[: text.rindex("; the waiting PEs")] + "; " + _restarted(job)
+        return PEError(result.errors, job.n, message=text)
     if result.outcome in ("timeout", "interrupted"):
-        lines = where_report(where, cell.code, job.n)
+        raised = {pe: f"raised {e[0]}" + (f" at line {stranded.raised_line(e[2])}" if stranded.raised_line(e[2]) else "")
+                  + (f": {e[1]}" if e[1] else "") for pe, e in result.errors.items()}
+        lines = where_report({**raised, **where}, cell.code, job.n)
         what = f"did not finish within {cell.timeout:g} s" if result.outcome == "timeout" else "was interrupted"
         if not result.pending:
             return CellStoppedError(
@@ -172,6 +200,12 @@ def _error(cell, result, where):
                 lines,
             )
         job.state = "hung"
+        if job.restart_on_hang:
+            return CellStoppedError(
+                f"the cell {what}; PE {pe_ranges(result.pending)} could not be interrupted (blocked in OpenSHMEM); "
+                f"{_restarted(job)}. Where every PE was:",
+                lines,
+            )
         return CellStoppedError(
             f"the cell {what}; PE {pe_ranges(result.pending)} could not be interrupted (blocked in OpenSHMEM), "
             f"so the job is marked hung: run `%shmem restart`. Where every PE was:",
@@ -180,3 +214,12 @@ def _error(cell, result, where):
     if result.errors:
         return PEError(result.errors, job.n)
     return None
+
+
+def _restarted(job):
+    """Restart a hung job by itself (``restart_on_hang``); what was lost, in words."""
+    arrays = ", ".join(job.specs)
+    job.restart()
+    kept = f"arrays {arrays} re-allocated (zeroed)" if arrays else "no arrays were declared"
+    return (f"the job was restarted by itself (restart_on_hang): {job.n} fresh PEs, {kept}; every PE's "
+            f"variables and undeclared symmetric arrays were lost")

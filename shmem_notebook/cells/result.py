@@ -17,6 +17,7 @@ class CellResult:
     result_data: dict = field(default_factory=dict)  # PE -> MIME bundle of a rich last expression
     seconds: float = 0.0
     pending: list = field(default_factory=list)  # PEs that had not finished (timeout, interrupt, death)
-    outcome: str = "ok"  # ok, error, timeout, interrupted, died
+    outcome: str = "ok"  # ok, error, timeout, interrupted, died, stranded (PEs wait for others that raised)
     races: list = field(default_factory=list)  # shmem_notebook.Race, when the race stage ran
+    waiting: dict = field(default_factory=dict)  # PE -> (line, call): waited for PEs that raised (see cells.stranded)
     trace: object = None  # analysis.trace.Trace when run with trace=True (%%pxshmem --trace)

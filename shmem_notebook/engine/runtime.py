@@ -20,7 +20,7 @@ from ..rc import rc
 from . import collectives, heap, record, shims, teams
 from .shims import pitfalls
 
-__all__ = ["last_cell", "info", "bind", "main"]
+__all__ = ["last_cell", "info", "bind", "join", "main"]
 
 #: outcome of the last cell: state, outcome ('ok' or exception type), seconds
 last_cell = {"state": "idle", "outcome": None, "seconds": None}
@@ -85,6 +85,13 @@ def info():
         "shims": shims.installed(),
         "teams": teams.mode,
     }
+
+
+def join(call):
+    """Make the world synchronisation ``call`` (one of :data:`shmem_notebook.operations.JOINABLE`) that
+    other PEs wait in for this PE, whose cell raised (see ``shmem_notebook.cells.stranded``). Collective."""
+    {"barrier_all": shmem.barrier_all, "sync_all": shmem.sync_all, "sync": lambda: shmem.sync(shmem.TEAM_WORLD)}[call]()
+    return call
 
 
 def _wait_for_connection_file(timeout):

@@ -22,7 +22,7 @@ _current = None
 
 def start(
     n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None,
-    slurm=False, partition=None, time=None, nodes=None, account=None, sbatch_args=(),
+    slurm=False, partition=None, time=None, nodes=None, account=None, sbatch_args=(), restart_on_hang=False,
 ):  # fmt: skip
     """Start an OpenSHMEM job of ``n`` PEs and make it the current job.
 
@@ -38,6 +38,7 @@ def start(
     job = Job(
         n, heap=heap, oversubscribe=oversubscribe, hostfile=hostfile, timeout=timeout, ip=ip,
         slurm=slurm, partition=partition, time=time, nodes=nodes, account=account, sbatch_args=sbatch_args,
+        restart_on_hang=restart_on_hang,
     )  # fmt: skip
     job.start()
     _current = job

@@ -105,3 +105,9 @@ class Asking:
         self._signal(pes, signal.SIGINT)
         wait(lambda: not cell.pending(), grace)
         return cell.pending()
+
+    def pause(self, pes):
+        """SIGSTOP ``pes`` of this host (blocked for good: they burn no CPU until the restart or stop
+        that kills them); the job is marked hung."""
+        self._signal(pes, signal.SIGSTOP)
+        self.state = "hung"

@@ -50,14 +50,17 @@ class Job(SymmetricArrays, Health, Asking):
     controller listen on that address (multi-node use; see the README).
     ``slurm=True`` runs the PEs in a Slurm batch job (``partition``, ``time``,
     ``nodes``, ``account``, ``sbatch_args`` go to ``sbatch``); it needs ``ip``.
+    ``restart_on_hang=True``: a cell that leaves PEs blocked for good restarts the job by itself
+    (declared arrays re-allocated) and says what was lost.
     """
 
     def __init__(
         self, n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None,
-        slurm=False, partition=None, time=None, nodes=None, account=None, sbatch_args=(),
+        slurm=False, partition=None, time=None, nodes=None, account=None, sbatch_args=(), restart_on_hang=False,
     ):  # fmt: skip
         self.n = positive_int(n)
         self.slurm = bool(slurm)
+        self.restart_on_hang = bool(restart_on_hang)  # a hung cell restarts the job by itself
         asked_ip = ip or (rc.ip if rc.ip not in LOOPBACK else None)  # a SHMEM_NOTEBOOK_IP counts
         self.batch = batch_options(slurm, asked_ip, hostfile, partition, time, nodes, account, sbatch_args)
         self.heap = rc.heap if heap is None else heap

@@ -61,6 +61,8 @@ def _start_args(p):
     p.add_argument("--oversubscribe", action="store_true", default=None)
     p.add_argument("--hostfile", default=None)
     p.add_argument("--timeout", type=_seconds, default=None, help="default timeout for every cell, seconds")
+    p.add_argument("--restart-on-hang", action="store_true",
+                   help="restart by itself when a cell leaves PEs blocked for good (says what was lost)")
     p.add_argument("--ip", default=None, help="address the controller listens on (default 127.0.0.1)")
     p.add_argument("--slurm", action="store_true", help="run the PEs in a Slurm batch job")
     p.add_argument("--partition", default=None)
@@ -204,7 +206,7 @@ class ShmemMagics(Magics):
 
     @line_magic
     def shmem(self, line):
-        """%shmem start -n N [--heap SIZE] [--oversubscribe] [--hostfile FILE] [--timeout S] [--ip ADDR]
+        """%shmem start -n N [--heap SIZE] [--oversubscribe] [--hostfile FILE] [--timeout S] [--restart-on-hang] [--ip ADDR]
             [--slurm [--partition P] [--time T] [--nodes K] [--account A] [--sbatch-arg ARG ...]]
         %shmem stop | restart | status | arrays
         %shmem alloc NAME=DTYPE[SHAPE] ... | free NAME ... | gather NAME | pull NAME
@@ -234,7 +236,8 @@ class ShmemMagics(Magics):
     def _start(self, args):
         job = _job.start(args.n, heap=args.heap, oversubscribe=args.oversubscribe, hostfile=args.hostfile,
                          timeout=args.timeout, ip=args.ip, slurm=args.slurm, partition=args.partition,
-                         time=args.time, nodes=args.nodes, account=args.account, sbatch_args=args.sbatch_args)
+                         time=args.time, nodes=args.nodes, account=args.account, sbatch_args=args.sbatch_args,
+                         restart_on_hang=args.restart_on_hang)
         where = f" on {_hosts(job)}" if len(_hosts(job).split(",")) > 1 or job.slurm else ""
         print(f"OpenSHMEM job ready: {job.n} PEs, heap {job.heap} per PE{where}")
 
