@@ -444,9 +444,9 @@ def test_hung_and_dead_pes_do_not_break_the_inspector():
         insp.close()
         os.kill(job.pes[2]["pid"], 9)
         deadline = time.monotonic() + 30
-        while not job._dead_pes() and time.monotonic() < deadline:
+        while not job.dead_pes() and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert job._dead_pes(), "PE 2 was killed but the job does not see it"
+        assert job.dead_pes(), "PE 2 was killed but the job does not see it"
         snap = gather_snapshot(job, timeout=2)
         assert snap.pes[2]["state"] == "dead" and not snap.pes[2]["reachable"]
         assert "dead" in tables.state_table(snap) and plots.figure_png(plots.heap_figure(snap)).startswith(PNG)
