@@ -5,7 +5,7 @@ its undo. :func:`install` applies the table in order at PE start (collective: th
 shim reserves symmetric memory on every PE); :func:`uninstall` undoes it, newest first.
 Another library changes this table, not the modules that use shmem4py.
 
-- :mod:`.numpy2`: shmem4py 1.0.0's code under NumPy 2.
+- :mod:`.numpy2`, :mod:`.scalars`: shmem4py 1.0.0 and code of its NumPy 1 era under NumPy 2.
 - :mod:`.missing`: OpenSHMEM 1.5 routines the library lacks (:class:`UnsupportedError`).
 - :mod:`.pitfalls`: guards against Open MPI 4.1.4's atomic bugs.
 - teams (:mod:`shmem_notebook.engine.teams`): native, or emulated on a 1.4 library.
@@ -14,7 +14,7 @@ Another library changes this table, not the modules that use shmem4py.
 
 from collections import namedtuple
 
-from . import diagnostics, missing, numpy2, pitfalls
+from . import diagnostics, missing, numpy2, pitfalls, scalars
 from .missing import UnsupportedError
 
 __all__ = ["Shim", "SHIMS", "UnsupportedError", "install", "uninstall", "installed"]
@@ -42,6 +42,8 @@ def _teams(shmem):
 #: in the order they are installed
 SHIMS = [
     Shim("numpy2_array", "shmem.array under NumPy 2", numpy2.applies, numpy2.install),
+    Shim("numpy2_scalars", "1-element arrays passed as numbers (NumPy 1 era code) under NumPy 2",
+         scalars.applies, scalars.install),
     Shim("missing", "routines the library lacks", _always, missing.install),
     Shim("pitfalls", "Open MPI 4.1.4's atomic bugs (guards chosen by pitfalls.decide)", _always, _pitfalls),
     Shim("teams", "teams: native on 1.5, emulated on 1.4 (collective)", _always, _teams),
