@@ -20,7 +20,7 @@ NOTEBOOK = [
     "shmem.barrier_all()\n"
     "collectives.fcollect(everyone, mine, algorithm='ring')",
     "replay = %shmem replay --array everyone --array mine\nreplay",
-    "replay.slider.value = 1\nprint('REPLAY AT', replay.index)",
+    "replay.slider.value = 2\nprint('REPLAY AT', replay.index)",  # the slider counts from 1, as the title
 ]
 
 RENDERED = """

@@ -1,12 +1,14 @@
 """--trace: events, happens-before order, heap per epoch, replay frames and widget (2 and 4 PEs)."""
 
 import io
+import re
 
 import numpy as np
 import pytest
 
 from conftest import job_fixture, quiet
-from shmem_notebook.inspector.replay import Replay, draw_frame
+from shmem_notebook import InputError
+from shmem_notebook.inspector.replay import Replay, draw_frame, transfers
 
 
 job = job_fixture(2, 4, heap="32M")
@@ -62,9 +64,12 @@ def test_teaching_collectives_replay_step_by_step(job, collective, algorithm, st
     elif collective == "broadcast":
         assert final[:, :2].tolist() == [[1, 1]] * n
     replay = result.trace.replay()
-    assert isinstance(replay, Replay) and replay.slider.max == len(result.trace.frames()) - 1
+    count = len(result.trace.frames())
+    assert isinstance(replay, Replay) and (replay.slider.min, replay.slider.max, replay.slider.value) == (1, count, 1)
+    assert replay.title.value.startswith(f"<b>step 1 of {count}: ")  # the slider and the title agree
     replay.slider.value = replay.slider.max
-    assert replay.index == replay.slider.max and replay.image.value[:4] == b"\x89PNG"
+    assert replay.index == count - 1 and replay.image.value[:4] == b"\x89PNG"
+    assert replay.title.value.startswith(f"<b>step {count} of {count}: ")
     text = replay.static_text()
     assert f"step 1: {collective} ({algorithm.replace('_', ' ')})" in text and "PE 0 -> PE 1" in text
     assert "<ol><li>" in replay._repr_mimebundle_()["text/html"]
@@ -87,3 +92,40 @@ def test_race_check_and_trace_record_the_same_cell(job):
     puts = [e for e in result.trace.events if e["op"] == "put"]
     assert [(e["pe"], e["target"], e["line"], e["array"]) for e in puts] == [(0, 1, 3, "flag")]
     assert "1 race found" in out.getvalue() and "trace: " in out.getvalue()
+
+
+def _texts(fig):
+    return [t for ax in fig.axes for t in ax.texts]
+
+
+def test_replay_reads_well_at_4_pes_with_rabenseifner(job):
+    """Issue 23 item 6: labels apart, values inside their box, the work buffer named in words,
+    steps worded without "i-0" or "i..i+0", transfers in PE order, unknown arrays refused."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    code = ("src[:] = np.arange(8) * (me + 1)\nwide[:] = 123456.789 + np.arange(12)\nshmem.barrier_all()\n"
+            "collectives.reduce(dst, src, algorithm='rabenseifner')\n"
+            "collectives.fcollect(ring, src[:2], algorithm='ring')\ncollectives.fcollect(ring, src[:2], algorithm='bruck')")
+    result = quiet(job, code, arrays="src=float64[8] dst=float64[8] wide=float64[12] ring=float64[2*npes]", trace=True)
+    trace = result.trace
+    titles = [f["title"] for f in trace.frames()]
+    assert not [t for t in titles if re.search(r"i-0\b|i\+0\b", t)], titles
+    assert any("PE i puts its own block to PE i+1" in t for t in titles), titles
+    text = Replay(trace).static_text()
+    assert "(scratch)" not in text and ("work buffer" in text or job.n == 1), text
+    for frame in trace.frames():
+        pairs = [(a, b) for a, b, _ in transfers(trace, frame)]
+        assert pairs == sorted(pairs)
+    for index in range(len(trace.frames())):
+        fig = draw_frame(trace, index)
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        texts = _texts(fig)
+        numbers = [t.get_window_extent(renderer) for t in texts if t.get_text().isdigit()]
+        assert all(not a.overlaps(b) for i, a in enumerate(numbers) for b in numbers[i + 1:]), f"step {index + 1}"
+        boxes = [p.get_window_extent(renderer) for p in fig.axes[0].patches if type(p).__name__ == "FancyBboxPatch"]
+        for t in texts:
+            if t.get_text().startswith("wide ["):
+                inside = [b for b in boxes if b.x0 <= t.get_window_extent(renderer).x0 <= b.x1]
+                assert inside and t.get_window_extent(renderer).x1 <= inside[0].x1, t.get_text()
+    with pytest.raises(InputError, match=r"the traced cell has no array named 'nope'; its arrays: .*dst, .*ring, src, wide \(e.g. `%shmem replay --array "):
+        trace.replay(arrays=["nope"])

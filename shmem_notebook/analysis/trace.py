@@ -107,7 +107,13 @@ class Trace:
     def arrow(event):
         """(from PE, to PE, text) of a transfer event: data flows to the PE that receives it."""
         start, stop, step = event["indices"] or (0, 0, 1)
-        where = f"{event['array']}[{start}]" if stop - start <= step else f"{event['array']}[{start}:{stop}{':' + str(step) if step != 1 else ''}]"
+        if event["array"] == "(scratch)":  # the teaching collectives' own buffer: its offsets mean nothing to a reader
+            count = max(1, -(-(stop - start) // step))
+            where = f"{count} element{'s' if count != 1 else ''} (work buffer)"
+        elif stop - start <= step:
+            where = f"{event['array']}[{start}]"
+        else:
+            where = f"{event['array']}[{start}:{stop}{':' + str(step) if step != 1 else ''}]"
         if event["op"] in _FETCHES:
             return event["target"], event["pe"], f"get {where}"
         return event["pe"], event["target"], f"{event['op']} {where}"

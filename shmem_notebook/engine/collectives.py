@@ -188,7 +188,8 @@ def fcollect(target, source, size=None, team=None, algorithm=None):
         for k in range(n - 1):
             if k:
                 teams.wait_signal(m, (k - 1) % _FOLD_OUT)
-            _step("fcollect", "ring", k + 1, n - 1, f"ring, step {k + 1} of {n - 1}: PE i puts block i-{k} to PE i+1")
+            which = "its own block" if k == 0 else f"block i-{k} (received in step {k})"
+            _step("fcollect", "ring", k + 1, n - 1, f"ring, step {k + 1} of {n - 1}: PE i puts {which} to PE i+1")
             _put(block(rank - k), block(rank - k), right)
             teams.signal(m, k % _FOLD_OUT, right)
         if n > 1:
@@ -199,7 +200,8 @@ def fcollect(target, source, size=None, team=None, algorithm=None):
             d = 1 << k
             count = min(d, n - d)  # blocks rank .. rank+count-1 go to rank-d
             _step("fcollect", "bruck", k + 1, rounds,
-                  f"Bruck, step {k + 1} of {rounds}: PE i puts blocks i..i+{count - 1} to PE i-{d}")
+                  f"Bruck, step {k + 1} of {rounds}: PE i puts "
+                  f"{'its own block' if count == 1 else f'blocks i..i+{count - 1}'} to PE i-{d}")
             dest = m.pes[(rank - d) % n]
             for j in range(rank, rank + count):
                 _put(block(j), block(j), dest)
