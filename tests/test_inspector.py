@@ -295,8 +295,9 @@ def test_widget_traits_follow_the_data(clean):
         assert all(str(job.pes[pe]["pid"]) in state for pe in range(4))
         assert "A" in insp.arrays_html.value and "declared" in insp.arrays_html.value
         # every PE holds something else: there is no majority, and the summary says so
-        assert "A: no majority: no value is held by more than half of the PEs at 6 of 6 elements" in insp.diff_html.value
-        assert "PE 1-3 differ from the consensus (PE 1 at 6, PE 2 at 6, PE 3 at 6 of 6 elements)" in insp.diff_html.value
+        # A[:] = me: different data by design, one pattern (value = b[pe]); nothing painted red
+        assert "A: PEs hold different data by design, all in one pattern (value = a[i] + b[pe]); no element breaks it" \
+            in insp.diff_html.value
         before = insp.values_image.value
         insp.array_select.value = "T"  # as the front end does
         assert insp.array == "T" and bytes(insp.values_image.value) != bytes(before)
@@ -554,3 +555,37 @@ def test_tour_notebook(tmp_path):
     printed = "".join(o.get("text", "") for o in cells["print(insp.snapshot.describe_diff('squares'))"].outputs)
     assert printed.splitlines() == ["squares: PE 3 differs from the consensus at 1 of 12 elements",
                                    "ring: PE 1-3 differ from PE 0 (PE 1 at 8, PE 2 at 8, PE 3 at 8 of 8 elements)"]
+
+
+#: 8 PEs holding different data by design (issue 23 item 7)
+job8 = job_fixture(8, heap="16M", timeout=TIMEOUT)
+
+
+def test_data_different_by_design_singles_out_the_element_that_breaks_the_pattern(job8):
+    job8.alloc("P=int64[16]")
+    try:
+        quiet(job8, "P[:] = 100 * me + np.arange(16)\nif me == 3: P[5] = 10**9")
+        snap = gather_snapshot(job8)
+        assert np.argwhere(snap.diff("P")).tolist() == [[3, 5]]  # not PE 1-7 painted red
+        assert snap.describe_diff("P") == ("P: PEs hold different data by design (value = a[i] + b[pe] fits the rest); "
+                                           "PE 3 breaks the shared pattern at 1 of 16 elements: [5]")
+        assert tables.values_table(snap, "P").count('class="diff') == 1
+        assert snap.differing("P", reference=0)[1] == 16  # a chosen reference still compares element by element
+        quiet(job8, "P[:] = 100 * me + np.arange(16)")
+        assert gather_snapshot(job8).describe_diff("P").endswith("all in one pattern (value = a[i] + b[pe]); no element breaks it")
+        quiet(job8, "P[:] = np.random.default_rng(me).integers(0, 10**6, 16)")  # no pattern: say so, invent nothing
+        text = gather_snapshot(job8).describe_diff("P")
+        assert text.startswith("P: no majority") and "breaks the shared pattern" not in text
+    finally:
+        job8.free("P")
+
+
+def test_the_pattern_fit_alone():
+    from shmem_notebook.inspector.pattern import breaks_pattern
+
+    values = np.array([[100 * pe + i for i in range(16)] for pe in range(8)])
+    values[3, 5] = 10**9
+    assert np.argwhere(breaks_pattern(values)).tolist() == [[3, 5]]
+    assert np.argwhere(breaks_pattern(values * 0.1)).tolist() == [[3, 5]]  # floats, within a relative tolerance
+    assert breaks_pattern(np.random.default_rng(0).random((8, 16))) is None  # nothing explains random data
+    assert breaks_pattern(values[:2]) is None  # two PEs: no pattern to speak of

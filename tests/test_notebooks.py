@@ -88,7 +88,9 @@ def test_teams_and_collectives(tmp_path):
     assert "binomial tree, step 2 of 2" in binomial and "PE 1 -> PE 3: put dst[0:4]" in binomial
     ring = text_of(cell_starting(nb, "ring = %shmem replay"))
     assert [line for line in ring.splitlines() if line.startswith("step")] == [
-        f"step {k}: fcollect (ring): ring, step {k} of 3: PE i puts block i-{k - 1} to PE i+1" for k in (1, 2, 3)]
+        "step 1: fcollect (ring): ring, step 1 of 3: PE i puts its own block to PE i+1",
+        *(f"step {k}: fcollect (ring): ring, step {k} of 3: PE i puts block i-{k - 1} (received in step {k - 1}) "
+          f"to PE i+1" for k in (2, 3))]
     assert "[[1 2 3 4]\n [1 2 3 4]\n [1 2 3 4]\n [1 2 3 4]]" in text_of(cell_starting(nb, "import shmem_notebook\ntrace"))
     table = text_of(cell_starting(nb, "rows = sorted"))
     rows = [line for line in table.splitlines() if line.startswith(("fcollect/", "alltoall/"))]

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..errors import InputError, NoJobError
 from ..folding import pe_ranges
+from .pattern import breaks_pattern
 
 __all__ = ["Snapshot", "gather_snapshot", "DEFAULT_BUDGET", "DEFAULT_TIMEOUT"]
 
@@ -154,6 +155,11 @@ class Snapshot:
         sample = next(iter(keys.values()))
         mask = np.zeros((self.npes, *sample.shape), dtype=bool)
         pes = sorted(keys)
+        pattern = self._pattern(name) if reference is None else None
+        if pattern is not None:
+            for i, p in enumerate(pes):
+                mask[p] = pattern[i].reshape(sample.shape)
+            return mask
         if reference is None:
             ref, _ = _consensus(keys)
         else:
@@ -161,6 +167,17 @@ class Snapshot:
         for p in pes:
             mask[p] = ~_equal(keys[p], ref)
         return mask
+
+    def _pattern(self, name):
+        """When PEs hold different data by design (no majority at most elements of an exact array),
+        the values that break the pattern they share (see :mod:`.pattern`), in PE order; else None."""
+        keys = self._keys(name)
+        if not self.is_exact(name) or len(keys) < 3:
+            return None
+        _, held = _consensus(keys)
+        if (2 * held <= len(keys)).sum() * 2 <= held.size:  # a majority at most elements: the consensus is meaningful
+            return None
+        return breaks_pattern(np.stack([np.asarray(keys[p]).reshape(-1) for p in sorted(keys)]))
 
     def differing(self, name, reference=None):
         """``{pe: number of differing elements (or blocks)}`` for PEs that differ."""
@@ -174,7 +191,10 @@ class Snapshot:
         what = "elements" if self.is_exact(name) else "blocks"
         against = "the consensus" if reference is None else f"PE {reference}"
         counts = self.differing(name, reference)
-        total = int(np.prod(self.diff(name, reference).shape[1:]))
+        mask = self.diff(name, reference)
+        total = int(np.prod(mask.shape[1:]))
+        if reference is None and self._pattern(name) is not None:
+            return _describe_pattern(name, mask, counts, total)
         holders = [p["pe"] for p in self.pes if name in p["arrays"]]
         if not counts:
             verb = "agrees" if len(holders) == 1 else "agree"
@@ -194,6 +214,19 @@ class Snapshot:
                         f"{what}, so the consensus there is only the most common value (ties: the lowest PE's); "
                         f"choose a reference PE to compare with. " + text[len(name) + 2:])
         return text
+
+
+def _describe_pattern(name, mask, counts, total):
+    """``name: PEs hold different data by design (...); PE 3 breaks the shared pattern at 1 of 16 elements: [5]``"""
+    by_design = f"{name}: PEs hold different data by design (value = a[i] + b[pe] fits the rest)"
+    if not counts:
+        return f"{name}: PEs hold different data by design, all in one pattern (value = a[i] + b[pe]); no element breaks it"
+    parts = []
+    for pe, count in counts.items():
+        where = [tuple(int(i) for i in np.unravel_index(k, mask.shape[1:])) for k in np.flatnonzero(mask[pe])[:3]]
+        shown = ", ".join(str(w[0]) if len(w) == 1 else str(list(w)) for w in where) + (" ..." if count > 3 else "")
+        parts.append(f"PE {pe} breaks the shared pattern at {count} of {total} elements: [{shown}]")
+    return f"{by_design}; " + "; ".join(parts)
 
 
 def _consensus(keys):
