@@ -33,6 +33,7 @@ from .asking import Asking
 from .batch import QueueProgress, batch_options
 from .fit import check_heap_fits
 from .health import Health
+from .history import History
 from .processes import alive, process, wait
 from .shm import Segments
 from .watchdog import owned_by, remove_profile_files, start_watchdog, stop_watchdog, tell_watchdog
@@ -81,6 +82,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.last_gather = None  # how the last gather came: "memory" (read from the PEs), "file" (/dev/shm) or "message"
         self._gathers = 0
         self.cell_callbacks = []  # callback(job, result) after every cell
+        self.history = History(self)  # every cell run, in order (see .history); job.export writes them out
         self._token = uuid.uuid4().hex  # marks every process of this job (see watchdog)
         self._cluster = self._client = self._view = self._watchdog = self._channel = None
         self._engine_set_id = None
@@ -390,4 +392,13 @@ class Job(SymmetricArrays, Health, Asking):
         the cell path by name (see :mod:`shmem_notebook.cells.stages`).
         """
         check_syntax(code)  # before anything reaches the PEs
-        return run_cell(self, code, arrays=arrays, timeout=timeout, stdout=stdout, stderr=stderr, **options)
+        with self.history.running(code, arrays, dict(options, timeout=timeout)):  # recorded by a cell callback
+            return run_cell(self, code, arrays=arrays, timeout=timeout, stdout=stdout, stderr=stderr, **options)
+
+    def export(self, path, cells=None, slurm=False):
+        """Write the cells run so far (``cells``: those chosen, e.g. ``"4,6-8"``, by their In[k]) as one
+        standalone shmem4py program at ``path``; ``slurm=True`` (or a dict of sbatch options) also writes
+        an sbatch script next to it. Not collective: nothing reaches the PEs. See :mod:`.export`."""
+        from .export import export
+
+        return export(self, path, cells=cells, slurm=slurm)

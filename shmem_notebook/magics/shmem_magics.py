@@ -17,7 +17,7 @@ from ..specs import format_size
 
 __all__ = ["ShmemMagics", "format_status", "format_arrays"]
 
-SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather", "pull", "inspect", "race", "replay")
+SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather", "pull", "inspect", "race", "replay", "export")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -93,6 +93,16 @@ def _replay_args(p):
     p.add_argument("--array", action="append", default=None, metavar="NAME", help="arrays drawn in the PE boxes")
 
 
+def _export_args(p):
+    p.add_argument("file", metavar="FILE", help="the program to write, e.g. ring.py")
+    p.add_argument("--cells", default=None, metavar="SPEC", help="the cells to write by In[k], e.g. 4,6-8 (default: every "
+                   "cell that ran without an error)")
+    p.add_argument("--slurm", action="store_true", help="also write an sbatch script next to it (FILE's name, .sbatch)")
+    for option in ("--partition", "--time", "--account"):
+        p.add_argument(option, default=None, help="with --slurm: sbatch " + option)
+    p.add_argument("--nodes", type=_positive_int, default=None, help="with --slurm: sbatch --nodes")
+
+
 def _inspect_args(p):
     p.add_argument("--auto", action="store_true", help="refresh after every %%pxshmem cell")
     p.add_argument("--array", default=None, metavar="NAME", help="array shown in the values and diff views")
@@ -115,6 +125,8 @@ PARSERS = {
     "race": _parser("%shmem race", lambda p: p.add_argument("switch", choices=("on", "off")),
                     "Race-check every %%pxshmem cell (on) or only those with --race (off)."),
     "replay": _parser("%shmem replay", _replay_args, "Replay the last --trace cell step by step."),
+    "export": _parser("%shmem export", _export_args, "Write the cells run so far as one shmem4py program "
+                      "(oshrun -n N python FILE), with --slurm also an sbatch script."),
 }
 
 
@@ -213,6 +225,7 @@ class ShmemMagics(Magics):
         %shmem inspect [--auto] [--array NAME] [--reference PE]
         %shmem race on|off
         %shmem replay [--array NAME ...]
+        %shmem export FILE [--cells SPEC] [--slurm [--partition P] [--time T] [--nodes K] [--account A]]
         """
         words = shlex.split(line)
         if words and words[0] in HELP_WORDS:
@@ -293,6 +306,16 @@ class ShmemMagics(Magics):
         if result is None or result.trace is None:
             raise UsageError("%shmem replay: the last cell was not traced; run it with `%%pxshmem --trace` first")
         return result.trace.replay(arrays=args.array)
+
+    def _export(self, args):
+        job = _job.current_job()
+        if job is None:
+            raise NoJobError("%shmem export")
+        batch = {k: getattr(args, k) for k in ("partition", "time", "nodes", "account")}
+        given = [f"--{k}" for k, v in batch.items() if v is not None]
+        if given and not args.slurm:
+            raise UsageError(f"%shmem export: {', '.join(given)} only apply with --slurm")
+        print(job.export(args.file, cells=args.cells, slurm=batch if args.slurm else False))
 
     @cell_magic
     def pxshmem(self, line, cell):

@@ -53,11 +53,13 @@ SHIMS = [
 _undo = []  # (name, undo) of the installed shims, in order
 
 
-def install(shmem):
-    """Install every shim of :data:`SHIMS` that applies, in order; return their names. Collective."""
+def install(shmem, exclude=()):
+    """Install every shim of :data:`SHIMS` that applies, in order, but those named in ``exclude``
+    (a program exported from a notebook leaves out ``diagnostics``, which serves the notebook);
+    return their names. Once installed, another call does nothing. Collective."""
     if not _undo:
         for shim in SHIMS:
-            if shim.applies(shmem):
+            if shim.name not in exclude and shim.applies(shmem):
                 _undo.append((shim.name, shim.install(shmem)))
     return installed()
 

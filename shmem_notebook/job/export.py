@@ -1,0 +1,384 @@
+"""From notebook to batch job: a job's cells written out as one standalone shmem4py program (client side).
+
+:func:`export` is ``job.export(path, cells=None, slurm=False)`` and ``%shmem export FILE``. It
+reads ``job.history`` (:mod:`.history`) and writes, in order: the platform's environment
+(set before shmem4py initialises OpenSHMEM; what the user set wins), the imports, the
+adaptations the notebook's PEs had (``shmem_notebook.engine.shims`` when importable, else a
+plain shmem4py program with only the NumPy 2 fix of ``shmem.array`` inlined), ``me`` and
+``npes``, then each cell under a comment naming it (``In[k]``), with the arrays it declared
+allocated zeroed before it, IPython syntax made plain Python or left out with the reason,
+and at the end a barrier and the declared arrays freed. Cells that failed in the notebook
+are left out (named in the program's docstring) unless chosen with ``cells``.
+
+:mod:`.plain` is the cell-to-Python step; :func:`sbatch_script` writes the batch script.
+Nothing here reaches the PEs.
+"""
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+from ..launcher.environment import platform_environment
+from ..rc import rc
+from ..specs import parse_size, parse_spec
+from .plain import plain_cell, show_last
+from .plain import stored as names_stored
+from .plain import used as names_used
+
+__all__ = ["export", "Exported", "select", "program", "sbatch_script"]
+
+#: why a cell that did not end well is left out
+FAILED = {
+    "error": "it raised in the notebook",
+    "timeout": "it did not finish within its timeout in the notebook",
+    "interrupted": "it was interrupted in the notebook",
+    "died": "PEs died while it ran in the notebook",
+    "stranded": "it raised on some PEs while the others waited for them in the notebook",
+}
+
+#: what a cell option becomes in a program
+OPTION_NOTES = {
+    "race": "--race: the race check is the notebook's; run this program under `python -m shmem_notebook.race -- "
+            "oshrun ...` for it",
+    "stress": "--stress: the reruns with random delays are the notebook's (`python -m shmem_notebook.race --stress "
+              "SEED -- ...` does them for a program)",
+    "trace": "--trace: the recording for %shmem replay is the notebook's; left out",
+    "timeout": "--timeout: a program has no per-cell timeout; give the batch job a time limit (sbatch --time)",
+}
+
+#: names the notebook binds before every cell, and how the program binds them again
+BOUND = {
+    "me": "me = shmem.my_pe()",
+    "npes": "npes = shmem.n_pes()",
+    "np": "import numpy as np",
+    "shmem": "from shmem4py import shmem",
+    "collectives": "from shmem_notebook.engine import collectives",
+}
+
+
+@dataclass
+class Exported:
+    """What :func:`export` wrote; ``str()`` says it in a few lines."""
+
+    program: str
+    cells: list  # labels of the cells written, in order
+    left_out: list = field(default_factory=list)  # (label, why)
+    sbatch: str = None
+    npes: int = 0
+
+    @property
+    def command(self):
+        return f"oshrun -n {self.npes} {shlex.quote(os.path.basename(sys.executable))} {shlex.quote(self.program)}"
+
+    def __str__(self):
+        cells = ", ".join(self.cells) or "none"
+        text = f"wrote {self.program}: {len(self.cells)} cell{'s' if len(self.cells) != 1 else ''} ({cells})"
+        if self.left_out:
+            text += "; left out: " + "; ".join(f"{label} ({why})" for label, why in self.left_out)
+        text += f"\nrun it: {self.command}  (per-PE output: add --tag-output)"
+        if self.sbatch:
+            text += f"\nwrote {self.sbatch}: submit it with `sbatch {self.sbatch}`"
+        return text
+
+
+def export(job, path, cells=None, slurm=False):
+    """Write ``job``'s cells as a program at ``path`` (and an sbatch script with ``slurm``); an :class:`Exported`."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise InputError(f"export needs a file name, got {path!r}; e.g. job.export('ring.py')")
+    path = os.fspath(path)
+    chosen, left_out = select(job.history, cells)
+    if not chosen:
+        said = "no cell has run in this job yet" if not job.history else "none of the cells ran without an error"
+        raise InputError(f"nothing to export: {said}; run a %%pxshmem cell first (or choose cells with --cells)")
+    text = program(chosen, left_out, job, os.path.basename(path))
+    with open(path, "w") as f:
+        f.write(text)
+    done = Exported(path, [r.label for r in chosen], left_out, npes=job.n)
+    if slurm:
+        options = dict(job.batch) if job.batch else {}
+        if isinstance(slurm, dict):
+            options.update({k: v for k, v in slurm.items() if v not in (None, "")})
+        done.sbatch = os.path.splitext(path)[0] + ".sbatch"
+        with open(done.sbatch, "w") as f:
+            f.write(sbatch_script(job.n, path, job.heap, options))
+        os.chmod(done.sbatch, 0o755)
+    return done
+
+
+# -- choosing cells ----------------------------------------------------------------------------
+def _numbers(cells):
+    """``"4,6-8"``, ``7`` or ``[4, 6]`` -> a set of numbers."""
+    if isinstance(cells, bool):
+        raise InputError(f"cells is a list of cell numbers such as '4,6-8', got {cells!r}")
+    if isinstance(cells, int):
+        return {cells}
+    if isinstance(cells, str):
+        found = set()
+        for part in filter(None, (p.strip() for p in cells.split(","))):
+            first, _, last = part.partition("-")
+            try:
+                lo, hi = int(first.strip().strip("In[]")), int((last or first).strip().strip("In[]"))
+            except ValueError:
+                raise InputError(f"cannot read cells {cells!r}: use numbers and ranges of In[k], e.g. '4,6-8'") from None
+            found.update(range(lo, hi + 1))
+        return found
+    try:
+        return {int(c) for c in cells}
+    except (TypeError, ValueError):
+        raise InputError(f"cells is a list of cell numbers such as '4,6-8', got {cells!r}") from None
+
+
+def select(history, cells=None):
+    """The records to write, in the order they ran, and ``[(label, why)]`` of those left out.
+
+    ``cells=None``: every cell that ended well. Otherwise the cells whose ``In[k]`` (or, for cells
+    run outside a notebook, place in the history) is among ``cells``, whatever their outcome."""
+    if cells is None:
+        chosen = [r for r in history if r.outcome == "ok"]
+        return chosen, [(r.label, FAILED.get(r.outcome, f"it ended {r.outcome!r}")) for r in history if r.outcome != "ok"]
+    wanted = _numbers(cells)
+    chosen = [r for r in history if (r.count if r.count is not None else r.number) in wanted]
+    known = {r.count if r.count is not None else r.number for r in history}
+    missing = sorted(wanted - known)
+    if missing:
+        have = ", ".join(r.label for r in history) or "none"
+        raise InputError(f"no cell {missing[0]} ran in this job; the cells it ran: {have}")
+    return chosen, []
+
+
+# -- the program ------------------------------------------------------------------------------
+def _shape(spec):
+    dims = list(spec.dims)
+    return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+
+
+def _alloc(spec):
+    return f'{spec.name} = _declared["{spec.name}"] = shmem.zeros({_shape(spec)}, dtype="{spec.dtype}")'
+
+
+def _header(record):
+    declared = " ".join(record.options.get("declared", []))
+    flags = " ".join(f"--{k}" if v is True else f"--{k} {v}" for k, v in record.options.items()
+                     if k in OPTION_NOTES)
+    magic = " ".join(filter(None, ["%%pxshmem", declared, flags]))
+    title = f"# ---- {record.label}: {magic} "
+    return title + "-" * max(4, 96 - len(title))
+
+
+def _cell_block(record, prev, stored, bound_names, needs):
+    """The lines of one cell: arrays (re)declared or freed, names bound again, options, the code."""
+    out = ["", "", _header(record)]
+    if prev is not None and prev.pids and record.pids and prev.pids != record.pids:
+        out += ["# the job was restarted before this cell (%shmem restart): its PEs started afresh with the declared",
+                "# arrays zeroed; here the variables stay and the arrays are zeroed",
+                "for _array in _declared.values():",
+                "    _array[...] = 0",
+                "shmem.barrier_all()"]
+    before = prev.arrays if prev is not None else {}
+    now = {name: parse_spec(text) for name, text in record.arrays.items()}
+    for name in reversed(list(before)):
+        if name not in now or str(now[name]) != before[name]:
+            why = f"re-declared as {now[name]}" if name in now else "freed (%shmem free)"
+            out.append(f'shmem.free(_declared.pop("{name}"))  # {before[name]} {why} before this cell')
+            if name not in now and name not in stored:
+                out.append(f"del {name}")
+    for name, spec in now.items():
+        if before.get(name) != str(spec):
+            out.append(f"{_alloc(spec)}  # declared (zeroed)")
+            stored.discard(name)
+    again = [name for name in [*BOUND, *now] if name in stored and (name in now or name in bound_names)]
+    if again:
+        out.append("# the notebook binds these names again before every cell")
+        out += [BOUND.get(name) or f'{name} = _declared["{name}"]' for name in again]
+        stored.difference_update(again)
+    for key in record.options:
+        if key in OPTION_NOTES:
+            out.append(f"# {OPTION_NOTES[key]}")
+    if record.outcome != "ok":
+        out.append(f"# NOTE: {FAILED.get(record.outcome, 'it ended ' + repr(record.outcome))}")
+    text = plain_cell(record.code, needs)
+    if any(record.results.values()):
+        shown = show_last(text)
+        if shown is not None:
+            text = shown
+            needs.add("show")
+    try:
+        compile(text, record.label, "exec")
+    except SyntaxError as exc:
+        text = "\n".join([f"pass  # left out: not valid Python once the notebook's syntax is gone ({exc.msg})"]
+                         + [f"# {line}" for line in text.splitlines()])
+    out.append(text)
+    stored.update(names_stored(text))
+    return out
+
+
+def _preamble(name, records, left_out, job, needs, used):
+    labels = ", ".join(r.label for r in records)
+    env = platform_environment(environ={}, heap=job.heap)
+    heap = parse_size(job.heap)
+    lines = [
+        "#!/usr/bin/env python3",
+        f'"""{name}: {len(records)} cell{"s" if len(records) != 1 else ""} of a shmem_notebook session as one '
+        f"OpenSHMEM program",
+        f"(exported by `%shmem export` from a job of {job.n} PEs, heap {job.heap} per PE).",
+        "",
+        f"Run:              oshrun -n {job.n} python {name}",
+        f"Output per PE:    oshrun -n {job.n} --tag-output python {name}",
+        f"Race check:       python -m shmem_notebook.race -- oshrun -n {job.n} python {name}",
+        "As root Open MPI also wants OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1.",
+        "",
+        f"Cells: {labels}",
+    ]
+    for label, why in left_out:
+        lines.append(f"Left out: {label}, because {why}")
+    lines += [
+        "Each PE prints what the cell printed on it, in order (unlabelled: --tag-output labels the lines).",
+        '"""',
+        "",
+        "import os",
+        "import sys",
+        "",
+        "# the environment shmem_notebook's launcher gives its PEs, set before shmem4py initialises OpenSHMEM",
+        "# on import (what you set yourself wins)",
+        f'os.environ.setdefault("SMA_SYMMETRIC_SIZE", "{heap}")  # heap {job.heap} per PE (Open MPI reads this one)',
+        f'os.environ.setdefault("SHMEM_SYMMETRIC_SIZE", "{heap}")',
+    ]
+    if "OMPI_MCA_osc" in env:
+        lines += [
+            'if "OMPI_MCA_opal_common_ucx_opal_mem_hooks" not in os.environ:',
+            '    os.environ.setdefault("OMPI_MCA_osc", "^rdma")  # Open MPI < 4.1.6 crashes in shmem_finalize '
+            "without it (ompi#11604)",
+        ]
+    lines += [
+        "sys.stdout.reconfigure(line_buffering=True, write_through=False)  # each line as soon as it is printed, as in the notebook",
+        "",
+    ]
+    if "subprocess" in needs:
+        lines.append("import subprocess")
+    lines += [
+        "import numpy as np",
+        "from shmem4py import shmem  # initialises OpenSHMEM",
+        "",
+        "try:  # the adaptations of shmem4py the notebook's PEs had: NumPy 2 fixes, teams on OpenSHMEM 1.4,",
+        "    # routines the library lacks named in one error, guards against the library's atomic bugs",
+        "    from shmem_notebook.engine import shims",
+        "except ImportError:  # shmem_notebook is not installed where this runs: plain shmem4py",
+        "    shims = None",
+        "if shims is not None:",
+        '    shims.install(shmem, exclude=("diagnostics",))  # collective',
+    ]
+    if any("shmem.array" in r.code for r in records):
+        lines += [
+            'elif int(np.__version__.split(".")[0]) >= 2:',
+            "    import inspect",
+            "",
+            '    if "copy=False" in inspect.getsource(shmem.array):  # shmem4py 1.0.0\'s shmem.array fails under NumPy 2',
+            "",
+            '        def _array(obj, dtype=None, *, order="K", align=None, hints=None):',
+            "            tmp = np.asarray(obj, dtype)",
+            '            if order in ("K", "A"):',
+            '                order = "F" if tmp.flags.f_contiguous and not tmp.flags.c_contiguous else "C"',
+            "            a = shmem.new_array(tmp.shape, tmp.dtype, order, align=align, hints=hints, clear=False)",
+            '            np.copyto(a, tmp, casting="no")',
+            "            shmem.sync_all()",
+            "            return a",
+            "",
+            "        shmem.array = _array",
+        ]
+    if "collectives" in used or any("shmem_notebook.collectives" in r.code or "import collectives" in r.code
+                                    for r in records):
+        lines += [
+            "",
+            "# the teaching collectives the cells call (shmem_notebook must be installed for them)",
+            "from shmem_notebook.engine import collectives",
+            "",
+            "collectives.install(shmem)  # collective: reserves their scratch",
+            'sys.modules.setdefault("shmem_notebook.collectives", collectives)',
+        ]
+    if "display" in used:
+        lines += [
+            "",
+            "try:  # display() in a cell: outside a notebook IPython's prints the object",
+            "    from IPython.display import display",
+            "except ImportError:",
+            "    display = print",
+        ]
+    if "show" in needs:
+        lines += [
+            "",
+            "",
+            "def _show(value):",
+            '    """A cell\'s last expression, which the notebook shows as Out[PE k]."""',
+            "    if value is not None:",
+            "        try:",
+            "            from IPython.lib.pretty import pretty",
+            "        except ImportError:",
+            "            pretty = repr",
+            "        print(pretty(value))",
+            "",
+        ]
+    lines += [
+        "",
+        "me = shmem.my_pe()",
+        "npes = shmem.n_pes()",
+        "_declared = {}  # the declared symmetric arrays: name -> array, freed at the end",
+    ]
+    return lines
+
+
+def program(records, left_out, job, name):
+    """The program's text for the cell records ``records``."""
+    needs, used = set(), names_used(plain_cell(r.code) for r in records)
+    bound = set(BOUND) - ({"collectives"} - used)
+    body, stored, prev = [], set(), None
+    for record in records:
+        body += _cell_block(record, prev, stored, bound, needs)
+        prev = record
+    ending = [
+        "",
+        "",
+        "# ---- end: every PE waits for the others, then the declared arrays are freed (collective) " + "-" * 6,
+        "shmem.barrier_all()",
+        "for _array in reversed(list(_declared.values())):",
+        "    shmem.free(_array)",
+        "",
+    ]
+    return "\n".join(_preamble(name, records, left_out, job, needs, used) + body + ending)
+
+
+# -- the batch script -------------------------------------------------------------------------
+def sbatch_script(n, program_path, heap, options=None, runner=None, python=None):
+    """An sbatch script that runs ``program_path`` on ``n`` PEs with the launcher's environment;
+    ``options``: ``partition``, ``time``, ``nodes``, ``account``, ``sbatch_args`` (as ``Job.batch``)."""
+    options = dict(options or {})
+    runner = runner or rc.slurm_runner
+    python = python or sys.executable
+    program_path = os.path.abspath(program_path)
+    stem = os.path.splitext(os.path.basename(program_path))[0]
+    lines = [
+        "#!/bin/bash",
+        f"# runs {os.path.basename(program_path)} as a Slurm batch job of {n} PEs (exported by shmem_notebook)",
+        f"#SBATCH --job-name={stem}",
+        f"#SBATCH --ntasks={n}",
+    ]
+    for key in ("nodes", "partition", "time", "account"):
+        if options.get(key):
+            lines.append(f"#SBATCH --{key}={options[key]}")
+    lines += [f"#SBATCH {arg}" for arg in options.get("sbatch_args") or []]
+    if not any(str(a).startswith(("--output", "-o")) for a in options.get("sbatch_args") or []):
+        lines.append(f"#SBATCH --output={stem}-%j.out")
+    env = platform_environment(environ={}, heap=heap)
+    lines += ["", "# what shmem_notebook's launcher gives the PEs on this platform (Open MPI 4.1.x OSHMEM); "
+              "what is set already wins"]
+    lines += [f'export {k}="${{{k}-{v}}}"' for k, v in env.items()]
+    if runner == "srun":
+        command = ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", f"--ntasks={n}", python, program_path]
+    else:
+        command = [rc.oshrun, "-n", str(n)]
+        for k in sorted(env):
+            command += ["-x", k]
+        command += [python, program_path]
+    lines += ["", "exec " + shlex.join(command), ""]
+    return "\n".join(lines)

@@ -1,0 +1,76 @@
+"""The cells a job ran, in order (client side): what ``job.export`` writes out as a program.
+
+:class:`History` is ``job.history``, a list of :class:`CellRecord`. ``Job.run`` notes each
+cell's code and options while it runs (:meth:`History.running`); the job's cell callback
+(:meth:`History.record`, one of ``job.cell_callbacks``) appends the record once the PEs
+finished, with the arrays declared at that point, the outcome, what each PE printed and the
+notebook's ``In[k]``. Cells run *by* another cell's stage (the ``stress`` reruns) are not
+recorded: they repeat the cell they belong to.
+"""
+
+import contextlib
+from dataclasses import dataclass, field
+
+from ..errors import _notebook_count
+from ..specs import as_specs
+
+__all__ = ["CellRecord", "History"]
+
+
+@dataclass
+class CellRecord:
+    """One cell the job ran."""
+
+    code: str
+    arrays: dict  # name -> declaration text (``"right=int64[4]"``), every array declared when it ran
+    options: dict  # what it ran with: the line's declarations (``declared``), timeout, race, stress, trace
+    count: int = None  # the notebook's In[k] (None outside IPython)
+    number: int = 0  # its place in the job's history, from 1
+    outcome: str = "ok"  # as CellResult.outcome: ok, error, timeout, interrupted, died, stranded
+    stdout: dict = field(default_factory=dict)  # PE -> what it printed
+    results: dict = field(default_factory=dict)  # PE -> text/plain of its last expression
+    npes: int = 0
+    pids: tuple = ()  # the PEs' pids: a change between two cells means the job was restarted
+
+    @property
+    def label(self):
+        """``In[4]`` in a notebook, ``cell 3`` (its place in the history) otherwise."""
+        return f"In[{self.count}]" if self.count is not None else f"cell {self.number}"
+
+
+class History(list):
+    """``job.history``: the :class:`CellRecord` of every cell the job ran, in order."""
+
+    def __init__(self, job):
+        super().__init__()
+        self._running = []  # (code, options) of the cells running now; more than one: a stage's rerun
+        job.cell_callbacks.append(self.record)
+
+    @contextlib.contextmanager
+    def running(self, code, arrays, options):
+        """While ``Job.run`` runs ``code``: what the cell callback records with its result."""
+        self._running.append((code, dict(options, declared=arrays) if arrays else dict(options)))
+        try:
+            yield
+        finally:
+            self._running.pop()
+
+    def record(self, job, result):
+        """The cell callback: append the cell that just finished (not a stage's rerun of it)."""
+        if len(self._running) != 1:
+            return
+        code, options = self._running[0]
+        if "declared" in options:  # as the notebook wrote them: "right=int64[4]"
+            options = dict(options, declared=[str(spec) for spec in as_specs(options["declared"])])
+        self.append(CellRecord(
+            code=code,
+            arrays={name: str(spec) for name, spec in job.specs.items()},
+            options={k: v for k, v in options.items() if v not in (None, False)},
+            count=_notebook_count(),
+            number=len(self) + 1,
+            outcome=result.outcome,
+            stdout=dict(result.stdout),
+            results=dict(result.results),
+            npes=job.n,
+            pids=tuple(info.get("pid") for _, info in sorted(job.pes.items())),
+        ))
