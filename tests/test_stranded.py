@@ -2,6 +2,7 @@
 the PEs that raised and where the others wait, and the job stays usable where it can."""
 
 import io
+import time
 
 import psutil
 import pytest
@@ -41,8 +42,11 @@ def assert_paused_then_restart(job, message):
     """The waiting PEs are paused (no CPU), the job is hung and says so; a restart makes it usable."""
     assert PAUSED in message and "run `%shmem restart`" in message, message
     assert job.state == "hung"
-    for pe in range(1, job.n):
-        assert psutil.Process(job.pes[pe]["pid"]).status() == psutil.STATUS_STOPPED
+    waiting = [psutil.Process(job.pes[pe]["pid"]) for pe in range(1, job.n)]
+    deadline = time.monotonic() + 5  # SIGSTOP takes effect asynchronously
+    while any(p.status() != psutil.STATUS_STOPPED for p in waiting) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [p.status() for p in waiting] == [psutil.STATUS_STOPPED] * len(waiting)
     job.restart()
     assert quiet(job, "print('fresh', me)").stdout == {pe: f"fresh {pe}\n" for pe in range(job.n)}
 

@@ -18,7 +18,7 @@ from ..errors import ShmemNotebookError
 from ..folding import pe_ranges
 from ..operations import CALLS, JOINABLE
 
-__all__ = ["GRACE", "waiting", "release", "raised_line", "message"]
+__all__ = ["GRACE", "BLOCKING", "waiting", "release", "raised_line", "message"]
 
 #: seconds after the first error before looking whether the other PEs wait for it
 GRACE = 0.2
