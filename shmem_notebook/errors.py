@@ -163,4 +163,10 @@ def _notebook_count():
     except ImportError:
         return None
     shell = get_ipython()
-    return getattr(shell, "execution_count", None) if shell is not None else None
+    if shell is None:
+        return None
+    # the inputs stored so far end with the running cell's; execution_count is already the next
+    # cell's number while a cell runs under IPython 9 (ipykernel 7), still this one's under IPython 8
+    stored = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None)
+    count = len(stored) - 1 if stored else getattr(shell, "execution_count", None)
+    return count or None  # 0: a shell that has run no cell (a script that made one)

@@ -11,13 +11,21 @@ the client and its PEs know (:func:`seal`, :func:`unseal`).
 
 import os
 
-__all__ = ["ENGINE_MODULE", "GLOBAL_EXIT_MARK", "request", "stack_path", "exit_path", "seal", "unseal"]
+__all__ = ["ENGINE_MODULE", "GLOBAL_EXIT_MARK", "RACE_MODULE", "RACE_ENV", "RACE_LINES", "request", "stack_path", "exit_path", "seal", "unseal"]
 
 #: the module ``oshrun`` runs on every PE (``python -m shmem_notebook.engine``)
 ENGINE_MODULE = "shmem_notebook.engine"
 
 #: written to fd 2 by a PE right before ``shmem.global_exit(status)``
 GLOBAL_EXIT_MARK = "shmem_notebook: PE {pe} called shmem.global_exit({status})"
+
+#: what ``python -m shmem_notebook.race`` runs on every PE in place of ``python FILE``
+RACE_MODULE = "shmem_notebook.engine.record.script"
+#: the runner tells its PEs through these environment variables: the directory each PE writes its
+#: recording to, ``SEED:MAX_DELAY`` of a stress rerun (delays only, nothing recorded), the event cap
+RACE_ENV = {"dir": "SHMEM_NOTEBOOK_RACE_DIR", "stress": "SHMEM_NOTEBOOK_RACE_STRESS", "cap": "SHMEM_NOTEBOOK_RACE_CAP"}
+#: a program's recorded line: the file's number (from 1, per PE) * RACE_LINES + the line in that file
+RACE_LINES = 1_000_000
 
 
 def request(op, *args):

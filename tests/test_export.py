@@ -2,18 +2,24 @@
 
 Units first (no PEs): IPython syntax made plain, the cells chosen, the program and the sbatch
 script as text. Then real jobs: the exported program run under plain ``oshrun`` prints, PE by
-PE, what the cells printed. The four notebooks exported and run: ``tests/test_export_notebooks.py``.
+PE, what the cells printed; the four notebooks executed headless with an export before their
+``%shmem stop``, the program compared line by line with what the cells printed (notebook 03's
+also under the race runner); an exported sbatch script submitted to a private Slurm.
 """
 
+import json
 import os
+import pathlib
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
 
 import pytest
 from conftest import job_fixture, quiet
+from slurm_cluster import SlurmCluster, slurm_missing
 
-from shmem_notebook.errors import InputError
+from shmem_notebook.errors import InputError, _notebook_count
 from shmem_notebook.job.export import program, sbatch_script, select
 from shmem_notebook.job.history import CellRecord
 from shmem_notebook.job.plain import plain_cell, show_last, stored
@@ -85,6 +91,20 @@ def test_failed_cells_are_left_out_unless_chosen():
         select(history, "x")
 
 
+@pytest.mark.parametrize("count, want", [(None, ["cell 1", "cell 2", "cell 3"]), (4, ["In[4]", "In[4].2", "In[4].3"])])
+def test_several_runs_in_one_notebook_cell_are_parts_of_it(count, want, monkeypatch):
+    from shmem_notebook.job import history as history_module
+
+    monkeypatch.setattr(history_module, "_notebook_count", lambda: count)
+    job = SimpleNamespace(cell_callbacks=[], specs={}, n=1, pes={0: {"pid": 7}})
+    history = history_module.History(job)
+    for code in ("a", "b", "c"):
+        with history.running(code, None, {}):
+            history.record(job, SimpleNamespace(outcome="ok", stdout={0: ""}, results={}))
+    assert [r.label for r in history] == want
+    assert [r.code for r in select(history, [count or 2])[0]] == (["a", "b", "c"] if count else ["b"])
+
+
 def test_program_declares_rebinds_frees_and_notes_options():
     history = [
         record("A[:] = me\nme = 5", arrays={"A": "A=int64[npes,2]"}, count=4, declared=["A=int64[npes,2]"], race=True),
@@ -108,7 +128,7 @@ def test_program_declares_rebinds_frees_and_notes_options():
     assert any(line.startswith("# the job was restarted before this cell") for line in lines)
     assert "Left out: In[9], because it raised in the notebook" in lines
     assert 'os.environ.setdefault("SMA_SYMMETRIC_SIZE", "33554432")  # heap 32M per PE (Open MPI reads this one)' in lines
-    assert lines[-3:] == ["shmem.barrier_all()", "for _array in reversed(list(_declared.values())):", "    shmem.free(_array)"]
+    assert lines[-3:] == ["shmem.barrier_all()", "for _name in reversed(list(_declared)):", "    shmem.free(_declared[_name])"]
 
 
 def test_program_without_shmem_notebook_fixes_shmem_array_itself():
@@ -210,7 +230,8 @@ def test_exported_program_prints_what_the_cells_printed(job, tmp_path):
     assert done.cells == labels[:3] + labels[4:]
     text = (tmp_path / "cells.py").read_text()
     assert 'shmem.free(_declared.pop("src"))  # src=int64[1] re-declared as src=int32[2] before this cell' in text
-    assert "me = shmem.my_pe()" in text.split(labels[5])[1]  # bound again after a cell rebound it
+    assert len(set(labels)) == len(labels)  # In[k].2 when one notebook cell runs several (as here under a shell)
+    assert "me = shmem.my_pe()" in text.split(f"# ---- {labels[5]}:")[1]  # bound again after a cell rebound it
     outputs, status, err = run_program(tmp_path / "cells.py", job.n, tmp_path)
     assert status == 0, err
     assert outputs == expected_output(job, done.cells)
@@ -224,4 +245,136 @@ def test_history_records_the_cell_and_not_the_stress_reruns(job):
     assert len(job.history) == start + 1
     rec = job.history[-1]
     assert rec.options == {"race": True, "stress": 3, "timeout": 60} and rec.outcome == "ok"
-    assert rec.pids == tuple(job.pes[pe]["pid"] for pe in range(job.n)) and rec.count is None
+    assert rec.pids == tuple(job.pes[pe]["pid"] for pe in range(job.n))
+    assert rec.count == _notebook_count()  # None, or In[k] of the shell another test module left behind
+
+
+# -- the four notebooks, exported and run under plain oshrun --------------------------------------
+NOTEBOOKS = pathlib.Path(__file__).parent.parent / "notebooks"
+
+#: a cell added before the notebook's first `%shmem stop`: what the history holds, for the comparison
+DUMP = """import json, shmem_notebook
+_job = shmem_notebook.current_job()
+json.dump({{"n": _job.n, "cells": [{{"label": r.label, "code": r.code, "outcome": r.outcome, "stdout": r.stdout,
+            "results": r.results}} for r in _job.history]}}, open({path!r}, "w"))
+for _r in _job.history:  # each cell alone too
+    _job.export({directory!r} + f"/cell{{_r.count}}.py", cells=[_r.count])"""
+
+
+def execute_with_export(name, tmp_path):
+    """Execute notebook ``name`` headless with an export (and a dump of its history) before its first
+    ``%shmem stop``; the cells after that stop (04's latency table: other jobs, client cells) are left out."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    stop = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.startswith("%shmem stop"))
+    program, dump = tmp_path / (name.split(".")[0].replace("-", "_") + ".py"), tmp_path / "history.json"
+    nb.cells = nb.cells[:stop] + [nbformat.v4.new_code_cell(f"%shmem export {program}"),
+                                  nbformat.v4.new_code_cell(DUMP.format(path=str(dump), directory=str(tmp_path))),
+                                  nb.cells[stop]]
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    said = "".join(o.get("text", "") for o in nb.cells[stop].outputs)
+    assert said.startswith(f"wrote {program}: "), said
+    return nb, program, json.loads(dump.read_text())
+
+
+def _racy_cells(nb):
+    """In[k] of the cells whose --race report found races (their printed values may differ between runs)."""
+    return {f"In[{c.execution_count}]" for c in nb.cells
+            if c.cell_type == "code" and any("RACE " in o.get("text", "") for o in c.get("outputs", []))}
+
+
+@pytest.mark.pe
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", sorted(p.name for p in NOTEBOOKS.glob("0*.ipynb")))
+def test_notebook_exported_prints_the_same_per_pe(name, tmp_path):
+    nb, program_path, history = execute_with_export(name, tmp_path)
+    n, cells = history["n"], [c for c in history["cells"] if c["outcome"] == "ok"]
+    racy = _racy_cells(nb)
+    expected = {pe: [] for pe in range(n)}  # (cell, line)
+    for cell in cells:
+        for pe in range(n):
+            text = cell["stdout"].get(str(pe), "") + (cell["results"][str(pe)] + "\n" if cell["results"].get(str(pe)) else "")
+            expected[pe] += [(cell["label"], line) for line in text.splitlines() if not line.startswith(TIMINGS)]
+    outputs, status, err = run_program(program_path, n, tmp_path)
+    assert status == 0, err
+    for pe in range(n):
+        got = outputs[pe].splitlines()
+        assert len(got) == len(expected[pe]), (pe, got, expected[pe])
+        for line, (label, want) in zip(got, expected[pe]):
+            if label in racy:  # a race the notebook reported: the values may differ, not the lines
+                line, want = re.sub(r"\d+", "#", line), re.sub(r"\d+", "#", want)
+            assert line == want, (pe, label)
+    left = [c["label"] for c in history["cells"] if c["outcome"] != "ok"]
+    assert all(f"Left out: {label}" in program_path.read_text() for label in left)
+    if name.startswith("03"):
+        check_races_as_in_the_notebook(nb, program_path, history, tmp_path)
+
+
+def check_races_as_in_the_notebook(nb, program_path, history, tmp_path):
+    """The race runner reports the races --race reported in notebook 03: each racy cell exported alone
+    (``job.export(path, cells=[k])``), the same report lines (cell lines for program lines); the whole
+    notebook's program, the same races
+    (lines and operations: over a whole program a private buffer's name is the last one its memory had,
+    and the hint also sees the flags earlier cells waited on)."""
+    reported = {}  # In[k] -> its RACE lines
+    for c in nb.cells:
+        text = "".join(o.get("text", "") for o in c.get("outputs", []))
+        if "RACE " in text:
+            reported[f"In[{c.execution_count}]"] = [line for line in text.splitlines() if line.startswith("RACE ")]
+    assert len(reported) == 4  # three --race cells, and the cell calling job.run(code, race=True)
+    by_label = {cell["label"]: cell for cell in history["cells"]}
+    for label, lines in reported.items():
+        found = race_lines(tmp_path / f"cell{label[3:-1]}.py", tmp_path, history, [by_label[label]])
+        assert found == sorted(re.sub(r"line (\d+)", rf"{label} line \1", line) for line in lines), label
+    found = race_lines(program_path, tmp_path, history, history["cells"])
+
+    def accesses(line):
+        return tuple(re.findall(r"(In\[\d+\] line \d+ \S+ \(\w+\))", line.split(" are unordered; ")[0]))
+
+    assert sorted(map(accesses, found)) == sorted(accesses(re.sub(r"line (\d+)", rf"{label} line \1", line))
+                                                  for label, lines in reported.items() for line in lines)
+
+
+def race_lines(path, tmp_path, history, cells):
+    """The runner's RACE lines for the exported program at ``path`` (of ``cells``), with ``In[k] line N``
+    for its lines."""
+    env = dict(os.environ, **platform_environment())
+    done = subprocess.run([sys.executable, "-m", "shmem_notebook.race", "--", "oshrun", "-n", str(history["n"]),
+                           sys.executable, path.name], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = path.read_text().splitlines()
+    starts = []  # (program line where the cell's code starts, label)
+    for cell in cells:
+        header = next(i for i, line in enumerate(lines) if line.startswith(f"# ---- {cell['label']}:"))
+        first = cell["code"].splitlines()[0]
+        starts.append((next(i for i in range(header, len(lines)) if lines[i] == first) + 1, cell["label"]))
+
+    def as_cell(match):
+        line = int(match.group(1))
+        start, at = max(s for s in starts if s[0] <= line)
+        return f"{at} line {line - start + 1}"
+
+    return sorted(re.sub(rf"{path.name}:(\d+)", as_cell, line) for line in done.stdout.splitlines() if line.startswith("RACE "))
+
+
+# -- an exported --slurm script, submitted to a private Slurm --------------------------------------
+@pytest.mark.pe
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(slurm_missing() is not None, reason=slurm_missing() or "")
+def test_exported_sbatch_script_runs_in_slurm(job, tmp_path):
+    quiet(job, "src[0] = me + 1\nshmem.barrier_all()\nshmem.sum_reduce(total, src)\nprint('total', total[0], 'on', me)",
+          arrays="src=int64[1] total=int64[1]")
+    label = job.history[-1].label
+    done = job.export(tmp_path / "reduce.py", cells=[job.history[-1].label],
+                      slurm={"nodes": 1, "time": "5"})
+    assert done.sbatch == str(tmp_path / "reduce.sbatch") and done.cells == [label]
+    with SlurmCluster(nodes=2, cpus=4) as cluster:
+        submitted = subprocess.run(["sbatch", "--parsable", "--wait", done.sbatch], cwd=tmp_path, capture_output=True,
+                                   text=True, timeout=240, env=dict(os.environ, SLURM_CONF=cluster.conf))
+        assert submitted.returncode == 0, submitted.stderr + cluster.logs()
+        job_id = submitted.stdout.strip().split(";")[0]
+        out = (tmp_path / f"reduce-{job_id}.out").read_text()
+        assert cluster.wait_no_jobs() == []
+    assert sorted(out.splitlines()) == sorted(f"total {sum(range(1, job.n + 1))} on {pe}" for pe in range(job.n)), out

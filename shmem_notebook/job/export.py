@@ -108,26 +108,38 @@ def export(job, path, cells=None, slurm=False):
 
 
 # -- choosing cells ----------------------------------------------------------------------------
-def _numbers(cells):
-    """``"4,6-8"``, ``7`` or ``[4, 6]`` -> a set of numbers."""
+def _wanted(cells):
+    """``"4,6-8,9.2"``, ``7``, ``"In[9].2"`` or ``[4, 6]`` -> a set of keys: ``k`` (every part of
+    cell ``k``) or ``(k, part)`` (one ``job.run`` of several in notebook cell ``k``)."""
     if isinstance(cells, bool):
         raise InputError(f"cells is a list of cell numbers such as '4,6-8', got {cells!r}")
     if isinstance(cells, int):
         return {cells}
-    if isinstance(cells, str):
-        found = set()
-        for part in filter(None, (p.strip() for p in cells.split(","))):
-            first, _, last = part.partition("-")
-            try:
-                lo, hi = int(first.strip().strip("In[]")), int((last or first).strip().strip("In[]"))
-            except ValueError:
-                raise InputError(f"cannot read cells {cells!r}: use numbers and ranges of In[k], e.g. '4,6-8'") from None
-            found.update(range(lo, hi + 1))
-        return found
+    items = cells.split(",") if isinstance(cells, str) else cells
     try:
-        return {int(c) for c in cells}
-    except (TypeError, ValueError):
+        items = list(items)
+    except TypeError:
         raise InputError(f"cells is a list of cell numbers such as '4,6-8', got {cells!r}") from None
+    found = set()
+    for item in items:
+        text = str(item).strip().replace("In[", "").replace("]", "").replace("cell ", "")
+        if not text:
+            continue
+        first, _, last = text.partition("-")
+        try:
+            if "." in text and not last:
+                number, part = first.split(".")
+                found.add((int(number), int(part)))
+            else:
+                found.update(range(int(first), int(last or first) + 1))
+        except ValueError:
+            raise InputError(f"cannot read cells {cells!r}: use numbers and ranges of In[k], e.g. '4,6-8' "
+                             "(In[k].2 for the second job.run of a cell)") from None
+    return found
+
+
+def _key(record):
+    return record.count if record.count is not None else record.number
 
 
 def select(history, cells=None):
@@ -138,13 +150,14 @@ def select(history, cells=None):
     if cells is None:
         chosen = [r for r in history if r.outcome == "ok"]
         return chosen, [(r.label, FAILED.get(r.outcome, f"it ended {r.outcome!r}")) for r in history if r.outcome != "ok"]
-    wanted = _numbers(cells)
-    chosen = [r for r in history if (r.count if r.count is not None else r.number) in wanted]
-    known = {r.count if r.count is not None else r.number for r in history}
-    missing = sorted(wanted - known)
+    wanted = _wanted(cells)
+    chosen = [r for r in history if _key(r) in wanted or (_key(r), r.part) in wanted]
+    known = {_key(r) for r in history} | {(_key(r), r.part) for r in history}
+    missing = sorted(wanted - known, key=lambda k: k if isinstance(k, tuple) else (k, 0))
     if missing:
         have = ", ".join(r.label for r in history) or "none"
-        raise InputError(f"no cell {missing[0]} ran in this job; the cells it ran: {have}")
+        name = "In[{}].{}".format(*missing[0]) if isinstance(missing[0], tuple) else missing[0]
+        raise InputError(f"no cell {name} ran in this job; the cells it ran: {have}")
     return chosen, []
 
 
@@ -173,8 +186,8 @@ def _cell_block(record, prev, stored, bound_names, needs):
     if prev is not None and prev.pids and record.pids and prev.pids != record.pids:
         out += ["# the job was restarted before this cell (%shmem restart): its PEs started afresh with the declared",
                 "# arrays zeroed; here the variables stay and the arrays are zeroed",
-                "for _array in _declared.values():",
-                "    _array[...] = 0",
+                "for _name in _declared:",
+                "    _declared[_name][...] = 0",
                 "shmem.barrier_all()"]
     before = prev.arrays if prev is not None else {}
     now = {name: parse_spec(text) for name, text in record.arrays.items()}
@@ -184,10 +197,14 @@ def _cell_block(record, prev, stored, bound_names, needs):
             out.append(f'shmem.free(_declared.pop("{name}"))  # {before[name]} {why} before this cell')
             if name not in now and name not in stored:
                 out.append(f"del {name}")
+    allocated = False
     for name, spec in now.items():
         if before.get(name) != str(spec):
             out.append(f"{_alloc(spec)}  # declared (zeroed)")
             stored.discard(name)
+            allocated = True
+    if allocated:  # shmem.zeros zeroes after its barrier: a PE done first could put into memory still being zeroed
+        out.append("shmem.barrier_all()  # every PE zeroed them before any PE writes into them (as in the notebook)")
     again = [name for name in [*BOUND, *now] if name in stored and (name in now or name in bound_names)]
     if again:
         out.append("# the notebook binds these names again before every cell")
@@ -341,8 +358,8 @@ def program(records, left_out, job, name):
         "",
         "# ---- end: every PE waits for the others, then the declared arrays are freed (collective) " + "-" * 6,
         "shmem.barrier_all()",
-        "for _array in reversed(list(_declared.values())):",
-        "    shmem.free(_array)",
+        "for _name in reversed(list(_declared)):",
+        "    shmem.free(_declared[_name])",
         "",
     ]
     return "\n".join(_preamble(name, records, left_out, job, needs, used) + body + ending)

@@ -25,6 +25,7 @@ class CellRecord:
     arrays: dict  # name -> declaration text (``"right=int64[4]"``), every array declared when it ran
     options: dict  # what it ran with: the line's declarations (``declared``), timeout, race, stress, trace
     count: int = None  # the notebook's In[k] (None outside IPython)
+    part: int = 1  # several job.run calls in one notebook cell: the 2nd is part 2 of In[k]
     number: int = 0  # its place in the job's history, from 1
     outcome: str = "ok"  # as CellResult.outcome: ok, error, timeout, interrupted, died, stranded
     stdout: dict = field(default_factory=dict)  # PE -> what it printed
@@ -34,8 +35,11 @@ class CellRecord:
 
     @property
     def label(self):
-        """``In[4]`` in a notebook, ``cell 3`` (its place in the history) otherwise."""
-        return f"In[{self.count}]" if self.count is not None else f"cell {self.number}"
+        """``In[4]`` in a notebook (``In[4].2`` for a second ``job.run`` in it), ``cell 3`` (its place
+        in the history) otherwise."""
+        if self.count is None:
+            return f"cell {self.number}"
+        return f"In[{self.count}]" + (f".{self.part}" if self.part > 1 else "")
 
 
 class History(list):
@@ -60,13 +64,16 @@ class History(list):
         if len(self._running) != 1:
             return
         code, options = self._running[0]
+        count = _notebook_count()
+        part = self[-1].part + 1 if count is not None and self and self[-1].count == count else 1
         if "declared" in options:  # as the notebook wrote them: "right=int64[4]"
             options = dict(options, declared=[str(spec) for spec in as_specs(options["declared"])])
         self.append(CellRecord(
             code=code,
             arrays={name: str(spec) for name, spec in job.specs.items()},
             options={k: v for k, v in options.items() if v not in (None, False)},
-            count=_notebook_count(),
+            count=count,
+            part=part,
             number=len(self) + 1,
             outcome=result.outcome,
             stdout=dict(result.stdout),

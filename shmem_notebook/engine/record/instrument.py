@@ -14,17 +14,18 @@ import ast
 
 __all__ = ["AccessTransformer", "MarkTransformer", "HOOKS"]
 
-#: namespace names of the hooks the rewritten cell calls (installed by record.hooks)
+#: namespace names of the hooks the rewritten cell calls (installed by record.hooks); one leading
+#: underscore, as two would be mangled inside a class body (`_Cls__name`)
 HOOKS = {
-    "mark": "__shmem_race_mark",  # first statement: tells the recorder the cell's file name
-    "get": "__shmem_race_get",  # get(x, index, line) -> x[index]
-    "set": "__shmem_race_set",  # set(x, index, value, line): x[index] = value
-    "aug": "__shmem_race_aug",  # aug(x, index, op, value, line): x[index] op= value
-    "read": "__shmem_race_read",  # read(value, line) -> value
-    "rw": "__shmem_race_rw",  # rw(value, line): value is read and written in place
-    "write": "__shmem_race_write",  # write(value, line): value is written as a whole
-    "call": "__shmem_race_call",  # call(line, f, *args, **kwargs) -> f(*args, **kwargs)
-    "fn": "__shmem_race_fn",  # fn(f) -> f, marks a function defined in the cell
+    "mark": "_shmem_race_mark",  # first statement: tells the recorder the cell's file name
+    "get": "_shmem_race_get",  # get(x, index, line) -> x[index]
+    "set": "_shmem_race_set",  # set(x, index, value, line): x[index] = value
+    "aug": "_shmem_race_aug",  # aug(x, index, op, value, line): x[index] op= value
+    "read": "_shmem_race_read",  # read(value, line) -> value
+    "rw": "_shmem_race_rw",  # rw(value, line): value is read and written in place
+    "write": "_shmem_race_write",  # write(value, line): value is written as a whole
+    "call": "_shmem_race_call",  # call(line, f, *args, **kwargs) -> f(*args, **kwargs)
+    "fn": "_shmem_race_fn",  # fn(f) -> f, marks a function defined in the cell
 }
 
 _AUG_OPS = {
@@ -54,6 +55,11 @@ def _index(node):
     if isinstance(node, ast.Tuple):
         return ast.Tuple(elts=[_index(e) for e in node.elts], ctx=ast.Load())
     return node
+
+
+#: builtins that read the frame they are called from: called through a hook they would see the hook's
+#: frame (``super()`` would fail, ``locals()`` would give the hook's variables)
+_FRAME_BUILTINS = frozenset({"super", "locals", "vars", "globals", "dir", "eval", "exec"})
 
 
 def _is_shmem_call(func):
@@ -129,7 +135,7 @@ class AccessTransformer(MarkTransformer):
 
     def visit_Call(self, node):
         self.generic_visit(node)
-        if _is_shmem_call(node.func):
+        if _is_shmem_call(node.func) or (isinstance(node.func, ast.Name) and node.func.id in _FRAME_BUILTINS):
             return node
         new = ast.Call(func=_name("call"), args=[ast.Constant(node.lineno), node.func, *node.args], keywords=node.keywords)
         return ast.copy_location(new, node)

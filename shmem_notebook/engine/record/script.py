@@ -1,0 +1,281 @@
+"""A whole shmem4py program race-recorded on this PE (PE side).
+
+``python -m shmem_notebook.race -- oshrun -n 4 python prog.py ARGS`` starts
+``python -m shmem_notebook.engine.record.script prog.py ARGS`` on every PE (also ``-m MODULE``).
+This module initialises OpenSHMEM, installs the adaptations a cell's PEs have
+(``shims``, but ``diagnostics``: a program exported from a notebook installs them itself, once),
+attaches the race recording of :mod:`shmem_notebook.engine.record` and runs the program as
+``__main__`` with its ``sys.argv``. The program's own files (the script and every module
+imported from its directory) are rewritten as a ``--race`` cell is
+(:class:`~.instrument.AccessTransformer`), through an import hook, with each recorded line
+encoded as ``file number * RACE_LINES + line``; the calls' arrays are named after the
+variables of the program's frame that hold them, so arrays local to functions are named too.
+When the program ends (returns, ``sys.exit``, raises), before shmem4py's ``shmem_finalize``,
+each PE writes its recording, its files, what it printed and how it ended to
+``$SHMEM_NOTEBOOK_RACE_DIR/pe<N>.pickle`` for the runner (:mod:`shmem_notebook.race`).
+With ``SHMEM_NOTEBOOK_RACE_STRESS=SEED:MAX_DELAY`` it only delays every shmem call at random
+(a stress rerun) and writes what it printed.
+"""
+
+import ast
+import builtins
+import importlib.machinery
+import importlib.util
+import os
+import pickle
+import sys
+import traceback
+import types
+
+import numpy as np
+from shmem4py import shmem
+
+from ...operations import CAP
+from ...protocol import RACE_ENV, RACE_LINES
+from .. import shims
+from . import layer, race_start, race_stop, state, stress_start, stress_stop
+from .hooks import FUNCS
+from .instrument import HOOKS
+
+__all__ = ["main", "instrument"]
+
+_files = {}  # absolute path of a rewritten file -> its number (from 1)
+_STDOUT_CAP = 1 << 20  # what a PE printed is kept up to this many characters (for stress runs)
+
+
+class _Shell:
+    """What the recording needs of IPython's shell: a namespace (the program's ``__main__``)
+    and a list of AST transformers (the one the race recording adds is used on every file)."""
+
+    def __init__(self, namespace):
+        self.user_ns = namespace
+        self.ast_transformers = []
+
+
+class _Tee:
+    """sys.stdout that also keeps what the program prints."""
+
+    def __init__(self, stream):
+        self._stream, self.kept, self._size = stream, [], 0
+
+    def write(self, text):
+        if self._size < _STDOUT_CAP:
+            self.kept.append(text)
+            self._size += len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+# -- rewriting the program's files ---------------------------------------------------------
+def _number(path):
+    return _files.setdefault(path, len(_files) + 1)
+
+
+def instrument(source, path, transformer):
+    """The code of ``source`` (file ``path``) with its loads and stores routed through the race
+    hooks, and every hook's line encoded with the file's number."""
+    tree = transformer.visit(ast.parse(source, path)) if transformer is not None else ast.parse(source, path)
+    offset = _number(path) * RACE_LINES
+    line_first = HOOKS["call"]
+    line_last = {HOOKS[h] for h in ("get", "set", "aug", "read", "rw", "write")}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+            where = 0 if node.func.id == line_first else -1 if node.func.id in line_last else None
+            if where is not None and isinstance(node.args[where], ast.Constant) and type(node.args[where].value) is int:
+                node.args[where] = ast.copy_location(ast.Constant(node.args[where].value + offset), node.args[where])
+    return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
+
+
+def _line(frame):
+    """The recorded line of the innermost frame in the program's files (0 if none)."""
+    f = frame
+    while f is not None:
+        number = _files.get(f.f_code.co_filename)
+        if number is not None:
+            return number * RACE_LINES + f.f_lineno
+        f = f.f_back
+    return 0
+
+
+def _program_frame(frame):
+    while frame is not None and frame.f_code.co_filename not in _files:
+        frame = frame.f_back
+    return frame
+
+
+class _Finder:
+    """Import hook: modules whose file lies under ``roots`` (the program's directory) are rewritten."""
+
+    def __init__(self, roots, transformer):
+        self.roots = [os.path.join(os.path.realpath(r), "") for r in roots]
+        self.skip = [os.path.join(os.path.realpath(p), "") for p in {sys.prefix, sys.base_prefix, _package_root()}]
+        self.transformer = transformer
+
+    def find_spec(self, name, path=None, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        origin = getattr(spec, "origin", None)
+        if not origin or not origin.endswith(".py") or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            return None
+        real = os.path.realpath(origin)
+        if not any(real.startswith(r) for r in self.roots) or any(real.startswith(s) for s in self.skip):
+            return None
+        spec.loader = _Loader(spec.name, origin, self.transformer)
+        return spec
+
+
+class _Loader(importlib.machinery.SourceFileLoader):
+    """Compiles the rewritten source, never from or into ``__pycache__``."""
+
+    def __init__(self, fullname, path, transformer):
+        super().__init__(fullname, path)
+        self.transformer = transformer
+
+    def get_code(self, fullname):
+        path = self.get_filename(fullname)
+        return instrument(self.get_data(path).decode("utf-8"), os.path.abspath(path), self.transformer)
+
+
+def _package_root():
+    """shmem_notebook's own directory: never rewritten."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class _Namer:
+    """A consumer of the recording layer: names the arrays a call is given after the variables of
+    the program's frame holding them. A program lives longer than a cell: at its end, arrays local
+    to functions are gone and freed memory may hold other arrays under other names, so the names
+    seen at the calls come first (:meth:`names`)."""
+
+    before = None
+
+    def __init__(self, recording):
+        self.memory = recording.memory
+        self.seen = {}  # (space, lo, hi) -> (name, itemsize), the last name seen for that memory
+
+    def after(self, op, args, result, line):
+        arrays = [a for a in args.values() if isinstance(a, np.ndarray) and a.size]
+        frame = _program_frame(sys._getframe(1)) if arrays else None
+        if frame is None:
+            return
+        info = self.memory.info
+        spans = [info(a)[1:5] for a in arrays]
+        for name, value in list(frame.f_locals.items()):
+            if name.startswith("_") or not isinstance(value, np.ndarray) or not value.size:
+                continue
+            _, space, _, lo, hi, itemsize = info(value)[:6]
+            if any(s == space and lo <= slo and shi <= hi for s, _, slo, shi in spans):
+                self.seen.pop((space, lo, hi), None)  # the last name, and last in the order
+                self.seen[(space, lo, hi)] = (name, itemsize)
+
+    def names(self, namespace):
+        """``[name, space, lo, hi, itemsize, priority]`` (see ``AddressBook.names``): first the arrays of a
+        program exported from a notebook declared (its ``_declared``: priority 0, as a cell's declared
+        arrays), then the memory named at calls (priority 1, before the namespace's at the end)."""
+        declared = namespace.get("_declared")
+        found = []
+        for name, value in (declared.items() if isinstance(declared, dict) else ()):
+            if isinstance(value, np.ndarray) and value.size:
+                _, space, _, lo, hi, itemsize = self.memory.info(value)[:6]
+                found.append([name, space, lo, hi, itemsize, 0])
+        return found + [[name, space, lo, hi, itemsize, 1] for (space, lo, hi), (name, itemsize) in self.seen.items()]
+
+
+# -- running the program ---------------------------------------------------------------------
+def _target(argv):
+    """``(path, run name's package, module name)`` of ``FILE ARGS`` or ``-m MODULE ARGS``."""
+    if argv[:1] == ["-m"] and len(argv) > 1:
+        spec = importlib.util.find_spec(argv[1])
+        if spec is not None and spec.submodule_search_locations is not None:  # a package: its __main__
+            spec = importlib.util.find_spec(argv[1] + ".__main__")
+        if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+            raise SystemExit(f"shmem_notebook.race: no Python module named {argv[1]!r}")
+        return os.path.abspath(spec.origin), spec.name.rpartition(".")[0], spec, argv[2:]
+    if not argv:
+        raise SystemExit("shmem_notebook.race: no program given (FILE ARGS or -m MODULE ARGS)")
+    path = os.path.abspath(argv[0])
+    if not os.path.isfile(path):
+        raise SystemExit(f"shmem_notebook.race: can't open file {argv[0]!r}: no such file")
+    return path, "", None, argv[1:]
+
+
+def _run(code, namespace):
+    """Run the program's code; its exit status as Python would give it."""
+    try:
+        exec(code, namespace)
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    except BaseException:
+        kind, value, tb = sys.exc_info()
+        traceback.print_exception(kind, value, tb.tb_next)  # without this module's frame
+        return 1
+    return 0
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    path, package, spec, args = _target(argv)
+    out_dir = os.environ.get(RACE_ENV["dir"])
+    stress = os.environ.get(RACE_ENV["stress"])
+    shims.install(shmem, exclude=("diagnostics",))  # collective; a program exported from a notebook skips its own
+
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=path, __builtins__=builtins, __spec__=spec, __package__=package,
+                           __loader__=spec.loader if spec else None)
+    sys.modules["__main__"] = module
+    sys.argv = [path, *args]
+    if spec is None:
+        sys.path[0] = os.path.dirname(path)
+
+    transformer = namer = None
+    state.shell = _Shell(module.__dict__)
+    if stress:
+        seed, _, delay = stress.partition(":")
+        stress_start(int(seed), float(delay or 0.02))
+    else:
+        race_start({"cap": int(os.environ.get(RACE_ENV["cap"]) or CAP)})
+        transformer = state.shell.ast_transformers[-1]
+        recording = layer.attached("race")
+        for hook, func in FUNCS.items():  # every rewritten module finds the hooks
+            setattr(builtins, HOOKS[hook], func)
+        layer.cell_line = _line  # lines of the program's files, numbered
+        namer = _Namer(recording)
+        layer.attach("names", namer)
+    sys.meta_path.insert(0, _Finder([os.path.dirname(path)] if spec is None else [os.getcwd()], transformer))
+    sys.stdout = tee = _Tee(sys.stdout)
+
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    status, data = 1, None
+    try:
+        status = _run(instrument(source, path, transformer), module.__dict__)
+    finally:
+        sys.stdout.flush()
+        sys.stdout = tee._stream
+        if stress:
+            stress_stop()
+        else:
+            layer.detach("names")
+            data = race_stop()
+            data["names"] = namer.names(module.__dict__) + data["names"]
+        if out_dir:
+            _write(out_dir, {"pe": shmem.my_pe(), "npes": shmem.n_pes(), "status": status, "data": data,
+                             "files": {number: p for p, number in _files.items()}, "stdout": "".join(tee.kept)})
+    sys.exit(status)
+
+
+def _write(directory, report):
+    path = os.path.join(directory, f"pe{report['pe']}.pickle")
+    with open(path + ".part", "wb") as f:
+        pickle.dump(report, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(path + ".part", path)
+
+
+if __name__ == "__main__":  # run as the module itself, not a copy named __main__: the program takes that name
+    from shmem_notebook.engine.record import script
+
+    script.main()

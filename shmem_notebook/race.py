@@ -1,0 +1,274 @@
+"""Race-check any shmem4py program: ``python -m shmem_notebook.race [--stress SEED] -- oshrun -n 4 python prog.py ARGS``.
+
+Also the console script ``shmem-race``. The command after ``--`` runs as given, but with the
+Python program started through :data:`shmem_notebook.protocol.RACE_MODULE`
+(``python -m shmem_notebook.engine.record.script prog.py ARGS``): every PE records what a
+``%%pxshmem --race`` cell records, for the whole program and the modules it imports from its
+directory, and writes it when the program ends (:mod:`shmem_notebook.engine.record.script`).
+The runner then prints the same race report as ``--race`` with ``file:line`` for cell lines:
+
+    RACE remote[0] on PE 1: PE 0 racy.py:4 put (write) / PE 1 racy.py:6 load (read) are unordered; ...
+    1 race found (program traced: 6 operations on 2 PEs)
+
+``--stress SEED`` then reruns the program 4 times with seeded random delays around every
+shmem call (seeds SEED..SEED+3) and says what each PE printed differently.
+
+Exit status: 0 no race, 1 races found, 2 a usage error, 3 the program failed (a non-zero exit
+or PEs that sent no recording) and no race was found in what was recorded. The command gets
+the platform's environment (:func:`shmem_notebook.launcher.environment.platform_environment`)
+where it is not set. Client side: nothing here imports shmem4py.
+"""
+
+import argparse
+import os
+import pickle
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+from .analysis.races import find_races, format_indices
+from .folding import fold, pe_ranges
+from .launcher.environment import platform_environment
+from .operations import CAP
+from .protocol import RACE_ENV, RACE_LINES, RACE_MODULE
+
+__all__ = ["main", "pe_command", "analyse", "report", "UsageError", "RUNS", "MAX_DELAY"]
+
+#: stress reruns, and the longest delay around a call (as the notebook's --stress)
+RUNS = 4
+MAX_DELAY = 0.02
+#: launchers that forward environment variables to other nodes only when told with -x
+_X_LAUNCHERS = {"oshrun", "mpirun", "mpiexec", "orterun", "shmemrun"}
+_PYTHON = re.compile(r"^python[0-9.]*$")
+#: python options that take a value (the program comes after them)
+_PY_VALUE_OPTIONS = {"-W", "-X", "-Q"}
+
+USAGE = "python -m shmem_notebook.race [--stress SEED] [--cap N] -- LAUNCHER ... python PROGRAM.py ARGS"
+
+
+class UsageError(Exception):
+    """The runner's command line is wrong (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message)
+
+
+def _parser():
+    p = _Parser(prog="python -m shmem_notebook.race", usage=USAGE, add_help=True,
+                description="Run a shmem4py program with the race recorder on every PE and report the races "
+                            "(as %%pxshmem --race does for a cell). Exit status: 0 no race, 1 races, 2 usage, "
+                            "3 the program failed.")
+    p.add_argument("--stress", type=int, default=None, metavar="SEED",
+                   help=f"then rerun it {RUNS} times with seeded random delays around every shmem call")
+    p.add_argument("--cap", type=int, default=CAP, metavar="N", help=f"events kept per PE (default {CAP:,})")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the launch command, after --")
+    return p
+
+
+def pe_command(command):
+    """``command`` with its Python program started through the race recorder on every PE:
+    ``oshrun -n 4 python -u prog.py A`` -> ``oshrun -n 4 python -u -m RACE_MODULE prog.py A``."""
+    for i, word in enumerate(command):
+        if _PYTHON.match(os.path.basename(word)):
+            j = i + 1
+            while j < len(command) and command[j].startswith("-") and command[j] != "-m":
+                if command[j] == "-c":
+                    raise UsageError("python -c CODE cannot be race-checked: write the code to a file")
+                j += 2 if command[j] in _PY_VALUE_OPTIONS else 1
+            if j >= len(command):
+                raise UsageError(f"no program after {word!r} in the command: {shlex.join(command)}")
+            return command[:j] + ["-m", RACE_MODULE] + command[j:]
+    raise UsageError(f"no python in the command {shlex.join(command)!r}; e.g. -- oshrun -n 4 python prog.py")
+
+
+def _launch(command, env, quiet=False):
+    """Run the command; its exit status. Our variables reach other nodes with -x where the launcher needs it."""
+    if os.path.basename(command[0]) in _X_LAUNCHERS:
+        command = command[:1] + [x for name in RACE_ENV.values() if name in env for x in ("-x", name)] + command[1:]
+    out = subprocess.DEVNULL if quiet else None
+    try:
+        return subprocess.run(command, env=env, stdout=out).returncode
+    except FileNotFoundError:
+        raise UsageError(f"{command[0]!r} was not found on PATH") from None
+
+
+def _collect(directory):
+    """``{pe: report}`` of the recordings the PEs wrote."""
+    reports = {}
+    for name in os.listdir(directory):
+        if name.startswith("pe") and name.endswith(".pickle"):
+            with open(os.path.join(directory, name), "rb") as f:
+                report = pickle.load(f)
+            reports[report["pe"]] = report
+    return reports
+
+
+# -- the analysis ------------------------------------------------------------------------------
+def analyse(reports):
+    """``(races, files, npes)``: the races over every PE's recording, with the lines renumbered so
+    that one file has one number on every PE; ``files`` maps number -> path."""
+    files, numbers = {}, {}
+    for pe in sorted(reports):
+        for _, path in sorted(reports[pe]["files"].items()):
+            if path not in numbers:
+                numbers[path] = len(numbers) + 1
+                files[numbers[path]] = path
+    traces = {}
+    for pe, report in reports.items():
+        data = report.get("data")
+        if data is None:
+            continue
+        local = {n: numbers[p] for n, p in report["files"].items()}
+        data = dict(data, events=[_renumber(e, local) for e in data["events"]])
+        if data.get("truncated"):
+            data["truncated"] = _renumbered(data["truncated"], local)
+        traces[pe] = data
+    npes = max([r.get("npes", 0) for r in reports.values()] + [0])
+    return (find_races(traces, npes) if traces else []), files, traces, npes
+
+
+def _renumbered(line, local):
+    number, rest = divmod(line, RACE_LINES)
+    return local[number] * RACE_LINES + rest if number in local else line
+
+
+def _renumber(event, local):
+    event = list(event)
+    event[2] = _renumbered(event[2], local)  # every kind of event has its line third
+    return event
+
+
+def where(line, files):
+    """``prog.py:12`` for a recorded line."""
+    number, rest = divmod(line, RACE_LINES)
+    if number not in files:
+        return "an unknown line" if not line else f"line {line}"
+    path = files[number]
+    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+    return f"{shown}:{rest}"
+
+
+def format_race(race, files):
+    """``str(race)`` with ``file:line`` for the lines."""
+    def side(access):
+        return f"PE {pe_ranges(access.pes or (access.pe,))} {where(access.line, files)} {access.op} ({access.mode})"
+
+    hint = re.sub(r"\bline (\d+)", lambda m: where(int(m.group(1)), files), race.hint)
+    first, second = race.accesses
+    return (f"RACE {race.array}{format_indices(race.indices)} on PE {pe_ranges(race.pes or (race.pe,))}: "
+            f"{side(first)} / {side(second)} are unordered; {hint}")
+
+
+def report(races, files, traces, npes, write=print):
+    """The race report, as the notebook's ``--race`` prints it after a cell."""
+    for race in races:
+        write(format_race(race, files))
+    for pe, data in sorted(traces.items()):
+        if data.get("truncated") is not None:
+            write(f"race check: PE {pe}'s trace was capped at {data['cap']:,} events ({where(data['truncated'], files)}); "
+                  f"accesses after it were not checked: run fewer iterations, or raise --cap")
+    missing = [pe for pe in range(npes) if pe not in traces]
+    if not traces:
+        write("race check: no PE sent its recording (the program did not get to its end on any PE)")
+        return
+    ops = sum(data["ops"] for data in traces.values())
+    count = len(races)
+    found = f"{count} race{'s' if count != 1 else ''} found" if count else "no races found"
+    gone = f"; PE {pe_ranges(missing)} sent no recording" if missing else ""
+    write(f"{found} (program traced: {ops:,} operation{'s' if ops != 1 else ''} on {len(traces)} "
+          f"PE{'s' if len(traces) != 1 else ''}{gone})")
+
+
+# -- stress --------------------------------------------------------------------------------------
+def differences(before, after):
+    """The first differing printed line of each PE, folded by PE (as the notebook's --stress says it)."""
+    lines = {}
+    for pe in sorted(set(before) | set(after)):
+        a, b = (before.get(pe) or "").splitlines(), (after.get(pe) or "").splitlines()
+        first = next((i for i, (x, y) in enumerate(zip(a + [None] * len(b), b + [None] * len(a))) if x != y), None)
+        if first is not None:
+            here = b[first] if first < len(b) else "nothing"
+            there = a[first] if first < len(a) else "nothing"
+            lines[pe] = f"printed {here!r} (the run without delays: {there!r})"
+    return [f"PE {pe_ranges(pes)} {text}" for text, pes in fold(lines).items()]
+
+
+def _stress(pe_cmd, env, seed, first, write):
+    write(f"stress: rerunning the program {RUNS} times (seeds {seed}-{seed + RUNS - 1}) with random delays of up "
+          f"to {MAX_DELAY * 1e3:.0f} ms around every shmem call")
+    differing = []
+    for run in range(RUNS):
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="shmem-race-") as directory:
+            run_env = dict(env, **{RACE_ENV["dir"]: directory, RACE_ENV["stress"]: f"{seed + run}:{MAX_DELAY}"})
+            status = _launch(pe_cmd, run_env, quiet=True)
+            outputs = {pe: r["stdout"] for pe, r in _collect(directory).items()}
+        found = differences(first, outputs)
+        if status != 0:
+            found.insert(0, f"the program exited with status {status}")
+        if found:
+            differing.append(seed + run)
+        write(f"  seed {seed + run} ({time.monotonic() - started:.1f} s): {'; '.join(found) or 'same output as the run without delays'}")
+    if differing:
+        write(f"stress: seed{'s' if len(differing) > 1 else ''} {', '.join(map(str, differing))} gave different "
+              f"results: the race is real, not just possible")
+    else:
+        write("stress: every seed gave the same output (a race above is still a race: it may need other timings to show)")
+
+
+# -- the command ---------------------------------------------------------------------------------
+def main(argv=None):
+    """Run the command with the race recorder; the exit status (see the module's docstring)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if "--" not in argv:
+            if any(a in ("-h", "--help") for a in argv):
+                _parser().print_help()
+                return 0
+            raise UsageError("the command to run comes after --")
+        split = argv.index("--")
+        options = _parser().parse_args(argv[:split])
+        command = argv[split + 1:]
+        if not command:
+            raise UsageError("no command after --")
+        if options.cap < 1:
+            raise UsageError(f"--cap must be a positive number of events, got {options.cap}")
+        pe_cmd = pe_command(command)
+    except UsageError as exc:
+        print(f"shmem_notebook.race: {exc}\nusage: {USAGE}", file=sys.stderr)
+        return 2
+    env = dict(os.environ)
+    env.update({k: v for k, v in platform_environment(environ=os.environ).items() if k not in os.environ})
+    with tempfile.TemporaryDirectory(prefix="shmem-race-") as directory:
+        env_run = dict(env, **{RACE_ENV["dir"]: directory, RACE_ENV["cap"]: str(options.cap)})
+        try:
+            status = _launch(pe_cmd, env_run)
+        except UsageError as exc:
+            print(f"shmem_notebook.race: {exc}", file=sys.stderr)
+            return 2
+        reports = _collect(directory)
+    sys.stdout.flush()
+    races, files, traces, npes = analyse(reports)
+    report(races, files, traces, npes)
+    failed = status != 0 or not traces or len(traces) < npes
+    if status != 0:
+        print(f"the program exited with status {status}")
+    if options.stress is not None and not failed:
+        _stress(pe_cmd, env, options.stress, {pe: r["stdout"] for pe, r in reports.items()}, print)
+    if races:
+        return 1
+    return 3 if failed else 0
+
+
+def console():
+    """The ``shmem-race`` console script."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    console()
