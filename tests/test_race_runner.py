@@ -189,7 +189,7 @@ def test_modules_functions_classes_argv_and_main(tmp_path):
 
         def main(argv):
             n, fixed = int(argv[1]), argv[2] == "fixed"
-            print(f"sum {Exchange(n).run(fixed)} {sys.argv[0].endswith('main.py')}")  # one write: PEs share stdout
+            print("sum", Exchange(n).run(fixed), sys.argv[0].endswith("main.py"))
 
 
         if __name__ == "__main__":

@@ -246,6 +246,8 @@ def main(argv=None):
         namer = _Namer(recording)
         layer.attach("names", namer)
     sys.meta_path.insert(0, _Finder([os.path.dirname(path)] if spec is None else [os.getcwd()], transformer))
+    if hasattr(sys.stdout, "reconfigure"):  # whole lines: the PEs share the launcher's stdout
+        sys.stdout.reconfigure(line_buffering=True, write_through=False)
     sys.stdout = tee = _Tee(sys.stdout)
 
     with open(path, encoding="utf-8") as f:
