@@ -2,7 +2,8 @@
 shown in the notebook, and to the job ready for the next cell, at 2, 4, 8 and 16 PEs; and the CPU
 the waiting PEs burn before and after they are paused.
 
-Cases: ``barrier`` (the others wait in ``shmem.barrier_all()``: released, no restart) and
+Cases: ``barrier`` (the others wait in ``shmem.barrier_all()``: released, no restart),
+``team_sync`` (they wait in an emulated sub-team's ``sync()``: released, no restart) and
 ``wait_until`` (a wait nobody will satisfy: the PEs are paused, the job restarts). The time of the
 exception is PE 0's clock at the ``raise`` (same host). Prints a table; writes bench/stranded.json
 and bench/stranded.png. ``python bench/stranded.py [--pes 2 4 8 16] [--repeats 5]``.
@@ -23,6 +24,7 @@ from shmem_notebook import PEError
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = {
     "barrier": "import time\nif me == 0:\n    raise ValueError(repr(time.time()))\nshmem.barrier_all()",
+    "team_sync": "import time\nif me == 0:\n    raise ValueError(repr(time.time()))\nteam.sync()",
     "wait_until": "import time\nif me == 0:\n    raise ValueError(repr(time.time()))\nshmem.wait_until(W, shmem.CMP.EQ, 1)",
 }
 NEVER = "shmem.wait_until(W, shmem.CMP.EQ, 1)"  # what the CPU is measured on
@@ -36,7 +38,8 @@ def one(job, code):
     """(seconds to the error shown, seconds to the job ready again, restarted?) of one stranded cell."""
     if job.state != "running":
         job.restart()
-    _quiet(job, "W = shmem.zeros(1, dtype='int64')\nshmem.barrier_all()")
+    _quiet(job, "W = shmem.zeros(1, dtype='int64')\nshmem.barrier_all()\n"
+                "if 'team' not in globals():\n    team = shmem.TEAM_WORLD.split_strided(0, 1, npes)")
     try:
         _quiet(job, code)
         raise RuntimeError("the cell did not raise")
@@ -88,7 +91,8 @@ def run(pes=(2, 4, 8, 16), repeats=5):
 
 
 def _line(r):
-    return (f"{r['n']:>4}  {r['barrier_shown_s']:>8.2f}  {r['barrier_ready_s']:>8.2f}  {r['wait_until_shown_s']:>8.2f}"
+    return (f"{r['n']:>4}  {r['barrier_shown_s']:>8.2f}  {r['barrier_ready_s']:>8.2f}  {r['team_sync_shown_s']:>8.2f}"
+            f"  {r['team_sync_ready_s']:>8.2f}  {r['wait_until_shown_s']:>8.2f}"
             f"  {r['wait_until_ready_s']:>8.2f}  {r['cpu_waiting_before_pct']:>7.0f}%  {r['cpu_waiting_after_pct']:>6.0f}%")
 
 
@@ -102,6 +106,7 @@ def plot(results, path):
     n = [r["n"] for r in rows]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for key, label in (("barrier_shown_s", "barrier: error shown"), ("barrier_ready_s", "barrier: ready (no restart)"),
+                       ("team_sync_shown_s", "team sync: error shown"), ("team_sync_ready_s", "team sync: ready (no restart)"),
                        ("wait_until_shown_s", "wait_until: error shown"), ("wait_until_ready_s", "wait_until: ready (restart)")):
         ax.plot(n, [r[key] for r in rows], marker="o", label=label)
     ax.axhline(2.0, color="grey", ls="--", lw=1, label="goal: error within 2 s")
@@ -119,8 +124,8 @@ if __name__ == "__main__":
     parser.add_argument("--pes", type=int, nargs="+", default=[2, 4, 8, 16])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    print(f"{'PEs':>4}  {'barrier':>8}  {'ready':>8}  {'wait_un.':>8}  {'ready':>8}  {'CPU wait':>8}  {'paused':>6}")
-    print(f"{'':>4}  {'shown s':>8}  {'s':>8}  {'shown s':>8}  {'restart s':>8}  {'before':>8}  {'after':>6}")
+    print(f"{'PEs':>4}  {'barrier':>8}  {'ready':>8}  {'team':>8}  {'ready':>8}  {'wait_un.':>8}  {'ready':>8}  {'CPU wait':>8}  {'paused':>6}")
+    print(f"{'':>4}  {'shown s':>8}  {'s':>8}  {'shown s':>8}  {'s':>8}  {'shown s':>8}  {'restart s':>8}  {'before':>8}  {'after':>6}")
     results = run(args.pes, args.repeats)
     with open(os.path.join(HERE, "stranded.json"), "w") as f:
         json.dump(results, f, indent=1)

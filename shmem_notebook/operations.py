@@ -20,7 +20,7 @@ events with it. A new call is taught here once. Plain data; imports nothing of t
 
 from collections import namedtuple
 
-__all__ = ["Operation", "JOINABLE", "CALLS", "RMA", "ATOMICS", "COLLECTIVES", "WAITS", "RECORDED_AS", "CAP", "EVENT_FIELDS",
+__all__ = ["Operation", "JOINABLE", "EMULATED_WAIT", "CALLS", "RMA", "ATOMICS", "COLLECTIVES", "WAITS", "RECORDED_AS", "CAP", "EVENT_FIELDS",
            "EVENTS", "FIELD", "event", "kind_of"]
 
 Operation = namedtuple(
@@ -138,3 +138,6 @@ def event(raw):
 #: world synchronisations that PEs stranded by another PE's error can be released from: the PEs
 #: whose cell raised make the same call (engine/requests "join"); "sync" is shmem.sync(TEAM_WORLD)
 JOINABLE = ("barrier_all", "sync_all", "sync")
+#: the function of ``engine/teams.py`` every emulated team call waits in (a loop the interrupt
+#: reaches): PEs stranded there are released by SIGINT, then the teams' words are reset
+EMULATED_WAIT = "wait_for_members"

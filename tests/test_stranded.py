@@ -62,6 +62,20 @@ def test_a_raise_before_a_world_synchronisation_is_named_and_the_job_stays_ready
     assert_usable(job)
 
 
+@pytest.mark.parametrize("call", ["half.sync()", "shmem.broadcast(W, W, 0, team=half)", "shmem.sum_reduce(W, W, team=half)",
+                                  "shmem.sync(half)"])
+def test_a_raise_before_a_team_call_the_tool_emulates_releases_the_others(job, call):
+    message = stranded(job, f"if me == 0:\n    raise ValueError('boom')\n{call}\nprint('not reached')")
+    verb = "waits" if job.n == 2 else "wait"
+    assert message == f"PE 0 raised ValueError at line 2: boom; PE {others(job)} {verb} in {call} at line 3 for it; {RELEASED}"
+    assert_usable(job)
+    # the team's half-done counts were reset: its calls agree again; the waiting PEs' frames held W, and
+    # rebinding it frees the old one on every PE together (shmem4py frees collectively when the last reference goes)
+    out = quiet(job, "W = shmem.zeros(1, dtype='int64')\nhalf.sync()\nW[0] = me + 1\nshmem.barrier_all()\nshmem.sum_reduce(W, W, team=half)\n"
+                     "print('team', W[0])").stdout
+    assert out == {pe: f"team {job.n * (job.n + 1) // 2}\n" for pe in range(job.n)}
+
+
 def test_inside_a_function_in_the_third_iteration_of_a_loop(job):
     code = ("def step(i):\n    if i == 2 and me == 0:\n        raise KeyError('third')\n    shmem.barrier_all()\n"
             "for i in range(5):\n    step(i)")
@@ -93,8 +107,7 @@ def test_two_pes_raising_different_errors(job):
 
 @pytest.mark.parametrize("wait, shown", [
     ("shmem.wait_until(W, shmem.CMP.EQ, 1)", "shmem.wait_until()"),
-    ("shmem.sum_reduce(W, W)", "shmem.sum_reduce()"),
-    ("half.sync()", None),  # an emulated team's sync waits in the tool's own wait_until
+    ("shmem.sum_reduce(W, W)", "shmem.sum_reduce()"),  # the library's own reduction
 ])
 def test_a_wait_nobody_can_join_pauses_the_pes_and_says_restart(job, wait, shown):
     message = stranded(job, f"if me == 0:\n    raise ValueError('boom')\n{wait}")

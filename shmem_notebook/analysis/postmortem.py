@@ -14,6 +14,7 @@ import re
 import signal
 
 from ..folding import pe_ranges
+from ..operations import EMULATED_WAIT
 
 __all__ = ["crash_causes", "describe_exit", "cell_location", "where_report", "cell_error"]
 
@@ -74,7 +75,8 @@ def cell_location(dump):
     """``(line, shmem_call)`` of the thread running a cell in a faulthandler dump.
 
     ``line`` is the line of the cell's code (1-based); ``shmem_call`` the
-    shmem4py function the PE is inside (e.g. ``'barrier_all'``) or ``None``.
+    shmem4py function the PE is inside (e.g. ``'barrier_all'``), :data:`EMULATED_WAIT` when it
+    waits in a team call the tool emulates, or ``None``.
     Returns ``None`` when no thread is running a cell.
     """
     for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump):
@@ -82,6 +84,8 @@ def cell_location(dump):
         for i, frame in enumerate(frames):  # most recent call first
             if frame["func"] == "run_code" and frame["file"].endswith("interactiveshell.py") and i > 0:
                 cell = frames[i - 1]
+                if any(f["func"] == EMULATED_WAIT and f["file"].endswith("teams.py") for f in frames[:i]):
+                    return int(cell["line"]), EMULATED_WAIT
                 shmem_calls = [f["func"] for f in frames[:i] if "shmem4py" in f["file"]]
                 return int(cell["line"]), (shmem_calls[-1] if shmem_calls else None)
     return None
@@ -100,7 +104,10 @@ def where_report(locations, code, npes):
         if isinstance(where, tuple):
             line, call = where
             text = source[line - 1].strip() if 0 < line <= len(source) else "?"
-            where = f"line {line}, {text}" + (f"  (blocked in shmem.{call})" if call and f"{call}(" not in text else "")
+            if call == EMULATED_WAIT:
+                where = f"line {line}, {text}  (waiting in a team call the tool emulates)"
+            else:
+                where = f"line {line}, {text}" + (f"  (blocked in shmem.{call})" if call and f"{call}(" not in text else "")
         groups.setdefault(where, []).append(pe)
     return [f"PE {pe_ranges(pes)}: {where}" for where, pes in groups.items()]
 

@@ -185,7 +185,7 @@ def _error(cell, result, where):
         )
     if result.outcome == "stranded" or (result.outcome == "error" and result.waiting):
         released = result.outcome == "error"
-        text = stranded.message(result.errors, result.waiting, released, job.RESTART_HINT)
+        text = stranded.message(result.errors, result.waiting, released, job.RESTART_HINT, cell.code)
         if not released and job.restart_on_hang:
             text = text[: text.rindex("; the waiting PEs")] + "; " + _restarted(job)
         return PEError(result.errors, job.n, message=text)

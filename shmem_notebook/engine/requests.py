@@ -8,7 +8,7 @@ from . import channel, heap, record, runtime, snapshot
 
 __all__ = ["HANDLERS", "handle"]
 
-#: op name -> function; alloc, free and join are collective, the rest are local to the PE
+#: op name -> function; alloc, free, join and released are collective, the rest are local to the PE
 #: (record_*, trace_*, stress_* bracket a cell run with --race, --trace, --stress: engine/record)
 HANDLERS = {
     "alloc": heap.alloc,
@@ -30,6 +30,7 @@ HANDLERS = {
     "stress_restore": record.restore_arrays,
     "declared_values": record.declared_values,
     "join": runtime.join,
+    "released": runtime.released,
 }
 
 

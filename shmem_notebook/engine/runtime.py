@@ -6,6 +6,7 @@ Importing it calls ``shmem_init()``, so it runs only inside a PE started by
 into the engine's namespace before every cell.
 """
 
+import contextlib
 import json
 import os
 import socket
@@ -92,6 +93,33 @@ def join(call):
     other PEs wait in for this PE, whose cell raised (see ``shmem_notebook.cells.stranded``). Collective."""
     {"barrier_all": shmem.barrier_all, "sync_all": shmem.sync_all, "sync": lambda: shmem.sync(shmem.TEAM_WORLD)}[call]()
     return call
+
+
+def released():
+    """After a cell was abandoned (``cells/stranded``): drop the last exception, whose frames may hold
+    symmetric arrays on some PEs and not others (shmem4py frees an array, collectively, when its last
+    reference goes: a frame kept on one PE would make a later rebinding free it there alone and
+    deadlock), then zero the emulated teams' half-done counts. Collective."""
+    last = getattr(_shell, "last_execution_result", None)
+    error = getattr(last, "error_in_exec", None)
+    for tb in {id(t): t for t in (getattr(sys, "last_traceback", None), getattr(error, "__traceback__", None)) if t}.values():
+        while tb is not None:  # the frames' locals go now, whatever else holds the frames
+            frame = tb.tb_frame
+            if frame.f_locals is not frame.f_globals:  # not the cell's own (module) frame
+                frame.f_locals.clear()  # the snapshot a traceback formatter took
+                with contextlib.suppress(RuntimeError):  # a frame still running
+                    frame.clear()
+            tb = tb.tb_next
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        if hasattr(sys, name):
+            setattr(sys, name, None)
+    if _shell is not None:  # IPython keeps it too: for %debug, and in the last ExecutionResult
+        _shell.InteractiveTB.tb = None
+        if last is not None:
+            last.error_in_exec = None
+    shmem.barrier_all()
+    teams.reset()
+    return True
 
 
 def _wait_for_connection_file(timeout):

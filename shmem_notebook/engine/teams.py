@@ -10,7 +10,7 @@ engine start (:func:`decide`: the library's spec version and whether
 - ``native``: the library's teams are used; only ``Team.split_2d`` is added
   when shmem4py lacks it (it calls ``shmem_team_split_2d``).
 - ``emulated``: the Team methods and the collectives are replaced by versions
-  built from OpenSHMEM 1.4 calls: puts, gets, atomics and ``wait_until`` on
+  built from OpenSHMEM 1.4 calls: puts, gets, atomics and waits (:func:`wait_for_members`) on
   synchronisation words reserved once at start (:data:`SLOTS` team slots of
   ``2 + STEPS`` int64 words per PE). A team holds a slot while it lives; a
   split agrees on a free slot with an AND of the parent's free-slot masks, so
@@ -37,6 +37,8 @@ from .shims.patches import Patches
 
 __all__ = [
     "ENV",
+    "wait_for_members",
+    "reset",
     "SLOTS",
     "STEPS",
     "TeamError",
@@ -165,14 +167,37 @@ def team_sync(m):
     me = sh.my_pe()
     arrive, release = _word(m.slot, _ARRIVE), _word(m.slot, _RELEASE)
     if m.rank == 0:
-        sh.wait_until(arrive, sh.CMP.GE, n - 1)
+        wait_for_members(arrive, n - 1)
         sh.atomic_add(arrive, -(n - 1), me)
         for pe in m.pes[1:]:
             sh.atomic_inc(release, pe)
     else:
         sh.atomic_inc(arrive, m.pes[0])
-        sh.wait_until(release, sh.CMP.GE, 1)
+        wait_for_members(release, 1)
         sh.atomic_add(release, -1, me)
+
+
+def wait_for_members(word, count):
+    """Wait until ``word >= count`` (other members' atomics raise it). A Python loop over
+    ``shmem.test``, not ``shmem.wait_until``: a PE stranded here by another PE's error takes the
+    interrupt at once, so the cell path can release it (``cells/stranded``, which knows the wait by
+    this function's name, :data:`shmem_notebook.operations.EMULATED_WAIT`) and then :func:`reset`."""
+    test, ge = _shmem.test, _shmem.CMP.GE
+    while not test(word, ge, count):
+        pass
+
+
+def reset():
+    """Zero every team's synchronisation words, after a cell was abandoned while PEs waited in an
+    emulated team call (their counts are half-done; ``runtime.released``). Collective: every PE,
+    none in a cell."""
+    if _words is None:
+        return False
+    _shmem.quiet()
+    _shmem.barrier_all()
+    _words[...] = 0
+    _shmem.barrier_all()
+    return True
 
 
 def _word(slot, index):
@@ -189,7 +214,7 @@ def signal(m, step, pe):
 def wait_signal(m, step, count=1):
     """Wait until ``count`` signals of step ``step`` arrived on this PE, and consume them."""
     word = _word(_slot_of(m), 2 + step)
-    _shmem.wait_until(word, _shmem.CMP.GE, count)
+    wait_for_members(word, count)
     _shmem.atomic_add(word, -count, _shmem.my_pe())
 
 
