@@ -3,8 +3,8 @@
 
 "refresh" is the widget's ``Inspector.refresh()`` (gather + redraw), "gather_snapshot" the
 data part alone, whose ``payload_bytes`` is what the PEs sent. This is where the inspector's
-goals are measured (bench/report.py's GOALS: a refresh of 4 PEs x 8 MiB under 1 s, a payload
-of about 1 MiB at every size); tests/test_inspector.py only checks that the same refresh works.
+goals are measured (``inspector_refresh`` and ``inspector_payload`` in bench/goals.py, where their
+limits are); tests/test_inspector.py only checks that the same refresh works.
 """
 
 import time

@@ -1,6 +1,9 @@
-"""Goals, the Markdown tables (printed and put in the README), the plot."""
+"""The Markdown tables (printed and put in the README) and the plot; the goals are ``goals.py``."""
 
 import re
+
+import goals
+from goals import BY_ID, cell_vs_script, met, refresh_seconds
 
 GiB, MiB, KiB = 1 << 30, 1 << 20, 1 << 10
 
@@ -26,173 +29,6 @@ def table(header, rows):
     return "\n".join(lines)
 
 
-# -- goals -------------------------------------------------------------------
-def perf_ratio(row, op, impl, base="script"):
-    """Performance of ``impl`` relative to ``base`` (>1: faster) for one data-path row."""
-    return row["seconds"][f"{base}_{op}"] / row["seconds"][f"{impl}_{op}"]
-
-
-def goals(results):
-    """[{id, goal, measured, ok}]: every goal of the issue that this run measured."""
-    out = []
-    st = results.get("startup")
-    if st:
-        big = max(st["rows"], key=lambda r: r["n"])
-        n = big["n"]
-        for key, label in (("ipp_mpi_tuned", "its heartbeat = ours"), ("ipp_mpi_default", "its defaults")):
-            if key not in big:
-                continue
-            r = big["shmem_notebook"] / big[key]
-            out.append({"id": f"start_vs_{key}", "goal": f"start, {n} PEs: <= 0.5x ipyparallel's MPI launcher ({label})",
-                        "measured": f"{big['shmem_notebook']:.2f} s vs {big[key]:.2f} s = {r:.2f}x", "ok": r <= 0.5})
-        r = big["shmem_notebook"] / big["floor"]
-        out.append({"id": "start_vs_floor", "goal": f"start, {n} PEs: <= 2x the bare oshrun floor",
-                    "measured": f"{big['shmem_notebook']:.2f} s vs {big['floor']:.2f} s = {r:.2f}x", "ok": r <= 2})
-        worst = max(st["rows"], key=lambda r: r["restart"] / r["shmem_notebook"])
-        r = worst["restart"] / worst["shmem_notebook"]
-        out.append({"id": "restart_vs_start", "goal": "restart faster than a cold start (every N)",
-                    "measured": f"worst at {worst['n']} PEs: {worst['restart']:.2f} s vs {worst['shmem_notebook']:.2f} s = {r:.2f}x",
-                    "ok": r < 1})
-        idle = st["idle"].get("shmem_notebook")
-        if idle:
-            out.append({"id": "idle_cpu", "goal": f"idle CPU of a running {st['idle']['n']}-PE job ~0% (<= 5% of one core)",
-                        "measured": f"{idle['cpu_percent']:.1f}% of one core", "ok": idle["cpu_percent"] <= 5})
-    dp = results.get("dispatch")
-    if dp:
-        worst = max(dp["rows"], key=lambda r: r["ratio_magic"])
-        out.append({"id": "dispatch", "goal": "no-op `%%pxshmem` <= 1.1x no-op `%%px` (every N)",
-                    "measured": f"worst at {worst['n']} PEs: {worst['pxshmem_ms']:.1f} ms vs {worst['px_ms']:.1f} ms = {worst['ratio_magic']:.2f}x",
-                    "ok": worst["ratio_magic"] <= 1.1})
-    data = results.get("datapath")
-    if data:
-        ratios = [(perf_ratio(row, op, "cell"), op, row["size"]) for row in data["rows"] for op in ("put", "get")]
-        r, op, size = min(ratios)
-        out.append({"id": "datapath", "goal": "put/get from a cell >= 0.95x the plain script (every size)",
-                    "measured": f"worst: {op} {size_text(size)} at {r:.2f}x", "ok": r >= 0.95})
-    insp = results.get("inspector")
-    if insp and insp.get("available"):
-        rows = insp["rows"]
-        worst = max(rows, key=lambda r: r["payload_bytes"])
-        out.append({"id": "inspector_payload", "goal": "inspector payload about 1 MiB at every array size (<= 1.1 MiB)",
-                    "measured": f"largest {worst['payload_bytes'] / MiB:.2f} MiB (at {size_text(worst['array_bytes'])})",
-                    "ok": worst["payload_bytes"] <= 1.1 * MiB})
-        at8 = [r for r in rows if r["array_bytes"] == 8 * MiB]
-        if at8:
-            key = "refresh_s" if "refresh_s" in at8[0] else "gather_snapshot_s"
-            out.append({"id": "inspector_refresh", "goal": "inspector refresh under 1 s at 8 MiB",
-                        "measured": f"{at8[0][key]:.2f} s", "ok": at8[0][key] < 1})
-    elif insp is not None:
-        out.append({"id": "inspector", "goal": "inspector", "measured": "inspector: not available", "ok": None})
-    races = results.get("races")
-    if races:
-        row = next(r for r in races["rows"] if r["workload"] == "puts")
-        out.append({"id": "race_puts", "goal": f"race check on {races['puts']:,} 8-byte puts + barrier: <= 3x the untraced cell",
-                    "measured": f"{row['traced_s']:.2f} s vs {row['untraced_s']:.2f} s = {row['ratio']:.2f}x", "ok": row["ratio"] <= 3})
-    out += scale_goals(results.get("scale"))
-    return out
-
-
-def scale_goals(sc):
-    """The scale goals, from the scale section (1 to 32 PEs in one run)."""
-    if not sc:
-        return []
-    out = []
-    for r in sc["rows"]:
-        if "error" in r:
-            out.append({"id": f"scale_failed_{r['n']}", "goal": f"every measurement at {r['n']} PEs",
-                        "measured": r["error"], "ok": False})
-    sc = dict(sc, rows=[r for r in sc["rows"] if "error" not in r])
-    for r in sc["rows"]:
-        if r["n"] in (1, 4, 16, 32):
-            x = r["start"] / r["floor"]
-            cpu = (f"; CPU per PE to ready {r['pe_cpu']:.2f} s vs the floor's {r['floor_cpu']:.2f} s"
-                   if r.get("pe_cpu") and r.get("floor_cpu") else "")
-            out.append({"id": f"scale_start_{r['n']}", "goal": f"start to ready, {r['n']} PEs: <= 2x the oshrun floor",
-                        "measured": f"{r['start']:.2f} s vs {r['floor']:.2f} s = {x:.2f}x{cpu}", "ok": x <= 2})
-    worst = max(sc["rows"], key=lambda r: max(r["restart"], r["restart_crash"]) / r["start"])
-    x = max(worst["restart"], worst["restart_crash"]) / worst["start"]
-    out.append({"id": "scale_restart", "goal": "restart faster than start at every N (healthy and after a crash)",
-                "measured": f"worst at {worst['n']} PEs: restart {worst['restart']:.2f} s, after a crash "
-                            f"{worst['restart_crash']:.2f} s, start {worst['start']:.2f} s ({x:.2f}x)", "ok": x < 1})
-    for r in sc["rows"]:
-        limit = 0.6 if r["n"] >= 16 else 1.1 if r["n"] <= 4 else None
-        if limit is None:
-            continue
-        x = r["pxshmem_ms"] / r["view_execute_ms"]
-        out.append({"id": f"scale_dispatch_{r['n']}", "goal": f"no-op `%%pxshmem`, {r['n']} PEs: <= {limit}x `DirectView.execute`",
-                    "measured": f"{r['pxshmem_ms']:.1f} ms vs {r['view_execute_ms']:.1f} ms = {x:.2f}x", "ok": x <= limit})
-    g = sc.get("gather")
-    if g:
-        x = g["ours_gbps"] / g["numpy_copy_gbps"]
-        out.append({"id": "scale_gather", "goal": f"`%shmem gather` {size_text(g['bytes_per_pe'])} per PE at {g['n']} PEs: >= 0.25x NumPy copy bandwidth",
-                    "measured": f"{g['ours_gbps']:.2f} GB/s vs {g['numpy_copy_gbps']:.2f} GB/s = {x:.2f}x", "ok": x >= 0.25})
-    o = sc.get("output")
-    if o:
-        x = o["pxshmem_s"] / o["px_s"]
-        out.append({"id": "scale_output", "goal": f"{o['lines']:,} lines per PE at {o['n']} PEs: every line, in order, <= 2x `%%px`",
-                    "measured": f"{o['pxshmem_s']:.2f} s vs {o['px_s']:.2f} s = {x:.2f}x; "
-                                f"{'every line in order' if o['complete'] else 'LINES MISSING OR OUT OF ORDER'}",
-                    "ok": o["complete"] and x <= 2})
-    return out
-
-
-# -- why a goal is missed (README) -------------------------------------------------
-def explanation(goal, results):
-    """One paragraph on why ``goal`` is missed, from this run's numbers and what was diagnosed."""
-    st = results.get("startup", {})
-    prof = st.get("profile", {})
-    start, restart, plain = prof.get("start", {}), prof.get("restart", {}), prof.get("plain_processes", {})
-    pes = start.get("PEs start, import, register")
-    controller = start.get("wait for controller files")
-    floor, imports = plain.get("oshrun python + shmem_init (the floor)"), plain.get("floor + a PE's imports")
-    python = plain.get("oshrun python -c pass")
-    engines = (
-        f"Of `%shmem start`'s {f(start.get('total'))} s at {prof.get('n')} PEs, {f(pes)} s are the PEs starting, "
-        f"importing and registering after the controller is up (its start, {f(controller)} s, runs while the PEs "
-        f"initialise OpenSHMEM; they register at the heart monitor's next 50 ms beat). The PEs' own imports (ipyparallel, IPython, ipykernel, zmq: "
-        f"{f(imports)} s for the floor plus imports against {f(floor)} s for the floor) and OpenSHMEM's "
-        f"initialisation (floor {f(floor)} s against {f(python)} s for `python -c pass`) are CPU-bound, and "
-        f"{prof.get('n')} PEs share 2 cores."
-    )
-    texts = {
-        "start_vs_ipp_mpi_tuned": (
-            "ipyparallel's MPI launcher starts the same kind of engine (Python, ipyparallel, a kernel) under "
-            "`mpiexec`; with the same heartbeat period both are bound by that start-up (ours already runs without "
-            "the nanny process each engine otherwise spawns), so half of it is out of reach while PEs are "
-            f"ipyparallel engines. {engines}"),
-        "start_vs_ipp_mpi_default": (
-            "against ipyparallel's defaults (1 s delay before the engines, 3 s heartbeat) the remaining gap is the "
-            "PEs' start-up described above; oshrun now starts while the controller starts (each PE waits until "
-            "the controller's connection file is complete), so the controller's own start is hidden."),
-        "start_vs_floor": (
-            f"the floor ({f(floor)} s) only starts Python and initialises OpenSHMEM. {engines}"),
-        "restart_vs_start": (
-            "restart keeps the controller and the watchdog, kills the old PEs and starts the new ones at once; "
-            "it is bound by the new PEs' start-up, like a cold start without the controller, and its time is "
-            "finished by the heartbeat that registers engines (50 ms while PEs are missing)."),
-        "dispatch": (
-            "`%%pxshmem` goes through `Job.run` (process checks, declared arrays, output merging, the wait for "
-            "every line of output) where `%%px` only waits on the AsyncResult; on a no-op cell of a few ms that "
-            "bookkeeping shows."),
-        "datapath": (
-            "the cell runs the very same shmem4py code in the same kind of process with the same environment; a "
-            "miss at one size is noise from the other processes on this 2-core machine."),
-        "inspector_payload": "the snapshot exceeded its budget at this size.",
-        "inspector_refresh": "most of a refresh is summarising arrays on the PEs and redrawing the widget's figures.",
-        "race_puts": (
-            "every traced put goes through a Python wrapper (finding the cell line, the memory's address, merging "
-            "it into the last event of that line) that costs about as much as the put itself on this loaded "
-            "machine; the loop's slicing is instrumented too. The ratio is noise-sensitive at ~3x."),
-        "idle_cpu": (
-            "the heartbeat wakes the controller and every engine 4 times a second at 250 ms; "
-            "`SHMEM_NOTEBOOK_HEARTBEAT_MS` trades it: 100 ms starts ~0.25 s faster at ~3%, 500 ms idles at ~0.8%."),
-    }
-    for prefix, text in SCALE_WHY.items():
-        if goal["id"].startswith(prefix):
-            return text
-    return texts.get(goal["id"], "")
-
-
 #: how `%shmem gather` moved a large array (Job.last_gather), as the report says it
 GATHER_ROUTES = {
     "memory": "the client copies each PE's array straight from the PE's memory (`process_vm_readv`): one copy, "
@@ -201,42 +37,6 @@ GATHER_ROUTES = {
             "result maps: one copy, on the PEs.",
     "message": "ipyparallel's messages.",
 }
-
-SCALE_WHY = {
-    "scale_start": (
-        "every PE is an ipyparallel engine: a Python process that imports ipyparallel's engine, IPython, "
-        "ipykernel, tornado and zmq and builds an IPython shell after `shmem_init`; the CPU per PE measured above "
-        "is that against the floor's (Python, NumPy, `shmem_init`, oshrun's share). With more PEs than the 2 cores "
-        "the CPU adds up PE by PE, so the ratio tends to the CPU ratio. Cut so far: the controller starts while "
-        "oshrun starts and skips ipcontroller's fixed 0.25 s sleep; the PEs and the controller import only what "
-        "they use of ipyparallel and jupyter_client and the PEs hold debugpy back (`shmem_notebook.lean`, about "
-        "0.15-0.2 s of CPU less per PE); the heart monitor beats every 50 ms until every PE answered. What is left "
-        "is the engine itself, which goes only if PEs stop being ipyparallel engines (the launcher's design)."),
-    "scale_restart": (
-        "restart keeps the controller and the watchdog, kills the old PEs (their `shmem_finalize` is not "
-        "waited for; their oshrun uses no CPU while it winds down) and reaps that oshrun later: it is the new PEs' "
-        "start alone. A cold start now hides the controller's start behind the PEs' (the controller imports only "
-        "what it uses and writes its files at once), so the two differ by the controller's CPU, about 0.35 s "
-        "shared by 2 cores: 0.1-0.3 s at 4 PEs, within the spread of single starts there (1.9-2.7 s). The "
-        "startup section of the same run measures restart against start at 4 PEs too, in its own repeats "
-        "(the *Start-up* table)."),
-    "scale_dispatch": (
-        "cells go to the PEs over the job's own channel (one signed message to each PE's DEALER socket, output "
-        "back as lines), not through the controller; what is left per PE is IPython's `run_cell` and the "
-        "messages of each PE, and on 2 cores the PEs' CPU adds up linearly."),
-    "scale_gather": (
-        "the one copy left is the kernel's: `process_vm_readv` walks each PE's page tables and copies into the "
-        "result, whose pages are new and faulted in as they are written, while the baseline copies into memory "
-        "already mapped; a result must be new memory, so NumPy's own `.copy()` into new memory (in the line "
-        "under the Scale table) is the fairer floor."),
-    "scale_output": (
-        "each PE sends a line at once when it sent nothing in the last 10 ms and gathers faster output into one "
-        "message per 10 ms; the kernel merges the lines across PEs and writes them in rounds."),
-    "scale_failed": (
-        "on this loaded 2-core node (load average above 10 from other jobs) the PEs did not all register within "
-        "the start timeout; raise it with SHMEM_NOTEBOOK_START_TIMEOUT on busy login nodes."),
-}
-
 
 # -- the tables --------------------------------------------------------------
 def startup_tables(st):
@@ -278,10 +78,10 @@ def startup_tables(st):
 
 def dispatch_table(dp):
     rows = [[r["n"], f(r["pxshmem_ms"]), f(r["px_ms"]), f"{r['ratio_magic']:.2f}x", f(r["job_run_ms"]),
-             f(r["view_execute_ms"]), f"{r['ratio_api']:.2f}x", verdict(r["ratio_magic"] <= 1.1)] for r in dp["rows"]]
+             f(r["view_execute_ms"]), f"{r['ratio_api']:.2f}x", verdict(met("dispatch", r["ratio_magic"]))] for r in dp["rows"]]
     return (f"**Dispatch**: a no-op cell, round trip in ms, median of {dp['cells']} (interleaved, same engines).\n\n"
             + table(["PEs", "`%%pxshmem`", "`%%px`", "ratio", "`job.run`", "`view.execute`", "ratio",
-                     "goal <= 1.1x (magics)"], rows))
+                     f"goal <= {BY_ID['dispatch'].limit}x (magics)"], rows))
 
 
 def datapath_table(data):
@@ -296,16 +96,16 @@ def datapath_table(data):
             else:
                 cells = [f"{row['gbps'][f'{impl}_{op}']:.2f}" for impl in impls if f"{impl}_{op}" in row["gbps"]]
                 copies = [f"{row['gbps']['c_memcpy']:.2f}", f"{row['gbps']['numpy_copy']:.2f}"]
-            r = perf_ratio(row, op, "cell")
-            rows.append([op, size_text(size), *cells, *copies, f"{r:.2f}x", f"{perf_ratio(row, op, 'c'):.2f}x",
-                         verdict(r >= 0.95)])
+            r = cell_vs_script(row, op, "cell")
+            rows.append([op, size_text(size), *cells, *copies, f"{r:.2f}x", f"{cell_vs_script(row, op, 'c'):.2f}x",
+                         verdict(met("datapath", r))])
     return ("**Data path**, PE 0 -> PE 1 of 2 PEs: latency at 8 B (us per operation), else bandwidth in GB/s "
             f"(10^9 B/s); put = put + quiet; median over {data['rounds']} interleaved rounds x {data['repeats']} "
             "repeats. Script and C run with the environment the launcher gives the PEs; *script, Open MPI "
             "defaults* without its transport settings. memcpy and NumPy copies are local: the machine's limit.\n\n"
             + table(["op", "size", "`%%pxshmem` cell", "plain oshrun script", "C (oshcc)",
                      *(["script, Open MPI defaults"] if "ompidefault_put" in data["rows"][0]["seconds"] else []),
-                     "memcpy (C)", "NumPy copy", "cell / script", "C / script", "goal >= 0.95x"], rows))
+                     "memcpy (C)", "NumPy copy", "cell / script", "C / script", f"goal >= {BY_ID['datapath'].limit}x"], rows))
 
 
 def inspector_table(insp):
@@ -315,13 +115,13 @@ def inspector_table(insp):
     for r in insp["rows"]:
         rows.append([size_text(r["array_bytes"]), f(r.get("refresh_s")), f(r["gather_snapshot_s"]),
                      f"{r['payload_bytes'] / KiB:.0f} KiB", f(r["gather_s"]), size_text(r["gather_bytes"]),
-                     verdict(r["payload_bytes"] <= 1.1 * MiB
-                             and (r["array_bytes"] != 8 * MiB or r.get("refresh_s", r["gather_snapshot_s"]) < 1))])
+                     verdict(met("inspector_payload", r["payload_bytes"] / MiB)
+                             and (r["array_bytes"] != 8 * MiB or met("inspector_refresh", refresh_seconds(r))))])
     return (f"**Inspector**, {insp['n']} PEs, one float64 array per PE, median of {insp['repeats']}: "
             "one widget refresh (gather + redraw), the gathering alone and the bytes the PEs sent, against "
             "`%shmem gather` of the whole array.\n\n"
             + table(["array per PE", "refresh s", "gather_snapshot s", "payload", "`%shmem gather` s",
-                     "gather moves", "goal (<= ~1 MiB; < 1 s at 8 MiB)"], rows))
+                     "gather moves", f"goal (<= {BY_ID['inspector_payload'].limit} MiB; < {BY_ID['inspector_refresh'].limit} s at 8 MiB)"], rows))
 
 
 def memory_table(mem, startup=None):
@@ -452,8 +252,8 @@ def readme_block(results, image):
     missed = [g for g in results["goals"] if g["ok"] is False]
     reasons = {}  # one bullet per reason, naming every goal it explains
     for g in missed:
-        reasons.setdefault(explanation(g, results), []).append(g["goal"])
-    why = "\n".join(f"- **{'; '.join(goals)}**: {text}" for text, goals in reasons.items())
+        reasons.setdefault(goals.why(g, results), []).append(g["goal"])
+    why = "\n".join(f"- **{'; '.join(names)}**: {text}" for text, names in reasons.items())
     return (f"`make bench` (= `.venv/bin/python bench/run.py`) measures shmem_notebook side by side with what "
             f"one would otherwise use, writes `bench/results.json` and `bench/results.png`, and with "
             f"`--update-readme` rewrites this section. `--quick` is the smoke run of the test suite.\n\n"

@@ -32,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import common  # noqa: E402
+import goals  # noqa: E402
 import report  # noqa: E402
 
 SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale", "slurm"]
@@ -112,10 +113,10 @@ def main(argv=None):
             "only": only if set(only) != set(SECTIONS) else None,
             "load_average_1min_end": round(os.getloadavg()[0], 2),
         }
-        results["goals"] = report.goals(results)
+        results["goals"] = goals.evaluate(results)
         with open(json_path, "w") as fh:
             json.dump(results, fh, indent=1)
-    results["goals"] = report.goals(results)
+    results["goals"] = goals.evaluate(results)
     print(report.markdown(results))
     report.plot(results, png_path)
     print(f"wrote {json_path} and {png_path}")
