@@ -2,9 +2,21 @@
 # Set up shmem_notebook on Debian (bookworm) and run the main job.
 #   scripts/setup.sh            install everything, then execute notebooks/01-quickstart.ipynb
 #   scripts/setup.sh --install  install everything, run nothing (the test command uses this)
+#   scripts/setup.sh --with-sos TARBALL   also build Sandia OpenSHMEM (OpenSHMEM 1.5) into .sos/
+#                               from its source tarball (scripts/build_sos.sh), for --library sos
 # Idempotent: Debian packages are installed only when missing; the virtualenv is .venv/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+INSTALL_ONLY=""; SOS_TARBALL=""; WITH_SOS=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --install) INSTALL_ONLY=1 ;;
+        --with-sos) WITH_SOS=1; if [ $# -gt 1 ] && [ "${2#--}" = "$2" ]; then SOS_TARBALL=$2; shift; fi ;;
+        *) echo "scripts/setup.sh: unknown option $1; use --install and/or --with-sos TARBALL" >&2; exit 2 ;;
+    esac
+    shift
+done
 
 APT_PACKAGES="openmpi-bin libopenmpi-dev chromium chromium-driver slurmctld slurmd slurm-client munge"
 PYTHON=${PYTHON:-python3}
@@ -31,7 +43,8 @@ if ! .venv/bin/pip install -q -e ".[test]" ; then
 fi
 echo "== installed: $(.venv/bin/python -c 'import shmem_notebook, ipyparallel, numpy; print("shmem_notebook", shmem_notebook.__version__, "ipyparallel", ipyparallel.__version__, "numpy", numpy.__version__)')"
 
-if [ "${1:-}" = "--install" ]; then exit 0; fi
+if [ -n "$WITH_SOS" ]; then scripts/build_sos.sh "$SOS_TARBALL"; fi
+if [ -n "$INSTALL_ONLY" ]; then exit 0; fi
 
 echo "== running the main job: notebooks/01-quickstart.ipynb (4 PEs)"
 mkdir -p notebooks/executed

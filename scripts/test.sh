@@ -2,5 +2,12 @@
 # Install what is missing (see scripts/setup.sh), then run the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --install
+# Sandia OpenSHMEM's tests run where it is built; CI builds it from the vendored tarball beside
+# the checkout when there is one (a machine without it skips them, saying why)
+SOS_TARBALL=${SOS_TARBALL:-../shared/vendor/SOS-1.5.3.tar.gz}
+if [ -f "$SOS_TARBALL" ]; then
+    scripts/setup.sh --install --with-sos "$SOS_TARBALL" || echo "== SOS did not build (see above): its tests are skipped"
+else
+    scripts/setup.sh --install
+fi
 exec .venv/bin/python -m pytest -ra "$@"

@@ -25,7 +25,10 @@ class _RC:
         "heartbeat_ms": 250,
         # seconds to wait for all PEs to register before giving up
         "start_timeout": 60.0,
-        # the oshrun command
+        # the OpenSHMEM library a job runs on: "oshmem" (Open MPI's), "sos", or a site's own
+        # (see shmem_notebook.launcher.library)
+        "library": "oshmem",
+        # Open MPI's oshrun command (the "oshmem" library's launcher)
         "oshrun": "oshrun",
         # what starts the PEs inside a Slurm batch job: "oshrun", or "srun" (srun --mpi=pmix,
         # for sites where Open MPI's oshrun cannot be used inside jobs)

@@ -94,23 +94,42 @@ def running_job(n, setup=None, current=False, **options):
             shmem_notebook.job._current = None
 
 
-def job_fixture(*ns, setup=None, current=False, **options):
-    """A module-scoped fixture: a real job of ``n`` PEs (``Job(n, **options)``), started once per
-    module and stopped after it. With several ``ns`` each test runs once per PE count (ids
-    ``1pe``, ``2pe``...). ``setup(job)`` runs once after the start; ``current``: see
-    :func:`running_job`. Tests using it (directly or through another fixture) are ``pe``::
+def sos_built():
+    """Whether Sandia OpenSHMEM was built into .sos/ (``scripts/setup.sh --with-sos TARBALL``)."""
+    from shmem_notebook.launcher.library import library
+
+    sos = library("sos")
+    return os.path.isfile(os.path.join(os.path.dirname(os.path.dirname(sos.python)), ".shmem4py-built"))
+
+
+#: why tests on the "sos" library are skipped when it is not built
+NO_SOS = "Sandia OpenSHMEM is not built here: scripts/setup.sh --with-sos SOS-1.5.3.tar.gz builds it"
+#: skip mark for tests that need SOS
+needs_sos = pytest.mark.skipif(not sos_built(), reason=NO_SOS)
+
+
+def job_fixture(*ns, setup=None, current=False, sos=(), **options):
+    """A module-scoped fixture: a real job of ``n`` PEs (``Job(n, **options)``) on Open MPI's
+    OSHMEM, started once per module and stopped after it. With several ``ns`` each test runs once
+    per PE count (ids ``1pe``, ``2pe``...); ``sos``: PE counts to run on Sandia OpenSHMEM too
+    (ids ``2pe-sos``; skipped, saying why, where it is not built). ``setup(job)`` runs once after
+    the start; ``current``: see :func:`running_job`. Tests using it (directly or through another
+    fixture) are ``pe``::
 
         job = job_fixture(2, heap="8M")
-        job = job_fixture(1, 2, 4, heap="32M", timeout=120)
+        job = job_fixture(1, 2, 4, heap="32M", timeout=120, sos=(2, 4))
     """
 
     def fixture(request):
-        yield from running_job(getattr(request, "param", ns[0]), setup, current, **options)
+        n, library = getattr(request, "param", (ns[0], "oshmem"))
+        yield from running_job(n, setup, current, library=library, **options)
 
     fixture.starts_pes = True  # read by pytest_collection_modifyitems
-    if len(ns) == 1:
+    if len(ns) == 1 and not sos:
         return pytest.fixture(scope="module")(fixture)
-    return pytest.fixture(scope="module", params=list(ns), ids=lambda n: f"{n}pe")(fixture)
+    params = [pytest.param((n, "oshmem"), id=f"{n}pe") for n in ns]
+    params += [pytest.param((n, "sos"), id=f"{n}pe-sos", marks=needs_sos) for n in sos]
+    return pytest.fixture(scope="module", params=params)(fixture)
 
 
 #: a real OpenSHMEM job of 1, 2 and 4 PEs (one per parameter)

@@ -109,8 +109,9 @@ def test_session(ip, cell):
     err, printed = cell("%shmem status")
     lines = printed.strip().splitlines()
     assert lines[0].split() == ["PE", "state", "pid", "host", "heap", "used", "/", "size"]
-    assert [line.split()[:2] for line in lines[1:-1]] == [["0", "idle"], ["1", "idle"]]
-    assert all(line.endswith("/ 256.0 MiB") for line in lines[1:-1])
+    assert [line.split()[:2] for line in lines[1:-2]] == [["0", "idle"], ["1", "idle"]]
+    assert all(line.endswith("/ 256.0 MiB") for line in lines[1:-2])
+    assert lines[-2] == "library: oshmem (Open MPI's OSHMEM, OpenSHMEM 1.4)"
     assert lines[-1].startswith("teams: emulated (OpenSHMEM 1.4 library")
 
     ip.run_cell("x = %shmem gather A")

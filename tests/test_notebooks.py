@@ -1,4 +1,6 @@
-"""The notebooks are tests: executed headless with nbclient, their recorded outputs asserted."""
+"""The notebooks are tests: executed headless with nbclient, their recorded outputs asserted, on
+Open MPI's OSHMEM and on Sandia OpenSHMEM (``SHMEM_NOTEBOOK_LIBRARY=sos`` in the kernel's
+environment: the notebooks' own ``%shmem start`` picks it up; skipped where SOS is not built)."""
 
 from pathlib import Path
 
@@ -6,9 +8,22 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from conftest import needs_sos
+
 pytestmark = pytest.mark.pe
 
 NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
+
+
+#: what `%shmem status` says of teams, per library
+TEAMS = {"oshmem": "teams: emulated (OpenSHMEM 1.4 library", "sos": "teams: native (the library's OpenSHMEM 1.5 teams)"}
+
+
+@pytest.fixture(params=["oshmem", pytest.param("sos", marks=needs_sos)])
+def library(request, monkeypatch):
+    """The library the notebook's kernel starts its job on."""
+    monkeypatch.setenv("SHMEM_NOTEBOOK_LIBRARY", request.param)
+    return request.param
 
 
 def execute(name, tmp_path):
@@ -29,7 +44,7 @@ def cell_starting(nb, prefix):
     return next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith(prefix))
 
 
-def test_quickstart(tmp_path):
+def test_quickstart(tmp_path, library):
     nb = execute("01-quickstart.ipynb", tmp_path)
     for c in nb.cells:
         assert not any(o.get("output_type") == "error" for o in c.get("outputs", [])), c.source
@@ -47,7 +62,7 @@ def test_quickstart(tmp_path):
     assert text_of(cell_starting(nb, "%shmem stop")).strip() == "OpenSHMEM job stopped: 4 PEs"
 
 
-def test_races(tmp_path):
+def test_races(tmp_path, library):
     """notebooks/03-races.ipynb: three races found, then fixed."""
     nb = execute("03-races.ipynb", tmp_path)
     for c in nb.cells:
@@ -67,12 +82,12 @@ def test_races(tmp_path):
     assert "[(0, 3, 'put', 'write'), (1, 5, 'store', 'write')]" in " ".join(data.split())
 
 
-def test_teams_and_collectives(tmp_path):
+def test_teams_and_collectives(tmp_path, library):
     """notebooks/04-teams-and-collectives.ipynb: teams, team collectives, two replays, the latency table."""
     nb = execute("04-teams-and-collectives.ipynb", tmp_path)
     for c in nb.cells:
         assert not any(o.get("output_type") == "error" for o in c.get("outputs", [])), c.source
-    assert "teams: emulated (OpenSHMEM 1.4 library" in text_of(cell_starting(nb, "%shmem status"))
+    assert TEAMS[library] in text_of(cell_starting(nb, "%shmem status"))
     split = text_of(cell_starting(nb, "%%pxshmem\neven ="))
     assert "[PE 1] odd team: my_pe 0 of 2, its PE 0 is world PE 1" in split
     assert "[PE 2] even team: my_pe 1 of 2, its PE 0 is world PE 0" in split
@@ -101,7 +116,7 @@ def test_teams_and_collectives(tmp_path):
     assert any(o.get("data", {}).get("image/png") for o in cell_starting(nb, "%matplotlib").outputs)
 
 
-def test_rich_output_from_pes_is_shown_labelled(tmp_path):
+def test_rich_output_from_pes_is_shown_labelled(tmp_path, library):
     """display(), plt.show() and a rich last expression on the PEs appear in the notebook, per PE."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [

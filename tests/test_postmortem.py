@@ -14,6 +14,26 @@ SIGNAL = "oshrun noticed that process rank 2 with PID 0 on node vm exited on sig
 UCX = "[vm:10731:0:10731] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))"
 
 
+HYDRA = """
+===================================================================================
+=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES
+=   PID 6126 RUNNING AT vm
+=   EXIT CODE: 9
+=   CLEANING UP REMAINING PROCESSES
+=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES
+===================================================================================
+YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)
+This typically refers to a problem with your application."""
+
+
+def test_crash_causes_in_mpich_hydras_words():
+    """Sandia OpenSHMEM's oshrun runs mpiexec.hydra, which names the PE by its pid."""
+    assert crash_causes(HYDRA, pids={0: 6125, 1: 6126}) == {1: "signal 9 (SIGKILL)"}
+    exited = HYDRA.replace("EXIT CODE: 9", "EXIT CODE: 3").split("YOUR APPLICATION TERMINATED")[0]
+    assert crash_causes(exited, pids={0: 6125, 1: 6126}) == {1: "exit code 3"}
+    assert crash_causes(HYDRA, pids={0: 1, 1: 2}) == {}
+
+
 def test_crash_causes():
     assert crash_causes(EXIT_CODE) == {1: "exit code 3"}
     assert crash_causes(SIGNAL) == {2: "signal 9 (SIGKILL)"}

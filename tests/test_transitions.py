@@ -10,7 +10,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import shmem_notebook
-from conftest import ipython_shell
+from conftest import ipython_shell, needs_sos
 from shmem_notebook import CellStoppedError, JobStateError, NoJobError, PEDiedError
 from shmem_notebook.inspector import gather_snapshot
 
@@ -19,12 +19,15 @@ CRASH = "import os\nif me == npes - 1:\n    os.kill(os.getpid(), 9)\nshmem.barri
 HANG = "if me == 0:\n    shmem.wait_until(W, shmem.CMP.EQ, 99)"
 
 
-@pytest.fixture(scope="module", params=[1, 2, 4], ids=lambda n: f"{n}pe")
+@pytest.fixture(scope="module", params=[pytest.param((n, "oshmem"), id=f"{n}pe") for n in (1, 2, 4)]
+                + [pytest.param((2, "sos"), id="2pe-sos", marks=needs_sos)])
 def session(request):
-    """(job, shell): a job of 1, 2 and 4 PEs, current for the magics, with A and W declared."""
+    """(job, shell): a job of 1, 2 and 4 PEs (and 2 on Sandia OpenSHMEM), current for the
+    magics, with A and W declared."""
     shmem_notebook.job._current = None
     shell = ipython_shell()
-    job = shmem_notebook.start(request.param, heap=HEAP)
+    n, library = request.param
+    job = shmem_notebook.start(n, heap=HEAP, library=library)
     job.alloc("A=int64[4]", "W=int64[1]")
     try:
         yield job, shell

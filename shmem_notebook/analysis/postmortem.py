@@ -24,6 +24,8 @@ _UCX_SIGNAL = re.compile(r"\[[^:\]]+:(\d+):\d+:\d+\] Caught signal (\d+)")
 _SYNTAX_WHERE = re.compile(r"\s*\((?:[^()]*\.py|<[^>]*>), line (\d+)\)$")
 _SRUN_EXIT = re.compile(r"srun: error: \S+: task (\d+): Exited with exit code (\d+)")
 _SRUN_SEGV = re.compile(r"srun: error: \S+: task (\d+): Segmentation fault")
+#: MPICH's mpiexec.hydra (Sandia OpenSHMEM's oshrun): the first PE that ended badly, by pid
+_HYDRA_EXIT = re.compile(r"=\s+PID (\d+) RUNNING AT \S+\s*\n=\s+EXIT CODE: (\d+)(?:.*?EXIT STRING: [^\n]*\(signal (\d+)\))?", re.S)
 _GLOBAL_EXIT = re.compile(r"shmem_notebook: PE (\d+) called shmem\.global_exit\((-?\d+)\)")
 
 
@@ -48,7 +50,7 @@ def describe_exit(code):
 def crash_causes(output, pids=None):
     """PE -> cause (``'signal 11 (SIGSEGV)'``, ``'exit code 3'``, ...) found in ``oshrun`` output.
 
-    ``pids`` maps PE -> pid, to attribute UCX signal reports (which name a pid).
+    ``pids`` maps PE -> pid, to attribute UCX signal reports and MPICH hydra's (which name a pid).
     """
     causes = {}
     for pe, status in _GLOBAL_EXIT.findall(output):
@@ -57,6 +59,9 @@ def crash_causes(output, pids=None):
     for pid, number in _UCX_SIGNAL.findall(output):
         if int(pid) in by_pid:
             causes.setdefault(by_pid[int(pid)], _signal_text(int(number)))
+    for pid, code, number in _HYDRA_EXIT.findall(output):
+        if int(pid) in by_pid:
+            causes.setdefault(by_pid[int(pid)], _signal_text(int(number)) if number else f"exit code {code}")
     for rank, number in _SIGNAL_RANK.findall(output):
         causes.setdefault(int(rank), _signal_text(int(number)))
     for rank, code in _EXIT_RANK.findall(output):

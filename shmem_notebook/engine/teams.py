@@ -28,11 +28,12 @@ words, the slot allocation and the members table, which splitting would expose.
 """
 
 import os
+import sys
 
 import numpy as np
 
 from ..errors import InputError, ShmemNotebookError
-from . import heap
+from . import heap, native_teams
 from .shims.patches import Patches
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "SLOTS",
     "STEPS",
     "TeamError",
+    "unusable",
     "Members",
     "decide",
     "install",
@@ -74,6 +76,7 @@ _world = None
 _originals = {}
 _patches = Patches()  # what install replaced on shmem4py
 _destroyed = set()  # id() of the Team objects this PE destroyed (they hold TEAM_INVALID now)
+_native_slots = {}  # native team handle -> the slot of its words (native_teams: for the step-by-step collectives)
 
 _REDUCE_UFUNCS = {
     "sum": np.add,
@@ -137,17 +140,23 @@ def members(team=None, what="this call"):
         return _world
     if handle in _teams:
         return _teams[handle]
-    if handle == 0 and id(team) in _destroyed:
-        raise TeamError(f"{what} got a team that was destroyed (team.destroy()); split a new one")
     if handle == 0:
-        raise TeamError(
-            f"{what} got TEAM_INVALID: this PE is not a member of that team (split_strided gives "
-            f"non-members a falsy team); guard the call with `if team:`"
-        )
+        raise unusable(what, destroyed=id(team) in _destroyed)
     if mode == "native":
         n = team.n_pes()
-        return Members([team.translate_pe(i, _shmem.TEAM_WORLD) for i in range(n)], None, team.my_pe(), team)
+        pes = [team.translate_pe(i, _shmem.TEAM_WORLD) for i in range(n)]
+        return Members(pes, _native_slots.get(handle), team.my_pe(), team)
     raise TeamError(f"{what} got a team that was destroyed or never created on this PE; split a new one")
+
+
+def unusable(what, destroyed):
+    """The :class:`TeamError` for a call on a destroyed team or on TEAM_INVALID (not a member)."""
+    if destroyed:
+        return TeamError(f"{what} got a team that was destroyed (team.destroy()); split a new one")
+    return TeamError(
+        f"{what} got TEAM_INVALID: this PE is not a member of that team (split_strided gives "
+        f"non-members a falsy team); guard the call with `if team:`"
+    )
 
 
 def team_sync(m):
@@ -156,7 +165,7 @@ def team_sync(m):
     if m.slot == 0:  # the library's own
         sh.barrier_all()
         return
-    if m.slot is None:  # a native team
+    if m.team is not None:  # a native team: the library's own sync
         sh.quiet()
         sh.sync(m.team)
         return
@@ -220,10 +229,7 @@ def wait_signal(m, step, count=1):
 
 def _slot_of(m):
     if m.slot is None:
-        raise TeamError(
-            "the step-by-step collectives need the emulated teams on a library with native teams; "
-            f"use team=None (TEAM_WORLD) or set {ENV}=emulated"
-        )
+        raise TeamError("the step-by-step collectives work on teams split after the job started; split a new one")
     return m.slot
 
 
@@ -597,6 +603,7 @@ def install(shmem_module, setting=None):
     if mode == "native":
         if not hasattr(sh.Team, "split_2d"):
             _patches.set(sh.Team, "split_2d", _native_split_2d)
+        native_teams.install(sh, _patches, sys.modules[__name__])
         return mode
     for name, method in _TEAM_METHODS.items():
         _originals.setdefault(f"Team.{name}", getattr(sh.Team, name, None))

@@ -23,11 +23,12 @@ _current = None
 def start(
     n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None,
     slurm=False, partition=None, time=None, nodes=None, account=None, sbatch_args=(), restart_on_hang=False,
+    library=None,
 ):  # fmt: skip
     """Start an OpenSHMEM job of ``n`` PEs and make it the current job.
 
     Inside a Slurm allocation the PEs go on its nodes; ``slurm=True`` submits a
-    batch job for them instead (see :class:`Job`).
+    batch job for them instead; ``library`` names the OpenSHMEM library (see :class:`Job`).
     """
     global _current
     if _current is not None and _current.state != "stopped":
@@ -38,7 +39,7 @@ def start(
     job = Job(
         n, heap=heap, oversubscribe=oversubscribe, hostfile=hostfile, timeout=timeout, ip=ip,
         slurm=slurm, partition=partition, time=time, nodes=nodes, account=account, sbatch_args=sbatch_args,
-        restart_on_hang=restart_on_hang,
+        restart_on_hang=restart_on_hang, library=library,
     )  # fmt: skip
     job.start()
     _current = job

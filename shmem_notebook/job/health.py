@@ -95,7 +95,8 @@ class Health:
 
     def status(self):
         """One dict per PE: pe, state (idle/busy/dead), pid, host, node (Slurm's name for it), heap_used
-        (None when unknown: the PE is busy or dead), heap_size, teams ("native" or "emulated": how the PE provides OpenSHMEM teams).
+        (None when unknown: the PE is busy or dead), heap_size, teams ("native" or "emulated": how the PE provides OpenSHMEM teams),
+        library (the job's library name), vendor (what the library calls itself), spec (the OpenSHMEM version it implements).
 
         Heap use is asked of every idle PE after a cell ran (not collective).
         """
@@ -122,6 +123,9 @@ class Health:
                     "heap_used": info.get("heap_used") if state == "idle" else None,  # unknown while busy
                     "heap_size": info.get("heap_size", self.heap_bytes),
                     "teams": info.get("teams"),
+                    "library": self.library.name,
+                    "vendor": info.get("library"),
+                    "spec": info.get("spec_version"),
                 }
             )
         return rows

@@ -26,6 +26,7 @@ from ..cells.channel import DISPATCH, CellChannel
 from ..cells.syntax import check_syntax
 from ..errors import InputError, JobStateError, LaunchError
 from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, check_slurm
+from ..launcher.library import library as library_named
 from ..rc import rc
 from ..specs import check_heap
 from .arrays import SymmetricArrays
@@ -52,15 +53,22 @@ class Job(SymmetricArrays, Health, Asking):
     ``slurm=True`` runs the PEs in a Slurm batch job (``partition``, ``time``,
     ``nodes``, ``account``, ``sbatch_args`` go to ``sbatch``); it needs ``ip``.
     ``restart_on_hang=True``: a cell that leaves PEs blocked for good restarts the job by itself
-    (declared arrays re-allocated) and says what was lost.
+    (declared arrays re-allocated) and says what was lost. ``library``: the OpenSHMEM library the
+    PEs run on, ``"oshmem"`` (Open MPI's, the default: ``rc.library``), ``"sos"`` or a site's own
+    (:mod:`shmem_notebook.launcher.library`).
     """
 
     def __init__(
         self, n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None,
         slurm=False, partition=None, time=None, nodes=None, account=None, sbatch_args=(), restart_on_hang=False,
+        library=None,
     ):  # fmt: skip
         self.n = positive_int(n)
+        self.library = library_named(library)  # one sentence now for an unknown name
         self.slurm = bool(slurm)
+        if self.slurm and self.library.launcher != "openmpi":
+            raise InputError(f"Slurm batch jobs start the PEs with Open MPI's oshrun or srun; the {self.library.name} "
+                             f"library is not supported there yet: start it without --slurm, inside an allocation")
         self.restart_on_hang = bool(restart_on_hang)  # a hung cell restarts the job by itself
         asked_ip = ip or (rc.ip if rc.ip not in LOOPBACK else None)  # a SHMEM_NOTEBOOK_IP counts
         self.batch = batch_options(slurm, asked_ip, hostfile, partition, time, nodes, account, sbatch_args)
@@ -107,9 +115,9 @@ class Job(SymmetricArrays, Health, Asking):
         if self.slurm:
             check_slurm()  # the batch job's nodes cannot be measured from here: no heap check
         else:
-            check_oshrun(hostfile=self.hostfile)
+            check_oshrun(hostfile=self.hostfile, library=self.library.name)
             check_heap_fits(self.n, self.heap_bytes, self.hostfile)
-        check_shmem4py()
+        check_shmem4py(self.library.python)
         try:
             self._watchdog = start_watchdog(self._token, self._batch_name if self.slurm else None)
             self._start_controller()
@@ -164,6 +172,7 @@ class Job(SymmetricArrays, Health, Asking):
                 heap=self.heap,
                 oversubscribe=self.oversubscribe,
                 hostfile=self.hostfile or "",
+                library=self.library.name,
                 local_only=self.ip in LOOPBACK and not self.slurm,
                 **options,
             )

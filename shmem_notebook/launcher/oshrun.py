@@ -13,9 +13,9 @@ the local process :mod:`.batchjob`, which stands for the job.
 """
 
 import contextlib
+import dataclasses
 import importlib.machinery
 import os
-import shutil
 import signal
 import sys
 
@@ -27,18 +27,16 @@ from ..errors import LaunchError
 from ..protocol import ENGINE_MODULE
 from ..rc import rc
 from . import environment
+from .library import library as library_named
 from .slurm import sbatch_command
 
 __all__ = ["OshrunEngineSetLauncher", "check_oshrun", "check_shmem4py"]
 
-INSTALL_HINT = "install Open MPI's OpenSHMEM: apt-get install openmpi-bin libopenmpi-dev"
-
-
-def check_oshrun(cmd=None, hostfile=None):
-    """Fail early, in one sentence, when ``oshrun`` or the hostfile is missing."""
-    cmd = cmd or rc.oshrun
-    if shutil.which(cmd) is None:
-        raise LaunchError(f"{cmd!r} was not found on PATH; {INSTALL_HINT}")
+def check_oshrun(cmd=None, hostfile=None, library=None):
+    """Fail early, in one sentence, when the library's ``oshrun`` (or ``cmd``), its PEs' Python or
+    the hostfile is missing."""
+    lib = library_named(library)
+    (dataclasses.replace(lib, oshrun=cmd) if cmd else lib).check()
     if hostfile and not os.path.isfile(hostfile):
         raise LaunchError(f"hostfile {hostfile!r} does not exist; pass the path of an Open MPI hostfile")
 
@@ -73,7 +71,8 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
     local_only = Bool(
         True, config=True, help="Single node: PEs use shared memory only and listen on no network interface."
     )
-    python = Unicode(sys.executable, config=True, help="Python that runs each PE.")
+    library = Unicode("", config=True, help="The OpenSHMEM library ('' = rc.library): see launcher.library.")
+    python = Unicode(config=True, help="Python that runs each PE (default: the library's).")
     # -- a Slurm batch job (slurm=True); the controller must listen where compute nodes reach it
     slurm = Bool(False, config=True, help="Run the PEs in a Slurm batch job submitted with sbatch.")
     partition = Unicode("", config=True, help="sbatch --partition ('' = the cluster's default).")
@@ -89,9 +88,18 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
     def _default_batch_runner(self):
         return rc.slurm_runner
 
+    @property
+    def shmem_library(self):
+        """The :class:`~.library.Library` the PEs run on."""
+        return library_named(self.library or None)
+
     @default("mpi_cmd")
     def _default_mpi_cmd(self):
-        return [rc.oshrun]
+        return [self.shmem_library.oshrun]
+
+    @default("python")
+    def _default_python(self):
+        return self.shmem_library.python
 
     @property
     def program(self):
@@ -108,18 +116,14 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
         env = super().get_env()
         local = self.local_only and not (self.hostfile or self.slurm or environment.in_allocation())
         env.update(environment.platform_environment(heap=self.heap, local_only=local))
+        env.update({k: v for k, v in self.shmem_library.env.items() if k not in os.environ})  # what the user set wins
         return env
 
     def oshrun_args(self):
         """The ``oshrun`` command line that starts the PEs (here, or inside the batch job)."""
-        args = list(self.mpi_cmd) + ["-n", str(self.n)]
-        if self.needs_oversubscribe():
-            args.append("--oversubscribe")
-        if self.hostfile:
-            args += ["--hostfile", self.hostfile]
-        # forward our environment to PEs on other nodes as well
-        for name in sorted(self.get_env()):
-            args += ["-x", name]
+        # mpi_cmd may be set by hand (ipcluster --OshrunEngineSetLauncher.mpi_cmd=...)
+        lib = dataclasses.replace(self.shmem_library, oshrun=self.mpi_cmd[0])
+        args = lib.command(self.n, self.get_env(), self.needs_oversubscribe(), self.hostfile) + list(self.mpi_cmd[1:])
         return args + list(self.mpi_args) + self.program + self.program_args
 
     def batch_command(self):
@@ -156,7 +160,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
             account=self.account,
             extra=self.sbatch_args,
         )
-        monitor = [self.python, "-m", "shmem_notebook.launcher.batchjob"]
+        monitor = [sys.executable, "-m", "shmem_notebook.launcher.batchjob"]
         return monitor + ["--poll", str(self.batch_poll / 1000), "--log", self.batch_log(), "--"] + sbatch
 
     def kill_pes(self):
@@ -175,7 +179,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
 
     def start(self, n):
         if not self.slurm:
-            check_oshrun(self.mpi_cmd[0], self.hostfile)
+            check_oshrun(self.mpi_cmd[0], self.hostfile, self.library or None)
         check_shmem4py(self.python)
         return super().start(n)
 

@@ -58,6 +58,8 @@ def _parser(prog, build=None, description=None):
 def _start_args(p):
     p.add_argument("-n", type=_positive_int, required=True, help="number of PEs")
     p.add_argument("--heap", default=None, help="symmetric heap per PE, e.g. 256M, 1G")
+    p.add_argument("--library", default=None,
+                   help="the OpenSHMEM library: oshmem (Open MPI's, the default), sos, or a site's own")
     p.add_argument("--oversubscribe", action="store_true", default=None)
     p.add_argument("--hostfile", default=None)
     p.add_argument("--timeout", type=_seconds, default=None, help="default timeout for every cell, seconds")
@@ -162,10 +164,16 @@ TEAMS_NOTE = {
 }
 
 
+#: what libraries call themselves (shmem_info_get_name) -> how status names them
+_VENDORS = {"http://www.open-mpi.org/": "Open MPI's OSHMEM"}
+
+
 def format_status(rows):
-    """``%shmem status`` as a text table, then how the PEs provide teams."""
+    """``%shmem status`` as a text table, then the library and how the PEs provide teams."""
+    libraries = sorted({(r.get("library"), r.get("vendor"), r.get("spec")) for r in rows if r.get("vendor")})
+    note = "".join(f"\nlibrary: {name} ({_VENDORS.get(vendor, vendor)}, OpenSHMEM {spec})" for name, vendor, spec in libraries)
     modes = sorted({r.get("teams") for r in rows} - {None})
-    note = "".join(f"\n{TEAMS_NOTE.get(m, 'teams: ' + m)}" for m in modes)
+    note += "".join(f"\n{TEAMS_NOTE.get(m, 'teams: ' + m)}" for m in modes)
     return _table(
         ("PE", "state", "pid", "host", "heap used / size"),
         [
@@ -250,7 +258,7 @@ class ShmemMagics(Magics):
         job = _job.start(args.n, heap=args.heap, oversubscribe=args.oversubscribe, hostfile=args.hostfile,
                          timeout=args.timeout, ip=args.ip, slurm=args.slurm, partition=args.partition,
                          time=args.time, nodes=args.nodes, account=args.account, sbatch_args=args.sbatch_args,
-                         restart_on_hang=args.restart_on_hang)
+                         restart_on_hang=args.restart_on_hang, library=args.library)
         where = f" on {_hosts(job)}" if len(_hosts(job).split(",")) > 1 or job.slurm else ""
         print(f"OpenSHMEM job ready: {job.n} PEs, heap {job.heap} per PE{where}")
 

@@ -1,0 +1,140 @@
+"""Guards around a library's own teams (``teams.mode == "native"``, OpenSHMEM 1.5), PE side.
+
+The emulation of :mod:`.teams` reports a team mistake in one line; a native library may instead
+abort the whole job (Sandia OpenSHMEM does on a collective with ``TEAM_INVALID``) or answer
+garbage (``n_pes()`` of a copy of a destroyed team). These guards check, before the library
+sees the call, what the emulation checks, with the same messages, so the same cell fails the
+same way on both:
+
+- a team that is ``TEAM_INVALID`` (this PE is not a member) or was destroyed on this PE;
+- ``split_strided`` arguments that pick no PEs of the parent;
+- a reduction the library lacks for the dtype (1.5 defines bitwise reductions for unsigned
+  types only): computed over the team with gets, as the emulation does.
+
+Each team split here also takes a slot of the reserved words, as an emulated team does, so the
+step-by-step collectives (:mod:`.collectives`) run on native teams too (the split agrees on it
+over the parent: collective, as the split is).
+
+The checks are local (no communication); a valid call goes to the library unchanged.
+"""
+
+import functools
+
+from ..errors import InputError
+
+__all__ = ["install"]
+
+_destroyed = set()  # handles of teams destroyed on this PE (a copy of the Team still holds one)
+_teams = None  # the teams module (members, reduce_values, ...), set by install
+
+
+def _handle(sh, team):
+    return int(sh.ffi.cast("uintptr_t", team.ob_team))
+
+
+def check(sh, team, what):
+    """Raise :class:`~.teams.TeamError` when ``team`` cannot be used on this PE (None = world)."""
+    if team is None:
+        return
+    handle = _handle(sh, team)
+    if handle == 0 or handle in _destroyed:
+        raise _teams.unusable(what, destroyed=handle in _destroyed or id(team) in _teams._destroyed)
+
+
+def _take_slots(sh, parent, new):
+    """Give each team of ``new`` this PE is a member of a slot of the reserved words, agreed over
+    ``parent``. Collective over the parent team."""
+    slots = _teams._agree_slots(_teams.members(parent, "split"), len(new))
+    for team, slot in zip(new, slots):
+        handle = _handle(sh, team)
+        _destroyed.discard(handle)  # the library may hand out a freed handle again
+        if handle:
+            _teams._native_slots[handle] = slot
+            _teams._free &= ~(1 << slot)
+
+
+def _guard_method(sh, name, original):
+    @functools.wraps(original)
+    def method(self, *args, **kwargs):
+        check(sh, self, f"Team.{name}")
+        return original(self, *args, **kwargs)
+
+    return method
+
+
+def _guard_collective(sh, name, original):
+    @functools.wraps(original)
+    def collective(*args, **kwargs):
+        team = kwargs.get("team", args[-1] if args and isinstance(args[-1], sh.Team) else None)
+        check(sh, team, f"shmem.{name}")
+        return original(*args, **kwargs)
+
+    return collective
+
+
+def install(sh, patches, teams):
+    """Put the guards on shmem4py's Team methods and collectives (undone by ``patches``)."""
+    global _teams
+    _teams = teams
+    teams._native_slots[_handle(sh, sh.TEAM_SHARED)] = 1  # slot 1 is TEAM_SHARED's, as when emulated
+    for name in ("my_pe", "n_pes", "translate_pe", "sync", "get_config", "create_ctx"):
+        if hasattr(sh.Team, name):
+            patches.set(sh.Team, name, _guard_method(sh, name, getattr(sh.Team, name)))
+    split, destroy = sh.Team.split_strided, sh.Team.destroy
+
+    @functools.wraps(split)
+    def split_strided(self, start=0, stride=1, size=None, config=None, **kwargs):
+        check(sh, self, "split_strided")
+        n = self.n_pes()
+        size = (len(range(start, n, stride)) if stride > 0 else 0) if size is None else size
+        picked = [start + i * stride for i in range(size)]
+        if size < 1 or (stride < 1 and size > 1) or not all(0 <= i < n for i in picked):
+            raise InputError(
+                f"split_strided(start={start}, stride={stride}, size={size}) does not pick PEs of a team of {n}: "
+                f"use start >= 0, stride >= 1, size >= 1 and start + (size - 1) * stride < {n}"
+            )
+        team = split(self, start, stride, size, config, **kwargs)
+        _take_slots(sh, self, [team])
+        return team
+
+    @functools.wraps(destroy)
+    def destroy_(self):  # on TEAM_INVALID or a destroyed team: nothing to do, as in shmem4py
+        handle = _handle(sh, self)
+        destroy(self)
+        if handle and _handle(sh, self) == 0:  # a team of its own (not world or shared): gone now
+            _destroyed.add(handle)
+            teams._destroyed.add(id(self))
+            slot = teams._native_slots.pop(handle, None)
+            if slot is not None:
+                teams._free |= 1 << slot
+
+    split_2d = getattr(sh.Team, "split_2d")
+
+    @functools.wraps(split_2d)
+    def split_2d_(self, xrange, *args, **kwargs):
+        check(sh, self, "split_2d")
+        if int(xrange) < 1:
+            raise InputError(f"split_2d(xrange={xrange}): xrange must be at least 1")
+        pair = split_2d(self, xrange, *args, **kwargs)
+        _take_slots(sh, self, list(pair))
+        return pair
+
+    patches.set(sh.Team, "split_strided", split_strided)
+    patches.set(sh.Team, "split_2d", split_2d_)
+    patches.set(sh.Team, "destroy", destroy_)
+    for name in ("sync", "broadcast", "collect", "fcollect", "alltoall", "alltoalls"):
+        patches.set(sh, name, _guard_collective(sh, name, getattr(sh, name)))
+    library_reduce = sh.reduce
+
+    @functools.wraps(library_reduce)
+    def reduce(target, source, op="sum", size=None, team=None):
+        check(sh, team, "shmem.reduce")
+        try:
+            return library_reduce(target, source, op, size, team)
+        except AttributeError:  # no shmem_<type>_<op>_reduce in the library: checked before any communication
+            t, s = teams._pair(target, source, "reduce")
+            name = teams.check_reduce(op, t.dtype)
+            size = teams._count(size, min(t.size, s.size), "reduce")
+            t[:size] = teams.reduce_values(teams.members(team, "shmem.reduce"), s, size, name)
+
+    patches.set(sh, "reduce", reduce)

@@ -1,0 +1,128 @@
+"""The OpenSHMEM libraries a job can run on, and what the PEs need from each (client side).
+
+A library is its launcher (``oshrun``), the Python whose shmem4py was built against it (the PEs
+may run another virtualenv's Python than the notebook's kernel) and its environment::
+
+    start(4, library="sos")           %shmem start -n 4 --library sos      SHMEM_NOTEBOOK_LIBRARY=sos
+
+Built in:
+
+- ``oshmem`` (the default): Open MPI's OSHMEM (OpenSHMEM 1.4), ``oshrun`` on PATH
+  (``rc.oshrun``), this Python.
+- ``sos``: Sandia OpenSHMEM (OpenSHMEM 1.5) as ``scripts/setup.sh --with-sos TARBALL`` builds it
+  into the project's ``.sos/`` (``.sos/install``, ``.sos/venv``); its ``oshrun`` runs MPICH's
+  ``mpiexec.hydra`` and libfabric's sockets provider.
+
+A site adds its own in a JSON file, ``$SHMEM_NOTEBOOK_LIBRARIES`` or
+``~/.config/shmem_notebook/libraries.json``::
+
+    {"cray": {"oshrun": "/opt/cray/bin/oshrun", "python": "/home/me/venv-cray/bin/python",
+              "launcher": "hydra", "env": {"SHMEM_SYMMETRIC_SIZE": "512M"}}}
+
+``launcher`` says how to write the command line: ``"openmpi"`` (Open MPI's ``oshrun``: ``-x NAME``
+forwards the environment, ``--oversubscribe``, ``--hostfile``) or ``"hydra"`` (MPICH's
+``mpiexec.hydra``: the environment goes along by itself, ``-f HOSTFILE``).
+"""
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+
+from ..errors import InputError, LaunchError
+from ..rc import rc
+
+__all__ = ["Library", "library", "known", "LIBRARIES_FILE", "SOS_DIR"]
+
+#: where a site's libraries are described (``$SHMEM_NOTEBOOK_LIBRARIES`` wins)
+LIBRARIES_FILE = os.path.join(os.path.expanduser("~"), ".config", "shmem_notebook", "libraries.json")
+#: where ``scripts/setup.sh --with-sos`` builds SOS: ``.sos/`` beside the package, in a checkout
+SOS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".sos")
+LAUNCHERS = ("openmpi", "hydra")
+
+
+@dataclass(frozen=True)
+class Library:
+    """What the PEs of one OpenSHMEM library need."""
+
+    name: str
+    oshrun: str
+    python: str = sys.executable
+    launcher: str = "openmpi"
+    env: dict = field(default_factory=dict)
+    hint: str = ""  # how to get it, said when it is missing
+
+    def check(self):
+        """Fail in one sentence, before launch, when its ``oshrun`` or its Python is missing."""
+        if shutil.which(self.oshrun) is None:
+            raise LaunchError(f"{self.oshrun!r} ({self.name}'s oshrun) was not found; {self.hint}")
+        if shutil.which(self.python) is None:
+            raise LaunchError(f"{self.python!r} (the Python of {self.name}'s PEs) was not found; {self.hint}")
+
+    def command(self, n, env_names, oversubscribe=False, hostfile=""):
+        """The launcher's arguments before the program: ``oshrun -n N ...``."""
+        args = [self.oshrun, "-n", str(n)]
+        if self.launcher == "hydra":  # mpiexec.hydra passes the whole environment and never refuses to oversubscribe
+            return args + (["-f", hostfile] if hostfile else [])
+        if oversubscribe:
+            args.append("--oversubscribe")
+        if hostfile:
+            args += ["--hostfile", hostfile]
+        for name in sorted(env_names):  # to PEs on other nodes as well
+            args += ["-x", name]
+        return args
+
+
+def _builtin():
+    sos = os.environ.get("SHMEM_NOTEBOOK_SOS_DIR", SOS_DIR)
+    return {
+        "oshmem": Library("oshmem", rc.oshrun, hint="install Open MPI's OpenSHMEM: apt-get install openmpi-bin libopenmpi-dev"),
+        "sos": Library(
+            "sos",
+            os.path.join(sos, "install", "bin", "oshrun"),
+            os.path.join(sos, "venv", "bin", "python"),
+            launcher="hydra",
+            env={"OSHRUN_LAUNCHER": "mpiexec.hydra", "FI_PROVIDER": "sockets",
+                 # the sockets provider's progress threads spin 10 ms before sleeping: with more PEs
+                 # than cores every collective then waits for them (2x slower at 2 PEs on 2 cores)
+                 #"FI_SOCKETS_PE_WAITTIME": "0",
+                 # libfabric loads its PSM providers even for sockets, and they write a backtrace file
+                 # (python.80s-PID,vm.btr) into the working directory whenever a PE dies
+                 "IPATH_NO_BACKTRACE": "1", "HFI_NO_BACKTRACE": "1"},
+            hint="build it with `scripts/setup.sh --with-sos SOS-1.5.3.tar.gz` (Sandia OpenSHMEM's source)",
+        ),
+    }
+
+
+def _site():
+    path = os.environ.get("SHMEM_NOTEBOOK_LIBRARIES") or LIBRARIES_FILE
+    if not os.path.isfile(path):
+        return {}, path
+    try:
+        with open(path) as fh:
+            described = json.load(fh)
+        libraries = {}
+        for name, d in described.items():
+            if d.get("launcher", "openmpi") not in LAUNCHERS:
+                raise ValueError(f"launcher {d['launcher']!r} of {name!r} is not one of {', '.join(LAUNCHERS)}")
+            libraries[name] = Library(name, d["oshrun"], d.get("python", sys.executable), d.get("launcher", "openmpi"),
+                                      dict(d.get("env", {})), hint=f"fix its entry in {path}")
+        return libraries, path
+    except (OSError, ValueError, KeyError, AttributeError, TypeError) as e:
+        raise InputError(f"{path} does not describe libraries as expected ({e}); see shmem_notebook.launcher.library") from None
+
+
+def known():
+    """name -> :class:`Library`: the built-in ones, then the site's (which may replace them)."""
+    return {**_builtin(), **_site()[0]}
+
+
+def library(name=None):
+    """The :class:`Library` called ``name`` (``None``: ``rc.library``, default ``"oshmem"``)."""
+    name = name or rc.library
+    libraries = known()
+    if name not in libraries:
+        raise InputError(f"unknown OpenSHMEM library {name!r}; use one of {', '.join(libraries)} "
+                         f"(a site's own go in {_site()[1]})")
+    return libraries[name]

@@ -1,0 +1,73 @@
+"""Libraries a job can run on (launcher/library.py), without starting PEs: names, a site's file,
+the command lines, and the one-sentence errors before launch."""
+
+import json
+
+import pytest
+
+from shmem_notebook import Job
+from shmem_notebook.errors import InputError, LaunchError
+from shmem_notebook.launcher import OshrunEngineSetLauncher
+from shmem_notebook.launcher.library import Library, known, library
+from shmem_notebook.rc import rc
+
+
+def test_the_default_is_open_mpis_oshmem_and_rc_or_the_environment_changes_it(monkeypatch):
+    assert library().name == "oshmem" and library().launcher == "openmpi"
+    monkeypatch.setattr(rc, "library", "sos")
+    assert library().name == "sos" and library().env["OSHRUN_LAUNCHER"] == "mpiexec.hydra"
+    assert library("oshmem").name == "oshmem"
+
+
+def test_an_unknown_library_is_one_sentence_naming_the_known_ones():
+    with pytest.raises(InputError, match=r"unknown OpenSHMEM library 'cray'; use one of oshmem, sos \(a site's own go in "):
+        Job(2, library="cray")
+
+
+def test_a_sites_file_adds_libraries_and_a_bad_one_says_what_is_wrong(tmp_path, monkeypatch):
+    path = tmp_path / "libraries.json"
+    path.write_text(json.dumps({"cray": {"oshrun": "/opt/cray/bin/oshrun", "python": "/venv/bin/python",
+                                         "launcher": "hydra", "env": {"X": "1"}}}))
+    monkeypatch.setenv("SHMEM_NOTEBOOK_LIBRARIES", str(path))
+    cray = library("cray")
+    assert (cray.oshrun, cray.python, cray.launcher, cray.env) == ("/opt/cray/bin/oshrun", "/venv/bin/python", "hydra", {"X": "1"})
+    assert set(known()) == {"oshmem", "sos", "cray"}
+    with pytest.raises(LaunchError, match=r"'/opt/cray/bin/oshrun' \(cray's oshrun\) was not found; fix its entry in "):
+        cray.check()
+    path.write_text(json.dumps({"cray": {"oshrun": "x", "launcher": "aprun"}}))
+    with pytest.raises(InputError, match="does not describe libraries as expected .*launcher 'aprun'"):
+        library("cray")
+    path.write_text("{not json")
+    with pytest.raises(InputError, match="does not describe libraries as expected"):
+        library()
+
+
+def test_command_lines_per_launcher():
+    openmpi = Library("o", "oshrun")
+    assert openmpi.command(4, {"B": "1", "A": "2"}, oversubscribe=True, hostfile="h") == [
+        "oshrun", "-n", "4", "--oversubscribe", "--hostfile", "h", "-x", "A", "-x", "B"]
+    hydra = Library("s", "/sos/bin/oshrun", launcher="hydra")
+    assert hydra.command(4, {"A": "2"}, oversubscribe=True, hostfile="h") == ["/sos/bin/oshrun", "-n", "4", "-f", "h"]
+
+
+def test_the_launcher_runs_the_librarys_oshrun_python_and_environment(monkeypatch):
+    monkeypatch.delenv("FI_PROVIDER", raising=False)
+    launcher = OshrunEngineSetLauncher(library="sos", n=2)
+    sos = library("sos")
+    args = launcher.find_args()
+    assert args[:3] == [sos.oshrun, "-n", "2"] and "-x" not in args and "--oversubscribe" not in args
+    assert args[3:6] == [sos.python, "-m", "shmem_notebook.engine"]
+    assert launcher.get_env()["FI_PROVIDER"] == "sockets"
+    monkeypatch.setenv("FI_PROVIDER", "tcp")  # what the user set wins
+    assert "FI_PROVIDER" not in OshrunEngineSetLauncher(library="sos", n=2).get_env()
+
+
+def test_sos_under_slurm_is_refused_in_one_sentence():
+    with pytest.raises(InputError, match="the sos library is not supported there yet"):
+        Job(2, library="sos", slurm=True, ip="10.0.0.1")
+
+
+def test_a_library_not_built_says_how_to_build_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("SHMEM_NOTEBOOK_SOS_DIR", str(tmp_path))
+    with pytest.raises(LaunchError, match=r"\(sos's oshrun\) was not found; build it with `scripts/setup.sh --with-sos"):
+        library("sos").check()
