@@ -24,12 +24,23 @@ clocks over the OpenSHMEM 1.5 memory model:
 - locks: accesses inside critical sections of one lock (completed before its
   ``clear_lock``) do not race each other.
 
+Near-linear in the events: the accesses are checked in the order the simulation started
+them, against a shadow of each memory segment that keeps, per kind of access (PE, line, op,
+mode...), only the latest one not ordered before a later access of the same kind.
+
+Across cells (:func:`analyse` with a :class:`~.carry.Carry`): the operations a cell left
+incomplete start the next cell's trace, followed by the cell boundary (a ``sync_all`` of
+every PE: it orders everything, completes nothing). A capped trace is checked up to where
+every PE's trace is complete (:mod:`.partial`).
+
 Pure Python over plain data: testable without OpenSHMEM.
 
 Longer than 400 lines: the simulation, the accesses it yields and their folding into
 reports are one algorithm over one set of events; the hints are in :mod:`.hints`.
 """
 
+import bisect
+import gc
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -37,7 +48,7 @@ from ..folding import pe_ranges
 from ..operations import CALLS, RECORDED_AS, RMA, event
 from .hints import hint as _hint
 
-__all__ = ["Access", "Race", "find_races", "format_indices"]
+__all__ = ["Access", "Race", "Analysis", "find_races", "analyse", "format_indices"]
 
 _COLLECTIVE_SYNCS = {RECORDED_AS.get(n, n) for n, op in CALLS.items() if op.kind == "sync" and op.collective}
 #: collective syncs that complete the default context's operations (barrier_all, alloc, free)
@@ -54,7 +65,8 @@ def _done_on_return(op):
 class Access:
     """One side of a race: PE ``pe`` (all of ``pes`` when folded) at cell ``line`` did ``op``.
 
-    ``mode`` is ``"read"``, ``"write"`` or ``"atomic"``.
+    ``mode`` is ``"read"``, ``"write"`` or ``"atomic"``; ``cell`` names the cell (``"In [4]"``)
+    when the race spans two cells, else None.
     """
 
     pe: int
@@ -62,9 +74,11 @@ class Access:
     op: str
     mode: str
     pes: tuple = ()
+    cell: str = None
 
     def __str__(self):
-        return f"PE {pe_ranges(self.pes or (self.pe,))} line {self.line} {self.op} ({self.mode})"
+        where = f"{self.cell} line {self.line}" if self.cell else f"line {self.line}"
+        return f"PE {pe_ranges(self.pes or (self.pe,))} {where} {self.op} ({self.mode})"
 
 
 @dataclass(frozen=True)
@@ -120,35 +134,56 @@ class _Access:
     ctx: int = 0
     remote: bool = False  # the remote side of an RMA operation
     target: int = None  # target PE of an RMA operation
+    cell: str = None  # the earlier cell it was issued in (carried), None: this cell
+    seq: int = 0  # when the simulation started it (the order accesses are checked in)
+    sig: tuple = None  # kind(), once computed
+
+    def kind(self):
+        """What makes two accesses interchangeable in a report: the later supersedes the earlier."""
+        return (self.pe, self.line, self.op, self.mode, self.writes, self.dtype, self.locks, self.ctx, self.remote,
+                self.target, self.cell)
 
 
 class _Simulation:
     """Vector clocks for every event, completion points of the asynchronous ones."""
 
-    def __init__(self, traces, npes):
+    def __init__(self, events, npes, progress=None):
         self.n = npes
-        self.events = {pe: [event(e) for e in traces[pe]["events"]] if pe in traces else [] for pe in range(npes)}
+        self.events = {pe: events.get(pe, []) for pe in range(npes)}
         self.points = {pe: [None] * len(evs) for pe, evs in self.events.items()}
+        self.order = []  # (pe, index) in the order the simulation started them
         self.ends = defaultdict(list)  # (pe, index) -> [(pe, clock)]
         self.locks_at = {}  # (pe, index) -> locks held
         self.fences = defaultdict(list)  # (pe, ctx) -> indices of fences
+        self._fenced = {}  # (pe, ctx, target, waiter) -> writes before this index already given an end
         self.waited = {}  # (pe, index) of a wait -> writes it was matched to
+        self.progress = progress
         self._candidates = self._wait_candidates()
 
     def _wait_candidates(self):
         """For every wait: the writes that may have produced the value it saw."""
-        writes = defaultdict(list)  # target PE -> [(pe, index, lo, hi, values)]
+        writes = defaultdict(list)  # target PE -> [(lo, hi, pe, index, values)], sorted by lo
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
                 if e.kind == "rma" and e.op not in _READS and e.op != "atomic_fetch":
-                    writes[e.pe].append((pe, i, e.lo, e.hi, e.values))
+                    writes[e.pe].append((e.lo, e.hi, pe, i, e.values))
+        starts, longest = {}, {}
+        for target, ws in writes.items():
+            ws.sort(key=lambda w: w[0])
+            starts[target] = [w[0] for w in ws]
+            longest[target] = max(w[1] - w[0] for w in ws)
         found = {}
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
                 if e.kind != "wait":
                     continue
                 lo, hi, seen = e.lo, e.hi, set(e.observed)
-                overlapping = [w for w in writes[pe] if w[2] < hi and lo < w[3]]
+                ws = writes.get(pe, ())
+                if ws:  # writes starting in [lo - longest, hi) are the only ones that may overlap
+                    first = bisect.bisect_left(starts[pe], lo - longest[pe])
+                    ws = ws[first:bisect.bisect_left(starts[pe], hi)]
+                overlapping = [(w[2], w[3], w[0], w[1], w[4]) for w in ws if w[0] < hi and lo < w[1]]
+                overlapping.sort(key=lambda w: (w[0], w[1]))
                 matching = [w for w in overlapping if w[4] and seen.intersection(w[4])]
                 unknown = [w for w in overlapping if not w[4]]
                 found[(pe, i)] = [(w[0], w[1]) for w in (matching or unknown or overlapping)]
@@ -168,6 +203,7 @@ class _Simulation:
         def tick(pe, index):
             clock[pe][pe] += 1
             self.points[pe][index] = tuple(clock[pe])
+            self.order.append((pe, index))
             self.locks_at[(pe, index)] = frozenset(held[pe])
 
         def complete(pe, ctx, at):
@@ -242,11 +278,14 @@ class _Simulation:
             done.add((pe, i))
             return True
 
+        report = self.progress or (lambda done: None)
         while True:
             progress = False
             for pe in range(n):
                 while pos[pe] < len(self.events[pe]) and step(pe):
                     progress = True
+                    if not len(self.order) & 0x3FFF:
+                        report(len(self.order))
             if all(pos[pe] >= len(self.events[pe]) for pe in range(n)):
                 break
             if progress:
@@ -266,57 +305,68 @@ class _Simulation:
 
     def _fenced_before(self, pe, index, end):
         """Writes of ``pe`` before a fence that precedes its write ``index`` (same ctx and
-        target PE) are delivered by the time that write is seen: give them the same end."""
+        target PE) are delivered by the time that write is seen: give them the same end.
+
+        A waiter's ends only grow later, so writes already given one by that waiter are skipped."""
         e = self.events[pe][index]
-        fences = [f for f in self.fences.get((pe, e.ctx), []) if f < index]
-        if not fences:
+        fences = self.fences.get((pe, e.ctx), [])
+        k = bisect.bisect_left(fences, index)
+        if not k:
             return
-        last = fences[-1]
-        for j in range(last):
-            w = self.events[pe][j]
+        last = fences[k - 1]
+        key = (pe, e.ctx, e.pe, end[0])
+        start = self._fenced.get(key, 0)
+        evs = self.events[pe]
+        for j in range(start, last):
+            w = evs[j]
             if w.kind == "rma" and w.pe == e.pe and w.ctx == e.ctx and w.op not in _READS:
                 self.ends[(pe, j)].append(end)
+        self._fenced[key] = max(start, last)
 
 
-def _accesses(sim):
+def _accesses(sim, labels=None):
+    """Every access the events make, in the order the simulation started them."""
     found = []
-    for pe, evs in sim.events.items():
-        for i, e in enumerate(evs):
-            point = sim.points[pe][i]
-            if point is None:
-                continue
-            here = [(pe, point[pe])]
-            locks = sim.locks_at.get((pe, i), frozenset())
-            kind = e.kind
-            if kind == "mem":
-                found.append(_Access(pe, e.space, e.lo, e.hi, e.mode, e.mode == "write", e.dtype, pe, i, e.line, e.op,
-                                     point, here, locks))
-            elif kind == "rma":
-                op, target, ctx = e.op, e.pe, e.ctx
-                atomic = CALLS[op].kind == "amo"
-                asynchronous = CALLS[op].nbi
-                ends = here if _done_on_return(op) else sim.ends[(pe, i)]
-                if atomic:
-                    mode, writes = "atomic", op != "atomic_fetch"
-                elif op in _READS:
-                    mode, writes = "read", False
-                else:
-                    mode, writes = "write", True
-                held = locks if (ctx == 0 or ends is here) else frozenset()
-                found.append(_Access(target, "sym", e.lo, e.hi, mode, writes, e.dtype, pe, i, e.line, op, point, ends, held,
-                                     ctx, remote=True, target=target))
-                if e.lspace is not None:
-                    local_ends = sim.ends[(pe, i)] if asynchronous else here
-                    lmode = "write" if op in _READS else "read"
-                    found.append(_Access(pe, e.lspace, e.llo, e.lhi, lmode, lmode == "write", e.dtype, pe, i, e.line, op,
-                                         point, local_ends, locks if not asynchronous or ctx == 0 else frozenset(), ctx))
-            elif kind == "coll":
-                op, root = e.op, e.root
-                found.append(_Access(pe, e.tspace, e.tlo, e.thi, "write", True, e.dtype, pe, i, e.line, op, point, here,
-                                     locks))
-                if op != "broadcast" or root == pe:
-                    found.append(_Access(pe, e.sspace, e.slo, e.shi, "read", False, e.dtype, pe, i, e.line, op, point,
-                                         here, locks))
+    labels = labels or {}
+    for seq, (pe, i) in enumerate(sim.order):
+        e = sim.events[pe][i]
+        first = len(found)
+        point = sim.points[pe][i]
+        here = [(pe, point[pe])]
+        locks = sim.locks_at.get((pe, i), frozenset())
+        kind = e.kind
+        if kind == "mem":
+            found.append(_Access(pe, e.space, e.lo, e.hi, e.mode, e.mode == "write", e.dtype, pe, i, e.line, e.op,
+                                 point, here, locks))
+        elif kind == "rma":
+            op, target, ctx = e.op, e.pe, e.ctx
+            atomic = CALLS[op].kind == "amo"
+            asynchronous = CALLS[op].nbi
+            ends = here if _done_on_return(op) else sim.ends[(pe, i)]
+            if atomic:
+                mode, writes = "atomic", op != "atomic_fetch"
+            elif op in _READS:
+                mode, writes = "read", False
+            else:
+                mode, writes = "write", True
+            held = locks if (ctx == 0 or ends is here) else frozenset()
+            found.append(_Access(target, "sym", e.lo, e.hi, mode, writes, e.dtype, pe, i, e.line, op, point, ends, held,
+                                 ctx, remote=True, target=target))
+            if e.lspace is not None:
+                local_ends = sim.ends[(pe, i)] if asynchronous else here
+                lmode = "write" if op in _READS else "read"
+                found.append(_Access(pe, e.lspace, e.llo, e.lhi, lmode, lmode == "write", e.dtype, pe, i, e.line, op,
+                                     point, local_ends, locks if not asynchronous or ctx == 0 else frozenset(), ctx))
+        elif kind == "coll":
+            op, root = e.op, e.root
+            found.append(_Access(pe, e.tspace, e.tlo, e.thi, "write", True, e.dtype, pe, i, e.line, op, point, here,
+                                 locks))
+            if op != "broadcast" or root == pe:
+                found.append(_Access(pe, e.sspace, e.slo, e.shi, "read", False, e.dtype, pe, i, e.line, op, point,
+                                     here, locks))
+        cell = labels.get((pe, i))
+        for acc in found[first:]:
+            acc.seq, acc.cell = seq, cell
     return found
 
 
@@ -366,41 +416,71 @@ def _merge_ranges(ranges):
     return tuple(out)
 
 
-def find_races(traces, npes):
-    """The races in one cell: ``traces`` maps PE -> the PE's recorded data. Returns a list of :class:`Race`."""
-    sim = _Simulation(traces, npes).run()
-    groups = defaultdict(list)
-    for acc in _accesses(sim):
+def _check(sim, accesses, progress=None):
+    """The unordered conflicting pairs ``(a, b)``, ``a`` started first; ``accesses`` in start order.
+
+    Each (owner, space) is cut into segments at every access's bounds; a segment keeps the
+    accesses a later one may race with: a new access drops those of its own :meth:`_Access.kind`
+    ordered before it (whatever races them races it, with the same lines and ops)."""
+    bounds = defaultdict(set)
+    for acc in accesses:
         if acc.hi > acc.lo:
-            groups[(acc.owner, acc.space)].append(acc)
-    raw = []
-    for (owner, space), accs in groups.items():
-        accs.sort(key=lambda a: a.lo)
-        active = []
-        for b in accs:
-            active = [a for a in active if a.hi > b.lo]
-            for a in active:
-                if a.pe == b.pe and a.index == b.index:
-                    continue
-                if not _conflict(a, b) or (a.locks & b.locks):
-                    continue
-                if _before(a, b, sim) or _before(b, a, sim):
-                    continue
-                raw.append((owner, space, max(a.lo, b.lo), min(a.hi, b.hi), a, b))
-            active.append(b)
-    folded, seen_pairs = {}, {}
-    raw.sort(key=lambda r: (not r[4].writes, not r[5].writes))  # writes first: `+=` reports its store
+            bounds[(acc.owner, acc.space)].update((acc.lo, acc.hi))
+    segment = {key: {b: i for i, b in enumerate(sorted(bs))} for key, bs in bounds.items()}
+    shadows = defaultdict(dict)  # (owner, space) -> segment -> live accesses
+    pairs = {}
+    for count, b in enumerate(accesses):
+        if progress is not None and not count & 0x3FFF:
+            progress(count)
+        if b.hi <= b.lo:
+            continue
+        key = (b.owner, b.space)
+        where, shadow = segment[key], shadows[key]
+        kind = b.sig = b.kind()
+        ordered = {}  # id(a) -> a happens before b (one answer per pair, however many segments)
+        for s in range(where[b.lo], where[b.hi]):
+            live = shadow.get(s)
+            if live is None:
+                shadow[s] = [b]
+                continue
+            keep = []
+            for a in live:
+                before = ordered.get(id(a))
+                if before is None:
+                    before = ordered[id(a)] = _before(a, b, sim) or _before(b, a, sim)
+                    if not before and (a.pe != b.pe or a.index != b.index) and _conflict(a, b) \
+                            and not (a.locks & b.locks) and not (a.cell and b.cell):  # carried pairs: checked before
+                        pairs[(id(a), id(b))] = (a, b)
+                if not (before and a.sig == kind):
+                    keep.append(a)
+            keep.append(b)
+            shadow[s] = keep
+    return list(pairs.values())
+
+
+def _fold(pairs, sim, traces, cell):
+    """The :class:`Race` reports of the racing pairs: one per pair of lines, folded over PEs."""
+    raw = [(a.owner, a.space, max(a.lo, b.lo), min(a.hi, b.hi), a, b) for a, b in pairs]
+    raw.sort(key=lambda r: (not r[4].writes, not r[5].writes, r[4].seq, r[5].seq))  # writes first: `+=` reports its store
+    folded, seen_pairs, names, hints = {}, {}, {}, {}
     for owner, space, lo, hi, a, b in raw:
-        if (a.line, a.pe) > (b.line, b.pe):
+        if (a.cell is None, a.line, a.pe) > (b.cell is None, b.line, b.pe):
             a, b = b, a
         if b.point[a.pe] < a.point[a.pe] and a.point[b.pe] >= b.point[b.pe]:
             a, b = b, a  # name the one issued first first, when one was
-        name, start, itemsize = _name_for(owner, space, lo, hi, traces)
+        if (owner, space, lo, hi) not in names:
+            names[(owner, space, lo, hi)] = _name_for(owner, space, lo, hi, traces)
+        name, start, itemsize = names[(owner, space, lo, hi)]
         first = (lo - start) // itemsize
         last = -(-(hi - start) // itemsize)
-        hint = _hint(a, b, sim)
-        key = (name, a.line, a.op, a.mode, b.line, b.op, b.mode, hint)
-        pair = (name, a.line, b.line, frozenset((a.pe, b.pe)))
+        across = a.cell != b.cell
+        cells = (a.cell or cell, b.cell or cell) if across else (None, None)
+        memo = (a.sig, b.sig, b.point[a.pe] >= a.point[a.pe])
+        if memo not in hints:
+            hints[memo] = _across_hint(a, cells) if across else _hint(a, b, sim)
+        hint = hints[memo]
+        key = (name, a.line, a.op, a.mode, b.line, b.op, b.mode, hint, cells)
+        pair = (name, a.line, b.line, frozenset((a.pe, b.pe)), cells)
         if pair in seen_pairs and seen_pairs[pair] != key:
             continue  # one race per pair of lines (an in-place `A[i] += 1` both loads and stores)
         seen_pairs[pair] = key
@@ -410,17 +490,83 @@ def find_races(traces, npes):
         entry["b"].add(b.pe)
         entry["indices"].append(range(first, last))
     races = []
-    for (name, aline, aop, amode, bline, bop, bmode, hint), entry in folded.items():
+    for (name, aline, aop, amode, bline, bop, bmode, hint, (acell, bcell)), entry in folded.items():
         apes, bpes, owners = sorted(entry["a"]), sorted(entry["b"]), sorted(entry["owners"])
         races.append(
             Race(
                 array=name,
                 pe=owners[0],
                 indices=_merge_ranges(entry["indices"]),
-                accesses=(Access(apes[0], aline, aop, amode, tuple(apes)), Access(bpes[0], bline, bop, bmode, tuple(bpes))),
+                accesses=(Access(apes[0], aline, aop, amode, tuple(apes), acell),
+                          Access(bpes[0], bline, bop, bmode, tuple(bpes), bcell)),
                 hint=hint,
                 pes=tuple(owners),
             )
         )
-    races.sort(key=lambda r: (r.accesses[0].line, r.accesses[1].line, r.array))
+    races.sort(key=lambda r: (r.accesses[0].cell is None, r.accesses[0].line, r.accesses[1].line, r.array))
     return races
+
+
+def _across_hint(a, cells):
+    """The fix for an operation of an earlier cell still in flight when a later cell ran."""
+    then, now = cells
+    complete = "ctx.quiet()" if a.ctx else "shmem.quiet()"
+    return (f"the {a.op} of {then} is not complete when {now} runs (a cell boundary completes nothing): "
+            f"call {complete} at the end of {then}, or shmem.barrier_all() there")
+
+
+@dataclass
+class Analysis:
+    """What :func:`analyse` found: ``races``; ``carry``, the operations still in flight at the end
+    (for the next cell); ``checked``, what a capped trace let it check (None: everything)."""
+
+    races: list
+    carry: object
+    checked: object = None
+
+
+def analyse(traces, npes, carry=None, cell=None, progress=None):
+    """The races in one cell, after the operations ``carry`` (a :class:`~.carry.Carry`) left in
+    flight by earlier cells; ``cell`` labels this cell (``"In [5]"``); ``progress(done, total)``
+    is called now and then. Returns an :class:`Analysis`."""
+    enabled = gc.isenabled()
+    gc.disable()  # the analysis makes many small objects and frees none: collecting them is quadratic
+    try:
+        return _analyse(traces, npes, carry, cell, progress)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _analyse(traces, npes, carry, cell, progress):
+    from .carry import Carry
+    from .partial import cut
+
+    traces, checked = cut(traces)
+    events, labels, boundary = {}, {}, {}
+    for pe in range(npes):
+        before = list(carry.ops.get(pe, ())) if carry else []
+        evs = [event(e) for e in traces[pe]["events"]] if pe in traces else []
+        if before and pe in traces:
+            labels.update(((pe, i), label) for i, (_, label) in enumerate(before))
+            boundary[pe] = len(before)
+            evs = [event(e) for e, _ in before] + [event(["sync", "sync_all", 0, 0, None])] + evs
+        events[pe] = evs
+    total = 2 * sum(len(evs) for evs in events.values()) or 1
+    sim = _Simulation(events, npes, progress and (lambda done: progress(done, total))).run()
+    accesses = _accesses(sim, labels)
+    offset = len(sim.order)
+    pairs = _check(sim, accesses, progress and (lambda done: progress(offset + done * offset // max(len(accesses), 1), total)))
+    races = _fold(pairs, sim, traces, cell)
+    left = Carry()
+    for pe, evs in events.items():
+        for i, e in enumerate(evs):
+            if e.kind == "rma" and not _done_on_return(e.op) and sim.points[pe][i] is not None and not sim.ends[(pe, i)]:
+                raw = list(e)
+                left.ops.setdefault(pe, []).append((raw, labels.get((pe, i), cell)))
+    return Analysis(races, left, checked)
+
+
+def find_races(traces, npes):
+    """The races in one cell: ``traces`` maps PE -> the PE's recorded data. Returns a list of :class:`Race`."""
+    return analyse(traces, npes).races

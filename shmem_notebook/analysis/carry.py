@@ -1,0 +1,33 @@
+"""What a race-checked cell leaves for the next one: its operations still in flight (client side).
+
+A cell boundary orders everything (every PE finished the cell before the next starts) but
+completes no put or ``*_nbi``: an operation no ``quiet``, barrier or matched wait completed
+by the end of its cell may still race with the next cell. :func:`~.races.analyse` starts
+the next cell's trace with them (each labelled with the cell it was issued in) and returns
+what is still in flight after that cell.
+"""
+
+from dataclasses import dataclass, field
+
+__all__ = ["Carry"]
+
+
+@dataclass
+class Carry:
+    """``ops``: PE -> ``[(event, cell label)]``, the operations still in flight, in issue order;
+    ``after``: what the next cell must follow for them to apply (set by the cell path)."""
+
+    ops: dict = field(default_factory=dict)
+    after: object = None
+
+    def __len__(self):
+        return sum(len(ops) for ops in self.ops.values())
+
+    def cells(self):
+        """The labels of the cells the operations come from, in order of first appearance."""
+        seen = []
+        for ops in self.ops.values():
+            for _, label in ops:
+                if label not in seen:
+                    seen.append(label)
+        return seen
