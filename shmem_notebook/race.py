@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 
+from .analysis.partial import cut
 from .analysis.races import find_races, format_indices
 from .folding import fold, pe_ranges
 from .launcher.environment import platform_environment
@@ -168,10 +169,6 @@ def report(races, files, traces, npes, write=print):
     """The race report, as the notebook's ``--race`` prints it after a cell."""
     for race in races:
         write(format_race(race, files))
-    for pe, data in sorted(traces.items()):
-        if data.get("truncated") is not None:
-            write(f"race check: PE {pe}'s trace was capped at {data['cap']:,} events ({where(data['truncated'], files)}); "
-                  f"accesses after it were not checked: run fewer iterations, or raise --cap")
     missing = [pe for pe in range(npes) if pe not in traces]
     if not traces:
         write("race check: no PE sent its recording (the program did not get to its end on any PE)")
@@ -179,6 +176,12 @@ def report(races, files, traces, npes, write=print):
     ops = sum(data["ops"] for data in traces.values())
     count = len(races)
     found = f"{count} race{'s' if count != 1 else ''} found" if count else "no races found"
+    checked = cut(traces)[1]
+    if checked is not None:  # never "no races found" for a partial check
+        what = re.sub(r"\bline (\d+)", lambda m: where(int(m.group(1)), files), checked.describe())
+        cap = max(data.get("cap") or 0 for data in traces.values())
+        found += (f" in what was checked: {what}; accesses after that were not checked (a PE's recording reached "
+                  f"the cap of {cap:,} events: run fewer iterations, or raise --cap)")
     gone = f"; PE {pe_ranges(missing)} sent no recording" if missing else ""
     write(f"{found} (program traced: {ops:,} operation{'s' if ops != 1 else ''} on {len(traces)} "
           f"PE{'s' if len(traces) != 1 else ''}{gone})")

@@ -16,7 +16,7 @@ _WORLD_SYNCS = {RECORDED_AS.get(n, n) for n, op in CALLS.items() if op.kind == "
 
 
 class Checked(dict):
-    """PE -> the line of the last event checked, or None when its whole trace was checked."""
+    """PE -> the line its check stopped at (the cap, or the first event left out), None: all of it."""
 
     def describe(self):
         """``'PE 0-1 up to line 7; PE 2-3 the whole cell'``."""
@@ -64,7 +64,7 @@ def cut(traces):
             checked[pe] = None
             out[pe] = data
             continue
+        checked[pe] = data.get("truncated") if kept is None else events[kept][2]
         kept = len(events) if kept is None else kept
-        checked[pe] = events[kept - 1][2] if kept else data.get("truncated")
         out[pe] = dict(data, events=events[:kept])
     return out, checked

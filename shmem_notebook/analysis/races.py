@@ -543,13 +543,12 @@ def _analyse(traces, npes, carry, cell, progress):
     from .partial import cut
 
     traces, checked = cut(traces)
-    events, labels, boundary = {}, {}, {}
+    events, labels = {}, {}
     for pe in range(npes):
-        before = list(carry.ops.get(pe, ())) if carry else []
         evs = [event(e) for e in traces[pe]["events"]] if pe in traces else []
-        if before and pe in traces:
+        if carry and pe in traces:  # every PE crosses the boundary, whether it left operations or not
+            before = carry.ops.get(pe, ())
             labels.update(((pe, i), label) for i, (_, label) in enumerate(before))
-            boundary[pe] = len(before)
             evs = [event(e) for e, _ in before] + [event(["sync", "sync_all", 0, 0, None])] + evs
         events[pe] = evs
     total = 2 * sum(len(evs) for evs in events.values()) or 1

@@ -2,19 +2,68 @@
 
 Before the cell, every PE starts its race recording (:mod:`shmem_notebook.engine.record`);
 after it, the PEs that finished send their traces back, and
-:func:`shmem_notebook.analysis.races.find_races` sets ``result.races``. The
+:func:`shmem_notebook.analysis.races.analyse` sets ``result.races``. The
 report prints one line per race and a summary. A cell that raised still
 reports the races traced up to the error.
+
+Race-checked cells in sequence are checked as one program: the operations a cell left in
+flight (:class:`~shmem_notebook.analysis.carry.Carry`, kept on the job) start the next
+race-checked cell's analysis, if it comes right after on the same PEs. :func:`reset` (``%shmem
+race reset``, ``job.race_reset()``) forgets them. The analysis shows a progress line when it
+takes more than a second; an interrupt stops it with one line, and the job stays usable.
 """
 
 import time
 
-from ..analysis.races import find_races
+from ..analysis.races import analyse
+from ..errors import _notebook_count
+from ..folding import pe_ranges
 from ..operations import CAP
 from .stages import Stage, register
 
-__all__ = ["RaceStage", "CAP"]
+__all__ = ["RaceStage", "CAP", "reset"]
 
+#: seconds of analysis before the progress line appears
+PROGRESS_AFTER = 1.0
+
+
+def reset(job):
+    """Forget the operations earlier race-checked cells of ``job`` left in flight."""
+    job.race_carry = None
+
+
+def _place(job):
+    """Where the next cell stands: its place in the job's history and the PEs' pids."""
+    return len(job.history), tuple(info.get("pid") for _, info in sorted(job.pes.items()))
+
+
+def _label(job):
+    """``In [5]`` (``In [5].2`` for a second ``job.run`` in it) in a notebook, else ``cell 3``."""
+    count = _notebook_count()
+    if count is None:
+        return f"cell {len(job.history) + 1}"
+    last = job.history[-1] if job.history else None
+    part = last.part + 1 if last is not None and last.count == count else 1
+    return f"In [{count}]" + (f".{part}" if part > 1 else "")
+
+
+class _Progress:
+    """Writes ``race check: analysing ... 40%`` (rewritten in place) once the analysis has taken
+    :data:`PROGRESS_AFTER` seconds; ``close()`` ends the line."""
+
+    def __init__(self, write, what):
+        self.write, self.what, self.started, self.shown, self.last = write, what, time.perf_counter(), False, 0.0
+
+    def __call__(self, done, total):
+        now = time.perf_counter()
+        if now - self.started < PROGRESS_AFTER or now - self.last < 0.5:
+            return
+        self.last, self.shown = now, True
+        self.write(f"\rrace check: analysing {self.what}... {100 * done // total}%")
+
+    def close(self):
+        if self.shown:
+            self.write(f"\rrace check: analysed {self.what} in {time.perf_counter() - self.started:.1f} s\n")
 
 
 @register
@@ -31,35 +80,53 @@ class RaceStage(Stage):
     def after(self, cell, result):
         started = time.perf_counter()
         job = cell.job
-        self.traces, self.missing = {}, []
+        self.traces, self.missing, self.checked, self.interrupted, self.carried = {}, [], None, False, []
         finished = [pe for pe in range(job.n) if pe not in result.pending]
         if result.outcome != "died" and finished:  # a PE that cannot answer: report what the others sent
             answers = job.ask("record_stop", pes=finished, timeout=30, partial=True)
             self.traces = {pe: data for pe, data in answers.items() if data is not None}
         self.missing = [pe for pe in range(job.n) if pe not in self.traces]
-        result.races = find_races(self.traces, job.n) if self.traces else []
+        carry = getattr(job, "race_carry", None)
+        if carry is not None and carry.after != _place(job):
+            carry = None  # another cell ran in between, or the PEs were restarted
+        label = _label(job)
+        result.races = []
+        job.race_carry = None
+        if self.traces:
+            events = sum(len(data["events"]) for data in self.traces.values())
+            progress = _Progress(cell.write_out, f"{events:,} events on {len(self.traces)} PEs")
+            try:
+                found = analyse(self.traces, job.n, carry=carry, cell=label, progress=progress)
+            except KeyboardInterrupt:
+                self.interrupted = time.perf_counter() - started
+                progress.shown = False
+            else:
+                progress.close()
+                result.races, self.checked = found.races, found.checked
+                self.carried = carry.cells() if carry else []
+                if not self.missing and result.outcome != "died":
+                    found.carry.after = (len(job.history) + 1, _place(job)[1])
+                    job.race_carry = found.carry
         self.overhead += time.perf_counter() - started
 
     def report(self, cell, result, write):
+        if self.interrupted is not False:
+            write(f"\rrace check: interrupted after {self.interrupted:.1f} s of analysis; the cell ran, its races "
+                  "were not checked and earlier cells' operations in flight are forgotten\n")
+            return
         for race in result.races:
             write(f"{race}\n")
-        for pe, data in sorted(self.traces.items()):
-            if data.get("truncated") is not None:
-                write(
-                    f"race check: PE {pe}'s trace was capped at {data['cap']:,} events (line {data['truncated']}); "
-                    f"accesses after it were not checked: trace fewer iterations\n"
-                )
-        ops = sum(data["ops"] for data in self.traces.values())
-        count = len(result.races)
-        found = f"{count} race{'s' if count != 1 else ''} found" if count else "no races found"
-        missing = f"; PE {_ranges(self.missing)} sent no trace" if self.missing and self.traces else ""
         if not self.traces:
             write("race check: no PE could send its trace (the cell did not finish anywhere)\n")
             return
-        write(f"{found} (cell traced: {ops:,} operation{'s' if ops != 1 else ''} on {len(self.traces)} PE{'s' if len(self.traces) != 1 else ''}, +{self.overhead:.2f} s{missing})\n")
-
-
-def _ranges(pes):
-    from ..folding import pe_ranges
-
-    return pe_ranges(pes)
+        ops = sum(data["ops"] for data in self.traces.values())
+        count = len(result.races)
+        found = f"{count} race{'s' if count != 1 else ''} found" if count else "no races found"
+        if self.checked is not None:
+            cap = max(data.get("cap") or CAP for data in self.traces.values())
+            found += (f" in what was checked: {self.checked.describe()}; accesses after that were not checked "
+                      f"(a PE's trace reached the cap of {cap:,} events: trace fewer iterations)")
+        missing = f"; PE {pe_ranges(self.missing)} sent no trace" if self.missing else ""
+        after = f", after what {', '.join(self.carried)} left in flight" if self.carried else ""
+        write(f"{found} (cell traced: {ops:,} operation{'s' if ops != 1 else ''} on {len(self.traces)} "
+              f"PE{'s' if len(self.traces) != 1 else ''}{after}, +{self.overhead:.2f} s{missing})\n")

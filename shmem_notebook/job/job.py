@@ -91,6 +91,7 @@ class Job(SymmetricArrays, Health, Asking):
         self._gathers = 0
         self.cell_callbacks = []  # callback(job, result) after every cell
         self.history = History(self)  # every cell run, in order (see .history); job.export writes them out
+        self.race_carry = None  # operations the last race-checked cell left in flight (see cells/race.py)
         self._token = uuid.uuid4().hex  # marks every process of this job (see watchdog)
         self._cluster = self._client = self._view = self._watchdog = self._channel = None
         self._engine_set_id = None
@@ -403,6 +404,11 @@ class Job(SymmetricArrays, Health, Asking):
         check_syntax(code)  # before anything reaches the PEs
         with self.history.running(code, arrays, dict(options, timeout=timeout)):  # recorded by a cell callback
             return run_cell(self, code, arrays=arrays, timeout=timeout, stdout=stdout, stderr=stderr, **options)
+
+    def race_reset(self):
+        """Forget the operations earlier race-checked cells left in flight: the next ``race=True``
+        cell is checked alone. Not collective: nothing reaches the PEs."""
+        self.race_carry = None
 
     def export(self, path, cells=None, slurm=False):
         """Write the cells run so far (``cells``: those chosen, e.g. ``"4,6-8"``, by their In[k]) as one

@@ -124,8 +124,9 @@ PARSERS = {
     "pxshmem": _parser("%%pxshmem", _cell_args,
                        "Run the cell on every PE with shmem, np, me, npes and the declared arrays defined."),
     "inspect": _parser("%shmem inspect", _inspect_args, "Show the inspector: every PE's heap, arrays and state."),
-    "race": _parser("%shmem race", lambda p: p.add_argument("switch", choices=("on", "off")),
-                    "Race-check every %%pxshmem cell (on) or only those with --race (off)."),
+    "race": _parser("%shmem race", lambda p: p.add_argument("switch", choices=("on", "off", "reset")),
+                    "Race-check every %%pxshmem cell (on) or only those with --race (off); reset: forget the "
+                    "operations earlier cells left in flight."),
     "replay": _parser("%shmem replay", _replay_args, "Replay the last --trace cell step by step."),
     "export": _parser("%shmem export", _export_args, "Write the cells run so far as one shmem4py program "
                       "(oshrun -n N python FILE), with --slurm also an sbatch script."),
@@ -231,7 +232,7 @@ class ShmemMagics(Magics):
         %shmem stop | restart | status | arrays
         %shmem alloc NAME=DTYPE[SHAPE] ... | free NAME ... | gather NAME | pull NAME
         %shmem inspect [--auto] [--array NAME] [--reference PE]
-        %shmem race on|off
+        %shmem race on|off|reset
         %shmem replay [--array NAME ...]
         %shmem export FILE [--cells SPEC] [--slurm [--partition P] [--time T] [--nodes K] [--account A]]
         """
@@ -306,6 +307,12 @@ class ShmemMagics(Magics):
         return inspect(self._job("%shmem inspect"), auto=args.auto, array=args.array, reference=args.reference)
 
     def _race(self, args):
+        job = _job.current_job()
+        if args.switch != "on" and job is not None:
+            job.race_reset()  # off or reset: the next race-checked cell starts afresh
+        if args.switch == "reset":
+            print("race check: forgot the operations earlier cells left in flight")
+            return
         self.race_default = args.switch == "on"
         print(f"race check {'on' if self.race_default else 'off'} for every %%pxshmem cell")
 

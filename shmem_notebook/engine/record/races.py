@@ -9,6 +9,7 @@ reads: ``pe``, ``npes``, ``events``, ``names``, ``ops`` (calls and accesses seen
 merging), ``truncated`` (None or the line where ``cap`` was hit), ``cap``, ``seconds``.
 """
 
+import bisect
 import time
 
 import numpy as np
@@ -41,6 +42,18 @@ def _members(team):
     except Exception:  # not a member, or teams not set up: the call itself says so
         return None
     return None if len(pes) == shmem.n_pes() else pes
+
+
+def _union(ranges):
+    """Sorted, disjoint ``(starts, stops)`` covering ``ranges``: one bisection per lookup."""
+    starts, stops = [], []
+    for lo, hi in sorted(ranges):
+        if stops and lo <= stops[-1]:
+            stops[-1] = max(stops[-1], hi)
+        else:
+            starts.append(lo)
+            stops.append(hi)
+    return starts, stops
 
 
 def _value(a):
@@ -191,12 +204,13 @@ class RaceRecording:
         used = [(e[R["lspace"]], e[R["llo"]], e[R["lhi"]]) for e in self.events if e[0] == "rma"]
         used += [(e[C["tspace"]], e[C["tlo"]], e[C["thi"]]) for e in self.events if e[0] == "coll"]
         used += [(e[C["sspace"]], e[C["slo"]], e[C["shi"]]) for e in self.events if e[0] == "coll"]
-        used = [(lo, hi) for space, lo, hi in used if space == "priv"]
+        starts, stops = _union((lo, hi) for space, lo, hi in used if space == "priv")
 
         def kept(e):  # private memory matters only where a shmem call used it
             if e[0] != "mem" or e[_M["space"]] == "sym":
                 return True
-            return any(lo < e[_M["hi"]] and e[_M["lo"]] < hi for lo, hi in used)
+            k = bisect.bisect_right(starts, e[_M["hi"]] - 1)  # the last used range starting before hi
+            return bool(k) and stops[k - 1] > e[_M["lo"]]
 
         return {
             "pe": self.me,
