@@ -2,6 +2,7 @@
 Open MPI's OSHMEM and on Sandia OpenSHMEM (``SHMEM_NOTEBOOK_LIBRARY=sos`` in the kernel's
 environment: the notebooks' own ``%shmem start`` picks it up; skipped where SOS is not built)."""
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -78,6 +79,14 @@ def test_races(tmp_path, library):
     for text in (barrier_fixed, nbi_fixed, flag_fixed):
         assert "no races found (cell traced:" in text and "RACE" not in text
     assert "[PE 1] received 406" in flag_fixed
+    # a race across two cells (%shmem race on): found, naming both cells, then fixed by a quiet
+    reading = [text_of(c) for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%pxshmem\nif me == 1:")]
+    across, across_fixed = reading
+    found = re.search(r"RACE inbox\[0\] on PE 1: PE 0 In \[(\d+)\] line 3 put \(write\) / PE 1 In \[(\d+)\] line 2 "
+                      r"load \(read\) are unordered; ", across)
+    assert found and int(found.group(2)) == int(found.group(1)) + 1, across
+    assert f"shmem.quiet() at the end of In [{found.group(1)}]" in across and "1 race found (cell traced:" in across
+    assert "no races found (cell traced:" in across_fixed and "RACE" not in across_fixed
     data = text_of(cell_starting(nb, "import shmem_notebook"))
     assert "[(0, 3, 'put', 'write'), (1, 5, 'store', 'write')]" in " ".join(data.split())
 

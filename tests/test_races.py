@@ -162,6 +162,49 @@ def test_magics(capsys):
         ip.run_cell("%shmem stop")
 
 
+PUT_CELL = "%%pxshmem inbox=int64[1]\nshmem.barrier_all()\nif me == 0:\n    shmem.put(inbox, np.array([42]), 1)\n"
+LOAD_CELL = "%%pxshmem\nif me == 1:\n    print('inbox holds', inbox[0])\nshmem.barrier_all()\n"
+
+
+@pytest.mark.pe
+def test_magics_races_across_cells(capsys):
+    """`%shmem race on`: a put left in flight at the end of a cell races with a load in the next;
+    a quiet at the end of the first cell fixes it; `%shmem race reset` forgets the put."""
+    import re
+
+    from conftest import ipython_shell
+
+    shmem_notebook.job._current = None
+    ip = ipython_shell()
+    try:
+        assert ip.run_cell("%shmem start -n 2 --heap 32M").success
+        ip.run_cell("%shmem race on")
+        ip.run_cell(PUT_CELL, store_history=True)
+        assert "no races found (cell traced:" in capsys.readouterr().out
+        ip.run_cell(LOAD_CELL, store_history=True)
+        out = capsys.readouterr().out
+        found = re.search(r"RACE inbox\[0\] on PE 1: PE 0 In \[(\d+)\] line 3 put \(write\) / PE 1 In \[(\d+)\] "
+                          r"line 2 load \(read\) are unordered; ", out)
+        assert found and int(found.group(2)) == int(found.group(1)) + 1, out
+        assert f"call shmem.quiet() at the end of In [{found.group(1)}]" in out and "1 race found" in out
+        ip.run_cell(PUT_CELL + "shmem.quiet()\n", store_history=True)
+        ip.run_cell(LOAD_CELL, store_history=True)
+        out = capsys.readouterr().out
+        assert "RACE" not in out and out.count("no races found (cell traced:") == 2, out
+        ip.run_cell(PUT_CELL, store_history=True)
+        ip.run_cell("%shmem race reset")
+        assert "race check: forgot the operations earlier cells left in flight" in capsys.readouterr().out
+        ip.run_cell(LOAD_CELL, store_history=True)
+        out = capsys.readouterr().out
+        assert "RACE" not in out and "no races found (cell traced:" in out, out
+        ip.run_cell(PUT_CELL, store_history=True)
+        assert shmem_notebook.current_job().race_carry is not None
+        ip.run_cell("%shmem race off")
+        assert shmem_notebook.current_job().race_carry is None
+    finally:
+        ip.run_cell("%shmem stop")
+
+
 def test_stress_reruns_with_seeds(job2):
     """--stress: reruns from the arrays as they were, with seeded delays; a line per seed says only
     what differs from the cell itself (issue 23 item 5: not every array at full precision)."""
