@@ -101,6 +101,29 @@ def _race_puts(races):
                       f"{row['traced_s']:.2f} s vs {row['untraced_s']:.2f} s = {row['ratio']:.2f}x")
 
 
+def _loops(races, keep):
+    return [r for r in races.get("loops", []) if keep(r)]
+
+
+def _race_stencil(races):
+    for r in _loops(races, lambda r: r["workload"] == "stencil_loop"):
+        yield Measurement("", {"iterations": r["iterations"], "n": r["n"]}, r["ratio"],
+                          f"{r['traced_s']:.2f} s vs {r['untraced_s']:.2f} s = {r['ratio']:.2f}x")
+
+
+def _race_scattered(races):
+    for r in _loops(races, lambda r: r["workload"] == "scattered" and r["per_pe"] == 60_000):
+        yield Measurement("", {"puts": r["per_pe"]}, r["analysis_s"],
+                          f"{r['analysis_s']:.2f} s ({r['analysis_cpu_s']:.2f} s CPU) for {r['events']:,} events")
+
+
+def _race_million(races):
+    for r in _loops(races, lambda r: r["workload"] == "scattered" and r["per_pe"] >= 1_000_000):
+        clear = r["capped"] and "in what was checked" in r["verdict"]
+        yield Measurement("", {"puts": r["per_pe"]}, float(clear),
+                          f"finished in {r['traced_s']:.1f} s: {r['verdict']!r}")
+
+
 def _measured(sc):
     return [r for r in sc["rows"] if "error" not in r]
 
@@ -173,6 +196,11 @@ GOALS = [
     Goal("inspector_refresh", "inspector", "inspector refresh under {limit} s at 8 MiB", 1, "below", _inspector_refresh),
     Goal("race_puts", "races", "race check on {puts:,} 8-byte puts + barrier: <= {limit}x the untraced cell", 3, "lower",
          _race_puts),
+    Goal("race_stencil", "races", "race check on the 1-D stencil, {iterations} iterations, {n} PEs: <= {limit}x "
+         "the untraced cell", 3, "lower", _race_stencil),
+    Goal("race_scattered", "races", "{puts:,} scattered puts per PE analysed in < {limit} s", 2, "below", _race_scattered),
+    Goal("race_million", "races", "a cell of {puts:,} puts per PE finishes with a clear (partial) report", 1, "higher",
+         _race_million),
     Goal("scale_every_n", "scale", "every scale measurement at every N (failures <= {limit})", 0, "lower",
          _scale_every_n),
     Goal("scale_start", "scale", "start to ready, {n} PEs: <= {limit}x the oshrun floor", 2, "lower", _scale_start),
@@ -286,6 +314,14 @@ WHY = {
         "every traced put goes through a Python wrapper (finding the cell line, the memory's address, merging it "
         "into the last event of that line) that costs about as much as the put itself; the loop's slicing is "
         "instrumented too."),
+    "race_stencil": lambda res: (
+        "the analysis after the cell is a small part of it (see the analysis column); the rest is the traced loop "
+        "itself: every shmem call and every array access of each iteration goes through a Python wrapper, and "
+        "with more PEs than cores each barrier waits for PEs descheduled by the others."),
+    "race_scattered": lambda res: (
+        "the analysis is linear in the events (one simulation step and one shadow lookup each); on a loaded "
+        "machine its wall time exceeds its CPU time, shown next to it."),
+    "race_million": lambda res: "the traced cell did not end with a report saying what was checked.",
     "scale_every_n": _scale_failed_why,
     "scale_start": lambda res: (
         "every PE is an ipyparallel engine: a Python process that imports ipyparallel's engine, IPython, ipykernel, "

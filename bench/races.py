@@ -5,6 +5,12 @@
 untraced and traced in turn (interleaved) on the same job; the time is the whole
 ``job.run`` the user waits for (dispatch, tracing, collecting, analysis), and the loop's
 own time measured inside the cell. Also the traced run's event count and payload.
+
+Then the issue-20 cells (:func:`run_loops`): the stencil of 1,000 elements per PE with a
+halo exchange, 200 iterations on 4 PEs; puts to scattered elements ``arr[(i * 7919) % 100003]``
+on 2 PEs, 20,000 and 60,000 per PE and a cell of 1,000,000: the whole ``job.run``
+untraced and traced, the analysis alone (``analyse`` on the same cell's traces, in this
+process) and the traced cell's verdict line.
 """
 
 import io
@@ -13,6 +19,7 @@ import time
 
 import shmem_notebook
 from common import median
+from shmem_notebook.analysis.races import analyse
 
 PUTS = """import time as _t
 _buf = np.ones(1, dtype=np.int64)
@@ -58,7 +65,7 @@ def _time(job, code, race):
     return time.perf_counter() - start, _loop_seconds(job), result
 
 
-def run(n, puts, size, sweeps, repeats):
+def run(n, puts, size, sweeps, repeats, loops=None):
     rows = []
     with shmem_notebook.start(n=n, heap="64M") as job:
         job.alloc("cell8=int64[8]")
@@ -96,8 +103,69 @@ def run(n, puts, size, sweeps, repeats):
         events = sum(len(t["events"]) for t in traces)
         ops = sum(t["ops"] for t in traces)
         payload = sum(len(pickle.dumps(t)) for t in traces)
-    return {"n": n, "puts": puts, "size": size, "sweeps": sweeps, "repeats": repeats, "rows": rows,
-            "put_loop_ops": ops, "put_loop_events": events, "put_loop_payload_bytes": payload}
+    out = {"n": n, "puts": puts, "size": size, "sweeps": sweeps, "repeats": repeats, "rows": rows,
+           "put_loop_ops": ops, "put_loop_events": events, "put_loop_payload_bytes": payload}
+    if loops:
+        out["loops"] = run_loops(**loops)
+    return out
+
+
+SCATTERED = """src = np.ones(1, dtype=np.int64)
+other = (me + 1) % npes
+for i in range({count}):
+    j = (i * 7919) % 100003
+    shmem.put(arr[j:j + 1], src, other)
+shmem.barrier_all()
+"""
+
+
+
+def _verdict(text):
+    """The race report's summary line (the last line that says what was found)."""
+    lines = [x for x in text.replace("\r", "\n").splitlines() if " found" in x]
+    return lines[-1] if lines else text.strip().splitlines()[-1:]
+
+
+def _side_by_side(job, name, code, arrays, repeats, **extra):
+    """Untraced and traced ``job.run`` of one cell (interleaved, medians), the analysis alone, the verdict."""
+    walls = {False: [], True: []}
+    out = io.StringIO()
+    for _ in range(repeats):
+        for race in (False, True):
+            out = io.StringIO()
+            start = time.perf_counter()
+            job.run(code, arrays=arrays, race=race, stdout=out, stderr=io.StringIO(), timeout=3600)
+            walls[race].append(time.perf_counter() - start)
+            job.race_reset()
+    verdict = _verdict(out.getvalue())
+    job.ask("record_start", {})
+    job.run(code, arrays=arrays, stdout=io.StringIO(), stderr=io.StringIO(), timeout=3600)
+    traces = job.ask("record_stop")
+    cpu, start = time.process_time(), time.perf_counter()
+    found = analyse(traces, job.n)
+    analysis_s, analysis_cpu_s = time.perf_counter() - start, time.process_time() - cpu
+    row = {"workload": name, "n": job.n, "untraced_s": median(walls[False]), "traced_s": median(walls[True]),
+           "analysis_s": analysis_s, "analysis_cpu_s": analysis_cpu_s,
+           "events": sum(len(t["events"]) for t in traces.values()), "ops": sum(t["ops"] for t in traces.values()),
+           "capped": found.checked is not None, "races": len(found.races), "verdict": verdict, **extra}
+    row["ratio"] = row["traced_s"] / row["untraced_s"]
+    return row
+
+
+def run_loops(stencil_iterations=200, stencil_pes=4, scattered=(20_000, 60_000), big=1_000_000, repeats=3):
+    """The issue-20 loops, untraced vs traced (see the module docstring)."""
+    rows = []
+    with shmem_notebook.start(n=stencil_pes, heap="64M") as job:
+        code = STENCIL.format(size=1000, sweeps=stencil_iterations)
+        job.run(code, stdout=io.StringIO())  # warm up
+        rows.append(_side_by_side(job, "stencil_loop", code, None, repeats, iterations=stencil_iterations))
+    with shmem_notebook.start(n=2, heap="64M") as job:
+        job.alloc("arr=int64[100003]")
+        for count in scattered:
+            rows.append(_side_by_side(job, "scattered", SCATTERED.format(count=count), None, repeats, per_pe=count))
+        if big:
+            rows.append(_side_by_side(job, "scattered", SCATTERED.format(count=big), None, 1, per_pe=big))
+    return rows
 
 
 if __name__ == "__main__":

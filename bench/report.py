@@ -146,7 +146,25 @@ def races_table(races):
             f"(s) with and without `race=True`, and the loop alone timed inside the cell (ms). The put loop's "
             f"{races['put_loop_ops']:,} recorded operations came back as {races['put_loop_events']} events "
             f"({races['put_loop_payload_bytes']:,} bytes) after summarising by ranges.\n\n"
-            + table(["cell", "untraced s", "traced s", "ratio", "loop untraced ms", "loop traced ms", "loop ratio"], rows))
+            + table(["cell", "untraced s", "traced s", "ratio", "loop untraced ms", "loop traced ms", "loop ratio"], rows)
+            + loops_table(races))
+
+
+def loops_table(races):
+    """The issue-20 loops: untraced vs traced side by side, the analysis alone, the verdict."""
+    if not races.get("loops"):
+        return ""
+    rows = []
+    for r in races["loops"]:
+        name = (f"1-D stencil, halo exchange, {r['iterations']} iterations" if r["workload"] == "stencil_loop"
+                else f"{r['per_pe']:,} scattered puts per PE")
+        rows.append([name, str(r["n"]), f(r["untraced_s"], 2), f(r["traced_s"], 2), f"{r['ratio']:.1f}x",
+                     f(r["analysis_s"], 2), f(r["analysis_cpu_s"], 2), f"{r['events']:,}", r["verdict"]])
+    return ("\n\nThe loops of issue 20, median of interleaved runs: the whole `job.run` untraced and traced, the "
+            "analysis alone on the same cell's traces (wall and CPU s), the events analysed and the traced cell's "
+            "verdict.\n\n"
+            + table(["cell", "PEs", "untraced s", "traced s", "ratio", "analysis s", "analysis CPU s", "events",
+                     "verdict"], rows))
 
 
 def scale_table(sc):

@@ -43,7 +43,8 @@ FULL = {
     "datapath": dict(rounds=5, repeats=5, scale=1.0),
     "inspector": dict(n=4, sizes=[1 << 10, 8 << 20, 64 << 20], repeats=3),
     "memory": dict(n=4, cells=100),
-    "races": dict(n=2, puts=10_000, size=100_000, sweeps=10, repeats=5),
+    "races": dict(n=2, puts=10_000, size=100_000, sweeps=10, repeats=5,
+                  loops=dict(stencil_iterations=200, stencil_pes=4, scattered=(20_000, 60_000), big=1_000_000)),
     "scale": dict(ns=[1, 4, 8, 16, 32], repeats=3, cells=20),
     "slurm": dict(n=4, nodes=[1, 2], repeats=3),
 }
@@ -53,7 +54,8 @@ QUICK = {
     "datapath": dict(rounds=1, repeats=1, scale=0.01),
     "inspector": dict(n=2, sizes=[1 << 10, 1 << 20], repeats=1),
     "memory": dict(n=2, cells=5),
-    "races": dict(n=2, puts=200, size=1000, sweeps=2, repeats=1),
+    "races": dict(n=2, puts=200, size=1000, sweeps=2, repeats=1,
+                  loops=dict(stencil_iterations=5, stencil_pes=2, scattered=(500,), big=0, repeats=1)),
     "scale": dict(ns=[2], repeats=1, cells=2, big_gather=1 << 20, curve_gather=1 << 16, detail_n=2),
     "slurm": dict(n=2, nodes=[1], repeats=1),
 }
