@@ -187,3 +187,13 @@ def test_stage_progress_line_and_interrupt(monkeypatch):
         "race check: interrupted after 0.0 s of analysis; the cell ran, its races were not checked and earlier "
         "cells' operations in flight are forgotten"]
     assert result.races == [] and job.race_carry is None
+
+
+def test_many_unordered_puts_to_one_element():
+    """A loop of puts to one element with no quiet: the puts race each other and the load; the
+    shadow keeps only the latest few of them, and the report is the same."""
+    puts = [["rma", "put", 3, 1, 0, 8, "<i8", "priv", 1000, 1008, 0, [i]] for i in range(2000)]
+    loads = [["mem", "load", 2, "read", "sym", 0, 8, "<i8"]] * 2000
+    races = find_races(_traces(puts + [BARRIER], loads + [BARRIER]), 2)
+    assert sorted((r.accesses[0].line, r.accesses[1].line) for r in races) == [(2, 3), (3, 3)]
+    assert all(r.indices == (range(0, 1),) for r in races)

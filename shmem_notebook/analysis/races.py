@@ -416,12 +416,20 @@ def _merge_ranges(ranges):
     return tuple(out)
 
 
+#: a segment's shadow keeps at most this many unordered accesses of one kind (the latest)
+_SAME = 4
+
+
 def _check(sim, accesses, progress=None):
     """The unordered conflicting pairs ``(a, b)``, ``a`` started first; ``accesses`` in start order.
 
     Each (owner, space) is cut into segments at every access's bounds; a segment keeps the
     accesses a later one may race with: a new access drops those of its own :meth:`_Access.kind`
-    ordered before it (whatever races them races it, with the same lines and ops)."""
+    ordered before it (whatever races them races it, with the same lines and ops). Unordered
+    ones of one kind (a loop of puts to one element, no quiet) race each other, which is
+    reported; only the latest :data:`_SAME` of them are kept, so a later
+    access is checked against those (it could only miss a race that a wait matched to a later
+    put of the same line ordered for that put and not for the earlier ones)."""
     bounds = defaultdict(set)
     for acc in accesses:
         if acc.hi > acc.lo:
@@ -450,10 +458,16 @@ def _check(sim, accesses, progress=None):
                     before = ordered[id(a)] = _before(a, b, sim) or _before(b, a, sim)
                     if not before and (a.pe != b.pe or a.index != b.index) and _conflict(a, b) \
                             and not (a.locks & b.locks) and not (a.cell and b.cell):  # carried pairs: checked before
-                        pairs[(id(a), id(b))] = (a, b)
+                        # one pair per kinds and bytes: it reports the same lines, ops and elements
+                        pairs.setdefault((a.sig, kind, max(a.lo, b.lo), min(a.hi, b.hi), key), (a, b))
                 if not (before and a.sig == kind):
                     keep.append(a)
             keep.append(b)
+            if len(keep) > _SAME:  # unordered accesses of one kind pile up (puts without a quiet): keep the latest
+                same = [a for a in keep if a.sig == kind]
+                if len(same) > _SAME:
+                    dropped = {id(a) for a in same[:-_SAME]}
+                    keep = [a for a in keep if id(a) not in dropped]
             shadow[s] = keep
     return list(pairs.values())
 
