@@ -14,6 +14,7 @@ process) and the traced cell's verdict line.
 """
 
 import io
+import os
 import pickle
 import time
 
@@ -147,7 +148,8 @@ def _side_by_side(job, name, code, arrays, repeats, **extra):
     row = {"workload": name, "n": job.n, "untraced_s": median(walls[False]), "traced_s": median(walls[True]),
            "analysis_s": analysis_s, "analysis_cpu_s": analysis_cpu_s,
            "events": sum(len(t["events"]) for t in traces.values()), "ops": sum(t["ops"] for t in traces.values()),
-           "capped": found.checked is not None, "races": len(found.races), "verdict": verdict, **extra}
+           "capped": found.checked is not None, "races": len(found.races), "verdict": verdict,
+           "load_average_1min": round(os.getloadavg()[0], 2), **extra}
     row["ratio"] = row["traced_s"] / row["untraced_s"]
     return row
 

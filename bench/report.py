@@ -160,9 +160,10 @@ def loops_table(races):
                 else f"{r['per_pe']:,} scattered puts per PE")
         rows.append([name, str(r["n"]), f(r["untraced_s"], 2), f(r["traced_s"], 2), f"{r['ratio']:.1f}x",
                      f(r["analysis_s"], 2), f(r["analysis_cpu_s"], 2), f"{r['events']:,}", r["verdict"]])
+    load = ", ".join(f"{r['load_average_1min']}" for r in races["loops"] if "load_average_1min" in r)
     return ("\n\nThe loops of issue 20, median of interleaved runs: the whole `job.run` untraced and traced, the "
             "analysis alone on the same cell's traces (wall and CPU s), the events analysed and the traced cell's "
-            "verdict.\n\n"
+            f"verdict (1-minute load average after each row: {load or '-'}).\n\n"
             + table(["cell", "PEs", "untraced s", "traced s", "ratio", "analysis s", "analysis CPU s", "events",
                      "verdict"], rows))
 
@@ -298,7 +299,7 @@ def plot(results, path):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, axes = plt.subplots(3, 3, figsize=(16, 13.5))
+    fig, axes = plt.subplots(4, 3, figsize=(16, 18))
     m = results["meta"]["machine"]
     fig.suptitle(f"shmem_notebook benchmarks, {results['meta']['date']}: {m['cores']} cores, {m['cpu']}, "
                  f"Open MPI {m['openmpi']}")
@@ -391,9 +392,40 @@ def plot(results, path):
         ax.text(0.5, 0.5, "inspector: not available", ha="center", va="center", transform=ax.transAxes)
     ax.set_title(f"Inspector, {insp['n'] if insp and insp.get('available') else '-'} PEs")
     plot_scale(results.get("scale"), axes[2])
+    plot_races(results.get("races"), axes[3])
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def plot_races(races, axes):
+    """Fourth row: the race check's loops, untraced beside traced, and the analysis alone."""
+    import numpy as np
+
+    loops = (races or {}).get("loops") or []
+    ax, bx = axes[0], axes[1]
+    axes[2].axis("off")
+    if not loops:
+        for a in (ax, bx):
+            a.text(0.5, 0.5, "race loops: not measured", ha="center", va="center", transform=a.transAxes)
+        return
+    labels = [f"stencil x{r['iterations']}\n{r['n']} PEs" if r["workload"] == "stencil_loop"
+              else f"{r['per_pe']:,} puts\nper PE" for r in loops]
+    x = np.arange(len(loops))
+    ax.bar(x - 0.2, [r["untraced_s"] for r in loops], 0.4, label="untraced")
+    ax.bar(x + 0.2, [r["traced_s"] for r in loops], 0.4, label="race=True")
+    ax.set_xticks(x, labels)
+    ax.set_yscale("log")
+    ax.set_ylabel("whole job.run (s)")
+    ax.set_title("Race check: the same cell untraced and traced")
+    ax.legend()
+    bx.bar(x - 0.2, [r["analysis_s"] for r in loops], 0.4, label="analysis, wall")
+    bx.bar(x + 0.2, [r["analysis_cpu_s"] for r in loops], 0.4, label="analysis, CPU")
+    bx.axhline(goals.BY_ID["race_scattered"].limit, color="k", ls="--", lw=1, label="goal at 60,000 puts per PE")
+    bx.set_xticks(x, labels)
+    bx.set_ylabel("s")
+    bx.set_title("Race analysis alone (events analysed: " + ", ".join(f"{r['events']:,}" for r in loops) + ")")
+    bx.legend()
 
 
 def plot_scale(sc, axes):

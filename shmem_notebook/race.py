@@ -179,7 +179,7 @@ def report(races, files, traces, npes, write=print):
     checked = cut(traces)[1]
     if checked is not None:  # never "no races found" for a partial check
         what = re.sub(r"\bline (\d+)", lambda m: where(int(m.group(1)), files), checked.describe())
-        cap = max(data.get("cap") or 0 for data in traces.values())
+        cap = max(data.get("cap") or 0 for data in traces.values() if data.get("truncated") is not None)
         found += (f" in what was checked: {what}; accesses after that were not checked (a PE's recording reached "
                   f"the cap of {cap:,} events: run fewer iterations, or raise --cap)")
     gone = f"; PE {pe_ranges(missing)} sent no recording" if missing else ""

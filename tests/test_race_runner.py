@@ -16,10 +16,12 @@ import sys
 import textwrap
 
 import pytest
+
 from conftest import job_fixture, quiet
 from race_catalogue import ARRAYS, CASES, RESET
 
 from shmem_notebook import race as runner
+from shmem_notebook.analysis.races import find_races
 from shmem_notebook.errors import PEError
 from shmem_notebook.launcher.environment import platform_environment
 from shmem_notebook.protocol import RACE_LINES, RACE_MODULE
@@ -92,6 +94,25 @@ def test_files_are_renumbered_across_pes_and_reported_as_file_lines(tmp_path):
         "a shmem.barrier_all() (or put + quiet + a flag the reader waits on) between them orders them",
         "1 race found (program traced: 6 operations on 2 PEs)",
     ]
+
+
+def test_a_capped_recording_is_reported_as_a_partial_check(tmp_path):
+    """Never a plain "no races found" when a PE's recording reached the cap: what was checked, by file:line."""
+    main = str(tmp_path / "main.py")
+    puts = [["rma", "put", RACE_LINES + 4, 1, 4 * i, 4 * i + 4, "<i4", "priv", 64, 68, 0, [1]] for i in range(3)]
+    capped = dict(_recording(0, puts, [["remote", "sym", 0, 64, 4, 1]]), truncated=RACE_LINES + 4, cap=3)
+    traces = {0: capped, 1: _recording(1, [["sync", "barrier_all", RACE_LINES + 6, 0, None],
+                                          ["mem", "load", RACE_LINES + 7, "read", "sym", 0, 4, "<i4"]])}
+    lines = []
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        runner.report(find_races(traces, 2), {1: main}, traces, 2, write=lines.append)
+    finally:
+        os.chdir(old)
+    assert lines == ["no races found in what was checked: PE 0 up to main.py:4; PE 1 up to main.py:6; accesses after "
+                     "that were not checked (a PE's recording reached the cap of 3 events: run fewer iterations, or "
+                     "raise --cap) (program traced: 5 operations on 2 PEs)"]
 
 
 def test_stress_says_what_each_pe_printed_differently():

@@ -123,7 +123,7 @@ class RaceStage(Stage):
         count = len(result.races)
         found = f"{count} race{'s' if count != 1 else ''} found" if count else "no races found"
         if self.checked is not None:
-            cap = max(data.get("cap") or CAP for data in self.traces.values())
+            cap = max(data.get("cap") or CAP for data in self.traces.values() if data.get("truncated") is not None)
             found += (f" in what was checked: {self.checked.describe()}; accesses after that were not checked "
                       f"(a PE's trace reached the cap of {cap:,} events: trace fewer iterations)")
         missing = f"; PE {pe_ranges(self.missing)} sent no trace" if self.missing else ""
