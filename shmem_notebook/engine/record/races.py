@@ -81,6 +81,8 @@ class RaceRecording:
     # -- events ----------------------------------------------------------------------
     def _add(self, event, key=None):
         self.ops += 1
+        if self.truncated is not None:
+            return  # past the cap nothing is recorded, not even into earlier events: the check says where it stopped
         if key is not None:
             last = self.merge.get(key)
             if last is not None and self._extend(last, event):
