@@ -324,6 +324,20 @@ class _Simulation:
         self._fenced[key] = max(start, last)
 
 
+def _rma_mode(op):
+    """(nbi, done on return, mode, writes the remote side) of an RMA or atomic op."""
+    if CALLS[op].kind == "amo":
+        mode, writes = "atomic", op != "atomic_fetch"
+    elif op in _READS:
+        mode, writes = "read", False
+    else:
+        mode, writes = "write", True
+    return CALLS[op].nbi, _done_on_return(op), mode, writes
+
+
+_RMA_MODES = {name: _rma_mode(name) for name, op in CALLS.items() if op.kind in ("rma", "amo")}
+
+
 def _accesses(sim, labels=None):
     """Every access the events make, in the order the simulation started them."""
     found = []
@@ -340,15 +354,8 @@ def _accesses(sim, labels=None):
                                  point, here, locks))
         elif kind == "rma":
             op, target, ctx = e.op, e.pe, e.ctx
-            atomic = CALLS[op].kind == "amo"
-            asynchronous = CALLS[op].nbi
-            ends = here if _done_on_return(op) else sim.ends[(pe, i)]
-            if atomic:
-                mode, writes = "atomic", op != "atomic_fetch"
-            elif op in _READS:
-                mode, writes = "read", False
-            else:
-                mode, writes = "write", True
+            asynchronous, returned, mode, writes = _RMA_MODES[op]
+            ends = here if returned else sim.ends[(pe, i)]
             held = locks if (ctx == 0 or ends is here) else frozenset()
             found.append(_Access(target, "sym", e.lo, e.hi, mode, writes, e.dtype, pe, i, e.line, op, point, ends, held,
                                  ctx, remote=True, target=target))
@@ -364,8 +371,9 @@ def _accesses(sim, labels=None):
             if op != "broadcast" or root == pe:
                 found.append(_Access(pe, e.sspace, e.slo, e.shi, "read", False, e.dtype, pe, i, e.line, op, point,
                                      here, locks))
-        cell = labels.get((pe, i))
-        for acc in found[first:]:
+        cell = labels.get((pe, i)) if labels else None
+        for k in range(first, len(found)):
+            acc = found[k]
             acc.seq, acc.cell = seq, cell
     return found
 
