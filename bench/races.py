@@ -108,6 +108,7 @@ def run(n, puts, size, sweeps, repeats, loops=None):
            "put_loop_ops": ops, "put_loop_events": events, "put_loop_payload_bytes": payload}
     if loops:
         out["loops"] = run_loops(**loops)
+        out["loops_date"] = None  # measured with the rest of the section
     return out
 
 

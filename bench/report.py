@@ -163,7 +163,9 @@ def loops_table(races):
     load = ", ".join(f"{r['load_average_1min']}" for r in races["loops"] if "load_average_1min" in r)
     return ("\n\nThe loops of issue 20, median of interleaved runs: the whole `job.run` untraced and traced, the "
             "analysis alone on the same cell's traces (wall and CPU s), the events analysed and the traced cell's "
-            f"verdict (1-minute load average after each row: {load or '-'}).\n\n"
+            f"verdict (1-minute load average after each row: {load or '-'}"
+            + (f"; measured {races['loops_date']}, apart from the rest of the section" if races.get("loops_date") else "")
+            + ").\n\n"
             + table(["cell", "PEs", "untraced s", "traced s", "ratio", "analysis s", "analysis CPU s", "events",
                      "verdict"], rows))
 
