@@ -13,6 +13,7 @@ import numpy as np
 
 from . import state
 from .layer import _depth  # >0 inside a recorded call (a list: read without a call)
+from ...analysis.footprint import of_view
 from .memory import extent
 
 __all__ = ["install", "uninstall", "FUNCS"]
@@ -61,30 +62,32 @@ def _basic(index):
 
 
 def _element_range(rec, x, index):
-    """``(lo, hi)`` of the bytes ``x[index]`` touches (bounds for fancy indexing)."""
+    """``(lo, hi, footprint)`` of the bytes ``x[index]`` touches (bounds for fancy indexing)."""
     info = rec.memory.info(x)
     if info[7] and isinstance(index, (int, np.integer)):  # 1-D, one element: the fast path
         i = int(index)
         if i < 0:
             i += info[8]
         lo = info[2] + i * info[7]
-        return lo, lo + info[5]
+        return lo, lo + info[5], None
     if _basic(index):
         idx = index if isinstance(index, tuple) else (index,)
         idx = tuple(slice(i, i + 1 or None) if isinstance(i, (int, np.integer)) else i for i in idx)
         view = x[idx]
         if view.size == 0:
             return None
-        _, lo, hi = extent(view)
         base = rec.memory.heap[0] if info[1] == "sym" else 0
-        return lo - base, hi - base
+        if view.flags.c_contiguous:
+            _, lo, hi = extent(view)
+            return lo - base, hi - base, None
+        return of_view(view.__array_interface__["data"][0] - base, view.itemsize, view.shape, view.strides)
     flat = np.arange(x.size).reshape(x.shape)[index]
     if np.size(flat) == 0:
         return None
     first, last = int(np.min(flat)), int(np.max(flat))
     if x.flags.c_contiguous:
-        return info[2] + first * x.itemsize, info[2] + (last + 1) * x.itemsize
-    return info[3], info[4]
+        return info[2] + first * x.itemsize, info[2] + (last + 1) * x.itemsize, None
+    return info[3], info[4], info[9]
 
 
 def _mark():
