@@ -82,7 +82,8 @@ class AddressBook:
         if count is not None and a.flags.contiguous:
             if stride == 1 or count < 2:
                 return space, addr, addr + count * itemsize, dtype, None
-            return (space, *strided(addr, itemsize, count, stride), dtype) if count else (space, addr, addr, dtype, None)
+            lo, hi, fp = strided(addr, itemsize, count, stride)
+            return space, lo, hi, dtype, fp
         return space, lo, hi, dtype, fp
 
     def layout(self, a):

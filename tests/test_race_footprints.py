@@ -1,0 +1,79 @@
+"""Exact footprints and NumPy writes on real 2-PE jobs: columns of a 2-D board, ``A[::2]``, iput/iget
+strides, and in-place NumPy calls racing another PE's get."""
+
+from conftest import job_fixture, quiet
+
+job2 = job_fixture(2, heap="32M", timeout=120)
+
+ARRAYS = ["board=int64[8,6]", "A=int64[20]", "hist=int64[16]"]
+
+COLUMN_PUTS = """src = np.arange(8, dtype=np.int64)
+shmem.barrier_all()
+if me == 1:
+    for i in range(8):
+        shmem.put(board[i, 3:4], src[i:i + 1], 0)
+if me == 0:
+    {store}
+shmem.barrier_all()
+"""
+
+
+def _races(job, code):
+    return quiet(job, code, arrays=ARRAYS, race=True).races
+
+
+def test_disjoint_columns_do_not_race(job2):
+    assert _races(job2, COLUMN_PUTS.format(store="board[:, 2] = 7")) == []
+
+
+def test_overlapping_columns_race_on_the_common_elements(job2):
+    (race,) = _races(job2, COLUMN_PUTS.format(store="board[2:5, 3:5] = 7"))
+    assert race.array == "board" and race.shape == (8, 6) and race.pe == 0
+    assert str(race).startswith("RACE board[2:5, 3] on PE 0: PE 1 line 5 put (write) / PE 0 line 7 store (write)")
+
+
+def test_a_column_loop_is_one_strided_event(job2):
+    """``board[i, 3]`` for every row, as stores and as puts: one event each, not one per row."""
+    quiet(job2, "shmem.barrier_all()", arrays=ARRAYS)
+    job2.ask("record_start", {})
+    quiet(job2, "src = np.arange(8, dtype=np.int64)\nfor i in range(8):\n    board[i, 3] = i\n"
+                "    shmem.put(board[i, 3:4], src[i:i + 1], 1 - me)\n")
+    for data in job2.ask("record_stop").values():
+        stores = [e for e in data["events"] if e[0] == "mem" and e[1] == "store"]
+        puts = [e for e in data["events"] if e[0] == "rma"]
+        assert len(stores) == 1 and len(puts) == 1, data["events"]
+        assert stores[0][-1] == (8, ((8, 48),)) and puts[0][-2] == (8, ((8, 48),))
+        assert puts[0][-1] is None  # the local side, src[0:8], is contiguous
+
+
+STRIDED = """shmem.barrier_all()
+if me == 0:
+    {local}
+if me == 1:
+    {remote}
+shmem.barrier_all()
+"""
+
+
+def test_even_and_odd_elements_do_not_race(job2):
+    code = STRIDED.format(local="A[::2] = 5", remote="shmem.iput(A[1:], np.ones(10, dtype=np.int64), 0, tst=2, sst=1, size=10)")
+    assert _races(job2, code) == []
+    code = STRIDED.format(local="A[1::2] = 5", remote="shmem.iget(np.zeros(10, dtype=np.int64), A, 0, tst=1, sst=2, size=10)")
+    assert _races(job2, code) == []
+
+
+def test_strided_accesses_race_where_they_meet_only(job2):
+    code = STRIDED.format(local="A[::2] = 5", remote="shmem.iput(A, np.ones(4, dtype=np.int64), 0, tst=3, sst=1, size=4)")
+    (race,) = _races(job2, code)  # elements 0, 3, 6, 9 against the even ones: 0 and 6
+    assert race.array == "A" and race.indices == (range(0, 7, 6),)
+    assert str(race).startswith("RACE A[0:7:6] on PE 0: PE 0 line 3 store (write) / PE 1 line 5 iput (write)")
+    code = STRIDED.format(local="A[1::2] = 5", remote="shmem.iget(np.zeros(5, dtype=np.int64), A, 0, tst=1, sst=4, size=5)")
+    assert _races(job2, code) == []  # reads 0, 4, 8, 12, 16: none odd
+
+
+def test_add_at_against_a_remote_get_is_found(job2):
+    code = STRIDED.format(local="np.add.at(hist, np.array([1, 3, 3]), 1)",
+                          remote="shmem.get(np.zeros(16, dtype=np.int64), hist, 0)")
+    (race,) = _races(job2, code)
+    assert race.array == "hist" and {a.line for a in race.accesses} == {3, 5}
+    assert race.accesses[0].mode == "write"
