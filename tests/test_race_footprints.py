@@ -77,3 +77,54 @@ def test_add_at_against_a_remote_get_is_found(job2):
     (race,) = _races(job2, code)
     assert race.array == "hist" and {a.line for a in race.accesses} == {3, 5}
     assert race.accesses[0].mode == "write"
+
+
+#: in-place NumPy calls on the symmetric S (float64[16]) or M (float64[4,4]): each is a write
+WRITES = [
+    "S.sort()", "S.partition(3)", "S.fill(0)", "S.put([1], [2.0])", "S.setfield(1.0, np.float64)",
+    "S.byteswap(inplace=True)", "np.copyto(S, 1.0)", "np.put(S, [1], 2)", "np.place(S, S > 3, [0])",
+    "np.putmask(S, S > 3, 0)", "np.fill_diagonal(M, 0)", "np.put_along_axis(S, np.array([1]), 5.0, 0)",
+    "np.nan_to_num(S, copy=False)", "np.add.at(S, [1, 1], 1)", "np.negative(T, S)", "np.add(T, T, S)",
+    "np.add(T, 1, out=S)", "np.divmod(T, 2, S, T2)", "np.multiply.accumulate(T, 0, None, S)",
+    "np.add.reduce(T4, 0, None, S[:4])", "np.cumsum(T, out=S)", "np.clip(T, 0, 1, out=S)",
+    "np.sum(np.ones((2, 16)), axis=0, out=S)", "np.matmul(np.eye(4), np.ones((4, 4)), M)", "rng.shuffle(S)",
+    "np.random.shuffle(S)", "rng.permuted(T, out=S)", "rng.random(out=S)", "S.__iadd__(1)",
+]
+#: calls that only read S
+READS = [
+    "np.sum(S)", "S.sum()", "np.sort(S)", "np.cumsum(S)", "np.add(S, 1)", "np.add.reduce(S)", "S.copy()",
+    "np.mean(S)", "np.dot(S, S)", "np.where(S > 0)", "np.concatenate([S, S])", "np.linalg.norm(S)",
+    "S.astype(np.int64)", "np.unique(S)", "rng.permutation(S)", "np.argsort(S)", "np.add(S, 1, out=T)",
+    "np.copyto(T, S)", "rng.permuted(S, out=T)", "np.add.at(T, [1], S[:1])", "np.histogram(S, bins=4)",
+]
+#: the probe changes nothing the cell can see (each line raises if it did)
+AFTER = """R = np.zeros(3); R.flags.writeable = False; R.sum(); np.sum(R); assert not R.flags.writeable
+v = S.reshape(4, 4); v[0, 0] = 1.0; parts = np.split(S, 2); parts[1][0] = 2.0; w = np.asarray(M); w[0, 0] = 3.0
+assert S.flags.writeable and M.flags.writeable and S[0] == 1.0 and S[8] == 2.0 and M[0, 0] == 3.0
+try:
+    np.copyto(R, 1.0)
+except ValueError as exc:
+    assert "read-only" in str(exc) and not R.flags.writeable
+else:
+    raise AssertionError("a read-only array was written")
+"""
+
+
+def test_in_place_numpy_calls_are_writes_and_pure_ones_reads(job2):
+    """A sweep of the in-place NumPy API: the recording sees every write, and no write in pure calls."""
+    head = "rng = np.random.default_rng(1)\nT = np.ones(16); T2 = np.ones(16); T4 = np.ones((4, 4))\n"
+    lines = head.splitlines() + WRITES + READS
+    quiet(job2, "shmem.barrier_all()", arrays=["S=float64[16]", "M=float64[4,4]"])
+    job2.ask("record_start", {})
+    try:
+        quiet(job2, "\n".join(lines) + "\n" + AFTER)
+    finally:
+        traces = job2.ask("record_stop")
+    modes = {}
+    for e in traces[0]["events"]:
+        if e[0] == "mem" and e[4] == "sym":
+            modes.setdefault(e[2], set()).add(e[3])
+    first = len(head.splitlines()) + 1
+    missed = [code for i, code in enumerate(WRITES, first) if "write" not in modes.get(i, ())]
+    wrong = [code for i, code in enumerate(READS, first + len(WRITES)) if modes.get(i) != {"read"}]
+    assert missed == [] and wrong == []

@@ -4,6 +4,14 @@
 ``x[i] = v``, ``x[i] += v`` and calls go through these functions, which note the
 access in the active race recording (:func:`install` sets it) and do what the cell
 asked. Accesses made inside a recorded shmem call are the layer's to record.
+
+What a call writes is found, not listed: a ufunc writes its outputs (positional after
+``nin``, or ``out=``) and ``ufunc.at`` its first argument; any other NumPy (or SciPy) call
+or method is called with its array arguments and receiver read-only (``out=`` is a write):
+if NumPy refuses ("... is read-only"), the first of them is written, made writable and the
+call made again (NumPy checks before it changes anything; a call writing two arguments
+would run twice). Arrays the cell made read-only stay so; views returned of a probed array
+are writable, as without the probe. Other calls only read their arrays.
 """
 
 import operator
@@ -43,11 +51,8 @@ _BASIC = (int, slice, type(Ellipsis), type(None), np.integer)
 _NO_READ_METHODS = frozenset(
     "reshape view ravel transpose swapaxes squeeze __array__ __array_interface__ nonzero".split()
 )
-_WRITE_METHODS = frozenset("fill itemset put setfield resize".split())
-_RW_METHODS = frozenset("sort partition byteswap".split())
 _NO_READ_FUNCS = {len, isinstance, type, id, hasattr, getattr, callable, np.shape, np.ndim, np.size,
                   np.frombuffer, np.asarray, np.asanyarray, np.may_share_memory, np.shares_memory}
-_WRITE_FIRST = {np.copyto, np.put, np.place, np.putmask, np.fill_diagonal}
 _AUG = {
     "+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv, "//": operator.ifloordiv,
     "%": operator.imod, "**": operator.ipow, "<<": operator.ilshift, ">>": operator.irshift, "|": operator.ior,
@@ -152,37 +157,104 @@ def _call(line, f, *args, **kwargs):
     if rec is None or _depth[0] or getattr(f, "__shmem_race_skip__", False) or getattr(f, "__shmem_race_cell__", False):
         return f(*args, **kwargs)
     owner = getattr(f, "__self__", None)
-    if isinstance(owner, _ndarray):
-        name = getattr(f, "__name__", "")
-        if name in _WRITE_METHODS:
-            rec.access(owner, name, "write", line)
-        elif name in _RW_METHODS:
-            rec.access(owner, name, "read", line)
-            rec.access(owner, name, "write", line)
-        elif name not in _NO_READ_METHODS:
-            rec.access(owner, name, "read", line)
+    name = getattr(f, "__name__", "call")
+    if isinstance(f, _ufunc) or isinstance(owner, _ufunc):
+        return _call_ufunc(rec, line, f, owner, name, args, kwargs)
+    arrays = [owner] if isinstance(owner, _ndarray) and name not in _NO_READ_METHODS else []
     try:
         skip = f in _NO_READ_FUNCS
-        first_written = f in _WRITE_FIRST
     except TypeError:  # unhashable callables
-        skip = first_written = False
+        skip = False
     if not skip:
-        name = getattr(f, "__name__", "call")
-        for i, a in enumerate(args):
+        for a in args:
             if isinstance(a, _ndarray):
-                rec.access(a, name, "write" if (i == 0 and first_written) else "read", line)
+                arrays.append(a)
             elif isinstance(a, (list, tuple)) and len(a) <= 64:
                 for item in a:
                     if isinstance(item, _ndarray):
                         rec.access(item, name, "read", line)
+        out = kwargs.get("out")
         for key, a in kwargs.items():
+            if isinstance(a, _ndarray) and key != "out":
+                arrays.append(a)
+        for a in (out if isinstance(out, tuple) else (out,)):
             if isinstance(a, _ndarray):
-                rec.access(a, name, "write" if key == "out" else "read", line)
-            elif key == "out" and isinstance(a, tuple):
-                for item in a:
-                    if isinstance(item, _ndarray):
-                        rec.access(item, name, "write", line)
+                rec.access(a, name, "write", line)
+    if not arrays:
+        return f(*args, **kwargs)
+    for a in arrays:
+        rec.access(a, name, "read", line)
+    module = getattr(f, "__module__", None) or type(owner).__module__
+    if not module or module.partition(".")[0] not in _PROBED:
+        return f(*args, **kwargs)
+    result, written = _probe(f, args, kwargs, arrays)
+    for a in written:
+        rec.access(a, name, "write", line)
+    return result
+
+
+_ufunc = np.ufunc
+_PROBED = {"numpy", "scipy"}  # C-level code that checks WRITEABLE before it changes anything
+_READ_ONLY = ("read-only", "writable", "writeable")
+_UFUNC_OUT = {"reduce": 3, "accumulate": 3, "reduceat": 4}  # positional `out` of a ufunc's methods
+
+
+def _call_ufunc(rec, line, f, owner, name, args, kwargs):
+    """A ufunc writes its outputs (positional after ``nin``, or ``out=``); ``ufunc.at`` its first argument."""
+    if owner is None:
+        outputs = args[f.nin:]
+        reads = args[:f.nin]
+    else:
+        at = _UFUNC_OUT.get(name)
+        outputs = args[:1] if name == "at" else (args[at:at + 1] if at is not None else ())
+        reads = args[:at] if at is not None else args
+        name = f"{owner.__name__}.{name}"
+    out = kwargs.get("out")
+    outputs = (*outputs, *(out if isinstance(out, tuple) else (out,)))
+    for a in (*reads, *(v for k, v in kwargs.items() if k != "out")):
+        if isinstance(a, _ndarray):
+            rec.access(a, name, "read", line)
+    for a in outputs:
+        if isinstance(a, _ndarray):
+            rec.access(a, name, "write", line)
     return f(*args, **kwargs)
+
+
+def _probe(f, args, kwargs, arrays):
+    """Call ``f`` with ``arrays`` read-only; if NumPy refuses to write one, make the first still
+    protected writable again and call again. Returns the result and the arrays ``f`` wrote."""
+    protected = []
+    for a in arrays:
+        if a.flags.writeable and not any(a is p for p in protected):
+            protected.append(a)
+    written = []
+    while True:
+        for a in protected:
+            a.flags.writeable = False
+        try:
+            result = f(*args, **kwargs)
+        except BaseException as exc:
+            for a in protected:
+                a.flags.writeable = True
+            if not isinstance(exc, ValueError) or not protected or not any(w in str(exc) for w in _READ_ONLY):
+                raise
+            written.append(protected.pop(0))  # it, or one after it: the first written comes first
+            continue
+        for a in protected:
+            a.flags.writeable = True
+        return _writable_views(result, arrays), written
+
+
+def _writable_views(result, arrays):
+    """Views ``f`` returned of an array it saw read-only are made writable again, as without the probe."""
+    for r in (result if isinstance(result, (list, tuple)) and len(result) <= 64 else (result,)):
+        if isinstance(r, _ndarray) and not r.flags.writeable and r.base is not None:
+            if any(np.may_share_memory(r, a) and a.flags.writeable for a in arrays):
+                try:
+                    r.flags.writeable = True
+                except ValueError:
+                    pass
+    return result
 
 
 def _fn(f):
