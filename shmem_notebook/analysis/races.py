@@ -137,14 +137,15 @@ class _Simulation:
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
                 if e.kind == "rma" and e.op not in _READS and e.op != "atomic_fetch":
-                    writes[e.pe].append((pe, i, e.lo, e.hi, e.values))
+                    writes[e.pe].append((pe, i, e.lo, e.hi, e.values, e.fp))
         found = {}
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
                 if e.kind != "wait":
                     continue
                 lo, hi, seen = e.lo, e.hi, set(e.observed)
-                overlapping = [w for w in writes[pe] if w[2] < hi and lo < w[3]]
+                overlapping = [w for w in writes[pe] if w[2] < hi and lo < w[3]
+                               and (w[5] is None or overlap((w[2], w[3], w[5]), (lo, hi, None)))]
                 matching = [w for w in overlapping if w[4] and seen.intersection(w[4])]
                 unknown = [w for w in overlapping if not w[4]]
                 found[(pe, i)] = [(w[0], w[1]) for w in (matching or unknown or overlapping)]

@@ -10,7 +10,8 @@ What a call writes is found, not listed: a ufunc writes its outputs (positional 
 or method is called with its array arguments and receiver read-only (``out=`` is a write):
 if NumPy refuses ("... is read-only"), the first of them is written, made writable and the
 call made again (NumPy checks before it changes anything; a call writing two arguments
-would run twice). Arrays the cell made read-only stay so; views returned of a probed array
+would run twice); what it wrote is remembered for calls of the same callable, argument
+count and keywords, which are not probed again. Arrays the cell made read-only stay so; views returned of a probed array
 are writable, as without the probe. Other calls only read their arrays.
 """
 
@@ -35,6 +36,7 @@ def install(recording):
     from .instrument import HOOKS
 
     _rec = recording
+    _written.clear()
     ns = state.shell.user_ns
     for hook, func in FUNCS.items():
         ns[HOOKS[hook]] = func
@@ -182,20 +184,26 @@ def _call(line, f, *args, **kwargs):
                 rec.access(a, name, "write", line)
     if not arrays:
         return f(*args, **kwargs)
-    for a in arrays:
-        rec.access(a, name, "read", line)
     module = getattr(f, "__module__", None) or type(owner).__module__
     if not module or module.partition(".")[0] not in _PROBED:
+        for a in arrays:
+            rec.access(a, name, "read", line)
         return f(*args, **kwargs)
-    result, written = _probe(f, args, kwargs, arrays)
-    for a in written:
-        rec.access(a, name, "write", line)
+    try:
+        result, written = _probe(f, _key(f, owner, name, args, kwargs), args, kwargs, arrays)
+    except BaseException:
+        for a in arrays:
+            rec.access(a, name, "read", line)
+        raise
+    for a in arrays:  # a write covers its read (`sort` reads too): one event for it
+        rec.access(a, name, "write" if any(a is w for w in written) else "read", line)
     return result
 
 
 _ufunc = np.ufunc
 _PROBED = {"numpy", "scipy"}  # C-level code that checks WRITEABLE before it changes anything
 _READ_ONLY = ("read-only", "writable", "writeable")
+_written = {}  # _key(call) -> how many of its leading arrays it wrote (reset at each install)
 _UFUNC_OUT = {"reduce": 3, "accumulate": 3, "reduceat": 4}  # positional `out` of a ufunc's methods
 
 
@@ -220,28 +228,40 @@ def _call_ufunc(rec, line, f, owner, name, args, kwargs):
     return f(*args, **kwargs)
 
 
-def _probe(f, args, kwargs, arrays):
+def _key(f, owner, name, args, kwargs):
+    """What a call's writes are remembered by: the callable, its arguments' count, the keywords
+    (with their values when plain: ``copy=False`` writes where ``copy=True`` does not)."""
+    plain = tuple((k, v) if isinstance(v, (bool, int, str, type(None))) else k for k, v in kwargs.items())
+    return (f if owner is None else (type(owner), name)), len(args), plain
+
+
+def _probe(f, key, args, kwargs, arrays):
     """Call ``f`` with ``arrays`` read-only; if NumPy refuses to write one, make the first still
-    protected writable again and call again. Returns the result and the arrays ``f`` wrote."""
-    protected = []
-    for a in arrays:
-        if a.flags.writeable and not any(a is p for p in protected):
-            protected.append(a)
-    written = []
+    protected writable again and call again. Returns the result and the arrays ``f`` wrote.
+    The arrays found written are remembered by ``key`` and not probed again."""
+    try:
+        known = _written.get(key, 0)
+    except TypeError:  # an unhashable callable
+        key, known = None, 0
+    written = arrays[:known]
+    protected = [a for a in arrays[known:] if a.flags.writeable]
     while True:
         for a in protected:
-            a.flags.writeable = False
+            a.setflags(write=False)
         try:
             result = f(*args, **kwargs)
         except BaseException as exc:
             for a in protected:
-                a.flags.writeable = True
+                a.setflags(write=True)
             if not isinstance(exc, ValueError) or not protected or not any(w in str(exc) for w in _READ_ONLY):
                 raise
-            written.append(protected.pop(0))  # it, or one after it: the first written comes first
+            first = protected.pop(0)  # it, or one after it: the first written comes first
+            written.append(first)
+            if key is not None:
+                _written[key] = max(_written.get(key, 0), next(i for i, a in enumerate(arrays) if a is first) + 1)
             continue
         for a in protected:
-            a.flags.writeable = True
+            a.setflags(write=True)
         return _writable_views(result, arrays), written
 
 

@@ -95,14 +95,21 @@ class RaceRecording:
                 return False
             last[_M["lo"]], last[_M["hi"]], last[_M["fp"]] = both
             return True
-        remote = extend(last[_R["lo"]], last[_R["hi"]], last[_R["fp"]], event[_R["lo"]], event[_R["hi"]], event[_R["fp"]])
-        if remote is None:
-            return False
-        if last[_R["lspace"]] is not None:
-            local = extend(last[_R["llo"]], last[_R["lhi"]], last[_R["lfp"]], event[_R["llo"]], event[_R["lhi"]],
-                           event[_R["lfp"]])
-            if local is None:
+        lo, hi = event[_R["lo"]], event[_R["hi"]]
+        if lo <= last[_R["hi"]] and hi >= last[_R["lo"]] and last[_R["fp"]] is None and event[_R["fp"]] is None:
+            remote = min(last[_R["lo"]], lo), max(last[_R["hi"]], hi), None  # touching ranges: the usual case
+        else:
+            remote = extend(last[_R["lo"]], last[_R["hi"]], last[_R["fp"]], lo, hi, event[_R["fp"]])
+            if remote is None:
                 return False
+        if last[_R["lspace"]] is not None:
+            llo, lhi = event[_R["llo"]], event[_R["lhi"]]
+            if llo <= last[_R["lhi"]] and lhi >= last[_R["llo"]] and last[_R["lfp"]] is None and event[_R["lfp"]] is None:
+                local = min(last[_R["llo"]], llo), max(last[_R["lhi"]], lhi), None
+            else:
+                local = extend(last[_R["llo"]], last[_R["lhi"]], last[_R["lfp"]], llo, lhi, event[_R["lfp"]])
+                if local is None:
+                    return False
             last[_R["llo"]], last[_R["lhi"]], last[_R["lfp"]] = local
         last[_R["lo"]], last[_R["hi"]], last[_R["fp"]] = remote
         values, more = last[_R["values"]], event[_R["values"]]
