@@ -113,18 +113,23 @@ else:
 def test_in_place_numpy_calls_are_writes_and_pure_ones_reads(job2):
     """A sweep of the in-place NumPy API: the recording sees every write, and no write in pure calls."""
     head = "rng = np.random.default_rng(1)\nT = np.ones(16); T2 = np.ones(16); T4 = np.ones((4, 4))\n"
-    lines = head.splitlines() + WRITES + READS
-    quiet(job2, "shmem.barrier_all()", arrays=["S=float64[16]", "M=float64[4,4]"])
+    lines = head.splitlines() + WRITES + READS + ["U.clip(0, 1, S)", "np.copyto(U, S, where=U > S)"]
+    quiet(job2, "shmem.barrier_all()", arrays=["S=float64[16]", "M=float64[4,4]", "U=float64[16]"])
     job2.ask("record_start", {})
     try:
         quiet(job2, "\n".join(lines) + "\n" + AFTER)
     finally:
         traces = job2.ask("record_stop")
-    modes = {}
+    modes, where = {}, {}
+    ranges = {n[0]: (n[2], n[3]) for n in traces[0]["names"] if n[1] == "sym"}
     for e in traces[0]["events"]:
         if e[0] == "mem" and e[4] == "sym":
             modes.setdefault(e[2], set()).add(e[3])
+            array = next(name for name, (lo, hi) in ranges.items() if lo <= e[5] < hi)
+            where.setdefault(e[2], set()).add((array, e[3]))
     first = len(head.splitlines()) + 1
     missed = [code for i, code in enumerate(WRITES, first) if "write" not in modes.get(i, ())]
     wrong = [code for i, code in enumerate(READS, first + len(WRITES)) if modes.get(i) != {"read"}]
     assert missed == [] and wrong == []
+    last = len(lines)  # a receiver before the written argument, then a write of the first one
+    assert where[last - 1] == {("U", "read"), ("S", "write")} and where[last] == {("U", "write"), ("S", "read")}

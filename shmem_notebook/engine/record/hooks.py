@@ -8,11 +8,12 @@ asked. Accesses made inside a recorded shmem call are the layer's to record.
 What a call writes is found, not listed: a ufunc writes its outputs (positional after
 ``nin``, or ``out=``) and ``ufunc.at`` its first argument; any other NumPy (or SciPy) call
 or method is called with its array arguments and receiver read-only (``out=`` is a write):
-if NumPy refuses ("... is read-only"), the first of them is written, made writable and the
-call made again (NumPy checks before it changes anything; a call writing two arguments
-would run twice); what it wrote is remembered for calls of the same callable, argument
-count and keywords, which are not probed again. Arrays the cell made read-only stay so; views returned of a probed array
-are writable, as without the probe. Other calls only read their arrays.
+if NumPy refuses ("... is read-only"), the call is made again with one of them writable at a
+time until it succeeds: that one is written (NumPy checks before it changes anything; a call
+writing two arguments would run twice). What a call wrote is remembered for calls of the same
+callable, argument count and keywords, which are not probed again. Arrays the cell made
+read-only stay so; views returned of a probed array are writable, as without the probe.
+Other calls only read their arrays.
 """
 
 import operator
@@ -203,7 +204,7 @@ def _call(line, f, *args, **kwargs):
 _ufunc = np.ufunc
 _PROBED = {"numpy", "scipy"}  # C-level code that checks WRITEABLE before it changes anything
 _READ_ONLY = ("read-only", "writable", "writeable")
-_written = {}  # _key(call) -> how many of its leading arrays it wrote (reset at each install)
+_written = {}  # _key(call) -> the positions of the arrays it wrote (reset at each install)
 _UFUNC_OUT = {"reduce": 3, "accumulate": 3, "reduceat": 4}  # positional `out` of a ufunc's methods
 
 
@@ -236,33 +237,45 @@ def _key(f, owner, name, args, kwargs):
 
 
 def _probe(f, key, args, kwargs, arrays):
-    """Call ``f`` with ``arrays`` read-only; if NumPy refuses to write one, make the first still
-    protected writable again and call again. Returns the result and the arrays ``f`` wrote.
-    The arrays found written are remembered by ``key`` and not probed again."""
+    """Call ``f`` with ``arrays`` read-only; if NumPy refuses to write one, find which (each made
+    writable alone; if none suffices, the first, then again). Returns the result and the arrays
+    ``f`` wrote. The positions found written are remembered by ``key`` and not probed again."""
     try:
-        known = _written.get(key, 0)
+        known = _written.get(key, ())
     except TypeError:  # an unhashable callable
-        key, known = None, 0
-    written = arrays[:known]
-    protected = [a for a in arrays[known:] if a.flags.writeable]
+        key, known = None, ()
+    written = [i for i in known if i < len(arrays)]
+    protected = [i for i, a in enumerate(arrays) if i not in written and a.flags.writeable]
     while True:
-        for a in protected:
-            a.setflags(write=False)
-        try:
-            result = f(*args, **kwargs)
-        except BaseException as exc:
-            for a in protected:
-                a.setflags(write=True)
-            if not isinstance(exc, ValueError) or not protected or not any(w in str(exc) for w in _READ_ONLY):
-                raise
-            first = protected.pop(0)  # it, or one after it: the first written comes first
-            written.append(first)
-            if key is not None:
-                _written[key] = max(_written.get(key, 0), next(i for i, a in enumerate(arrays) if a is first) + 1)
-            continue
-        for a in protected:
-            a.setflags(write=True)
-        return _writable_views(result, arrays), written
+        done, result = _attempt(f, args, kwargs, arrays, protected)
+        for j in (protected if not done else ()):
+            done, result = _attempt(f, args, kwargs, arrays, [i for i in protected if i != j])
+            if done:
+                written.append(j)
+                break
+        if done:
+            break
+        written.append(protected.pop(0))  # two or more are written
+    if key is not None and written:
+        _written[key] = tuple(sorted(set(known) | set(written)))
+    return _writable_views(result, arrays), [arrays[i] for i in written]
+
+
+def _attempt(f, args, kwargs, arrays, protected):
+    """``(True, result)`` of ``f`` called with ``arrays[i]`` read-only for ``i`` in ``protected``;
+    ``(False, None)`` if NumPy refused to write one of them (NumPy checks before it writes)."""
+    for i in protected:
+        arrays[i].setflags(write=False)
+    try:
+        result = f(*args, **kwargs)
+    except ValueError as exc:
+        if not protected or not any(w in str(exc) for w in _READ_ONLY):
+            raise
+        return False, None
+    finally:
+        for i in protected:
+            arrays[i].setflags(write=True)
+    return True, result
 
 
 def _writable_views(result, arrays):
