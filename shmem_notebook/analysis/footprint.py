@@ -118,9 +118,25 @@ def overlap(a, b):
         return _merged(_blocks(blo, bfp, x, y))
     if bfp is None:
         return _merged(_blocks(alo, afp, x, y))
+    if _apart(alo, afp, blo, bfp):
+        return []
     if _count(afp) > _count(bfp):
         (alo, afp), (blo, bfp) = (blo, bfp), (alo, afp)
     return _merged(c for p, q in _blocks(alo, afp, x, y) for c in _blocks(blo, bfp, p, q))
+
+
+def _apart(alo, afp, blo, bfp):
+    """Two progressions of one stride whose shapes never meet within a period (disjoint columns
+    of a tall array): known without walking their blocks."""
+    (arun, adims), (brun, bdims) = afp, bfp
+    if adims[0][1] != bdims[0][1]:
+        return False
+    s = adims[0][1]
+    aspan, bspan = _span(arun, adims[1:]), _span(brun, bdims[1:])
+    if aspan > s or bspan > s:
+        return False
+    d = (blo - alo) % s
+    return aspan <= d and d + bspan <= s
 
 
 def _merged(blocks):
