@@ -99,6 +99,8 @@ def test_flat_ranges_and_indices_in_the_arrays_shape():
     assert format_indices(flat_ranges([(0, 800)], 0, 8, (10, 10), (80, 8)), (10, 10)) == "[:, :]"
     assert format_indices(progressions([range(3, 4), range(13, 14), range(20, 22)]), (10, 10)) == "[0:2, 3] and [2, 0:2]"
     assert format_indices((range(0, 20, 2),), (20,)) == "[0:19:2]"
+    assert format_indices((range(0, 7, 6),), (20,)) == "[0, 6]"  # two elements: two indices
+    assert format_indices((range(23, 54, 30),), (10, 10)) == "[2, 3] and [5, 3]"
     # a view's own layout: its elements, not the bytes' order in memory
     column = BOARD[:, 3]
     start = column.__array_interface__["data"][0] - BOARD.__array_interface__["data"][0]

@@ -235,6 +235,18 @@ def _slice(r, n, whole):
     return f"{r.start}:{r.stop}" if r.step == 1 else f"{r.start}:{r[-1] + 1}:{r.step}"
 
 
+def _pairs(ranges):
+    """Two elements at a step read better as two indices (``[0, 6]``) than as ``[0:7:6]``."""
+    return [part for r in ranges for part in ((r[:1], r[1:]) if len(r) == 2 and r.step > 1 else (r,))]
+
+
+def _split(box):
+    for k, r in enumerate(box):
+        if len(r) == 2 and r.step > 1:
+            return [split for part in _pairs([r]) for split in _split((*box[:k], part, *box[k + 1:]))]
+    return [box]
+
+
 def format_indices(indices, shape=None, limit=4):
     """Flat element ranges as the array's own indices: ``(range(0, 1),)`` -> ``'[0]'``; in a 1-D
     array ``(range(2, 5), range(7, 8))`` -> ``'[2:5, 7]'``; in a 10x10 array the elements 43, 53,
@@ -243,7 +255,7 @@ def format_indices(indices, shape=None, limit=4):
         return ""
     if not shape or len(shape) < 2:
         n = shape[0] if shape else None
-        parts = [_slice(r, n, False) for r in indices[:limit]]
+        parts = [_slice(r, n, False) for r in _pairs(indices)[:limit]]
         return "[" + ", ".join(parts) + (", ..." if len(indices) > limit else "") + "]"
     points, total = [], 0
     for r in indices:
@@ -256,6 +268,6 @@ def format_indices(indices, shape=None, limit=4):
             total += 1
             if total >= 100_000:
                 break
-    boxes = _boxes(sorted(points), len(shape))
+    boxes = [split for box in _boxes(sorted(points), len(shape)) for split in _split(box)]
     text = [("[" + ", ".join(_slice(r, n, True) for r, n in zip(box, shape)) + "]") for box in boxes[:limit]]
     return " and ".join(text) + (" and more" if len(boxes) > limit else "")
