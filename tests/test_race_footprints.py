@@ -133,3 +133,18 @@ def test_in_place_numpy_calls_are_writes_and_pure_ones_reads(job2):
     assert missed == [] and wrong == []
     last = len(lines)  # a receiver before the written argument, then a write of the first one
     assert where[last - 1] == {("U", "read"), ("S", "write")} and where[last] == {("U", "write"), ("S", "read")}
+
+
+IPUT_COLUMNS = """src = np.arange(8, dtype=np.int64)
+flat = board.reshape(-1)
+shmem.barrier_all()
+shmem.iput(flat[{column}:], src, 0, tst=6, sst=1, size=8)
+shmem.barrier_all()
+"""
+
+
+def test_iputs_into_columns_race_only_on_a_shared_column(job2):
+    assert _races(job2, IPUT_COLUMNS.format(column="me")) == []
+    (race,) = _races(job2, IPUT_COLUMNS.format(column="1"))
+    assert race.array == "board" and race.indices == (range(1, 44, 6),)
+    assert str(race).startswith("RACE board[:, 1] on PE 0: PE 0 line 4 iput (write) / PE 1 line 4 iput (write)")
