@@ -136,11 +136,13 @@ def kind_of(op):
 # -- the race recording's events ------------------------------------------------------------
 #: event kind -> its fields, in the order a PE sends them (a list per event: compact to send)
 EVENT_FIELDS = {
-    # a load ("read") or store ("write") of this PE's memory by the cell
-    "mem": "kind op line mode space lo hi dtype",
+    # a load ("read") or store ("write") of this PE's memory by the cell; fp: None when it is all
+    # of [lo, hi), else the strided bytes it touches (see shmem_notebook/analysis/footprint.py)
+    "mem": "kind op line mode space lo hi dtype fp",
     # an RMA or atomic call on PE `pe`'s symmetric bytes [lo, hi), with its local buffer
-    # (lspace None for atomics), context (0: default), values written when known
-    "rma": "kind op line pe lo hi dtype lspace llo lhi ctx values",
+    # (lspace None for atomics), context (0: default), values written when known; fp/lfp: the
+    # footprints of the remote and local sides (None: the whole range)
+    "rma": "kind op line pe lo hi dtype lspace llo lhi ctx values fp lfp",
     # barrier_all, sync_all (also sync/Team.sync), alloc, free, quiet, fence, ctx_destroy;
     # members: the team's world PEs (None: every PE)
     "sync": "kind op line ctx members",
