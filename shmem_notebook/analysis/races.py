@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from ..folding import pe_ranges
 from ..operations import CALLS, RECORDED_AS, RMA, event
-from .hints import hint as _hint
+from .hints import advice as _advice
 
 __all__ = ["Access", "Race", "find_races", "format_indices"]
 
@@ -74,7 +74,8 @@ class Race:
     ``array`` is the name the cell uses for the memory, ``pe`` whose memory it is
     (``pes``: all of them, when the same race is seen on several PEs),
     ``indices`` the elements involved (a tuple of ``range``), ``accesses`` the two
-    :class:`Access`, ``hint`` the synchronisation that would order them.
+    :class:`Access`, ``hint`` the synchronisation that would order them, ``fix`` the
+    same as an edit of the cell (a :class:`~.hints.Fix`; ``None`` where it is not one).
     """
 
     array: str
@@ -83,6 +84,7 @@ class Race:
     accesses: tuple
     hint: str
     pes: tuple = field(default=())
+    fix: object = field(default=None, compare=False)
 
     def __str__(self):
         first, second = self.accesses
@@ -398,13 +400,13 @@ def find_races(traces, npes):
         name, start, itemsize = _name_for(owner, space, lo, hi, traces)
         first = (lo - start) // itemsize
         last = -(-(hi - start) // itemsize)
-        hint = _hint(a, b, sim)
+        hint, fix = _advice(a, b, sim)
         key = (name, a.line, a.op, a.mode, b.line, b.op, b.mode, hint)
         pair = (name, a.line, b.line, frozenset((a.pe, b.pe)))
         if pair in seen_pairs and seen_pairs[pair] != key:
             continue  # one race per pair of lines (an in-place `A[i] += 1` both loads and stores)
         seen_pairs[pair] = key
-        entry = folded.setdefault(key, {"owners": set(), "a": set(), "b": set(), "indices": []})
+        entry = folded.setdefault(key, {"owners": set(), "a": set(), "b": set(), "indices": [], "fix": fix})
         entry["owners"].add(owner)
         entry["a"].add(a.pe)
         entry["b"].add(b.pe)
@@ -420,6 +422,7 @@ def find_races(traces, npes):
                 accesses=(Access(apes[0], aline, aop, amode, tuple(apes)), Access(bpes[0], bline, bop, bmode, tuple(bpes))),
                 hint=hint,
                 pes=tuple(owners),
+                fix=entry["fix"],
             )
         )
     races.sort(key=lambda r: (r.accesses[0].line, r.accesses[1].line, r.array))
