@@ -93,7 +93,7 @@ def advice(a, b, sim):
             call = _ordering_call(a, sim.events[flags[0][0]][flags[0][1]])
             return (f"the {a.op} may arrive after the flag (line {_line(sim, flags[0])}): call {call} after line "
                     f"{a.line}, between the data and the flag write"), _fix(Edit((a.line,), call))
-        return (f"the {a.op} is not complete when the other access runs{_why_not(sim)}: call shmem.quiet() after "
+        return (f"the {a.op} is not complete when the other access runs{_why_not(a, b, sim)}: call shmem.quiet() after "
                 f"line {a.line}, before the synchronisation"), _fix(Edit((a.line,), "shmem.quiet()"))
     for first, second in ((a, b), (b, a)):
         flags = _flag_writes(first, second, sim, before=True)
@@ -136,14 +136,22 @@ def _ordering_call(data, flag):
     return "shmem.fence()" if same_target else "shmem.quiet()"
 
 
-def _why_not(sim):
-    """Why the cell's synchronisation did not complete the access, for the syncs it uses."""
-    ops = {e.op for evs in sim.events.values() for e in evs if e.kind == "sync"}
-    said = [f"{name} completes nothing" for op, name in (("sync_all", "shmem.sync_all()"), ("sync", "Team.sync()"))
-            if op in ops]
-    if any(e.kind == "wait" for evs in sim.events.values() for e in evs):
-        said.append("a wait sees only the flag")
-    return f" ({'; '.join(said)})" if said else ""
+def _why_not(a, b, sim):
+    """Why the synchronisation between ``a`` and ``b`` did not complete ``a``: the calls on the way."""
+    evs, limit = sim.events[a.pe], b.point[a.pe]
+    said = []
+    for i in range(a.index + 1, min(len(evs), a.index + 1 + _LOOKBACK)):
+        point, e = sim.points[a.pe][i], evs[i]
+        collective = e.kind == "sync" and e.op == "sync_all"  # the others left it one tick before this PE did
+        if point is None or point[a.pe] - collective > limit:
+            break
+        if collective:
+            name = "Team.sync()" if e.members else "shmem.sync_all()"
+            if name + " completes nothing" not in said:
+                said.append(name + " completes nothing")
+    if not said:
+        return " (a wait sees only the flag it waited on)" if sim.waited else ""
+    return f" ({'; '.join(said)})"
 
 
 def _flag_writes(a, b, sim, before=False):
