@@ -34,7 +34,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..folding import pe_ranges
-from ..operations import CALLS, RECORDED_AS, RMA, event
+from ..operations import CALLS, RECORDED_AS, RMA, SIGNAL_EVENTS, event
 from .hints import advice as _advice
 
 __all__ = ["Access", "Race", "find_races", "format_indices"]
@@ -43,6 +43,7 @@ _COLLECTIVE_SYNCS = {RECORDED_AS.get(n, n) for n, op in CALLS.items() if op.kind
 #: collective syncs that complete the default context's operations (barrier_all, alloc, free)
 _COMPLETING = {n for n in _COLLECTIVE_SYNCS if CALLS[n].completes}
 _READS = {n for n in RMA if not CALLS[n].writes}  # get, iget, get_nbi
+_PUT_SIGNALS = ("put_signal", "put_signal_nbi")
 
 
 def _done_on_return(op):
@@ -142,7 +143,7 @@ class _Simulation:
         writes = defaultdict(list)  # target PE -> [(pe, index, lo, hi, values)]
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
-                if e.kind == "rma" and e.op not in _READS and e.op != "atomic_fetch":
+                if e.kind == "rma" and CALLS[e.op].writes:
                     writes[e.pe].append((pe, i, e.lo, e.hi, e.values))
         found = {}
         for pe, evs in self.events.items():
@@ -268,8 +269,13 @@ class _Simulation:
 
     def _fenced_before(self, pe, index, end):
         """Writes of ``pe`` before a fence that precedes its write ``index`` (same ctx and
-        target PE) are delivered by the time that write is seen: give them the same end."""
+        target PE) are delivered by the time that write is seen: give them the same end. So is
+        the data of a put_signal whose signal word ``index`` is."""
         e = self.events[pe][index]
+        if e.op in SIGNAL_EVENTS and index:
+            data = self.events[pe][index - 1]
+            if data.op in _PUT_SIGNALS and data.line == e.line and data.pe == e.pe and data.ctx == e.ctx:
+                self.ends[(pe, index - 1)].append(end)
         fences = [f for f in self.fences.get((pe, e.ctx), []) if f < index]
         if not fences:
             return
@@ -299,7 +305,7 @@ def _accesses(sim):
                 asynchronous = CALLS[op].nbi
                 ends = here if _done_on_return(op) else sim.ends[(pe, i)]
                 if atomic:
-                    mode, writes = "atomic", op != "atomic_fetch"
+                    mode, writes = "atomic", CALLS[op].writes
                 elif op in _READS:
                     mode, writes = "read", False
                 else:
@@ -309,7 +315,7 @@ def _accesses(sim):
                                      ctx, remote=True, target=target))
                 if e.lspace is not None:
                     local_ends = sim.ends[(pe, i)] if asynchronous else here
-                    lmode = "write" if op in _READS else "read"
+                    lmode = "write" if op in _READS or atomic else "read"  # a non-blocking atomic's fetch
                     found.append(_Access(pe, e.lspace, e.llo, e.lhi, lmode, lmode == "write", e.dtype, pe, i, e.line, op,
                                          point, local_ends, locks if not asynchronous or ctx == 0 else frozenset(), ctx))
             elif kind == "coll":

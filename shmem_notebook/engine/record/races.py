@@ -14,7 +14,7 @@ import time
 import numpy as np
 from shmem4py import shmem
 
-from ...operations import FIELD, RECORDED_AS
+from ...operations import FIELD, RECORDED_AS, SIGNAL_EVENTS
 from .. import teams
 from .memory import AddressBook
 
@@ -63,6 +63,7 @@ class RaceRecording:
         self.merge = {}  # merge key -> event (reset at every synchronisation)
         self.n_async = 0  # async RMA events so far (local accesses do not merge across them)
         self.n_local = 0
+        self.fetched = {}  # signal word -> what signal_fetch saw last
         self.started = time.perf_counter()
 
     # -- events ----------------------------------------------------------------------
@@ -147,6 +148,21 @@ class RaceRecording:
         value = _value(source) if op.writes and count == 1 else None
         self._rma_event(op.name, line, remote, args["pe"], count, local, args.get("ctx"),
                         [value] if value is not None else None, op.nbi, tst if op.writes else sst)
+        if "signal" in args:  # put_signal: then the signal word, an atomic delivered after the data
+            self._signal_event(args, line)
+
+    def _signal_event(self, args, line):
+        """The signal word of a put_signal, right after its data event (the analysis pairs them)."""
+        lo = self._signal_offset(args["signal"])
+        adds = int(args.get("sigop", 0)) == int(shmem.SIGNAL_ADD)
+        value = None if adds else [int(args["value"])]  # an add's result is not known here
+        ctx = _ctx_key(args.get("ctx"))
+        self.n_async += 1
+        self._add(["rma", SIGNAL_EVENTS[adds], line, int(args["pe"]), lo, lo + 8, "<u8", None, None, None, ctx, value])
+
+    def _signal_offset(self, signal):
+        """A signal word (shmem4py's ``uint64_t *``) as a heap offset."""
+        return self.memory.offset(int(shmem.ffi.cast("uintptr_t", signal)))
 
     def _on_amo(self, op, args, result, line):
         values = None
@@ -154,8 +170,9 @@ class RaceRecording:
             values = [args.get("value")]
         elif op.name == "atomic_op" and str(args.get("op")).lower().endswith("set"):
             values = [args.get("value")]
-        name = op.name if op.writes else "atomic_fetch"
-        self._rma_event(name, line, args.get(op.remote), args["pe"], 1, None, args.get("ctx"), values, not op.fetches)
+        name = op.name if op.writes or op.nbi else "atomic_fetch"
+        local = args.get("fetch") if op.nbi else None  # written when the operation completes
+        self._rma_event(name, line, args.get(op.remote), args["pe"], 1, local, args.get("ctx"), values, not op.fetches)
 
     def _on_sync(self, op, args, result, line):
         team = args.get("team") if op.team else None
@@ -171,6 +188,14 @@ class RaceRecording:
     def _on_wait(self, op, args, result, line):
         if op.name.startswith("test") and (result is None or result is False or result == []):
             return  # a test that failed orders nothing
+        if "signal" in args:  # signal_wait_until returns the value it saw; signal_fetch counts when it changed
+            lo = self._signal_offset(args["signal"])
+            if op.name == "signal_fetch":
+                if not result or self.fetched.get(lo) == result:
+                    return  # a poll that saw no signal, or nothing new, orders nothing
+                self.fetched[lo] = result
+            self._sync_event(["wait", op.name, line, lo, lo + 8, "<u8", [int(result)]])
+            return
         ivar = args.get("ivar", args.get("ivars"))
         space, lo, hi, dtype = self.memory.sym(ivar)
         self._sync_event(["wait", op.name, line, lo, hi, dtype, np.asarray(ivar).reshape(-1)[:64].tolist()])
