@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from ..folding import pe_ranges
 from ..operations import CALLS, RECORDED_AS, RMA, SIGNAL_EVENTS, event
 from .footprint import flat_ranges, format_indices, overlap, progressions
-from .hints import hint as _hint
+from .hints import advice as _advice
 
 __all__ = ["Access", "Race", "find_races", "format_indices"]
 
@@ -77,7 +77,8 @@ class Race:
     (``pes``: all of them, when the same race is seen on several PEs),
     ``indices`` the elements involved (a tuple of ``range``, flat in C order), ``accesses`` the two
     :class:`Access`, ``hint`` the synchronisation that would order them, ``shape`` the array's
-    shape when it has several dimensions (the report names elements in it: ``board[4:7, 3]``).
+    shape when it has several dimensions (the report names elements in it: ``board[4:7, 3]``),
+    ``fix`` the hint as an edit of the cell (a :class:`~.hints.Fix`; ``None`` where it is not one).
     """
 
     array: str
@@ -87,6 +88,7 @@ class Race:
     hint: str
     pes: tuple = field(default=())
     shape: tuple = field(default=())
+    fix: object = field(default=None, compare=False)
 
     def __str__(self):
         first, second = self.accesses
@@ -397,13 +399,13 @@ def find_races(traces, npes):
             a, b = b, a  # name the one issued first first, when one was
         name, start, itemsize, layout = _name_for(owner, space, lo, hi, traces)
         origin, shape, strides = layout or (start, None, None)
-        hint = _hint(a, b, sim)
+        hint, fix = _advice(a, b, sim)
         key = (name, a.line, a.op, a.mode, b.line, b.op, b.mode, hint)
         pair = (name, a.line, b.line, frozenset((a.pe, b.pe)))
         if pair in seen_pairs and seen_pairs[pair] != key:
             continue  # one race per pair of lines (an in-place `A[i] += 1` both loads and stores)
         seen_pairs[pair] = key
-        entry = folded.setdefault(key, {"owners": set(), "a": set(), "b": set(), "indices": [], "shape": ()})
+        entry = folded.setdefault(key, {"owners": set(), "a": set(), "b": set(), "indices": [], "shape": (), "fix": fix})
         entry["owners"].add(owner)
         entry["a"].add(a.pe)
         entry["b"].add(b.pe)
@@ -422,6 +424,7 @@ def find_races(traces, npes):
                 hint=hint,
                 pes=tuple(owners),
                 shape=entry["shape"],
+                fix=entry["fix"],
             )
         )
     races.sort(key=lambda r: (r.accesses[0].line, r.accesses[1].line, r.array))
