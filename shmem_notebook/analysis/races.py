@@ -45,8 +45,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..folding import pe_ranges
-from ..operations import CALLS, RECORDED_AS, RMA, event
-from .hints import hint as _hint
+from ..operations import CALLS, RECORDED_AS, RMA, SIGNAL_EVENTS, event
+from .footprint import flat_ranges, format_indices, overlap, progressions
+from .hints import advice as _advice
 
 __all__ = ["Access", "Race", "Analysis", "find_races", "analyse", "format_indices"]
 
@@ -54,6 +55,7 @@ _COLLECTIVE_SYNCS = {RECORDED_AS.get(n, n) for n, op in CALLS.items() if op.kind
 #: collective syncs that complete the default context's operations (barrier_all, alloc, free)
 _COMPLETING = {n for n in _COLLECTIVE_SYNCS if CALLS[n].completes}
 _READS = {n for n in RMA if not CALLS[n].writes}  # get, iget, get_nbi
+_PUT_SIGNALS = ("put_signal", "put_signal_nbi")
 
 
 def _done_on_return(op):
@@ -87,8 +89,10 @@ class Race:
 
     ``array`` is the name the cell uses for the memory, ``pe`` whose memory it is
     (``pes``: all of them, when the same race is seen on several PEs),
-    ``indices`` the elements involved (a tuple of ``range``), ``accesses`` the two
-    :class:`Access`, ``hint`` the synchronisation that would order them.
+    ``indices`` the elements involved (a tuple of ``range``, flat in C order), ``accesses`` the two
+    :class:`Access`, ``hint`` the synchronisation that would order them, ``shape`` the array's
+    shape when it has several dimensions (the report names elements in it: ``board[4:7, 3]``),
+    ``fix`` the hint as an edit of the cell (a :class:`~.hints.Fix`; ``None`` where it is not one).
     """
 
     array: str
@@ -97,21 +101,15 @@ class Race:
     accesses: tuple
     hint: str
     pes: tuple = field(default=())
+    shape: tuple = field(default=())
+    fix: object = field(default=None, compare=False)
 
     def __str__(self):
         first, second = self.accesses
         return (
-            f"RACE {self.array}{format_indices(self.indices)} on PE {pe_ranges(self.pes or (self.pe,))}: "
+            f"RACE {self.array}{format_indices(self.indices, self.shape)} on PE {pe_ranges(self.pes or (self.pe,))}: "
             f"{first} / {second} are unordered; {self.hint}"
         )
-
-
-def format_indices(indices):
-    """``(range(0, 1),)`` -> ``'[0]'``; ``(range(2, 5), range(7, 8))`` -> ``'[2:5, 7]'``."""
-    if not indices:
-        return ""
-    parts = [f"{r.start}" if len(r) == 1 else f"{r.start}:{r.stop}" for r in indices[:4]]
-    return "[" + ", ".join(parts) + (", ..." if len(indices) > 4 else "") + "]"
 
 
 # -- the accesses ----------------------------------------------------------------------------
@@ -134,6 +132,7 @@ class _Access:
     ctx: int = 0
     remote: bool = False  # the remote side of an RMA operation
     target: int = None  # target PE of an RMA operation
+    fp: tuple = None  # the strided bytes of [lo, hi) it touches (None: all), see .footprint
     cell: str = None  # the earlier cell it was issued in (carried), None: this cell
     seq: int = 0  # when the simulation started it (the order accesses are checked in)
     sig: tuple = None  # kind(), once computed
@@ -162,11 +161,11 @@ class _Simulation:
 
     def _wait_candidates(self):
         """For every wait: the writes that may have produced the value it saw."""
-        writes = defaultdict(list)  # target PE -> [(lo, hi, pe, index, values)], sorted by lo
+        writes = defaultdict(list)  # target PE -> [(lo, hi, pe, index, values, fp)], sorted by lo
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
-                if e.kind == "rma" and e.op not in _READS and e.op != "atomic_fetch":
-                    writes[e.pe].append((e.lo, e.hi, pe, i, e.values))
+                if e.kind == "rma" and CALLS[e.op].writes:
+                    writes[e.pe].append((e.lo, e.hi, pe, i, e.values, e.fp))
         starts, longest = {}, {}
         for target, ws in writes.items():
             ws.sort(key=lambda w: w[0])
@@ -182,7 +181,8 @@ class _Simulation:
                 if ws:  # writes starting in [lo - longest, hi) are the only ones that may overlap
                     first = bisect.bisect_left(starts[pe], lo - longest[pe])
                     ws = ws[first:bisect.bisect_left(starts[pe], hi)]
-                overlapping = [(w[2], w[3], w[0], w[1], w[4]) for w in ws if w[0] < hi and lo < w[1]]
+                overlapping = [(w[2], w[3], w[0], w[1], w[4]) for w in ws if w[0] < hi and lo < w[1]
+                               and (w[5] is None or overlap((w[0], w[1], w[5]), (lo, hi, None)))]
                 overlapping.sort(key=lambda w: (w[0], w[1]))
                 matching = [w for w in overlapping if w[4] and seen.intersection(w[4])]
                 unknown = [w for w in overlapping if not w[4]]
@@ -305,10 +305,15 @@ class _Simulation:
 
     def _fenced_before(self, pe, index, end):
         """Writes of ``pe`` before a fence that precedes its write ``index`` (same ctx and
-        target PE) are delivered by the time that write is seen: give them the same end.
+        target PE) are delivered by the time that write is seen: give them the same end. So is
+        the data of a put_signal whose signal word ``index`` is.
 
         A waiter's ends only grow later, so writes already given one by that waiter are skipped."""
         e = self.events[pe][index]
+        if e.op in SIGNAL_EVENTS and index:
+            data = self.events[pe][index - 1]
+            if data.op in _PUT_SIGNALS and data.line == e.line and data.pe == e.pe and data.ctx == e.ctx:
+                self.ends[(pe, index - 1)].append(end)
         fences = self.fences.get((pe, e.ctx), [])
         k = bisect.bisect_left(fences, index)
         if not k:
@@ -325,14 +330,16 @@ class _Simulation:
 
 
 def _rma_mode(op):
-    """(nbi, done on return, mode, writes the remote side) of an RMA or atomic op."""
-    if CALLS[op].kind == "amo":
-        mode, writes = "atomic", op != "atomic_fetch"
+    """(nbi, done on return, mode, writes the remote side, the local side's mode) of an RMA or atomic op."""
+    atomic = CALLS[op].kind == "amo"
+    if atomic:
+        mode, writes = "atomic", CALLS[op].writes
     elif op in _READS:
         mode, writes = "read", False
     else:
         mode, writes = "write", True
-    return CALLS[op].nbi, _done_on_return(op), mode, writes
+    lmode = "write" if op in _READS or atomic else "read"  # a non-blocking atomic's fetch
+    return CALLS[op].nbi, _done_on_return(op), mode, writes, lmode
 
 
 _RMA_MODES = {name: _rma_mode(name) for name, op in CALLS.items() if op.kind in ("rma", "amo")}
@@ -351,19 +358,19 @@ def _accesses(sim, labels=None):
         kind = e.kind
         if kind == "mem":
             found.append(_Access(pe, e.space, e.lo, e.hi, e.mode, e.mode == "write", e.dtype, pe, i, e.line, e.op,
-                                 point, here, locks))
+                                 point, here, locks, fp=e.fp))
         elif kind == "rma":
             op, target, ctx = e.op, e.pe, e.ctx
-            asynchronous, returned, mode, writes = _RMA_MODES[op]
+            asynchronous, returned, mode, writes, lmode = _RMA_MODES[op]
             ends = here if returned else sim.ends[(pe, i)]
             held = locks if (ctx == 0 or ends is here) else frozenset()
             found.append(_Access(target, "sym", e.lo, e.hi, mode, writes, e.dtype, pe, i, e.line, op, point, ends, held,
-                                 ctx, remote=True, target=target))
+                                 ctx, remote=True, target=target, fp=e.fp))
             if e.lspace is not None:
                 local_ends = sim.ends[(pe, i)] if asynchronous else here
-                lmode = "write" if op in _READS else "read"
                 found.append(_Access(pe, e.lspace, e.llo, e.lhi, lmode, lmode == "write", e.dtype, pe, i, e.line, op,
-                                     point, local_ends, locks if not asynchronous or ctx == 0 else frozenset(), ctx))
+                                     point, local_ends, locks if not asynchronous or ctx == 0 else frozenset(), ctx,
+                                     fp=e.lfp))
         elif kind == "coll":
             op, root = e.op, e.root
             found.append(_Access(pe, e.tspace, e.tlo, e.thi, "write", True, e.dtype, pe, i, e.line, op, point, here,
@@ -398,30 +405,22 @@ def _conflict(a, b):
 
 
 def _name_for(owner, space, lo, hi, traces):
-    """(name, start, itemsize) of the best-named memory holding ``[lo, hi)``."""
+    """(name, start, itemsize, layout) of the best-named memory holding ``[lo, hi)``; ``layout``:
+    ``(origin, shape, strides)`` of an N-D or strided array, else None."""
     sources = [owner] if space == "priv" else [owner, *sorted(traces)]
     best = None
     for pe in sources:
-        for name, nspace, nlo, nhi, itemsize, priority in traces.get(pe, {}).get("names", []):
+        for entry in traces.get(pe, {}).get("names", []):
+            name, nspace, nlo, nhi, itemsize, priority = entry[:6]
             if nspace == space and nlo <= lo and hi <= nhi:
                 key = (priority, -(nhi - nlo))
                 if best is None or key < best[0]:
-                    best = (key, name, nlo, itemsize)
+                    best = (key, name, nlo, itemsize, entry[6] if len(entry) > 6 else None)
         if best is not None:
             break
     if best is None:
-        return ("symmetric memory" if space == "sym" else "a private buffer"), lo, 1
-    return best[1], best[2], best[3]
-
-
-def _merge_ranges(ranges):
-    out = []
-    for r in sorted(ranges, key=lambda r: r.start):
-        if out and r.start <= out[-1].stop:
-            out[-1] = range(out[-1].start, max(out[-1].stop, r.stop))
-        else:
-            out.append(r)
-    return tuple(out)
+        return ("symmetric memory" if space == "sym" else "a private buffer"), lo, 1, None
+    return best[1:]
 
 
 #: a segment's shadow keeps at most this many unordered accesses of one kind (the latest)
@@ -429,7 +428,7 @@ _SAME = 4
 
 
 def _check(sim, accesses, progress=None):
-    """The unordered conflicting pairs ``(a, b)``, ``a`` started first; ``accesses`` in start order.
+    """The unordered conflicting pairs ``(a, b, lo, hi, blocks)``, ``a`` started first; ``accesses`` in start order.
 
     Each (owner, space) is cut into segments at every access's bounds; a segment keeps the
     accesses a later one may race with: a new access drops those of its own :meth:`_Access.kind`
@@ -453,6 +452,7 @@ def _check(sim, accesses, progress=None):
         key = (b.owner, b.space)
         where, shadow = segment[key], shadows[key]
         kind = b.sig = b.kind()
+        whole = b.fp is None  # b touches every byte of every segment it spans
         ordered = {}  # id(a) -> a happens before b (one answer per pair, however many segments)
         for s in range(where[b.lo], where[b.hi]):
             live = shadow.get(s)
@@ -466,13 +466,16 @@ def _check(sim, accesses, progress=None):
                     before = ordered[id(a)] = _before(a, b, sim) or _before(b, a, sim)
                     if not before and (a.pe != b.pe or a.index != b.index) and _conflict(a, b) \
                             and not (a.locks & b.locks) and not (a.cell and b.cell):  # carried pairs: checked before
-                        # one pair per kinds and bytes: it reports the same lines, ops and elements
-                        pairs.setdefault((a.sig, kind, max(a.lo, b.lo), min(a.hi, b.hi), key), (a, b))
-                if not (before and a.sig == kind):
+                        blocks = overlap((a.lo, a.hi, a.fp), (b.lo, b.hi, b.fp)) if (a.fp or b.fp) else None
+                        if blocks != []:  # [] : strided footprints that interleave without touching
+                            lo, hi = (blocks[0][0], blocks[-1][1]) if blocks else (max(a.lo, b.lo), min(a.hi, b.hi))
+                            # one pair per kinds and bytes: it reports the same lines, ops and elements
+                            pairs.setdefault((a.sig, kind, lo, hi, key, a.fp, b.fp), (a, b, lo, hi, blocks or [(lo, hi)]))
+                if not (before and a.sig == kind and whole):  # a strided b may not cover a's bytes here
                     keep.append(a)
             keep.append(b)
-            if len(keep) > _SAME:  # unordered accesses of one kind pile up (puts without a quiet): keep the latest
-                same = [a for a in keep if a.sig == kind]
+            if whole and len(keep) > _SAME:  # unordered accesses of one kind pile up (puts without a quiet): keep the latest
+                same = [a for a in keep if a.sig == kind and a.fp is None]
                 if len(same) > _SAME:
                     dropped = {id(a) for a in same[:-_SAME]}
                     keep = [a for a in keep if id(a) not in dropped]
@@ -482,35 +485,36 @@ def _check(sim, accesses, progress=None):
 
 def _fold(pairs, sim, traces, cell):
     """The :class:`Race` reports of the racing pairs: one per pair of lines, folded over PEs."""
-    raw = [(a.owner, a.space, max(a.lo, b.lo), min(a.hi, b.hi), a, b) for a, b in pairs]
+    raw = [(a.owner, a.space, lo, hi, a, b, blocks) for a, b, lo, hi, blocks in pairs]
     raw.sort(key=lambda r: (not r[4].writes, not r[5].writes, r[4].seq, r[5].seq))  # writes first: `+=` reports its store
     folded, seen_pairs, names, hints = {}, {}, {}, {}
-    for owner, space, lo, hi, a, b in raw:
+    for owner, space, lo, hi, a, b, blocks in raw:
         if (a.cell is None, a.line, a.pe) > (b.cell is None, b.line, b.pe):
             a, b = b, a
         if b.point[a.pe] < a.point[a.pe] and a.point[b.pe] >= b.point[b.pe]:
             a, b = b, a  # name the one issued first first, when one was
         if (owner, space, lo, hi) not in names:
             names[(owner, space, lo, hi)] = _name_for(owner, space, lo, hi, traces)
-        name, start, itemsize = names[(owner, space, lo, hi)]
-        first = (lo - start) // itemsize
-        last = -(-(hi - start) // itemsize)
+        name, start, itemsize, layout = names[(owner, space, lo, hi)]
+        origin, shape, strides = layout or (start, None, None)
         across = a.cell != b.cell
         cells = (a.cell or cell, b.cell or cell) if across else (None, None)
         memo = (a.sig, b.sig, b.point[a.pe] >= a.point[a.pe])
         if memo not in hints:
-            hints[memo] = _across_hint(a, cells) if across else _hint(a, b, sim)
-        hint = hints[memo]
+            hints[memo] = (_across_hint(a, cells), None) if across else _advice(a, b, sim)
+        hint, fix = hints[memo]
         key = (name, a.line, a.op, a.mode, b.line, b.op, b.mode, hint, cells)
         pair = (name, a.line, b.line, frozenset((a.pe, b.pe)), cells)
         if pair in seen_pairs and seen_pairs[pair] != key:
             continue  # one race per pair of lines (an in-place `A[i] += 1` both loads and stores)
         seen_pairs[pair] = key
-        entry = folded.setdefault(key, {"owners": set(), "a": set(), "b": set(), "indices": []})
+        entry = folded.setdefault(key, {"owners": set(), "a": set(), "b": set(), "indices": [], "shape": (), "fix": fix})
         entry["owners"].add(owner)
         entry["a"].add(a.pe)
         entry["b"].add(b.pe)
-        entry["indices"].append(range(first, last))
+        entry["indices"] += flat_ranges(blocks, origin, itemsize, shape, strides)
+        if shape and len(shape) > 1:
+            entry["shape"] = tuple(shape)
     races = []
     for (name, aline, aop, amode, bline, bop, bmode, hint, (acell, bcell)), entry in folded.items():
         apes, bpes, owners = sorted(entry["a"]), sorted(entry["b"]), sorted(entry["owners"])
@@ -518,11 +522,13 @@ def _fold(pairs, sim, traces, cell):
             Race(
                 array=name,
                 pe=owners[0],
-                indices=_merge_ranges(entry["indices"]),
+                indices=progressions(entry["indices"]),
                 accesses=(Access(apes[0], aline, aop, amode, tuple(apes), acell),
                           Access(bpes[0], bline, bop, bmode, tuple(bpes), bcell)),
                 hint=hint,
                 pes=tuple(owners),
+                shape=entry["shape"],
+                fix=entry["fix"],
             )
         )
     races.sort(key=lambda r: (r.accesses[0].cell is None, r.accesses[0].line, r.accesses[1].line, r.array))
