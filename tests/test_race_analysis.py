@@ -197,3 +197,19 @@ def test_many_unordered_puts_to_one_element():
     races = find_races(_traces(puts + [BARRIER], loads + [BARRIER]), 2)
     assert sorted((r.accesses[0].line, r.accesses[1].line) for r in races) == [(2, 3), (3, 3)]
     assert all(r.indices == (range(0, 1),) for r in races)
+
+
+def test_a_strided_access_supersedes_only_the_same_footprint():
+    """``A[2] = ...`` then ``A[1::2] = ...`` on one line: the second spans A[2] without touching it, so
+    it does not hide the first from PE 1's put into A[2]; the same strided write repeated is kept
+    once and still races."""
+    two = ["mem", "store", 3, "write", "sym", 16, 24, "<i8"]
+    evens, odds = ["mem", "store", 3, "write", "sym", 0, 56, "<i8", (8, ((4, 16),))], \
+        ["mem", "store", 3, "write", "sym", 8, 64, "<i8", (8, ((4, 16),))]
+    (race,) = find_races(_traces([two, odds], [["rma", "put", 5, 0, 16, 24, "<i8", "priv", 1000, 1008, 0, [1]]]), 2)
+    assert (race.accesses[0].line, race.accesses[1].line, race.indices) == (3, 5, (range(2, 3),))
+    put = ["rma", "put", 5, 0, 0, 8, "<i8", "priv", 1000, 1008, 0, [1]]
+    (race,) = find_races(_traces([evens] * 1000, [put]), 2)
+    assert (race.accesses[0].line, race.accesses[1].line, race.indices) == (3, 5, (range(0, 1),))
+    put_odd = ["rma", "put", 5, 0, 8, 16, "<i8", "priv", 1000, 1008, 0, [1]]
+    assert find_races(_traces([evens] * 10, [put_odd]), 2) == []  # interleaved, never touching

@@ -471,7 +471,8 @@ def _check(sim, accesses, progress=None):
                             lo, hi = (blocks[0][0], blocks[-1][1]) if blocks else (max(a.lo, b.lo), min(a.hi, b.hi))
                             # one pair per kinds and bytes: it reports the same lines, ops and elements
                             pairs.setdefault((a.sig, kind, lo, hi, key, a.fp, b.fp), (a, b, lo, hi, blocks or [(lo, hi)]))
-                if not (before and a.sig == kind and whole):  # a strided b may not cover a's bytes here
+                if not (before and a.sig == kind  # a strided b covers a's bytes only with the same footprint
+                        and (whole or (a.fp == b.fp and a.lo == b.lo and a.hi == b.hi))):
                     keep.append(a)
             keep.append(b)
             if whole and len(keep) > _SAME:  # unordered accesses of one kind pile up (puts without a quiet): keep the latest
