@@ -108,6 +108,7 @@ def run(n, puts, size, sweeps, repeats, loops=None):
            "put_loop_ops": ops, "put_loop_events": events, "put_loop_payload_bytes": payload}
     if loops:
         out["loops"] = run_loops(**loops)
+        out["synthetic"] = synthetic(loops.get("scattered", (20_000, 60_000)))
         out["loops_date"] = None  # measured with the rest of the section
     return out
 
@@ -153,6 +154,22 @@ def _side_by_side(job, name, code, arrays, repeats, **extra):
            "load_average_1min": round(os.getloadavg()[0], 2), **extra}
     row["ratio"] = row["traced_s"] / row["untraced_s"]
     return row
+
+
+def synthetic(per_pe=(20_000, 60_000)):
+    """The analysis alone on the worst case of the scattered puts: every put its own event (no range
+    or strided summary), as :mod:`race_traces` builds them; wall and CPU seconds."""
+    import race_traces
+
+    rows = []
+    for count in per_pe:
+        traces = race_traces.scattered_puts(count)
+        cpu, start = time.process_time(), time.perf_counter()
+        found = analyse(traces, 2)
+        rows.append({"per_pe": count, "events": sum(len(t["events"]) for t in traces.values()),
+                     "analysis_s": time.perf_counter() - start, "analysis_cpu_s": time.process_time() - cpu,
+                     "races": len(found.races)})
+    return rows
 
 
 def run_loops(stencil_iterations=200, stencil_pes=4, scattered=(20_000, 60_000), big=1_000_000, repeats=3):

@@ -136,6 +136,7 @@ class _Access:
     cell: str = None  # the earlier cell it was issued in (carried), None: this cell
     seq: int = 0  # when the simulation started it (the order accesses are checked in)
     sig: tuple = None  # kind(), once computed
+    exact: bool = True  # in the check's shadow, it touches every byte of the segments it is in
 
     def kind(self):
         """What makes two accesses interchangeable in a report: the later supersedes the earlier."""
@@ -425,22 +426,43 @@ def _name_for(owner, space, lo, hi, traces):
 
 #: a segment's shadow keeps at most this many unordered accesses of one kind (the latest)
 _SAME = 4
+#: a strided access of at most this many blocks is placed on its blocks, a longer one on its hull
+_BLOCKS = 4096
+
+
+def _pieces(acc):
+    """``(ranges, exact)``: where ``acc`` goes in the shadow, and whether it touches all of it."""
+    if acc.fp is None:
+        return ((acc.lo, acc.hi),), True
+    count = 1
+    for n, _ in acc.fp[1]:
+        count *= n
+    if count > _BLOCKS:
+        return ((acc.lo, acc.hi),), False
+    return tuple(overlap((acc.lo, acc.hi, acc.fp), (acc.lo, acc.hi, None))), True
 
 
 def _check(sim, accesses, progress=None):
     """The unordered conflicting pairs ``(a, b, lo, hi, blocks)``, ``a`` started first; ``accesses`` in start order.
 
-    Each (owner, space) is cut into segments at every access's bounds; a segment keeps the
-    accesses a later one may race with: a new access drops those of its own :meth:`_Access.kind`
-    ordered before it (whatever races them races it, with the same lines and ops). Unordered
-    ones of one kind (a loop of puts to one element, no quiet) race each other, which is
-    reported; only the latest :data:`_SAME` of them are kept, so a later
-    access is checked against those (it could only miss a race that a wait matched to a later
-    put of the same line ordered for that put and not for the earlier ones)."""
-    bounds = defaultdict(set)
+    Each (owner, space) is cut into segments at the bounds of every access's blocks; a segment
+    keeps the accesses a later one may race with: a new access drops those of its own
+    :meth:`_Access.kind` ordered before it where it touches every byte (whatever races them races
+    it, with the same lines and ops). Unordered ones of one kind (a loop of puts to one element,
+    no quiet) race each other, which is reported; only the latest :data:`_SAME` of them are
+    kept, so a later access is checked against those (it could only miss a race that a wait
+    matched to a later put of the same line ordered for that put and not for the earlier ones)."""
+    bounds, placed = defaultdict(set), []
     for acc in accesses:
-        if acc.hi > acc.lo:
+        if acc.hi <= acc.lo:
+            placed.append(None)
+        elif acc.fp is None:
+            placed.append(None)
             bounds[(acc.owner, acc.space)].update((acc.lo, acc.hi))
+        else:
+            pieces, acc.exact = _pieces(acc)
+            placed.append(pieces)
+            bounds[(acc.owner, acc.space)].update(x for piece in pieces for x in piece)
     segment = {key: {b: i for i, b in enumerate(sorted(bs))} for key, bs in bounds.items()}
     shadows = defaultdict(dict)  # (owner, space) -> segment -> live accesses
     pairs = {}
@@ -452,9 +474,13 @@ def _check(sim, accesses, progress=None):
         key = (b.owner, b.space)
         where, shadow = segment[key], shadows[key]
         kind = b.sig = b.kind()
-        whole = b.fp is None  # b touches every byte of every segment it spans
+        pieces, whole = placed[count], b.exact
+        if pieces is None:
+            spans = range(where[b.lo], where[b.hi])
+        else:
+            spans = [s for lo, hi in pieces for s in range(where[lo], where[hi])]
         ordered = {}  # id(a) -> a happens before b (one answer per pair, however many segments)
-        for s in range(where[b.lo], where[b.hi]):
+        for s in spans:
             live = shadow.get(s)
             if live is None:
                 shadow[s] = [b]
@@ -471,12 +497,12 @@ def _check(sim, accesses, progress=None):
                             lo, hi = (blocks[0][0], blocks[-1][1]) if blocks else (max(a.lo, b.lo), min(a.hi, b.hi))
                             # one pair per kinds and bytes: it reports the same lines, ops and elements
                             pairs.setdefault((a.sig, kind, lo, hi, key, a.fp, b.fp), (a, b, lo, hi, blocks or [(lo, hi)]))
-                if not (before and a.sig == kind  # a strided b covers a's bytes only with the same footprint
+                if not (before and a.sig == kind  # b covers a's bytes here: all of them, or the same footprint
                         and (whole or (a.fp == b.fp and a.lo == b.lo and a.hi == b.hi))):
                     keep.append(a)
             keep.append(b)
             if whole and len(keep) > _SAME:  # unordered accesses of one kind pile up (puts without a quiet): keep the latest
-                same = [a for a in keep if a.sig == kind and a.fp is None]
+                same = [a for a in keep if a.sig == kind and a.exact]
                 if len(same) > _SAME:
                     dropped = {id(a) for a in same[:-_SAME]}
                     keep = [a for a in keep if id(a) not in dropped]
