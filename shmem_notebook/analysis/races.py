@@ -424,7 +424,7 @@ def _name_for(owner, space, lo, hi, traces):
     return best[1:]
 
 
-#: a segment's shadow keeps at most this many unordered accesses of one kind (the latest)
+#: a segment's shadow keeps at most this many unordered accesses of one kind (the oldest and the latest)
 _SAME = 4
 #: a strided access of at most this many blocks is placed on its blocks, a longer one on its hull
 _BLOCKS = 4096
@@ -449,9 +449,10 @@ def _check(sim, accesses, progress=None):
     keeps the accesses a later one may race with: a new access drops those of its own
     :meth:`_Access.kind` ordered before it where it touches every byte (whatever races them races
     it, with the same lines and ops). Unordered ones of one kind (a loop of puts to one element,
-    no quiet) race each other, which is reported; only the latest :data:`_SAME` of them are
-    kept, so a later access is checked against those (it could only miss a race that a wait
-    matched to a later put of the same line ordered for that put and not for the earlier ones)."""
+    no quiet) race each other, which is reported; only the oldest and the latest of them
+    (:data:`_SAME` in all) are kept, so a later access is checked against those (it could only
+    miss a race that a wait matched to a later put of the same line ordered for that put and not
+    for the earlier ones)."""
     bounds, placed = defaultdict(set), []
     for acc in accesses:
         if acc.hi <= acc.lo:
@@ -503,8 +504,8 @@ def _check(sim, accesses, progress=None):
             keep.append(b)
             if whole and len(keep) > _SAME:  # unordered accesses of one kind pile up (puts without a quiet): keep the latest
                 same = [a for a in keep if a.sig == kind and a.exact]
-                if len(same) > _SAME:
-                    dropped = {id(a) for a in same[:-_SAME]}
+                if len(same) > _SAME:  # the oldest stays too: the first of a loop names the fix for the loop
+                    dropped = {id(a) for a in same[1:1 - _SAME]}
                     keep = [a for a in keep if id(a) not in dropped]
             shadow[s] = keep
     return list(pairs.values())
