@@ -464,7 +464,8 @@ def _check(sim, accesses, progress=None):
             pieces, acc.exact = _pieces(acc)
             placed.append(pieces)
             bounds[(acc.owner, acc.space)].update(x for piece in pieces for x in piece)
-    segment = {key: {b: i for i, b in enumerate(sorted(bs))} for key, bs in bounds.items()}
+    edges = {key: sorted(bs) for key, bs in bounds.items()}
+    segment = {key: {b: i for i, b in enumerate(es)} for key, es in edges.items()}
     shadows = defaultdict(dict)  # (owner, space) -> segment -> live accesses
     pairs = {}
     for count, b in enumerate(accesses):
@@ -481,6 +482,7 @@ def _check(sim, accesses, progress=None):
         else:
             spans = [s for lo, hi in pieces for s in range(where[lo], where[hi])]
         ordered = {}  # id(a) -> a happens before b (one answer per pair, however many segments)
+        shared = {}  # id(a) -> (a, segments both touch all of): a racing b, both placed on their blocks
         for s in spans:
             live = shadow.get(s)
             if live is None:
@@ -493,11 +495,13 @@ def _check(sim, accesses, progress=None):
                     before = ordered[id(a)] = _before(a, b, sim) or _before(b, a, sim)
                     if not before and (a.pe != b.pe or a.index != b.index) and _conflict(a, b) \
                             and not (a.locks & b.locks) and not (a.cell and b.cell):  # carried pairs: checked before
-                        blocks = overlap((a.lo, a.hi, a.fp), (b.lo, b.hi, b.fp)) if (a.fp or b.fp) else None
-                        if blocks != []:  # [] : strided footprints that interleave without touching
-                            lo, hi = (blocks[0][0], blocks[-1][1]) if blocks else (max(a.lo, b.lo), min(a.hi, b.hi))
-                            # one pair per kinds and bytes: it reports the same lines, ops and elements
-                            pairs.setdefault((a.sig, kind, lo, hi, key, a.fp, b.fp), (a, b, lo, hi, blocks or [(lo, hi)]))
+                        if (a.fp or b.fp) and whole and a.exact:
+                            shared[id(a)] = (a, [])  # the bytes both touch: the segments they share
+                        else:
+                            _pair(pairs, a, b, key, overlap((a.lo, a.hi, a.fp), (b.lo, b.hi, b.fp)) if (a.fp or b.fp)
+                                  else None)
+                if id(a) in shared:
+                    shared[id(a)][1].append(s)
                 if not (before and a.sig == kind  # b covers a's bytes here: all of them, or the same footprint
                         and (whole or (a.fp == b.fp and a.lo == b.lo and a.hi == b.hi))):
                     keep.append(a)
@@ -508,7 +512,25 @@ def _check(sim, accesses, progress=None):
                     dropped = {id(a) for a in same[1:1 - _SAME]}
                     keep = [a for a in keep if id(a) not in dropped]
             shadow[s] = keep
+        for a, segs in shared.values():
+            es, blocks = edges[key], []
+            for s in sorted(segs):
+                if blocks and blocks[-1][1] == es[s]:
+                    blocks[-1] = (blocks[-1][0], es[s + 1])
+                else:
+                    blocks.append((es[s], es[s + 1]))
+            _pair(pairs, a, b, key, blocks)
     return list(pairs.values())
+
+
+def _pair(pairs, a, b, key, blocks):
+    """Note the race of ``a`` and ``b`` on ``blocks`` (None: their ranges' overlap; []: none at all,
+    strided footprints that interleave without touching): one pair per kinds and bytes, which
+    reports the same lines, ops and elements."""
+    if blocks == []:
+        return
+    lo, hi = (blocks[0][0], blocks[-1][1]) if blocks else (max(a.lo, b.lo), min(a.hi, b.hi))
+    pairs.setdefault((a.sig, b.sig, lo, hi, key, a.fp, b.fp), (a, b, lo, hi, blocks or [(lo, hi)]))
 
 
 def _fold(pairs, sim, traces, cell):
@@ -550,7 +572,7 @@ def _fold(pairs, sim, traces, cell):
             Race(
                 array=name,
                 pe=owners[0],
-                indices=progressions(entry["indices"]),
+                indices=progressions(list(dict.fromkeys(entry["indices"]))),  # pairs of one key may repeat ranges
                 accesses=(Access(apes[0], aline, aop, amode, tuple(apes), acell),
                           Access(bpes[0], bline, bop, bmode, tuple(bpes), bcell)),
                 hint=hint,
