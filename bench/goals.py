@@ -157,6 +157,14 @@ def _scale_output(sc):
                           f"{o['pxshmem_s']:.2f} s vs {o['px_s']:.2f} s = {x:.2f}x; {complete}")
 
 
+def _libraries_every_measure(lib):
+    failed = [f"{config} at {n} PEs: {error}" for config, per_n in lib.get("errors", {}).items() for n, error in per_n.items()]
+    built = [name for name, d in lib["libraries"].items() if d["built"]]
+    if built:
+        yield Measurement("", {}, len(failed), "; ".join(failed) or f"{', '.join(built)} at {', '.join(map(str, lib['ns']))} PEs"
+                          + "".join(f"; {name} not built" for name, d in lib["libraries"].items() if not d["built"]))
+
+
 #: every goal of the benchmarks, in the order the goals table lists them
 GOALS = [
     Goal("start_vs_ipp_mpi", "startup", "start, {n} PEs: <= {limit}x ipyparallel's MPI launcher ({label})",
@@ -300,6 +308,9 @@ WHY = {
         "the one copy left is the kernel's: `process_vm_readv` walks each PE's page tables and copies into the "
         "result, whose pages are new and faulted in as they are written, while the baseline copies into memory "
         "already mapped."),
+    "libraries_every_measure": lambda res: (
+        "a job on that library did not start or a measurement in its PEs raised; the error is listed under the "
+        "library table."),
     "scale_output": lambda res: (
         "each PE gathers output into one message per 10 ms; the kernel merges the lines across PEs and writes "
         "them in rounds."),
