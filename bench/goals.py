@@ -194,6 +194,8 @@ GOALS = [
          "higher", _scale_gather),
     Goal("scale_output", "scale", "{lines:,} lines per PE at {n} PEs: every line, in order, <= {limit}x `%%px`", 2,
          "lower", _scale_output),
+    Goal("libraries_every_measure", "libraries", "every library comparison measurement on every built library "
+         "(failures <= {limit})", 0, "lower", _libraries_every_measure),
 ]
 BY_ID = {g.id: g for g in GOALS}
 

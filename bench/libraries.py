@@ -18,6 +18,7 @@ is reported as such, not as an error; a measurement that fails is recorded with 
 """
 
 import contextlib
+import datetime
 import inspect
 import io
 import os
@@ -96,10 +97,9 @@ def _in_pes(job, call):
 
 
 def _mean_over_pes(per_pe):
-    """{case: mean over the PEs of each PE's median microseconds} (and the iterations run)."""
-    cases = per_pe[0].keys()
-    return {case: {"us": sum(p[case]["us"] for p in per_pe.values()) / len(per_pe), "iters": per_pe[0][case]["iters"]}
-            for case in cases}
+    """{case: {statistic: mean over the PEs}}: each PE's median, fastest call, 90th percentile (microseconds)."""
+    return {case: {stat: sum(p[case][stat] for p in per_pe.values()) / len(per_pe) for stat in stats}
+            for case, stats in per_pe[0].items()}
 
 
 def measure_in_pes(job, sizes, blocks, iters, coll_iters, budget, teams_only=False):
@@ -136,6 +136,7 @@ def run(ns, repeats, sizes, blocks, iters, coll_iters, budget):
 
     ``sizes``: put/get bytes; ``blocks``: fcollect/alltoall bytes per PE; ``iters``/``coll_iters``: calls
     per measurement at most, fewer when they take more than ``budget`` seconds (run.py's FULL and QUICK)."""
+    measured, load = datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), round(os.getloadavg()[0], 2)
     params = dict(sizes=list(sizes), blocks=list(blocks), iters=iters, coll_iters=coll_iters, budget=budget)
     built = {name: not_built(name) for name in LIBRARIES}
     configs = [c for c, (name, _) in CONFIGS.items() if built[name] is None]
@@ -160,6 +161,9 @@ def run(ns, repeats, sizes, blocks, iters, coll_iters, budget):
                     errors[config][str(n)] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
                     print(f"  libraries: {config} at {n} PEs failed: {errors[config][str(n)]}", file=sys.stderr)
     return {
+        "measured": measured,
+        "load_average_1min": load,
+        "cores": os.cpu_count(),
         "ns": list(ns),
         "repeats": repeats,
         "heap": HEAP,

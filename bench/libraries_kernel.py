@@ -8,17 +8,21 @@ gets fewer iterations instead of an endless run.
 """
 
 
-def _median_us(samples):
+def _stats(samples):
+    """Median, fastest and 90th percentile of ``samples`` (seconds), in microseconds: a median far above
+    the fastest call says the calls mostly waited (for a core, a progress thread), not the transfer."""
     samples = sorted(samples)
     k = len(samples) // 2
-    return (samples[k] if len(samples) % 2 else (samples[k - 1] + samples[k]) / 2) * 1e6
+    middle = samples[k] if len(samples) % 2 else (samples[k - 1] + samples[k]) / 2
+    return {"us": middle * 1e6, "min_us": samples[0] * 1e6, "p90_us": samples[int(0.9 * (len(samples) - 1))] * 1e6,
+            "iters": len(samples)}
 
 
 def putget(shmem, sizes, iters, budget):
     """PE 0 puts to / gets from PE 1 (the others wait in a barrier). Collective.
 
     A put is followed by ``shmem.quiet()`` (its data has arrived); a get returns when it has.
-    Returns, on PE 0, ``{"put"|"get": {size: median microseconds}}`` (``{}`` elsewhere):
+    Returns, on PE 0, ``{"put"|"get": {size: _stats}}`` (``{}`` elsewhere):
     ``iters`` calls per size at most, fewer when they would take more than ``budget`` seconds.
     """
     import time
@@ -43,7 +47,7 @@ def putget(shmem, sizes, iters, budget):
                     samples.append(clock() - t)
                     if t - started > budget and len(samples) >= 10:
                         break
-                out[op][str(size)] = _median_us(samples)
+                out[op][str(size)] = _stats(samples)
             shmem.barrier_all()
     shmem.free(src)
     shmem.free(dst)
@@ -65,7 +69,7 @@ def _agree(shmem, seconds_per_call, iters, budget):
 
 
 def _timed(shmem, call, iters, budget, warmup=3):
-    """Median microseconds of ``call()`` on this PE, every PE calling it the same number of times. Collective."""
+    """:func:`_stats` of ``call()`` on this PE, every PE calling it the same number of times. Collective."""
     import time
 
     clock = time.perf_counter
@@ -80,7 +84,7 @@ def _timed(shmem, call, iters, budget, warmup=3):
         t = clock()
         call()
         samples.append(clock() - t)
-    return {"us": _median_us(samples), "iters": n}
+    return _stats(samples)
 
 
 def collectives(shmem, sizes, iters, budget):

@@ -236,7 +236,8 @@ def _library_cells(lib, config, n, value, fmt):
 
 
 def library_rows(lib):
-    """``[(what, PEs, {config: value})]`` of the comparison, in table order (None: not measured)."""
+    """``[(what, PEs, {config: value})]`` of the comparison, in table order: seconds, or the PEs'
+    statistics of a call (``{"us": median, "min_us": fastest, ...}``); None or {}: not measured."""
     rows = []
     pes = lib["pes"]
     for n in lib["ns"]:
@@ -245,14 +246,19 @@ def library_rows(lib):
     for op in ("put", "get"):
         for size in lib["sizes"]:
             rows.append((f"{op} {size_text(size)}, us", 2,
-                         {c: pes.get(c, {}).get("2", {}).get("putget", {}).get(op, {}).get(str(size)) for c in ("oshmem", "sos")}))
+                         {c: pes.get(c, {}).get("2", {}).get("putget", {}).get(op, {}).get(str(size), {}) for c in ("oshmem", "sos")}))
     cases = ["barrier_all"] + [f"{coll}/{b}" for b in lib["blocks"] for coll in ("fcollect", "alltoall")]
     for case in cases:
         what = "barrier_all, us" if case == "barrier_all" else f"{case.split('/')[0]} {size_text(int(case.split('/')[1]))}/PE, us"
         for n in lib["ns"]:
-            rows.append((what, n, {c: pes.get(c, {}).get(str(n), {}).get("collectives", {}).get(case, {}).get("us")
+            rows.append((what, n, {c: pes.get(c, {}).get(str(n), {}).get("collectives", {}).get(case, {})
                                    for c in ("oshmem", "sos")}))
     return rows
+
+
+def median_and_fastest(stats):
+    """``median (fastest)`` microseconds of one measurement."""
+    return f"{us(stats['us'])} ({us(stats['min_us'])})" if stats else "-"
 
 
 def libraries_tables(lib):
@@ -263,18 +269,22 @@ def libraries_tables(lib):
         heads.append(LIBRARY_LABELS[config] + (f", OpenSHMEM {spec}" if spec else ""))
     rows = []
     for what, n, values in library_rows(lib):
-        fmt = f if what.endswith(", s") else us
+        seconds = what.endswith(", s")
+        fmt = f if seconds else median_and_fastest
         a, b = values["oshmem"], values["sos"]
+        if not seconds:
+            a, b = a and a["us"], b and b["us"]
         rows.append([what, n, *(_library_cells(lib, c, n, values[c], fmt) for c in ("oshmem", "sos")),
                      f"{b / a:.2f}x" if a and b else "-"])
     text = (f"**Library against library**: Open MPI's OSHMEM and Sandia OpenSHMEM through jobs the tool starts "
             f"(`Job(n, library=...)`, heap {lib['heap']}), interleaved. Start, stop and the floor (the library's "
             f"`oshrun` running `python -c 'from shmem4py import shmem; shmem.barrier_all()'`): median of "
             f"{lib['repeats']}, seconds. Inside the PEs (shmem4py, OSU style: barrier, warm-up, each call timed, "
-            f"the median): put (+ quiet) and get PE 0 -> PE 1 of 2 PEs, up to {lib['iters']:,} calls per size; "
+            f"the median, and in brackets the fastest call): put (+ quiet) and get PE 0 -> PE 1 of 2 PEs, up to {lib['iters']:,} calls per size; "
             f"collectives on TEAM_WORLD as a cell calls them, up to {lib['coll_iters']:,} calls (fewer when they "
             f"took more than {lib['budget']:g} s), the mean over the PEs of each PE's median. More PEs than "
-            f"cores are oversubscribed.\n\n"
+            f"cores are oversubscribed; a median far above the fastest call is time spent waiting (for a core, "
+            f"for a progress thread), not moving data. *sos / oshmem* compares the medians.\n\n"
             + table(["measured", "PEs", *heads, "sos / oshmem"], rows))
     for name, d in lib["libraries"].items():
         if not d["built"]:
@@ -285,14 +295,14 @@ def libraries_tables(lib):
     trows = []
     for n in lib["ns"]:
         got = {c: lib["pes"].get(c, {}).get(str(n), {}) for c in LIBRARY_LABELS}
-        sync = {c: g.get("teams_sync", {}).get("team_sync", {}).get("us") for c, g in got.items()}
-        world = {c: g.get("teams_sync", {}).get("sync_all", {}).get("us") for c, g in got.items()}
-        cells = [_library_cells(lib, c, n, sync[c], us) + (f" ({got[c]['teams']})" if got[c].get("teams") else "")
+        sync = {c: g.get("teams_sync", {}).get("team_sync", {}) for c, g in got.items()}
+        world = {c: g.get("teams_sync", {}).get("sync_all", {}) for c, g in got.items()}
+        cells = [_library_cells(lib, c, n, sync[c], median_and_fastest) + (f", {got[c]['teams']}" if got[c].get("teams") else "")
                  for c in LIBRARY_LABELS]
-        trows.append([n, *cells, f"{sync['sos_emulated'] / sync['sos']:.2f}x" if sync["sos"] and sync["sos_emulated"] else "-",
-                      *(_library_cells(lib, c, n, world[c], us) for c in ("oshmem", "sos"))])
+        trows.append([n, *cells, f"{sync['sos_emulated']['us'] / sync['sos']['us']:.2f}x" if sync["sos"] and sync["sos_emulated"] else "-",
+                      *(_library_cells(lib, c, n, world[c], median_and_fastest) for c in ("oshmem", "sos"))])
     text += ("\n\n**Team sync, native against emulated**: `Team.sync()` on a copy of TEAM_WORLD "
-             "(`split_strided(0, 1, npes)`), us, the mean over the PEs of each PE's median; emulated on OSHMEM "
+             "(`split_strided(0, 1, npes)`), us, the mean over the PEs of each PE's median (fastest call); emulated on OSHMEM "
              "(OpenSHMEM 1.4 has no teams), native on SOS, and on SOS once more with `SHMEM_NOTEBOOK_TEAMS=emulated`; "
              "`sync_all()` beside it.\n\n"
              + table(["PEs", *(f"{LIBRARY_LABELS[c]}: team sync" for c in LIBRARY_LABELS),
@@ -509,7 +519,7 @@ def plot_libraries(lib, axes):
         putget = lib["pes"].get(config, {}).get("2", {}).get("putget")
         for op, style in (("put", "-o"), ("get", "--s")):
             if putget:
-                ax.plot(lib["sizes"], [putget[op][str(s)] for s in lib["sizes"]], style, color=styles[config],
+                ax.plot(lib["sizes"], [putget[op][str(s)]["us"] for s in lib["sizes"]], style, color=styles[config],
                         label=f"{op} {config}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

@@ -83,7 +83,8 @@ def test_races(tmp_path, library):
 
 
 def test_teams_and_collectives(tmp_path, library):
-    """notebooks/04-teams-and-collectives.ipynb: teams, team collectives, two replays, the latency table."""
+    """notebooks/04-teams-and-collectives.ipynb: teams, team collectives, two replays, the latency table,
+    the library comparison (make bench's, or measured in the notebook)."""
     nb = execute("04-teams-and-collectives.ipynb", tmp_path)
     for c in nb.cells:
         assert not any(o.get("output_type") == "error" for o in c.get("outputs", [])), c.source
@@ -114,6 +115,10 @@ def test_teams_and_collectives(tmp_path, library):
         numbers = [float(x) for x in row.split()[1:]]
         assert len(numbers) == 9 and all(x > 0 for x in numbers)
     assert any(o.get("data", {}).get("image/png") for o in cell_starting(nb, "%matplotlib").outputs)
+    comparison = "".join(o.get("data", {}).get("text/markdown", "") for o in cell_starting(nb, "import json, pathlib").outputs)
+    assert "**Library against library**" in comparison and "**Team sync, native against emulated**" in comparison
+    start = [line.split("|")[3:5] for line in comparison.splitlines() if line.startswith("| start to ready, s | 2 |")]
+    assert len(start) == 1 and all(cell.strip() == "not built" or float(cell) > 0 for cell in start[0]), start
 
 
 def test_rich_output_from_pes_is_shown_labelled(tmp_path, library):
