@@ -284,7 +284,9 @@ def libraries_tables(lib):
             f"collectives on TEAM_WORLD as a cell calls them, up to {lib['coll_iters']:,} calls (fewer when they "
             f"took more than {lib['budget']:g} s), the mean over the PEs of each PE's median. More PEs than "
             f"cores are oversubscribed; a median far above the fastest call is time spent waiting (for a core, "
-            f"for a progress thread), not moving data. *sos / oshmem* compares the medians.\n\n"
+            f"for a progress thread), not moving data. On `oshmem` a cell's `alltoall` includes the "
+            f"`barrier_all` the teams emulation puts before it (Open MPI 4.1.4 loses blocks without it). "
+            f"*sos / oshmem* compares the medians.\n\n"
             + table(["measured", "PEs", *heads, "sos / oshmem"], rows))
     for name, d in lib["libraries"].items():
         if not d["built"]:

@@ -1,6 +1,6 @@
 """Benchmarks of shmem_notebook, side by side with their baselines, in one run.
 
-    .venv/bin/python bench/run.py              # full run (make bench), about 6-9 min on 2 cores
+    .venv/bin/python bench/run.py              # full run (make bench), about 6-9 min on 2 cores (+ 2-3 min: libraries)
     .venv/bin/python bench/run.py --update-readme
     .venv/bin/python bench/run.py --quick --out /tmp/b   # tiny sizes/repeats: the test suite's smoke run
 
