@@ -6,10 +6,12 @@ events with it. A new call is taught here once. Plain data; imports nothing of t
 
 :data:`CALLS` maps a call's name (``"put"``, ``"Ctx.quiet"``) to an :class:`Operation`:
 
-- ``kind``: ``rma`` (put/get), ``amo`` (atomics), ``sync`` (barriers, quiet, fence,
-  allocation), ``coll`` (collectives), ``wait`` (``wait_until*``, ``test*``), ``lock``;
+- ``kind``: ``rma`` (put/get, ``put_signal``), ``amo`` (atomics), ``sync`` (barriers, quiet, fence,
+  allocation), ``coll`` (collectives), ``wait`` (``wait_until*``, ``test*``, ``signal_wait_until``,
+  ``signal_fetch``), ``lock``;
 - ``params``: shmem4py's positional parameters, in order (a method's ``self`` first);
-- ``remote``/``local``: the parameters naming the remote symmetric buffer and the local one;
+- ``remote``/``local``: the parameters naming the remote symmetric buffer and the local one
+  (a non-blocking fetching atomic writes its local ``fetch`` when it completes);
 - ``writes``: the remote side is written (puts, every atomic but ``atomic_fetch``);
 - ``fetches``: the call returns data, so it is complete when it returns;
 - ``nbi``: completes only at the next ``quiet`` (or barrier) of its context;
@@ -20,7 +22,7 @@ events with it. A new call is taught here once. Plain data; imports nothing of t
 
 from collections import namedtuple
 
-__all__ = ["Operation", "JOINABLE", "EMULATED_WAIT", "CALLS", "RMA", "ATOMICS", "COLLECTIVES", "WAITS", "RECORDED_AS", "CAP", "EVENT_FIELDS",
+__all__ = ["Operation", "JOINABLE", "EMULATED_WAIT", "CALLS", "RMA", "ATOMICS", "COLLECTIVES", "WAITS", "RECORDED_AS", "SIGNAL_EVENTS", "CAP", "EVENT_FIELDS",
            "EVENTS", "FIELD", "event", "kind_of"]
 
 Operation = namedtuple(
@@ -52,12 +54,33 @@ _AMO_PARAMS = {
     "atomic_fetch_op": ("target", "value", "op", "pe", "ctx"),
 }
 _VALUE_AMOS = ("add", "and", "or", "xor", "swap", "fetch_add", "fetch_and", "fetch_or", "fetch_xor")
+#: OpenSHMEM 1.5's non-blocking fetching atomics: the fetched value lands in local ``fetch`` at ``quiet``
+_NBI_AMO_PARAMS = {
+    "atomic_fetch_nbi": ("fetch", "source", "pe", "ctx"),
+    "atomic_fetch_inc_nbi": ("fetch", "target", "pe", "ctx"),
+    "atomic_compare_swap_nbi": ("fetch", "target", "cond", "value", "pe", "ctx"),
+    "atomic_fetch_op_nbi": ("fetch", "target", "value", "op", "pe", "ctx"),
+    **{f"atomic_{name}_nbi": ("fetch", "target", "value", "pe", "ctx")
+       for name in ("swap", "fetch_add", "fetch_and", "fetch_or", "fetch_xor")},
+}
+
+
+def _amo_nbi(name, params):
+    return Operation(name, "amo", params, params[1], "fetch", writes=name != "atomic_fetch_nbi", nbi=True)
+
+
+_PUT_SIGNAL = ("target", "source", "pe", "signal", "value", "sigop", "size", "ctx")
 
 _calls = [
     _rma("put", _PUT, True), _rma("get", _PUT, False), _rma("put_nbi", _PUT, True), _rma("get_nbi", _PUT, False),
     _rma("iput", _STRIDED, True), _rma("iget", _STRIDED, False),
     *(_amo(name, params) for name, params in _AMO_PARAMS.items()),
     *(_amo(f"atomic_{name}", ("target", "value", "pe", "ctx")) for name in _VALUE_AMOS),
+    *(_amo_nbi(name, params) for name, params in _NBI_AMO_PARAMS.items()),
+    # put_signal: the data, then the signal word (an atomic) on the same context, delivered in that
+    # order; recorded as two events, the put and a signal_set / signal_add on the signal word
+    _rma("put_signal", _PUT_SIGNAL, True), _rma("put_signal_nbi", _PUT_SIGNAL, True),
+    *(Operation(name, "amo", (), "signal", writes=True) for name in ("signal_set", "signal_add")),
     Operation("barrier_all", "sync", (), completes=True, collective=True),
     Operation("sync_all", "sync", (), collective=True),
     Operation("sync", "sync", ("team",), collective=True, team="team"),
@@ -77,6 +100,9 @@ _calls = [
     *(Operation(f"{op}_reduce", "coll", ("target", "source", "size", "team"), collective=True, team="team")
       for op in ("and", "or", "xor", "max", "min", "sum", "prod")),
     *(Operation(name, "wait", ("ivar", "cmp", "value")) for name in ("wait_until", "test")),
+    # waits on a signal word: signal_fetch counts when it saw a new value (a polling loop's exit)
+    Operation("signal_wait_until", "wait", ("signal", "cmp", "value")),
+    Operation("signal_fetch", "wait", ("signal",)),
     *(Operation(f"{name}_{how}{vector}", "wait", ("ivars", "cmp", "values" if vector else "value", "status"))
       for name in ("wait_until", "test") for how in ("all", "any", "some") for vector in ("", "_vector")),
     *(Operation(name, "lock", ("lock",)) for name in ("set_lock", "test_lock", "clear_lock")),
@@ -90,6 +116,9 @@ ATOMICS = tuple(name for name, op in CALLS.items() if op.kind == "amo")
 COLLECTIVES = tuple(name for name, op in CALLS.items() if op.kind == "coll")
 WAITS = tuple(name for name, op in CALLS.items() if op.kind == "wait")
 
+
+#: the events a put_signal's signal word is recorded as, by its sigop (SIGNAL_SET 0, SIGNAL_ADD 1)
+SIGNAL_EVENTS = ("signal_set", "signal_add")
 
 #: calls recorded under another op name in the race events: one name per effect
 RECORDED_AS = {"sync": "sync_all", "Team.sync": "sync_all", "Ctx.quiet": "quiet", "Ctx.fence": "fence",
@@ -107,11 +136,13 @@ def kind_of(op):
 # -- the race recording's events ------------------------------------------------------------
 #: event kind -> its fields, in the order a PE sends them (a list per event: compact to send)
 EVENT_FIELDS = {
-    # a load ("read") or store ("write") of this PE's memory by the cell
-    "mem": "kind op line mode space lo hi dtype",
+    # a load ("read") or store ("write") of this PE's memory by the cell; fp: None when it is all
+    # of [lo, hi), else the strided bytes it touches (see shmem_notebook/analysis/footprint.py)
+    "mem": "kind op line mode space lo hi dtype fp",
     # an RMA or atomic call on PE `pe`'s symmetric bytes [lo, hi), with its local buffer
-    # (lspace None for atomics), context (0: default), values written when known
-    "rma": "kind op line pe lo hi dtype lspace llo lhi ctx values",
+    # (lspace None for atomics), context (0: default), values written when known; fp/lfp: the
+    # footprints of the remote and local sides (None: the whole range)
+    "rma": "kind op line pe lo hi dtype lspace llo lhi ctx values fp lfp",
     # barrier_all, sync_all (also sync/Team.sync), alloc, free, quiet, fence, ctx_destroy;
     # members: the team's world PEs (None: every PE)
     "sync": "kind op line ctx members",

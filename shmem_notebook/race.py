@@ -160,7 +160,7 @@ def format_race(race, files):
 
     hint = re.sub(r"\bline (\d+)", lambda m: where(int(m.group(1)), files), race.hint)
     first, second = race.accesses
-    return (f"RACE {race.array}{format_indices(race.indices)} on PE {pe_ranges(race.pes or (race.pe,))}: "
+    return (f"RACE {race.array}{format_indices(race.indices, race.shape)} on PE {pe_ranges(race.pes or (race.pe,))}: "
             f"{side(first)} / {side(second)} are unordered; {hint}")
 
 

@@ -20,10 +20,17 @@ ARRAYS = [
     "wide=int64[2]",
     "src=int32[4]",
     "dst=int32[16]",
+    # the realistic programs
+    "field=float64[18]",
+    "board=int32[8,8]",
+    "hist=int64[8]",
+    "results=int64[16]",
+    "bufs=float64[2,8]",
+    "ack=int64[1]",
 ]
 
 RESET = (
-    "for _a in (remote, remote2, flag, counter, wide, src, dst):\n"
+    "for _a in (remote, remote2, flag, counter, wide, src, dst, field, board, hist, results, bufs, ack):\n"
     "    _a[...] = 0\n"
     "shmem.barrier_all()\n"
 )
@@ -38,6 +45,11 @@ class Case:
     error: str = None  # the error type the cell must end in instead
     max_pes: int = None  # run only up to this many PEs
     min_pes: int = None  # run only from this many PEs
+    no_fix: str = None  # why the race's fix is not an edit of the cell (the hint says it in prose)
+    pending: str = None  # why the case is run but not scored yet (a detector feature it needs)
+
+    def runs_at(self, npes):
+        return (self.max_pes is None or npes <= self.max_pes) and (self.min_pes is None or npes >= self.min_pes)
 
     @property
     def lines(self):
@@ -51,6 +63,246 @@ class Case:
 
 
 PRE = "lb = np.array([1], dtype=np.int32)\nshmem.barrier_all()\n"
+
+# -- realistic programs: racy and fixed twins -------------------------------------------------
+HALO = """left, right = (me - 1) % npes, (me + 1) % npes
+field[1:17] = me
+shmem.barrier_all()
+for it in range(20):
+    shmem.put(field[17:18], field[1:2], left)  # A
+    shmem.put(field[0:1], field[16:17], right)
+    shmem.barrier_all()
+    new = 0.5 * (field[0:16] + field[2:18])  # B
+    shmem.barrier_all()
+    field[1:17] = new
+shmem.barrier_all()
+"""
+
+PIPELINE = """item = np.zeros(4, dtype=np.int32)
+total = 0
+shmem.barrier_all()
+if me == 0:
+    for k in range(1, 6):
+        item[:] = k
+        shmem.put(remote, item, 1)  # A
+        shmem.fence()
+        shmem.atomic_set(flag, k, 1)
+        shmem.wait_until(ack, shmem.CMP.EQ, k)
+if me == 1:
+    for k in range(1, 6):
+        shmem.wait_until(flag, shmem.CMP.EQ, k)
+        total += int(remote.sum())  # B
+        shmem.atomic_set(ack, k, 0)
+shmem.barrier_all()
+"""
+
+QUEUE = """mine = np.zeros(1, dtype=np.int64)
+shmem.barrier_all()
+while True:
+    t = int(shmem.atomic_fetch_inc(counter, 0))
+    if t >= 12:
+        break
+    mine[0] = t * t
+    shmem.put(results[t:t + 1], mine, 0)  # A
+shmem.barrier_all()
+if me == 0:
+    total = int(results[:12].sum())  # B
+shmem.barrier_all()
+"""
+
+HISTOGRAM = """values = (np.arange(24) * (me + 3)) % 8
+shmem.barrier_all()
+for v in values:
+    shmem.atomic_inc(hist[v:v + 1], 0)  # A
+shmem.barrier_all()
+if me == 0:
+    counts = hist.copy()  # B
+shmem.barrier_all()
+"""
+
+DOUBLE_BUFFER = """chunk = np.zeros(8)
+total = 0.0
+shmem.barrier_all()
+for it in range(6):
+    cur = it % 2
+    if me == 0:
+        chunk[:] = it
+        shmem.put(bufs[cur], chunk, 1)  # A
+    if me == 1 and it > 0:
+        total += bufs[1 - cur].sum()  # B
+    shmem.barrier_all()
+"""
+
+BOARD = """up, down = (me - 1) % npes, (me + 1) % npes
+board[1:7, :] = me + 1
+shmem.barrier_all()
+for gen in range(4):
+    shmem.put(board[7], board[1], up)  # A
+    shmem.put(board[0], board[6], down)
+    shmem.barrier_all()
+    around = board[0:6] + board[2:8]  # B
+    shmem.barrier_all()
+    board[1:7] = (around % 3).astype(np.int32)
+shmem.barrier_all()
+"""
+
+BOARD_PULL = """up, down = (me - 1) % npes, (me + 1) % npes
+board[1:7, :] = me + 1
+shmem.barrier_all()
+for gen in range(4):
+    shmem.get(board[0], board[6], up)  # A
+    shmem.get(board[7], board[1], down)
+    around = board[0:6] + board[2:8]
+    shmem.barrier_all()
+    board[1:7] = (around % 3).astype(np.int32)  # B
+    shmem.barrier_all()
+"""
+
+COLUMNS = """col = np.full(8, me + 1, dtype=np.int32)
+shmem.barrier_all()
+if me == 0:
+    shmem.iput(board.ravel()[0:], col, 0, tst=8, sst=1, size=8)  # A
+if me == 1:
+    shmem.iput(board.ravel()[1:], col, 0, tst=8, sst=1, size=8)  # B
+shmem.barrier_all()
+"""
+
+#: why a case is not scored yet
+
+LOCKED_LOG = """lock = shmem.new_lock()
+t = np.zeros(1, dtype=np.int64)
+entry = np.zeros(1, dtype=np.int64)
+shmem.barrier_all()
+for k in range(3):
+    shmem.set_lock(lock)
+    shmem.get(t, counter, 0)  # A
+    entry[0] = 10 * me + k
+    shmem.put(results[int(t[0]):int(t[0]) + 1], entry, 0)
+    t[0] += 1
+    shmem.put(counter, t, 0)  # B
+    shmem.quiet()
+    shmem.clear_lock(lock)
+shmem.barrier_all()
+"""
+
+
+def _twin(text, old, new):
+    """``text`` with ``old`` replaced once (the racy twin of a fixed program)."""
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+REALISTIC = [
+    # halo exchange, 20 iterations: two barriers per iteration (ghosts in, then interiors rewritten)
+    Case("halo-exchange", "realistic", False, HALO),
+    Case("halo-no-barrier-before-reading-ghosts", "realistic", True,
+         _twin(HALO, "    shmem.put(field[0:1], field[16:17], right)\n    shmem.barrier_all()\n",
+               "    shmem.put(field[0:1], field[16:17], right)\n")),
+    # the next iteration's puts overwrite the ghosts a slower neighbour is still reading
+    Case("halo-no-barrier-after-reading-ghosts", "realistic", True,
+         _twin(HALO, "    shmem.barrier_all()\n    field[1:17] = new\n", "    field[1:17] = new\n")),
+    # a pipeline of 5 items through one slot: data, fence, flag; the consumer acknowledges after reading
+    Case("pipeline-flags", "realistic", False, PIPELINE),
+    Case("pipeline-no-fence", "realistic", True, _twin(PIPELINE, "        shmem.fence()\n", "")),
+    # acknowledging before reading: the producer's next item overwrites the slot being read
+    Case("pipeline-ack-before-read", "realistic", True, _twin(
+        PIPELINE, "        total += int(remote.sum())  # B\n        shmem.atomic_set(ack, k, 0)\n",
+        "        shmem.atomic_set(ack, k, 0)\n        total += int(remote.sum())  # B\n")),
+    # a work queue: tasks handed out by an atomic counter on PE 0, results put to PE 0
+    Case("queue-atomic-counter", "realistic", False, QUEUE),
+    Case("queue-results-read-early", "realistic", True,
+         _twin(QUEUE, "    shmem.put(results[t:t + 1], mine, 0)  # A\nshmem.barrier_all()\n",
+               "    shmem.put(results[t:t + 1], mine, 0)  # A\n")),
+    Case("queue-plain-counter", "realistic", True, """c = np.zeros(1, dtype=np.int64)
+shmem.barrier_all()
+for _ in range(3):
+    shmem.get(c, counter, 0)  # A
+    c[0] += 1
+    shmem.put(counter, c, 0)  # B
+shmem.barrier_all()
+""", no_fix="every PE reads, increments and writes back one counter: the fix replaces the get/put pair "
+            "with one atomic (shmem.atomic_fetch_inc), which no inserted statement does"),
+    # histograms: bins on PE 0 counted with atomics, read after a barrier
+    Case("histogram-atomic", "realistic", False, HISTOGRAM),
+    Case("histogram-read-before-barrier", "realistic", True,
+         _twin(HISTOGRAM, "    shmem.atomic_inc(hist[v:v + 1], 0)  # A\nshmem.barrier_all()\n",
+               "    shmem.atomic_inc(hist[v:v + 1], 0)  # A\n")),
+    Case("histogram-get-put", "realistic", True, """values = (np.arange(24) * (me + 3)) % 8
+one = np.zeros(1, dtype=np.int64)
+shmem.barrier_all()
+for v in values:
+    shmem.get(one, hist[v:v + 1], 0)  # A
+    one[0] += 1
+    shmem.put(hist[v:v + 1], one, 0)  # B
+shmem.barrier_all()
+""", no_fix="a read-modify-write every PE does: the fix is shmem.atomic_inc instead of get + put, not an "
+            "inserted statement"),
+    # bins spread over the PEs; the owner counts its own bins with plain `+=` while others use atomics
+    Case("histogram-owner-plain-increment", "realistic", True, """values = (np.arange(24) * (me + 3)) % (2 * npes)
+shmem.barrier_all()
+for v in values:
+    owner, b = int(v) // 2, int(v) % 2
+    if owner == me:
+        hist[b] += 1  # B
+    else:
+        shmem.atomic_inc(hist[b:b + 1], owner)  # A
+shmem.barrier_all()
+""", no_fix="the owner's `hist[b] += 1` must become an atomic too (shmem.atomic_inc(hist[b:b+1], me)): "
+            "a replaced statement, not an inserted one"),
+    Case("histogram-owner-atomic", "realistic", False, """values = (np.arange(24) * (me + 3)) % (2 * npes)
+shmem.barrier_all()
+for v in values:
+    owner, b = int(v) // 2, int(v) % 2
+    shmem.atomic_inc(hist[b:b + 1], owner)  # A
+shmem.barrier_all()
+mine = hist[:2].copy()  # B
+shmem.barrier_all()
+"""),
+    # double buffering: PE 0 fills one buffer on PE 1 while PE 1 reads the other
+    Case("double-buffer", "realistic", False, DOUBLE_BUFFER),
+    Case("double-buffer-reads-the-buffer-being-filled", "realistic", True,
+         _twin(DOUBLE_BUFFER, "bufs[1 - cur].sum()", "bufs[cur].sum()")),
+    Case("double-buffer-nbi-sync_all", "realistic", True,
+         _twin(_twin(DOUBLE_BUFFER, "shmem.put(bufs[cur], chunk, 1)", "shmem.put_nbi(bufs[cur], chunk, 1)"),
+               "    shmem.barrier_all()\n", "    shmem.sync_all()\n")),
+    Case("double-buffer-nbi-quiet-sync_all", "realistic", False,
+         _twin(_twin(DOUBLE_BUFFER, "shmem.put(bufs[cur], chunk, 1)  # A\n",
+                     "shmem.put_nbi(bufs[cur], chunk, 1)  # A\n        shmem.quiet()\n"),
+               "    shmem.barrier_all()\n", "    shmem.sync_all()\n")),
+    # a 2-D board in rows: ghost rows 0 and 7 exchanged with the PEs above and below, 4 generations
+    Case("board-rows", "realistic", False, BOARD),
+    Case("board-rows-no-barrier-before-reading", "realistic", True,
+         _twin(BOARD, "    shmem.put(board[0], board[6], down)\n    shmem.barrier_all()\n",
+               "    shmem.put(board[0], board[6], down)\n")),
+    # pulling the neighbours' rows with get: a PE must not rewrite its rows while the others read them
+    Case("board-rows-pull", "realistic", False, BOARD_PULL),
+    Case("board-rows-pull-no-barrier-before-update", "realistic", True,
+         _twin(BOARD_PULL, "    shmem.barrier_all()\n    board[1:7] = ", "    board[1:7] = ")),
+    # columns: PEs write different columns of PE 0's board with iput (strided footprints)
+    Case("board-columns-disjoint-iput", "realistic", False, COLUMNS),
+    Case("board-columns-same-column", "realistic", True, _twin(COLUMNS, "board.ravel()[1:]", "board.ravel()[0:]")),
+    Case("board-column-read-while-other-column-written", "realistic", False, """col = np.full(8, 7, dtype=np.int32)
+shmem.barrier_all()
+if me == 1:
+    shmem.iput(board.ravel()[5:], col, 0, tst=8, sst=1, size=8)  # A
+if me == 0:
+    s = int(board[:, 3].sum())  # B
+shmem.barrier_all()
+"""),
+    Case("board-column-read-while-same-column-written", "realistic", True, """col = np.full(8, 7, dtype=np.int32)
+shmem.barrier_all()
+if me == 1:
+    shmem.iput(board.ravel()[3:], col, 0, tst=8, sst=1, size=8)  # A
+if me == 0:
+    s = int(board[:, 3].sum())  # B
+shmem.barrier_all()
+"""),
+    # a shared log on PE 0: the tail index and the entry updated under one lock
+    Case("lock-log", "realistic", False, LOCKED_LOG, max_pes=2),
+    Case("lock-log-tail-read-outside", "realistic", True,
+         _twin(LOCKED_LOG, "    shmem.set_lock(lock)\n    shmem.get(t, counter, 0)  # A\n",
+               "    shmem.get(t, counter, 0)  # A\n    shmem.set_lock(lock)\n"), max_pes=2),
+]
 
 CASES = [
     # -- RMA vs local access ------------------------------------------------------------
@@ -688,6 +940,7 @@ if me == 0:
     shmem.quiet()
 shmem.barrier_all()
 """),
+    *REALISTIC,
     # -- what this OpenSHMEM lacks ---------------------------------------------------------------
     Case("nbi-atomic-unsupported", "unsupported", False, """out = np.zeros(1, dtype=np.int64)
 shmem.atomic_fetch_nbi(out, counter, 0)

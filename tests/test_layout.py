@@ -11,6 +11,8 @@ import shmem_notebook
 PACKAGE = pathlib.Path(shmem_notebook.__file__).parent
 #: plain definitions both sides may import
 SHARED = {"errors", "specs", "folding", "protocol", "arguments", "rc", "lean", "operations"}
+#: plain modules of a client package the PEs import too (each imports nothing at all)
+SHARED_MODULES = {"analysis.footprint"}
 
 
 def _modules(side):
@@ -75,9 +77,17 @@ def test_engine_imports_only_shared_definitions():
     for path in (PACKAGE / "engine").rglob("*.py"):
         for name, _ in _imports(path):
             if name.startswith("shmem_notebook.") and not name.startswith("shmem_notebook.engine"):
-                if name.split(".")[1] not in SHARED:
+                if name.split(".")[1] not in SHARED and ".".join(name.split(".")[1:3]) not in SHARED_MODULES:
                     offenders.append(f"{path.name}: {name}")
     assert offenders == []
+
+
+def test_shared_modules_of_client_packages_import_nothing():
+    """The footprints are computed on the PEs and intersected by the client: one plain module."""
+    for name in SHARED_MODULES:
+        path = PACKAGE / (name.replace(".", "/") + ".py")
+        assert _imports(path) == [], f"{name} imports {_imports(path)}"
+        assert not (path.parent / "__init__.py").read_text().count("import"), "its package imports on load"
 
 
 def test_client_sends_pes_only_requests_by_name():

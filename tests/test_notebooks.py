@@ -71,7 +71,7 @@ def test_races(tmp_path, library):
     barrier, barrier_fixed, nbi, nbi_fixed, flag, flag_fixed = cells
     assert "RACE remote[0] on PE 1: PE 0 line 4 put (write) / PE 1 line 6 load (read) are unordered" in barrier
     assert "RACE mine[0] on PE 0-1: PE 0-1 line 5 get_nbi (write) / PE 0-1 line 6 load (read)" in nbi
-    assert "call shmem.quiet() between them" in nbi
+    assert "call shmem.quiet() after line 5" in nbi
     assert "RACE data[0:4] on PE 1: PE 0 line 5 put (write) / PE 1 line 8 sum (read)" in flag and "shmem.fence()" in flag
     for text in (barrier, nbi, flag):
         assert "1 race found (cell traced:" in text

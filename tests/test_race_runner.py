@@ -89,7 +89,8 @@ def test_files_are_renumbered_across_pes_and_reported_as_file_lines(tmp_path):
         os.chdir(old)
     assert lines == [
         "RACE remote[0] on PE 1: PE 1 main.py:7 load (read) / PE 0 helper.py:5 put (write) are unordered; "
-        "a shmem.barrier_all() (or put + quiet + a flag the reader waits on) between them orders them",
+        "a shmem.barrier_all() between main.py:7 and helper.py:5 (or put + quiet + a flag the reader waits on) "
+        "orders them",
         "1 race found (program traced: 6 operations on 2 PEs)",
     ]
 
@@ -145,7 +146,8 @@ def test_racy_and_fixed_program(tmp_path):
     assert status == 1, err
     assert out.splitlines()[-2:] == [
         "RACE remote[0] on PE 1: PE 0 racy.py:9 put (write) / PE 1 racy.py:11 load (read) are unordered; "
-        "a shmem.barrier_all() (or put + quiet + a flag the reader waits on) between them orders them",
+        "a shmem.barrier_all() between racy.py:9 and racy.py:11 (or put + quiet + a flag the reader waits on) "
+        "orders them",
         "1 race found (program traced: 10 operations on 2 PEs)",
     ]
     write(tmp_path, "fixed.py", RACY.replace("if me == 1:", "shmem.barrier_all()\nif me == 1:"))

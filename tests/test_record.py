@@ -81,7 +81,9 @@ def test_every_call_is_unwrapped_after_the_cell(job):
 
 
 def test_the_catalogue_names_every_atomic_once():
-    assert len(ATOMICS) == len(set(ATOMICS)) == 16
+    assert len(ATOMICS) == len(set(ATOMICS)) == 16 + 9 + 2  # blocking, 1.5's non-blocking, the signal words
+    assert not CALLS["atomic_fetch_nbi"].writes and CALLS["atomic_fetch_add_nbi"].local == "fetch"
+    assert CALLS["atomic_fetch_add_nbi"].nbi and not CALLS["atomic_fetch_add_nbi"].fetches
     assert all(CALLS[name].kind == "amo" for name in ATOMICS)
     assert CALLS["atomic_fetch"].remote == "source" and not CALLS["atomic_fetch"].writes
     assert CALLS["get"].fetches and not CALLS["get_nbi"].fetches and CALLS["put_nbi"].nbi

@@ -1,44 +1,327 @@
-"""The fix a race report proposes: the synchronisation that would order two racing accesses
-(client side, for :mod:`.races`)."""
+"""The fix a race report proposes (client side, for :mod:`.races`).
 
-__all__ = ["hint"]
+:func:`advice` gives the prose (``Race.hint``) and, where the fix is an edit of the
+cell, the same fix as data (``Race.fix``, a :class:`Fix`): statements to insert after
+(or before) a cell line, or a statement to move. :func:`apply_fix` applies it to the
+cell's source, so a test can check that the fixed cell has no race. A fix that is not
+an edit (every PE updating one element without atomics, atomics of different
+datatypes) is ``None`` and only the prose says what to do.
+"""
+
+import ast
+from dataclasses import dataclass
+
+__all__ = ["Edit", "Fix", "advice", "apply_fix", "hint"]
+
+#: syncs that order nothing across PEs
+_LOCAL_SYNCS = {"quiet", "fence", "ctx_destroy"}
+_READ_OPS = {"get", "iget", "get_nbi", "atomic_fetch"}
+#: how far back a hint looks on one PE for the lines it ran since its last collective
+_LOOKBACK = 10_000
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One change to a cell, at the statement on cell line ``line[0]``.
+
+    Inserts ``code`` after that statement (``before``: before it), then the statement on
+    line ``move`` (moved there) or a copy of the one on line ``copy``. The new statements
+    are indented like the statement they follow, so they run on the PEs that run it.
+    ``every_pe`` (a collective): the place is hoisted out of any ``if``, ``while``,
+    ``try`` or ``with`` around the line (``for`` loops are kept), and a line inside a
+    ``def`` is passed over for the next of ``line`` (a function's body runs where it is
+    called). ``{ctx}`` in ``code`` stands for the ``ctx=`` argument of the call on the line.
+    """
+
+    line: tuple
+    code: str = ""
+    move: int = None
+    copy: int = None
+    before: bool = False
+    every_pe: bool = False
+
+    def __str__(self):
+        where = " or ".join(f"line {n}" for n in self.line)
+        what = [self.code.replace("{ctx}", "ctx")] if self.code else []
+        if self.move is not None:
+            what.append(f"the statement of line {self.move} (moved)")
+        if self.copy is not None:
+            what.append(f"a copy of line {self.copy}")
+        place = "before" if self.before else "after"
+        everyone = " where every PE passes" if self.every_pe else ""
+        return f"{place} {where}{everyone}: {', then '.join(what)}"
+
+
+@dataclass(frozen=True)
+class Fix:
+    """The edits that order a race (``Race.fix``); apply with :func:`apply_fix`."""
+
+    edits: tuple
+
+    def __str__(self):
+        return "; ".join(map(str, self.edits))
 
 
 def hint(a, b, sim):
     """The synchronisation that would order ``a`` before ``b`` (``a`` issued first if either was)."""
+    return advice(a, b, sim)[0]
+
+
+def advice(a, b, sim):
+    """``(hint, fix)`` for the race between accesses ``a`` and ``b``: the prose and a :class:`Fix` or ``None``."""
     issued_before = b.point[a.pe] >= a.point[a.pe]
     if a.mode == "atomic" and b.mode == "atomic":
-        return (f"atomics on one location must all use one datatype ({a.dtype} and {b.dtype} here); "
-                "use the same dtype, or order them with shmem.barrier_all()")
+        text = (f"atomics on one location must all use one datatype ({a.dtype} and {b.dtype} here); "
+                "use the same dtype for every atomic on it")
+        if _interleaved(a, b, sim):
+            return text, None
+        lines, _ = _first_to_run(a, b, sim)
+        return (f"{text}, or call shmem.barrier_all() after line {lines[0]} and before line {lines[1]}",
+                _fix(Edit(lines, "shmem.barrier_all()", every_pe=True)))
     if a.locks or b.locks:
-        return "hold the same lock around both (shmem.set_lock / shmem.clear_lock)"
+        return _lock_advice(a, b, sim)
     if issued_before:  # what is missing is completion
         if a.ctx:
-            return (f"the {a.op} on a context is completed only by ctx.quiet() (shmem.quiet() and "
-                    "shmem.barrier_all() complete the default context only): call ctx.quiet() before the synchronisation")
+            return (f"the {a.op} on a context is completed only by that context's quiet (shmem.quiet() and "
+                    f"shmem.barrier_all() complete the default context only): call ctx.quiet() after line {a.line}, "
+                    "before the synchronisation"), _fix(Edit((a.line,), "{ctx}.quiet()"))
         if a.pe == b.pe:
-            return f"the {a.op} may still be in flight: call shmem.quiet() between them"
-        if _flag_path(a, b, sim):
-            return (f"the {a.op} may arrive after the flag: put a shmem.fence() (or shmem.quiet()) between "
-                    "the data and the flag write")
-        return (f"the {a.op} is not complete when the other access runs (shmem.sync_all() completes nothing): "
-                "call shmem.quiet() after it, before the synchronisation, or use shmem.barrier_all()")
+            return (f"the {a.op} may still be in flight: call shmem.quiet() after line {a.line}",
+                    _fix(Edit((a.line,), "shmem.quiet()")))
+        flags = _flag_writes(a, b, sim)
+        if flags:
+            call = _ordering_call(a, sim.events[flags[0][0]][flags[0][1]])
+            return (f"the {a.op} may arrive after the flag (line {_line(sim, flags[0])}): call {call} after line "
+                    f"{a.line}, between the data and the flag write"), _fix(Edit((a.line,), call))
+        return (f"the {a.op} is not complete when the other access runs{_why_not(a, b, sim)}: call shmem.quiet() after "
+                f"line {a.line}, before the synchronisation"), _fix(Edit((a.line,), "shmem.quiet()"))
     for first, second in ((a, b), (b, a)):
-        if _flag_path(first, second, sim, before=True):
-            return (f"PE {first.pe} writes the flag PE {second.pe} waits on before line {first.line}'s {first.op}: "
-                    "do the data first, then shmem.fence(), then the flag")
+        flags = _flag_writes(first, second, sim, before=True)
+        if flags:
+            return _flag_first_advice(first, second, sim, max(flags, key=lambda f: f[1]))
+    if a.pe != b.pe and a.line == b.line:
+        return (f"PEs {a.pe} and {b.pe} both run line {a.line} on this memory at the same time, which no barrier "
+                "orders: let one PE do it, give each PE its own elements, or use atomics"), None
+    if a.pe != b.pe and _shared_update(a, b, sim):
+        return (f"lines {min(a.line, b.line)} and {max(a.line, b.line)} read, change and write back memory that "
+                "other PEs update the same way at the same time: make the update one atomic (e.g. "
+                "shmem.atomic_add), or hold a lock around it"), None
+    lines, known = _first_to_run(a, b, sim)
+    barrier = _fix(Edit(lines, "shmem.barrier_all()", every_pe=True))
+    where = (f"after line {lines[0]} and before line {lines[1]}" if known else
+             f"between line {lines[0]} and line {lines[1]}")
     if a.mode == "atomic" or b.mode == "atomic":
-        return ("use atomics for every access to this location (e.g. shmem.atomic_fetch / atomic_set), "
-                "or a shmem.barrier_all() between them")
-    return "a shmem.barrier_all() (or put + quiet + a flag the reader waits on) between them orders them"
+        plain = b if a.mode == "atomic" else a
+        if _interleaved(a, b, sim):
+            return (f"other PEs update this location with atomics while line {plain.line}'s {plain.op} "
+                    "accesses it plainly: use atomics for every access to it (on your own PE too, e.g. "
+                    "shmem.atomic_add(..., me)), or separate the phases with shmem.barrier_all()"), None
+        return (f"use atomics for every access to this location (e.g. shmem.atomic_fetch / atomic_set), "
+                f"or call shmem.barrier_all() {where}"), barrier
+    return (f"a shmem.barrier_all() {where} (or put + quiet + a flag the reader waits on) orders them"), barrier
 
 
-def _flag_path(a, b, sim, before=False):
-    """Is ``b`` after a wait that saw a write ``a``'s PE issued after ``a`` (``before``: before ``a``)?"""
+def _fix(*edits):
+    return Fix(tuple(edits))
+
+
+def _line(sim, where):
+    pe, index = where
+    return sim.events[pe][index].line
+
+
+def _ordering_call(data, flag):
+    """What orders the access ``data`` before the flag write ``flag`` on the same PE."""
+    same_target = data.remote and data.writes and data.target == flag.pe and data.ctx == flag.ctx
+    return "shmem.fence()" if same_target else "shmem.quiet()"
+
+
+def _why_not(a, b, sim):
+    """Why the synchronisation between ``a`` and ``b`` did not complete ``a``: the calls on the way."""
+    evs, limit = sim.events[a.pe], b.point[a.pe]
+    said = []
+    for i in range(a.index + 1, min(len(evs), a.index + 1 + _LOOKBACK)):
+        point, e = sim.points[a.pe][i], evs[i]
+        collective = e.kind == "sync" and e.op == "sync_all"  # the others left it one tick before this PE did
+        if point is None or point[a.pe] - collective > limit:
+            break
+        if collective:
+            name = "Team.sync()" if e.members else "shmem.sync_all()"
+            if name + " completes nothing" not in said:
+                said.append(name + " completes nothing")
+    if not said:
+        return " (a wait sees only the flag it waited on)" if sim.waited else ""
+    return f" ({'; '.join(said)})"
+
+
+def _flag_writes(a, b, sim, before=False):
+    """Writes by ``a``'s PE after ``a`` (``before``: before it) that a wait ordering ``b`` saw: ``[(pe, index)]``.
+
+    With ``before``, a wait that happened before ``a`` does not count: the flag was consumed
+    before ``a`` (the next item of a pipeline, not a flag written too early)."""
+    found = []
     for (wpe, wi), cands in sim.waited.items():
         point = sim.points[wpe][wi]
-        if point is None or b.point[wpe] < point[wpe]:
+        if point is None or b.point[wpe] < point[wpe] or (before and a.point[wpe] >= point[wpe]):
             continue
-        if any(q == a.pe and (j < a.index if before else j > a.index) for q, j in cands):
-            return True
-    return False
+        found.extend((q, j) for q, j in cands if q == a.pe and (j < a.index if before else j > a.index))
+    return found
+
+
+def _flag_first_advice(first, second, sim, flag):
+    """``first``'s PE wrote the flag ``second`` waited on before ``first`` happened."""
+    flag_line = _line(sim, flag)
+    if first.writes:
+        call = _ordering_call(first, sim.events[flag[0]][flag[1]]) if first.remote else ""
+        then = f", then {call}" if call else ""
+        return (f"PE {first.pe} writes the flag (line {flag_line}) before line {first.line}'s {first.op}: "
+                f"do the {first.op} first{then}, then the flag"), _fix(Edit((first.line,), call, move=flag_line))
+    call = "shmem.quiet()" if first.op == "get_nbi" else ""
+    then = f", then {call}" if call else ""
+    return (f"PE {first.pe} acknowledges (line {flag_line}) before line {first.line}'s {first.op} has read the data, "
+            f"so PE {second.pe} may overwrite it first: do the {first.op} first{then}, then the acknowledgement"), \
+        _fix(Edit((first.line,), call, move=flag_line))
+
+
+def _lock_advice(a, b, sim):
+    locked, other = (a, b) if a.locks - b.locks else (b, a)
+    lock = min(locked.locks - other.locks)
+    text = f"hold the lock of line {locked.line} around line {other.line} too (shmem.set_lock / shmem.clear_lock)"
+    evs = sim.events[other.pe]
+    sets = [i for i, e in enumerate(evs) if e.kind == "lock" and e.lock == lock and e.op == "set_lock"]
+    clears = [i for i, e in enumerate(evs) if e.kind == "lock" and e.lock == lock and e.op == "clear_lock"]
+    later = [i for i in sets if i > other.index]
+    earlier = [i for i in clears if i < other.index]
+    if earlier:  # the critical section ended before the access: move the access into it
+        return text, _fix(Edit((evs[earlier[-1]].line,), move=other.line, before=True))
+    if later:
+        return text, _fix(Edit((evs[later[0]].line,), move=other.line))
+    mine = sim.events[locked.pe]
+    taken = [i for i, e in enumerate(mine) if e.kind == "lock" and e.lock == lock and i < locked.index]
+    freed = [i for i, e in enumerate(mine) if e.kind == "lock" and e.lock == lock and e.op == "clear_lock"
+             and i > locked.index]
+    if not (taken and freed):
+        return text, None
+    return text, _fix(Edit((other.line,), copy=mine[taken[-1]].line, before=True),
+                      Edit((other.line,), copy=mine[freed[0]].line))
+
+
+def _shared_update(a, b, sim):
+    """Do both PEs read and write the racing memory at the racing lines (a read-modify-write each does)?"""
+    lines, lo, hi = {a.line, b.line}, max(a.lo, b.lo), min(a.hi, b.hi)
+    for pe in (a.pe, b.pe):
+        modes = set()
+        for e in sim.events[pe]:
+            if e.line in lines and _touches(pe, e, a.owner, a.space, lo, hi):
+                modes.add(e.mode if e.kind == "mem" else "read" if e.op in _READ_OPS else "write")
+        if modes != {"read", "write"}:
+            return False
+    return True
+
+
+def _touches(pe, e, owner, space, lo, hi):
+    """Does event ``e`` of PE ``pe`` access bytes ``[lo, hi)`` of ``owner``'s memory ``space``?"""
+    if e.kind == "mem":
+        return pe == owner and e.space == space and e.lo < hi and lo < e.hi
+    return e.kind == "rma" and space == "sym" and e.pe == owner and e.lo < hi and lo < e.hi
+
+
+def _interleaved(a, b, sim):
+    """Did either line run again since its PE's last collective synchronisation (a loop with none)?"""
+    return a.line in _ran_since_sync(a, sim) or b.line in _ran_since_sync(b, sim)
+
+
+def _ran_since_sync(x, sim):
+    """The lines PE ``x.pe`` ran after its last collective synchronisation before ``x``."""
+    evs, lines = sim.events[x.pe], set()
+    for i in range(x.index - 1, max(-1, x.index - 1 - _LOOKBACK), -1):
+        e = evs[i]
+        if e.kind == "coll" or (e.kind == "sync" and e.op not in _LOCAL_SYNCS):
+            break
+        lines.add(e.line)
+    return lines
+
+
+def _first_to_run(a, b, sim):
+    """``(lines, known)``: the two lines, the one that runs first since the last barrier first
+    (in a loop, a line at the end of one iteration runs before one at the start of the next);
+    ``known`` False when only the order in the cell's text says so."""
+    b_first = b.line in _ran_since_sync(a, sim)
+    a_first = a.line in _ran_since_sync(b, sim)
+    if b_first and not a_first:
+        return (b.line, a.line), True
+    if a_first and not b_first:
+        return (a.line, b.line), True
+    return tuple(sorted((a.line, b.line))), False
+
+
+# -- applying a fix to a cell --------------------------------------------------------------
+def apply_fix(code, fix):
+    """The cell ``code`` with ``fix`` (a :class:`Fix`) applied; raises ``ValueError`` if a line is not a statement."""
+    tree = ast.parse(code)
+    parents = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    statements = [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]
+    lines = code.splitlines()
+    inserts, deleted = {}, set()
+    for edit in fix.edits:
+        anchor = _anchor(edit, statements, parents)
+        indent = " " * anchor.col_offset
+        new = []
+        if edit.code:
+            new.append(indent + edit.code.replace("{ctx}", _ctx_of(anchor, code)))
+        for other in (edit.move, edit.copy):
+            if other is not None:
+                stmt = _innermost(other, statements)
+                new.extend(_reindent(lines[stmt.lineno - 1:stmt.end_lineno], stmt.col_offset, indent))
+                if other == edit.move:
+                    deleted.update(range(stmt.lineno - 1, stmt.end_lineno))
+        at = anchor.lineno - 1 if edit.before else anchor.end_lineno
+        inserts.setdefault(at, []).extend(new)
+    out = []
+    for i in range(len(lines) + 1):
+        out.extend(inserts.get(i, []))
+        if i < len(lines) and i not in deleted:
+            out.append(lines[i])
+    return "\n".join(out) + "\n"
+
+
+def _innermost(line, statements):
+    found = [s for s in statements if s.lineno <= line <= s.end_lineno]
+    if not found:
+        raise ValueError(f"line {line} of the cell is not in a statement")
+    return max(found, key=lambda s: (s.lineno, -s.end_lineno, s.col_offset))
+
+
+def _anchor(edit, statements, parents):
+    """The statement the edit goes next to."""
+    for line in edit.line:
+        stmt = _innermost(line, statements)
+        if not edit.every_pe:
+            return stmt
+        chain = [stmt]
+        while not isinstance(parents.get(chain[-1]), ast.Module):
+            chain.append(parents[chain[-1]])
+        if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for s in chain[1:]):
+            continue  # runs where the function is called
+        anchor = stmt
+        for s in chain[1:]:
+            if isinstance(s, ast.stmt) and not isinstance(s, (ast.For, ast.AsyncFor)):
+                anchor = s
+        return anchor
+    raise ValueError(f"lines {edit.line} are all inside functions: no place every PE passes")
+
+
+def _ctx_of(stmt, code):
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg == "ctx":
+                    return ast.get_source_segment(code, kw.value)
+    return "ctx"
+
+
+def _reindent(block, col, indent):
+    return [indent + line[col:] if line[:col].strip() == "" else line for line in block]

@@ -34,8 +34,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..folding import pe_ranges
-from ..operations import CALLS, RECORDED_AS, RMA, event
-from .hints import hint as _hint
+from ..operations import CALLS, RECORDED_AS, RMA, SIGNAL_EVENTS, event
+from .footprint import flat_ranges, format_indices, overlap, progressions
+from .hints import advice as _advice
 
 __all__ = ["Access", "Race", "find_races", "format_indices"]
 
@@ -43,6 +44,7 @@ _COLLECTIVE_SYNCS = {RECORDED_AS.get(n, n) for n, op in CALLS.items() if op.kind
 #: collective syncs that complete the default context's operations (barrier_all, alloc, free)
 _COMPLETING = {n for n in _COLLECTIVE_SYNCS if CALLS[n].completes}
 _READS = {n for n in RMA if not CALLS[n].writes}  # get, iget, get_nbi
+_PUT_SIGNALS = ("put_signal", "put_signal_nbi")
 
 
 def _done_on_return(op):
@@ -73,8 +75,10 @@ class Race:
 
     ``array`` is the name the cell uses for the memory, ``pe`` whose memory it is
     (``pes``: all of them, when the same race is seen on several PEs),
-    ``indices`` the elements involved (a tuple of ``range``), ``accesses`` the two
-    :class:`Access`, ``hint`` the synchronisation that would order them.
+    ``indices`` the elements involved (a tuple of ``range``, flat in C order), ``accesses`` the two
+    :class:`Access`, ``hint`` the synchronisation that would order them, ``shape`` the array's
+    shape when it has several dimensions (the report names elements in it: ``board[4:7, 3]``),
+    ``fix`` the hint as an edit of the cell (a :class:`~.hints.Fix`; ``None`` where it is not one).
     """
 
     array: str
@@ -83,21 +87,15 @@ class Race:
     accesses: tuple
     hint: str
     pes: tuple = field(default=())
+    shape: tuple = field(default=())
+    fix: object = field(default=None, compare=False)
 
     def __str__(self):
         first, second = self.accesses
         return (
-            f"RACE {self.array}{format_indices(self.indices)} on PE {pe_ranges(self.pes or (self.pe,))}: "
+            f"RACE {self.array}{format_indices(self.indices, self.shape)} on PE {pe_ranges(self.pes or (self.pe,))}: "
             f"{first} / {second} are unordered; {self.hint}"
         )
-
-
-def format_indices(indices):
-    """``(range(0, 1),)`` -> ``'[0]'``; ``(range(2, 5), range(7, 8))`` -> ``'[2:5, 7]'``."""
-    if not indices:
-        return ""
-    parts = [f"{r.start}" if len(r) == 1 else f"{r.start}:{r.stop}" for r in indices[:4]]
-    return "[" + ", ".join(parts) + (", ..." if len(indices) > 4 else "") + "]"
 
 
 # -- the accesses ----------------------------------------------------------------------------
@@ -120,6 +118,7 @@ class _Access:
     ctx: int = 0
     remote: bool = False  # the remote side of an RMA operation
     target: int = None  # target PE of an RMA operation
+    fp: tuple = None  # the strided bytes of [lo, hi) it touches (None: all), see .footprint
 
 
 class _Simulation:
@@ -140,15 +139,16 @@ class _Simulation:
         writes = defaultdict(list)  # target PE -> [(pe, index, lo, hi, values)]
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
-                if e.kind == "rma" and e.op not in _READS and e.op != "atomic_fetch":
-                    writes[e.pe].append((pe, i, e.lo, e.hi, e.values))
+                if e.kind == "rma" and CALLS[e.op].writes:
+                    writes[e.pe].append((pe, i, e.lo, e.hi, e.values, e.fp))
         found = {}
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
                 if e.kind != "wait":
                     continue
                 lo, hi, seen = e.lo, e.hi, set(e.observed)
-                overlapping = [w for w in writes[pe] if w[2] < hi and lo < w[3]]
+                overlapping = [w for w in writes[pe] if w[2] < hi and lo < w[3]
+                               and (w[5] is None or overlap((w[2], w[3], w[5]), (lo, hi, None)))]
                 matching = [w for w in overlapping if w[4] and seen.intersection(w[4])]
                 unknown = [w for w in overlapping if not w[4]]
                 found[(pe, i)] = [(w[0], w[1]) for w in (matching or unknown or overlapping)]
@@ -266,8 +266,13 @@ class _Simulation:
 
     def _fenced_before(self, pe, index, end):
         """Writes of ``pe`` before a fence that precedes its write ``index`` (same ctx and
-        target PE) are delivered by the time that write is seen: give them the same end."""
+        target PE) are delivered by the time that write is seen: give them the same end. So is
+        the data of a put_signal whose signal word ``index`` is."""
         e = self.events[pe][index]
+        if e.op in SIGNAL_EVENTS and index:
+            data = self.events[pe][index - 1]
+            if data.op in _PUT_SIGNALS and data.line == e.line and data.pe == e.pe and data.ctx == e.ctx:
+                self.ends[(pe, index - 1)].append(end)
         fences = [f for f in self.fences.get((pe, e.ctx), []) if f < index]
         if not fences:
             return
@@ -290,26 +295,27 @@ def _accesses(sim):
             kind = e.kind
             if kind == "mem":
                 found.append(_Access(pe, e.space, e.lo, e.hi, e.mode, e.mode == "write", e.dtype, pe, i, e.line, e.op,
-                                     point, here, locks))
+                                     point, here, locks, fp=e.fp))
             elif kind == "rma":
                 op, target, ctx = e.op, e.pe, e.ctx
                 atomic = CALLS[op].kind == "amo"
                 asynchronous = CALLS[op].nbi
                 ends = here if _done_on_return(op) else sim.ends[(pe, i)]
                 if atomic:
-                    mode, writes = "atomic", op != "atomic_fetch"
+                    mode, writes = "atomic", CALLS[op].writes
                 elif op in _READS:
                     mode, writes = "read", False
                 else:
                     mode, writes = "write", True
                 held = locks if (ctx == 0 or ends is here) else frozenset()
                 found.append(_Access(target, "sym", e.lo, e.hi, mode, writes, e.dtype, pe, i, e.line, op, point, ends, held,
-                                     ctx, remote=True, target=target))
+                                     ctx, remote=True, target=target, fp=e.fp))
                 if e.lspace is not None:
                     local_ends = sim.ends[(pe, i)] if asynchronous else here
-                    lmode = "write" if op in _READS else "read"
+                    lmode = "write" if op in _READS or atomic else "read"  # a non-blocking atomic's fetch
                     found.append(_Access(pe, e.lspace, e.llo, e.lhi, lmode, lmode == "write", e.dtype, pe, i, e.line, op,
-                                         point, local_ends, locks if not asynchronous or ctx == 0 else frozenset(), ctx))
+                                         point, local_ends, locks if not asynchronous or ctx == 0 else frozenset(), ctx,
+                                         fp=e.lfp))
             elif kind == "coll":
                 op, root = e.op, e.root
                 found.append(_Access(pe, e.tspace, e.tlo, e.thi, "write", True, e.dtype, pe, i, e.line, op, point, here,
@@ -340,30 +346,22 @@ def _conflict(a, b):
 
 
 def _name_for(owner, space, lo, hi, traces):
-    """(name, start, itemsize) of the best-named memory holding ``[lo, hi)``."""
+    """(name, start, itemsize, layout) of the best-named memory holding ``[lo, hi)``; ``layout``:
+    ``(origin, shape, strides)`` of an N-D or strided array, else None."""
     sources = [owner] if space == "priv" else [owner, *sorted(traces)]
     best = None
     for pe in sources:
-        for name, nspace, nlo, nhi, itemsize, priority in traces.get(pe, {}).get("names", []):
+        for entry in traces.get(pe, {}).get("names", []):
+            name, nspace, nlo, nhi, itemsize, priority = entry[:6]
             if nspace == space and nlo <= lo and hi <= nhi:
                 key = (priority, -(nhi - nlo))
                 if best is None or key < best[0]:
-                    best = (key, name, nlo, itemsize)
+                    best = (key, name, nlo, itemsize, entry[6] if len(entry) > 6 else None)
         if best is not None:
             break
     if best is None:
-        return ("symmetric memory" if space == "sym" else "a private buffer"), lo, 1
-    return best[1], best[2], best[3]
-
-
-def _merge_ranges(ranges):
-    out = []
-    for r in sorted(ranges, key=lambda r: r.start):
-        if out and r.start <= out[-1].stop:
-            out[-1] = range(out[-1].start, max(out[-1].stop, r.stop))
-        else:
-            out.append(r)
-    return tuple(out)
+        return ("symmetric memory" if space == "sym" else "a private buffer"), lo, 1, None
+    return best[1:]
 
 
 def find_races(traces, npes):
@@ -386,29 +384,34 @@ def find_races(traces, npes):
                     continue
                 if _before(a, b, sim) or _before(b, a, sim):
                     continue
-                raw.append((owner, space, max(a.lo, b.lo), min(a.hi, b.hi), a, b))
+                blocks = overlap((a.lo, a.hi, a.fp), (b.lo, b.hi, b.fp)) if (a.fp or b.fp) else None
+                if blocks == []:
+                    continue  # strided footprints that interleave without touching
+                lo, hi = (blocks[0][0], blocks[-1][1]) if blocks else (max(a.lo, b.lo), min(a.hi, b.hi))
+                raw.append((owner, space, lo, hi, a, b, blocks or [(lo, hi)]))
             active.append(b)
     folded, seen_pairs = {}, {}
     raw.sort(key=lambda r: (not r[4].writes, not r[5].writes))  # writes first: `+=` reports its store
-    for owner, space, lo, hi, a, b in raw:
+    for owner, space, lo, hi, a, b, blocks in raw:
         if (a.line, a.pe) > (b.line, b.pe):
             a, b = b, a
         if b.point[a.pe] < a.point[a.pe] and a.point[b.pe] >= b.point[b.pe]:
             a, b = b, a  # name the one issued first first, when one was
-        name, start, itemsize = _name_for(owner, space, lo, hi, traces)
-        first = (lo - start) // itemsize
-        last = -(-(hi - start) // itemsize)
-        hint = _hint(a, b, sim)
+        name, start, itemsize, layout = _name_for(owner, space, lo, hi, traces)
+        origin, shape, strides = layout or (start, None, None)
+        hint, fix = _advice(a, b, sim)
         key = (name, a.line, a.op, a.mode, b.line, b.op, b.mode, hint)
         pair = (name, a.line, b.line, frozenset((a.pe, b.pe)))
         if pair in seen_pairs and seen_pairs[pair] != key:
             continue  # one race per pair of lines (an in-place `A[i] += 1` both loads and stores)
         seen_pairs[pair] = key
-        entry = folded.setdefault(key, {"owners": set(), "a": set(), "b": set(), "indices": []})
+        entry = folded.setdefault(key, {"owners": set(), "a": set(), "b": set(), "indices": [], "shape": (), "fix": fix})
         entry["owners"].add(owner)
         entry["a"].add(a.pe)
         entry["b"].add(b.pe)
-        entry["indices"].append(range(first, last))
+        entry["indices"] += flat_ranges(blocks, origin, itemsize, shape, strides)
+        if shape and len(shape) > 1:
+            entry["shape"] = tuple(shape)
     races = []
     for (name, aline, aop, amode, bline, bop, bmode, hint), entry in folded.items():
         apes, bpes, owners = sorted(entry["a"]), sorted(entry["b"]), sorted(entry["owners"])
@@ -416,10 +419,12 @@ def find_races(traces, npes):
             Race(
                 array=name,
                 pe=owners[0],
-                indices=_merge_ranges(entry["indices"]),
+                indices=progressions(entry["indices"]),
                 accesses=(Access(apes[0], aline, aop, amode, tuple(apes)), Access(bpes[0], bline, bop, bmode, tuple(bpes))),
                 hint=hint,
                 pes=tuple(owners),
+                shape=entry["shape"],
+                fix=entry["fix"],
             )
         )
     races.sort(key=lambda r: (r.accesses[0].line, r.accesses[1].line, r.array))

@@ -4,6 +4,16 @@
 ``x[i] = v``, ``x[i] += v`` and calls go through these functions, which note the
 access in the active race recording (:func:`install` sets it) and do what the cell
 asked. Accesses made inside a recorded shmem call are the layer's to record.
+
+What a call writes is found, not listed: a ufunc writes its outputs (positional after
+``nin``, or ``out=``) and ``ufunc.at`` its first argument; any other NumPy (or SciPy) call
+or method is called with its array arguments and receiver read-only (``out=`` is a write):
+if NumPy refuses ("... is read-only"), the call is made again with one of them writable at a
+time until it succeeds: that one is written (NumPy checks before it changes anything; a call
+writing two arguments would run twice). What a call wrote is remembered for calls of the same
+callable, argument count and keywords, which are not probed again. Arrays the cell made
+read-only stay so; views returned of a probed array are writable, as without the probe.
+Other calls only read their arrays.
 """
 
 import operator
@@ -13,6 +23,7 @@ import numpy as np
 
 from . import state
 from .layer import _depth  # >0 inside a recorded call (a list: read without a call)
+from ...analysis.footprint import of_view
 from .memory import extent
 
 __all__ = ["install", "uninstall", "FUNCS"]
@@ -26,6 +37,7 @@ def install(recording):
     from .instrument import HOOKS
 
     _rec = recording
+    _written.clear()
     ns = state.shell.user_ns
     for hook, func in FUNCS.items():
         ns[HOOKS[hook]] = func
@@ -42,11 +54,8 @@ _BASIC = (int, slice, type(Ellipsis), type(None), np.integer)
 _NO_READ_METHODS = frozenset(
     "reshape view ravel transpose swapaxes squeeze __array__ __array_interface__ nonzero".split()
 )
-_WRITE_METHODS = frozenset("fill itemset put setfield resize".split())
-_RW_METHODS = frozenset("sort partition byteswap".split())
 _NO_READ_FUNCS = {len, isinstance, type, id, hasattr, getattr, callable, np.shape, np.ndim, np.size,
                   np.frombuffer, np.asarray, np.asanyarray, np.may_share_memory, np.shares_memory}
-_WRITE_FIRST = {np.copyto, np.put, np.place, np.putmask, np.fill_diagonal}
 _AUG = {
     "+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv, "//": operator.ifloordiv,
     "%": operator.imod, "**": operator.ipow, "<<": operator.ilshift, ">>": operator.irshift, "|": operator.ior,
@@ -61,30 +70,32 @@ def _basic(index):
 
 
 def _element_range(rec, x, index):
-    """``(lo, hi)`` of the bytes ``x[index]`` touches (bounds for fancy indexing)."""
+    """``(lo, hi, footprint)`` of the bytes ``x[index]`` touches (bounds for fancy indexing)."""
     info = rec.memory.info(x)
     if info[7] and isinstance(index, (int, np.integer)):  # 1-D, one element: the fast path
         i = int(index)
         if i < 0:
             i += info[8]
         lo = info[2] + i * info[7]
-        return lo, lo + info[5]
+        return lo, lo + info[5], None
     if _basic(index):
         idx = index if isinstance(index, tuple) else (index,)
         idx = tuple(slice(i, i + 1 or None) if isinstance(i, (int, np.integer)) else i for i in idx)
         view = x[idx]
         if view.size == 0:
             return None
-        _, lo, hi = extent(view)
         base = rec.memory.heap[0] if info[1] == "sym" else 0
-        return lo - base, hi - base
+        if view.flags.c_contiguous:
+            _, lo, hi = extent(view)
+            return lo - base, hi - base, None
+        return of_view(view.__array_interface__["data"][0] - base, view.itemsize, view.shape, view.strides)
     flat = np.arange(x.size).reshape(x.shape)[index]
     if np.size(flat) == 0:
         return None
     first, last = int(np.min(flat)), int(np.max(flat))
     if x.flags.c_contiguous:
-        return info[2] + first * x.itemsize, info[2] + (last + 1) * x.itemsize
-    return info[3], info[4]
+        return info[2] + first * x.itemsize, info[2] + (last + 1) * x.itemsize, None
+    return info[3], info[4], info[9]
 
 
 def _mark():
@@ -149,37 +160,134 @@ def _call(line, f, *args, **kwargs):
     if rec is None or _depth[0] or getattr(f, "__shmem_race_skip__", False) or getattr(f, "__shmem_race_cell__", False):
         return f(*args, **kwargs)
     owner = getattr(f, "__self__", None)
-    if isinstance(owner, _ndarray):
-        name = getattr(f, "__name__", "")
-        if name in _WRITE_METHODS:
-            rec.access(owner, name, "write", line)
-        elif name in _RW_METHODS:
-            rec.access(owner, name, "read", line)
-            rec.access(owner, name, "write", line)
-        elif name not in _NO_READ_METHODS:
-            rec.access(owner, name, "read", line)
+    name = getattr(f, "__name__", "call")
+    if isinstance(f, _ufunc) or isinstance(owner, _ufunc):
+        return _call_ufunc(rec, line, f, owner, name, args, kwargs)
+    arrays = [owner] if isinstance(owner, _ndarray) and name not in _NO_READ_METHODS else []
     try:
         skip = f in _NO_READ_FUNCS
-        first_written = f in _WRITE_FIRST
     except TypeError:  # unhashable callables
-        skip = first_written = False
+        skip = False
     if not skip:
-        name = getattr(f, "__name__", "call")
-        for i, a in enumerate(args):
+        for a in args:
             if isinstance(a, _ndarray):
-                rec.access(a, name, "write" if (i == 0 and first_written) else "read", line)
+                arrays.append(a)
             elif isinstance(a, (list, tuple)) and len(a) <= 64:
                 for item in a:
                     if isinstance(item, _ndarray):
                         rec.access(item, name, "read", line)
+        out = kwargs.get("out")
         for key, a in kwargs.items():
+            if isinstance(a, _ndarray) and key != "out":
+                arrays.append(a)
+        for a in (out if isinstance(out, tuple) else (out,)):
             if isinstance(a, _ndarray):
-                rec.access(a, name, "write" if key == "out" else "read", line)
-            elif key == "out" and isinstance(a, tuple):
-                for item in a:
-                    if isinstance(item, _ndarray):
-                        rec.access(item, name, "write", line)
+                rec.access(a, name, "write", line)
+    if not arrays:
+        return f(*args, **kwargs)
+    module = getattr(f, "__module__", None) or type(owner).__module__
+    if not module or module.partition(".")[0] not in _PROBED:
+        for a in arrays:
+            rec.access(a, name, "read", line)
+        return f(*args, **kwargs)
+    try:
+        result, written = _probe(f, _key(f, owner, name, args, kwargs), args, kwargs, arrays)
+    except BaseException:
+        for a in arrays:
+            rec.access(a, name, "read", line)
+        raise
+    for a in arrays:  # a write covers its read (`sort` reads too): one event for it
+        rec.access(a, name, "write" if any(a is w for w in written) else "read", line)
+    return result
+
+
+_ufunc = np.ufunc
+_PROBED = {"numpy", "scipy"}  # C-level code that checks WRITEABLE before it changes anything
+_READ_ONLY = ("read-only", "writable", "writeable")
+_written = {}  # _key(call) -> the positions of the arrays it wrote (reset at each install)
+_UFUNC_OUT = {"reduce": 3, "accumulate": 3, "reduceat": 4}  # positional `out` of a ufunc's methods
+
+
+def _call_ufunc(rec, line, f, owner, name, args, kwargs):
+    """A ufunc writes its outputs (positional after ``nin``, or ``out=``); ``ufunc.at`` its first argument."""
+    if owner is None:
+        outputs = args[f.nin:]
+        reads = args[:f.nin]
+    else:
+        at = _UFUNC_OUT.get(name)
+        outputs = args[:1] if name == "at" else (args[at:at + 1] if at is not None else ())
+        reads = args[:at] if at is not None else args
+        name = f"{owner.__name__}.{name}"
+    out = kwargs.get("out")
+    outputs = (*outputs, *(out if isinstance(out, tuple) else (out,)))
+    for a in (*reads, *(v for k, v in kwargs.items() if k != "out")):
+        if isinstance(a, _ndarray):
+            rec.access(a, name, "read", line)
+    for a in outputs:
+        if isinstance(a, _ndarray):
+            rec.access(a, name, "write", line)
     return f(*args, **kwargs)
+
+
+def _key(f, owner, name, args, kwargs):
+    """What a call's writes are remembered by: the callable, its arguments' count, the keywords
+    (with their values when plain: ``copy=False`` writes where ``copy=True`` does not)."""
+    plain = tuple((k, v) if isinstance(v, (bool, int, str, type(None))) else k for k, v in kwargs.items())
+    return (f if owner is None else (type(owner), name)), len(args), plain
+
+
+def _probe(f, key, args, kwargs, arrays):
+    """Call ``f`` with ``arrays`` read-only; if NumPy refuses to write one, find which (each made
+    writable alone; if none suffices, the first, then again). Returns the result and the arrays
+    ``f`` wrote. The positions found written are remembered by ``key`` and not probed again."""
+    try:
+        known = _written.get(key, ())
+    except TypeError:  # an unhashable callable
+        key, known = None, ()
+    written = [i for i in known if i < len(arrays)]
+    protected = [i for i, a in enumerate(arrays) if i not in written and a.flags.writeable]
+    while True:
+        done, result = _attempt(f, args, kwargs, arrays, protected)
+        for j in (protected if not done else ()):
+            done, result = _attempt(f, args, kwargs, arrays, [i for i in protected if i != j])
+            if done:
+                written.append(j)
+                break
+        if done:
+            break
+        written.append(protected.pop(0))  # two or more are written
+    if key is not None and written:
+        _written[key] = tuple(sorted(set(known) | set(written)))
+    return _writable_views(result, arrays), [arrays[i] for i in written]
+
+
+def _attempt(f, args, kwargs, arrays, protected):
+    """``(True, result)`` of ``f`` called with ``arrays[i]`` read-only for ``i`` in ``protected``;
+    ``(False, None)`` if NumPy refused to write one of them (NumPy checks before it writes)."""
+    for i in protected:
+        arrays[i].setflags(write=False)
+    try:
+        result = f(*args, **kwargs)
+    except ValueError as exc:
+        if not protected or not any(w in str(exc) for w in _READ_ONLY):
+            raise
+        return False, None
+    finally:
+        for i in protected:
+            arrays[i].setflags(write=True)
+    return True, result
+
+
+def _writable_views(result, arrays):
+    """Views ``f`` returned of an array it saw read-only are made writable again, as without the probe."""
+    for r in (result if isinstance(result, (list, tuple)) and len(result) <= 64 else (result,)):
+        if isinstance(r, _ndarray) and not r.flags.writeable and r.base is not None:
+            if any(np.may_share_memory(r, a) and a.flags.writeable for a in arrays):
+                try:
+                    r.flags.writeable = True
+                except ValueError:
+                    pass
+    return result
 
 
 def _fn(f):

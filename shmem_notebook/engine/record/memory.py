@@ -5,6 +5,7 @@ import numpy as np
 from shmem4py import shmem
 from weakref import ref as _weakref
 
+from ...analysis.footprint import of_view, strided
 from . import state
 
 __all__ = ["heap_range", "extent", "AddressBook"]
@@ -43,8 +44,10 @@ def extent(a):
 class AddressBook:
     """The byte ranges of the arrays a recording sees, cached by identity while they live.
 
-    ``info(a)`` -> ``(weakref, space, address, lo, hi, itemsize, dtype, stride, n)``: ``space``
-    ``"sym"`` (offsets in the heap) or ``"priv"``; ``stride``/``n`` for 1-D arrays (else 0).
+    ``info(a)`` -> ``(weakref, space, address, lo, hi, itemsize, dtype, stride, n, footprint)``:
+    ``space`` ``"sym"`` (offsets in the heap) or ``"priv"``; ``stride``/``n`` for 1-D arrays (else 0);
+    ``footprint`` None when ``a`` fills ``[lo, hi)``, else the bytes it touches (see
+    :mod:`shmem_notebook.analysis.footprint`).
     """
 
     def __init__(self):
@@ -63,27 +66,38 @@ class AddressBook:
             space, lo, hi, addr = "sym", lo - hlo, hi - hlo, addr - hlo
         else:
             space = "priv"
+        fp = None
+        if not a.flags.c_contiguous and a.size:
+            lo, hi, fp = of_view(addr, a.itemsize, a.shape, a.strides)
         stride = a.strides[0] if a.ndim == 1 else 0
-        found = (_weakref(a), space, addr, lo, hi, a.itemsize, a.dtype.str, stride, a.shape[0] if a.ndim == 1 else 0)
+        found = (_weakref(a), space, addr, lo, hi, a.itemsize, a.dtype.str, stride, a.shape[0] if a.ndim == 1 else 0, fp)
         if len(self.cache) > 100_000:
             self.cache.clear()
         self.cache[key] = found
         return found
 
     def sym(self, a, count=None, stride=1):
-        """``(space, lo, hi, dtype)`` of the first ``count`` elements of ``a`` (every ``stride``-th)."""
-        _, space, addr, lo, hi, itemsize, dtype, _, _ = self.info(a)
+        """``(space, lo, hi, dtype, footprint)`` of the first ``count`` elements of ``a`` (every ``stride``-th)."""
+        _, space, addr, lo, hi, itemsize, dtype, _, _, fp = self.info(a)
         if count is not None and a.flags.contiguous:
-            hi = addr + ((count - 1) * stride + 1) * itemsize if count else addr
-            lo = addr
-        return space, lo, hi, dtype
+            if stride == 1 or count < 2:
+                return space, addr, addr + count * itemsize, dtype, None
+            lo, hi, fp = strided(addr, itemsize, count, stride)
+            return space, lo, hi, dtype, fp
+        return space, lo, hi, dtype, fp
+
+    def layout(self, a):
+        """``(origin, shape, strides)`` for naming the elements of an N-D or strided array, else None."""
+        if a.ndim == 1 and a.strides[0] == a.itemsize:
+            return None
+        return self.info(a)[2], tuple(a.shape), tuple(a.strides)
 
     def offset(self, address):
         """A raw address (a lock) as a heap offset when it is in the heap."""
         return address - self.heap[0] if self.heap[0] <= address < self.heap[1] else address
 
     def names(self):
-        """``[name, space, lo, hi, itemsize, priority]`` for the memory the cell can name: declared
+        """``[name, space, lo, hi, itemsize, priority, layout]`` for the memory the cell can name: declared
         arrays first, then the namespace's arrays, items of its lists and dicts, the cell's hints."""
         from .. import heap
 
@@ -91,8 +105,8 @@ class AddressBook:
 
         def add(name, value, priority):
             if isinstance(value, np.ndarray) and value.size:
-                _, space, _, lo, hi, itemsize, _, _, _ = self.info(value)
-                found.append([name, space, lo, hi, itemsize, priority])
+                _, space, _, lo, hi, itemsize = self.info(value)[:6]
+                found.append([name, space, lo, hi, itemsize, priority, self.layout(value)])
 
         for name, value in heap.arrays.items():
             add(name, value, 0)

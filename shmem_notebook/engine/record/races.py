@@ -14,7 +14,8 @@ import time
 import numpy as np
 from shmem4py import shmem
 
-from ...operations import FIELD, RECORDED_AS
+from ...analysis.footprint import extend
+from ...operations import FIELD, RECORDED_AS, SIGNAL_EVENTS
 from .. import teams
 from .memory import AddressBook
 
@@ -63,6 +64,7 @@ class RaceRecording:
         self.merge = {}  # merge key -> event (reset at every synchronisation)
         self.n_async = 0  # async RMA events so far (local accesses do not merge across them)
         self.n_local = 0
+        self.fetched = {}  # signal word -> what signal_fetch saw last
         self.started = time.perf_counter()
 
     # -- events ----------------------------------------------------------------------
@@ -82,22 +84,35 @@ class RaceRecording:
 
     @staticmethod
     def _extend(last, event):
-        """Merge ``event`` into ``last`` when their ranges touch or overlap (same key)."""
+        """Merge ``event`` into ``last`` (same key) when the union is as exact: touching ranges, or
+        one more step of a strided progression (see :func:`~shmem_notebook.analysis.footprint.extend`)."""
         if last[0] == "mem":
             lo, hi = event[_M["lo"]], event[_M["hi"]]
-            if lo <= last[_M["hi"]] and hi >= last[_M["lo"]]:
+            if lo <= last[_M["hi"]] and hi >= last[_M["lo"]] and last[_M["fp"]] is None and event[_M["fp"]] is None:
                 last[_M["lo"]], last[_M["hi"]] = min(last[_M["lo"]], lo), max(last[_M["hi"]], hi)
                 return True
-            return False
+            both = extend(last[_M["lo"]], last[_M["hi"]], last[_M["fp"]], lo, hi, event[_M["fp"]])
+            if both is None:
+                return False
+            last[_M["lo"]], last[_M["hi"]], last[_M["fp"]] = both
+            return True
         lo, hi = event[_R["lo"]], event[_R["hi"]]
-        if not (lo <= last[_R["hi"]] and hi >= last[_R["lo"]]):
-            return False
+        if lo <= last[_R["hi"]] and hi >= last[_R["lo"]] and last[_R["fp"]] is None and event[_R["fp"]] is None:
+            remote = min(last[_R["lo"]], lo), max(last[_R["hi"]], hi), None  # touching ranges: the usual case
+        else:
+            remote = extend(last[_R["lo"]], last[_R["hi"]], last[_R["fp"]], lo, hi, event[_R["fp"]])
+            if remote is None:
+                return False
         if last[_R["lspace"]] is not None:
             llo, lhi = event[_R["llo"]], event[_R["lhi"]]
-            if not (llo <= last[_R["lhi"]] and lhi >= last[_R["llo"]]):
-                return False
-            last[_R["llo"]], last[_R["lhi"]] = min(last[_R["llo"]], llo), max(last[_R["lhi"]], lhi)
-        last[_R["lo"]], last[_R["hi"]] = min(last[_R["lo"]], lo), max(last[_R["hi"]], hi)
+            if llo <= last[_R["lhi"]] and lhi >= last[_R["llo"]] and last[_R["lfp"]] is None and event[_R["lfp"]] is None:
+                local = min(last[_R["llo"]], llo), max(last[_R["lhi"]], lhi), None
+            else:
+                local = extend(last[_R["llo"]], last[_R["lhi"]], last[_R["lfp"]], llo, lhi, event[_R["lfp"]])
+                if local is None:
+                    return False
+            last[_R["llo"]], last[_R["lhi"]], last[_R["lfp"]] = local
+        last[_R["lo"]], last[_R["hi"]], last[_R["fp"]] = remote
         values, more = last[_R["values"]], event[_R["values"]]
         if values is not None and more is not None and len(values) < 16:
             values.extend(v for v in more if v not in values)
@@ -105,27 +120,27 @@ class RaceRecording:
             last[_R["values"]] = None
         return True
 
-    def access(self, a, op, mode, line, lo=None, hi=None):
-        """A load/store of ``a`` (or of bytes ``[lo, hi)`` of it) by the cell."""
-        _, space, _, alo, ahi, _, dtype, _, _ = self.memory.info(a)
+    def access(self, a, op, mode, line, lo=None, hi=None, fp=None):
+        """A load/store of ``a`` (or of bytes ``[lo, hi)`` of it, footprint ``fp``) by the cell."""
+        _, space, _, alo, ahi, _, dtype, _, _, afp = self.memory.info(a)
         if lo is None:
-            lo, hi = alo, ahi
+            lo, hi, fp = alo, ahi, afp
         self.n_local += 1
-        self._add(["mem", op, line, mode, space, lo, hi, dtype], ("mem", op, line, mode, space, dtype, self.n_async))
+        self._add(["mem", op, line, mode, space, lo, hi, dtype, fp], ("mem", op, line, mode, space, dtype, self.n_async))
 
-    def _rma_event(self, op, line, target, pe, count, local, ctx, values, asynchronous, stride=1):
-        space, lo, hi, dtype = self.memory.sym(target, count, stride)
+    def _rma_event(self, op, line, target, pe, count, local, ctx, values, asynchronous, stride=1, lstride=1):
+        space, lo, hi, dtype, fp = self.memory.sym(target, count, stride)
         if local is not None:
-            lspace, _, llo, lhi = self.memory.info(local)[1:5]
+            lspace, llo, lhi, _, lfp = self.memory.sym(local, count, lstride)
         else:
-            lspace = llo = lhi = None
+            lspace = llo = lhi = lfp = None
         ctx = _ctx_key(ctx)
         if asynchronous or pe == self.me:
             self.n_async += 1
             key = ("rma", op, line, pe, dtype, lspace, ctx, self.n_local)
         else:
             key = ("rma", op, line, pe, dtype, lspace, ctx)
-        self._add(["rma", op, line, pe, lo, hi, dtype, lspace, llo, lhi, ctx, values], key)
+        self._add(["rma", op, line, pe, lo, hi, dtype, lspace, llo, lhi, ctx, values, fp, lfp], key)
 
     def _sync_event(self, event):
         self.merge.clear()
@@ -146,7 +161,22 @@ class RaceRecording:
             count = min(-(-target.size // tst), -(-source.size // sst))
         value = _value(source) if op.writes and count == 1 else None
         self._rma_event(op.name, line, remote, args["pe"], count, local, args.get("ctx"),
-                        [value] if value is not None else None, op.nbi, tst if op.writes else sst)
+                        [value] if value is not None else None, op.nbi, *((tst, sst) if op.writes else (sst, tst)))
+        if "signal" in args:  # put_signal: then the signal word, an atomic delivered after the data
+            self._signal_event(args, line)
+
+    def _signal_event(self, args, line):
+        """The signal word of a put_signal, right after its data event (the analysis pairs them)."""
+        lo = self._signal_offset(args["signal"])
+        adds = int(args.get("sigop", 0)) == int(shmem.SIGNAL_ADD)
+        value = None if adds else [int(args["value"])]  # an add's result is not known here
+        ctx = _ctx_key(args.get("ctx"))
+        self.n_async += 1
+        self._add(["rma", SIGNAL_EVENTS[adds], line, int(args["pe"]), lo, lo + 8, "<u8", None, None, None, ctx, value, None, None])
+
+    def _signal_offset(self, signal):
+        """A signal word (shmem4py's ``uint64_t *``) as a heap offset."""
+        return self.memory.offset(int(shmem.ffi.cast("uintptr_t", signal)))
 
     def _on_amo(self, op, args, result, line):
         values = None
@@ -154,8 +184,9 @@ class RaceRecording:
             values = [args.get("value")]
         elif op.name == "atomic_op" and str(args.get("op")).lower().endswith("set"):
             values = [args.get("value")]
-        name = op.name if op.writes else "atomic_fetch"
-        self._rma_event(name, line, args.get(op.remote), args["pe"], 1, None, args.get("ctx"), values, not op.fetches)
+        name = op.name if op.writes or op.nbi else "atomic_fetch"
+        local = args.get("fetch") if op.nbi else None  # written when the operation completes
+        self._rma_event(name, line, args.get(op.remote), args["pe"], 1, local, args.get("ctx"), values, not op.fetches)
 
     def _on_sync(self, op, args, result, line):
         team = args.get("team") if op.team else None
@@ -163,16 +194,24 @@ class RaceRecording:
 
     def _on_coll(self, op, args, result, line):
         info = self.memory.info
-        _, tspace, _, tlo, thi, _, dtype, _, _ = info(args["target"])
-        _, sspace, _, slo, shi, _, _, _, _ = info(args["source"])
+        _, tspace, _, tlo, thi, _, dtype = info(args["target"])[:7]
+        _, sspace, _, slo, shi = info(args["source"])[:5]
         self._sync_event(["coll", op.name, line, tspace, tlo, thi, sspace, slo, shi, dtype, args.get("root"),
                           _members(args.get("team"))])
 
     def _on_wait(self, op, args, result, line):
         if op.name.startswith("test") and (result is None or result is False or result == []):
             return  # a test that failed orders nothing
+        if "signal" in args:  # signal_wait_until returns the value it saw; signal_fetch counts when it changed
+            lo = self._signal_offset(args["signal"])
+            if op.name == "signal_fetch":
+                if not result or self.fetched.get(lo) == result:
+                    return  # a poll that saw no signal, or nothing new, orders nothing
+                self.fetched[lo] = result
+            self._sync_event(["wait", op.name, line, lo, lo + 8, "<u8", [int(result)]])
+            return
         ivar = args.get("ivar", args.get("ivars"))
-        space, lo, hi, dtype = self.memory.sym(ivar)
+        space, lo, hi, dtype, _ = self.memory.sym(ivar)
         self._sync_event(["wait", op.name, line, lo, hi, dtype, np.asarray(ivar).reshape(-1)[:64].tolist()])
 
     def _on_lock(self, op, args, result, line):

@@ -152,7 +152,7 @@ class _Namer:
 
     def __init__(self, recording):
         self.memory = recording.memory
-        self.seen = {}  # (space, lo, hi) -> (name, itemsize), the last name seen for that memory
+        self.seen = {}  # (space, lo, hi) -> (name, itemsize, layout), the last name seen for that memory
 
     def after(self, op, args, result, line):
         arrays = [a for a in args.values() if isinstance(a, np.ndarray) and a.size]
@@ -167,10 +167,10 @@ class _Namer:
             _, space, _, lo, hi, itemsize = info(value)[:6]
             if any(s == space and lo <= slo and shi <= hi for s, _, slo, shi in spans):
                 self.seen.pop((space, lo, hi), None)  # the last name, and last in the order
-                self.seen[(space, lo, hi)] = (name, itemsize)
+                self.seen[(space, lo, hi)] = (name, itemsize, self.memory.layout(value))
 
     def names(self, namespace):
-        """``[name, space, lo, hi, itemsize, priority]`` (see ``AddressBook.names``): first the arrays of a
+        """``[name, space, lo, hi, itemsize, priority, layout]`` (see ``AddressBook.names``): first the arrays of a
         program exported from a notebook declared (its ``_declared``: priority 0, as a cell's declared
         arrays), then the memory named at calls (priority 1, before the namespace's at the end)."""
         declared = namespace.get("_declared")
@@ -178,8 +178,9 @@ class _Namer:
         for name, value in (declared.items() if isinstance(declared, dict) else ()):
             if isinstance(value, np.ndarray) and value.size:
                 _, space, _, lo, hi, itemsize = self.memory.info(value)[:6]
-                found.append([name, space, lo, hi, itemsize, 0])
-        return found + [[name, space, lo, hi, itemsize, 1] for (space, lo, hi), (name, itemsize) in self.seen.items()]
+                found.append([name, space, lo, hi, itemsize, 0, self.memory.layout(value)])
+        return found + [[name, space, lo, hi, itemsize, 1, layout]
+                        for (space, lo, hi), (name, itemsize, layout) in self.seen.items()]
 
 
 # -- running the program ---------------------------------------------------------------------
