@@ -4,7 +4,9 @@ Each case is a cell run with ``job.run(code, arrays=ARRAYS, race=True)`` on ever
 PE (2 and 4 PEs; PEs beyond 1 mostly watch). The two accesses a case is about
 carry the markers ``# A`` and ``# B`` on their lines; ``race`` says whether they
 race. A true positive names both lines. ``error`` cases must end in the named
-error instead of a verdict. Lock cases run at 2 PEs only: at 4 PEs this OSHMEM's
+error instead of a verdict. Cases that ``need`` OpenSHMEM 1.5 (``put_signal``, ``signal_*``,
+non-blocking atomics, contexts of teams) are scored on a 1.5 library (Sandia OpenSHMEM); on Open
+MPI's OSHMEM 1.4 they must end in the one-line ``UnsupportedError`` instead. Lock cases run at 2 PEs only: at 4 PEs this OSHMEM's
 ``clear_lock`` sometimes never returns while the other PEs wait in ``barrier_all``
 (2 of 15 runs), which would hang the test, not test the detector. The arrays are zeroed (untraced) before every case.
 """
@@ -47,6 +49,13 @@ class Case:
     min_pes: int = None  # run only from this many PEs
     no_fix: str = None  # why the race's fix is not an edit of the cell (the hint says it in prose)
     pending: str = None  # why the case is run but not scored yet (a detector feature it needs)
+    needs: str = None  # "1.5": OpenSHMEM 1.5 routines (a 1.4 library refuses them: UnsupportedError)
+
+    def error_on(self, spec):
+        """The error the case must end in on a library implementing OpenSHMEM ``spec``, or None."""
+        if self.needs and spec < self.needs:
+            return "UnsupportedError"
+        return self.error
 
     def runs_at(self, npes):
         return (self.max_pes is None or npes <= self.max_pes) and (self.min_pes is None or npes >= self.min_pes)
@@ -302,6 +311,96 @@ shmem.barrier_all()
     Case("lock-log-tail-read-outside", "realistic", True,
          _twin(LOCKED_LOG, "    shmem.set_lock(lock)\n    shmem.get(t, counter, 0)  # A\n",
                "    shmem.get(t, counter, 0)  # A\n    shmem.set_lock(lock)\n"), max_pes=2),
+]
+
+SIGNAL = "sig = shmem.new_signal()\nshmem.barrier_all()\n"
+SIGNAL_END = "shmem.barrier_all()\nshmem.del_signal(sig)\n"
+
+# -- OpenSHMEM 1.5: signals, non-blocking atomics (scored on SOS); contexts of TEAM_WORLD (both) ----
+OPENSHMEM_15 = [
+    Case("put_signal-data-seen-after-signal", "1.5", False, SIGNAL + """if me == 0:
+    shmem.put_signal(remote, np.full(4, 3, dtype=np.int32), 1, sig, 1, shmem.SIGNAL_SET)  # A
+if me == 1:
+    shmem.signal_wait_until(sig, shmem.CMP.EQ, 1)
+    x = int(remote[0])  # B
+""" + SIGNAL_END, needs="1.5"),
+    Case("put-before-put_signal-not-covered", "1.5", True, SIGNAL + """if me == 0:
+    shmem.put(remote2, np.full(4, 3, dtype=np.int32), 1)  # A
+    shmem.put_signal(remote, np.full(4, 3, dtype=np.int32), 1, sig, 1, shmem.SIGNAL_SET)
+if me == 1:
+    shmem.signal_wait_until(sig, shmem.CMP.EQ, 1)
+    x = int(remote2[0])  # B
+""" + SIGNAL_END, needs="1.5"),
+    Case("put-fence-put_signal-covered", "1.5", False, SIGNAL + """if me == 0:
+    shmem.put(remote2, np.full(4, 3, dtype=np.int32), 1)  # A
+    shmem.fence()
+    shmem.put_signal(remote, np.full(4, 3, dtype=np.int32), 1, sig, 1, shmem.SIGNAL_SET)
+if me == 1:
+    shmem.signal_wait_until(sig, shmem.CMP.EQ, 1)
+    x = int(remote2[0])  # B
+""" + SIGNAL_END, needs="1.5"),
+    Case("put_signal-read-without-waiting", "1.5", True, SIGNAL + """if me == 0:
+    shmem.put_signal(remote, np.full(4, 3, dtype=np.int32), 1, sig, 1, shmem.SIGNAL_SET)  # A
+if me == 1:
+    x = int(remote[0])  # B
+""" + SIGNAL_END, needs="1.5"),
+    Case("put_signal_nbi-source-reused-before-quiet", "1.5", True, SIGNAL + PRE + """if me == 0:
+    shmem.put_signal_nbi(remote[:1], lb, 1, sig, 1, shmem.SIGNAL_SET)  # A
+    lb[0] = 5  # B
+    shmem.quiet()
+""" + SIGNAL_END, needs="1.5"),
+    Case("signal_fetch-polling-then-read", "1.5", False, SIGNAL + """if me == 0:
+    shmem.put_signal_nbi(remote, np.full(4, 3, dtype=np.int32), 1, sig, 1, shmem.SIGNAL_ADD)  # A
+    shmem.quiet()
+if me == 1:
+    while shmem.signal_fetch(sig) == 0:
+        pass
+    x = int(remote[0])  # B
+""" + SIGNAL_END, needs="1.5"),
+    Case("nbi-atomic-fetch-read-before-quiet", "1.5", True, """out = np.zeros(1, dtype=np.int64)
+shmem.barrier_all()
+shmem.atomic_fetch_nbi(out, counter, (me + 1) % npes)  # A
+v = int(out[0])  # B
+shmem.quiet()
+shmem.barrier_all()
+""", needs="1.5"),
+    Case("nbi-atomic-fetch-read-after-quiet", "1.5", False, """out = np.zeros(1, dtype=np.int64)
+shmem.barrier_all()
+shmem.atomic_fetch_nbi(out, counter, (me + 1) % npes)  # A
+shmem.quiet()
+v = int(out[0])  # B
+shmem.barrier_all()
+""", needs="1.5"),
+    Case("nbi-atomic-add-against-plain-read", "1.5", True, """out = np.zeros(1, dtype=np.int64)
+shmem.barrier_all()
+if me == 0:
+    shmem.atomic_fetch_add_nbi(out, counter, 1, 1)  # A
+if me == 1:
+    v = int(counter[0])  # B
+shmem.barrier_all()
+""", needs="1.5"),
+    Case("team-ctx-put-completed-by-default-quiet", "contexts", True, """ctx = shmem.TEAM_WORLD.create_ctx()
+shmem.barrier_all()
+if me == 0:
+    shmem.put(remote, np.full(4, 5, dtype=np.int32), 1, ctx=ctx)  # A
+    shmem.quiet()
+shmem.barrier_all()
+if me == 1:
+    x = int(remote[0])  # B
+shmem.barrier_all()
+ctx.destroy()
+"""),
+    Case("team-ctx-put-completed-by-its-quiet", "contexts", False, """ctx = shmem.TEAM_WORLD.create_ctx()
+shmem.barrier_all()
+if me == 0:
+    shmem.put(remote, np.full(4, 5, dtype=np.int32), 1, ctx=ctx)  # A
+    ctx.quiet()
+shmem.barrier_all()
+if me == 1:
+    x = int(remote[0])  # B
+shmem.barrier_all()
+ctx.destroy()
+"""),
 ]
 
 CASES = [
@@ -941,11 +1040,5 @@ if me == 0:
 shmem.barrier_all()
 """),
     *REALISTIC,
-    # -- what this OpenSHMEM lacks ---------------------------------------------------------------
-    Case("nbi-atomic-unsupported", "unsupported", False, """out = np.zeros(1, dtype=np.int64)
-shmem.atomic_fetch_nbi(out, counter, 0)
-""", error="UnsupportedError"),
-    Case("put_signal-unsupported", "unsupported", False, """sig = shmem.new_signal()
-shmem.put_signal(remote, np.ones(4, dtype=np.int32), 0, sig, 1, shmem.SIGNAL_SET)
-""", error="UnsupportedError"),
+    *OPENSHMEM_15,
 ]

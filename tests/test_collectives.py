@@ -33,6 +33,8 @@ tail = shmem.TEAM_WORLD.split_strided(1, 1, npes - 1) if npes > 2 else shmem.TEA
 src, b = shmem.zeros(5, "i8"), shmem.zeros(5, "i8")
 dst, a_src, a_dst = shmem.zeros(5 * npes, "i8"), shmem.zeros(3 * npes, "i8"), shmem.zeros(3 * npes, "i8")
 out = shmem.zeros(5, "i8")
+def ready(team):  # a library's collective may write a PE's target before that PE zeroed it (SOS does)
+    shmem.barrier_all() if team is None else team.sync()
 big, big_out = shmem.zeros(BIG, "f8"), shmem.zeros(BIG, "f8")
 for team_name, team in (("world", None), ("tail", tail)):
     if team is not None and not team:
@@ -42,26 +44,32 @@ for team_name, team in (("world", None), ("tail", tail)):
     for alg in A["broadcast"]:
         for root in sorted({0, n - 1}):
             b[:] = 0
+            ready(team)
             collectives.broadcast(b, src, root, team=team, algorithm=alg)
             rep[f"{team_name}/broadcast/{alg}/{root}"] = b.tolist()
     for alg in A["fcollect"]:
         dst[:] = 0
+        ready(team)
         collectives.fcollect(dst[:5 * n], src, team=team, algorithm=alg)
         rep[f"{team_name}/fcollect/{alg}"] = dst[:5 * n].tolist()
     for alg in A["alltoall"]:
         a_src[:3 * n] = [me * 100 + j * 10 + k for j in range(n) for k in range(3)]
         a_dst[:] = 0
+        ready(team)
         collectives.alltoall(a_dst[:3 * n], a_src[:3 * n], team=team, algorithm=alg)
         rep[f"{team_name}/alltoall/{alg}"] = a_dst[:3 * n].tolist()
     for alg in A["reduce"]:
         for op in OPS:
             out[:] = 0
+            ready(team)
             getattr(collectives, op + "_reduce")(out, src, team=team, algorithm=alg)
             rep[f"{team_name}/reduce/{alg}/{op}"] = out.tolist()
         out[:] = src
+        ready(team)
         collectives.reduce(out, out, "sum", team=team, algorithm=alg)
         rep[f"{team_name}/reduce/{alg}/inplace"] = out.tolist()
         big[:] = np.sin(np.arange(BIG) + me)
+        ready(team)
         collectives.allreduce(big_out, big, "sum", team=team, algorithm=alg)
         pes = range(npes) if team is None else [team.translate_pe(i) for i in range(n)]
         expected = sum(np.sin(np.arange(BIG) + p) for p in pes)

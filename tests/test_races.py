@@ -10,12 +10,17 @@ from shmem_notebook import Access, PEError, Race
 from shmem_notebook.analysis.hints import apply_fix
 from shmem_notebook.analysis.races import find_races
 
-from conftest import job_fixture, running_job
+from conftest import job_fixture, needs_sos, running_job
 from race_catalogue import ARRAYS, CASES, RESET
 
 
-def _run_catalogue(job):
-    """Run every case; return (rows, scores): rows = (case, verdict, detail)."""
+#: the libraries the catalogue is scored on, and the OpenSHMEM version each implements
+LIBRARIES = [pytest.param(("oshmem", "1.4"), id="oshmem"), pytest.param(("sos", "1.5"), id="sos", marks=needs_sos)]
+
+
+def _run_catalogue(job, spec="1.4"):
+    """Run every case; return (rows, scores): rows = (case, verdict, detail). ``spec``: the
+    OpenSHMEM version of the job's library (1.5 cases end in UnsupportedError below 1.5)."""
     tp = fp = tn = fn = 0
     rows = []
     for case in CASES:
@@ -32,8 +37,8 @@ def _run_catalogue(job):
             rows.append((case, False, str(exc)))
             job.restart()
             continue
-        if case.error:
-            ok = error is not None and all(e[0] == case.error for e in error.errors.values())
+        if case.error_on(spec):
+            ok = error is not None and all(e[0] == case.error_on(spec) for e in error.errors.values())
             rows.append((case, ok, str(error)))
             continue
         assert error is None, f"{case.name}: {error}"
@@ -58,18 +63,20 @@ def _run_catalogue(job):
 
 @pytest.mark.pe
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("library", LIBRARIES)
 @pytest.mark.parametrize("npes", [2, 4])
-def test_catalogue(npes):
-    """Every labelled case, in one job per PE count; prints precision, recall and accuracy."""
-    for job in running_job(npes, heap="32M"):
+def test_catalogue(npes, library):
+    """Every labelled case, in one job per PE count and library; prints precision, recall and accuracy."""
+    name, spec = library
+    for job in running_job(npes, heap="32M", library=name):
         started = time.perf_counter()
-        rows, scores = _run_catalogue(job)
+        rows, scores = _run_catalogue(job, spec)
         seconds = time.perf_counter() - started
     wrong = [f"{case.name} ({case.category}, race={case.race}, lines={case.lines}): {detail}"
              for case, ok, detail in rows if ok is False]
     pending = [f"{case.name} (race={case.race}; {case.pending}): {detail}" for case, ok, detail in rows if ok is None]
     print(
-        f"\nrace catalogue at {npes} PEs: {len(rows) - len(pending)} cases in {seconds:.1f} s; "
+        f"\nrace catalogue on {name} (OpenSHMEM {spec}) at {npes} PEs: {len(rows) - len(pending)} cases in {seconds:.1f} s; "
         f"precision {scores['precision']:.2f}, recall {scores['recall']:.2f}, accuracy {scores['accuracy']:.2f} "
         f"(tp {scores['tp']}, fp {scores['fp']}, tn {scores['tn']}, fn {scores['fn']})"
     )
@@ -104,14 +111,18 @@ def _fix_until_clean(job, case, rounds=4):
 
 @pytest.mark.pe
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("npes", [2, 4])
-def test_hint_fixes_remove_the_race(npes):
+@pytest.mark.parametrize("npes, library", [
+    pytest.param(2, ("oshmem", "1.4"), id="2-oshmem"), pytest.param(4, ("oshmem", "1.4"), id="4-oshmem"),
+    pytest.param(2, ("sos", "1.5"), id="2-sos", marks=needs_sos),
+])
+def test_hint_fixes_remove_the_race(npes, library):
     """Every racy case: applying the fix of the first race reported (again, while races remain) leaves none,
     except the cases whose fix is not an edit of the cell (``Case.no_fix`` says why)."""
     wrong, fixed = [], 0
-    for job in running_job(npes, heap="32M"):
+    name, spec = library
+    for job in running_job(npes, heap="32M", library=name):
         for case in CASES:
-            if not case.race or case.error or case.pending or not case.runs_at(npes):
+            if not case.race or case.error_on(spec) or case.pending or not case.runs_at(npes):
                 continue
             ok, steps = _fix_until_clean(job, case)
             if case.no_fix:
@@ -119,7 +130,7 @@ def test_hint_fixes_remove_the_race(npes):
             fixed += ok and not case.no_fix
             if not ok:
                 wrong.append(f"{case.name}:\n    " + "\n    ".join(steps))
-    print(f"\nhint fixes at {npes} PEs: {fixed} racy cases fixed by their hints")
+    print(f"\nhint fixes on {name} at {npes} PEs: {fixed} racy cases fixed by their hints")
     assert wrong == [], "\n".join(wrong)
 
 

@@ -13,7 +13,7 @@ import time
 
 import psutil
 import pytest
-from conftest import job_fixture, quiet
+from conftest import job_fixture, needs_sos, quiet
 
 import shmem_notebook
 from shmem_notebook import CellStoppedError, JobStateError, PEDiedError
@@ -249,3 +249,28 @@ def test_kernel_end_stops_the_job(kernel, how):
     assert [" ".join(p.cmdline())[:100] for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
     assert wait(lambda: segments.left() == (set(), set()), 5.0), segments.left()
     assert wait(lambda: profile_files() == [], 5.0), profile_files()
+
+
+@needs_sos
+def test_sos_crash_and_kernel_death_leave_nothing(kernel):
+    """On Sandia OpenSHMEM (mpiexec.hydra and its proxies start the PEs): a PE killed is named
+    with its cause, restart recovers, and a SIGKILLed kernel leaves no process, segment or file."""
+    km, kc = kernel
+    execute(kc, "%load_ext shmem_notebook")
+    out, err = execute(kc, "%shmem start -n 2 --library sos --heap 8M")
+    assert "ready" in out, err
+    out, err = execute(kc, "%%pxshmem\nimport os, time\nif me == 1:\n    os.kill(os.getpid(), 9)\ntime.sleep(30)")
+    assert "PEDiedError: PE 1 died of signal 9 (SIGKILL) while the cell ran" in err, err
+    out, err = execute(kc, "%shmem restart")
+    assert "restarted: 2 PEs" in out, err
+    out, err = execute(kc, "%shmem status")
+    assert "library: sos (Sandia OpenSHMEM, OpenSHMEM 1.5)" in out, err
+    tree = psutil.Process(km.provisioner.process.pid).children(recursive=True)
+    names = " ".join(" ".join(p.cmdline()) for p in tree)
+    assert "shmem_notebook.engine" in names and "hydra" in names, names
+    segments = Segments()
+    segments.note(p.pid for p in tree)
+    km.provisioner.process.kill()  # SIGKILL: only the watchdog can clean up
+    _, alive = psutil.wait_procs(tree, timeout=15)
+    assert [" ".join(p.cmdline())[:100] for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
+    assert wait(lambda: segments.left() == (set(), set()), 5.0), segments.left()

@@ -10,7 +10,7 @@ from conftest import job_fixture, quiet
 
 from shmem_notebook import PEError
 
-job = job_fixture(2, 4, heap="16M", timeout=120)
+job = job_fixture(2, 4, heap="16M", timeout=120, sos=(2,))
 
 RELEASED = "the rest of the cell was abandoned on every PE; the job is ready and every PE kept its variables"
 PAUSED = "cannot be released from that call"
@@ -25,6 +25,11 @@ def stranded(job, code):
     with pytest.raises(PEError) as info:
         quiet(job, code)
     return str(info.value)
+
+
+def native(job):
+    """Teams are the library's own (OpenSHMEM 1.5, Sandia OpenSHMEM), not the tool's emulation."""
+    return job.library.name == "sos"
 
 
 def others(job, first=1):
@@ -54,10 +59,13 @@ def assert_paused_then_restart(job, message):
 @pytest.mark.parametrize("call, shown", [
     ("shmem.barrier_all()", "shmem.barrier_all()"),
     ("shmem.sync_all()", "shmem.sync_all()"),
-    ("shmem.TEAM_WORLD.sync()", "shmem.sync(TEAM_WORLD)"),
+    ("shmem.TEAM_WORLD.sync()", "shmem.TEAM_WORLD.sync()"),
 ])
 def test_a_raise_before_a_world_synchronisation_is_named_and_the_job_stays_ready(job, call, shown):
     message = stranded(job, f"x = 1\nif me == 0:\n    raise ValueError('boom')\n{call}\nprint('not reached')")
+    if native(job) and "TEAM" in call:  # the library's own team sync: which team it is cannot be seen from here
+        assert message.startswith(f"PE 0 raised ValueError at line 3: boom; PE 1 waits in {shown} at line 4 for it; ")
+        return assert_paused_then_restart(job, message)
     assert message == f"PE 0 raised ValueError at line 3: boom; PE {others(job)} wait{'s' if job.n == 2 else ''} in {shown} at line 4 for it; {RELEASED}"
     assert_usable(job)
 
@@ -67,6 +75,9 @@ def test_a_raise_before_a_world_synchronisation_is_named_and_the_job_stays_ready
 def test_a_raise_before_a_team_call_the_tool_emulates_releases_the_others(job, call):
     message = stranded(job, f"if me == 0:\n    raise ValueError('boom')\n{call}\nprint('not reached')")
     verb = "waits" if job.n == 2 else "wait"
+    if native(job):  # the library's own team call: no PE can be released from it
+        assert message.startswith(f"PE 0 raised ValueError at line 2: boom; PE {others(job)} {verb} in ")
+        return assert_paused_then_restart(job, message)
     assert message == f"PE 0 raised ValueError at line 2: boom; PE {others(job)} {verb} in {call} at line 3 for it; {RELEASED}"
     assert_usable(job)
     # the team's half-done counts were reset: its calls agree again; the waiting PEs' frames held W, and
@@ -87,6 +98,8 @@ def test_inside_a_function_in_the_third_iteration_of_a_loop(job):
 
 
 def test_an_unsupported_routine_on_one_pe(job):
+    if native(job):
+        pytest.skip("an OpenSHMEM 1.5 library has put_signal")
     message = stranded(job, "if me == 0:\n    shmem.put_signal(None)\nshmem.barrier_all()")
     assert message.startswith("PE 0 raised UnsupportedError at line 2: shmem.put_signal is an OpenSHMEM 1.5 routine")
     assert "at line 3 for it" in message and message.endswith(RELEASED)

@@ -11,7 +11,7 @@ from shmem_notebook import InputError
 from shmem_notebook.inspector.replay import Replay, draw_frame, transfers
 
 
-job = job_fixture(2, 4, heap="32M")
+job = job_fixture(2, 4, heap="32M", sos=(2,))
 
 
 def test_ring_shift_is_recorded_with_lines_arrays_indices_and_epochs(job):

@@ -27,7 +27,6 @@ __all__ = ["GRACE", "BLOCKING", "waiting", "release", "raised_line", "message"]
 #: seconds after the first error before looking whether the other PEs wait for it
 GRACE = 0.2
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_CALLED = {"sync": "shmem.sync(TEAM_WORLD)"}  # how the user calls what the stack names
 _CELL_LINE = re.compile(r"Cell In\[\d+\], line (\d+)")
 
 
@@ -93,12 +92,12 @@ def raised_line(traceback):
 
 def _shown(call, line, code):
     """How the user wrote the call a PE waits in: ``shmem.barrier_all()``, or the cell's statement
-    for a team call the tool emulates (``half.sync()``)."""
-    if call == EMULATED_WAIT:
+    for a team call (``half.sync()``: the tool's emulation, or ``shmem.sync`` of any team)."""
+    if call in (EMULATED_WAIT, "sync"):
         lines = (code or "").splitlines()
         text = lines[line - 1].strip() if 0 < line <= len(lines) else "a team call"
         return text if len(text) <= 60 else text[:57] + "..."
-    return _CALLED.get(call, f"shmem.{call}()")
+    return f"shmem.{call}()"
 
 
 def message(errors, where, released, restart_hint, code=None):

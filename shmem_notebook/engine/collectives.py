@@ -96,9 +96,12 @@ def _done(m):
 
 def _put(t, s, pe):
     """Put the local ``s`` into the symmetric ``t`` on world PE ``pe`` (also to itself, so that a
-    trace sees every write of the result)."""
+    trace sees every write of the result). A put to oneself is complete only at ``quiet``, as any
+    put is (Sandia OpenSHMEM delivers it through the network): later steps read what it wrote."""
     if s.size:
         _shmem.put(t, s, pe)
+        if pe == _shmem.my_pe():
+            _shmem.quiet()
 
 
 def _log2(n):
