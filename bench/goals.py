@@ -265,7 +265,7 @@ def _scale_restart_why(results):
 
 def _scale_failed_why(results):
     load = results["meta"]["machine"].get("load_average_1min")
-    return (f"the PEs did not all register within the start timeout (load average {load} at the start of the run); "
+    return (f"the PEs did not all register within the start timeout (load average {_f(load)} at the start of the run); "
             "raise it with SHMEM_NOTEBOOK_START_TIMEOUT on busy login nodes.")
 
 
