@@ -8,7 +8,6 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from conftest import needs_sos
 
 pytestmark = pytest.mark.pe
 
@@ -17,13 +16,6 @@ NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
 
 #: what `%shmem status` says of teams, per library
 TEAMS = {"oshmem": "teams: emulated (OpenSHMEM 1.4 library", "sos": "teams: native (the library's OpenSHMEM 1.5 teams)"}
-
-
-@pytest.fixture(params=["oshmem", pytest.param("sos", marks=needs_sos)])
-def library(request, monkeypatch):
-    """The library the notebook's kernel starts its job on."""
-    monkeypatch.setenv("SHMEM_NOTEBOOK_LIBRARY", request.param)
-    return request.param
 
 
 def execute(name, tmp_path):
