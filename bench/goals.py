@@ -180,6 +180,14 @@ def _scale_output(sc):
                           f"{o['pxshmem_s']:.2f} s vs {o['px_s']:.2f} s = {x:.2f}x; {complete}")
 
 
+def _libraries_every_measure(lib):
+    failed = [f"{config} at {n} PEs: {error}" for config, per_n in lib.get("errors", {}).items() for n, error in per_n.items()]
+    built = [name for name, d in lib["libraries"].items() if d["built"]]
+    if built:
+        yield Measurement("", {}, len(failed), "; ".join(failed) or f"{', '.join(built)} at {', '.join(map(str, lib['ns']))} PEs"
+                          + "".join(f"; {name} not built" for name, d in lib["libraries"].items() if not d["built"]))
+
+
 #: every goal of the benchmarks, in the order the goals table lists them
 GOALS = [
     Goal("start_vs_ipp_mpi", "startup", "start, {n} PEs: <= {limit}x ipyparallel's MPI launcher ({label})",
@@ -214,6 +222,8 @@ GOALS = [
          "higher", _scale_gather),
     Goal("scale_output", "scale", "{lines:,} lines per PE at {n} PEs: every line, in order, <= {limit}x `%%px`", 2,
          "lower", _scale_output),
+    Goal("libraries_every_measure", "libraries", "every library comparison measurement on every built library "
+         "(failures <= {limit})", 0, "lower", _libraries_every_measure),
 ]
 BY_ID = {g.id: g for g in GOALS}
 
@@ -283,7 +293,7 @@ def _scale_restart_why(results):
 
 def _scale_failed_why(results):
     load = results["meta"]["machine"].get("load_average_1min")
-    return (f"the PEs did not all register within the start timeout (load average {load} at the start of the run); "
+    return (f"the PEs did not all register within the start timeout (load average {_f(load)} at the start of the run); "
             "raise it with SHMEM_NOTEBOOK_START_TIMEOUT on busy login nodes.")
 
 
@@ -336,6 +346,9 @@ WHY = {
         "the one copy left is the kernel's: `process_vm_readv` walks each PE's page tables and copies into the "
         "result, whose pages are new and faulted in as they are written, while the baseline copies into memory "
         "already mapped."),
+    "libraries_every_measure": lambda res: (
+        "a job on that library did not start or a measurement in its PEs raised; the error is listed under the "
+        "library table."),
     "scale_output": lambda res: (
         "each PE gathers output into one message per 10 ms; the kernel merges the lines across PEs and writes "
         "them in rounds."),

@@ -239,6 +239,103 @@ def slurm_table(sl):
                      "ratio"], rows))
 
 
+#: column labels of the library comparison: configuration -> label
+LIBRARY_LABELS = {"oshmem": "`oshmem` (Open MPI)", "sos": "`sos` (Sandia OpenSHMEM)",
+                  "sos_emulated": "`sos`, teams emulated"}
+
+
+def us(x):
+    """Microseconds, as many digits as they mean."""
+    return "-" if x is None else (f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 1000 else f"{x:,.0f}")
+
+
+def _library_cells(lib, config, n, value, fmt):
+    """One cell of the comparison: the value, or why there is none (not built, failed)."""
+    name = config.split("_")[0]
+    if not lib["libraries"][name]["built"]:
+        return "not built"
+    if str(n) in lib.get("errors", {}).get(config, {}):
+        return "failed"
+    return fmt(value)
+
+
+def library_rows(lib):
+    """``[(what, PEs, {config: value})]`` of the comparison, in table order: seconds, or the PEs'
+    statistics of a call (``{"us": median, "min_us": fastest, ...}``); None or {}: not measured."""
+    rows = []
+    pes = lib["pes"]
+    for n in lib["ns"]:
+        for key, what in (("start", "start to ready, s"), ("stop", "stop, s"), ("floor", "oshrun floor, s")):
+            rows.append((what, n, {c: lib["start"].get(c, {}).get(str(n), {}).get(key) for c in ("oshmem", "sos")}))
+    for op in ("put", "get"):
+        for size in lib["sizes"]:
+            rows.append((f"{op} {size_text(size)}, us", 2,
+                         {c: pes.get(c, {}).get("2", {}).get("putget", {}).get(op, {}).get(str(size), {}) for c in ("oshmem", "sos")}))
+    cases = ["barrier_all"] + [f"{coll}/{b}" for b in lib["blocks"] for coll in ("fcollect", "alltoall")]
+    for case in cases:
+        what = "barrier_all, us" if case == "barrier_all" else f"{case.split('/')[0]} {size_text(int(case.split('/')[1]))}/PE, us"
+        for n in lib["ns"]:
+            rows.append((what, n, {c: pes.get(c, {}).get(str(n), {}).get("collectives", {}).get(case, {})
+                                   for c in ("oshmem", "sos")}))
+    return rows
+
+
+def median_and_fastest(stats):
+    """``median (fastest)`` microseconds of one measurement."""
+    return f"{us(stats['us'])} ({us(stats['min_us'])})" if stats else "-"
+
+
+def libraries_tables(lib):
+    """The library comparison: one table of both libraries side by side, one of team sync native vs emulated."""
+    heads = []
+    for config in ("oshmem", "sos"):
+        spec = next((p["spec"] for p in lib["pes"].get(config, {}).values()), None)
+        heads.append(LIBRARY_LABELS[config] + (f", OpenSHMEM {spec}" if spec else ""))
+    rows = []
+    for what, n, values in library_rows(lib):
+        seconds = what.endswith(", s")
+        fmt = f if seconds else median_and_fastest
+        a, b = values["oshmem"], values["sos"]
+        if not seconds:
+            a, b = a and a["us"], b and b["us"]
+        rows.append([what, n, *(_library_cells(lib, c, n, values[c], fmt) for c in ("oshmem", "sos")),
+                     f"{b / a:.2f}x" if a and b else "-"])
+    text = (f"**Library against library**: Open MPI's OSHMEM and Sandia OpenSHMEM through jobs the tool starts "
+            f"(`Job(n, library=...)`, heap {lib['heap']}), interleaved. Start, stop and the floor (the library's "
+            f"`oshrun` running `python -c 'from shmem4py import shmem; shmem.barrier_all()'`): median of "
+            f"{lib['repeats']}, seconds. Inside the PEs (shmem4py, OSU style: barrier, warm-up, each call timed, "
+            f"the median, and in brackets the fastest call): put (+ quiet) and get PE 0 -> PE 1 of 2 PEs, up to {lib['iters']:,} calls per size; "
+            f"collectives on TEAM_WORLD as a cell calls them, up to {lib['coll_iters']:,} calls (fewer when they "
+            f"took more than {lib['budget']:g} s), the mean over the PEs of each PE's median. More PEs than "
+            f"cores are oversubscribed; a median far above the fastest call is time spent waiting (for a core, "
+            f"for a progress thread), not moving data. On `oshmem` a cell's `alltoall` includes the "
+            f"`barrier_all` the teams emulation puts before it (Open MPI 4.1.4 loses blocks without it). "
+            f"*sos / oshmem* compares the medians.\n\n"
+            + table(["measured", "PEs", *heads, "sos / oshmem"], rows))
+    for name, d in lib["libraries"].items():
+        if not d["built"]:
+            text += f"\n\n`{name}` is not built here: {d['reason']}"
+    for config, per_n in lib.get("errors", {}).items():
+        for n, error in per_n.items():
+            text += f"\n\n`{config}` at {n} PEs failed: {error}"
+    trows = []
+    for n in lib["ns"]:
+        got = {c: lib["pes"].get(c, {}).get(str(n), {}) for c in LIBRARY_LABELS}
+        sync = {c: g.get("teams_sync", {}).get("team_sync", {}) for c, g in got.items()}
+        world = {c: g.get("teams_sync", {}).get("sync_all", {}) for c, g in got.items()}
+        cells = [_library_cells(lib, c, n, sync[c], median_and_fastest) + (f", {got[c]['teams']}" if got[c].get("teams") else "")
+                 for c in LIBRARY_LABELS]
+        trows.append([n, *cells, f"{sync['sos_emulated']['us'] / sync['sos']['us']:.2f}x" if sync["sos"] and sync["sos_emulated"] else "-",
+                      *(_library_cells(lib, c, n, world[c], median_and_fastest) for c in ("oshmem", "sos"))])
+    text += ("\n\n**Team sync, native against emulated**: `Team.sync()` on a copy of TEAM_WORLD "
+             "(`split_strided(0, 1, npes)`), us, the mean over the PEs of each PE's median (fastest call); emulated on OSHMEM "
+             "(OpenSHMEM 1.4 has no teams), native on SOS, and on SOS once more with `SHMEM_NOTEBOOK_TEAMS=emulated`; "
+             "`sync_all()` beside it.\n\n"
+             + table(["PEs", *(f"{LIBRARY_LABELS[c]}: team sync" for c in LIBRARY_LABELS),
+                      "`sos` emulated / native", "`oshmem`: sync_all", "`sos`: sync_all"], trows))
+    return text
+
+
 def goals_table(gs):
     return "**Goals**\n\n" + table(["goal", "measured", "result"], [[g["goal"], g["measured"], verdict(g["ok"])] for g in gs])
 
@@ -269,6 +366,8 @@ def markdown(results):
         parts.append(scale_table(results["scale"]))
     if "slurm" in results:
         parts.append(slurm_table(results["slurm"]))
+    if "libraries" in results:
+        parts.append(libraries_tables(results["libraries"]))
     return "\n\n".join(parts) + "\n"
 
 
@@ -304,7 +403,7 @@ def plot(results, path):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, axes = plt.subplots(4, 3, figsize=(16, 18))
+    fig, axes = plt.subplots(5, 3, figsize=(16, 22.5))
     m = results["meta"]["machine"]
     fig.suptitle(f"shmem_notebook benchmarks, {results['meta']['date']}: {m['cores']} cores, {m['cpu']}, "
                  f"Open MPI {m['openmpi']}")
@@ -398,6 +497,7 @@ def plot(results, path):
     ax.set_title(f"Inspector, {insp['n'] if insp and insp.get('available') else '-'} PEs")
     plot_scale(results.get("scale"), axes[2])
     plot_races(results.get("races"), axes[3])
+    plot_libraries(results.get("libraries"), axes[4])
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -459,3 +559,57 @@ def plot_scale(sc, axes):
         if "gather" in title:
             title += f" ({size_text(sc['curve_gather_bytes'])} per PE)"
         ax.set_title(title)
+
+
+def plot_libraries(lib, axes):
+    """Fourth row: the libraries side by side (latency, collectives and team sync, start to ready)."""
+    import numpy as np
+
+    titles = ["Libraries: put/get latency, 2 PEs", "Libraries: collectives and team sync", "Libraries: start to ready"]
+    for ax, title in zip(axes, titles):
+        ax.set_title(title)
+    if not lib:
+        return
+    styles = {"oshmem": "C0", "sos": "C3", "sos_emulated": "C1"}
+    ax = axes[0]
+    for config in ("oshmem", "sos"):
+        putget = lib["pes"].get(config, {}).get("2", {}).get("putget")
+        for op, style in (("put", "-o"), ("get", "--s")):
+            if putget:
+                ax.plot(lib["sizes"], [putget[op][str(s)]["us"] for s in lib["sizes"]], style, color=styles[config],
+                        label=f"{op} {config}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(lib["sizes"], [size_text(s) for s in lib["sizes"]], fontsize=7)
+    ax.set_ylabel("us per operation (median)")
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    cases = ["barrier_all", f"fcollect/{lib['blocks'][0]}", f"alltoall/{lib['blocks'][0]}", "team_sync"]
+    groups = [(case, n) for n in lib["ns"] for case in cases]
+    x = np.arange(len(groups))
+    for i, config in enumerate(LIBRARY_LABELS):
+        got = lib["pes"].get(config, {})
+        values = []
+        for case, n in groups:
+            p = got.get(str(n), {})
+            v = (p.get("teams_sync", {}).get("team_sync", {}) if case == "team_sync"
+                 else p.get("collectives", {}).get(case, {})).get("us")
+            values.append(v or 0)
+        if any(values):
+            ax.bar(x + (i - 1) * 0.27, values, 0.27, color=styles[config], label=config)
+    ax.set_xticks(x, [f"{c.replace('/', ' ')} B\n{n} PEs" if "/" in c else f"{c}\n{n} PEs" for c, n in groups],
+                  fontsize=6, rotation=45)
+    ax.set_yscale("log")
+    ax.set_ylabel("us per call (median, mean over PEs)")
+    ax.legend(fontsize=7)
+    ax = axes[2]
+    x = np.arange(len(lib["ns"]))
+    for i, config in enumerate(("oshmem", "sos")):
+        per_n = lib["start"].get(config, {})
+        for key, hatch, shift in (("start", None, 0.0), ("floor", "//", 0.2)):
+            ax.bar(x + i * 0.4 + shift - 0.3, [per_n.get(str(n), {}).get(key) or 0 for n in lib["ns"]], 0.2,
+                   color=styles[config], hatch=hatch, alpha=1.0 if key == "start" else 0.5,
+                   label=f"{config}: {'start to ready' if key == 'start' else 'oshrun floor'}")
+    ax.set_xticks(x, [f"{n} PEs" for n in lib["ns"]])
+    ax.set_ylabel("seconds (median)")
+    ax.legend(fontsize=7)

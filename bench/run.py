@@ -1,6 +1,6 @@
 """Benchmarks of shmem_notebook, side by side with their baselines, in one run.
 
-    .venv/bin/python bench/run.py              # full run (make bench), about 6-9 min on 2 cores
+    .venv/bin/python bench/run.py              # full run (make bench), about 6-9 min on 2 cores (+ 2-3 min: libraries)
     .venv/bin/python bench/run.py --update-readme
     .venv/bin/python bench/run.py --quick --out /tmp/b   # tiny sizes/repeats: the test suite's smoke run
 
@@ -8,7 +8,9 @@ Sections (one module each): startup (start to ready, restart, idle cost, a profi
 dispatch, datapath (put/get: cell vs plain script vs C vs memcpy), inspector, memory,
 races (the race check's cost: the same cells with and without race=True), scale
 (1 to 32 PEs: start, restart, dispatch, gather, output, each beside its baseline),
-slurm (--slurm submission to ready on 1 and 2 nodes of a private Slurm).
+slurm (--slurm submission to ready on 1 and 2 nodes of a private Slurm), libraries (Open MPI's
+OSHMEM against Sandia OpenSHMEM: start, put/get, collectives, team sync native vs emulated;
+a library not built is reported as such).
 Prints Markdown tables, writes OUT/results.json and OUT/results.png (OUT defaults
 to bench/). Medians over repeats; every ratio compares numbers measured in this run.
 
@@ -35,7 +37,7 @@ import common  # noqa: E402
 import goals  # noqa: E402
 import report  # noqa: E402
 
-SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale", "slurm"]
+SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale", "slurm", "libraries"]
 
 FULL = {
     "startup": dict(ns=[1, 2, 4], repeats=3, idle_seconds=5.0, profile_repeats=0),
@@ -47,6 +49,8 @@ FULL = {
                   loops=dict(stencil_iterations=200, stencil_pes=4, scattered=(20_000, 60_000), big=1_000_000)),
     "scale": dict(ns=[1, 4, 8, 16, 32], repeats=3, cells=20),
     "slurm": dict(n=4, nodes=[1, 2], repeats=3),
+    "libraries": dict(ns=[2, 4], repeats=3, sizes=[8, 64, 512, 4096, 32768, 262144, 1 << 20], blocks=[8, 1024, 65536],
+                      iters=1000, coll_iters=300, budget=1.0),
 }
 QUICK = {
     "startup": dict(ns=[2], repeats=1, idle_seconds=0.5, profile_repeats=0, variants=["ipp_local_tuned", "ipp_mpi_tuned"]),
@@ -58,6 +62,7 @@ QUICK = {
                   loops=dict(stencil_iterations=5, stencil_pes=2, scattered=(500,), big=0, repeats=1)),
     "scale": dict(ns=[2], repeats=1, cells=2, big_gather=1 << 20, curve_gather=1 << 16, detail_n=2),
     "slurm": dict(n=2, nodes=[1], repeats=1),
+    "libraries": dict(ns=[2], repeats=1, sizes=[8, 1 << 20], blocks=[8], iters=20, coll_iters=10, budget=0.2),
 }
 
 

@@ -108,6 +108,14 @@ NO_SOS = "Sandia OpenSHMEM is not built here: scripts/setup.sh --with-sos SOS-1.
 needs_sos = pytest.mark.skipif(not sos_built(), reason=NO_SOS)
 
 
+@pytest.fixture(params=["oshmem", pytest.param("sos", marks=needs_sos)])
+def library(request, monkeypatch):
+    """Each library in turn, as ``SHMEM_NOTEBOOK_LIBRARY`` (a notebook kernel's own ``%shmem
+    start`` picks it up); the name."""
+    monkeypatch.setenv("SHMEM_NOTEBOOK_LIBRARY", request.param)
+    return request.param
+
+
 def job_fixture(*ns, setup=None, current=False, sos=(), **options):
     """A module-scoped fixture: a real job of ``n`` PEs (``Job(n, **options)``) on Open MPI's
     OSHMEM, started once per module and stopped after it. With several ``ns`` each test runs once

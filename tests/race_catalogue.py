@@ -313,6 +313,17 @@ shmem.barrier_all()
                "    shmem.get(t, counter, 0)  # A\n    shmem.set_lock(lock)\n"), max_pes=2),
 ]
 
+TEAM_CTX = """ctx = shmem.TEAM_WORLD.create_ctx()
+shmem.barrier_all()
+if me == 0:
+    shmem.put(remote, np.full(4, 5, dtype=np.int32), 1, ctx=ctx)  # A
+    ctx.quiet()
+shmem.barrier_all()
+if me == 1:
+    x = int(remote[0])  # B
+shmem.barrier_all()
+ctx.destroy()
+"""
 SIGNAL = "sig = shmem.new_signal()\nshmem.barrier_all()\n"
 SIGNAL_END = "shmem.barrier_all()\nshmem.del_signal(sig)\n"
 
@@ -379,28 +390,8 @@ if me == 1:
     v = int(counter[0])  # B
 shmem.barrier_all()
 """, needs="1.5"),
-    Case("team-ctx-put-completed-by-default-quiet", "contexts", True, """ctx = shmem.TEAM_WORLD.create_ctx()
-shmem.barrier_all()
-if me == 0:
-    shmem.put(remote, np.full(4, 5, dtype=np.int32), 1, ctx=ctx)  # A
-    shmem.quiet()
-shmem.barrier_all()
-if me == 1:
-    x = int(remote[0])  # B
-shmem.barrier_all()
-ctx.destroy()
-"""),
-    Case("team-ctx-put-completed-by-its-quiet", "contexts", False, """ctx = shmem.TEAM_WORLD.create_ctx()
-shmem.barrier_all()
-if me == 0:
-    shmem.put(remote, np.full(4, 5, dtype=np.int32), 1, ctx=ctx)  # A
-    ctx.quiet()
-shmem.barrier_all()
-if me == 1:
-    x = int(remote[0])  # B
-shmem.barrier_all()
-ctx.destroy()
-"""),
+    Case("team-ctx-put-completed-by-default-quiet", "contexts", True, _twin(TEAM_CTX, "ctx.quiet()", "shmem.quiet()")),
+    Case("team-ctx-put-completed-by-its-quiet", "contexts", False, TEAM_CTX),
 ]
 
 CASES = [

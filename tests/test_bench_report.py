@@ -103,3 +103,22 @@ def test_a_missed_measurement_at_scale_is_a_missed_goal(results):
     got = row(rows, "scale_every_n")
     assert got["ok"] is False and got["measured"] == "4 PEs: the PEs did not all register within 60 s"
     assert "scale_start_4" not in {r["id"] for r in rows} and row(rows, "scale_start_16")["ok"] is not None
+
+
+def test_a_library_not_built_is_reported_as_not_built_not_as_a_failure(results):
+    lib = copy.deepcopy(results["libraries"])
+    lib["libraries"]["sos"] = {"built": False, "reason": "'/nowhere/oshrun' (sos's oshrun) was not found"}
+    lib["configs"] = ["oshmem"]
+    for key in ("start", "samples", "pes"):
+        lib[key] = {c: v for c, v in lib[key].items() if c == "oshmem"}
+    text = report.libraries_tables(lib)
+    assert "| start to ready, s | 2 |" in text
+    start = next(line for line in text.splitlines() if line.startswith("| start to ready, s | 2 |")).split("|")
+    assert float(start[3]) > 0 and start[4].strip() == "not built" and start[5].strip() == "-"
+    assert "`sos` is not built here: '/nowhere/oshrun' (sos's oshrun) was not found" in text
+    got = row(goals.evaluate({"libraries": lib}), "libraries_every_measure")
+    assert got["ok"] is True and got["measured"].endswith("; sos not built")
+    lib["errors"] = {"oshmem": {"4": "LaunchError: the PEs did not all register"}}
+    got = row(goals.evaluate({"libraries": lib}), "libraries_every_measure")
+    assert got["ok"] is False and got["measured"] == "oshmem at 4 PEs: LaunchError: the PEs did not all register"
+    assert "| barrier_all, us | 4 | failed |" in report.libraries_tables(lib)

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale", "slurm"]
+SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale", "slurm", "libraries"]
 
 
 @pytest.mark.pe
@@ -28,9 +28,14 @@ def test_quick_benchmark_writes_every_section_and_the_plot(tmp_path):
     assert {r["workload"] for r in results["races"]["rows"]} == {"puts", "stencil"}
     assert results["inspector"]["rows"] or not results["inspector"]["available"]
     assert results["slurm"].get("rows") or not results["slurm"]["available"]
+    libs = results["libraries"]
+    assert libs["libraries"]["oshmem"]["built"] and not libs.get("errors"), libs.get("errors")
+    for config in libs["configs"]:  # each built library: start, and the PEs' measurements
+        assert libs["start"][config]["2"]["start"] > 0 and libs["pes"][config]["2"]["teams_sync"]["team_sync"]["us"] > 0
+    assert libs["pes"]["oshmem"]["2"]["putget"]["put"]["8"]["us"] > 0
     assert all(g["ok"] in (True, False, None) for g in results["goals"])
     assert (tmp_path / "results.png").stat().st_size > 0
-    assert "Start to ready" in proc.stdout and "| goal |" in proc.stdout
+    assert "Start to ready" in proc.stdout and "| goal |" in proc.stdout and "Library against library" in proc.stdout
 
 
 def test_slurm_phases_without_a_running_state_line_are_unknown_not_an_error():

@@ -9,7 +9,6 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from conftest import needs_sos
 
 pytestmark = pytest.mark.pe
 
@@ -18,13 +17,6 @@ NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
 
 #: what `%shmem status` says of teams, per library
 TEAMS = {"oshmem": "teams: emulated (OpenSHMEM 1.4 library", "sos": "teams: native (the library's OpenSHMEM 1.5 teams)"}
-
-
-@pytest.fixture(params=["oshmem", pytest.param("sos", marks=needs_sos)])
-def library(request, monkeypatch):
-    """The library the notebook's kernel starts its job on."""
-    monkeypatch.setenv("SHMEM_NOTEBOOK_LIBRARY", request.param)
-    return request.param
 
 
 def execute(name, tmp_path):
@@ -92,7 +84,8 @@ def test_races(tmp_path, library):
 
 
 def test_teams_and_collectives(tmp_path, library):
-    """notebooks/04-teams-and-collectives.ipynb: teams, team collectives, two replays, the latency table."""
+    """notebooks/04-teams-and-collectives.ipynb: teams, team collectives, two replays, the latency table,
+    the library comparison (make bench's, or measured in the notebook)."""
     nb = execute("04-teams-and-collectives.ipynb", tmp_path)
     for c in nb.cells:
         assert not any(o.get("output_type") == "error" for o in c.get("outputs", [])), c.source
@@ -108,7 +101,7 @@ def test_teams_and_collectives(tmp_path, library):
     before, after = heap_line.split(":")[-1].split()
     assert before == after
     binomial = text_of(cell_starting(nb, "%shmem replay --array dst"))
-    assert binomial.splitlines()[0] == "replay: 2 steps, 19 events, 4 PEs"
+    assert binomial.splitlines()[0] == "replay: 2 steps, 20 events, 4 PEs"  # the root quiets after its own copy
     assert "binomial tree, step 2 of 2" in binomial and "PE 1 -> PE 3: put dst[0:4]" in binomial
     ring = text_of(cell_starting(nb, "ring = %shmem replay"))
     assert [line for line in ring.splitlines() if line.startswith("step")] == [
@@ -119,10 +112,15 @@ def test_teams_and_collectives(tmp_path, library):
     table = text_of(cell_starting(nb, "rows = sorted"))
     rows = [line for line in table.splitlines() if line.startswith(("fcollect/", "alltoall/"))]
     assert len(rows) == 2 * 7  # mean and median tables, 7 collective/algorithm rows each
+    pe_counts = 3 if library == "oshmem" else 1  # 2, 4, 8 PEs; SOS: 2 (PEs beyond the cores crawl over sockets)
     for row in rows:
         numbers = [float(x) for x in row.split()[1:]]
-        assert len(numbers) == 9 and all(x > 0 for x in numbers)
+        assert len(numbers) == 3 * pe_counts and all(x > 0 for x in numbers)
     assert any(o.get("data", {}).get("image/png") for o in cell_starting(nb, "%matplotlib").outputs)
+    comparison = "".join(o.get("data", {}).get("text/markdown", "") for o in cell_starting(nb, "import json, pathlib").outputs)
+    assert "**Library against library**" in comparison and "**Team sync, native against emulated**" in comparison
+    start = [line.split("|")[3:5] for line in comparison.splitlines() if line.startswith("| start to ready, s | 2 |")]
+    assert len(start) == 1 and all(cell.strip() == "not built" or float(cell) > 0 for cell in start[0]), start
 
 
 def test_rich_output_from_pes_is_shown_labelled(tmp_path, library):

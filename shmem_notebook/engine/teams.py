@@ -191,9 +191,9 @@ def wait_for_members(word, count):
     ``shmem.test``, not ``shmem.wait_until``: a PE stranded here by another PE's error takes the
     interrupt at once, so the cell path can release it (``cells/stranded``, which knows the wait by
     this function's name, :data:`shmem_notebook.operations.EMULATED_WAIT`) and then :func:`reset`."""
-    test, ge = _shmem.test, _shmem.CMP.GE
+    test, ge, give_way = _shmem.test, _shmem.CMP.GE, os.sched_yield
     while not test(word, ge, count):
-        pass
+        give_way()  # with more PEs than cores the PE that raises the word gets the core (4 PEs on 2: ~100x faster)
 
 
 def reset():

@@ -84,9 +84,8 @@ def _builtin():
             os.path.join(sos, "venv", "bin", "python"),
             launcher="hydra",
             env={"OSHRUN_LAUNCHER": "mpiexec.hydra", "FI_PROVIDER": "sockets",
-                 # the sockets provider's progress threads spin 10 ms before sleeping: with more PEs
-                 # than cores every collective then waits for them (2x slower at 2 PEs on 2 cores)
-                 #"FI_SOCKETS_PE_WAITTIME": "0",
+                 # not set: FI_SOCKETS_PE_WAITTIME=0 (progress threads that never spin) makes puts of
+                 # 32 B-2 KiB 200x faster here but small puts and gets 1.5-2x slower (README: limits)
                  # libfabric loads its PSM providers even for sockets, and they write a backtrace file
                  # (python.80s-PID,vm.btr) into the working directory whenever a PE dies
                  "IPATH_NO_BACKTRACE": "1", "HFI_NO_BACKTRACE": "1"},
