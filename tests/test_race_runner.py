@@ -273,11 +273,11 @@ job = job_fixture(2, heap="32M", timeout=120)
 
 
 def _sample():
-    """Two racy and two race-free cases per category (2 PEs, no error cases); the whole catalogue
-    took 2 minutes on 2 cores and matched too."""
+    """Two racy and two race-free cases per category (2 PEs, no error cases, none that needs
+    OpenSHMEM 1.5 on this 1.4 library); the whole catalogue took 2 minutes on 2 cores and matched too."""
     picked = {}
     for case in CASES:
-        if not case.error and (case.min_pes or 0) <= 2 and len(picked.setdefault((case.category, case.race), [])) < 2:
+        if not case.error_on("1.4") and (case.min_pes or 0) <= 2 and len(picked.setdefault((case.category, case.race), [])) < 2:
             picked[(case.category, case.race)].append(case)
     return [case for cases in picked.values() for case in cases]
 
