@@ -162,7 +162,10 @@ class RaceRecording:
         self._add(event)
 
     # -- the layer's consumer: one handler per kind of call ---------------------------------
-    before = None
+    def before(self, op, args, line):
+        """Note a context's key before ``Ctx.destroy`` resets its handle (it completes that context)."""
+        if op.name == "Ctx.destroy":
+            args["ctx_key"] = _ctx_key(args.get("ctx"))
 
     def after(self, op, args, result, line):
         self._handlers[op.kind](self, op, args, result, line)
@@ -205,7 +208,8 @@ class RaceRecording:
 
     def _on_sync(self, op, args, result, line):
         team = args.get("team") if op.team else None
-        self._sync_event(["sync", RECORDED_AS.get(op.name, op.name), line, _ctx_key(args.get("ctx")), _members(team)])
+        ctx = args["ctx_key"] if "ctx_key" in args else _ctx_key(args.get("ctx"))
+        self._sync_event(["sync", RECORDED_AS.get(op.name, op.name), line, ctx, _members(team)])
 
     def _on_coll(self, op, args, result, line):
         info = self.memory.info
