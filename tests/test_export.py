@@ -178,6 +178,20 @@ def test_export_magic_needs_a_job_and_says_what_it_wrote(tmp_path, capsys):
         shmem_notebook.job._current = old
 
 
+def test_export_from_a_job_on_another_library_names_its_launcher_and_refuses_slurm(tmp_path):
+    import shmem_notebook
+    from shmem_notebook.launcher.library import library
+
+    job = shmem_notebook.Job(2, heap="32M", library="sos")  # never started: its history is what counts
+    job.history.append(record("print(me)", count=3))
+    done = job.export(tmp_path / "p.py")
+    sos = library("sos")
+    assert done.command.startswith(f"{sos.oshrun} -n 2 {sos.python} "), done.command
+    with pytest.raises(shmem_notebook.InputError, match="the sos library is not supported there yet: export without --slurm"):
+        job.export(tmp_path / "q.py", slurm=True)
+    assert not (tmp_path / "q.py").exists()
+
+
 # -- real jobs -----------------------------------------------------------------------------------
 def run_program(path, n, tmp_path, extra=()):
     """``oshrun -n N python PATH`` in the platform's environment; ``{pe: stdout}``, the exit status, stderr."""

@@ -67,10 +67,12 @@ class Exported:
     left_out: list = field(default_factory=list)  # (label, why)
     sbatch: str = None
     npes: int = 0
+    oshrun: str = "oshrun"  # the job's library's launcher and its PEs' Python
+    python: str = os.path.basename(sys.executable)
 
     @property
     def command(self):
-        return f"oshrun -n {self.npes} {shlex.quote(os.path.basename(sys.executable))} {shlex.quote(self.program)}"
+        return f"{shlex.quote(self.oshrun)} -n {self.npes} {shlex.quote(self.python)} {shlex.quote(self.program)}"
 
     def __str__(self):
         cells = ", ".join(self.cells) or "none"
@@ -88,6 +90,10 @@ def export(job, path, cells=None, slurm=False):
     if not isinstance(path, (str, os.PathLike)) or not str(path):
         raise InputError(f"export needs a file name, got {path!r}; e.g. job.export('ring.py')")
     path = os.fspath(path)
+    library = getattr(job, "library", None)
+    if slurm and library is not None and library.launcher != "openmpi":
+        raise InputError(f"--slurm writes an sbatch script for Open MPI's oshrun or srun; the {library.name} library "
+                         f"is not supported there yet: export without --slurm and run the program with its oshrun")
     chosen, left_out = select(job.history, cells)
     if not chosen:
         said = "no cell has run in this job yet" if not job.history else "none of the cells ran without an error"
@@ -96,6 +102,8 @@ def export(job, path, cells=None, slurm=False):
     with open(path, "w") as f:
         f.write(text)
     done = Exported(path, [r.label for r in chosen], left_out, npes=job.n)
+    if library is not None and library.name != "oshmem":  # the default keeps the plain `oshrun`
+        done.oshrun, done.python = library.oshrun, library.python
     if slurm:
         options = dict(job.batch) if job.batch else {}
         if isinstance(slurm, dict):
