@@ -74,13 +74,13 @@ def run(n, puts, size, sweeps, repeats, loops=None):
             _time(job, code, False)  # warm up both paths
             _time(job, code, True)
             samples = {False: [], True: []}
-            loops = {False: [], True: []}
+            in_loop = {False: [], True: []}
             races = None
             for _ in range(repeats):
                 for race in (False, True):
                     wall, loop, result = _time(job, code, race)
                     samples[race].append(wall)
-                    loops[race].append(loop)
+                    in_loop[race].append(loop)
                     if race:
                         races = len(result.races)
             stage = job.last_result
@@ -89,8 +89,8 @@ def run(n, puts, size, sweeps, repeats, loops=None):
                 "n": n,
                 "untraced_s": median(samples[False]),
                 "traced_s": median(samples[True]),
-                "untraced_loop_s": median(loops[False]),
-                "traced_loop_s": median(loops[True]),
+                "untraced_loop_s": median(in_loop[False]),
+                "traced_loop_s": median(in_loop[True]),
                 "races": races,
             }
             row["ratio"] = row["traced_s"] / row["untraced_s"]

@@ -191,6 +191,8 @@ def _header(record):
 def _cell_block(record, prev, stored, bound_names, needs):
     """The lines of one cell: arrays (re)declared or freed, names bound again, options, the code."""
     out = ["", "", _header(record)]
+    if prev is not None:  # every PE ended the cell before: ordered as in the notebook, nothing completed
+        out[1:1] = ["shmem.sync_all()  # the cell boundary: every PE finished the cell above before the next starts"]
     if prev is not None and prev.pids and record.pids and prev.pids != record.pids:
         out += ["# the job was restarted before this cell (%shmem restart): its PEs started afresh with the declared",
                 "# arrays zeroed; here the variables stay and the arrays are zeroed",
