@@ -146,3 +146,19 @@ def reap_leftovers(grace=3.0):
         with contextlib.suppress(psutil.Error):
             p.kill()
     return len(procs)
+
+
+@contextlib.contextmanager
+def env(**values):
+    """``os.environ`` updated with ``values`` for the block, then as it was (the launcher passes
+    ``SHMEM_NOTEBOOK_*`` and platform settings on to the PEs)."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

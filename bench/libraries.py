@@ -17,7 +17,6 @@ is reported as such, not as an error; a measurement that fails is recorded with 
 ``python bench/libraries.py [--quick]`` runs this section alone and prints its tables.
 """
 
-import contextlib
 import datetime
 import inspect
 import io
@@ -30,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import libraries_kernel  # noqa: E402
+import common  # noqa: E402
 from common import launcher_environment, median  # noqa: E402
 
 import shmem_notebook  # noqa: E402
@@ -43,24 +43,6 @@ LIBRARIES = ["oshmem", "sos"]
 CONFIGS = {"oshmem": ("oshmem", None), "sos": ("sos", None), "sos_emulated": ("sos", "emulated")}
 HEAP = "64M"
 FLOOR = "from shmem4py import shmem; shmem.barrier_all()"
-
-
-@contextlib.contextmanager
-def _env(name, value):
-    """``os.environ[name] = value`` for the block (``None``: left as it is); the launcher passes
-    ``SHMEM_NOTEBOOK_*`` settings on to the PEs."""
-    if value is None:
-        yield
-        return
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
 
 
 def not_built(name):
@@ -116,7 +98,7 @@ def measure_in_pes(job, sizes, blocks, iters, coll_iters, budget, teams_only=Fal
 def one_job(config, n, measure, params):
     """Start a job of ``config`` at ``n`` PEs, measure in it when ``measure``, stop it: a dict of seconds and results."""
     name, teams = CONFIGS[config]
-    with _env("SHMEM_NOTEBOOK_TEAMS", teams):
+    with common.env(**({"SHMEM_NOTEBOOK_TEAMS": teams} if teams else {})):
         t = time.perf_counter()
         job = shmem_notebook.Job(n, heap=HEAP, library=name).start()
         out = {"start": time.perf_counter() - t}

@@ -18,6 +18,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
+import common  # noqa: E402
 from common import median  # noqa: E402
 from slurm_cluster import SlurmCluster, slurm_missing  # noqa: E402
 
@@ -27,24 +28,11 @@ from shmem_notebook.launcher.batchjob import all_marks  # noqa: E402
 HEAP = "32M"
 
 
-@contextlib.contextmanager
-def _env(**values):
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
 
 def batch_start(n, nodes):
     """One --slurm start and stop: seconds of each phase."""
     env = {"OMPI_MCA_btl": "self,tcp"} if nodes > 1 else {}  # two fake nodes on one host
-    with _env(**env), contextlib.redirect_stdout(io.StringIO()):
+    with common.env(**env), contextlib.redirect_stdout(io.StringIO()):
         t0_wall, t0 = time.time(), time.perf_counter()
         job = shmem_notebook.Job(n, heap=HEAP, slurm=True, ip="127.0.0.1", nodes=nodes, time="10").start()
         total = time.perf_counter() - t0
