@@ -6,7 +6,9 @@ with an operation name and plain arguments, each PE answers with plain data
 
 Cells take a route of their own (:mod:`shmem_notebook.cells.channel` on the client,
 :mod:`shmem_notebook.engine.channel` on the PEs): JSON messages signed with a key only
-the client and its PEs know (:func:`seal`, :func:`unseal`).
+the client and its PEs know (:func:`seal`, :func:`unseal`); the requests a cell's stages
+make before and after it ride with it, and the PEs' answers come back pickled in the
+final message's signed attachment.
 """
 
 import os
@@ -46,25 +48,45 @@ def exit_path(profile_dir, cluster_id, pe):
     return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.exit")
 
 
-def seal(key, message):
-    """``message`` (plain JSON data) as the two frames of the cell channel: signature, body."""
-    import hashlib
-    import hmac
+def seal(key, message, attachment=None):
+    """``message`` (plain JSON data) as the frames of the cell channel: signature, body and, when
+    ``attachment`` is given, that object pickled (answers with tuples and NumPy data), signed too."""
     import json
+    import pickle
 
-    body = json.dumps(message, default=_plain).encode()
-    return [hmac.new(key, body, hashlib.sha256).digest(), body]
+    frames = [json.dumps(message, default=_plain).encode()]
+    if attachment is not None:
+        frames.append(pickle.dumps(attachment, protocol=pickle.HIGHEST_PROTOCOL))
+    return [_signature(key, frames), *frames]
 
 
 def unseal(key, frames):
-    """The message in the frames from :func:`seal`, or None when the signature is wrong."""
-    import hashlib
+    """The message in the frames from :func:`seal` (its attachment under ``"attachment"``), or
+    None when the signature is wrong: nothing unsigned is unpickled."""
     import hmac
     import json
+    import pickle
 
-    if len(frames) != 2 or not hmac.compare_digest(hmac.new(key, frames[1], hashlib.sha256).digest(), frames[0]):
+    if len(frames) not in (2, 3):
         return None
-    return json.loads(frames[1])
+    if not hmac.compare_digest(_signature(key, frames[1:]), frames[0]):
+        return None
+    message = json.loads(frames[1])
+    if len(frames) == 3:
+        message["attachment"] = pickle.loads(frames[2])
+    return message
+
+
+def _signature(key, frames):
+    """HMAC-SHA256 of the frames, each prefixed by its length (frames cannot be cut elsewhere)."""
+    import hashlib
+    import hmac
+
+    signer = hmac.new(key, digestmod=hashlib.sha256)
+    for frame in frames:
+        signer.update(len(frame).to_bytes(8, "little"))
+        signer.update(frame)
+    return signer.digest()
 
 
 def _plain(obj):

@@ -13,7 +13,7 @@ from conftest import job_fixture, quiet
 import shmem_notebook
 from shmem_notebook import InputError, LaunchError, PEError
 from shmem_notebook.cells.channel import CellChannel, ChannelCell
-from shmem_notebook.protocol import seal
+from shmem_notebook.protocol import seal, unseal
 from shmem_notebook.rc import rc
 
 CELL = (
@@ -143,3 +143,69 @@ def test_unreachable_channel_and_unknown_dispatch_say_what_to_do(job, monkeypatc
     monkeypatch.setattr(rc, "dispatch", "zmq")
     with pytest.raises(InputError, match="rc.dispatch is 'zmq'; use one of 'direct', 'ipyparallel'"):
         shmem_notebook.Job(2)
+
+
+def _note(what):
+    _Unpickled.loaded.append(what)
+
+
+class _Unpickled:
+    """Unpickling it notes that it happened (an attachment that would run code)."""
+
+    loaded = []
+
+    def __reduce__(self):
+        return _note, ("unpickled",)
+
+
+def test_an_attachment_is_unpickled_only_when_signed_and_whole():
+    key = b"the job's key"
+    signature, body, blob = seal(key, {"id": 1, "pe": 0, "status": "ok"}, {"record_stop": ("ok", _Unpickled())})
+    assert _Unpickled.loaded == []
+    for frames in ([seal(b"another key", {"id": 1}, _Unpickled())[0], body, blob],  # signed with another key
+                   [signature, body + blob[:3], blob[3:]],  # the frames cut elsewhere
+                   [signature, body]):  # the attachment dropped
+        assert unseal(key, frames) is None
+    assert _Unpickled.loaded == []
+    assert unseal(key, [signature, body, blob])["attachment"] == {"record_stop": ("ok", None)}
+    assert _Unpickled.loaded == ["unpickled"]
+
+
+def test_stage_requests_ride_with_the_cell_on_both_routes(job, monkeypatch):
+    """A race-checked or traced cell asks the PEs nothing through ipyparallel; with
+    ``rc.dispatch = "ipyparallel"`` the stages' requests are asked separately, with the same report."""
+    cells = [(ISSUE, {"race": True}), (ISSUE, {"trace": True})]
+    quiet(job, "pass", arrays=["inbox=int64[1]"])  # allocated before: an allocation is asked through ipyparallel
+    sent = len(job._client.history)
+    direct = [_stage_report(job, code, options) for code, options in cells]
+    assert len(job._client.history) == sent, "a stage's request went through ipyparallel"
+    assert "1 race found (cell traced: " in direct[0] and "trace: " in direct[1]
+    monkeypatch.setattr(rc, "dispatch", "ipyparallel")
+    other = shmem_notebook.Job(2, heap="8M").start()
+    try:
+        quiet(other, "pass", arrays=["inbox=int64[1]"])
+        assert [_stage_report(other, code, options) for code, options in cells] == direct
+    finally:
+        other.stop()
+
+
+ISSUE = ("shmem.barrier_all()\nif me == 0:\n    shmem.put(inbox, np.array([7]), 1)\n"
+         "if me == 1:\n    x = int(inbox[0])\nshmem.barrier_all()\n")
+
+
+def _stage_report(job, code, options):
+    out = io.StringIO()
+    job.run(code, arrays=["inbox=int64[1]"], stdout=out, **options)
+    return re.sub(r"\+\d+\.\d+ s", "+t s", out.getvalue())
+
+
+def test_a_request_before_the_cell_that_fails_is_the_cells_error(job):
+    request = job.send_cell("ran = True", before=[("no_such_request", ())], after=["heap_usage"])
+    request.wait(10)
+    assert not request.pending()
+    for md in request.metadata:
+        assert md["status"] == "error"
+        assert str(md["error"]).endswith("the request no_such_request before the cell failed on this PE: KeyError: "
+                                         "'no_such_request'"), md["error"]
+    assert sorted(request.answers("heap_usage")) == [0, 1]  # the requests after it are answered all the same
+    assert quiet(job, "print('ran' in globals())").stdout == {0: "False\n", 1: "False\n"}

@@ -114,13 +114,24 @@ class _Job:
     def __init__(self, traces):
         self.n, self.traces, self.history, self.pes, self.race_carry = 2, traces, [], {0: {"pid": 1}, 1: {"pid": 2}}, None
 
-    def ask(self, what, *args, **kwargs):
-        return self.traces if what == "record_stop" else True
+
+
+class _Request:
+    """The dispatched cell: what the PEs answered to the requests made after it."""
+
+    def __init__(self, job, after):
+        self.job, self.after = job, after
+
+    def answers(self, op):
+        assert op in self.after  # asked for by the stage before the cell
+        return self.job.traces if op == "record_stop" else {}
 
 
 class _Cell:
     def __init__(self, job, out):
         self.job, self.write_out = job, out.write
+        self.before_requests, self.after_requests = [], []
+        self.request = _Request(job, self.after_requests)
 
 
 class _Result:
@@ -130,19 +141,20 @@ class _Result:
 def _stage(traces, progress=None, monkeypatch=None):
     job, out = _Job(traces), io.StringIO()
     stage, result = race_stage.RaceStage(), _Result()
-    stage.before(_Cell(job, out))
-    stage.after(_Cell(job, out), result)
-    stage.report(_Cell(job, out), result, out.write)
+    cell = _Cell(job, out)
+    stage.before(cell)
+    stage.after(cell, result)
+    stage.report(cell, result, out.write)
     return job, result, out.getvalue()
 
 
 def _next_cell(job, traces):
     """The same job running its next race-checked cell."""
     job.traces, out, result = traces, io.StringIO(), _Result()
-    stage = race_stage.RaceStage()
-    stage.before(_Cell(job, out))
-    stage.after(_Cell(job, out), result)
-    stage.report(_Cell(job, out), result, out.write)
+    stage, cell = race_stage.RaceStage(), _Cell(job, out)
+    stage.before(cell)
+    stage.after(cell, result)
+    stage.report(cell, result, out.write)
     job.history.append(None)  # recorded by the history once its stages ran
     return result, out.getvalue()
 

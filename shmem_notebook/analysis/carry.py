@@ -9,7 +9,11 @@ what is still in flight after that cell.
 
 from dataclasses import dataclass, field
 
+from ..operations import CALLS, FIELD
+
 __all__ = ["Carry"]
+
+_R = FIELD["rma"]
 
 
 @dataclass
@@ -31,3 +35,13 @@ class Carry:
                 if label not in seen:
                     seen.append(label)
         return seen
+
+    def private(self, npes):
+        """Per PE, ``[lo, hi]`` of the private buffers its non-blocking operations in flight use: the
+        next cell's recording keeps that PE's accesses there (plain data, for ``record_start``)."""
+        found = [[] for _ in range(npes)]
+        for pe, ops in self.ops.items():
+            for e, _ in ops:
+                if e[0] == "rma" and e[_R["lspace"]] == "priv" and getattr(CALLS.get(e[1]), "nbi", False) and pe < npes:
+                    found[pe].append([e[_R["llo"]], e[_R["lhi"]]])
+        return found

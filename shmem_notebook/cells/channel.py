@@ -13,7 +13,10 @@ job sends its PEs over ipyparallel (:func:`shmem_notebook.protocol.seal`).
 
 Both give the cell path the same small interface: ``metadata`` (per PE: ``stdout``,
 ``stderr``, ``outputs``, ``execute_result``, ``status``, ``error``), ``pending()``,
-``wait(timeout)`` and ``forget()``.
+``wait(timeout)``, ``answers(op)`` and ``forget()``. The requests the cell's stages make
+before and after it (``before``: ``[(op, args)]``, ``after``: op names) ride with the cell on
+the channel, whose PEs answer ``after`` in their final message; with ``DirectView.execute``
+they are asked separately, before the cell and when ``answers`` is called.
 """
 
 import concurrent.futures
@@ -68,11 +71,13 @@ class CellChannel:
                     hello.add(pe)
                     self._routes[pe] = ident
 
-    def send(self, code):
-        """Send ``code`` to every PE; a :class:`ChannelCell` follows its answers. Collective."""
+    def send(self, code, before=(), after=()):
+        """Send ``code`` to every PE, with the requests to answer ``before`` and ``after`` it; a
+        :class:`ChannelCell` follows its answers. Collective."""
         cell = ChannelCell(self, next(self._ids), self.n)
         self._cell = cell
-        frames = seal(self.key, {"id": cell.id, "code": code})
+        frames = seal(self.key, {"id": cell.id, "code": code, "before": [[op, list(args)] for op, args in before],
+                                 "after": list(after)})
         for pe in range(self.n):
             try:
                 self.socket.send_multipart([self._routes[pe]] + frames)
@@ -114,6 +119,7 @@ class ChannelCell:
         self.metadata = [{"stdout": "", "stderr": "", "outputs": [], "execute_result": None, "status": None}
                          for _ in range(n)]
         self._finished = set()
+        self._answers = {}  # PE -> {op: ("ok", answer) or ("error", text)}
 
     def _apply(self, pe, message):
         md = self.metadata[pe]
@@ -124,6 +130,7 @@ class ChannelCell:
             md.update(status=message["status"], outputs=message["outputs"], execute_result=message["execute_result"])
             if message["status"] == "error":
                 md["error"] = unwrap_exception(message["error"])
+            self._answers[pe] = message.get("attachment") or {}
             self._finished.add(pe)
 
     def pending(self):
@@ -140,17 +147,29 @@ class ChannelCell:
                 return
             self.channel.receive(left)
 
+    def answers(self, op):
+        """``{pe: answer}`` to the request ``op`` made after the cell, from the PEs that finished it and answered."""
+        return {pe: found[op][1] for pe, found in sorted(self._answers.items()) if found.get(op, ("",))[0] == "ok"}
+
     def forget(self):
         """Nothing is kept for a finished cell."""
 
 
 class ExecuteCell:
-    """One cell sent with ``DirectView.execute`` (``rc.dispatch = "ipyparallel"``)."""
+    """One cell sent with ``DirectView.execute`` (``rc.dispatch = "ipyparallel"``); ``ask`` is the
+    job's :meth:`~shmem_notebook.job.asking.Asking.ask`, for the requests made before and after it."""
 
-    def __init__(self, view, code):
-        self.view = view
+    def __init__(self, view, code, before=(), ask=None):
+        for op, args in before:
+            ask(op, *args)
+        self.view, self.ask = view, ask
         self.request = view.execute(code, silent=False, block=False)
         self.metadata = self.request._metadata
+
+    def answers(self, op):
+        """``{pe: answer}`` to the request ``op``, asked now of the PEs that finished the cell."""
+        finished = [pe for pe in range(len(self.metadata)) if pe not in self.pending()]
+        return dict(self.ask(op, pes=finished, timeout=30, partial=True)) if finished else {}
 
     def pending(self):
         """PEs not finished: a PE is finished once its reply *and* all its output arrived."""

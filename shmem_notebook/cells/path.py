@@ -37,6 +37,8 @@ class Cell:
     write_out: object = None
     write_err: object = None
     request: object = None  # once dispatched: ChannelCell or ExecuteCell (see .channel)
+    before_requests: list = field(default_factory=list)  # [(op, args)] the PEs answer right before the cell
+    after_requests: list = field(default_factory=list)  # op names the PEs answer right after it (request.answers)
     waiting: dict = None  # PE -> (line, call) of PEs stranded by others' errors (see .stranded)
 
 
@@ -44,7 +46,7 @@ def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **o
     """Run ``code`` on every PE of ``job``; see :meth:`shmem_notebook.Job.run`. Collective."""
     cell = _prepare(job, code, arrays, timeout, stdout, stderr, options)
     started = time.monotonic()
-    cell.request = job.send_cell(cell.code)
+    cell.request = job.send_cell(cell.code, cell.before_requests, cell.after_requests)
     try:
         outcome, pending = _stream(cell, started)
     except KeyboardInterrupt:

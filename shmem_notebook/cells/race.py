@@ -1,7 +1,7 @@
 """The ``race`` stage: ``job.run(code, race=True)`` / ``%%pxshmem --race`` (client side).
 
-Before the cell, every PE starts its race recording (:mod:`shmem_notebook.engine.record`);
-after it, the PEs that finished send their traces back, and
+Every PE starts its race recording (:mod:`shmem_notebook.engine.record`) right before the
+cell and sends its trace back with the cell's outcome (the requests ride with the cell), and
 :func:`shmem_notebook.analysis.races.analyse` sets ``result.races``. The
 report prints one line per race and a summary. A cell that raised still
 reports the races traced up to the error.
@@ -35,6 +35,14 @@ def reset(job):
 def _place(job):
     """Where the next cell stands: its place in the job's history and the PEs' pids."""
     return len(job.history), tuple(info.get("pid") for _, info in sorted(job.pes.items()))
+
+
+def _carry(job):
+    """What earlier race-checked cells left in flight, if the next cell comes right after them."""
+    carry = getattr(job, "race_carry", None)
+    if carry is not None and carry.after != _place(job):
+        return None  # another cell ran in between, or the PEs were restarted
+    return carry
 
 
 def _label(job):
@@ -73,22 +81,21 @@ class RaceStage(Stage):
     name = "race"
 
     def before(self, cell):
-        self.started = time.perf_counter()
-        cell.job.ask("record_start", {"cap": CAP})
-        self.overhead = time.perf_counter() - self.started
+        carry = _carry(cell.job)
+        private = carry.private(cell.job.n) if carry else None  # where earlier cells' operations still are
+        cell.before_requests.append(("record_start", ({"cap": CAP, "private": private},)))
+        cell.after_requests.append("record_stop")
+        self.overhead = 0.0
 
     def after(self, cell, result):
         started = time.perf_counter()
         job = cell.job
         self.traces, self.missing, self.checked, self.interrupted, self.carried = {}, [], None, False, []
-        finished = [pe for pe in range(job.n) if pe not in result.pending]
-        if result.outcome != "died" and finished:  # a PE that cannot answer: report what the others sent
-            answers = job.ask("record_stop", pes=finished, timeout=30, partial=True)
-            self.traces = {pe: data for pe, data in answers.items() if data is not None}
+        if result.outcome != "died":  # a PE that cannot answer: report what the others sent
+            answers = cell.request.answers("record_stop")
+            self.traces = {pe: data for pe, data in answers.items() if data is not None and pe not in result.pending}
         self.missing = [pe for pe in range(job.n) if pe not in self.traces]
-        carry = getattr(job, "race_carry", None)
-        if carry is not None and carry.after != _place(job):
-            carry = None  # another cell ran in between, or the PEs were restarted
+        carry = _carry(job)
         label = _label(job)
         result.races = []
         job.race_carry = None

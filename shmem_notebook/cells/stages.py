@@ -4,10 +4,12 @@
 option given no stage runs and the cell path does no extra work. A stage is a
 class with three hooks, all on the client:
 
-- :meth:`Stage.before`: before dispatch; may rewrite ``cell.code`` or send a
-  request to the PEs (e.g. to start recording).
+- :meth:`Stage.before`: before dispatch; may rewrite ``cell.code`` or add requests
+  the PEs answer right before and after the cell (``cell.before_requests``,
+  ``cell.after_requests``: e.g. to start and stop recording); they ride with the cell.
 - :meth:`Stage.after`: once every PE finished or stopped; reads back what the
-  PEs recorded and stores it on the :class:`~shmem_notebook.cells.CellResult`.
+  PEs recorded (``cell.request.answers(op)``) and stores it on the
+  :class:`~shmem_notebook.cells.CellResult`.
 - :meth:`Stage.report`: shows what the stage found, after the cell's output and
   before an error of the cell is raised.
 """

@@ -1,8 +1,8 @@
 """The ``trace`` stage: ``job.run(code, trace=True)`` / ``%%pxshmem --trace`` (client side).
 
-Before the cell, every PE starts its trace (``engine/record/trace.py``, request
-``trace_start``); after it, the PEs send their events and heap snapshots
-(``trace_stop``) and ``result.trace`` becomes an
+Right before the cell every PE starts its trace (``engine/record/trace.py``, request
+``trace_start``); right after it, the PEs send their events and heap snapshots
+(``trace_stop``, both riding with the cell) and ``result.trace`` becomes an
 :class:`~shmem_notebook.analysis.trace.Trace`. A cell that died or hung has no
 trace (the PEs cannot answer).
 """
@@ -20,11 +20,14 @@ class TraceStage(Stage):
     name = "trace"
 
     def before(self, cell):
-        cell.job.ask("trace_start")
+        cell.before_requests.append(("trace_start", ()))
+        cell.after_requests.append("trace_stop")
 
     def after(self, cell, result):
         if result.outcome in ("ok", "error"):
-            result.trace = Trace(list(cell.job.ask("trace_stop").values()), cell.code)
+            answers = cell.request.answers("trace_stop")
+            if len(answers) == cell.job.n:
+                result.trace = Trace(list(answers.values()), cell.code)
 
     def report(self, cell, result, write):
         trace = result.trace

@@ -8,6 +8,11 @@ displays, its last expression and its error go back in one final message. Nothin
 passes through the controller, and the PE sends no status messages, which is where
 ipyparallel's per-PE cost of a cell goes.
 
+The requests the cell's stages make (``record_start`` before a race-checked cell,
+``record_stop`` after it: :mod:`shmem_notebook.engine.requests`) ride with the cell: this PE
+answers those made after it in the final message's attachment, so a stage costs the
+client no round trip of its own.
+
 A line goes out at once when the PE sent nothing in the last ``WINDOW`` seconds;
 faster output is gathered and sent once per window (by a flusher thread when the
 cell prints nothing more), so 2,000 lines cost a few messages, not 2,000.
@@ -70,10 +75,15 @@ class _Channel:
     def _received(self, frames):
         message = unseal(self.key, frames)
         if message is not None:  # anything not signed with the job's key is dropped
-            asyncio.ensure_future(self._run(message["id"], message["code"]))
+            asyncio.ensure_future(self._run(message["id"], message["code"], message.get("before", ()),
+                                            message.get("after", ())))
 
-    async def _run(self, cid, code):
-        """Run one cell as ``execute_request`` would; send its output, then its outcome."""
+    async def _run(self, cid, code, before=(), after=()):
+        """Run the requests ``before`` (``[op, args]``), then one cell as ``execute_request`` would,
+        then the requests ``after`` (op names); send the cell's output, then its outcome with the
+        answers of ``after`` (``{op: ("ok", answer)}`` or ``("error", "Type: message")``)."""
+        from .requests import handle
+
         shell = self.shell
         out, err = _Lines(self, cid, "stdout", sys.stdout), _Lines(self, cid, "stderr", sys.stderr)
         captured = _Captured(shell)
@@ -81,8 +91,10 @@ class _Channel:
         sys.stdout, sys.stderr = out, err
         signal.signal(signal.SIGINT, signal.default_int_handler)  # the interrupt stops the cell
         try:
-            with captured:
-                reply = await shell.kernel.do_execute(code, silent=False, store_history=True, user_expressions={})
+            reply = _prepare(handle, before)  # None: ready; else the cell does not run, and says why
+            if reply is None:
+                with captured:
+                    reply = await shell.kernel.do_execute(code, silent=False, store_history=True, user_expressions={})
         except KeyboardInterrupt:  # between the cell's statements and our bookkeeping
             reply = {"status": "error", "ename": "KeyboardInterrupt", "evalue": "", "traceback": ["KeyboardInterrupt"]}
         finally:
@@ -94,7 +106,29 @@ class _Channel:
                 "execute_result": captured.result}
         if done["status"] == "error":
             done["error"] = {k: reply.get(k) for k in ("ename", "evalue", "traceback", "engine_info")}
-        self.outbox.send(done)
+        self.outbox.send(done, _answers(handle, after) if after else None)
+
+
+def _prepare(handle, requests):
+    """Answer the requests ``[op, args]`` made before a cell; None, or the cell's error reply if one raised."""
+    for op, args in requests:
+        try:
+            handle(op, *args)
+        except Exception as exc:
+            text = f"the request {op} before the cell failed on this PE: {type(exc).__name__}: {exc}"
+            return {"status": "error", "ename": type(exc).__name__, "evalue": text, "traceback": [text]}
+    return None
+
+
+def _answers(handle, ops):
+    """``{op: ("ok", answer)}`` of the requests ``ops``, ``("error", "Type: message")`` for one that raised."""
+    answers = {}
+    for op in ops:
+        try:
+            answers[op] = ("ok", handle(op))
+        except Exception as exc:
+            answers[op] = ("error", f"{type(exc).__name__}: {exc}")
+    return answers
 
 
 class _Outbox:
@@ -124,11 +158,11 @@ class _Outbox:
             elif len(self.pending) == 1:
                 self.lock.notify()  # the flusher sends it if nothing more comes
 
-    def send(self, message):
-        """Send ``message`` after all output before it."""
+    def send(self, message, attachment=None):
+        """Send ``message`` (with ``attachment``, see :func:`~shmem_notebook.protocol.seal`) after all output before it."""
         with self.lock:
             self._send_pending()
-            self._send(message)
+            self._send(message, attachment)
 
     def close(self):
         with self.lock:
@@ -149,8 +183,8 @@ class _Outbox:
         for cid, stream, texts in merged:
             self._send({"id": cid, stream: "".join(texts)})
 
-    def _send(self, message):
-        self.socket.send_multipart(seal(self.key, {**message, "pe": self.pe}))
+    def _send(self, message, attachment=None):
+        self.socket.send_multipart(seal(self.key, {**message, "pe": self.pe}, attachment))
         self.last_sent = time.monotonic()
 
     def _flusher(self):

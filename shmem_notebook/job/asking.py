@@ -93,9 +93,13 @@ class Asking:
         if todo:
             self._alloc_on_pes(todo)
 
-    def send_cell(self, code):
-        """Send a cell to every PE (collective); its request (see :mod:`shmem_notebook.cells.channel`)."""
-        cell = self._channel.send(code) if self._channel is not None else ExecuteCell(self._view, code)
+    def send_cell(self, code, before=(), after=()):
+        """Send a cell to every PE (collective), with the requests ``before`` (``[(op, args)]``) and
+        ``after`` it (op names, answered by ``answers(op)``); its request (see :mod:`shmem_notebook.cells.channel`)."""
+        if self._channel is not None:
+            cell = self._channel.send(code, before, after)
+        else:
+            cell = ExecuteCell(self._view, code, before, self.ask)
         self.last_cell, self._heap_stale = cell, True  # the cell may allocate
         return cell
 
