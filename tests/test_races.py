@@ -267,6 +267,29 @@ def test_magics_races_across_cells(capsys):
         ip.run_cell("%shmem stop")
 
 
+def test_private_memory_is_recorded_only_where_a_nonblocking_call_may_use_it(job2):
+    """No other PE reaches private memory: its accesses are recorded only where a put_nbi/get_nbi
+    issued earlier (in this cell, or in flight from an earlier one) may still use it."""
+    job2.race_reset()
+    job2.ask("record_start", {})
+    job2.run("work = np.zeros(100)\nwork[:] = 2\nwork[3] += 1\ntotal = (work * 2).sum()\n"
+             "buf = np.ones(4)\nshmem.put_nbi(inbox, buf, (me + 1) % npes)\nbuf[1] = 5\nx = work[0]\nshmem.quiet()\n",
+             arrays=["inbox=float64[4]"], stdout=io.StringIO())
+    for data in job2.ask("record_stop").values():
+        private = [(e[1], e[2]) for e in data["events"] if e[0] == "mem" and e[4] == "priv"]
+        assert private == [("store", 7)], private  # buf[1] = 5 while the put_nbi reads buf; not work
+    # across cells: the client tells each PE which of its private bytes are still in flight
+    first = job2.run("buf = np.ones(4)\nshmem.put_nbi(inbox, buf, (me + 1) % npes)\n", arrays=["inbox=float64[4]"],
+                     race=True, stdout=io.StringIO())
+    out = io.StringIO()
+    second = job2.run("buf[0] = 5\nshmem.quiet()\nshmem.barrier_all()\n", race=True, stdout=out)
+    assert first.races == [] and len(second.races) == 1, out.getvalue()
+    (race,) = second.races
+    assert race.array == "buf" and [(a.op, a.line) for a in race.accesses] == [("put_nbi", 2), ("store", 1)]
+    assert race.accesses[0].cell != race.accesses[1].cell and race.pes == (0, 1)
+    job2.race_reset()
+
+
 def test_capped_trace_says_what_was_checked(job2, monkeypatch):
     """Past the cap the verdict is partial: which PEs were checked up to which line, never a plain
     "no races found"; a race before the cap is still found."""

@@ -13,6 +13,8 @@ is local to the PE. Consumers are independent: starting one never discards anoth
 cell may be race-checked, traced and stressed at once, in any order.
 """
 
+from shmem4py import shmem
+
 from . import hooks, layer, state
 from .instrument import AccessTransformer, MarkTransformer
 from .races import RaceRecording
@@ -32,10 +34,13 @@ def active():
 
 def race_start(options=None):
     """Record the next cell for the race check: every call, and (``loads``, default True) the
-    cell's loads and stores. ``options``: ``cap`` (default :data:`CAP`), ``loads``."""
+    cell's loads and stores. ``options``: ``cap`` (default :data:`CAP`), ``loads``, ``private`` (per
+    PE, ``[lo, hi]`` of private buffers earlier cells' operations in flight use)."""
     options = dict(options or {})
     race_stop()
-    recording = RaceRecording(int(options.get("cap") or CAP))
+    private, me = options.get("private") or [], shmem.my_pe()
+    mine = private[me] if me < len(private) else ()
+    recording = RaceRecording(int(options.get("cap") or CAP), mine)
     transformer = AccessTransformer() if options.get("loads", True) else MarkTransformer()
     recording.transformer = transformer
     state.shell.ast_transformers.append(transformer)

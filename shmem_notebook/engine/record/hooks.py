@@ -24,7 +24,7 @@ import numpy as np
 from . import state
 from .layer import _depth  # >0 inside a recorded call (a list: read without a call)
 from ...analysis.footprint import of_view
-from .memory import extent
+from .memory import extent, numpy_owned
 
 __all__ = ["install", "uninstall", "FUNCS"]
 
@@ -69,15 +69,32 @@ def _basic(index):
     return isinstance(index, _BASIC)
 
 
-def _element_range(rec, x, index):
-    """``(lo, hi, footprint)`` of the bytes ``x[index]`` touches (bounds for fancy indexing)."""
+def _wanted(rec, x):
+    """``x``'s :meth:`~.memory.AddressBook.info`, or None when no access to it can matter: private
+    memory while no non-blocking call uses any (see :meth:`.races.RaceRecording.access`)."""
+    if not rec.private and numpy_owned(x):
+        return None
     info = rec.memory.info(x)
+    return None if info[1] == "priv" and not rec.private else info
+
+
+def _element_range(rec, x, index, info):
+    """``(lo, hi, footprint)`` of the bytes ``x[index]`` touches (bounds for fancy indexing)."""
     if info[7] and isinstance(index, (int, np.integer)):  # 1-D, one element: the fast path
         i = int(index)
         if i < 0:
             i += info[8]
         lo = info[2] + i * info[7]
         return lo, lo + info[5], None
+    if info[7] and type(index) is slice:  # 1-D, a slice: arithmetic, no view
+        start, stop, step = index.indices(info[8])
+        n = len(range(start, stop, step))
+        if n <= 0:
+            return None
+        lo = info[2] + start * info[7]
+        if info[7] * step == info[5]:
+            return lo, lo + n * info[5], None
+        return of_view(lo, info[5], (n,), (info[7] * step,))
     if _basic(index):
         idx = index if isinstance(index, tuple) else (index,)
         idx = tuple(slice(i, i + 1 or None) if isinstance(i, (int, np.integer)) else i for i in idx)
@@ -109,9 +126,10 @@ def _get(x, index, line):
     if rec is not None and isinstance(x, _ndarray) and not _depth[0]:
         if isinstance(r, _ndarray) and _basic(index):
             return r  # a view: memory is counted when the view is used
-        span = _element_range(rec, x, index)
+        info = _wanted(rec, x)
+        span = info and _element_range(rec, x, index, info)
         if span:
-            rec.access(x, "load", "read", line, *span)
+            rec.access(x, "load", "read", line, *span, info)
     return r
 
 
@@ -120,9 +138,10 @@ def _set(x, index, value, line):
     if rec is not None and isinstance(x, _ndarray) and not _depth[0]:
         if isinstance(value, _ndarray):
             rec.access(value, "load", "read", line)
-        span = _element_range(rec, x, index)
+        info = _wanted(rec, x)
+        span = info and _element_range(rec, x, index, info)
         if span:
-            rec.access(x, "store", "write", line, *span)
+            rec.access(x, "store", "write", line, *span, info)
     x[index] = value
 
 
@@ -131,10 +150,11 @@ def _aug(x, index, op, value, line):
     if rec is not None and isinstance(x, _ndarray) and not _depth[0]:
         if isinstance(value, _ndarray):
             rec.access(value, "load", "read", line)
-        span = _element_range(rec, x, index)
+        info = _wanted(rec, x)
+        span = info and _element_range(rec, x, index, info)
         if span:
-            rec.access(x, "load", "read", line, *span)
-            rec.access(x, "store", "write", line, *span)
+            rec.access(x, "load", "read", line, *span, info)
+            rec.access(x, "store", "write", line, *span, info)
     x[index] = _AUG[op](x[index], value)
 
 

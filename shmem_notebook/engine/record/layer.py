@@ -9,6 +9,7 @@ not seen again. With no consumer attached nothing is wrapped: off means off.
 
 A consumer has ``before(op, args, line)`` (or None) and ``after(op, args, result, line)``;
 ``op`` is the :class:`~shmem_notebook.operations.Operation`, ``args`` a dict by parameter name.
+A consumer with ``before_calls`` (a set of call names) has its ``before`` called for those only.
 """
 
 import sys
@@ -21,7 +22,7 @@ from . import state
 __all__ = ["attach", "detach", "attached", "original", "cell_line"]
 
 _consumers = {}  # name -> consumer, in attach order
-_before = []  # consumers with a before()
+_before = {}  # call name -> the consumers whose before() it goes to
 _after = []
 _originals = {}  # (owner, attribute) -> the function wrapped
 _depth = [0]  # >0 while inside a wrapped call
@@ -61,7 +62,12 @@ def original(name):
 
 
 def _refresh():
-    _before[:] = [c for c in _consumers.values() if getattr(c, "before", None) is not None]
+    _before.clear()
+    for name in CALLS:
+        wanted = [c for c in _consumers.values() if getattr(c, "before", None) is not None
+                  and name in getattr(c, "before_calls", (name,))]
+        if wanted:
+            _before[name] = wanted
     _after[:] = list(_consumers.values())
 
 
@@ -83,7 +89,7 @@ def _unwrap_all():
 
 
 def _wrapper(op, func):
-    params = op.params
+    params, name = op.params, op.name
 
     def wrapper(*args, **kwargs):
         if _depth[0] or not _after:
@@ -92,11 +98,16 @@ def _wrapper(op, func):
         bound = dict(zip(params, args))
         if kwargs:
             bound.update(kwargs)
-        for consumer in _before:
+        for consumer in _before.get(name, ()):
             consumer.before(op, bound, line)
         _depth[0] += 1
         try:
             result = func(*args, **kwargs)
+        except BaseException:
+            # the traceback keeps this frame: it must not keep the call's symmetric arrays alive, or
+            # dropping it later frees them (a collective shmem_free) on this PE alone
+            del args, kwargs, bound
+            raise
         finally:
             _depth[0] -= 1
         for consumer in _after:

@@ -18,7 +18,7 @@ from shmem4py import shmem
 from ...analysis.footprint import extend
 from ...operations import FIELD, RECORDED_AS, SIGNAL_EVENTS
 from .. import teams
-from .memory import AddressBook
+from .memory import AddressBook, numpy_owned
 
 __all__ = ["RaceRecording"]
 
@@ -45,16 +45,31 @@ def _members(team):
     return None if len(pes) == shmem.n_pes() else pes
 
 
-def _union(ranges):
-    """Sorted, disjoint ``(starts, stops)`` covering ``ranges``: one bisection per lookup."""
-    starts, stops = [], []
-    for lo, hi in sorted(ranges):
-        if stops and lo <= stops[-1]:
-            stops[-1] = max(stops[-1], hi)
-        else:
-            starts.append(lo)
-            stops.append(hi)
-    return starts, stops
+class _Ranges:
+    """Sorted, disjoint byte ranges (one bisection per lookup): the private bytes that a
+    non-blocking call of this cell, or one an earlier cell left in flight, may still be using."""
+
+    def __init__(self, ranges=()):
+        self.starts, self.stops = [], []
+        for lo, hi in ranges:
+            self.add(lo, hi)
+
+    def __bool__(self):
+        return bool(self.starts)
+
+    def add(self, lo, hi):
+        starts, stops = self.starts, self.stops
+        k = bisect.bisect_right(starts, hi)  # ranges starting at or before hi
+        j = k
+        while j and stops[j - 1] >= lo:  # those reaching lo: merged into one
+            j -= 1
+        if j < k:
+            lo, hi = min(lo, starts[j]), max(hi, stops[k - 1])
+        starts[j:k], stops[j:k] = [lo], [hi]
+
+    def overlaps(self, lo, hi):
+        k = bisect.bisect_right(self.starts, hi - 1)  # the last range starting before hi
+        return bool(k) and self.stops[k - 1] > lo
 
 
 def _value(a):
@@ -65,10 +80,12 @@ def _value(a):
 
 
 class RaceRecording:
-    """One cell's events on this PE."""
+    """One cell's events on this PE. ``private``: ``(lo, hi)`` of private buffers that operations
+    of earlier cells, still in flight, use (see :meth:`access`)."""
 
-    def __init__(self, cap):
+    def __init__(self, cap, private=()):
         self.cap = cap
+        self.private = _Ranges(private)
         self.me = shmem.my_pe()
         self.events = []
         self.ops = 0
@@ -135,11 +152,25 @@ class RaceRecording:
             last[_R["values"]] = None
         return True
 
-    def access(self, a, op, mode, line, lo=None, hi=None, fp=None):
-        """A load/store of ``a`` (or of bytes ``[lo, hi)`` of it, footprint ``fp``) by the cell."""
-        _, space, _, alo, ahi, _, dtype, _, _, afp = self.memory.info(a)
+    def access(self, a, op, mode, line, lo=None, hi=None, fp=None, info=None):
+        """A load/store of ``a`` (or of bytes ``[lo, hi)`` of it, footprint ``fp``) by the cell; ``info``:
+        ``a``'s :meth:`~.memory.AddressBook.info` when known.
+
+        Private memory is recorded only where a non-blocking call may still use it (issued earlier
+        in this cell, or carried from an earlier one): no other PE reaches it, and this PE's own
+        calls are ordered with an access before them (program order) or complete when they return.
+        Temporaries and private work arrays cost a look at their base, then nothing."""
+        if info is None:
+            if not self.private and numpy_owned(a):
+                self.ops += 1
+                return
+            info = self.memory.info(a)
+        _, space, _, alo, ahi, _, dtype, _, _, afp = info
         if lo is None:
             lo, hi, fp = alo, ahi, afp
+        if space == "priv" and not self.private.overlaps(lo, hi):
+            self.ops += 1
+            return
         self.n_local += 1
         self._add(["mem", op, line, mode, space, lo, hi, dtype, fp], ("mem", op, line, mode, space, dtype, self.n_async))
 
@@ -147,6 +178,8 @@ class RaceRecording:
         space, lo, hi, dtype, fp = self.memory.sym(target, count, stride)
         if local is not None:
             lspace, llo, lhi, _, lfp = self.memory.sym(local, count, lstride)
+            if asynchronous and lspace == "priv":
+                self.private.add(llo, lhi)
         else:
             lspace = llo = lhi = lfp = None
         ctx = _ctx_key(ctx)
@@ -162,6 +195,8 @@ class RaceRecording:
         self._add(event)
 
     # -- the layer's consumer: one handler per kind of call ---------------------------------
+    before_calls = frozenset({"Ctx.destroy"})
+
     def before(self, op, args, line):
         """Note a context's key before ``Ctx.destroy`` resets its handle (it completes that context)."""
         if op.name == "Ctx.destroy":
@@ -245,22 +280,10 @@ class RaceRecording:
     # -- the plain data -----------------------------------------------------------------
     def data(self):
         """What the client analyses (see the module docstring)."""
-        C, R = FIELD["coll"], _R
-        used = [(e[R["lspace"]], e[R["llo"]], e[R["lhi"]]) for e in self.events if e[0] == "rma"]
-        used += [(e[C["tspace"]], e[C["tlo"]], e[C["thi"]]) for e in self.events if e[0] == "coll"]
-        used += [(e[C["sspace"]], e[C["slo"]], e[C["shi"]]) for e in self.events if e[0] == "coll"]
-        starts, stops = _union((lo, hi) for space, lo, hi in used if space == "priv")
-
-        def kept(e):  # private memory matters only where a shmem call used it
-            if e[0] != "mem" or e[_M["space"]] == "sym":
-                return True
-            k = bisect.bisect_right(starts, e[_M["hi"]] - 1)  # the last used range starting before hi
-            return bool(k) and stops[k - 1] > e[_M["lo"]]
-
         return {
             "pe": self.me,
             "npes": shmem.n_pes(),
-            "events": [e for e in self.events if kept(e)],
+            "events": self.events,
             "names": self.memory.names(),
             "ops": self.ops,
             "truncated": self.truncated,

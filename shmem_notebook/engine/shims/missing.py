@@ -77,6 +77,7 @@ def _refusal(shmem, name):
     """A function named like shmem4py's ``name`` that raises :class:`UnsupportedError`."""
 
     def refuse(*args, **kwargs):
+        del args, kwargs  # the traceback keeps this frame: not the call's symmetric arrays (see layer)
         raise UnsupportedError(explain(f"shmem.{name}", *_library(shmem)))
 
     refuse.__name__ = refuse.__qualname__ = name
