@@ -48,6 +48,7 @@ from ..folding import pe_ranges
 from ..operations import CALLS, RECORDED_AS, RMA, SIGNAL_EVENTS, event
 from .footprint import flat_ranges, format_indices, overlap, progressions
 from .hints import advice as _advice
+from .repeats import fold_repeats
 
 __all__ = ["Access", "Race", "Analysis", "find_races", "analyse", "format_indices"]
 
@@ -629,6 +630,7 @@ def _analyse(traces, npes, carry, cell, progress):
             labels.update(((pe, i), label) for i, (_, label) in enumerate(before))
             evs = [event(e) for e, _ in before] + [event(["sync", "sync_all", 0, 0, None])] + evs
         events[pe] = evs
+    events = fold_repeats(events, npes)  # repeated epochs between clean barriers: the same races
     total = 2 * sum(len(evs) for evs in events.values()) or 1
     sim = _Simulation(events, npes, progress and (lambda done: progress(done, total))).run()
     accesses = _accesses(sim, labels)
