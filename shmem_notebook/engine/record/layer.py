@@ -26,6 +26,8 @@ _before = {}  # call name -> the consumers whose before() it goes to
 _after = []
 _originals = {}  # (owner, attribute) -> the function wrapped
 _depth = [0]  # >0 while inside a wrapped call
+_files = state.cell_files  # (one set, cleared and refilled: never rebound)
+_getframe = sys._getframe
 
 
 def _owner(name):
@@ -94,7 +96,8 @@ def _wrapper(op, func):
     def wrapper(*args, **kwargs):
         if _depth[0] or not _after:
             return func(*args, **kwargs)
-        line = cell_line(sys._getframe(1))
+        caller = _getframe(1)
+        line = caller.f_lineno if caller.f_code.co_filename in _files else cell_line(caller)
         bound = dict(zip(params, args))
         if kwargs:
             bound.update(kwargs)

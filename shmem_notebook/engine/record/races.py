@@ -16,13 +16,30 @@ import numpy as np
 from shmem4py import shmem
 
 from ...analysis.footprint import extend
-from ...operations import FIELD, RECORDED_AS, SIGNAL_EVENTS
+from ...operations import CALLS, FIELD, RECORDED_AS, SIGNAL_EVENTS
 from .. import teams
 from .memory import AddressBook, numpy_owned
 
 __all__ = ["RaceRecording"]
 
 _M, _R = FIELD["mem"], FIELD["rma"]
+_RECORDED = {name: RECORDED_AS.get(name, name) for name in CALLS}  # call -> the op its events name
+_M_LO, _M_HI, _M_FP = _M["lo"], _M["hi"], _M["fp"]
+_R_LO, _R_HI, _R_FP, _R_LLO, _R_LHI, _R_LFP = (_R[k] for k in ("lo", "hi", "fp", "llo", "lhi", "lfp"))
+_R_LSPACE, _R_VALUES = _R["lspace"], _R["values"]
+#: where each range's footprint is, from the index of its lo (each hi follows its lo; fp is elsewhere)
+_FP_OF = {_M_LO: _M_FP, _R_LO: _R_FP, _R_LLO: _R_LFP}
+assert _M["hi"] == _M_LO + 1 and _R_HI == _R_LO + 1 and _R_LHI == _R_LLO + 1
+
+
+def _join(last, event, at):
+    """``(lo, hi, footprint)`` of the ranges at ``at`` (lo, then hi) of both events when their union
+    is as exact (see :func:`~shmem_notebook.analysis.footprint.extend`), else None."""
+    f = _FP_OF[at]
+    lo, hi, fp, elo, ehi, efp = last[at], last[at + 1], last[f], event[at], event[at + 1], event[f]
+    if fp is None and efp is None and elo <= hi and ehi >= lo:  # touching ranges: the usual case
+        return min(lo, elo), max(hi, ehi), None
+    return extend(lo, hi, fp, elo, ehi, efp)
 
 
 def _ctx_key(ctx):
@@ -72,13 +89,6 @@ class _Ranges:
         return bool(k) and self.stops[k - 1] > lo
 
 
-def _value(a):
-    """The single value an RMA source holds, else None."""
-    if isinstance(a, np.ndarray) and a.size == 1:
-        return a.item(0)
-    return None
-
-
 class RaceRecording:
     """One cell's events on this PE. ``private``: ``(lo, hi)`` of private buffers that operations
     of earlier cells, still in flight, use (see :meth:`access`)."""
@@ -119,37 +129,25 @@ class RaceRecording:
         """Merge ``event`` into ``last`` (same key) when the union is as exact: touching ranges, or
         one more step of a strided progression (see :func:`~shmem_notebook.analysis.footprint.extend`)."""
         if last[0] == "mem":
-            lo, hi = event[_M["lo"]], event[_M["hi"]]
-            if lo <= last[_M["hi"]] and hi >= last[_M["lo"]] and last[_M["fp"]] is None and event[_M["fp"]] is None:
-                last[_M["lo"]], last[_M["hi"]] = min(last[_M["lo"]], lo), max(last[_M["hi"]], hi)
-                return True
-            both = extend(last[_M["lo"]], last[_M["hi"]], last[_M["fp"]], lo, hi, event[_M["fp"]])
+            both = _join(last, event, _M_LO)
             if both is None:
                 return False
-            last[_M["lo"]], last[_M["hi"]], last[_M["fp"]] = both
+            last[_M_LO], last[_M_HI], last[_M_FP] = both
             return True
-        lo, hi = event[_R["lo"]], event[_R["hi"]]
-        if lo <= last[_R["hi"]] and hi >= last[_R["lo"]] and last[_R["fp"]] is None and event[_R["fp"]] is None:
-            remote = min(last[_R["lo"]], lo), max(last[_R["hi"]], hi), None  # touching ranges: the usual case
-        else:
-            remote = extend(last[_R["lo"]], last[_R["hi"]], last[_R["fp"]], lo, hi, event[_R["fp"]])
-            if remote is None:
+        remote = _join(last, event, _R_LO)
+        if remote is None:
+            return False
+        if last[_R_LSPACE] is not None:
+            local = _join(last, event, _R_LLO)
+            if local is None:
                 return False
-        if last[_R["lspace"]] is not None:
-            llo, lhi = event[_R["llo"]], event[_R["lhi"]]
-            if llo <= last[_R["lhi"]] and lhi >= last[_R["llo"]] and last[_R["lfp"]] is None and event[_R["lfp"]] is None:
-                local = min(last[_R["llo"]], llo), max(last[_R["lhi"]], lhi), None
-            else:
-                local = extend(last[_R["llo"]], last[_R["lhi"]], last[_R["lfp"]], llo, lhi, event[_R["lfp"]])
-                if local is None:
-                    return False
-            last[_R["llo"]], last[_R["lhi"]], last[_R["lfp"]] = local
-        last[_R["lo"]], last[_R["hi"]], last[_R["fp"]] = remote
-        values, more = last[_R["values"]], event[_R["values"]]
-        if values is not None and more is not None and len(values) < 16:
+            last[_R_LLO], last[_R_LHI], last[_R_LFP] = local
+        last[_R_LO], last[_R_HI], last[_R_FP] = remote
+        values, more = last[_R_VALUES], event[_R_VALUES]
+        if more is None:
+            last[_R_VALUES] = None
+        elif values is not None and len(values) < 16:
             values.extend(v for v in more if v not in values)
-        elif more is None:
-            last[_R["values"]] = None
         return True
 
     def access(self, a, op, mode, line, lo=None, hi=None, fp=None, info=None):
@@ -182,7 +180,7 @@ class RaceRecording:
                 self.private.add(llo, lhi)
         else:
             lspace = llo = lhi = lfp = None
-        ctx = _ctx_key(ctx)
+        ctx = 0 if ctx is None else _ctx_key(ctx)
         if asynchronous or pe == self.me:
             self.n_async += 1
             key = ("rma", op, line, pe, dtype, lspace, ctx, self.n_local)
@@ -206,15 +204,16 @@ class RaceRecording:
         self._handlers[op.kind](self, op, args, result, line)
 
     def _on_rma(self, op, args, result, line):
-        remote, local = args.get(op.remote), args.get(op.local)
-        target, source = args.get("target"), args.get("source")
-        tst, sst = (args.get("tst", 1) or 1, args.get("sst", 1) or 1) if "tst" in args else (1, 1)
-        count = args.get("size")
+        target, source = args["target"], args["source"]
+        get = args.get
+        tst, sst = (get("tst", 1) or 1, get("sst", 1) or 1) if "tst" in args else (1, 1)
+        count = get("size")
         if count is None:
             count = min(-(-target.size // tst), -(-source.size // sst))
-        value = _value(source) if op.writes and count == 1 else None
-        self._rma_event(op.name, line, remote, args["pe"], count, local, args.get("ctx"),
-                        [value] if value is not None else None, op.nbi, *((tst, sst) if op.writes else (sst, tst)))
+        values = [source.item(0)] if op.writes and count == 1 and isinstance(source, np.ndarray) and source.size == 1 \
+            else None  # the value a 1-element put writes (a wait may be matched to it)
+        remote, local, strides = (target, source, (tst, sst)) if op.writes else (source, target, (sst, tst))
+        self._rma_event(op.name, line, remote, args["pe"], count, local, get("ctx"), values, op.nbi, *strides)
         if "signal" in args:  # put_signal: then the signal word, an atomic delivered after the data
             self._signal_event(args, line)
 
@@ -242,9 +241,13 @@ class RaceRecording:
         self._rma_event(name, line, args.get(op.remote), args["pe"], 1, local, args.get("ctx"), values, not op.fetches)
 
     def _on_sync(self, op, args, result, line):
+        if not args:  # barrier_all, sync_all, quiet, fence: the world's, on the default context
+            self.merge.clear()
+            self._add(["sync", _RECORDED[op.name], line, 0, None])
+            return
         team = args.get("team") if op.team else None
         ctx = args["ctx_key"] if "ctx_key" in args else _ctx_key(args.get("ctx"))
-        self._sync_event(["sync", RECORDED_AS.get(op.name, op.name), line, ctx, _members(team)])
+        self._sync_event(["sync", _RECORDED[op.name], line, ctx, _members(team)])
 
     def _on_coll(self, op, args, result, line):
         info = self.memory.info
