@@ -125,7 +125,7 @@ def _get(x, index, line):
     rec = _rec
     if rec is not None and isinstance(x, _ndarray) and not _depth[0]:
         if isinstance(r, _ndarray) and _basic(index):
-            if _wanted(rec, x) is not None:
+            if rec.private or not numpy_owned(x):
                 rec.memory.view(x, index, r)
             return r  # a view: memory is counted when the view is used
         info = _wanted(rec, x)

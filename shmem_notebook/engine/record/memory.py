@@ -51,8 +51,6 @@ def numpy_owned(a):
 
 def _slice_key(index):
     """A basic index as a dict key (slices are not hashable before Python 3.12)."""
-    if type(index) is slice:
-        return index.start, index.stop, index.step
     if type(index) is not tuple:
         return index
     return tuple((i.start, i.stop, i.step) if type(i) is slice else i for i in index)
@@ -70,7 +68,7 @@ class AddressBook:
     def __init__(self):
         self.heap = heap_range()
         self.cache = {}
-        self.slices = {}  # (id(x), x's shape and strides, index as a key) -> (weakref to x, x[index]'s info but its weakref)
+        self.slices = {}  # (id(x), index as a key) -> (weakref to x, x's shape, x[index]'s info but its weakref)
         self.hints = {}  # (space, lo) -> (name, hi, itemsize) from the cell's own expressions
 
     def info(self, a):
@@ -93,18 +91,18 @@ class AddressBook:
 
     def view(self, x, index, r):
         """The :meth:`info` of ``r = x[index]``, a view by basic indexing: the same index of the same
-        array, as long as its shape and strides are the same (a loop's), is found again without asking
-        NumPy where ``r`` is (a third of a loop's recording was that)."""
-        key = (id(x), x.shape, x.strides, _slice_key(index))
+        array, as long as it has the same shape (a loop's), is found again without asking NumPy
+        where ``r`` is (a third of a loop's recording was that)."""
+        key = (id(x), index.start, index.stop, index.step) if type(index) is slice else (id(x), _slice_key(index))
         known = self.slices.get(key)
-        if known is not None and known[0]() is x:
-            found = (_weakref(r),) + known[1]
+        if known is not None and known[0]() is x and known[1] == x.shape:
+            found = (_weakref(r),) + known[2]
             self.cache[id(r)] = found
             return found
         found = self.info(r)
         if len(self.slices) > 10_000:
             self.slices.clear()
-        self.slices[key] = (_weakref(x), found[1:])
+        self.slices[key] = (_weakref(x), x.shape, found[1:])
         return found
 
     def _keep(self, a, space, addr, lo, hi, fp):
