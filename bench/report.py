@@ -161,8 +161,11 @@ def loops_table(races):
         rows.append([name, str(r["n"]), f(r["untraced_s"], 2), f(r["traced_s"], 2), f"{r['ratio']:.1f}x",
                      f(r["analysis_s"], 2), f(r["analysis_cpu_s"], 2), f"{r['events']:,}", r["verdict"]])
     load = ", ".join(f"{r['load_average_1min']}" for r in races["loops"] if "load_average_1min" in r)
-    return ("\n\nThe loops of issue 20, median of interleaved runs: the whole `job.run` untraced and traced, the "
-            "analysis alone on the same cell's traces (wall and CPU s), the events analysed and the traced cell's "
+    stencil = next((r for r in races["loops"] if r["workload"] == "stencil_loop" and r.get("repeats")), None)
+    return ("\n\nThe loops of issue 20, median of interleaved runs"
+            + (f" ({stencil['repeats']} of the stencil)" if stencil else "")
+            + ": the whole `job.run` untraced and traced, the "
+            "analysis alone on the same cell's traces (wall and CPU s), the events the PEs sent and the traced cell's "
             f"verdict (1-minute load average after each row: {load or '-'}"
             + (f"; measured {races['loops_date']}, apart from the rest of the section" if races.get("loops_date") else "")
             + ").\n\n"
