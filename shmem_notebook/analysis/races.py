@@ -624,13 +624,14 @@ def _analyse(traces, npes, carry, cell, progress):
     traces, checked = cut(traces)
     events, labels = {}, {}
     for pe in range(npes):
-        evs = [event(e) for e in traces[pe]["events"]] if pe in traces else []
+        evs = traces[pe]["events"] if pe in traces else []
         if carry and pe in traces:  # every PE crosses the boundary, whether it left operations or not
             before = carry.ops.get(pe, ())
             labels.update(((pe, i), label) for i, (_, label) in enumerate(before))
-            evs = [event(e) for e, _ in before] + [event(["sync", "sync_all", 0, 0, None])] + evs
+            evs = [e for e, _ in before] + [["sync", "sync_all", 0, 0, None]] + evs
         events[pe] = evs
     events = fold_repeats(events, npes)  # repeated epochs between clean barriers: the same races
+    events = {pe: [event(e) for e in evs] for pe, evs in events.items()}
     total = 2 * sum(len(evs) for evs in events.values()) or 1
     sim = _Simulation(events, npes, progress and (lambda done: progress(done, total))).run()
     accesses = _accesses(sim, labels)

@@ -22,59 +22,87 @@ whose PEs end after different numbers of world collectives, or inside a team's, 
 simulation forces such collectives through in an order that depends on their counts.
 """
 
+from itertools import chain
 from math import gcd, lcm
+from operator import itemgetter
 
-from ..operations import CALLS, FIELD, RECORDED_AS
+from ..operations import CALLS, FIELD, RECORDED_AS, event
 
 __all__ = ["fold_repeats"]
 
 _SYNCS = {RECORDED_AS.get(n, n) for n, op in CALLS.items() if op.kind == "sync" and op.collective}
 _COMPLETING = {n for n in _SYNCS if CALLS[n].completes}  # barrier_all, alloc, free: the default context
-_V = FIELD["rma"]["values"]
-_LIST = {kind: i for kind, fields in FIELD.items() if kind != "rma"  # kind -> its field that may be a list
-         for name, i in fields.items() if name in ("members", "observed", "fp")}
+_FETCHES = {n for n, op in CALLS.items() if op.fetches}  # complete when they return: never pending
+_V, _CTX, _SCTX, _LOCK = FIELD["rma"]["values"], FIELD["rma"]["ctx"], FIELD["sync"]["ctx"], FIELD["lock"]["lock"]
+_MEMBERS = {"sync": FIELD["sync"]["members"], "coll": FIELD["coll"]["members"]}
+#: per ``values``, kind -> an event's fields as a tuple, an rma's written values only if ``values``
+_FIELDS = {values: {kind: itemgetter(*(i for i in names.values() if values or kind != "rma" or i != _V))
+                    for kind, names in FIELD.items()} for values in (False, True)}
+_NONES = [None] * max(map(len, FIELD.values()))  # a PE may leave out an event's last fields: None
 
 
 def _walk(evs):
-    """``[(index, clean, team counts or None)]`` at each world collective of one PE, and at its end."""
-    pending, held, teams, found = set(), set(), {}, []
+    """Where each world collective of one PE ends (and its events), is the PE clean after it, its
+    team counts then (a dict or None): three tuples; and does the PE wait?"""
+    pending, held, teams, found, waits = set(), set(), {}, [], False
     for i, e in enumerate(evs):
-        kind, op = e.kind, e.op
-        if kind == "coll" or (kind == "sync" and op in _SYNCS):
-            if e.members:
-                teams[tuple(e.members)] = teams.get(tuple(e.members), 0) + 1
+        kind = e[0]
+        if kind == "mem":
+            continue
+        op = e[1]
+        if op in _SYNCS or kind == "coll":
+            m = _MEMBERS[kind]
+            if len(e) > m and e[m]:  # a team's
+                teams[tuple(e[m])] = teams.get(tuple(e[m]), 0) + 1
                 continue
-            if op in _COMPLETING:
+            if pending and op in _COMPLETING:
                 pending.discard(0)
-            found.append((i, kind == "sync" and not pending and not held, dict(teams) if teams else None))
+            found.append((i + 1, not pending and not held and kind == "sync", dict(teams) if teams else None))
         elif kind == "rma":
-            if not CALLS[op].fetches:  # a put, an *_nbi, a non-fetching atomic: pending on its context
-                pending.add(e.ctx)
-        elif kind == "sync" and op in ("quiet", "ctx_destroy"):
-            pending.discard(e.ctx)
+            if op not in _FETCHES:  # a put, an *_nbi, a non-fetching atomic: pending on its context
+                pending.add(e[_CTX] if len(e) > _CTX else None)
+        elif op == "quiet" or op == "ctx_destroy":
+            pending.discard(e[_SCTX] if len(e) > _SCTX else None)
         elif kind == "lock":
             if op != "set_lock":  # clear_lock completes the default context
                 pending.discard(0)
-            (held.add if op == "set_lock" else held.discard)(e.lock)
-    return found + [(len(evs), False, dict(teams) if teams else None)]
+            (held.add if op == "set_lock" else held.discard)(e[_LOCK] if len(e) > _LOCK else None)
+        elif kind == "wait":
+            waits = True
+    return (*zip(*found, (len(evs), False, dict(teams) if teams else None)), waits)
 
 
 def _balanced(counts):
     """Has each PE of each team passed as many of its collectives (``counts``: a dict or None per PE)?"""
     count = lambda pe, team: (counts[pe] or {}).get(team, 0) if pe < len(counts) else None  # noqa: E731
-    return all(len({count(q, team) for q in {*team, pe}}) == 1 for pe, c in enumerate(counts) if c for team in c)
+    return not any(counts) or all(len({count(q, team) for q in {*team, pe}}) == 1
+                                  for pe, c in enumerate(counts) if c for team in c)
 
 
 def _frozen(x):
     return tuple(map(_frozen, x)) if type(x) is list else x
 
 
-def _key(e, values):
-    """A hashable form of event ``e``, its written values left out unless ``values``."""
-    if e[0] == "rma":
-        return e[:_V] + (_frozen(e[_V]) if values else None,) + tuple(map(_frozen, e[_V + 1:]))  # fp, lfp
-    i = _LIST.get(e[0])
-    return e if i is None or type(e[i]) is not list else tuple(map(_frozen, e))
+def _ids(lists, cuts, values):
+    """An id per epoch, the same for the same signature: every PE's events in it, each as its fields
+    (as its named tuple has them: missing ones None; written values left out unless ``values``)."""
+    get = _FIELDS[values]
+    for frozen in (False, True):  # a list is unhashable: if there is one, lists become tuples on the second pass
+        per_pe, seen = [], {}
+        for evs, c in zip(lists, cuts):
+            part = evs[c[0]:c[-1]]
+            if frozen:
+                part = [[*map(_frozen, e), *_NONES] for e in part]
+            try:
+                keys = [get[e[0]](e) for e in part]
+            except IndexError:  # events without their last fields
+                keys = [get[e[0]]([*e, *_NONES]) for e in part]
+            per_pe.append([tuple(keys[a - c[0]:b - c[0]]) for a, b in zip(c, c[1:])])
+        try:
+            return [seen.setdefault(sig, len(seen)) for sig in zip(*per_pe)]
+        except TypeError:
+            if frozen:
+                raise
 
 
 def _copies(block, npes):
@@ -91,7 +119,7 @@ def _copies(block, npes):
     for parts, worlds in block:
         turn += worlds
         for pe, evs in enumerate(parts):
-            for e in evs:
+            for e in map(event, evs):
                 if e.kind == "wait":
                     waits.append(((pe, e.lo, e.hi), e.observed))
                     rotates = False
@@ -128,23 +156,20 @@ def _collapse(ids, copies):
 
 
 def fold_repeats(events, npes):
-    """``events`` (PE -> its events, as :func:`~.races.analyse` builds them) without the repeated
-    epochs the module describes; the same object when none repeats."""
+    """``events`` (PE -> its events: lists as the PEs send them, or their named tuples) without the
+    repeated epochs the module describes; the same object when none repeats."""
     lists = [events.get(pe, []) for pe in range(npes)]
-    walks = [_walk(evs) for evs in lists]
-    if len(set(map(len, walks))) > 1 or not _balanced([w[-1][2] for w in walks]):
+    ends, clean, counts, waits = zip(*map(_walk, lists)) if lists else ((),) * 4  # each per PE
+    if len(set(map(len, ends))) > 1 or not _balanced([c[-1] for c in counts]):
         return events  # a PE stopped early or inside a collective: the simulation forces them through
-    usable = [m for m in range(min(map(len, walks), default=0))
-              if all(w[m][1] for w in walks) and _balanced([w[m][2] for w in walks])]
-    cuts = [[walks[pe][m][0] + 1 for m in usable] for pe in range(npes)]  # epoch t: cuts[pe][t]:cuts[pe][t + 1]
-    parts = lambda t: [lists[pe][cuts[pe][t]:cuts[pe][t + 1]] for pe in range(npes)]  # noqa: E731
-    values = any(e.kind == "wait" for evs in lists for e in evs)
-    keys = [[_key(e, values) if e[0] == "rma" or type(e[_LIST.get(e[0], 0)]) is list else e for e in evs] for evs in lists]
-    ids, seen = [], {}
-    for t in range(len(usable) - 1):
-        ids.append(seen.setdefault(tuple(tuple(keys[pe][cuts[pe][t]:cuts[pe][t + 1]]) for pe in range(npes)), len(seen)))
+    usable = [m for m, (ok, c) in enumerate(zip(map(all, zip(*clean)), zip(*counts))) if ok and _balanced(c)]
+    if len(usable) < 2:
+        return events
+    cuts = list(map(itemgetter(*usable), ends))  # per PE: epoch t is its events cuts[pe][t]:cuts[pe][t + 1]
+    parts = lambda t: [evs[c[t]:c[t + 1]] for evs, c in zip(lists, cuts)]  # noqa: E731
+    ids = _ids(lists, cuts, any(waits))
     kept = _collapse(ids, lambda block: _copies([(parts(t), usable[t + 1] - usable[t]) for t in block], npes))
     if len(kept) == len(ids):
         return events
-    return {pe: lists[pe][:cuts[pe][0]] + [e for t in kept for e in lists[pe][cuts[pe][t]:cuts[pe][t + 1]]]
-            + lists[pe][cuts[pe][-1]:] for pe in range(npes)}
+    return {pe: [*evs[:c[0]], *chain.from_iterable(evs[c[t]:c[t + 1]] for t in kept), *evs[c[-1]:]]
+            for pe, (evs, c) in enumerate(zip(lists, cuts))}
