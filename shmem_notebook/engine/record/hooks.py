@@ -72,10 +72,10 @@ def _basic(index):
 def _wanted(rec, x):
     """``x``'s :meth:`~.memory.AddressBook.info`, or None when no access to it can matter: private
     memory while no non-blocking call uses any (see :meth:`.races.RaceRecording.access`)."""
-    if not rec.private and numpy_owned(x):
+    if not rec.private.starts and numpy_owned(x):
         return None
     info = rec.memory.info(x)
-    return None if info[1] == "priv" and not rec.private else info
+    return None if info[1] == "priv" and not rec.private.starts else info
 
 
 def _element_range(rec, x, index, info):
@@ -125,7 +125,7 @@ def _get(x, index, line):
     rec = _rec
     if rec is not None and isinstance(x, _ndarray) and not _depth[0]:
         if isinstance(r, _ndarray) and _basic(index):
-            if rec.private or not numpy_owned(x):
+            if rec.private.starts or not numpy_owned(x):
                 rec.memory.view(x, index, r)
             return r  # a view: memory is counted when the view is used
         info = _wanted(rec, x)

@@ -64,15 +64,13 @@ def _members(team):
 
 class _Ranges:
     """Sorted, disjoint byte ranges (one bisection per lookup): the private bytes that a
-    non-blocking call of this cell, or one an earlier cell left in flight, may still be using."""
+    non-blocking call of this cell, or one an earlier cell left in flight, may still be using.
+    ``starts`` is empty when there are none (tested on every access: a list, not a method)."""
 
     def __init__(self, ranges=()):
         self.starts, self.stops = [], []
         for lo, hi in ranges:
             self.add(lo, hi)
-
-    def __bool__(self):
-        return bool(self.starts)
 
     def add(self, lo, hi):
         starts, stops = self.starts, self.stops
@@ -159,7 +157,7 @@ class RaceRecording:
         calls are ordered with an access before them (program order) or complete when they return.
         Temporaries and private work arrays cost a look at their base, then nothing."""
         if info is None:
-            if not self.private and numpy_owned(a):
+            if not self.private.starts and numpy_owned(a):
                 self.ops += 1
                 return
             info = self.memory.info(a)
