@@ -147,7 +147,7 @@ def _side_by_side(job, name, code, arrays, repeats, **extra):
     cpu, start = time.process_time(), time.perf_counter()
     found = analyse(traces, job.n)
     analysis_s, analysis_cpu_s = time.perf_counter() - start, time.process_time() - cpu
-    row = {"workload": name, "n": job.n, "untraced_s": median(walls[False]), "traced_s": median(walls[True]),
+    row = {"workload": name, "n": job.n, "repeats": repeats, "untraced_s": median(walls[False]), "traced_s": median(walls[True]),
            "analysis_s": analysis_s, "analysis_cpu_s": analysis_cpu_s,
            "events": sum(len(t["events"]) for t in traces.values()), "ops": sum(t["ops"] for t in traces.values()),
            "capped": found.checked is not None, "races": len(found.races), "verdict": verdict,
@@ -181,8 +181,7 @@ def run_loops(stencil_iterations=200, stencil_pes=4, scattered=(20_000, 60_000),
     with shmem_notebook.start(n=stencil_pes, heap="64M") as job:
         code = STENCIL.format(size=1000, sweeps=stencil_iterations)
         job.run(code, stdout=io.StringIO())  # warm up
-        rows.append(_side_by_side(job, "stencil_loop", code, None, stencil_repeats, iterations=stencil_iterations,
-                                  repeats=stencil_repeats))
+        rows.append(_side_by_side(job, "stencil_loop", code, None, stencil_repeats, iterations=stencil_iterations))
     with shmem_notebook.start(n=2, heap="64M") as job:
         job.alloc("arr=int64[100003]")
         for count in scattered:

@@ -38,7 +38,7 @@ def _join(last, event, at):
     f = _FP_OF[at]
     lo, hi, fp, elo, ehi, efp = last[at], last[at + 1], last[f], event[at], event[at + 1], event[f]
     if fp is None and efp is None and elo <= hi and ehi >= lo:  # touching ranges: the usual case
-        return min(lo, elo), max(hi, ehi), None
+        return (lo if lo < elo else elo), (hi if hi > ehi else ehi), None
     return extend(lo, hi, fp, elo, ehi, efp)
 
 
@@ -145,7 +145,9 @@ class RaceRecording:
         if more is None:
             last[_R_VALUES] = None
         elif values is not None and len(values) < 16:
-            values.extend(v for v in more if v not in values)
+            for v in more:
+                if v not in values:
+                    values.append(v)
         return True
 
     def access(self, a, op, mode, line, lo=None, hi=None, fp=None, info=None):
@@ -204,14 +206,21 @@ class RaceRecording:
     def _on_rma(self, op, args, result, line):
         target, source = args["target"], args["source"]
         get = args.get
-        tst, sst = (get("tst", 1) or 1, get("sst", 1) or 1) if "tst" in args else (1, 1)
         count = get("size")
-        if count is None:
-            count = min(-(-target.size // tst), -(-source.size // sst))
-        values = [source.item(0)] if op.writes and count == 1 and isinstance(source, np.ndarray) and source.size == 1 \
+        if "tst" in args:  # iput / iget: every tst-th element of the target, every sst-th of the source
+            tst, sst = get("tst", 1) or 1, get("sst", 1) or 1
+            if count is None:
+                count = min(-(-target.size // tst), -(-source.size // sst))
+        else:
+            tst = sst = 1
+            if count is None:
+                count = min(target.size, source.size)
+        values = [source.item(0)] if count == 1 and op.writes and isinstance(source, np.ndarray) and source.size == 1 \
             else None  # the value a 1-element put writes (a wait may be matched to it)
-        remote, local, strides = (target, source, (tst, sst)) if op.writes else (source, target, (sst, tst))
-        self._rma_event(op.name, line, remote, args["pe"], count, local, get("ctx"), values, op.nbi, *strides)
+        if op.writes:
+            self._rma_event(op.name, line, target, args["pe"], count, source, get("ctx"), values, op.nbi, tst, sst)
+        else:
+            self._rma_event(op.name, line, source, args["pe"], count, target, get("ctx"), values, op.nbi, sst, tst)
         if "signal" in args:  # put_signal: then the signal word, an atomic delivered after the data
             self._signal_event(args, line)
 
