@@ -290,6 +290,17 @@ def test_private_memory_is_recorded_only_where_a_nonblocking_call_may_use_it(job
     job2.race_reset()
 
 
+def test_a_slice_seen_again_is_placed_anew_when_its_array_changed_shape(job2):
+    """A loop's slices are found again without asking NumPy, but not after the array was reshaped
+    in place (the same index then means other elements)."""
+    job2.ask("record_start", {})
+    job2.run("s = shmem.zeros(8, dtype=np.int64)\nfor _ in range(2):\n    x = s[0:2].sum()\n"
+             "s.shape = (2, 4)\nfor _ in range(2):\n    y = s[0:2].sum()\nshmem.free(s)\n", stdout=io.StringIO())
+    for data in job2.ask("record_stop").values():
+        reads = {e[2]: e[6] - e[5] for e in data["events"] if e[0] == "mem" and e[4] == "sym"}
+        assert reads == {3: 16, 6: 64}, data["events"]  # 2 elements, then 2 rows of 4
+
+
 def test_capped_trace_says_what_was_checked(job2, monkeypatch):
     """Past the cap the verdict is partial: which PEs were checked up to which line, never a plain
     "no races found"; a race before the cap is still found."""

@@ -68,7 +68,7 @@ class AddressBook:
     def __init__(self):
         self.heap = heap_range()
         self.cache = {}
-        self.slices = {}  # (id(x), index as a key) -> (weakref to x, x's shape, x[index]'s info but its weakref)
+        self.slices = {}  # (id(x), index as a key) -> (weakref to x, its shape, its strides, x[index]'s info but its weakref)
         self.hints = {}  # (space, lo) -> (name, hi, itemsize) from the cell's own expressions
 
     def info(self, a):
@@ -91,18 +91,18 @@ class AddressBook:
 
     def view(self, x, index, r):
         """The :meth:`info` of ``r = x[index]``, a view by basic indexing: the same index of the same
-        array, as long as it has the same shape (a loop's), is found again without asking NumPy
-        where ``r`` is (a third of a loop's recording was that)."""
+        array, as long as it has the same shape and strides (a loop's), is found again without asking
+        NumPy where ``r`` is (a third of a loop's recording was that)."""
         key = (id(x), index.start, index.stop, index.step) if type(index) is slice else (id(x), _slice_key(index))
         known = self.slices.get(key)
-        if known is not None and known[0]() is x and known[1] == x.shape:
-            found = (_weakref(r),) + known[2]
+        if known is not None and known[0]() is x and known[1] == x.shape and known[2] == x.strides:
+            found = (_weakref(r),) + known[3]
             self.cache[id(r)] = found
             return found
         found = self.info(r)
         if len(self.slices) > 10_000:
             self.slices.clear()
-        self.slices[key] = (_weakref(x), x.shape, found[1:])
+        self.slices[key] = (_weakref(x), x.shape, x.strides, found[1:])
         return found
 
     def _keep(self, a, space, addr, lo, hi, fp):
