@@ -26,7 +26,6 @@ _before = {}  # call name -> the consumers whose before() it goes to
 _after = []
 _originals = {}  # (owner, attribute) -> the function wrapped
 _depth = [0]  # >0 while inside a wrapped call
-_files = state.cell_files  # (one set, cleared and refilled: never rebound)
 _getframe = sys._getframe
 
 
@@ -96,8 +95,7 @@ def _wrapper(op, func):
     def wrapper(*args, **kwargs):
         if _depth[0] or not _after:
             return func(*args, **kwargs)
-        caller = _getframe(1)
-        line = caller.f_lineno if caller.f_code.co_filename in _files else cell_line(caller)
+        line = cell_line(_getframe(1))  # a global: the race runner numbers its programs' lines its own way
         bound = dict(zip(params, args))
         if kwargs:
             bound.update(kwargs)
