@@ -126,7 +126,7 @@ def _answers(handle, ops):
     for op in ops:
         try:
             answers[op] = ("ok", handle(op))
-        except Exception as exc:
+        except (Exception, KeyboardInterrupt) as exc:  # an interrupt meant for the cell, come late
             answers[op] = ("error", f"{type(exc).__name__}: {exc}")
     return answers
 
