@@ -85,7 +85,6 @@ class RaceStage(Stage):
         private = carry.private(cell.job.n) if carry else None  # where earlier cells' operations still are
         cell.before_requests.append(("record_start", ({"cap": CAP, "private": private},)))
         cell.after_requests.append("record_stop")
-        self.overhead = 0.0
 
     def after(self, cell, result):
         started = time.perf_counter()
@@ -114,7 +113,7 @@ class RaceStage(Stage):
                 if not self.missing and result.outcome != "died":
                     found.carry.after = (len(job.history) + 1, _place(job)[1])
                     job.race_carry = found.carry
-        self.overhead += time.perf_counter() - started
+        self.overhead = time.perf_counter() - started
 
     def report(self, cell, result, write):
         if self.interrupted is not False:

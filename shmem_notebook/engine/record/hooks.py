@@ -102,10 +102,8 @@ def _element_range(rec, x, index, info):
         if view.size == 0:
             return None
         base = rec.memory.heap[0] if info[1] == "sym" else 0
-        if view.flags.c_contiguous:
-            _, lo, hi = extent(view)
-            return lo - base, hi - base, None
-        return of_view(view.__array_interface__["data"][0] - base, view.itemsize, view.shape, view.strides)
+        _, lo, hi, fp = extent(view)
+        return lo - base, hi - base, fp
     flat = np.arange(x.size).reshape(x.shape)[index]
     if np.size(flat) == 0:
         return None

@@ -26,20 +26,16 @@ def heap_range():
 
 
 def extent(a):
-    """``(address, lo, hi)``: byte range an ndarray spans (its first..last element)."""
+    """``(address, lo, hi, footprint)`` of an ndarray: where its first element is, the bytes from its
+    lowest to its highest element, and the bytes it touches (None: all of ``[lo, hi)``, see
+    :mod:`shmem_notebook.analysis.footprint`)."""
     if a.flags.c_contiguous and a.size:  # cffi finds the address ~3x faster than __array_interface__
-        addr = int(_ffi.cast("uintptr_t", _ffi.from_buffer(a)))
-        return addr, addr, addr + a.nbytes
+        addr = int(_cast("uintptr_t", _from_buffer(a)))
+        return addr, addr, addr + a.nbytes, None
     addr = a.__array_interface__["data"][0]
-    lo = hi = addr
-    for n, s in zip(a.shape, a.strides):
-        if n == 0:
-            return addr, addr, addr
-        if s < 0:
-            lo += (n - 1) * s
-        else:
-            hi += (n - 1) * s
-    return addr, lo, hi + a.itemsize
+    if not a.size:
+        return addr, addr, addr, None
+    return (addr, *of_view(addr, a.itemsize, a.shape, a.strides))
 
 
 def numpy_owned(a):
@@ -75,13 +71,7 @@ class AddressBook:
         found = self.cache.get(id(a))
         if found is not None and found[0]() is a:
             return found
-        flags = a.flags
-        if flags.c_contiguous and a.size:  # cffi finds the address ~3x faster than __array_interface__
-            addr = lo = int(_cast("uintptr_t", _from_buffer(a)))
-            hi, fp = lo + a.nbytes, None
-        else:
-            addr = a.__array_interface__["data"][0]
-            lo, hi, fp = of_view(addr, a.itemsize, a.shape, a.strides) if a.size else (addr, addr, None)
+        addr, lo, hi, fp = extent(a)
         hlo, hhi = self.heap
         if hlo <= lo < hhi:
             space, lo, hi, addr = "sym", lo - hlo, hi - hlo, addr - hlo  # a footprint holds no address

@@ -249,8 +249,7 @@ class RaceRecording:
 
     def _on_sync(self, op, args, result, line):
         if not args:  # barrier_all, sync_all, quiet, fence: the world's, on the default context
-            self.merge.clear()
-            self._add(["sync", _RECORDED[op.name], line, 0, None])
+            self._sync_event(["sync", _RECORDED[op.name], line, 0, None])
             return
         team = args.get("team") if op.team else None
         ctx = args["ctx_key"] if "ctx_key" in args else _ctx_key(args.get("ctx"))
