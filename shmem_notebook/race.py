@@ -31,6 +31,7 @@ import time
 
 from .analysis.partial import cut
 from .analysis.races import find_races, format_indices
+from .analysis.report import PROGRAM, Stop, report_lines
 from .folding import fold, pe_ranges
 from .launcher.environment import platform_environment
 from .operations import CAP
@@ -165,26 +166,13 @@ def format_race(race, files):
             f"{side(first)} / {side(second)} are unordered; {hint}")
 
 
-def report(races, files, traces, npes, write=print):
-    """The race report, as the notebook's ``--race`` prints it after a cell."""
-    for race in races:
-        write(format_race(race, files))
-    missing = [pe for pe in range(npes) if pe not in traces]
-    if not traces:
-        write("race check: no PE sent its recording (the program did not get to its end on any PE)")
-        return
-    ops = sum(data["ops"] for data in traces.values())
-    count = len(races)
-    found = f"{count} race{'s' if count != 1 else ''} found" if count else "no races found"
-    checked = cut(traces)[1]
-    if checked is not None:  # never "no races found" for a partial check
-        what = re.sub(r"\bline (\d+)", lambda m: where(int(m.group(1)), files), checked.describe())
-        cap = max(data.get("cap") or 0 for data in traces.values() if data.get("truncated") is not None)
-        found += (f" in what was checked: {what}; accesses after that were not checked (a PE's recording reached "
-                  f"the cap of {cap:,} events: run fewer iterations, or raise --cap)")
-    gone = f"; PE {pe_ranges(missing)} sent no recording" if missing else ""
-    write(f"{found} (program traced: {ops:,} operation{'s' if ops != 1 else ''} on {len(traces)} "
-          f"PE{'s' if len(traces) != 1 else ''}{gone})")
+def report(races, files, traces, npes, write=print, status=None):
+    """The race report, as the notebook's ``--race`` prints it after a cell (:mod:`.analysis.report`);
+    ``status``: ``{pe: exit status}`` (a PE that exited with another status than 0 did not run to its end)."""
+    stops = {pe: Stop(None, f"exited with status {code}") for pe, code in (status or {}).items() if code}
+    for line in report_lines(races, traces, npes, show=lambda race: format_race(race, files), checked=cut(traces)[1],
+                             stops=stops, words=PROGRAM, where=lambda line: where(line, files)):
+        write(line)
 
 
 # -- stress --------------------------------------------------------------------------------------
@@ -257,7 +245,7 @@ def main(argv=None):
         reports = _collect(directory)
     sys.stdout.flush()
     races, files, traces, npes = analyse(reports)
-    report(races, files, traces, npes)
+    report(races, files, traces, npes, status={pe: r.get("status", 0) for pe, r in reports.items()})
     failed = status != 0 or not traces or len(traces) < npes
     if status != 0:
         print(f"the program exited with status {status}")

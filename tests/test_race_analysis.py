@@ -129,13 +129,13 @@ class _Request:
 
 class _Cell:
     def __init__(self, job, out):
-        self.job, self.write_out = job, out.write
+        self.job, self.write_out, self.timeout = job, out.write, None
         self.before_requests, self.after_requests = [], []
         self.request = _Request(job, self.after_requests)
 
 
 class _Result:
-    pending, outcome, races = [], "ok", None
+    pending, outcome, races, errors, waiting = [], "ok", None, {}, {}
 
 
 def _stage(traces, progress=None, monkeypatch=None):

@@ -3,8 +3,9 @@
 Every PE starts its race recording (:mod:`shmem_notebook.engine.record`) right before the
 cell and sends its trace back with the cell's outcome (the requests ride with the cell), and
 :func:`shmem_notebook.analysis.races.analyse` sets ``result.races``. The
-report prints one line per race and a summary. A cell that raised still
-reports the races traced up to the error.
+report (:mod:`shmem_notebook.analysis.report`, shared with the command-line runner) prints one
+line per race and the verdict. A cell that raised, was stopped or whose PE sent no trace still
+reports the races traced up to there, and its verdict says what was checked.
 
 Race-checked cells in sequence are checked as one program: the operations a cell left in
 flight (:class:`~shmem_notebook.analysis.carry.Carry`, kept on the job) start the next
@@ -16,10 +17,11 @@ takes more than a second; an interrupt stops it with one line, and the job stays
 import time
 
 from ..analysis.races import analyse
+from ..analysis.report import report_lines, stops_of
 from ..errors import _notebook_count
-from ..folding import pe_ranges
 from ..operations import CAP
 from .stages import Stage, register
+from .stranded import raised_line
 
 __all__ = ["RaceStage", "CAP", "reset"]
 
@@ -120,19 +122,8 @@ class RaceStage(Stage):
             write(f"\rrace check: interrupted after {self.interrupted:.1f} s of analysis; the cell ran, its races "
                   "were not checked and earlier cells' operations in flight are forgotten\n")
             return
-        for race in result.races:
-            write(f"{race}\n")
-        if not self.traces:
-            write("race check: no PE could send its trace (the cell did not finish anywhere)\n")
-            return
-        ops = sum(data["ops"] for data in self.traces.values())
-        count = len(result.races)
-        found = f"{count} race{'s' if count != 1 else ''} found" if count else "no races found"
-        if self.checked is not None:
-            cap = max(data.get("cap") or CAP for data in self.traces.values() if data.get("truncated") is not None)
-            found += (f" in what was checked: {self.checked.describe()}; accesses after that were not checked "
-                      f"(a PE's trace reached the cap of {cap:,} events: trace fewer iterations)")
-        missing = f"; PE {pe_ranges(self.missing)} sent no trace" if self.missing else ""
         after = f", after what {', '.join(self.carried)} left in flight" if self.carried else ""
-        write(f"{found} (cell traced: {ops:,} operation{'s' if ops != 1 else ''} on {len(self.traces)} "
-              f"PE{'s' if len(self.traces) != 1 else ''}{after}, +{self.overhead:.2f} s{missing})\n")
+        stops = stops_of(result, cell.timeout, raised_line)
+        for line in report_lines(result.races, self.traces, cell.job.n, checked=self.checked, stops=stops,
+                                 after=after, cost=f", +{self.overhead:.2f} s"):
+            write(f"{line}\n")
