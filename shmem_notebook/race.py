@@ -11,7 +11,8 @@ The runner then prints the same race report as ``--race`` with ``file:line`` for
     1 race found (program traced: 6 operations on 2 PEs)
 
 ``--stress SEED`` then reruns the program 4 times with seeded random delays around every
-shmem call (seeds SEED..SEED+3) and says what each PE printed differently.
+shmem call (seeds SEED..SEED+3) and says what each PE printed differently; it compares printed
+output only, so it never calls a race real (a notebook cell's ``--stress`` compares memory).
 
 Exit status: 0 no race, 1 races found, 2 a usage error, 3 the program failed (a non-zero exit
 or PEs that sent no recording) and no race was found in what was recorded. The command gets
@@ -32,7 +33,8 @@ import time
 from .analysis.partial import cut
 from .analysis.races import find_races, format_indices
 from .analysis.report import PROGRAM, Stop, report_lines
-from .folding import fold, pe_ranges
+from .cells.stress import Difference, Run, compare, estimate, summary
+from .folding import pe_ranges
 from .launcher.environment import platform_environment
 from .operations import CAP
 from .protocol import RACE_ENV, RACE_LINES, RACE_MODULE
@@ -178,38 +180,39 @@ def report(races, files, traces, npes, write=print, status=None):
 # -- stress --------------------------------------------------------------------------------------
 def differences(before, after):
     """The first differing printed line of each PE, folded by PE (as the notebook's --stress says it)."""
-    lines = {}
-    for pe in sorted(set(before) | set(after)):
-        a, b = (before.get(pe) or "").splitlines(), (after.get(pe) or "").splitlines()
-        first = next((i for i, (x, y) in enumerate(zip(a + [None] * len(b), b + [None] * len(a))) if x != y), None)
-        if first is not None:
-            here = b[first] if first < len(b) else "nothing"
-            there = a[first] if first < len(a) else "nothing"
-            lines[pe] = f"printed {here!r} (the run without delays: {there!r})"
-    return [f"PE {pe_ranges(pes)} {text}" for text, pes in fold(lines).items()]
+    return [d.text for d in _printed(before, after)]
 
 
-def _stress(pe_cmd, env, seed, first, write):
+def _printed(before, after):
+    """The :class:`~shmem_notebook.cells.stress.Difference` s of what the PEs printed."""
+    return compare(Run(before, [], "ok"), Run(after, [], "ok"), label="the run without delays")
+
+
+def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=()):
     write(f"stress: rerunning the program {RUNS} times (seeds {seed}-{seed + RUNS - 1}) with random delays of up "
-          f"to {MAX_DELAY * 1e3:.0f} ms around every shmem call")
-    differing = []
+          f"to {MAX_DELAY * 1e3:.0f} ms around every shmem call: {estimate(RUNS, seconds)}; Ctrl-C stops them")
+    runs, stopped, began = [], None, time.monotonic()
     for run in range(RUNS):
         started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="shmem-race-") as directory:
-            run_env = dict(env, **{RACE_ENV["dir"]: directory, RACE_ENV["stress"]: f"{seed + run}:{MAX_DELAY}"})
-            status = _launch(pe_cmd, run_env, quiet=True)
-            outputs = {pe: r["stdout"] for pe, r in _collect(directory).items()}
-        found = differences(first, outputs)
+        try:
+            with tempfile.TemporaryDirectory(prefix="shmem-race-") as directory:
+                run_env = dict(env, **{RACE_ENV["dir"]: directory, RACE_ENV["stress"]: f"{seed + run}:{MAX_DELAY}"})
+                status = _launch(pe_cmd, run_env, quiet=True)
+                outputs = {pe: r["stdout"] for pe, r in _collect(directory).items()}
+        except KeyboardInterrupt:
+            stopped = (f"interrupted during the rerun with seed {seed + run}: the reruns after it were not run and it "
+                       "is not counted")
+            break
+        found = _printed(first, outputs)
         if status != 0:
-            found.insert(0, f"the program exited with status {status}")
-        if found:
-            differing.append(seed + run)
-        write(f"  seed {seed + run} ({time.monotonic() - started:.1f} s): {'; '.join(found) or 'same output as the run without delays'}")
-    if differing:
-        write(f"stress: seed{'s' if len(differing) > 1 else ''} {', '.join(map(str, differing))} gave different "
-              f"results: the race is real, not just possible")
-    else:
-        write("stress: every seed gave the same output (a race above is still a race: it may need other timings to show)")
+            found.insert(0, Difference(f"the program exited with status {status}", (), "exited differently"))
+        runs.append((seed + run, found))
+        done = time.monotonic()
+        left = f", about {(done - began) / (run + 1) * (RUNS - run - 1):.1f} s left" if run + 1 < RUNS else ""
+        write(f"  seed {seed + run} (rerun {run + 1} of {RUNS}, {done - started:.1f} s{left}): "
+              f"{'; '.join(d.text for d in found) or 'same output as the run without delays'}")
+    for line in summary(runs, races, stopped, memory=False):
+        write(f"stress: {line}")
 
 
 # -- the command ---------------------------------------------------------------------------------
@@ -237,12 +240,14 @@ def main(argv=None):
     env.update({k: v for k, v in platform_environment(environ=os.environ).items() if k not in os.environ})
     with tempfile.TemporaryDirectory(prefix="shmem-race-") as directory:
         env_run = dict(env, **{RACE_ENV["dir"]: directory, RACE_ENV["cap"]: str(options.cap)})
+        started = time.monotonic()
         try:
             status = _launch(pe_cmd, env_run)
         except UsageError as exc:
             print(f"shmem_notebook.race: {exc}", file=sys.stderr)
             return 2
         reports = _collect(directory)
+    seconds = time.monotonic() - started
     sys.stdout.flush()
     races, files, traces, npes = analyse(reports)
     report(races, files, traces, npes, status={pe: r.get("status", 0) for pe, r in reports.items()})
@@ -250,7 +255,7 @@ def main(argv=None):
     if status != 0:
         print(f"the program exited with status {status}")
     if options.stress is not None and not failed:
-        _stress(pe_cmd, env, options.stress, {pe: r["stdout"] for pe, r in reports.items()}, print)
+        _stress(pe_cmd, env, options.stress, {pe: r["stdout"] for pe, r in reports.items()}, print, seconds, races)
     if races:
         return 1
     return 3 if failed else 0

@@ -335,7 +335,8 @@ def test_stress_reruns_with_seeds(job2):
         # the final arrays match the cell's (restored before each rerun); only PE 1's printed value may differ
         assert what == "same output and arrays as the cell" or (
             what.startswith("PE 1 printed 'remote is ") and "remote[" not in what), line
-    assert ("gave different results from the cell: the race is real" in text) or ("every seed gave the cell's result" in text)
+    # remote[0] ends 1 in every run: printed output alone never makes the race "real" (tests/test_stress.py)
+    assert "stress: no rerun changed the memory a race above is about" in text and "real, not just" not in text
     assert len(text) < 2000, text
 
 

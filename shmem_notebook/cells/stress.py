@@ -1,24 +1,33 @@
 """The ``stress`` stage: ``%%pxshmem --race --stress [SEED]`` / ``job.run(code, race=True, stress=SEED)``.
 
-After the cell, it reruns it a few times with seeded random delays before and
-after every shmem call (:mod:`shmem_notebook.engine.record.stress`), each
-run starting from the declared arrays as they were before the cell, so a race
-can be *seen* as differing results. A line per rerun shows as soon as it ended,
-saying only what differs from the cell itself (printed lines, the elements of the
-declared arrays with both values); the same seed gives the same delays.
+After the cell, it reruns it :data:`RUNS` times with seeded random delays before and after every
+shmem call (:mod:`shmem_notebook.engine.record.stress`), each rerun starting from the declared
+arrays as they were before the cell; the same seed gives the same delays. It first says how long
+the reruns should take (from the cell's own time), then a line per rerun as soon as it ended,
+saying what differs from the cell (printed lines, outcome, elements with both values).
+
+A race is called real only when a rerun changed the memory it is about: the race's array on its
+PE, at its elements (:attr:`Race.array`, :attr:`Race.pe`/``pes``, :attr:`Race.indices`). Printed
+output, the outcome and other elements may differ by timing alone: they are listed, as what a
+racy read on that PE may explain or as what no race found explains, never as proof. Ctrl-C ends
+every rerun at once and is not a result. Afterwards the declared arrays hold what the cell itself
+left and ``job.last_result`` is the cell's (variables that are not declared arrays keep what the
+last rerun left).
 """
 
 import io
 import random
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.races import format_indices
 from ..errors import InputError, ShmemNotebookError
 from ..folding import fold, pe_ranges
 from .stages import Stage, register
 
-__all__ = ["StressStage", "RUNS", "MAX_DELAY"]
+__all__ = ["StressStage", "RUNS", "MAX_DELAY", "Run", "Difference", "compare", "summary", "estimate"]
 
 #: reruns after the cell itself
 RUNS = 4
@@ -26,9 +35,30 @@ RUNS = 4
 MAX_DELAY = 0.02
 
 
+@dataclass
+class Run:
+    """What one run of the cell left: what each PE printed (``{pe: text}``), the compared arrays
+    (``[{name: ndarray}]`` in PE order) and how it ended (``CellResult.outcome``)."""
+
+    stdout: dict
+    values: list
+    outcome: str
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One thing a rerun changed: ``text`` as the rerun's line shows it, the ``pes`` it is on (``()``:
+    the whole cell), ``what`` for the summary, and ``races``: the races whose memory it is."""
+
+    text: str
+    pes: tuple
+    what: str
+    races: tuple = ()
+
+
 @register
 class StressStage(Stage):
-    """Rerun the cell with seeded random delays around shmem calls; report what each seed produced."""
+    """Rerun the cell with seeded random delays around shmem calls; a race is real when a rerun changes its memory."""
 
     name = "stress"
     order = 90  # last: its reruns come after every other stage has collected the cell
@@ -40,49 +70,133 @@ class StressStage(Stage):
 
     def before(self, cell):
         self.seed = self.option if self.option is not True else random.randrange(1000)
-        cell.job.ask("stress_save")
-        self.runs = []
+        cell.job.ask("stress_save", "before")
+        self.runs, self.stopped = [], None
 
     def after(self, cell, result):
-        job, write = cell.job, cell.write_out
+        job = cell.job
         if result.outcome not in ("ok", "error"):
+            self.stopped = f"the cell ended {result.outcome!r}, so it was not rerun"
             return
-        cell_state = (result.stdout, _values(job.ask("declared_values")), result.outcome)
+        names = sorted({race.array for race in result.races})
+        mine = Run(dict(result.stdout), _values(job.ask("declared_values", names)), result.outcome)
+        job.ask("stress_save", "after")
+        try:
+            self._rerun(cell, result, mine, names)
+        finally:
+            if job.state == "running":
+                job.ask("stress_restore", "after")  # the declared arrays as the cell left them
+            job.last_result = result  # the user's cell, not a rerun
+
+    def _rerun(self, cell, result, mine, names):
+        job, write = cell.job, cell.write_out
         write(f"stress: rerunning the cell {RUNS} times (seeds {self.seed}-{self.seed + RUNS - 1}) with random delays "
-              f"of up to {MAX_DELAY * 1e3:.0f} ms around every shmem call, each from the arrays as they were before it\n")
+              f"of up to {MAX_DELAY * 1e3:.0f} ms around every shmem call, each from the arrays as they were before it: "
+              f"{estimate(RUNS, result.seconds)}; Ctrl-C stops them\n")
+        started = time.monotonic()
         for run in range(RUNS):
-            seed, started = self.seed + run, time.monotonic()
-            job.ask("stress_restore")
-            job.ask("stress_start", seed, MAX_DELAY)
-            out = io.StringIO()
+            seed, began = self.seed + run, time.monotonic()
             try:
-                rerun = job.run(cell.code, stdout=out, stderr=out, timeout=cell.timeout)
-                outcome = "ok"
-            except ShmemNotebookError as exc:
-                rerun, outcome = getattr(exc, "result", None), str(exc).splitlines()[0]
-            finally:
-                if job.state == "running":
-                    job.ask("stress_stop")
-            values = _values(job.ask("declared_values")) if job.state == "running" else {}
+                outcome, rerun = self._one(cell, seed)
+                values = _values(job.ask("declared_values", names)) if job.state == "running" else []
+            except KeyboardInterrupt:  # between the requests; during the rerun it is its outcome
+                outcome = "interrupted"
+            if outcome == "interrupted":
+                self.stopped = (f"interrupted during the rerun with seed {seed}: the reruns after it were not run and "
+                                "it is not counted")
+                return
             stdout = rerun.stdout if rerun is not None else {}
-            differences = _differences(cell_state, (stdout, values, outcome if outcome != "ok" else result.outcome))
-            self.runs.append((seed, differences))
-            what = "; ".join(differences) if differences else "same output and arrays as the cell"
-            write(f"  seed {seed} ({time.monotonic() - started:.1f} s): {what}\n")
+            found = compare(mine, Run(stdout, values, outcome), result.races)
+            self.runs.append((seed, found))
+            done = time.monotonic()
+            left = (done - started) / (run + 1) * (RUNS - run - 1)
+            what = "; ".join(d.text for d in found) or "same output and arrays as the cell"
+            write(f"  seed {seed} (rerun {run + 1} of {RUNS}, {done - began:.1f} s"
+                  f"{f', about {_seconds(left)} left' if run + 1 < RUNS else ''}): {what}\n")
             if job.state != "running":
-                break
-        job.last_result = result
+                self.stopped = f"the rerun with seed {seed} left the job {job.state}; the reruns after it were not run"
+                return
+
+    @staticmethod
+    def _one(cell, seed):
+        """Rerun the cell once with the delays of ``seed``: ``(outcome, CellResult or None)``."""
+        job = cell.job
+        job.ask("stress_restore", "before")
+        job.ask("stress_start", seed, MAX_DELAY)
+        out = io.StringIO()
+        try:
+            return "ok", job.run(cell.code, stdout=out, stderr=out, timeout=cell.timeout)
+        except ShmemNotebookError as exc:  # CellStoppedError: "interrupted" when Ctrl-C stopped it
+            rerun = getattr(exc, "result", None)
+            return (rerun.outcome if rerun is not None else str(exc).splitlines()[0]), rerun
+        finally:
+            if job.state == "running":
+                job.ask("stress_stop")
 
     def report(self, cell, result, write):
-        if not self.runs:
-            return
-        differing = [seed for seed, differences in self.runs if differences]
-        if differing:
-            write(f"stress: seed{'s' if len(differing) > 1 else ''} {', '.join(map(str, differing))} gave different "
-                  f"results from the cell: the race is real, not just possible\n")
-        else:
-            write("stress: every seed gave the cell's result (a race above is still a race: it may need other "
-                  "timings to show)\n")
+        for line in summary(self.runs, result.races, self.stopped):
+            write(f"stress: {line}\n")
+
+
+def summary(runs, races, stopped=None, memory=True):
+    """The stress verdict's lines: the races whose memory a rerun changed (real), the differences a
+    racy read may explain, those no race found explains, or that every seed gave the cell's result.
+    ``memory=False``: the runs compared printed output only (the command-line runner)."""
+    lines = [stopped] if stopped else []
+    if not runs:
+        return lines
+    real, explained, unexplained = {}, {}, {}
+    readers = {pe for race in races for a in race.accesses if a.mode != "write" for pe in (a.pes or (a.pe,))}
+    for seed, found in runs:
+        for d in found:
+            if d.races:
+                for race in d.races:
+                    real.setdefault(_named(race), []).append(seed)
+            elif readers and (set(d.pes) <= readers if d.pes else True):
+                explained.setdefault(d.what, ({}, []))[1].append(seed)
+                explained[d.what][0].update(dict.fromkeys(d.pes))
+            else:
+                unexplained.setdefault(d.what, ({}, []))[1].append(seed)
+                unexplained[d.what][0].update(dict.fromkeys(d.pes))
+    for named, seeds in real.items():
+        lines.append(f"{_seeds(seeds)} changed {named}, the memory of a race above: the race is real, not just possible")
+    for what, (pes, seeds) in explained.items():
+        lines.append(f"{_on(pes, what)} ({_seeds(seeds)}); a racy read there may explain it (output alone does not "
+                     "make a race real)")
+    for what, (pes, seeds) in unexplained.items():
+        lines.append(f"{_on(pes, what)} ({_seeds(seeds)}); no race found explains it")
+    if races and not memory:
+        lines.append("only printed output was compared, not memory, so no race is shown to be real")
+    elif not real and races:
+        lines.append("no rerun changed the memory a race above is about (a race above is still a race: it may need "
+                     "other timings to show)")
+    elif not real and not explained and not unexplained:
+        lines.append("every seed gave the cell's result")
+    return lines
+
+
+def estimate(runs, seconds):
+    """How long ``runs`` reruns of a run of ``seconds`` take, in words."""
+    return (f"about {_seconds(runs * seconds)} ({runs} x the first run's {seconds:.1f} s) plus about "
+            f"{MAX_DELAY * 1e3 / 2:.0f} ms per shmem call each rerun makes")
+
+
+def _named(race):
+    """``remote[0] on PE 1``."""
+    return f"{race.array}{format_indices(race.indices, race.shape)} on PE {pe_ranges(race.pes or (race.pe,))}"
+
+
+def _on(pes, what):
+    return f"PE {pe_ranges(sorted(pes))} {what}" if pes else f"the cell {what}"
+
+
+def _seeds(seeds):
+    seeds = sorted(set(seeds))
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+
+
+def _seconds(seconds):
+    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
 
 
 def _values(per_pe):
@@ -98,29 +212,54 @@ def _where(array, index):
     return "[" + ", ".join(map(str, np.unravel_index(index, array.shape))) + "]"
 
 
-def _differences(before, after):
-    """What differs between two runs, as short phrases: the outcome, the first differing printed
-    line of each PE (folded by PE), the differing elements of each array (a few, with values)."""
-    (out0, values0, outcome0), (out1, values1, outcome1) = before, after
-    found = [] if outcome0 == outcome1 else [f"the cell ended {outcome1!r} (the cell: {outcome0!r})"]
+def _elements(name, a, b, indices):
+    """``A[3] = 1002 (the cell: 1001)`` for up to three of ``indices``, and how many more."""
+    shown = ", ".join(f"{name}{_where(a, i)} = {_short(b.flat[i].item())} (the cell: {_short(a.flat[i].item())})"
+                      for i in indices[:3])
+    return shown + (f" and {indices.size - 3} more of {a.size}" if indices.size > 3 else "")
+
+
+def _race_elements(races, pe, name, size):
+    """``[(race, flat indices)]`` of the races about ``name`` on ``pe``."""
+    found = []
+    for race in races:
+        if race.array == name and pe in (race.pes or (race.pe,)):
+            flat = np.concatenate([np.arange(r.start, min(r.stop, size), r.step) for r in race.indices] or [[]])
+            found.append((race, flat.astype(np.int64)))
+    return found
+
+
+def compare(cell, rerun, races=(), label="the cell"):
+    """What ``rerun`` (a :class:`Run`) changed against ``cell`` (called ``label``), as :class:`Difference` s:
+    the outcome, the first differing printed line of each PE (folded by PE), the differing elements of
+    each array (those a race of ``races`` is about apart, with that race)."""
+    found = [] if cell.outcome == rerun.outcome else [
+        Difference(f"the cell ended {rerun.outcome!r} ({label}: {cell.outcome!r})", (), "ended differently")]
     lines = {}
-    for pe in sorted(set(out0) | set(out1)):
-        a, b = (out0.get(pe) or "").splitlines(), (out1.get(pe) or "").splitlines()
+    for pe in sorted(set(cell.stdout) | set(rerun.stdout)):
+        a, b = (cell.stdout.get(pe) or "").splitlines(), (rerun.stdout.get(pe) or "").splitlines()
         first = next((i for i, (x, y) in enumerate(zip(a + [None] * len(b), b + [None] * len(a))) if x != y), None)
         if first is not None:
             here = b[first] if first < len(b) else "nothing"
             there = a[first] if first < len(a) else "nothing"
-            lines[pe] = f"printed {here!r} (the cell: {there!r})"
-    found += [f"PE {pe_ranges(pes)} {text}" for text, pes in fold(lines).items()]
-    for pe, (v0, v1) in enumerate(zip(values0, values1)):
+            lines[pe] = f"printed {here!r} ({label}: {there!r})"
+    found += [Difference(f"PE {pe_ranges(pes)} {text}", tuple(pes), "printed something else")
+              for text, pes in fold(lines).items()]
+    for pe, (v0, v1) in enumerate(zip(cell.values, rerun.values)):
         for name in v0:
             a, b = v0[name], v1.get(name)
             if b is None or a.shape != b.shape:
                 continue
             diff = np.flatnonzero(~((a == b) | ((a != a) & (b != b))))  # NaN equals NaN here
-            if diff.size:
-                shown = ", ".join(f"{name}{_where(a, i)} = {_short(b.flat[i].item())} (the cell: {_short(a.flat[i].item())})"
-                                  for i in diff[:3])
-                more = f" and {diff.size - 3} more of {a.size}" if diff.size > 3 else ""
-                found.append(f"PE {pe}: {shown}{more}")
+            if not diff.size:
+                continue
+            covering = [(race, diff[np.isin(diff, flat)]) for race, flat in _race_elements(races, pe, name, a.size)]
+            covering = [(race, hit) for race, hit in covering if hit.size]
+            raced = np.unique(np.concatenate([hit for _, hit in covering])) if covering else diff[:0]
+            if raced.size:
+                found.append(Difference(f"PE {pe}: {_elements(name, a, b, raced)}", (pe,), f"changed {name}",
+                                        tuple(race for race, _ in covering)))
+            rest = diff[~np.isin(diff, raced)]
+            if rest.size:
+                found.append(Difference(f"PE {pe}: {_elements(name, a, b, rest)}", (pe,), f"left other values in {name}"))
     return found

@@ -1,5 +1,6 @@
-"""Stress runs (PE side): seeded random delays around every shmem call, and the declared
-arrays saved before the cell so each rerun starts from the same state."""
+"""Stress runs (PE side): seeded random delays around every shmem call, the declared arrays
+saved before the cell (each rerun starts from them) and after it (put back after the reruns),
+and the values the client compares between runs."""
 
 import random
 import time
@@ -8,6 +9,7 @@ import numpy as np
 from shmem4py import shmem
 
 from .. import heap
+from . import state
 
 __all__ = ["StressDelays", "save_arrays", "restore_arrays", "declared_values"]
 
@@ -31,27 +33,31 @@ class StressDelays:
         self.pause()
 
 
-_saved = {}
+_saved = {}  # "before" / "after" the cell -> {name: private copy}
 
 
-def save_arrays():
-    """Keep a private copy of every declared array (before a cell that stress runs repeat)."""
-    _saved.clear()
-    _saved.update({name: np.array(a) for name, a in heap.arrays.items()})
+def save_arrays(when="before"):
+    """Keep a private copy of every declared array, as it is ``when`` (``"before"`` or ``"after"`` the cell)."""
+    _saved[when] = {name: np.array(a) for name, a in heap.arrays.items()}
 
 
-def restore_arrays():
-    """Put the copies kept by :func:`save_arrays` back; return the names restored."""
-    for name, copy in _saved.items():
+def restore_arrays(when="before"):
+    """Put the copies :func:`save_arrays` kept ``when`` back; return the names restored."""
+    saved = _saved.get(when, {})
+    for name, copy in saved.items():
         if name in heap.arrays and heap.arrays[name].shape == copy.shape:
             np.copyto(heap.arrays[name], copy)
-    return sorted(_saved)
+    return sorted(saved)
 
 
-#: declared arrays up to this many bytes are compared between stress reruns
+#: arrays up to this many bytes are compared between stress reruns
 COMPARED = 1 << 20
 
 
-def declared_values():
-    """``{name: copy}`` of the declared arrays up to :data:`COMPARED` bytes (for the stress report)."""
-    return {name: np.array(a) for name, a in heap.arrays.items() if a.nbytes <= COMPARED}
+def declared_values(names=()):
+    """``{name: copy}`` of the declared arrays up to :data:`COMPARED` bytes, and of the arrays of the
+    namespace called ``names`` (the memory of the races the client found), for the stress report."""
+    namespace = state.shell.user_ns if state.shell is not None else {}
+    found = {name: namespace.get(name) for name in names if name not in heap.arrays}
+    found = {name: a for name, a in found.items() if isinstance(a, np.ndarray)}
+    return {name: np.array(a) for name, a in {**found, **heap.arrays}.items() if a.nbytes <= COMPARED}
