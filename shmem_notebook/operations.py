@@ -148,8 +148,10 @@ EVENT_FIELDS = {
     "sync": "kind op line ctx members",
     # broadcast, reductions, collect, fcollect, alltoall(s): target and source ranges
     "coll": "kind op line tspace tlo thi sspace slo shi dtype root members",
-    # a wait_until* or a test* that succeeded, on this PE's symmetric range; the values it saw
-    "wait": "kind op line lo hi dtype observed",
+    # a wait_until* or a test* that succeeded, on this PE's symmetric range; the values it saw; its
+    # condition (cmp as "==", ">="..., value; None for vector waits and signal_fetch); before: the
+    # word's value when the recording began (None: not known, e.g. allocated since)
+    "wait": "kind op line lo hi dtype observed cmp value before",
     # set_lock (a test_lock that acquired counts) / clear_lock on the lock at symmetric offset `lock`
     "lock": "kind op line lock",
 }

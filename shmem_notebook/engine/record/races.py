@@ -18,6 +18,7 @@ from shmem4py import shmem
 from ...analysis.footprint import extend
 from ...operations import CALLS, FIELD, RECORDED_AS, SIGNAL_EVENTS
 from .. import teams
+from ..shims import signals
 from .memory import AddressBook, numpy_owned
 
 __all__ = ["RaceRecording"]
@@ -30,6 +31,42 @@ _R_LSPACE, _R_VALUES = _R["lspace"], _R["values"]
 #: where each range's footprint is, from the index of its lo (each hi follows its lo; fp is elsewhere)
 _FP_OF = {_M_LO: _M_FP, _R_LO: _R_FP, _R_LLO: _R_LFP}
 assert _M["hi"] == _M_LO + 1 and _R_HI == _R_LO + 1 and _R_LHI == _R_LLO + 1
+#: atomics whose recorded value is an increment: merged events add them up (a counter's count matters)
+_ADDING = frozenset({"atomic_inc", "atomic_fetch_inc", "atomic_fetch_inc_nbi", "atomic_add", "atomic_fetch_add",
+                     "atomic_fetch_add_nbi", "signal_add"})
+_PUT_SIGNALS = frozenset({"put_signal", "put_signal_nbi"})
+_INCREMENTS = {"atomic_inc": 1, "atomic_fetch_inc": 1, "atomic_fetch_inc_nbi": 1}
+_CMP_NAMES = {int(getattr(shmem.CMP, name)): sym for name, sym in
+              (("EQ", "=="), ("NE", "!="), ("GT", ">"), ("GE", ">="), ("LT", "<"), ("LE", "<="))}
+#: the snapshot of small symmetric allocations (flags, counters, signals) taken when a recording starts
+_SNAPSHOT_LARGEST, _SNAPSHOT_TOTAL = 4096, 1 << 20
+
+
+def _cmp_name(cmp):
+    """A wait's comparison as ``"=="``, ``">="``... (shmem4py takes names, strings or CMP values)."""
+    if isinstance(cmp, str):
+        if cmp in ("==", "!=", ">", ">=", "<", "<="):
+            return cmp
+        cmp = getattr(shmem.CMP, cmp.upper(), None)
+    try:
+        return _CMP_NAMES.get(int(cmp))
+    except (TypeError, ValueError):
+        return None
+
+
+def _snapshot(heap_lo):
+    """``[(offset, bytes)]`` of the small symmetric allocations and signal words, sorted: what a wait's
+    flag held before the recording (a wait satisfied by it orders nothing). Memory allocated later
+    starts at zero (shmem4py clears what it allocates); larger arrays are not known."""
+    found, total = [], 0
+    ffi = shmem.ffi
+    for addr, cdata in [*shmem._heap.items(), *signals.live(shmem)]:
+        size = ffi.sizeof(cdata)
+        small = size <= _SNAPSHOT_LARGEST and total + size <= _SNAPSHOT_TOTAL
+        total += size if small else 0
+        found.append((int(addr) - heap_lo, bytes(ffi.buffer(cdata)) if small else size))
+    found.sort(key=lambda item: item[0])
+    return found
 
 
 def _join(last, event, at):
@@ -60,6 +97,15 @@ def _members(team):
     except Exception:  # not a member, or teams not set up: the call itself says so
         return None
     return None if len(pes) == shmem.n_pes() else pes
+
+
+def _integer(x):
+    """``x`` as a Python int, or None when it is not an integer (a wait's value, an increment)."""
+    try:
+        n = int(x)
+    except (TypeError, ValueError):
+        return None
+    return n if n == x else None
 
 
 class _Ranges:
@@ -103,6 +149,9 @@ class RaceRecording:
         self.n_async = 0  # async RMA events so far (local accesses do not merge across them)
         self.n_local = 0
         self.fetched = {}  # signal word -> what signal_fetch saw last
+        self.snapshot = _snapshot(self.memory.heap[0])
+        self.signals_made = signals.made()  # signals made after this start at zero
+        self.fresh = _Ranges()  # symmetric memory allocated since the recording began (zeroed)
         self.started = time.perf_counter()
 
     # -- events ----------------------------------------------------------------------
@@ -144,6 +193,9 @@ class RaceRecording:
         values, more = last[_R_VALUES], event[_R_VALUES]
         if more is None:
             last[_R_VALUES] = None
+        elif last[1] in _ADDING:  # increments merged: their sum
+            if values is not None:
+                values[0] += more[0]
         elif values is not None and len(values) < 16:
             for v in more:
                 if v not in values:
@@ -186,6 +238,8 @@ class RaceRecording:
             key = ("rma", op, line, pe, dtype, lspace, ctx, self.n_local)
         else:
             key = ("rma", op, line, pe, dtype, lspace, ctx)
+        if op in _PUT_SIGNALS:
+            key = None  # each put_signal's data is paired with its own signal word (the event after it)
         self._add(["rma", op, line, pe, lo, hi, dtype, lspace, llo, lhi, ctx, values, fp, lfp], key)
 
     def _sync_event(self, event):
@@ -228,7 +282,7 @@ class RaceRecording:
         """The signal word of a put_signal, right after its data event (the analysis pairs them)."""
         lo = self._signal_offset(args["signal"])
         adds = int(args.get("sigop", 0)) == int(shmem.SIGNAL_ADD)
-        value = None if adds else [int(args["value"])]  # an add's result is not known here
+        value = [int(args["value"])]  # an add's increment, a set's value
         ctx = _ctx_key(args.get("ctx"))
         self.n_async += 1
         self._add(["rma", SIGNAL_EVENTS[adds], line, int(args["pe"]), lo, lo + 8, "<u8", None, None, None, ctx, value, None, None])
@@ -241,6 +295,10 @@ class RaceRecording:
         values = None
         if op.name in ("atomic_set", "atomic_swap", "atomic_compare_swap"):
             values = [args.get("value")]
+        elif op.name in _INCREMENTS:
+            values = [1]
+        elif op.name in _ADDING:
+            values = [_integer(args.get("value"))]
         elif op.name == "atomic_op" and str(args.get("op")).lower().endswith("set"):
             values = [args.get("value")]
         name = op.name if op.writes or op.nbi else "atomic_fetch"
@@ -248,6 +306,13 @@ class RaceRecording:
         self._rma_event(name, line, args.get(op.remote), args["pe"], 1, local, args.get("ctx"), values, not op.fetches)
 
     def _on_sync(self, op, args, result, line):
+        if op.name == "alloc" and result is not None:
+            try:
+                address = int(shmem.ffi.cast("uintptr_t", shmem.ffi.from_buffer(result)))
+                lo = address - self.memory.heap[0]
+                self.fresh.add(lo, lo + len(result.cast("B")))
+            except (TypeError, ValueError):
+                pass
         if not args:  # barrier_all, sync_all, quiet, fence: the world's, on the default context
             self._sync_event(["sync", _RECORDED[op.name], line, 0, None])
             return
@@ -271,11 +336,33 @@ class RaceRecording:
                 if not result or self.fetched.get(lo) == result:
                     return  # a poll that saw no signal, or nothing new, orders nothing
                 self.fetched[lo] = result
-            self._sync_event(["wait", op.name, line, lo, lo + 8, "<u8", [int(result)]])
+            cmp, value = (_cmp_name(args.get("cmp")), _integer(args.get("value"))) if "cmp" in args else (None, None)
+            self._sync_event(["wait", op.name, line, lo, lo + 8, "<u8", [int(result)], cmp, value,
+                              self._before(lo, lo + 8, "<u8")])
             return
         ivar = args.get("ivar", args.get("ivars"))
         space, lo, hi, dtype, _ = self.memory.sym(ivar)
-        self._sync_event(["wait", op.name, line, lo, hi, dtype, np.asarray(ivar).reshape(-1)[:64].tolist()])
+        one = hi - lo == np.dtype(dtype).itemsize and "value" in args
+        cmp, value = (_cmp_name(args.get("cmp")), _integer(args.get("value"))) if one else (None, None)
+        self._sync_event(["wait", op.name, line, lo, hi, dtype, np.asarray(ivar).reshape(-1)[:64].tolist(), cmp, value,
+                          self._before(lo, hi, dtype) if one else None])
+
+    def _before(self, lo, hi, dtype):
+        """The value bytes ``[lo, hi)`` of the heap held when the recording began, None if not known."""
+        if self.fresh.overlaps(lo, hi):
+            return 0  # allocated during the recording: shmem4py clears what it allocates
+        made = signals.made(self.memory.heap[0] + lo)
+        if made is not None and made > self.signals_made:
+            return 0
+        snapshot = self.snapshot
+        k = bisect.bisect_right(snapshot, lo, key=lambda item: item[0]) - 1
+        start, data = snapshot[k] if k >= 0 else (0, 0)
+        size = data if isinstance(data, int) else len(data)
+        if k < 0 or lo >= start + size:
+            return 0  # allocated since the recording began: shmem4py clears what it allocates
+        if isinstance(data, int) or hi > start + size:
+            return None  # a large array's word: its old value is not kept
+        return _integer(np.frombuffer(data[lo - start:hi - start], dtype=dtype)[0])
 
     def _on_lock(self, op, args, result, line):
         if op.name == "test_lock" and result:

@@ -9,12 +9,13 @@ Another library changes this table, not the modules that use shmem4py.
 - :mod:`.missing`: OpenSHMEM 1.5 routines the library lacks (:class:`UnsupportedError`).
 - :mod:`.pitfalls`: guards against Open MPI 4.1.4's atomic bugs.
 - teams (:mod:`shmem_notebook.engine.teams`): native, or emulated on a 1.4 library.
+- :mod:`.signals`: signal words noted as they are made (the race recording reads them).
 - :mod:`.diagnostics`: stack dumps on SIGUSR1, ``global_exit`` noted.
 """
 
 from collections import namedtuple
 
-from . import diagnostics, missing, numpy2, pitfalls, scalars
+from . import diagnostics, missing, numpy2, pitfalls, scalars, signals
 from .missing import UnsupportedError
 
 __all__ = ["Shim", "SHIMS", "UnsupportedError", "install", "uninstall", "installed"]
@@ -47,6 +48,8 @@ SHIMS = [
     Shim("missing", "routines the library lacks", _always, missing.install),
     Shim("pitfalls", "Open MPI 4.1.4's atomic bugs (guards chosen by pitfalls.decide)", _always, _pitfalls),
     Shim("teams", "teams: native on 1.5, emulated on 1.4 (collective)", _always, _teams),
+    Shim("signals", "signal words noted as they are made (a race-checked cell reads their values first)", _always,
+         signals.install),
     Shim("diagnostics", "stack dumps and global_exit notes for the client", _always, diagnostics.install),
 ]
 

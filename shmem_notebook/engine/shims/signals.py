@@ -1,0 +1,57 @@
+"""Signal words made by ``shmem.new_signal`` kept findable (PE side).
+
+shmem4py's symmetric arrays are listed in ``shmem._heap``, its signal words nowhere. The race
+recording reads the value every small symmetric word held when a cell began (a wait the old value
+already satisfies orders nothing), so the signals are noted here as they are made.
+"""
+
+import weakref
+
+from .patches import Patches
+
+__all__ = ["install", "live", "made"]
+
+_signals = weakref.WeakValueDictionary()  # address -> the signal's cdata, until del_signal
+_made = {}  # address -> how many signals had been made when this one was
+
+
+def live(shmem):
+    """``[(address, cdata)]`` of the signal words alive now."""
+    return list(_signals.items())
+
+
+def made(address=None):
+    """How many signals have been made so far; with ``address``: how many had been when the live
+    signal there was made (None: no live signal there)."""
+    if address is None:
+        return len(_made) and max(_made.values())
+    return _made.get(address) if address in _signals else None
+
+
+def install(shmem):
+    """Wrap ``shmem.new_signal`` so that every signal it makes is noted. Returns the undo."""
+    patches = Patches()
+    make, delete = shmem.new_signal, shmem.del_signal
+    serial = [0]
+
+    def new_signal():
+        signal = make()
+        address = int(shmem.ffi.cast("uintptr_t", signal))
+        try:
+            _signals[address] = signal
+        except TypeError:  # a cdata without weak references: not findable, not kept alive
+            return signal
+        serial[0] += 1
+        _made[address] = serial[0]
+        return signal
+
+    def del_signal(signal):
+        address = int(shmem.ffi.cast("uintptr_t", signal))
+        _signals.pop(address, None)
+        _made.pop(address, None)
+        return delete(signal)
+
+    for wrapper, original in ((new_signal, make), (del_signal, delete)):
+        wrapper.__doc__, wrapper.__wrapped__ = original.__doc__, original
+        patches.set(shmem, original.__name__, wrapper)
+    return patches.undo
