@@ -139,8 +139,9 @@ class StressStage(Stage):
 
 
 def summary(runs, races, stopped=None, memory=True):
-    """The stress verdict's lines: the races whose memory a rerun changed (real), the differences a
-    racy read may explain, those no race found explains, or that every seed gave the cell's result.
+    """The stress verdict's lines: the races whose memory a rerun changed (real); the other differences,
+    as what a race may explain (on a PE that made a racy read, or whose raced memory changed in that
+    rerun) or what no race found explains; or that every seed gave the cell's result.
     ``memory=False``: the runs compared printed output only (the command-line runner)."""
     lines = [stopped] if stopped else []
     if not runs:
@@ -148,21 +149,21 @@ def summary(runs, races, stopped=None, memory=True):
     real, explained, unexplained = {}, {}, {}
     readers = {pe for race in races for a in race.accesses if a.mode != "write" for pe in (a.pes or (a.pe,))}
     for seed, found in runs:
+        raced = readers | {pe for d in found if d.races for pe in d.pes}  # where a race may have changed things
         for d in found:
             if d.races:
                 for race in d.races:
                     real.setdefault(_named(race), []).append(seed)
-            elif readers and (set(d.pes) <= readers if d.pes else True):
-                explained.setdefault(d.what, ({}, []))[1].append(seed)
-                explained[d.what][0].update(dict.fromkeys(d.pes))
-            else:
-                unexplained.setdefault(d.what, ({}, []))[1].append(seed)
-                unexplained[d.what][0].update(dict.fromkeys(d.pes))
+                continue
+            kind = explained if raced and (set(d.pes) <= raced if d.pes else True) else unexplained
+            pes, seeds = kind.setdefault(d.what, ({}, []))
+            pes.update(dict.fromkeys(d.pes))
+            seeds.append(seed)
     for named, seeds in real.items():
         lines.append(f"{_seeds(seeds)} changed {named}, the memory of a race above: the race is real, not just possible")
     for what, (pes, seeds) in explained.items():
-        lines.append(f"{_on(pes, what)} ({_seeds(seeds)}); a racy read there may explain it (output alone does not "
-                     "make a race real)")
+        lines.append(f"{_on(pes, what)} ({_seeds(seeds)}); a race above may explain it (such a difference alone "
+                     "does not make a race real)")
     for what, (pes, seeds) in unexplained.items():
         lines.append(f"{_on(pes, what)} ({_seeds(seeds)}); no race found explains it")
     if races and not memory:

@@ -1,0 +1,143 @@
+"""``--stress`` (issue 33 item 8) on real 2- and 4-PE jobs: a race is "real" only when a rerun changes
+the memory the race is about; printed output and timing never count; Ctrl-C ends every rerun at
+once, is not a result and leaves the job (its arrays, ``job.last_result``) as the cell left it."""
+
+import _thread
+import io
+import threading
+
+import numpy as np
+
+from shmem_notebook import Access, Race
+from shmem_notebook.cells.stress import Run, compare, summary
+
+from conftest import job_fixture
+
+job = job_fixture(2, 4, heap="32M", timeout=120)
+
+#: every PE puts into its neighbour's W[i] and stores its own W[i], with nothing between: which write
+#: lands last is up to timing, so the final W differs between runs (a write/write race)
+CLOBBER = """src = np.array([me + 1], dtype=np.int64)
+right = (me + 1) % npes
+shmem.barrier_all()
+for i in range(8):
+    shmem.put(W[i:i + 1], src, right)
+    W[i] = 100 + me
+shmem.barrier_all()
+print(W.tolist())
+"""
+#: the fixed twin: the barrier orders the neighbour's put before the own store, every run ends the same
+CLOBBER_FIXED = CLOBBER.replace("    W[i] = 100 + me\n", "    shmem.barrier_all()\n    W[i] = 100 + me\n")
+
+#: no race, but it prints how long its barrier took: different in every run
+TIMED = """import time
+started = time.perf_counter_ns()
+T[me % T.size] = me
+shmem.barrier_all()
+print(f"barrier took {time.perf_counter_ns() - started} ns")
+"""
+
+#: a hundred calls that never block (each delayed 0-20 ms in a rerun): about a second a rerun
+SLOW = """S[0] = 7 + me
+for i in range(100):
+    shmem.quiet()
+"""
+
+
+def run(job, code, arrays, stdout=None, **options):
+    out = stdout or io.StringIO()
+    result = job.run(code, arrays=arrays, race=True, stress=11, stdout=out, stderr=out, **options)
+    return result, out.getvalue()
+
+
+def stress_lines(text):
+    return [line for line in text.splitlines() if line.startswith("stress: ")]
+
+
+def test_a_race_free_cell_printing_its_timing_is_not_called_racy(job):
+    result, text = run(job, TIMED, ["T=int64[4]"])
+    assert result.races == [] and job.last_result is result
+    last = f"0-{job.n - 1}"
+    assert stress_lines(text)[-1].startswith(f"stress: PE {last} printed something else (seed"), text
+    assert stress_lines(text)[-1].endswith("; no race found explains it"), text
+    assert "real" not in text.split("no races found", 1)[1], text
+    # the estimate first, then a line per rerun as it ends
+    assert stress_lines(text)[0].startswith("stress: rerunning the cell 4 times (seeds 11-14) with random delays of up "
+                                            "to 20 ms around every shmem call, each from the arrays as they were "
+                                            "before it: about "), text
+    assert "Ctrl-C stops them" in stress_lines(text)[0]
+    reruns = [line for line in text.splitlines() if line.startswith("  seed ")]
+    assert [line.split(", ")[0] for line in reruns] == [f"  seed {11 + k} (rerun {k + 1} of 4" for k in range(4)], text
+    assert all(" s left): " in line for line in reruns[:3]) and "barrier took" in reruns[3]
+
+
+def test_a_write_write_race_is_real_when_its_elements_differ(job):
+    result, text = run(job, CLOBBER, ["W=int64[8]"])
+    (race,) = result.races
+    assert race.array == "W" and {a.line for a in race.accesses} == {5, 6}, str(race)
+    real = [line for line in stress_lines(text) if line.endswith("the race is real, not just possible")]
+    assert len(real) == 1 and " changed W[" in real[0] and "the memory of a race above" in real[0], text
+    # the per-rerun lines name the elements with both values
+    assert any(": W[" in line and "(the cell: " in line for line in text.splitlines() if line.startswith("  seed ")), text
+    # afterwards: the cell's result and the arrays as the cell left them, not as a rerun did
+    assert job.last_result is result
+    assert [str(row.tolist()) + "\n" for row in job.gather("W")] == [result.stdout[pe] for pe in range(job.n)]
+    # what the PEs printed changed with W: listed as what the race may explain, never as proof
+    assert not [line for line in stress_lines(text) if "printed" in line and "no race found explains" in line], text
+
+
+def test_the_fixed_twin_gives_the_cell_result_every_time(job):
+    result, text = run(job, CLOBBER_FIXED, ["W=int64[8]"])
+    assert result.races == [], [str(r) for r in result.races]
+    assert stress_lines(text)[-1] == "stress: every seed gave the cell's result", text
+    assert (job.gather("W") == 100 + np.arange(job.n)[:, None]).all()
+
+
+def test_ctrl_c_ends_every_rerun_and_the_job_stays_usable(job):
+    class Interrupting(io.StringIO):
+        """The stop button 0.3 s into the first rerun (once the estimate line is out)."""
+
+        def write(self, text):
+            if text.startswith("stress: rerunning"):
+                threading.Timer(0.3, _thread.interrupt_main).start()
+            return super().write(text)
+
+    out = Interrupting()
+    result, text = run(job, SLOW, ["S=int64[2]"], stdout=out)
+    assert "stress: interrupted during the rerun with seed 11: the reruns after it were not run and it is not counted" \
+        in stress_lines(text), text
+    assert not [line for line in text.splitlines() if line.startswith("  seed ")], text  # no rerun counted
+    assert len(stress_lines(text)) == 2, text  # the estimate, the interrupt: no verdict from nothing
+    assert job.state == "running" and job.last_result is result and result.outcome == "ok"
+    assert list(job.gather("S")[:, 0]) == [7 + pe for pe in range(job.n)]  # as the cell left them
+    assert job.run("print(me)", stdout=io.StringIO()).stdout == {pe: f"{pe}\n" for pe in range(job.n)}
+
+
+# -- what a rerun changed, without PEs -------------------------------------------------------------
+def _race(array, pe, indices):
+    return Race(array, pe, indices, (Access(0, 4, "put", "write"), Access(pe, 6, "load", "read")), "hint")
+
+
+def test_only_the_elements_of_a_race_make_it_real():
+    race = _race("A", 1, (range(2, 4),))
+    cell = Run({0: "x\n", 1: "y\n"}, [{"A": np.zeros(6)}, {"A": np.zeros(6)}], "ok")
+    other = np.zeros(6)
+    other[0] = 5  # outside the race
+    rerun = Run({0: "x\n", 1: "y\n"}, [{"A": np.zeros(6)}, {"A": other}], "ok")
+    (found,) = compare(cell, rerun, [race])
+    assert found.races == () and found.text == "PE 1: A[0] = 5 (the cell: 0)"
+    assert summary([(3, [found])], [race])[0] == ("PE 1 left other values in A (seed 3); a race above may explain "
+                                                  "it (such a difference alone does not make a race real)")
+    raced = other.copy()
+    raced[3] = 9
+    found = compare(cell, Run(cell.stdout, [{"A": np.zeros(6)}, {"A": raced}], "ok"), [race])
+    assert [d.races for d in found] == [(race,), ()] and found[0].text == "PE 1: A[3] = 9 (the cell: 0)"
+    assert summary([(4, found)], [race])[0] == ("seed 4 changed A[2:4] on PE 1, the memory of a race above: the race "
+                                                "is real, not just possible")
+    # the same element on the other PE is not the race's memory
+    found = compare(cell, Run(cell.stdout, [{"A": raced}, {"A": np.zeros(6)}], "ok"), [race])
+    assert [d.races for d in found] == [()]
+    assert summary([(5, found)], [race])[-1].startswith("no rerun changed the memory a race above is about")
+    # printed output on a PE no race touched: listed, explained by no race
+    found = compare(cell, Run({0: "z\n", 1: "y\n"}, cell.values, "ok"), [race])
+    assert summary([(6, found)], [race])[0] == "PE 0 printed something else (seed 6); no race found explains it"
