@@ -8,11 +8,10 @@ after it up to the first wait or team synchronisation (whose partner may be past
 """
 
 from ..folding import pe_ranges
-from ..operations import CALLS, FIELD, RECORDED_AS
+from ..operations import FIELD
+from .model import COLLECTIVE_SYNCS as _WORLD_SYNCS
 
 __all__ = ["Checked", "cut"]
-
-_WORLD_SYNCS = {RECORDED_AS.get(n, n) for n, op in CALLS.items() if op.kind == "sync" and op.collective}
 
 
 class Checked(dict):

@@ -26,13 +26,10 @@ from itertools import chain
 from math import gcd, lcm
 from operator import itemgetter
 
-from ..operations import CALLS, FIELD, RECORDED_AS, event
+from ..operations import CALLS, FIELD, event
+from .model import COLLECTIVE_SYNCS as _SYNCS, COMPLETING as _COMPLETING, FETCHES as _FETCHES
 
 __all__ = ["fold_repeats"]
-
-_SYNCS = {RECORDED_AS.get(n, n) for n, op in CALLS.items() if op.kind == "sync" and op.collective}
-_COMPLETING = {n for n in _SYNCS if CALLS[n].completes}  # barrier_all, alloc, free: the default context
-_FETCHES = {n for n, op in CALLS.items() if op.fetches}  # complete when they return: never pending
 _V, _CTX, _SCTX, _LOCK = FIELD["rma"]["values"], FIELD["rma"]["ctx"], FIELD["sync"]["ctx"], FIELD["lock"]["lock"]
 _MEMBERS = {"sync": FIELD["sync"]["members"], "coll": FIELD["coll"]["members"]}
 #: per ``values``, kind -> an event's fields as a tuple, an rma's written values only if ``values``
