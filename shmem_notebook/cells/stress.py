@@ -251,7 +251,10 @@ def compare(cell, rerun, races=(), label="the cell"):
             a, b = v0[name], v1.get(name)
             if b is None or a.shape != b.shape:
                 continue
-            diff = np.flatnonzero(~((a == b) | ((a != a) & (b != b))))  # NaN equals NaN here
+            same = a == b
+            if a.dtype.kind in "fc":
+                same |= np.isnan(a) & np.isnan(b)  # NaN equals NaN here
+            diff = np.flatnonzero(~same)
             if not diff.size:
                 continue
             covering = [(race, diff[np.isin(diff, flat)]) for race, flat in _race_elements(races, pe, name, a.size)]
