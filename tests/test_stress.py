@@ -64,7 +64,7 @@ def test_a_race_free_cell_printing_its_timing_is_not_called_racy(job):
     # the estimate first, then a line per rerun as it ends
     assert stress_lines(text)[0].startswith("stress: rerunning the cell 4 times (seeds 11-14) with random delays of up "
                                             "to 20 ms around every shmem call, each from the arrays as they were "
-                                            "before it: about "), text
+                                            "before it: 4 x the first run's "), text
     assert "Ctrl-C stops them" in stress_lines(text)[0]
     reruns = [line for line in text.splitlines() if line.startswith("  seed ")]
     assert [line.split(", ")[0] for line in reruns] == [f"  seed {11 + k} (rerun {k + 1} of 4" for k in range(4)], text

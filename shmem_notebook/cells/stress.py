@@ -178,7 +178,7 @@ def summary(runs, races, stopped=None, memory=True):
 
 def estimate(runs, seconds):
     """How long ``runs`` reruns of a run of ``seconds`` take, in words."""
-    return (f"about {_seconds(runs * seconds)} ({runs} x the first run's {seconds:.1f} s) plus about "
+    return (f"{runs} x the first run's {_seconds(seconds)} = {_seconds(runs * seconds)}, plus about "
             f"{MAX_DELAY * 1e3 / 2:.0f} ms per shmem call each rerun makes")
 
 
@@ -197,7 +197,7 @@ def _seeds(seeds):
 
 
 def _seconds(seconds):
-    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s" if seconds >= 1 else f"{seconds:.2f} s"
 
 
 def _values(per_pe):
