@@ -71,6 +71,12 @@ def test_a_race_free_cell_printing_its_timing_is_not_called_racy(job):
     assert all(" s left): " in line for line in reruns[:3]) and "barrier took" in reruns[3]
 
 
+def test_without_the_race_check_no_race_is_looked_for(job):
+    out = io.StringIO()
+    job.run(TIMED, arrays=["T=int64[4]"], stress=3, stdout=out, stderr=out)
+    assert stress_lines(out.getvalue())[-1].endswith("; the cell was not race-checked (add --race)"), out.getvalue()
+
+
 def test_a_write_write_race_is_real_when_its_elements_differ(job):
     result, text = run(job, CLOBBER, ["W=int64[8]"])
     (race,) = result.races

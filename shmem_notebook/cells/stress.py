@@ -134,15 +134,17 @@ class StressStage(Stage):
                 job.ask("stress_stop")
 
     def report(self, cell, result, write):
-        for line in summary(self.runs, result.races, self.stopped):
+        checked = any(stage.name == "race" for stage in cell.stages)
+        for line in summary(self.runs, result.races, self.stopped, race_checked=checked):
             write(f"stress: {line}\n")
 
 
-def summary(runs, races, stopped=None, memory=True):
+def summary(runs, races, stopped=None, memory=True, race_checked=True):
     """The stress verdict's lines: the races whose memory a rerun changed (real); the other differences,
     as what a race may explain (on a PE that made a racy read, or whose raced memory changed in that
     rerun) or what no race found explains; or that every seed gave the cell's result.
-    ``memory=False``: the runs compared printed output only (the command-line runner)."""
+    ``memory=False``: the runs compared printed output only (the command-line runner);
+    ``race_checked=False``: the cell ran without the race check, so no race was looked for."""
     lines = [stopped] if stopped else []
     if not runs:
         return lines
@@ -165,7 +167,8 @@ def summary(runs, races, stopped=None, memory=True):
         lines.append(f"{_on(pes, what)} ({_seeds(seeds)}); a race above may explain it (such a difference alone "
                      "does not make a race real)")
     for what, (pes, seeds) in unexplained.items():
-        lines.append(f"{_on(pes, what)} ({_seeds(seeds)}); no race found explains it")
+        why = "no race found explains it" if race_checked else "the cell was not race-checked (add --race)"
+        lines.append(f"{_on(pes, what)} ({_seeds(seeds)}); {why}")
     if races and not memory:
         lines.append("only printed output was compared, not memory, so no race is shown to be real")
     elif not real and races:
