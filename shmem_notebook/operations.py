@@ -137,8 +137,9 @@ def kind_of(op):
 #: event kind -> its fields, in the order a PE sends them (a list per event: compact to send)
 EVENT_FIELDS = {
     # a load ("read") or store ("write") of this PE's memory by the cell; fp: None when it is all
-    # of [lo, hi), else the strided bytes it touches (see shmem_notebook/analysis/footprint.py)
-    "mem": "kind op line mode space lo hi dtype fp",
+    # of [lo, hi), else the strided bytes it touches (see shmem_notebook/analysis/footprint.py);
+    # values: [v] for a store of integer v into one element of symmetric memory (a flag's reset)
+    "mem": "kind op line mode space lo hi dtype fp values",
     # an RMA or atomic call on PE `pe`'s symmetric bytes [lo, hi), with its local buffer
     # (lspace None for atomics), context (0: default), values written when known; fp/lfp: the
     # footprints of the remote and local sides (None: the whole range)

@@ -151,6 +151,52 @@ def test_counter_barrier_over_rounds_is_clean(job):
     _assert_clean(job, COUNTER_ROUNDS)
 
 
+#: a ping-pong whose flags are taken down by the PE that waited on them (stores of the PE's own)
+TOGGLE_FIXED = """item = np.zeros(4, dtype=np.int64)
+if me == 0:
+    for k in range(3):
+        if k:
+            shmem.wait_until(ack, shmem.CMP.EQ, 1)
+            ack[0] = 0
+        item[...] = k + 1
+        shmem.put(buf, item, 1)  # A
+        shmem.fence()
+        shmem.atomic_set(flag, 1, 1)
+elif me == 1:
+    got = []
+    for k in range(3):
+        shmem.wait_until(flag, shmem.CMP.EQ, 1)
+        flag[0] = 0
+        got.append(int(buf[0]))  # B
+        shmem.atomic_set(ack, 1, 0)
+    print(got)
+shmem.barrier_all()
+"""
+#: racy: PE 1 acknowledges before it reads
+TOGGLE_RACY = TOGGLE_FIXED.replace("""        got.append(int(buf[0]))  # B
+        shmem.atomic_set(ack, 1, 0)""", """        shmem.atomic_set(ack, 1, 0)
+        got.append(int(buf[0]))  # B""")
+
+#: the counters reset by the cell itself, so that it can be run again (as notebook 03 does)
+RESET_FIRST = "ready[0] = 0\nack[0] = 0\nshmem.barrier_all()\n"
+
+
+def test_flags_taken_down_by_their_waiter(job):
+    _assert_racy(job, TOGGLE_RACY)
+    printed = _assert_clean(job, TOGGLE_FIXED)
+    assert "[1, 2, 3]" in printed
+
+
+@pytest.mark.parametrize("racy", [True, False], ids=["racy", "fixed"])
+def test_counters_reset_by_the_cell_run_twice(job, racy):
+    code = RESET_FIRST + (ACK_RACY if racy else ACK_FIXED)
+    for reset in (True, False):  # the second run starts with the counters the first left
+        if racy:
+            _assert_racy(job, code, reset=reset)
+        else:
+            _assert_clean(job, code, reset=reset)
+
+
 # -- a cell run again ----------------------------------------------------------------------
 #: PE 0 sends a value and raises a flag; PE 1 waits for the flag and reads. Run twice, the flag
 #: is still up from the first run: the second run's wait orders nothing.

@@ -67,7 +67,10 @@ def done_on_return(op):
 
 def written(e):
     """What write event ``e`` does to the word a wait reads: ``("add", n)``, ``("set", v)`` or None
-    (not known: a store of the cell, a multi-element put, a compare-and-swap...)."""
+    (not known: a store of a value not recorded, a multi-element put, a compare-and-swap...)."""
+    if e.kind == "mem":  # a store of the PE's own: its value when it was one integer element
+        values = getattr(e, "values", None)
+        return ("set", values[0]) if e.mode == "write" and values and len(values) == 1 else None
     if e.kind != "rma":
         return None
     if e.op in _ADDS:

@@ -202,9 +202,10 @@ class RaceRecording:
                     values.append(v)
         return True
 
-    def access(self, a, op, mode, line, lo=None, hi=None, fp=None, info=None):
+    def access(self, a, op, mode, line, lo=None, hi=None, fp=None, info=None, value=None):
         """A load/store of ``a`` (or of bytes ``[lo, hi)`` of it, footprint ``fp``) by the cell; ``info``:
-        ``a``'s :meth:`~.memory.AddressBook.info` when known.
+        ``a``'s :meth:`~.memory.AddressBook.info` when known; ``value``: what a store writes, kept
+        when it is one integer element of symmetric memory (a flag or counter reset: waits read it).
 
         Private memory is recorded only where a non-blocking call may still use it (issued earlier
         in this cell, or carried from an earlier one): no other PE reaches it, and this PE's own
@@ -222,6 +223,12 @@ class RaceRecording:
             self.ops += 1
             return
         self.n_local += 1
+        if value is not None and space == "sym" and dtype[1] in "iu" and hi - lo == info[5] and fp is None \
+                and ahi - alo <= 16 * info[5]:  # flags and counters: arrays of a few elements
+            value = _integer(value)
+            if value is not None:  # not merged: the value belongs to this element
+                self._add(["mem", op, line, mode, space, lo, hi, dtype, fp, [value]])
+                return
         self._add(["mem", op, line, mode, space, lo, hi, dtype, fp], ("mem", op, line, mode, space, dtype, self.n_async))
 
     def _rma_event(self, op, line, target, pe, count, local, ctx, values, asynchronous, stride=1, lstride=1):
