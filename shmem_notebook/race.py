@@ -211,7 +211,7 @@ def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=()):
         left = f", about {(done - began) / (run + 1) * (RUNS - run - 1):.1f} s left" if run + 1 < RUNS else ""
         write(f"  seed {seed + run} (rerun {run + 1} of {RUNS}, {done - started:.1f} s{left}): "
               f"{'; '.join(d.text for d in found) or 'same output as the run without delays'}")
-    for line in summary(runs, races, stopped, memory=False):
+    for line in summary(runs, races, stopped, memory=False, same="the output of the run without delays"):
         write(f"stress: {line}")
 
 

@@ -4,12 +4,19 @@ once, is not a result and leaves the job (its arrays, ``job.last_result``) as th
 
 import _thread
 import io
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 
 import numpy as np
+import pytest
 
 from shmem_notebook import Access, Race
 from shmem_notebook.cells.stress import Run, compare, summary
+from shmem_notebook.launcher.environment import platform_environment
 
 from conftest import job_fixture
 
@@ -95,7 +102,7 @@ def test_a_write_write_race_is_real_when_its_elements_differ(job):
 def test_the_fixed_twin_gives_the_cell_result_every_time(job):
     result, text = run(job, CLOBBER_FIXED, ["W=int64[8]"])
     assert result.races == [], [str(r) for r in result.races]
-    assert stress_lines(text)[-1] == "stress: every seed gave the cell's result", text
+    assert stress_lines(text)[-1] == "stress: every rerun gave the cell's result", text
     assert (job.gather("W") == 100 + np.arange(job.n)[:, None]).all()
 
 
@@ -147,3 +154,41 @@ def test_only_the_elements_of_a_race_make_it_real():
     # printed output on a PE no race touched: listed, explained by no race
     found = compare(cell, Run({0: "z\n", 1: "y\n"}, cell.values, "ok"), [race])
     assert summary([(6, found)], [race])[0] == "PE 0 printed something else (seed 6); no race found explains it"
+
+
+# -- the runner's --stress ---------------------------------------------------------------------------
+SLOW_PROGRAM = """from shmem4py import shmem
+
+for i in range(100):
+    shmem.quiet()
+print("done", shmem.my_pe())
+"""
+
+
+@pytest.mark.pe
+def test_ctrl_c_ends_the_runners_reruns(tmp_path):
+    """Ctrl-C in the terminal (SIGINT to the runner's process group) during the second rerun: the
+    reruns end, that one is not counted, nothing is left running."""
+    (tmp_path / "slow.py").write_text(SLOW_PROGRAM)
+    env = dict(os.environ, **dict(platform_environment(), PYTHONUNBUFFERED="1"))
+    runner = subprocess.Popen([sys.executable, "-m", "shmem_notebook.race", "--stress", "5", "--", "oshrun", "-n", "2",
+                               sys.executable, "slow.py"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines = []
+    try:
+        for line in runner.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("  seed 5 "):
+                time.sleep(1.0)  # the second rerun's oshrun is up
+                os.killpg(runner.pid, signal.SIGINT)
+                break
+        lines += runner.communicate(timeout=120)[0].splitlines()
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+    assert any(x.startswith("stress: rerunning the program 4 times (seeds 5-8)") for x in lines), lines
+    assert ("stress: interrupted during the rerun with seed 6: the reruns after it were not run and it is not counted"
+            in lines), lines
+    assert not [x for x in lines if x.startswith(("  seed 6", "  seed 7", "  seed 8"))], lines
+    assert lines[-1] == "stress: every rerun gave the output of the run without delays", lines  # the one rerun that ran
+    assert runner.returncode == 0, lines  # no race: the interrupted rerun is no result

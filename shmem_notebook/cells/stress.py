@@ -139,12 +139,13 @@ class StressStage(Stage):
             write(f"stress: {line}\n")
 
 
-def summary(runs, races, stopped=None, memory=True, race_checked=True):
+def summary(runs, races, stopped=None, memory=True, race_checked=True, same="the cell's result"):
     """The stress verdict's lines: the races whose memory a rerun changed (real); the other differences,
     as what a race may explain (on a PE that made a racy read, or whose raced memory changed in that
-    rerun) or what no race found explains; or that every seed gave the cell's result.
+    rerun) or what no race found explains; or that every rerun gave the cell's result.
     ``memory=False``: the runs compared printed output only (the command-line runner);
-    ``race_checked=False``: the cell ran without the race check, so no race was looked for."""
+    ``race_checked=False``: the cell ran without the race check, so no race was looked for;
+    ``same``: what a rerun that changed nothing gave."""
     lines = [stopped] if stopped else []
     if not runs:
         return lines
@@ -175,7 +176,7 @@ def summary(runs, races, stopped=None, memory=True, race_checked=True):
         lines.append("no rerun changed the memory a race above is about (a race above is still a race: it may need "
                      "other timings to show)")
     elif not real and not explained and not unexplained:
-        lines.append("every seed gave the cell's result")
+        lines.append(f"every rerun gave {same}")
     return lines
 
 
