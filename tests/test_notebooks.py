@@ -56,21 +56,24 @@ def test_quickstart(tmp_path, library):
 
 
 def test_races(tmp_path, library):
-    """notebooks/03-races.ipynb: three races found, then fixed."""
+    """notebooks/03-races.ipynb: four races found, then fixed; a race across two cells."""
     nb = execute("03-races.ipynb", tmp_path)
     for c in nb.cells:
         assert not any(o.get("output_type") == "error" for o in c.get("outputs", [])), c.source
     cells = [text_of(c) for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%pxshmem --race")]
-    barrier, barrier_fixed, nbi, nbi_fixed, flag, flag_fixed = cells
+    barrier, barrier_fixed, nbi, nbi_fixed, flag, flag_fixed, queue, queue_fixed = cells
     assert "RACE remote[0] on PE 1: PE 0 line 4 put (write) / PE 1 line 6 load (read) are unordered" in barrier
     assert "RACE mine[0] on PE 0-1: PE 0-1 line 5 get_nbi (write) / PE 0-1 line 6 load (read)" in nbi
     assert "call shmem.quiet() after line 5" in nbi
     assert "RACE data[0:4] on PE 1: PE 0 line 5 put (write) / PE 1 line 8 sum (read)" in flag and "shmem.fence()" in flag
-    for text in (barrier, nbi, flag):
+    # the counter queue: the consumer frees a slot (line 17) before it reads it (line 18)
+    assert "RACE slots[:, 0] on PE 1: PE 0 line 10 put (write) / PE 1 line 18 load (read) are unordered" in queue, queue
+    for text in (barrier, nbi, flag, queue):
         assert "1 race found (cell traced:" in text
-    for text in (barrier_fixed, nbi_fixed, flag_fixed):
+    for text in (barrier_fixed, nbi_fixed, flag_fixed, queue_fixed):
         assert "no races found (cell traced:" in text and "RACE" not in text
     assert "[PE 1] received 406" in flag_fixed
+    assert "[PE 1] received [1, 2, 3, 4, 5, 6]" in queue_fixed
     # a race across two cells (%shmem race on): found, naming both cells, then fixed by a quiet
     reading = [text_of(c) for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%pxshmem\nif me == 1:")]
     across, across_fixed = reading
