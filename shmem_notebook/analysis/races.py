@@ -69,7 +69,8 @@ class Access:
     """One side of a race: PE ``pe`` (all of ``pes`` when folded) at cell ``line`` did ``op``.
 
     ``mode`` is ``"read"``, ``"write"`` or ``"atomic"``; ``cell`` names the cell (``"In [4]"``)
-    when the race spans two cells, else None.
+    when the race spans two cells, else None; ``place`` names a line outside the cell
+    (``"In [3] line 4"``, ``"kernels.py:12"``: see :mod:`.places`), else None.
     """
 
     pe: int
@@ -78,9 +79,10 @@ class Access:
     mode: str
     pes: tuple = ()
     cell: str = None
+    place: str = None
 
     def __str__(self):
-        where = f"{self.cell} line {self.line}" if self.cell else f"line {self.line}"
+        where = self.place or (f"{self.cell} line {self.line}" if self.cell else f"line {self.line}")
         return f"PE {pe_ranges(self.pes or (self.pe,))} {where} {self.op} ({self.mode})"
 
 
@@ -358,8 +360,9 @@ def _accesses(sim, labels=None):
         here = [(pe, point[pe])]
         locks = sim.locks_at.get((pe, i), frozenset())
         kind = e.kind
-        if kind == "mem":
-            found.append(_Access(pe, e.space, e.lo, e.hi, e.mode, e.mode == "write", e.dtype, pe, i, e.line, e.op,
+        if kind == "mem":  # a space that is a PE's number: that PE's symmetric memory (a shmem.ptr view)
+            owner, space = (e.space, "sym") if type(e.space) is int else (pe, e.space)
+            found.append(_Access(owner, space, e.lo, e.hi, e.mode, e.mode == "write", e.dtype, pe, i, e.line, e.op,
                                  point, here, locks, fp=e.fp))
         elif kind == "rma":
             op, target, ctx = e.op, e.pe, e.ctx

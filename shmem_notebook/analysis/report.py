@@ -114,10 +114,11 @@ def _groups(per_pe):
     return list(groups.items())
 
 
-def report_lines(races, traces, npes, show=str, **options):
-    """The report's lines (without newlines): ``show(race)`` for each race, then the :func:`verdict`
-    (``options``: its keywords); one line saying nothing was checked when no PE sent its trace."""
-    lines = [show(race) for race in races]
+def report_lines(races, traces, npes, show=str, notes=(), **options):
+    """The report's lines (without newlines): ``show(race)`` for each race, the ``notes`` (lines that
+    called compiled code, see :mod:`.places`), then the :func:`verdict` (``options``: its keywords);
+    one line saying nothing was checked when no PE sent its trace."""
+    lines = [show(race) for race in races] + list(notes)
     if not traces:
         words = options.get("words", CELL)
         return lines + [f"race check: no PE sent its {words.trace}, so nothing was checked"]

@@ -16,6 +16,7 @@ takes more than a second; an interrupt stops it with one line, and the job stays
 
 import time
 
+from ..analysis.places import name_places, notes
 from ..analysis.races import analyse
 from ..analysis.report import report_lines, stops_of
 from ..errors import _notebook_count
@@ -110,7 +111,7 @@ class RaceStage(Stage):
                 progress.shown = False
             else:
                 progress.close()
-                result.races, self.checked = found.races, found.checked
+                result.races, self.checked = name_places(found.races, self.traces, job.history), found.checked
                 self.carried = carry.cells() if carry else []
                 if not self.missing and result.outcome != "died":
                     found.carry.after = (len(job.history) + 1, _place(job)[1])
@@ -125,5 +126,6 @@ class RaceStage(Stage):
         after = f", after what {', '.join(self.carried)} left in flight" if self.carried else ""
         stops = stops_of(result, cell.timeout, raised_line)
         for line in report_lines(result.races, self.traces, cell.job.n, checked=self.checked, stops=stops,
+                                 notes=notes(self.traces, cell.job.history),
                                  after=after, cost=f", +{self.overhead:.2f} s"):
             write(f"{line}\n")

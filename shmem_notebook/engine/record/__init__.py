@@ -15,7 +15,7 @@ cell may be race-checked, traced and stressed at once, in any order.
 
 from shmem4py import shmem
 
-from . import hooks, layer, state
+from . import hooks, layer, outside, state
 from .instrument import AccessTransformer, MarkTransformer
 from .races import RaceRecording
 from .stress import StressDelays, declared_values, restore_arrays, save_arrays
@@ -58,6 +58,8 @@ def race_stop():
     if recording.transformer in state.shell.ast_transformers:
         state.shell.ast_transformers.remove(recording.transformer)
     data = recording.data()
+    data["places"] = outside.places()  # lines outside the cell: what their places are
+    data["compiled"] = sorted(getattr(recording, "compiled", ()))  # lines calling compiled code
     recording.memory.cache.clear()
     return data
 

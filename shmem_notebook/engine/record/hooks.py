@@ -13,15 +13,22 @@ time until it succeeds: that one is written (NumPy checks before it changes anyt
 writing two arguments would run twice). What a call wrote is remembered for calls of the same
 callable, argument count and keywords, which are not probed again. Arrays the cell made
 read-only stay so; views returned of a probed array are writable, as without the probe.
-Other calls only read their arrays.
+Python functions defined outside the cell run rewritten (:mod:`.outside`), and so does code given
+to ``exec``. Compiled code the recording cannot see into (numba, Cython, ctypes and cffi functions,
+C extensions but NumPy's and SciPy's) reads and writes its array arguments: its line is noted in
+the recording's ``compiled``. Other calls only read their arrays. ``x.flat[i]`` reads and writes
+element ``i`` of ``x`` in C order.
 """
 
+import builtins
+import ctypes
 import operator
 import sys
+import types
 
 import numpy as np
 
-from . import state
+from . import outside, state
 from .layer import _depth  # >0 inside a recorded call (a list: read without a call)
 from ...analysis.footprint import of_view
 from .memory import extent, numpy_owned
@@ -37,10 +44,12 @@ def install(recording):
     from .instrument import HOOKS
 
     _rec = recording
+    recording.compiled = set()  # lines calling compiled code
     _written.clear()
     ns = state.shell.user_ns
     for hook, func in FUNCS.items():
         ns[HOOKS[hook]] = func
+        setattr(builtins, HOOKS[hook], func)  # for rewritten code outside the cell (other globals)
 
 
 def uninstall():
@@ -50,6 +59,7 @@ def uninstall():
 
 
 _ndarray = np.ndarray
+_SCALARS = (int, np.integer)  # a store of one of these may reset a flag: its value is kept
 _BASIC = (int, slice, type(Ellipsis), type(None), np.integer)
 _NO_READ_METHODS = frozenset(
     "reshape view ravel transpose swapaxes squeeze __array__ __array_interface__ nonzero".split()
@@ -118,43 +128,79 @@ def _mark():
         state.cell_files.add(sys._getframe(1).f_code.co_filename)
 
 
+def _flat_range(rec, x, index):
+    """``(x, info, (lo, hi, footprint))`` of the elements ``x.flat[index]`` touches of its array (C order);
+    None when no access to them can matter."""
+    a = x.base
+    info = _wanted(rec, a)
+    if not info or not a.size:
+        return None
+    if a.flags.c_contiguous:
+        if isinstance(index, (int, np.integer)):
+            first = last = int(index) + (a.size if index < 0 else 0)
+        else:
+            flat = np.arange(a.size)[index]
+            if not np.size(flat):
+                return None
+            first, last = int(np.min(flat)), int(np.max(flat))
+        return a, info, (info[2] + first * a.itemsize, info[2] + (last + 1) * a.itemsize, None)
+    return a, info, (info[3], info[4], info[9])
+
+
 def _get(x, index, line):
     r = x[index]
     rec = _rec
-    if rec is not None and isinstance(x, _ndarray) and not _depth[0]:
-        if isinstance(r, _ndarray) and _basic(index):
-            if rec.private.starts or not numpy_owned(x):
-                rec.memory.view(x, index, r)
-            return r  # a view: memory is counted when the view is used
-        info = _wanted(rec, x)
-        span = info and _element_range(rec, x, index, info)
-        if span:
-            rec.access(x, "load", "read", line, *span, info)
+    if rec is not None and not _depth[0]:
+        if isinstance(x, _ndarray):
+            if isinstance(r, _ndarray) and _basic(index):
+                if rec.private.starts or not numpy_owned(x):
+                    rec.memory.view(x, index, r)
+                return r  # a view: memory is counted when the view is used
+            info = _wanted(rec, x)
+            span = info and _element_range(rec, x, index, info)
+            if span:
+                rec.access(x, "load", "read", line, *span, info)
+        elif type(x) is _flatiter:
+            found = _flat_range(rec, x, index)
+            if found:
+                rec.access(found[0], "load", "read", line, *found[2], found[1])
     return r
 
 
 def _set(x, index, value, line):
     rec = _rec
-    if rec is not None and isinstance(x, _ndarray) and not _depth[0]:
-        if isinstance(value, _ndarray):
-            rec.access(value, "load", "read", line)
-        info = _wanted(rec, x)
-        span = info and _element_range(rec, x, index, info)
-        if span:
-            rec.access(x, "store", "write", line, *span, info)
+    if rec is not None and not _depth[0]:
+        if isinstance(x, _ndarray):
+            if isinstance(value, _ndarray):
+                rec.access(value, "load", "read", line)
+            info = _wanted(rec, x)
+            span = info and _element_range(rec, x, index, info)
+            if span:
+                rec.access(x, "store", "write", line, *span, info, value if isinstance(value, _SCALARS) else None)
+        elif type(x) is _flatiter:
+            if isinstance(value, _ndarray):
+                rec.access(value, "load", "read", line)
+            found = _flat_range(rec, x, index)
+            if found:
+                rec.access(found[0], "store", "write", line, *found[2], found[1])
     x[index] = value
 
 
 def _aug(x, index, op, value, line):
     rec = _rec
-    if rec is not None and isinstance(x, _ndarray) and not _depth[0]:
+    if rec is not None and not _depth[0] and (isinstance(x, _ndarray) or type(x) is _flatiter):
         if isinstance(value, _ndarray):
             rec.access(value, "load", "read", line)
-        info = _wanted(rec, x)
-        span = info and _element_range(rec, x, index, info)
+        if isinstance(x, _ndarray):
+            info = _wanted(rec, x)
+            span = info and _element_range(rec, x, index, info)
+            a = x
+        else:
+            found = _flat_range(rec, x, index)
+            a, info, span = found or (None, None, None)
         if span:
-            rec.access(x, "load", "read", line, *span, info)
-            rec.access(x, "store", "write", line, *span, info)
+            rec.access(a, "load", "read", line, *span, info)
+            rec.access(a, "store", "write", line, *span, info)
     x[index] = _AUG[op](x[index], value)
 
 
@@ -177,8 +223,16 @@ def _write(value, line):
 
 def _call(line, f, *args, **kwargs):
     rec = _rec
-    if rec is None or _depth[0] or getattr(f, "__shmem_race_skip__", False) or getattr(f, "__shmem_race_cell__", False):
+    if rec is None or _depth[0] or getattr(f, "__shmem_race_skip__", False):
         return f(*args, **kwargs)
+    kind = type(f)
+    if kind is _Function or kind is _Method:
+        if outside.enabled:
+            g = outside.rewritten(f)  # None: library code, or its source is not found
+            if g is not None:
+                return g(*args, **kwargs)
+        elif getattr(f, "__shmem_race_cell__", False):
+            return f(*args, **kwargs)
     owner = getattr(f, "__self__", None)
     name = getattr(f, "__name__", "call")
     if isinstance(f, _ufunc) or isinstance(owner, _ufunc):
@@ -206,6 +260,12 @@ def _call(line, f, *args, **kwargs):
     if not arrays:
         return f(*args, **kwargs)
     module = getattr(f, "__module__", None) or type(owner).__module__
+    if _compiled(f, kind, module):
+        rec.compiled.add(line)
+        for a in arrays:
+            rec.access(a, name, "read", line)
+            rec.access(a, name, "write", line)
+        return f(*args, **kwargs)
     if not module or module.partition(".")[0] not in _PROBED:
         for a in arrays:
             rec.access(a, name, "read", line)
@@ -222,6 +282,12 @@ def _call(line, f, *args, **kwargs):
 
 
 _ufunc = np.ufunc
+_flatiter = np.flatiter
+_Function, _Method, _Builtin = types.FunctionType, types.MethodType, types.BuiltinFunctionType
+_CFuncPtr = ctypes._CFuncPtr
+_CYTHON = {"cython_function_or_method", "fused_cython_function"}
+#: modules whose C functions do not write arrays unseen: NumPy's and SciPy's are probed, the others only read
+_SEEN_INTO = {"numpy", "scipy", "shmem4py", "shmem_notebook", "builtins", *sys.stdlib_module_names}
 _PROBED = {"numpy", "scipy"}  # C-level code that checks WRITEABLE before it changes anything
 _READ_ONLY = ("read-only", "writable", "writeable")
 _written = {}  # _key(call) -> the positions of the arrays it wrote (reset at each install)
@@ -247,6 +313,17 @@ def _call_ufunc(rec, line, f, owner, name, args, kwargs):
         if isinstance(a, _ndarray):
             rec.access(a, name, "write", line)
     return f(*args, **kwargs)
+
+
+def _compiled(f, kind, module):
+    """Is ``f`` compiled code the recording cannot see into: a numba, Cython, ctypes or cffi function,
+    or a C extension's function (not NumPy's, SciPy's or the standard library's)?"""
+    if kind is _Builtin:
+        return (module or "builtins").partition(".")[0] not in _SEEN_INTO
+    if kind is _Function or kind is _Method:
+        return False
+    return (isinstance(f, _CFuncPtr) or kind.__name__ in _CYTHON
+            or kind.__module__.partition(".")[0] in ("numba", "_cffi_backend"))
 
 
 def _key(f, owner, name, args, kwargs):
@@ -310,6 +387,23 @@ def _writable_views(result, arrays):
     return result
 
 
+_exec_builtin = builtins.exec
+
+
+def _exec(line, f, g, l, *args, **kwargs):
+    """``f(*args)`` called by rewritten code at ``line`` with ``globals()`` and ``locals()`` there: when
+    ``f`` is ``exec`` and it is given text, the text runs rewritten (see :mod:`.outside`)."""
+    if f is not _exec_builtin:
+        return f(*args, **kwargs)
+    if len(args) == 1 and not kwargs:  # exec's default: the namespaces of its caller
+        args = (args[0], g, l)
+    if _rec is not None and not _depth[0] and outside.enabled and args and isinstance(args[0], (str, bytes)):
+        code = outside.exec_code(args[0], line)
+        if code is not None:
+            args = (code, *args[1:])
+    return _exec_builtin(*args, **kwargs)
+
+
 def _fn(f):
     try:
         f.__shmem_race_cell__ = True
@@ -319,4 +413,4 @@ def _fn(f):
 
 
 FUNCS = {"mark": _mark, "get": _get, "set": _set, "aug": _aug, "read": _read, "rw": _rw,
-               "write": _write, "call": _call, "fn": _fn}
+         "write": _write, "call": _call, "fn": _fn, "exec": _exec}

@@ -12,7 +12,7 @@ Pure AST code: nothing here imports shmem4py.
 
 import ast
 
-__all__ = ["AccessTransformer", "MarkTransformer", "HOOKS"]
+__all__ = ["AccessTransformer", "MarkTransformer", "HOOKS", "renumber"]
 
 #: namespace names of the hooks the rewritten cell calls (installed by record.hooks); one leading
 #: underscore, as two would be mangled inside a class body (`_Cls__name`)
@@ -26,7 +26,11 @@ HOOKS = {
     "write": "_shmem_race_write",  # write(value, line): value is written as a whole
     "call": "_shmem_race_call",  # call(line, f, *args, **kwargs) -> f(*args, **kwargs)
     "fn": "_shmem_race_fn",  # fn(f) -> f, marks a function defined in the cell
+    "exec": "_shmem_race_exec",  # exec(line, exec, globals(), locals(), *args, **kwargs): exec, its code rewritten
 }
+#: hooks whose recorded line is their first argument; the others' is their last
+_LINE_FIRST = {HOOKS["call"], HOOKS["exec"]}
+_LINE_LAST = {HOOKS[h] for h in ("get", "set", "aug", "read", "rw", "write")}
 
 _AUG_OPS = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
@@ -112,6 +116,8 @@ class AccessTransformer(MarkTransformer):
 
     def visit_Compare(self, node):
         self.generic_visit(node)
+        if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            return node  # `x is None` reads no element
         node.left = self._read(node.left)
         node.comparators = [self._read(c) for c in node.comparators]
         return node
@@ -135,6 +141,11 @@ class AccessTransformer(MarkTransformer):
 
     def visit_Call(self, node):
         self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "exec":  # the caller's namespaces, as exec takes them
+            scopes = [ast.Call(func=ast.Name(id=n, ctx=ast.Load()), args=[], keywords=[]) for n in ("globals", "locals")]
+            new = ast.Call(func=_name("exec"), args=[ast.Constant(node.lineno), node.func, *scopes, *node.args],
+                           keywords=node.keywords)
+            return ast.copy_location(new, node)
         if _is_shmem_call(node.func) or (isinstance(node.func, ast.Name) and node.func.id in _FRAME_BUILTINS):
             return node
         new = ast.Call(func=_name("call"), args=[ast.Constant(node.lineno), node.func, *node.args], keywords=node.keywords)
@@ -177,6 +188,18 @@ class AccessTransformer(MarkTransformer):
     def visit_Lambda(self, node):
         self.generic_visit(node)
         return ast.copy_location(_call("fn", node), node)
+
+
+def renumber(tree, offset):
+    """Add ``offset`` to the line every hook call of the rewritten ``tree`` records (code outside a cell:
+    ``place * RACE_LINES + line``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+            name = node.func.id
+            where = 0 if name in _LINE_FIRST else -1 if name in _LINE_LAST else None
+            if where is not None and isinstance(node.args[where], ast.Constant) and type(node.args[where].value) is int:
+                node.args[where] = ast.copy_location(ast.Constant(node.args[where].value + offset), node.args[where])
+    return tree
 
 
 def _load(node):

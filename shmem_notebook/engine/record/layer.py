@@ -131,12 +131,18 @@ def inside():
 def cell_line(frame):
     """The line of the recorded cell that ``frame`` (or a caller of it) runs, 0 if none: the
     innermost frame of the cell's code, found by its file name (the cell's code marks its file
-    at start when rewritten; else the frame below IPython's ``run_code`` names it)."""
-    files = state.cell_files
+    at start when rewritten; else the frame below IPython's ``run_code`` names it), or of code
+    outside the cell that runs rewritten (``place * RACE_LINES + line``, see :mod:`.outside`)."""
+    files, outside = state.cell_files, state.outside
     f = frame
     while f is not None:
-        if f.f_code.co_filename in files:
+        name = f.f_code.co_filename
+        if name in files:
             return f.f_lineno
+        if outside:
+            offset = outside.get(name)
+            if offset is not None:
+                return offset + f.f_lineno
         f = f.f_back
     f = frame
     while f is not None and f.f_back is not None:

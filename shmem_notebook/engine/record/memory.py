@@ -1,5 +1,6 @@
-"""Where memory is, for the recorders: symmetric (an offset in the heap, the same on every PE)
-or private (this PE's address), and what the cell calls it (PE side)."""
+"""Where memory is, for the recorders: symmetric (an offset in the heap, the same on every PE),
+another PE's symmetric memory seen through a ``shmem.ptr`` view (that PE's number, and the
+offset in its heap), or private (this PE's address), and what the cell calls it (PE side)."""
 
 import numpy as np
 from shmem4py import shmem
@@ -8,7 +9,7 @@ from weakref import ref as _weakref
 from ...analysis.footprint import of_view, strided
 from . import state
 
-__all__ = ["heap_range", "extent", "numpy_owned", "AddressBook"]
+__all__ = ["heap_range", "peer_heaps", "extent", "numpy_owned", "AddressBook"]
 
 _ffi = shmem.ffi
 _cast, _from_buffer = _ffi.cast, _ffi.from_buffer
@@ -23,6 +24,20 @@ def heap_range():
             if lo <= probe[0] < hi:
                 return lo, hi
     return 0, 0
+
+
+def peer_heaps(heap):
+    """``[(lo, hi, pe)]``: where the other PEs' heaps are mapped in this process (``shmem.ptr`` views
+    point there; PEs on this node, where the library maps them at all)."""
+    lo, hi = heap
+    if not lo:
+        return []
+    me, base, found = shmem.my_pe(), _cast("void *", lo), []
+    for pe in range(shmem.n_pes()):
+        address = int(_cast("uintptr_t", shmem.lib.shmem_ptr(base, pe))) if pe != me else 0
+        if address:
+            found.append((address, address + hi - lo, pe))
+    return found
 
 
 def extent(a):
@@ -56,13 +71,15 @@ class AddressBook:
     """The byte ranges of the arrays a recording sees, cached by identity while they live.
 
     ``info(a)`` -> ``(weakref, space, address, lo, hi, itemsize, dtype, stride, n, footprint)``:
-    ``space`` ``"sym"`` (offsets in the heap) or ``"priv"``; ``stride``/``n`` for 1-D arrays (else 0);
+    ``space`` ``"sym"`` (offsets in the heap), ``"priv"``, or the number of the PE whose heap a
+    ``shmem.ptr`` view shows (offsets in that heap); ``stride``/``n`` for 1-D arrays (else 0);
     ``footprint`` None when ``a`` fills ``[lo, hi)``, else the bytes it touches (see
     :mod:`shmem_notebook.analysis.footprint`).
     """
 
     def __init__(self):
         self.heap = heap_range()
+        self.peers = peer_heaps(self.heap)
         self.cache = {}
         self.slices = {}  # (id(x), index as a key) -> (weakref to x, its shape, its strides, x[index]'s info but its weakref)
         self.hints = {}  # (space, lo) -> (name, hi, itemsize) from the cell's own expressions
@@ -77,6 +94,10 @@ class AddressBook:
             space, lo, hi, addr = "sym", lo - hlo, hi - hlo, addr - hlo  # a footprint holds no address
         else:
             space = "priv"
+            for plo, phi, pe in self.peers:
+                if plo <= lo < phi:
+                    space, lo, hi, addr = pe, lo - plo, hi - plo, addr - plo
+                    break
         return self._keep(a, space, addr, lo, hi, fp)
 
     def view(self, x, index, r):

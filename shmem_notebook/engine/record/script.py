@@ -33,9 +33,9 @@ from shmem4py import shmem
 from ...operations import CAP
 from ...protocol import RACE_ENV, RACE_LINES
 from .. import shims
-from . import layer, race_start, race_stop, state, stress_start, stress_stop
+from . import layer, outside, race_start, race_stop, state, stress_start, stress_stop
 from .hooks import FUNCS
-from .instrument import HOOKS
+from .instrument import HOOKS, renumber
 
 __all__ = ["main", "instrument"]
 
@@ -77,14 +77,7 @@ def instrument(source, path, transformer):
     """The code of ``source`` (file ``path``) with its loads and stores routed through the race
     hooks, and every hook's line encoded with the file's number."""
     tree = transformer.visit(ast.parse(source, path)) if transformer is not None else ast.parse(source, path)
-    offset = _number(path) * RACE_LINES
-    line_first = HOOKS["call"]
-    line_last = {HOOKS[h] for h in ("get", "set", "aug", "read", "rw", "write")}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
-            where = 0 if node.func.id == line_first else -1 if node.func.id in line_last else None
-            if where is not None and isinstance(node.args[where], ast.Constant) and type(node.args[where].value) is int:
-                node.args[where] = ast.copy_location(ast.Constant(node.args[where].value + offset), node.args[where])
+    renumber(tree, _number(path) * RACE_LINES)
     return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
 
 
@@ -244,6 +237,7 @@ def main(argv=None):
         for hook, func in FUNCS.items():  # every rewritten module finds the hooks
             setattr(builtins, HOOKS[hook], func)
         layer.cell_line = _line  # lines of the program's files, numbered
+        outside.enabled = False  # its files are rewritten as they are imported, numbered here
         namer = _Namer(recording)
         layer.attach("names", namer)
     sys.meta_path.insert(0, _Finder([os.path.dirname(path)] if spec is None else [os.getcwd()], transformer))

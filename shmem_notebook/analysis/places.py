@@ -1,0 +1,89 @@
+"""Where a recorded line is, for the race report (client side).
+
+The PEs record a line of the cell as it is, and a line of code outside it (a helper defined in
+an earlier cell, the user's module, ``exec``'d code: see ``shmem_notebook.engine.record.outside``)
+as ``place * RACE_LINES + line``, with a table of the places in their recordings (``places``)
+and the lines that called compiled code (``compiled``). :func:`where` names a line
+(``"line 7"``, ``"In [3] line 4"``, ``"kernels.py:12"``, ``"exec'd code line 3 (called at line 9)"``);
+:func:`name_places` names the accesses and hints of races; :func:`notes` says which lines called
+compiled code. Pure Python over plain data.
+"""
+
+import dataclasses
+import hashlib
+import os
+import re
+
+from ..protocol import RACE_LINES
+
+__all__ = ["where", "places_of", "cell_labels", "name_places", "notes"]
+
+_LINE = re.compile(r"\bline (\d+)")
+
+
+def places_of(traces):
+    """``{number: place}`` over every PE's recording (a place has one number on every PE)."""
+    found = {}
+    for data in traces.values():
+        found.update(data.get("places") or {})
+    return found
+
+
+def cell_labels(history):
+    """``{sha1 of a cell's code: "In [3]"}`` of a job's history (``cell 3`` outside a notebook; the latest run wins)."""
+    labels = {}
+    for record in history or ():
+        label = f"cell {record.number}" if record.count is None else \
+            f"In [{record.count}]" + (f".{record.part}" if record.part > 1 else "")
+        labels[hashlib.sha1(record.code.strip().encode()).hexdigest()] = label  # as the PEs hash it
+    return labels
+
+
+def where(line, places, cells=None):
+    """A recorded ``line`` named for the report: ``"line 7"`` for the cell's own lines."""
+    number, rest = divmod(line, RACE_LINES)
+    place = places.get(number) if number else None
+    if place is None:
+        return f"line {line}"
+    kind = place[0]
+    if kind == "cell":
+        return f"{(cells or {}).get(place[1]) or 'an earlier cell'} line {rest}"
+    if kind == "file":
+        return f"{os.path.basename(place[1])}:{rest}"
+    return f"exec'd code line {rest} (called at {where(place[1], places, cells)})"
+
+
+def _outside(line):
+    return line >= RACE_LINES
+
+
+def name_places(races, traces, history=None):
+    """``races`` with the accesses outside the cell named (``Access.place``) and so the hints' lines;
+    a fix that would edit code outside the cell is dropped (``fix`` None: the hint says what to change)."""
+    places = places_of(traces)
+    if not places:
+        return races
+    cells = cell_labels(history)
+    out = []
+    for race in races:
+        named = [int(m.group(1)) for m in _LINE.finditer(f"{race.hint} {race.fix or ''}")]
+        if not any(_outside(line) for line in [a.line for a in race.accesses] + named):
+            out.append(race)
+            continue
+        accesses = tuple(dataclasses.replace(a, place=where(a.line, places, cells)) if _outside(a.line) else a
+                         for a in race.accesses)
+        hint = _LINE.sub(lambda m: where(int(m.group(1)), places, cells), race.hint or "")
+        fix = race.fix
+        if fix is not None and any(_outside(int(m.group(1))) for m in _LINE.finditer(str(fix))):
+            fix = None
+        out.append(dataclasses.replace(race, accesses=accesses, hint=hint, fix=fix))
+    return out
+
+
+def notes(traces, history=None):
+    """One line per line that called compiled code: ``"line 12 calls compiled code: its arrays counted as
+    read and written"``."""
+    places = places_of(traces)
+    cells = cell_labels(history) if places else None
+    lines = sorted({line for data in traces.values() for line in data.get("compiled") or ()})
+    return [f"{where(line, places, cells)} calls compiled code: its arrays counted as read and written" for line in lines]

@@ -1,0 +1,198 @@
+"""Code outside the traced cell, recorded like the cell (PE side).
+
+A Python function the cell calls that was defined elsewhere (an earlier cell, the user's own
+module, also after ``importlib.reload``) is rewritten by the same
+:class:`~.instrument.AccessTransformer` from its source (IPython keeps cells' sources in
+:mod:`linecache`), compiled with its file name and lines, and run as a function with the
+original's globals, defaults and closure; code given to ``exec`` as text is rewritten the
+same way. Each code object (each ``exec``'d text) is rewritten once. Library code (the
+standard library, site-packages, NumPy, shmem4py, shmem_notebook) and functions whose source
+is not found are not: the hooks treat them as before.
+
+Lines outside the cell are recorded as ``place * RACE_LINES + line``: a place's number is a
+hash of what it is (the same on every PE) and :func:`places` says what each one is, for the
+client to name them (:mod:`shmem_notebook.analysis.places`): ``["cell", sha1 of its code,
+execution count]`` for an earlier cell, ``["file", path]`` for a module, ``["exec", line]`` for
+code run by ``exec`` called at that (recorded) line.
+"""
+
+import ast
+import hashlib
+import linecache
+import os
+import site
+import sys
+import types
+import zlib
+
+from ...protocol import RACE_LINES
+from . import state
+from .instrument import AccessTransformer, renumber
+
+__all__ = ["rewritten", "exec_code", "places", "enabled"]
+
+#: off in the race runner, which numbers its program's files itself (see .script)
+enabled = True
+
+_places = {}  # number -> what the place is (see the module docstring)
+_plans = {}  # (code object, its file is the cell's) -> (new code, closure positions), True (run as is) or None
+_made = set()  # code objects made here (and the functions defined in them): run as they are
+_exec = {}  # (source, line) -> code object
+_transformer = AccessTransformer()
+_MethodType = types.MethodType
+
+
+def _library_roots():
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, package, *site.getsitepackages()}
+    roots.add(site.getusersitepackages())
+    return tuple(os.path.join(os.path.realpath(r), "") for r in roots if r)
+
+
+_LIBRARY = _library_roots()
+
+
+def places():
+    """``{number: place}`` of every place outside the cell whose lines were recorded so far."""
+    return dict(_places)
+
+
+def _number(key, place):
+    number = zlib.crc32(repr(key).encode()) + 1
+    _places[number] = place
+    return number
+
+
+def _file_place(filename):
+    """The place number of a file: an earlier cell (by its code) or a module."""
+    shell = state.shell
+    count = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(filename)
+    if count is not None:
+        raw = getattr(getattr(shell, "history_manager", None), "input_hist_raw", ())
+        code = raw[count] if 0 <= count < len(raw) else "".join(linecache.getlines(filename))
+        sha = hashlib.sha1(code.strip().encode()).hexdigest()  # as the client hashes it (analysis/places.py)
+        return _number(("cell", sha), ["cell", sha, count])
+    return _number(("file", filename), ["file", filename])
+
+
+def rewritten(f):
+    """``f`` (a function or a bound method) as a function running rewritten code; ``f`` itself when its
+    code is rewritten already; None when it cannot be seen into (library code, no source)."""
+    func = f.__func__ if type(f) is _MethodType else f
+    code = func.__code__
+    key = (code, code.co_filename in state.cell_files)
+    plan = _plans.get(key, False)
+    if plan is False:
+        plan = _plans[key] = _plan(func, key[1])
+    if plan is None or plan is True:
+        return f if plan else None
+    new, cells = plan
+    closure = func.__closure__
+    g = types.FunctionType(new, func.__globals__, func.__name__, func.__defaults__,
+                           tuple(closure[i] for i in cells) if cells else None)
+    if func.__kwdefaults__:
+        g.__kwdefaults__ = func.__kwdefaults__
+    return _MethodType(g, f.__self__) if func is not f else g
+
+
+def _plan(func, in_cell):
+    code = func.__code__
+    if code in _made or (in_cell and getattr(func, "__shmem_race_cell__", False)):
+        return True
+    filename = code.co_filename
+    if filename.startswith("<") and not filename.startswith("<ipython-input"):
+        return None
+    if not filename.startswith("<") and os.path.join(os.path.realpath(os.path.dirname(filename)), "").startswith(_LIBRARY):
+        return None
+    linecache.checkcache(filename)  # a module edited since (importlib.reload): its new text
+    source = "".join(linecache.getlines(filename, func.__globals__))
+    try:
+        node = _definition(ast.parse(source, filename), code)
+    except (SyntaxError, ValueError):
+        return None
+    if node is None:
+        return None
+    offset = 0 if in_cell else _file_place(filename) * RACE_LINES
+    new = _compile(node, code, filename, offset)
+    if new is None or not set(new.co_freevars) <= set(code.co_freevars):
+        return None
+    if offset:
+        state.outside[filename] = offset
+    return new, tuple(code.co_freevars.index(name) for name in new.co_freevars)
+
+
+def _definition(tree, code):
+    """The ``def`` (or ``lambda``) node of ``code`` in its file's tree, None when not found for sure."""
+    name, first = code.co_name, code.co_firstlineno
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            start = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+            if start == first:
+                found.append(node)
+        elif isinstance(node, ast.Lambda) and name == "<lambda>" and node.lineno == first:
+            found.append(node)
+    return found[0] if len(found) == 1 else None
+
+
+def _compile(node, code, filename, offset):
+    """``node`` rewritten and compiled as the one function of a module; its code object. Free
+    variables are local variables of an enclosing function, so the new code has them free too."""
+    if isinstance(node, ast.Lambda):
+        node = ast.Assign(targets=[ast.Name(id="_shmem_race_lambda", ctx=ast.Store())], value=node,
+                          lineno=node.lineno, col_offset=0)
+    node = _transformer.visit(node)
+    body = [node]
+    if code.co_freevars:
+        binds = [ast.Assign(targets=[ast.Name(id=v, ctx=ast.Store())], value=ast.Constant(None)) for v in code.co_freevars]
+        body = [ast.FunctionDef(name="_shmem_race_outer", args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[],
+                                                                               kw_defaults=[], defaults=[]),
+                                body=binds + body, decorator_list=[], lineno=node.lineno, col_offset=0)]
+    tree = ast.Module(body=body, type_ignores=[])
+    if offset:
+        renumber(tree, offset)
+    compiled = compile(ast.fix_missing_locations(tree), filename, "exec", dont_inherit=True)
+    found = _find(compiled, code.co_name)
+    if found is not None:
+        _remember(found)
+    return found
+
+
+def _find(compiled, name):
+    for const in compiled.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_name == name:
+                return const
+            if const.co_name == "_shmem_race_outer":
+                return _find(const, name)
+    return None
+
+
+def _remember(code):
+    _made.add(code)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _remember(const)
+
+
+def exec_code(source, line):
+    """The code of ``exec(source)`` called at (recorded) ``line``, rewritten; None if it does not compile."""
+    key = (source, line)
+    code = _exec.get(key)
+    if code is None:
+        text = source.decode() if isinstance(source, bytes) else source
+        sha = hashlib.sha1(text.encode()).hexdigest()
+        number = _number(("exec", sha, line), ["exec", line])
+        filename = f"<exec'd code {number}>"
+        try:
+            tree = ast.parse(text, filename)
+        except SyntaxError:
+            return None  # exec raises it itself
+        tree = _transformer.generic_visit(tree)  # no mark statement: its lines are not the cell's
+        renumber(tree, number * RACE_LINES)
+        code = compile(ast.fix_missing_locations(tree), filename, "exec", dont_inherit=True)
+        _remember(code)
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # for tracebacks
+        state.outside[filename] = number * RACE_LINES
+        _exec[key] = code
+    return code

@@ -1,0 +1,215 @@
+"""The race detector sees code outside the cell: helpers of earlier cells, the user's modules (also
+reloaded), ``exec``'d code, ``shmem.ptr`` views, compiled code, ``arr.flat`` (real 2- and 4-PE jobs;
+racy and fixed twins)."""
+
+import io
+import textwrap
+
+import pytest
+
+from conftest import job_fixture, quiet
+
+job = job_fixture(2, 4, heap="16M", timeout=60)
+
+SETUP = """
+g = shmem.zeros(2, dtype=np.int64)
+p = shmem.zeros(2, dtype=np.int64)
+c = shmem.zeros(4, dtype=np.int64)
+fl = shmem.zeros(4, dtype=np.int64)
+src = np.ones(1, dtype=np.int64)
+right, left = (me + 1) % npes, (me - 1) % npes
+"""
+
+
+@pytest.fixture(autouse=True)
+def arrays(job):
+    if not hasattr(job, "_outside_setup"):
+        quiet(job, SETUP)
+        job._outside_setup = True
+    quiet(job, "g[:] = 0; p[:] = 0; c[:] = 0; fl[:] = 0; shmem.barrier_all()")
+
+
+def _define(job, code):
+    """Run ``code`` (untraced) and return its label in the race report (``cell 7`` outside a notebook)."""
+    quiet(job, code)
+    return f"cell {len(job.history)}"
+
+
+def _race(job, code):
+    out = io.StringIO()
+    result = quiet(job, code, race=True, stdout=out)
+    return result.races, out.getvalue()
+
+
+def _places(races):
+    """Where the accesses of ``races`` are (``{"cell 7 line 3", ...}``); the same for every race (at 4 PEs
+    a race may be reported once per PE whose memory it is)."""
+    assert races
+    found = [{str(a).split(" ", 2)[2].rsplit(" ", 2)[0] for a in race.accesses} for race in races]
+    assert all(f == found[0] for f in found), found
+    return found[0]
+
+
+# -- helpers defined in earlier cells --------------------------------------------------------------
+PUT_RIGHT = """\
+def put_right(g):
+    shmem.put(g[1:2], g[0:1], right)
+"""
+
+RING_SHIFT = """\
+def ring_shift(g):
+    put_right(g)
+    shmem.barrier_all()
+    v = int(g[1])
+    shmem.barrier_all()
+    return v
+"""
+
+RING_SHIFT_RACY = """\
+def ring_shift_racy(g):
+    put_right(g)
+    v = int(g[1])
+    shmem.barrier_all()
+    return v
+"""
+
+
+def test_a_correct_helper_of_an_earlier_cell_has_no_race(job):
+    _define(job, PUT_RIGHT)
+    _define(job, RING_SHIFT)
+    races, out = _race(job, "g[0] = me\nv = ring_shift(g)\nassert v == left\n")
+    assert races == [], out
+
+
+def test_a_racy_helper_is_reported_at_its_own_lines_with_its_cell(job):
+    put_cell = _define(job, PUT_RIGHT)
+    racy_cell = _define(job, RING_SHIFT_RACY)
+    races, out = _race(job, "g[0] = me\nv = ring_shift_racy(g)\n")
+    assert _places(races) == {f"{put_cell} line 2", f"{racy_cell} line 3"}, out
+    assert all(race.array == "g" and race.indices == (range(1, 2),) for race in races), out
+    assert all(race.fix is None for race in races)  # a fix would edit the helpers, not the cell
+    assert f"{racy_cell} line 3" in races[0].hint, races[0].hint
+
+
+# -- a kernel in the user's module, edited and reloaded ----------------------------------------------
+KERNEL = """\
+from shmem4py import shmem
+
+
+def exchange(buf, me, npes):
+{body}
+    return v
+"""
+RACY_BODY = """\
+    shmem.put(buf[1:2], buf[0:1], (me + 1) % npes)
+    v = int(buf[1])
+    shmem.barrier_all()"""
+FIXED_BODY = """\
+    shmem.put(buf[1:2], buf[0:1], (me + 1) % npes)
+    shmem.barrier_all()
+    v = int(buf[1])
+    shmem.barrier_all()"""
+MOVED_BODY = """\
+    # the same race two lines further down
+    right = (me + 1) % npes
+    shmem.put(buf[1:2], buf[0:1], right)
+    v = int(buf[1])
+    shmem.barrier_all()"""
+
+
+def test_a_module_kernel_is_reported_at_its_file_and_line_and_after_a_reload(job, tmp_path):
+    module = f"kernels_{job.n}"
+    path = tmp_path / f"{module}.py"
+    path.write_text(KERNEL.format(body=RACY_BODY))
+    quiet(job, f"import sys, importlib\nsys.path.insert(0, {str(tmp_path)!r})\nimport {module} as kernels\n")
+    cell = "g[0] = me\nv = kernels.exchange(g, me, npes)\n"
+    races, out = _race(job, cell)
+    assert _places(races) == {f"{module}.py:5", f"{module}.py:6"}, out
+
+    path.write_text(KERNEL.format(body=FIXED_BODY))
+    quiet(job, "kernels = importlib.reload(kernels)")
+    races, out = _race(job, cell)
+    assert races == [], out
+
+    path.write_text(KERNEL.format(body=MOVED_BODY))
+    quiet(job, "kernels = importlib.reload(kernels)")
+    races, out = _race(job, cell)
+    assert _places(races) == {f"{module}.py:7", f"{module}.py:8"}, out
+
+
+# -- exec'd code -------------------------------------------------------------------------------------------
+def test_execd_code_is_recorded_at_its_own_lines(job):
+    racy = 'code = """\nshmem.put(g[1:2], g[0:1], right)\nv = int(g[1])\nshmem.barrier_all()\n"""\ng[0] = me\nexec(code)\n'
+    races, out = _race(job, racy)  # the text's first line is empty
+    assert _places(races) == {"exec'd code line 2 (called at line 7)", "exec'd code line 3 (called at line 7)"}, out
+    fixed = racy.replace("right)\n", "right)\nshmem.barrier_all()\n")
+    races, out = _race(job, fixed)
+    assert races == [], out
+
+
+def test_exec_in_a_helper_with_its_own_namespace(job):
+    helper = _define(job, textwrap.dedent('''\
+        def run_kernel(text, g):
+            exec(text, {"shmem": shmem, "g": g, "right": right})
+    '''))
+    racy = "g[0] = me\nrun_kernel('shmem.put(g[1:2], g[0:1], right)\\nv = int(g[1])\\nshmem.barrier_all()', g)\n"
+    races, out = _race(job, racy)
+    assert _places(races) == {f"exec'd code line {n} (called at {helper} line 2)" for n in (1, 2)}, out
+
+
+# -- shmem.ptr views ---------------------------------------------------------------------------------
+PTR = """\
+near = shmem.ptr(p, left)
+assert near is not None, "shmem.ptr gave no view of a PE of this node"
+shmem.put(p[0:1], src, right)
+{sync}v = int(near[0])
+shmem.barrier_all()
+"""
+
+
+def test_a_load_through_shmem_ptr_races_with_a_remote_put_to_that_pe(job):
+    races, out = _race(job, PTR.format(sync=""))
+    assert len(races) == 1, out
+    race = races[0]
+    assert race.array == "p" and {a.line for a in race.accesses} == {3, 4}, out
+    writer, reader = sorted(race.accesses, key=lambda a: a.line)
+    assert writer.op == "put" and reader.op == "load", out
+    for owner in race.pes:  # PE owner's p[0]: put by its left neighbour, read by its right one
+        assert (owner - 1) % job.n in writer.pes and (owner + 1) % job.n in reader.pes
+
+
+def test_a_load_through_shmem_ptr_after_a_barrier_does_not_race(job):
+    races, out = _race(job, PTR.format(sync="shmem.barrier_all()\n"))
+    assert races == [], out
+
+
+# -- compiled code ------------------------------------------------------------------------------------
+MEMSET = """
+import ctypes
+fill = ctypes.CDLL(None).memset
+fill.argtypes = [np.ctypeslib.ndpointer(np.int64, flags="C"), ctypes.c_int, ctypes.c_size_t]
+fill.restype = ctypes.c_void_p
+"""
+
+
+@pytest.mark.parametrize("sync", ["", "shmem.barrier_all()\n"], ids=["racy", "fixed"])
+def test_compiled_code_counts_its_arrays_as_read_and_written_and_says_so(job, sync):
+    quiet(job, MEMSET)
+    races, out = _race(job, f"shmem.put(c[0:1], src, right)\n{sync}fill(c, 0, c.nbytes)\nshmem.barrier_all()\n")
+    line = 3 if sync else 2
+    assert f"line {line} calls compiled code: its arrays counted as read and written" in out.splitlines(), out
+    if sync:
+        assert races == [], out
+    else:
+        assert len(races) == 1 and {(a.line, a.op) for a in races[0].accesses} == {(1, "put"), (2, "memset")}, out
+
+
+# -- arr.flat ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("access", ["fl.flat[0] = 5", "v = fl.flat[0]", "fl.flat[0:2] += 1"])
+@pytest.mark.parametrize("sync", ["", "shmem.barrier_all()\n"], ids=["racy", "fixed"])
+def test_flat_writes_and_reads_are_recorded(job, access, sync):
+    races, out = _race(job, f"shmem.put(fl[0:1], src, right)\n{sync}{access}\nshmem.barrier_all()\n")
+    if sync:
+        assert races == [], out
+    else:
+        assert len(races) == 1 and races[0].array == "fl" and {a.line for a in races[0].accesses} == {1, 2}, out
