@@ -138,6 +138,8 @@ def kind_of(op):
 EVENT_FIELDS = {
     # a load ("read") or store ("write") of this PE's memory by the cell; fp: None when it is all
     # of [lo, hi), else the strided bytes it touches (see shmem_notebook/analysis/footprint.py);
+    # space "sym" (heap offsets), "priv", or a PE's number: that PE's symmetric memory, loaded or
+    # stored through a shmem.ptr view (heap offsets on that PE). line: see analysis/places.py;
     # values: [v] for a store of integer v into one element of symmetric memory (a flag's reset)
     "mem": "kind op line mode space lo hi dtype fp values",
     # an RMA or atomic call on PE `pe`'s symmetric bytes [lo, hi), with its local buffer

@@ -31,6 +31,7 @@ import tempfile
 import time
 
 from .analysis.partial import cut
+from .analysis.places import notes
 from .analysis.races import find_races, format_indices
 from .analysis.report import PROGRAM, Stop, report_lines
 from .cells.stress import Difference, Run, compare, estimate, summary
@@ -128,7 +129,8 @@ def analyse(reports):
         if data is None:
             continue
         local = {n: numbers[p] for n, p in report["files"].items()}
-        data = dict(data, events=[_renumber(e, local) for e in data["events"]])
+        data = dict(data, events=[_renumber(e, local) for e in data["events"]],
+                    compiled=[_renumbered(line, local) for line in data.get("compiled") or ()])
         if data.get("truncated"):
             data["truncated"] = _renumbered(data["truncated"], local)
         traces[pe] = data
@@ -173,7 +175,8 @@ def report(races, files, traces, npes, write=print, status=None):
     ``status``: ``{pe: exit status}`` (a PE that exited with another status than 0 did not run to its end)."""
     stops = {pe: Stop(None, f"exited with status {code}") for pe, code in (status or {}).items() if code}
     for line in report_lines(races, traces, npes, show=lambda race: format_race(race, files), checked=cut(traces)[1],
-                             stops=stops, words=PROGRAM, where=lambda line: where(line, files)):
+                             stops=stops, words=PROGRAM, where=lambda line: where(line, files),
+                             notes=notes(traces, name=lambda line: where(line, files))):
         write(line)
 
 

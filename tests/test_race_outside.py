@@ -3,11 +3,15 @@ reloaded), ``exec``'d code, ``shmem.ptr`` views, compiled code, ``arr.flat`` (re
 racy and fixed twins)."""
 
 import io
+import os
+import subprocess
+import sys
 import textwrap
 
 import pytest
 
 from conftest import job_fixture, quiet
+from shmem_notebook.launcher.environment import platform_environment
 
 job = job_fixture(2, 4, heap="16M", timeout=60)
 
@@ -22,7 +26,11 @@ right, left = (me + 1) % npes, (me - 1) % npes
 
 
 @pytest.fixture(autouse=True)
-def arrays(job):
+def arrays(request):
+    """The arrays of :data:`SETUP`, zeroed before each test that runs cells on ``job``."""
+    if "job" not in request.fixturenames:
+        return
+    job = request.getfixturevalue("job")
     if not hasattr(job, "_outside_setup"):
         quiet(job, SETUP)
         job._outside_setup = True
@@ -213,3 +221,35 @@ def test_flat_writes_and_reads_are_recorded(job, access, sync):
         assert races == [], out
     else:
         assert len(races) == 1 and races[0].array == "fl" and {a.line for a in races[0].accesses} == {1, 2}, out
+
+
+# -- the command-line runner says so too ---------------------------------------------------------------------
+PROGRAM = """\
+import ctypes
+import numpy as np
+from shmem4py import shmem
+
+me, npes = shmem.my_pe(), shmem.n_pes()
+c = shmem.zeros(4, dtype=np.int64)
+fill = ctypes.CDLL(None).memset
+fill.argtypes = [np.ctypeslib.ndpointer(np.int64, flags="C"), ctypes.c_int, ctypes.c_size_t]
+shmem.barrier_all()
+shmem.put(c[0:1], np.ones(1, dtype=np.int64), (me + 1) % npes)
+{sync}fill(c, 0, c.nbytes)
+shmem.barrier_all()
+shmem.free(c)
+"""
+
+
+@pytest.mark.pe
+@pytest.mark.parametrize("sync", ["", "shmem.barrier_all()\n"], ids=["racy", "fixed"])
+def test_the_runner_notes_compiled_code_too(tmp_path, sync):
+    (tmp_path / "prog.py").write_text(PROGRAM.format(sync=sync))
+    done = subprocess.run([sys.executable, "-m", "shmem_notebook.race", "--", "oshrun", "-n", "2", sys.executable,
+                           "prog.py"], cwd=tmp_path, env=dict(os.environ, **platform_environment()),
+                          capture_output=True, text=True, timeout=240)
+    line = 12 if sync else 11
+    assert f"prog.py:{line} calls compiled code: its arrays counted as read and written" in done.stdout, done.stderr
+    assert done.returncode == (0 if sync else 1), done.stdout + done.stderr
+    if not sync:
+        assert "prog.py:10 put (write)" in done.stdout and "prog.py:11 memset (write)" in done.stdout, done.stdout

@@ -80,10 +80,12 @@ def name_places(races, traces, history=None):
     return out
 
 
-def notes(traces, history=None):
+def notes(traces, history=None, name=None):
     """One line per line that called compiled code: ``"line 12 calls compiled code: its arrays counted as
-    read and written"``."""
-    places = places_of(traces)
-    cells = cell_labels(history) if places else None
+    read and written"``; ``name(line)`` names a line (default: :func:`where`)."""
+    if name is None:
+        places = places_of(traces)
+        cells = cell_labels(history) if places else None
+        name = lambda line: where(line, places, cells)  # noqa: E731
     lines = sorted({line for data in traces.values() for line in data.get("compiled") or ()})
-    return [f"{where(line, places, cells)} calls compiled code: its arrays counted as read and written" for line in lines]
+    return [f"{name(line)} calls compiled code: its arrays counted as read and written" for line in lines]
