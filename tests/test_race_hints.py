@@ -5,6 +5,9 @@ import pytest
 from shmem_notebook.analysis.hints import Edit, Fix, apply_fix
 from shmem_notebook.analysis.races import find_races
 
+from conftest import job_fixture
+from race_fixes import check_each_fix, run_checked
+
 CELL = """def show(a):
     print(a[0])
 shmem.barrier_all()
@@ -102,3 +105,187 @@ def test_no_fix_for_an_update_every_pe_makes():
     shared = [r for r in races if {a.line for a in r.accesses} == {3, 5} and r.accesses[0].pe != r.accesses[1].pe
               or len(r.accesses[0].pes + r.accesses[1].pes) > 2]
     assert shared and all(r.fix is None and "atomic" in r.hint for r in shared)
+
+
+# -- fixes checked on the trace before they are offered (analysis/fixcheck.py) ----------------------
+#: a binomial tree of two reductions that reuses one inbox slot: a barrier after the loop orders
+#: nothing; one inside it (every PE passes it, once per step) does
+TREE_ONE_SLOT = """levels = max((npes - 1).bit_length(), 1)
+val = np.zeros(1, dtype=np.int64)
+shmem.barrier_all()
+for step in range(2 * levels):
+    level = step % levels
+    if level == 0:
+        val[0] = me + 1
+    mask = 1 << level
+    if me % (2 * mask) == mask:
+        shmem.put(inbox, val, me - mask)
+        shmem.fence()
+        shmem.atomic_set(inflag, step + 1, me - mask)
+    elif me % (2 * mask) == 0 and me + mask < npes:
+        shmem.wait_until(inflag, shmem.CMP.GE, step + 1)
+        val[0] += inbox[0]
+shmem.barrier_all()
+"""
+
+#: the same tree with one inbox slot and one flag per step: nothing is reused
+TREE_SLOT_PER_STEP = """levels = max((npes - 1).bit_length(), 1)
+val = np.zeros(1, dtype=np.int64)
+shmem.barrier_all()
+for step in range(2 * levels):
+    level = step % levels
+    if level == 0:
+        val[0] = me + 1
+    mask = 1 << level
+    if me % (2 * mask) == mask:
+        shmem.put(inboxes[step:step + 1], val, me - mask)
+        shmem.fence()
+        shmem.atomic_set(inflags[step:step + 1], 1, me - mask)
+    elif me % (2 * mask) == 0 and me + mask < npes:
+        shmem.wait_until(inflags[step:step + 1], shmem.CMP.EQ, 1)
+        val[0] += inboxes[step]
+shmem.barrier_all()
+"""
+
+#: a tree whose senders leave the loop (break): no barrier can go inside it, so no fix is an edit
+TREE_BREAK = """val = np.array([me + 1], dtype=np.int64)
+shmem.barrier_all()
+mask = 1
+while mask < npes:
+    if me & mask:
+        shmem.put(inbox, val, me - mask)
+        shmem.fence()
+        shmem.atomic_inc(inflag, me - mask)
+        break
+    if me + mask < npes:
+        shmem.wait_until(inflag, shmem.CMP.GE, mask.bit_length())
+        val[0] += inbox[0]
+    mask *= 2
+shmem.barrier_all()
+"""
+
+#: a halo exchange through one ghost cell per PE, announced by put_signal: the next step's put
+#: may land before the neighbour read the last one (the signal it waits on is not the missing one)
+HALO_ONE_GHOST = """sig = shmem.new_signal()
+left = (me - 1) % npes
+edge = np.zeros(1)
+acc = 0.0
+shmem.barrier_all()
+for it in range(1, 6):
+    edge[0] = me * 10 + it
+    shmem.put_signal(ghost, edge, left, sig, it, shmem.SIGNAL_SET)
+    shmem.signal_wait_until(sig, shmem.CMP.GE, it)
+    acc += ghost[0]
+shmem.barrier_all()
+shmem.del_signal(sig)
+"""
+
+#: the same halo where the reader acknowledges: the writer waits for it before its next put
+HALO_ACKNOWLEDGED = """sig = shmem.new_signal()
+left, right = (me - 1) % npes, (me + 1) % npes
+edge = np.zeros(1)
+acc = 0.0
+shmem.barrier_all()
+for it in range(1, 6):
+    edge[0] = me * 10 + it
+    if it > 1:
+        shmem.wait_until(acked, shmem.CMP.GE, it - 1)
+    shmem.put_signal(ghost, edge, left, sig, it, shmem.SIGNAL_SET)
+    shmem.signal_wait_until(sig, shmem.CMP.GE, it)
+    acc += ghost[0]
+    shmem.atomic_set(acked, it, right)
+shmem.barrier_all()
+shmem.del_signal(sig)
+"""
+
+FIX_ARRAYS = ["inbox=int64[1]", "inflag=int64[1]", "inboxes=int64[8]", "inflags=int64[8]", "ghost=float64[1]",
+              "acked=int64[1]"]
+FIX_RESET = "".join(f"{a.split('=')[0]}[...] = 0\n" for a in FIX_ARRAYS) + "shmem.barrier_all()\n"
+
+#: (racy, fixed twin or None, fewest PEs it races at, OpenSHMEM 1.5)
+PROGRAMS = {
+    "tree-one-slot": (TREE_ONE_SLOT, TREE_SLOT_PER_STEP, 2, False),
+    "tree-break": (TREE_BREAK, None, 4, False),
+    "halo-one-ghost": (HALO_ONE_GHOST, HALO_ACKNOWLEDGED, 2, True),
+}
+
+fix_job = job_fixture(2, 4, heap="32M", sos=(2, 4))
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_each_fix_removes_its_race_in_a_rerun(fix_job, program):
+    """The racy program: every race's fix, applied alone, removes it in a rerun (or there is none and the
+    hint says what to change); the fixed twin has no race."""
+    racy, fixed, fewest, needs_15 = PROGRAMS[program]
+    if needs_15 and fix_job.library.name != "sos":
+        pytest.skip("put_signal is OpenSHMEM 1.5: Sandia OpenSHMEM only")
+    races, problems = check_each_fix(fix_job, racy, FIX_ARRAYS, FIX_RESET)
+    assert problems == [], "\n".join(problems)
+    assert bool(races) == (fix_job.n >= fewest), races
+    if fixed is not None:
+        assert run_checked(fix_job, fixed, FIX_ARRAYS, FIX_RESET).races == []
+
+
+def _halo_events(me, steps=3):
+    """HALO_ONE_GHOST's events on PE ``me`` of 2 (the ghost is ``slot``, the signal ``flag``)."""
+    other = 1 - me
+    evs = [["sync", "barrier_all", 5, 0, None]]
+    for it in range(1, steps + 1):
+        evs += [["rma", "put_signal", 8, other, 0, 8, "<f8", "priv", 1000, 1008, 0, [float(it)]],
+                ["rma", "signal_set", 8, other, 16, 24, "<u8", None, None, None, 0, [it]],
+                ["wait", "signal_wait_until", 9, 16, 24, "<u8", [it], ">=", it, 0],
+                ["mem", "load", 10, "read", "sym", 0, 8, "<f8"]]
+    return evs + [["sync", "barrier_all", 11, 0, None], ["sync", "free", 12, 0, None]]
+
+
+def _analyse(events, npes, source):
+    from shmem_notebook.analysis.races import analyse
+
+    traces = {pe: {"events": evs, "names": NAMES, "ops": len(evs)} for pe, evs in events.items()}
+    return analyse(traces, npes, source=source).races
+
+
+def test_a_fix_that_orders_nothing_gives_way_to_one_checked_on_the_trace():
+    """The single-buffered put_signal halo: the old hint moved line 8 after itself ('the flag before the data',
+    naming the signal the reader did wait on); checked on the trace, a barrier in the loop after the read is offered."""
+    races = _analyse({pe: _halo_events(pe) for pe in (0, 1)}, 2, HALO_ONE_GHOST)
+    (race,) = [r for r in races if {a.line for a in r.accesses} == {8, 10}]
+    assert race.fix == Fix((Edit((10,), "shmem.barrier_all()", every_pe=True),))
+    assert "a shmem.barrier_all() after line 10 in the loop, where every PE passes, orders them" in race.hint
+    assert "    acc += ghost[0]\n    shmem.barrier_all()\nshmem.barrier_all()\n" in apply_fix(HALO_ONE_GHOST, race.fix)
+    unchecked = _races({pe: _halo_events(pe) for pe in (0, 1)})  # no source: the fix as the race's kind suggests
+    assert [r.fix for r in unchecked if {a.line for a in r.accesses} == {8, 10}] == [Fix((Edit((8,), "shmem.fence()", move=8),))]
+
+
+WHILE_SLOT = """shmem.barrier_all()
+k = 0
+while k < 2:
+    if me == 0:
+        shmem.put(slot, lb, 1)
+        shmem.fence()
+        shmem.atomic_set(flag, k + 1, 1)
+    else:
+        shmem.wait_until(flag, shmem.CMP.GE, k + 1)
+        x = slot[0]
+    k += 1
+shmem.barrier_all()
+"""
+
+
+def test_no_fix_when_no_barrier_in_the_cell_orders_the_race():
+    """One slot reused by the rounds of a ``while`` loop: a barrier cannot go inside it (the loop is hoisted over),
+    one after it orders nothing, so there is no fix and the hint says what to change."""
+    producer, consumer = [["sync", "barrier_all", 1, 0, None]], [["sync", "barrier_all", 1, 0, None]]
+    for k in (1, 2):
+        producer += [_put(5, 1, k), ["sync", "fence", 6, 0, None], _set(7, 1, 16, k)]
+        consumer += [["wait", "wait_until", 9, 16, 24, "<i8", [k], ">=", k, 0],
+                     ["mem", "load", 10, "read", "sym", 0, 16, "<i4"]]
+    end = [["sync", "barrier_all", 12, 0, None]]
+    races = _analyse({0: producer + end, 1: consumer + end}, 2, WHILE_SLOT)
+    (race,) = [r for r in races if {a.line for a in r.accesses} == {5, 10}]
+    assert race.fix is None
+    assert race.hint.startswith("no barrier, quiet or fence added to this cell orders line 5's put on PE 0 and line "
+                                "10's load on PE 1: give each round its own buffer")
+    # the guess it replaces: write the flag after the data, which the producer already does
+    guessed = [r for r in _races({0: producer + end, 1: consumer + end}) if {a.line for a in r.accesses} == {5, 10}]
+    assert [r.fix for r in guessed] == [Fix((Edit((5,), "shmem.fence()", move=7),))]

@@ -1,17 +1,20 @@
 """The race detector: the labelled catalogue on real 2- and 4-PE jobs, the report, errors, zero cost when off."""
 
 import io
+import pathlib
 import time
 
 import pytest
 
 import shmem_notebook
 from shmem_notebook import Access, PEError, Race
-from shmem_notebook.analysis.hints import apply_fix
 from shmem_notebook.analysis.races import find_races
 
 from conftest import job_fixture, needs_sos, running_job
 from race_catalogue import ARRAYS, CASES, RESET
+from race_fixes import check_each_fix, notebook_race_cells
+
+NOTEBOOKS = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
 
 
 #: the libraries the catalogue is scored on, and the OpenSHMEM version each implements
@@ -88,50 +91,47 @@ def test_catalogue(npes, library):
     assert wrong == []
 
 
-def _fix_until_clean(job, case, rounds=4):
-    """Apply each report's first race's fix until no race: (fixed?, what happened)."""
-    code, steps = case.code, []
-    for _ in range(rounds):
-        job.run(RESET, arrays=ARRAYS, stdout=io.StringIO(), timeout=60)
-        try:
-            result = job.run(code, race=True, stdout=io.StringIO(), stderr=io.StringIO(), timeout=30)
-        except (PEError, shmem_notebook.CellStoppedError) as exc:
-            if isinstance(exc, shmem_notebook.CellStoppedError):
-                job.restart()
-            return False, steps + [f"the fixed cell failed: {str(exc).splitlines()[0]}", code]
-        if not result.races:
-            return True, steps
-        race = result.races[0]
-        if race.fix is None:
-            return False, steps + [f"no fix for: {race}"]
-        steps.append(f"{race} => {race.fix}")
-        code = apply_fix(code, race.fix)
-    return False, steps + ["still racy after the fixes:", code]
-
-
 @pytest.mark.pe
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1500)
 @pytest.mark.parametrize("npes, library", [
     pytest.param(2, ("oshmem", "1.4"), id="2-oshmem"), pytest.param(4, ("oshmem", "1.4"), id="4-oshmem"),
     pytest.param(2, ("sos", "1.5"), id="2-sos", marks=needs_sos),
 ])
 def test_hint_fixes_remove_the_race(npes, library):
-    """Every racy case: applying the fix of the first race reported (again, while races remain) leaves none,
-    except the cases whose fix is not an edit of the cell (``Case.no_fix`` says why)."""
-    wrong, fixed = [], 0
+    """Every racy case: each race's fix, applied alone, removes that race in a rerun; a race without a fix
+    says what to change. A case whose fix is not an edit of the cell (``Case.no_fix`` says why) has such a race."""
+    wrong, fixed, unfixed = [], 0, 0
     name, spec = library
     for job in running_job(npes, heap="32M", library=name):
         for case in CASES:
             if not case.race or case.error_on(spec) or case.pending or not case.runs_at(npes):
                 continue
-            ok, steps = _fix_until_clean(job, case)
-            if case.no_fix:
-                ok = not ok and steps and steps[-1].startswith("no fix for:")
-            fixed += ok and not case.no_fix
-            if not ok:
-                wrong.append(f"{case.name}:\n    " + "\n    ".join(steps))
-    print(f"\nhint fixes on {name} at {npes} PEs: {fixed} racy cases fixed by their hints")
+            races, problems = check_each_fix(job, case.code, ARRAYS, RESET, timeout=30)
+            if case.no_fix and all(r.fix is not None for r in races):
+                problems.append(f"a fix for every race, but the case says: {case.no_fix}")
+            fixed += sum(r.fix is not None for r in races)
+            unfixed += sum(r.fix is None for r in races)
+            if problems:
+                wrong.append(f"{case.name}:\n    " + "\n    ".join(problems))
+    print(f"\nhint fixes on {name} at {npes} PEs: {fixed} races fixed by their fix, {unfixed} without a fix")
     assert wrong == [], "\n".join(wrong)
+
+
+@pytest.mark.pe
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("npes", [2, 4])
+def test_notebook_race_cells_fixes(npes):
+    """Every ``%%pxshmem --race`` cell of the shipped notebooks: each race's fix removes it in a rerun."""
+    cells = [c for path in sorted(NOTEBOOKS.glob("*.ipynb")) for c in notebook_race_cells(path)]
+    arrays = sorted({d for declared, _ in cells for d in declared})
+    reset = "".join(f"{d.split('=')[0]}[...] = 0\n" for d in arrays) + "shmem.barrier_all()\n"
+    wrong, racy = [], 0
+    for job in running_job(npes, heap="32M"):
+        for _, code in cells:
+            races, problems = check_each_fix(job, code, arrays, reset)
+            racy += bool(races)
+            wrong += problems
+    assert racy >= 3 and wrong == [], "\n".join(wrong)
 
 
 job2 = job_fixture(2, heap="32M")

@@ -11,6 +11,8 @@ datatypes) is ``None`` and only the prose says what to do.
 import ast
 from dataclasses import dataclass
 
+from . import fixcheck
+
 __all__ = ["Edit", "Fix", "advice", "apply_fix", "hint"]
 
 #: syncs that order nothing across PEs
@@ -68,7 +70,56 @@ def hint(a, b, sim):
 
 
 def advice(a, b, sim):
-    """``(hint, fix)`` for the race between accesses ``a`` and ``b``: the prose and a :class:`Fix` or ``None``."""
+    """``(hint, fix)`` for the race between accesses ``a`` and ``b``: the prose and a :class:`Fix` or ``None``.
+
+    A fix is offered only if it orders ``a`` and ``b`` when added to the recorded trace
+    (:func:`.fixcheck.orders`); else a barrier every PE passes next to one of the two lines, if
+    one orders them; else ``None``, the prose saying what to change."""
+    text, fix = _advise(a, b, sim)
+    alone = fix is None and a.pe != b.pe and a.line == b.line  # one line on two PEs: rounds of a loop?
+    if (fix is None and not alone) or getattr(sim, "source", None) is None:
+        return text, fix  # no source to check it on (synthetic traces, the command-line runner)
+    verdict = fixcheck.orders(fix, a, b, sim) if fix is not None else False
+    if verdict or verdict is None:  # None: an edit it cannot replay
+        return text, fix
+    for other_text, other in _barriers(a, b, sim, fix):
+        if fixcheck.orders(other, a, b, sim):
+            return other_text, other
+    return (text if alone else _what_to_change(a, b)), None
+
+
+def _barriers(a, b, sim, tried):
+    """Other fixes to check: a barrier every PE passes after or before either line, the first to run first."""
+    lines, _ = _first_to_run(a, b, sim)
+    seen = {tried}
+    for line, before in ((lines[0], False), (lines[1], True), (lines[1], False), (lines[0], True)):
+        fix = _fix(Edit((line,), "shmem.barrier_all()", before=before, every_pe=True))
+        if fix in seen:
+            continue
+        seen.add(fix)
+        where = f"{'before' if before else 'after'} line {line}{' in the loop' if fixcheck.in_loop(sim, line) else ''}"
+        if a.line == b.line:
+            yield (f"PEs {a.pe} and {b.pe} run line {a.line} on this memory in different rounds: a shmem.barrier_all() "
+                   f"{where}, where every PE passes, separates the rounds"), fix
+        else:
+            yield (f"a shmem.barrier_all() {where}, where every PE passes, orders them: line {a.line}'s {a.op} and "
+                   f"line {b.line}'s {b.op} then fall on either side of it"), fix
+
+
+def _what_to_change(a, b):
+    """The prose when no edit of the cell checked on the trace orders ``a`` and ``b``."""
+    both = f"line {a.line}'s {a.op} on PE {a.pe} and line {b.line}'s {b.op} on PE {b.pe}"
+    if a.writes and b.writes:
+        return (f"no barrier, quiet or fence added to this cell orders {both}, which write the same memory: give each "
+                "writer (or each round) its own elements, or make one wait for the other's signal before it writes")
+    writer, reader = (a, b) if a.writes else (b, a)
+    return (f"no barrier, quiet or fence added to this cell orders {both}: give each round its own buffer (e.g. one "
+            f"slot per step), or make PE {reader.pe} signal PE {writer.pe} after line {reader.line} and PE "
+            f"{writer.pe} wait for that signal before line {writer.line}")
+
+
+def _advise(a, b, sim):
+    """The hint and fix the race's kind suggests (unchecked)."""
     issued_before = b.point[a.pe] >= a.point[a.pe]
     if a.mode == "atomic" and b.mode == "atomic":
         text = (f"atomics on one location must all use one datatype ({a.dtype} and {b.dtype} here); "

@@ -607,20 +607,21 @@ class Analysis:
     checked: object = None
 
 
-def analyse(traces, npes, carry=None, cell=None, progress=None):
+def analyse(traces, npes, carry=None, cell=None, progress=None, source=None):
     """The races in one cell, after the operations ``carry`` (a :class:`~.carry.Carry`) left in
     flight by earlier cells; ``cell`` labels this cell (``"In [5]"``); ``progress(done, total)``
-    is called now and then. Returns an :class:`Analysis`."""
+    is called now and then; ``source``: the cell's code, to check fixes on (:mod:`.fixcheck`).
+    Returns an :class:`Analysis`."""
     enabled = gc.isenabled()
     gc.disable()  # the analysis makes many small objects and frees none: collecting them is quadratic
     try:
-        return _analyse(traces, npes, carry, cell, progress)
+        return _analyse(traces, npes, carry, cell, progress, source)
     finally:
         if enabled:
             gc.enable()
 
 
-def _analyse(traces, npes, carry, cell, progress):
+def _analyse(traces, npes, carry, cell, progress, source=None):
     from .carry import Carry
     from .partial import cut
 
@@ -637,6 +638,7 @@ def _analyse(traces, npes, carry, cell, progress):
     events = {pe: [event(e) for e in evs] for pe, evs in events.items()}
     total = 2 * sum(len(evs) for evs in events.values()) or 1
     sim = _Simulation(events, npes, progress and (lambda done: progress(done, total))).run()
+    sim.source = source  # the hints check their fixes on it (.fixcheck)
     accesses = _accesses(sim, labels)
     offset = len(sim.order)
     pairs = _check(sim, accesses, progress and (lambda done: progress(offset + done * offset // max(len(accesses), 1), total)))

@@ -105,7 +105,8 @@ class RaceStage(Stage):
             events = sum(len(data["events"]) for data in self.traces.values())
             progress = _Progress(cell.write_out, f"{events:,} events on {len(self.traces)} PEs")
             try:
-                found = analyse(self.traces, job.n, carry=carry, cell=label, progress=progress)
+                found = analyse(self.traces, job.n, carry=carry, cell=label, progress=progress,
+                                source=getattr(cell, "code", None))
             except KeyboardInterrupt:
                 self.interrupted = time.perf_counter() - started
                 progress.shown = False

@@ -1,0 +1,301 @@
+"""A race's fix, checked on the recorded trace before it is offered (client side, for :mod:`.hints`).
+
+A :class:`~.hints.Fix` adds synchronisation next to a statement of the cell, moves a statement or
+copies one. :func:`orders` adds the events the edited cell would record to the events this run
+recorded, on the PEs that pass that place and as often as they pass it, simulates them again
+(:class:`.races._Simulation`) and says whether the two racing accesses are then ordered.
+
+Where a PE passes a place is read from the cell's source: a PE passes a statement of a ``for``
+loop's body once per iteration, whether or not the statement recorded anything on that PE (an
+``if`` it skipped). A PE that recorded nothing in some iterations is placed both ways (its missing
+passes first, then last), and the fix must order the accesses both ways. A trace from a run
+without its source (synthetic traces, the command-line runner) is not checked (None).
+"""
+
+import ast
+
+from ..operations import event
+from . import hints as _hints
+
+__all__ = ["orders", "in_loop"]
+
+#: the code of an edit -> the event it records (``{ctx}``: the context of the call it follows)
+_CODE = {"shmem.barrier_all()": ("barrier_all", False), "shmem.quiet()": ("quiet", False),
+         "shmem.fence()": ("fence", False), "{ctx}.quiet()": ("quiet", True), "{ctx}.fence()": ("fence", True)}
+
+
+def orders(fix, a, b, sim):
+    """Does ``fix`` order accesses ``a`` and ``b`` of ``sim`` (True/False)? None when it cannot tell."""
+    source = getattr(sim, "source", None)
+    if source is None or any(e.code not in _CODE and e.code for e in fix.edits):
+        return None
+    cache = sim.__dict__.setdefault("_fixes", {})
+    if fix not in cache:
+        cache[fix] = _replays(fix, sim, _layout(sim))
+    replays = cache[fix]
+    if not replays:
+        return False  # not a place the PEs can pass as the edit says (a move onto itself, unequal passes)
+    from .races import _before
+
+    for replay, where in replays:
+        pair = [_access(replay, where, x) for x in (a, b)]
+        if None in pair or not (_before(pair[0], pair[1], replay) or _before(pair[1], pair[0], replay)):
+            return False
+    return True
+
+
+def in_loop(sim, line):
+    """Is cell line ``line`` in a ``for`` loop that a barrier placed next to it stays in?"""
+    try:
+        anchor = _layout(sim).anchor(_hints.Edit((line,), "shmem.barrier_all()", every_pe=True))
+    except (ValueError, SyntaxError):
+        return False
+    return isinstance(_layout(sim).parents.get(anchor), (ast.For, ast.AsyncFor))
+
+
+# -- the cell's statements ----------------------------------------------------------------------
+class _Layout:
+    """The cell's statements: which one a line is in, the loops around it, the lines of function bodies."""
+
+    def __init__(self, source):
+        self.tree = ast.parse(source)
+        self.parents = {}
+        for node in ast.walk(self.tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+        self.statements = [n for n in ast.walk(self.tree) if isinstance(n, ast.stmt)]
+        self.lines = len(source.splitlines())
+        self.in_def = set()  # lines of function bodies: they run where the function is called
+        for n in self.statements:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.in_def.update(range(n.body[0].lineno, n.end_lineno + 1))
+
+    def elsewhere(self, line):
+        """Is ``line`` run from where a call is: a function body, or code outside the cell (another place)?"""
+        return line in self.in_def or not 1 <= line <= self.lines
+
+    def anchor(self, edit):
+        return _hints._anchor(edit, self.statements, self.parents)
+
+    def statement(self, line):
+        return _hints._innermost(line, self.statements)
+
+
+def _layout(sim):
+    if getattr(sim, "_layout", None) is None:
+        sim._layout = _Layout(sim.source)
+    return sim._layout
+
+
+def _start(evs):
+    """Where this cell's events begin: after the operations earlier cells left in flight and the boundary."""
+    for i, e in enumerate(evs):
+        if e.kind == "sync" and e.op == "sync_all" and e.line == 0:
+            return i + 1
+    return 0
+
+
+def _simple(stmt):
+    return not any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) for n in ast.walk(stmt))
+
+
+def _runs(evs, stmt, layout):
+    """``[(i, j)]``: the events ``[i, j)`` of each time the PE ran ``stmt`` (events of functions it calls join)."""
+    lo, hi, simple = stmt.lineno, stmt.end_lineno, _simple(stmt)
+    runs, first, last = [], None, 0
+    for i in range(_start(evs), len(evs)):
+        e = evs[i]
+        inside = lo <= e.line <= hi
+        if not inside and layout.elsewhere(e.line):
+            if runs and runs[-1][1] == i:
+                runs[-1] = (runs[-1][0], i + 1)
+            continue
+        if not inside:
+            continue
+        key = (e.kind, e.op, e.line)
+        if runs and runs[-1][1] == i and not (simple and (key == first or e.line < last)):
+            runs[-1] = (runs[-1][0], i + 1)
+        else:  # a new run: after other events, or the statement begun again (a loop of it)
+            runs.append((i, i + 1))
+            first = key
+        last = e.line
+    return runs
+
+
+def _passes(evs, anchor, before, layout):
+    """``(points, entry, exit)``: the indices before which the PE passes the place next to ``anchor``
+    (a statement of the module or of a ``for`` body), and where it enters and leaves that loop."""
+    loop = layout.parents.get(anchor)
+    body = loop.body
+    at = body.index(anchor)
+    spans = [(s.lineno, s.end_lineno) for s in body]
+
+    def position(line):
+        for k, (lo, hi) in enumerate(spans):
+            if lo <= line <= hi:
+                return k
+        return None
+
+    points, entry, exit_ = [], None, None
+    prev = first = last = None
+    passed, module = False, isinstance(loop, ast.Module)
+    for i in range(_start(evs), len(evs)):
+        e = evs[i]
+        q = position(e.line)
+        if q is None and (module or layout.elsewhere(e.line)):
+            continue
+        if q is None:
+            if prev is not None:  # left the loop: the iteration ends here
+                if not passed:
+                    points.append(i)
+                exit_, prev = i, None
+            continue
+        if entry is None:
+            entry = i
+        key = (e.kind, e.op, e.line)
+        again = not module and prev is not None and (q < prev or (q == prev and _simple(body[q])
+                                                                    and (key == first or e.line < last)))
+        if again:  # a new iteration
+            if not passed:
+                points.append(i)
+            passed = False
+        if prev is None or q != prev or again:
+            first = key
+        if not passed and (q >= at if before else q > at):
+            points.append(i)
+            passed = True
+        prev, last = q, e.line
+    if prev is not None:
+        if not passed:
+            points.append(len(evs))
+        exit_ = len(evs)
+    if entry is None:  # never in the loop: where it would have been
+        after = [i for i in range(_start(evs), len(evs))
+                 if evs[i].line > getattr(loop, "end_lineno", 0) and not layout.elsewhere(evs[i].line)]
+        entry = exit_ = after[0] if after else len(evs)
+    if module:
+        points = points[:1] or [len(evs)]
+    return points, entry, exit_
+
+
+# -- the edited trace -------------------------------------------------------------------------
+def _replays(fix, sim, layout):
+    """``[(simulation, where)]`` of the edited events (two when some PE's passes are ambiguous),
+    ``where[pe][old index]`` the event's new index; ``[]`` when the edit cannot be placed so."""
+    try:
+        plans = _plans(fix, sim, layout)
+    except ValueError:
+        return []
+    from .races import _Simulation
+
+    out = []
+    for inserts, removed in plans:
+        events, where = {}, {}
+        for pe, evs in sim.events.items():
+            new, index = [], {}
+            at = inserts.get(pe, {})
+            for i in range(len(evs) + 1):
+                for raw, old in at.get(i, ()):
+                    if old is not None:
+                        index[old] = len(new)
+                    new.append(raw)
+                if i < len(evs) and (pe, i) not in removed:
+                    index[i] = len(new)
+                    new.append(evs[i])
+            events[pe], where[pe] = new, index
+        replay = _Simulation(events, sim.n).run()
+        if _consistent(replay, where, sim):
+            out.append((replay, where))
+    return out
+
+
+def _consistent(replay, where, sim):
+    """Could the PEs have run as placed? Every wait still comes after the writes it was matched to."""
+    for (pe, i), writes in sim.waited.items():
+        at = replay.points[pe][where[pe][i]]
+        for q, j in writes:
+            point = replay.points[q][where[q][j]] if j in where[q] else None
+            if at is None or point is None or point[pe] >= at[pe]:
+                return False
+    return True
+
+
+def _plans(fix, sim, layout):
+    """``[(inserts, removed)]``: ``inserts[pe][i]``, the ``(event, old index or None)`` placed before
+    event ``i``; ``removed``, the moved ``(pe, i)``. Raises ValueError when the edit cannot be placed."""
+    late, early, removed, ambiguous = {}, {}, set(), False
+    for edit in fix.edits:
+        anchor = layout.anchor(edit)
+        moved = layout.statement(edit.move) if edit.move is not None else None
+        copied = layout.statement(edit.copy) if edit.copy is not None else None
+        if moved is not None and moved.lineno <= anchor.end_lineno and anchor.lineno <= moved.end_lineno:
+            raise ValueError("a statement moved next to itself")
+        template = _template(copied, sim, layout) if copied is not None else []
+        passes = {}
+        for pe, evs in sim.events.items():
+            if edit.every_pe:
+                passes[pe] = _passes(evs, anchor, edit.before, layout)
+            else:
+                runs = _runs(evs, anchor, layout)
+                points = [i if edit.before else j for i, j in runs]
+                passes[pe] = (points, None, None)
+        if edit.every_pe:
+            most = max(len(p[0]) for p in passes.values())
+            ambiguous |= any(len(p[0]) < most for p in passes.values())
+        for pe, (points, entry, exit_) in passes.items():
+            evs = sim.events[pe]
+            moves = _runs(evs, moved, layout) if moved is not None else []
+            if moved is not None and len(moves) != len(points):
+                raise ValueError("the moved statement runs a different number of times")
+            for which, extra in ((late, [exit_] * (most - len(points)) if edit.every_pe else []),
+                                 (early, [entry] * (most - len(points)) if edit.every_pe else [])):
+                ordered = sorted(points + extra)
+                for k, point in enumerate(ordered):
+                    new = _code_events(edit, evs, point, anchor)
+                    if moves and k < len(moves):
+                        i, j = moves[k]
+                        new += [(evs[m], m) for m in range(i, j)]
+                    new += [(e, None) for e in template]
+                    which.setdefault(pe, {}).setdefault(point, []).extend(new)
+            for i, j in moves:
+                removed.update((pe, m) for m in range(i, j))
+    return [(late, removed), (early, removed)] if ambiguous else [(late, removed)]
+
+
+def _code_events(edit, evs, point, anchor):
+    if not edit.code:
+        return []
+    op, own_ctx = _CODE[edit.code]
+    ctx = 0
+    if own_ctx:
+        calls = [e for e in evs[:point] if e.kind == "rma" and anchor.lineno <= e.line <= anchor.end_lineno]
+        ctx = calls[-1].ctx if calls else 0
+    return [(event(["sync", op, anchor.end_lineno, ctx, None]), None)]
+
+
+def _template(stmt, sim, layout):
+    """The events of the first run of ``stmt`` on any PE (what a copy of it records)."""
+    for evs in sim.events.values():
+        runs = _runs(evs, stmt, layout)
+        if runs:
+            i, j = runs[0]
+            return list(evs[i:j])
+    raise ValueError("the copied statement ran nowhere")
+
+
+def _access(replay, where, x):
+    """The access of the replay that is ``x`` (an access of the original simulation), or None."""
+    from .races import _accesses
+
+    index = where[x.pe].get(x.index)
+    if index is None:
+        return None
+    memo = replay.__dict__.setdefault("_by_event", None)
+    if memo is None:
+        memo = replay._by_event = {}
+        for acc in _accesses(replay):
+            memo.setdefault((acc.pe, acc.index), []).append(acc)
+    for acc in memo.get((x.pe, index), ()):
+        if acc.owner == x.owner and acc.space == x.space and acc.remote == x.remote:
+            return acc
+    return None
