@@ -99,6 +99,41 @@ def test_a_racy_helper_is_reported_at_its_own_lines_with_its_cell(job):
     assert f"{racy_cell} line 3" in races[0].hint, races[0].hint
 
 
+SHAPES = """\
+def make_shift(buf):
+    def shift(scale=1):
+        shmem.put(buf[1:2], buf[0:1], right)
+        {sync}return int(buf[1]) * scale
+    return shift
+class Base:
+    def sync(self):
+        shmem.barrier_all()
+class Ring(Base):
+    def exchange(self, g):
+        shmem.put(g[1:2], g[0:1], right)
+        {super_sync}v = int(g[1])
+        super().sync()
+        return v
+shift, ring = make_shift(g), Ring()
+"""
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["untraced", "traced"])
+def test_closures_defaults_and_methods_of_an_earlier_cell(job, traced):
+    """A closure with a default argument and a method calling ``super()``, defined in an earlier cell
+    (traced too: its code was rewritten with that cell's lines), racy and fixed."""
+    racy = SHAPES.format(sync="", super_sync="")
+    quiet(job, racy, race=traced)
+    label = f"cell {len(job.history)}"
+    races, out = _race(job, "g[0] = me\nshift()\nshmem.barrier_all()\n")
+    assert _places(races) == {f"{label} line 3", f"{label} line 4"}, out
+    races, out = _race(job, "g[0] = me\nring.exchange(g)\nshmem.barrier_all()\n")
+    assert _places(races) == {f"{label} line 11", f"{label} line 12"}, out
+    quiet(job, SHAPES.format(sync="shmem.barrier_all()\n        ", super_sync="super().sync()\n        "), race=traced)
+    races, out = _race(job, "g[0] = me\nassert shift(2) == 2 * left\nshmem.barrier_all()\nassert ring.exchange(g) == left\n")
+    assert races == [], out
+
+
 # -- a kernel in the user's module, edited and reloaded ----------------------------------------------
 KERNEL = """\
 from shmem4py import shmem

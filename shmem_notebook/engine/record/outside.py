@@ -83,7 +83,11 @@ def rewritten(f):
     key = (code, code.co_filename in state.cell_files)
     plan = _plans.get(key, False)
     if plan is False:
-        plan = _plans[key] = _plan(func, key[1])
+        try:
+            plan = _plan(func, key[1])
+        except Exception:  # never the user's error: the call is recorded as before
+            plan = None
+        _plans[key] = plan
     if plan is None or plan is True:
         return f if plan else None
     new, cells = plan
@@ -144,10 +148,12 @@ def _compile(node, code, filename, offset):
     node = _transformer.visit(node)
     body = [node]
     if code.co_freevars:
-        binds = [ast.Assign(targets=[ast.Name(id=v, ctx=ast.Store())], value=ast.Constant(None)) for v in code.co_freevars]
-        body = [ast.FunctionDef(name="_shmem_race_outer", args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[],
-                                                                               kw_defaults=[], defaults=[]),
-                                body=binds + body, decorator_list=[], lineno=node.lineno, col_offset=0)]
+        binds = [ast.copy_location(ast.Assign(targets=[ast.Name(id=v, ctx=ast.Store())], value=ast.Constant(None)), node)
+                 for v in code.co_freevars]
+        outer = ast.FunctionDef(name="_shmem_race_outer", args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[],
+                                                                            kw_defaults=[], defaults=[]),
+                                body=binds + body, decorator_list=[])
+        body = [ast.copy_location(outer, node)]
     tree = ast.Module(body=body, type_ignores=[])
     if offset:
         renumber(tree, offset)
@@ -185,12 +191,11 @@ def exec_code(source, line):
         number = _number(("exec", sha, line), ["exec", line])
         filename = f"<exec'd code {number}>"
         try:
-            tree = ast.parse(text, filename)
-        except SyntaxError:
-            return None  # exec raises it itself
-        tree = _transformer.generic_visit(tree)  # no mark statement: its lines are not the cell's
-        renumber(tree, number * RACE_LINES)
-        code = compile(ast.fix_missing_locations(tree), filename, "exec", dont_inherit=True)
+            tree = _transformer.generic_visit(ast.parse(text, filename))  # no mark statement: not the cell's lines
+            code = compile(ast.fix_missing_locations(renumber(tree, number * RACE_LINES)), filename, "exec",
+                           dont_inherit=True)
+        except Exception:  # a syntax error: exec raises it itself
+            return None
         _remember(code)
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # for tracebacks
         state.outside[filename] = number * RACE_LINES
