@@ -288,3 +288,27 @@ def test_the_runner_notes_compiled_code_too(tmp_path, sync):
     assert done.returncode == (0 if sync else 1), done.stdout + done.stderr
     if not sync:
         assert "prog.py:10 put (write)" in done.stdout and "prog.py:11 memset (write)" in done.stdout, done.stdout
+
+
+# -- in a notebook: cells are named as the notebook shows them ----------------------------------------------
+def test_a_notebook_names_the_cell_a_helper_was_defined_in(capsys):
+    import re
+
+    import shmem_notebook
+    from conftest import ipython_shell
+
+    shmem_notebook.job._current = None
+    ip = ipython_shell()
+    try:
+        assert ip.run_cell("%shmem start -n 2 --heap 16M").success
+        ip.run_cell("%%pxshmem\ng = shmem.zeros(2, dtype=np.int64)\nright = (me + 1) % npes\n", store_history=True)
+        ip.run_cell("%%pxshmem\n" + PUT_RIGHT, store_history=True)
+        put_count = ip.execution_count - 1
+        ip.run_cell("%%pxshmem\n" + RING_SHIFT_RACY, store_history=True)
+        capsys.readouterr()
+        ip.run_cell("%%pxshmem --race\ng[0] = me\nv = ring_shift_racy(g)\n", store_history=True)
+        out = capsys.readouterr().out
+        assert re.search(rf"PE 0 In \[{put_count}\] line 2 put \(write\)", out), out
+        assert re.search(rf"PE 1 In \[{put_count + 1}\] line 3 load \(read\)", out), out
+    finally:
+        ip.run_cell("%shmem stop")

@@ -45,6 +45,7 @@ def install(recording):
 
     _rec = recording
     recording.compiled = set()  # lines calling compiled code
+    state.outside.update(outside.offsets)  # the layer's lines of calls made by code outside the cell
     _written.clear()
     ns = state.shell.user_ns
     for hook, func in FUNCS.items():
@@ -56,6 +57,7 @@ def uninstall():
     """Stop feeding (the hooks stay in the namespace: functions the cell defined still call them)."""
     global _rec
     _rec = None
+    state.outside.clear()  # other consumers (the trace) name cell lines only
 
 
 _ndarray = np.ndarray

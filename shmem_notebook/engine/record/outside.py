@@ -29,12 +29,14 @@ from ...protocol import RACE_LINES
 from . import state
 from .instrument import AccessTransformer, renumber
 
-__all__ = ["rewritten", "exec_code", "places", "enabled"]
+__all__ = ["rewritten", "exec_code", "places", "enabled", "offsets"]
 
 #: off in the race runner, which numbers its program's files itself (see .script)
 enabled = True
 
 _places = {}  # number -> what the place is (see the module docstring)
+#: file name -> place * RACE_LINES of the code rewritten here (state.outside while a race recording runs)
+offsets = {}
 _plans = {}  # (code object, its file is the cell's) -> (new code, closure positions), True (run as is) or None
 _made = set()  # code objects made here (and the functions defined in them): run as they are
 _exec = {}  # (source, line) -> code object
@@ -121,7 +123,7 @@ def _plan(func, in_cell):
     if new is None or not set(new.co_freevars) <= set(code.co_freevars):
         return None
     if offset:
-        state.outside[filename] = offset
+        offsets[filename] = state.outside[filename] = offset
     return new, tuple(code.co_freevars.index(name) for name in new.co_freevars)
 
 
@@ -198,6 +200,6 @@ def exec_code(source, line):
             return None
         _remember(code)
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # for tracebacks
-        state.outside[filename] = number * RACE_LINES
+        offsets[filename] = state.outside[filename] = number * RACE_LINES
         _exec[key] = code
     return code

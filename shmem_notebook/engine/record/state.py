@@ -9,5 +9,6 @@ shell = None
 #: code file names of the cell being recorded (filled as the cell runs; see layer.cell_line)
 cell_files = set()
 
-#: code file name -> place * RACE_LINES of code outside the cell that runs rewritten (see .outside)
+#: code file name -> place * RACE_LINES of code outside the cell that runs rewritten, while a race
+#: recording runs (see .outside)
 outside = {}
