@@ -312,3 +312,21 @@ def test_a_notebook_names_the_cell_a_helper_was_defined_in(capsys):
         assert re.search(rf"PE 1 In \[{put_count + 1}\] line 3 load \(read\)", out), out
     finally:
         ip.run_cell("%shmem stop")
+
+
+# -- naming lines (pure) -------------------------------------------------------------------------------------
+def test_where_names_the_cell_earlier_cells_modules_and_execd_code():
+    from shmem_notebook.analysis.places import cell_labels, where
+    from shmem_notebook.job.history import CellRecord
+    from shmem_notebook.protocol import RACE_LINES
+
+    history = [CellRecord("def f(a):\n    a[0] = 1\n", {}, {}, count=3, number=1)]
+    sha = next(iter(cell_labels(history)))
+    places = {7: ["cell", sha, 1], 8: ["file", "/tmp/x/kernels.py"], 9: ["exec", 7 * RACE_LINES + 2],
+              10: ["cell", "0" * 40, 5]}
+    cells = cell_labels(history)
+    assert where(12, places, cells) == "line 12"
+    assert where(7 * RACE_LINES + 2, places, cells) == "In [3] line 2"
+    assert where(8 * RACE_LINES + 12, places, cells) == "kernels.py:12"
+    assert where(9 * RACE_LINES + 3, places, cells) == "exec'd code line 3 (called at In [3] line 2)"
+    assert where(10 * RACE_LINES + 4, places, cells) == "an earlier cell line 4"

@@ -16,7 +16,7 @@ import re
 
 from ..protocol import RACE_LINES
 
-__all__ = ["where", "places_of", "cell_labels", "name_places", "notes"]
+__all__ = ["where", "namer", "places_of", "cell_labels", "name_places", "notes"]
 
 _LINE = re.compile(r"\bline (\d+)")
 
@@ -53,6 +53,13 @@ def where(line, places, cells=None):
     return f"exec'd code line {rest} (called at {where(place[1], places, cells)})"
 
 
+def namer(traces, history=None):
+    """``name(line)``: :func:`where` with the places of ``traces`` and the cells of ``history``."""
+    places = places_of(traces)
+    cells = cell_labels(history) if places else None
+    return lambda line: where(line, places, cells)
+
+
 def _outside(line):
     return line >= RACE_LINES
 
@@ -83,9 +90,6 @@ def name_places(races, traces, history=None):
 def notes(traces, history=None, name=None):
     """One line per line that called compiled code: ``"line 12 calls compiled code: its arrays counted as
     read and written"``; ``name(line)`` names a line (default: :func:`where`)."""
-    if name is None:
-        places = places_of(traces)
-        cells = cell_labels(history) if places else None
-        name = lambda line: where(line, places, cells)  # noqa: E731
+    name = name or namer(traces, history)
     lines = sorted({line for data in traces.values() for line in data.get("compiled") or ()})
     return [f"{name(line)} calls compiled code: its arrays counted as read and written" for line in lines]

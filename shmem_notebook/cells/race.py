@@ -16,7 +16,7 @@ takes more than a second; an interrupt stops it with one line, and the job stays
 
 import time
 
-from ..analysis.places import name_places, notes
+from ..analysis.places import name_places, namer, notes
 from ..analysis.races import analyse
 from ..analysis.report import report_lines, stops_of
 from ..errors import _notebook_count
@@ -126,7 +126,8 @@ class RaceStage(Stage):
             return
         after = f", after what {', '.join(self.carried)} left in flight" if self.carried else ""
         stops = stops_of(result, cell.timeout, raised_line)
+        name = namer(self.traces, cell.job.history)  # lines outside the cell: "In [3] line 4", "kernels.py:12"
         for line in report_lines(result.races, self.traces, cell.job.n, checked=self.checked, stops=stops,
-                                 notes=notes(self.traces, cell.job.history),
+                                 notes=notes(self.traces, name=name), where=name,
                                  after=after, cost=f", +{self.overhead:.2f} s"):
             write(f"{line}\n")
