@@ -16,7 +16,7 @@ import re
 
 from ..protocol import RACE_LINES
 
-__all__ = ["where", "namer", "places_of", "cell_labels", "name_places", "notes"]
+__all__ = ["cell_labels", "name_places", "namer", "notes", "places_of", "where"]
 
 _LINE = re.compile(r"\bline (\d+)")
 
