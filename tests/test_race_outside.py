@@ -113,6 +113,7 @@ class Ring(Base):
         shmem.put(g[1:2], g[0:1], right)
         {super_sync}v = int(g[1])
         super().sync()
+        self.__seen = v
         return v
 shift, ring = make_shift(g), Ring()
 """
@@ -120,8 +121,9 @@ shift, ring = make_shift(g), Ring()
 
 @pytest.mark.parametrize("traced", [False, True], ids=["untraced", "traced"])
 def test_closures_defaults_and_methods_of_an_earlier_cell(job, traced):
-    """A closure with a default argument and a method calling ``super()``, defined in an earlier cell
-    (traced too: its code was rewritten with that cell's lines), racy and fixed."""
+    """A closure with a default argument and a method calling ``super()`` and setting a private
+    attribute, defined in an earlier cell (traced too: its code was rewritten with that cell's lines),
+    racy and fixed."""
     racy = SHAPES.format(sync="", super_sync="")
     quiet(job, racy, race=traced)
     label = f"cell {len(job.history)}"
@@ -130,7 +132,7 @@ def test_closures_defaults_and_methods_of_an_earlier_cell(job, traced):
     races, out = _race(job, "g[0] = me\nring.exchange(g)\nshmem.barrier_all()\n")
     assert _places(races) == {f"{label} line 11", f"{label} line 12"}, out
     quiet(job, SHAPES.format(sync="shmem.barrier_all()\n        ", super_sync="super().sync()\n        "), race=traced)
-    races, out = _race(job, "g[0] = me\nassert shift(2) == 2 * left\nshmem.barrier_all()\nassert ring.exchange(g) == left\n")
+    races, out = _race(job, "g[0] = me\nassert shift(2) == 2 * left\nshmem.barrier_all()\nassert ring.exchange(g) == left\nassert ring._Ring__seen == left\n")
     assert races == [], out
 
 
@@ -178,6 +180,16 @@ def test_a_module_kernel_is_reported_at_its_file_and_line_and_after_a_reload(job
     quiet(job, "kernels = importlib.reload(kernels)")
     races, out = _race(job, cell)
     assert _places(races) == {f"{module}.py:7", f"{module}.py:8"}, out
+
+
+def test_a_module_edited_and_not_reloaded_runs_its_old_code(job, tmp_path):
+    module = f"version_{job.n}"
+    (tmp_path / f"{module}.py").write_text("def version(buf):\n    return int(buf[0]) + 1\n")
+    quiet(job, f"import sys\nsys.path.insert(0, {str(tmp_path)!r})\nimport {module} as version_module\n")
+    (tmp_path / f"{module}.py").write_text("def version(buf):\n    return int(buf[0]) + 2\n")
+    out = io.StringIO()
+    quiet(job, "print(version_module.version(g))", race=True, stdout=out)
+    assert "] 1" in out.getvalue() and "] 2" not in out.getvalue(), out.getvalue()
 
 
 # -- exec'd code -------------------------------------------------------------------------------------------

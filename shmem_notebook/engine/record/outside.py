@@ -17,6 +17,7 @@ code run by ``exec`` called at that (recorded) line.
 """
 
 import ast
+import copy
 import hashlib
 import linecache
 import os
@@ -113,15 +114,23 @@ def _plan(func, in_cell):
     linecache.checkcache(filename)  # a module edited since (importlib.reload): its new text
     source = "".join(linecache.getlines(filename, func.__globals__))
     try:
-        node = _definition(ast.parse(source, filename), code)
+        tree = ast.parse(source, filename)
     except (SyntaxError, ValueError):
         return None
+    node = _definition(tree, code)
     if node is None:
         return None
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    # the text must be the function's: a module edited and not reloaded runs its old code
+    marked = getattr(func, "__shmem_race_cell__", False)  # rewritten when its (traced) cell ran
+    same = _compile(copy.deepcopy(node), code, filename, 0, imports, rewrite=marked)
+    if same is None or not _same(same, code):
+        return None
     offset = 0 if in_cell else _file_place(filename) * RACE_LINES
-    new = _compile(node, code, filename, offset)
+    new = _compile(node, code, filename, offset, imports)
     if new is None or not set(new.co_freevars) <= set(code.co_freevars):
         return None
+    _remember(new)
     if offset:
         offsets[filename] = state.outside[filename] = offset
     return new, tuple(code.co_freevars.index(name) for name in new.co_freevars)
@@ -141,14 +150,29 @@ def _definition(tree, code):
     return found[0] if len(found) == 1 else None
 
 
-def _compile(node, code, filename, offset):
-    """``node`` rewritten and compiled as the one function of a module; its code object. Free
-    variables are local variables of an enclosing function, so the new code has them free too."""
+def _same(a, b):
+    """Do code objects ``a`` and ``b`` do the same (bytecode, names, constants)?"""
+    if (a.co_code, a.co_names, a.co_varnames, a.co_freevars, len(a.co_consts)) != \
+            (b.co_code, b.co_names, b.co_varnames, b.co_freevars, len(b.co_consts)):
+        return False
+    return all(_same(x, y) if isinstance(x, types.CodeType) and isinstance(y, types.CodeType)
+               else type(x) is type(y) and x == y for x, y in zip(a.co_consts, b.co_consts))
+
+
+def _compile(node, code, filename, offset, imports=(), rewrite=True):
+    """``node`` (``rewrite``: rewritten) compiled as the one function of a module, after the file's
+    ``imports`` (the compiler calls methods of imported modules its own way), in a class of its
+    class's name for a method (private names are mangled by it); its code object. Free variables
+    are local variables of an enclosing function, so the new code has them free too."""
     if isinstance(node, ast.Lambda):
         node = ast.Assign(targets=[ast.Name(id="_shmem_race_lambda", ctx=ast.Store())], value=node,
                           lineno=node.lineno, col_offset=0)
-    node = _transformer.visit(node)
+    if rewrite:
+        node = _transformer.visit(node)
     body = [node]
+    owner = code.co_qualname.split(".")[-2:-1]
+    if owner and owner[0] != "<locals>":
+        body = [ast.copy_location(ast.ClassDef(name=owner[0], bases=[], keywords=[], body=body, decorator_list=[]), node)]
     if code.co_freevars:
         binds = [ast.copy_location(ast.Assign(targets=[ast.Name(id=v, ctx=ast.Store())], value=ast.Constant(None)), node)
                  for v in code.co_freevars]
@@ -156,23 +180,23 @@ def _compile(node, code, filename, offset):
                                                                             kw_defaults=[], defaults=[]),
                                 body=binds + body, decorator_list=[])
         body = [ast.copy_location(outer, node)]
-    tree = ast.Module(body=body, type_ignores=[])
+    tree = ast.Module(body=[*imports, *body], type_ignores=[])
     if offset:
         renumber(tree, offset)
     compiled = compile(ast.fix_missing_locations(tree), filename, "exec", dont_inherit=True)
-    found = _find(compiled, code.co_name)
-    if found is not None:
-        _remember(found)
-    return found
+    return _find(compiled, code.co_name)
 
 
 def _find(compiled, name):
-    for const in compiled.co_consts:
-        if isinstance(const, types.CodeType):
-            if const.co_name == name:
-                return const
-            if const.co_name == "_shmem_race_outer":
-                return _find(const, name)
+    """The code named ``name`` in ``compiled``, the outermost first."""
+    codes = [c for c in compiled.co_consts if isinstance(c, types.CodeType)]
+    for c in codes:
+        if c.co_name == name:
+            return c
+    for c in codes:
+        found = _find(c, name)
+        if found is not None:
+            return found
     return None
 
 
