@@ -138,7 +138,10 @@ def test_closures_defaults_and_methods_of_an_earlier_cell(job, traced):
 
 # -- a kernel in the user's module, edited and reloaded ----------------------------------------------
 KERNEL = """\
-from shmem4py import shmem
+try:  # an import in a block: the compiler still calls the module's functions its own way
+    from shmem4py import shmem
+except ImportError:
+    shmem = None
 
 
 def exchange(buf, me, npes):
@@ -169,7 +172,7 @@ def test_a_module_kernel_is_reported_at_its_file_and_line_and_after_a_reload(job
     quiet(job, f"import sys, importlib\nsys.path.insert(0, {str(tmp_path)!r})\nimport {module} as kernels\n")
     cell = "g[0] = me\nv = kernels.exchange(g, me, npes)\n"
     races, out = _race(job, cell)
-    assert _places(races) == {f"{module}.py:5", f"{module}.py:6"}, out
+    assert _places(races) == {f"{module}.py:8", f"{module}.py:9"}, out
 
     path.write_text(KERNEL.format(body=FIXED_BODY))
     quiet(job, "kernels = importlib.reload(kernels)")
@@ -179,7 +182,7 @@ def test_a_module_kernel_is_reported_at_its_file_and_line_and_after_a_reload(job
     path.write_text(KERNEL.format(body=MOVED_BODY))
     quiet(job, "kernels = importlib.reload(kernels)")
     races, out = _race(job, cell)
-    assert _places(races) == {f"{module}.py:7", f"{module}.py:8"}, out
+    assert _places(races) == {f"{module}.py:10", f"{module}.py:11"}, out
 
 
 def test_a_module_edited_and_not_reloaded_runs_its_old_code(job, tmp_path):

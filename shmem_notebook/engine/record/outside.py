@@ -120,7 +120,7 @@ def _plan(func, in_cell):
     node = _definition(tree, code)
     if node is None:
         return None
-    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    imports = _imports(tree)
     # the text must be the function's: a module edited and not reloaded runs its old code
     marked = getattr(func, "__shmem_race_cell__", False)  # rewritten when its (traced) cell ran
     same = _compile(copy.deepcopy(node), code, filename, 0, imports, rewrite=marked)
@@ -134,6 +134,18 @@ def _plan(func, in_cell):
     if offset:
         offsets[filename] = state.outside[filename] = offset
     return new, tuple(code.co_freevars.index(name) for name in new.co_freevars)
+
+
+def _imports(tree):
+    """The module-level imports of ``tree`` (also inside its ``if`` and ``try`` blocks), in order."""
+    found, todo = [], list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+    return sorted(found, key=lambda n: n.lineno)
 
 
 def _definition(tree, code):
