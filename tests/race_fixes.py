@@ -1,9 +1,10 @@
 """Each race's fix, applied alone to the cell and rerun on real PEs: the race must be gone.
 
 Shared by the catalogue's fix test (test_races.py), the notebooks' ``--race`` cells and the
-programs of test_race_hints.py. A race is the same race after a fix when it names the same array
-and two lines of the same text (a fix inserts lines, so the numbers move). A race whose ``fix``
-is None must say in its hint what to change.
+programs of test_race_hints.py. A race is the same race after a fix when it names the same array,
+two lines of the same text (a fix inserts lines, so the numbers move) and PEs in common, unless
+it is another race of the first run on those lines (other pairs of PEs, another hint). A race whose
+``fix`` is None must say in its hint what to change.
 """
 
 import io
@@ -29,9 +30,29 @@ def run_checked(job, code, arrays, reset, timeout=60):
     return job.run(code, race=True, arrays=arrays, stdout=io.StringIO(), stderr=io.StringIO(), timeout=timeout)
 
 
-def _key(race, code):
+def _sides(race, code):
     lines = code.splitlines()
-    return race.array, frozenset(lines[a.line - 1].strip() for a in race.accesses)
+    return [(lines[a.line - 1].strip(), set(a.pes or (a.pe,))) for a in race.accesses]
+
+
+def _same(race, code, other, other_code):
+    """Do ``race`` (of ``code``) and ``other`` (of ``other_code``) name the same array, lines and PEs?"""
+    if race.array != other.array or not set(race.pes or (race.pe,)) & set(other.pes or (other.pe,)):
+        return False
+    (t1, p1), (t2, p2) = _sides(race, code)
+    (u1, q1), (u2, q2) = _sides(other, other_code)
+    return (t1 == u1 and t2 == u2 and p1 & q1 and p2 & q2) or (t1 == u2 and t2 == u1 and p1 & q2 and p2 & q1)
+
+
+def _hint(race):
+    return re.sub(r"\d+", "#", race.hint)
+
+
+def _still_there(race, races, code, again, fixed):
+    """The races of the rerun that are ``race``: the same memory, lines and PEs, and not another race of
+    the first run on the same lines (its pairs of PEs with another hint) that is still there."""
+    return [r for r in again if _same(race, code, r, fixed)
+            and not any(o is not race and _same(o, code, r, fixed) and _hint(o) == _hint(r) for o in races)]
 
 
 def check_each_fix(job, code, arrays, reset, timeout=60):
@@ -55,8 +76,9 @@ def check_each_fix(job, code, arrays, reset, timeout=60):
                 job.restart()
             problems.append(f"{race}\n    fix ({race.fix}): the fixed cell failed: {str(exc).splitlines()[0]}")
             continue
-        if _key(race, code) in {_key(r, fixed) for r in again}:
-            problems.append(f"{race}\n    fix ({race.fix}) leaves it:\n{fixed}")
+        left = _still_there(race, races, code, again, fixed)
+        if left:
+            problems.append(f"{race}\n    fix ({race.fix}) leaves it: {left[0]}\n{fixed}")
     return races, problems
 
 

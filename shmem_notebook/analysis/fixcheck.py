@@ -9,7 +9,8 @@ Where a PE passes a place is read from the cell's source: a PE passes a statemen
 loop's body once per iteration, whether or not the statement recorded anything on that PE (an
 ``if`` it skipped). A PE that recorded nothing in some iterations is placed both ways (its missing
 passes first, then last), and the fix must order the accesses both ways. A trace from a run
-without its source (synthetic traces, the command-line runner) is not checked (None).
+without its source (synthetic traces, the command-line runner) or of more than :data:`CHECK_EVENTS`
+events is not checked (None).
 """
 
 import ast
@@ -17,7 +18,10 @@ import ast
 from ..operations import event
 from . import hints as _hints
 
-__all__ = ["orders", "in_loop"]
+__all__ = ["orders", "in_loop", "CHECK_EVENTS"]
+
+#: a trace of more events (after folding repeats) is not simulated again: its fixes go unchecked
+CHECK_EVENTS = 50_000
 
 #: the code of an edit -> the event it records (``{ctx}``: the context of the call it follows)
 _CODE = {"shmem.barrier_all()": ("barrier_all", False), "shmem.quiet()": ("quiet", False),
@@ -29,19 +33,31 @@ def orders(fix, a, b, sim):
     source = getattr(sim, "source", None)
     if source is None or any(e.code not in _CODE and e.code for e in fix.edits):
         return None
+    if sum(len(evs) for evs in sim.events.values()) > CHECK_EVENTS:
+        return None
+    try:
+        edited = _hints.apply_fix(source, fix)  # fixes that make the same cell are one replay
+    except (ValueError, SyntaxError):
+        return False
     cache = sim.__dict__.setdefault("_fixes", {})
-    if fix not in cache:
-        cache[fix] = _replays(fix, sim, _layout(sim))
-    replays = cache[fix]
+    if edited not in cache:
+        try:
+            cache[edited] = _replays(fix, sim, _layout(sim))
+        except Unplaceable:
+            cache[edited] = None
+    replays = cache[edited]
+    if replays is None:
+        return None
     if not replays:
         return False  # not a place the PEs can pass as the edit says (a move onto itself, unequal passes)
-    from .races import _before
+    pair = (_kind(a), _kind(b))
+    return not any(pair in racing or pair[::-1] in racing for racing in replays)
 
-    for replay, where in replays:
-        pair = [_access(replay, where, x) for x in (a, b)]
-        if None in pair or not (_before(pair[0], pair[1], replay) or _before(pair[1], pair[0], replay)):
-            return False
-    return True
+
+def _kind(x):
+    """What an access is in any run of the cell: who, where in the cell, what (:meth:`.races._Access.kind`
+    without the locks, which a fix may add)."""
+    return x.pe, x.line, x.op, x.mode, x.remote, x.target, x.owner, x.space
 
 
 def in_loop(sim, line):
@@ -65,10 +81,39 @@ class _Layout:
                 self.parents[child] = node
         self.statements = [n for n in ast.walk(self.tree) if isinstance(n, ast.stmt)]
         self.lines = len(source.splitlines())
-        self.in_def = set()  # lines of function bodies: they run where the function is called
+        self._simple = {}
+        self.in_def = {}  # line of a function body -> the line of its one call in the cell (None: not one)
+        names = {}  # a function's name, and names bound to it (f = bump) -> the function
         for n in self.statements:
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.in_def.update(range(n.body[0].lineno, n.end_lineno + 1))
+                names[n.name] = n
+        for n in self.statements:
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and n.value.id in names:
+                names.update((t.id, names[n.value.id]) for t in n.targets if isinstance(t, ast.Name))
+        calls = {}
+        for n in ast.walk(self.tree):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names:
+                calls.setdefault(names[n.func.id], []).append(n.lineno)
+        for n in set(names.values()):
+            sites = calls.get(n, [])
+            for line in range(n.body[0].lineno, n.end_lineno + 1):
+                self.in_def[line] = sites[0] if len(sites) == 1 else None
+
+    def simple(self, stmt):
+        """Does ``stmt`` run its body once each time it runs (no loop inside)?"""
+        if stmt not in self._simple:
+            self._simple[stmt] = not any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) for n in ast.walk(stmt))
+        return self._simple[stmt]
+
+    def caller(self, line):
+        """The cell line whose place an event of ``line`` takes: its own, or the one call of the function
+        it is in; raises :class:`Unplaceable` for a function called from several places or from outside the cell."""
+        if 1 <= line <= self.lines and line not in self.in_def:
+            return line
+        site = self.in_def.get(line)
+        if site is None or site in self.in_def:
+            raise Unplaceable(f"line {line} runs where a function is called, and it is not one place")
+        return site
 
     def elsewhere(self, line):
         """Is ``line`` run from where a call is: a function body, or code outside the cell (another place)?"""
@@ -79,6 +124,10 @@ class _Layout:
 
     def statement(self, line):
         return _hints._innermost(line, self.statements)
+
+
+class Unplaceable(ValueError):
+    """The events do not say where a PE passed a place (code in a function called from several places)."""
 
 
 def _layout(sim):
@@ -95,13 +144,12 @@ def _start(evs):
     return 0
 
 
-def _simple(stmt):
-    return not any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) for n in ast.walk(stmt))
+
 
 
 def _runs(evs, stmt, layout):
     """``[(i, j)]``: the events ``[i, j)`` of each time the PE ran ``stmt`` (events of functions it calls join)."""
-    lo, hi, simple = stmt.lineno, stmt.end_lineno, _simple(stmt)
+    lo, hi, simple = stmt.lineno, stmt.end_lineno, layout.simple(stmt)
     runs, first, last = [], None, 0
     for i in range(_start(evs), len(evs)):
         e = evs[i]
@@ -141,8 +189,9 @@ def _passes(evs, anchor, before, layout):
     passed, module = False, isinstance(loop, ast.Module)
     for i in range(_start(evs), len(evs)):
         e = evs[i]
-        q = position(e.line)
-        if q is None and (module or layout.elsewhere(e.line)):
+        line = layout.caller(e.line)  # a function's body runs where it is called
+        q = position(line)
+        if q is None and module:
             continue
         if q is None:
             if prev is not None:  # left the loop: the iteration ends here
@@ -153,8 +202,8 @@ def _passes(evs, anchor, before, layout):
         if entry is None:
             entry = i
         key = (e.kind, e.op, e.line)
-        again = not module and prev is not None and (q < prev or (q == prev and _simple(body[q])
-                                                                    and (key == first or e.line < last)))
+        again = not module and prev is not None and (q < prev or (q == prev and layout.simple(body[q])
+                                                                    and (key == first or line < last)))
         if again:  # a new iteration
             if not passed:
                 points.append(i)
@@ -164,7 +213,7 @@ def _passes(evs, anchor, before, layout):
         if not passed and (q >= at if before else q > at):
             points.append(i)
             passed = True
-        prev, last = q, e.line
+        prev, last = q, line
     if prev is not None:
         if not passed:
             points.append(len(evs))
@@ -180,13 +229,15 @@ def _passes(evs, anchor, before, layout):
 
 # -- the edited trace -------------------------------------------------------------------------
 def _replays(fix, sim, layout):
-    """``[(simulation, where)]`` of the edited events (two when some PE's passes are ambiguous),
-    ``where[pe][old index]`` the event's new index; ``[]`` when the edit cannot be placed so."""
+    """The racing pairs of kinds (:func:`_kind`) of each replay of the edited events (two replays when
+    some PE's passes are ambiguous); ``[]`` when the edit cannot be placed so."""
     try:
         plans = _plans(fix, sim, layout)
+    except Unplaceable:
+        raise
     except ValueError:
         return []
-    from .races import _Simulation
+    from .races import _Simulation, _accesses, _check
 
     out = []
     for inserts, removed in plans:
@@ -204,8 +255,8 @@ def _replays(fix, sim, layout):
                     new.append(evs[i])
             events[pe], where[pe] = new, index
         replay = _Simulation(events, sim.n).run()
-        if _consistent(replay, where, sim):
-            out.append((replay, where))
+        if _consistent(replay, where, sim):  # every pair of kinds still racing, as the analysis finds them
+            out.append({(_kind(a), _kind(b)) for a, b, *_ in _check(replay, _accesses(replay))})
     return out
 
 
@@ -267,9 +318,9 @@ def _code_events(edit, evs, point, anchor):
         return []
     op, own_ctx = _CODE[edit.code]
     ctx = 0
-    if own_ctx:
-        calls = [e for e in evs[:point] if e.kind == "rma" and anchor.lineno <= e.line <= anchor.end_lineno]
-        ctx = calls[-1].ctx if calls else 0
+    if own_ctx:  # the context of the last call of the statement before this point
+        ctx = next((evs[i].ctx for i in range(point - 1, -1, -1)
+                    if evs[i].kind == "rma" and anchor.lineno <= evs[i].line <= anchor.end_lineno), 0)
     return [(event(["sync", op, anchor.end_lineno, ctx, None]), None)]
 
 
@@ -281,21 +332,3 @@ def _template(stmt, sim, layout):
             i, j = runs[0]
             return list(evs[i:j])
     raise ValueError("the copied statement ran nowhere")
-
-
-def _access(replay, where, x):
-    """The access of the replay that is ``x`` (an access of the original simulation), or None."""
-    from .races import _accesses
-
-    index = where[x.pe].get(x.index)
-    if index is None:
-        return None
-    memo = replay.__dict__.setdefault("_by_event", None)
-    if memo is None:
-        memo = replay._by_event = {}
-        for acc in _accesses(replay):
-            memo.setdefault((acc.pe, acc.index), []).append(acc)
-    for acc in memo.get((x.pe, index), ()):
-        if acc.owner == x.owner and acc.space == x.space and acc.remote == x.remote:
-            return acc
-    return None

@@ -74,16 +74,19 @@ def advice(a, b, sim):
 
     A fix is offered only if it orders ``a`` and ``b`` when added to the recorded trace
     (:func:`.fixcheck.orders`); else a barrier every PE passes next to one of the two lines, if
-    one orders them; else ``None``, the prose saying what to change."""
+    one orders them; else ``None``, the prose saying what to change. Without the cell's source
+    (synthetic traces, the command-line runner) the fix is the one the race's kind suggests."""
     text, fix = _advise(a, b, sim)
     alone = fix is None and a.pe != b.pe and a.line == b.line  # one line on two PEs: rounds of a loop?
     if (fix is None and not alone) or getattr(sim, "source", None) is None:
         return text, fix  # no source to check it on (synthetic traces, the command-line runner)
     verdict = fixcheck.orders(fix, a, b, sim) if fix is not None else False
-    if verdict or verdict is None:  # None: an edit it cannot replay
+    if verdict is None:  # the trace does not say where the PEs would pass it: the prose only
+        return text, None
+    if verdict:
         return text, fix
     for other_text, other in _barriers(a, b, sim, fix):
-        if fixcheck.orders(other, a, b, sim):
+        if fixcheck.orders(other, a, b, sim) is True:
             return other_text, other
     return (text if alone else _what_to_change(a, b)), None
 
