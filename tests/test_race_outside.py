@@ -306,6 +306,7 @@ def test_the_runner_notes_compiled_code_too(tmp_path, sync):
 
 
 # -- in a notebook: cells are named as the notebook shows them ----------------------------------------------
+@pytest.mark.pe
 def test_a_notebook_names_the_cell_a_helper_was_defined_in(capsys):
     import re
 
