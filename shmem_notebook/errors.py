@@ -4,6 +4,7 @@ import re
 import sys
 
 from .folding import pe_ranges
+from .words import plural
 
 __all__ = [
     "ShmemNotebookError",
@@ -99,7 +100,7 @@ class PEError(ShmemNotebookError):
         for pe, (ename, evalue, _) in sorted(self.errors.items()):
             kinds.setdefault(f"{ename}: {evalue}{_EXPLAINED.get((ename, evalue), '')}", []).append(pe)
         summary = "; ".join(f"PE {pe_ranges(pes)}: {what}" for what, pes in kinds.items())
-        super().__init__(message or f"the cell raised on {len(self.errors)} of {npes} PEs: {summary}")
+        super().__init__(message or f"the cell raised on {len(self.errors)} of {plural(npes, 'PE')}: {summary}")
 
     def _render_traceback_(self):
         """IPython shows this instead of our own frames: each distinct remote traceback once,
@@ -148,7 +149,7 @@ def _clean_traceback(tb):
             skipping = False  # the error line after the last frame
         if not skipping:
             if hidden and (plain.startswith(("File ", "Cell ")) or _ERROR_LINE.match(plain)):
-                out.append(f"({hidden} frame{'s' if hidden > 1 else ''} inside shmem4py / shmem_notebook hidden)")
+                out.append(f"({plural(hidden, 'frame')} inside shmem4py / shmem_notebook hidden)")
                 hidden = 0
             out.append(line)
     while out and not out[-1].strip():

@@ -99,7 +99,7 @@ def test_flat_ranges_and_indices_in_the_arrays_shape():
     assert format_indices(flat_ranges([(0, 800)], 0, 8, (10, 10), (80, 8)), (10, 10)) == "[:, :]"
     assert format_indices(progressions([range(3, 4), range(13, 14), range(20, 22)]), (10, 10)) == "[0:2, 3] and [2, 0:2]"
     assert format_indices((range(0, 20, 2),), (20,)) == "[0:19:2]"
-    assert format_indices((range(0, 7, 6),), (20,)) == "[0, 6]"  # two elements: two indices
+    assert format_indices((range(0, 7, 6),), (20,)) == "[0] and [6]"  # two elements: two indices
     assert format_indices((range(23, 54, 30),), (10, 10)) == "[2, 3] and [5, 3]"
     # a view's own layout: its elements, not the bytes' order in memory
     column = BOARD[:, 3]
@@ -109,7 +109,7 @@ def test_flat_ranges_and_indices_in_the_arrays_shape():
 
 def test_one_dimensional_indices_read_as_before():
     assert format_indices((range(0, 1),)) == "[0]"
-    assert format_indices((range(2, 5), range(7, 8))) == "[2:5, 7]"
+    assert format_indices((range(2, 5), range(7, 8))) == "[2:5] and [7]"
     assert format_indices(()) == ""
     assert progressions([range(0, 1), range(2, 3), range(4, 5), range(5, 6)]) == (range(0, 5, 2), range(5, 6))
 

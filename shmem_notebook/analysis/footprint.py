@@ -248,15 +248,17 @@ def _split(box):
 
 
 def format_indices(indices, shape=None, limit=4):
-    """Flat element ranges as the array's own indices: ``(range(0, 1),)`` -> ``'[0]'``; in a 1-D
-    array ``(range(2, 5), range(7, 8))`` -> ``'[2:5, 7]'``; in a 10x10 array the elements 43, 53,
-    63 -> ``'[4:7, 3]'`` (several boxes are joined by ``and``)."""
+    """Flat element ranges as the array's own indices: ``(range(0, 1),)`` -> ``'[0]'``; in a 10x10
+    array the elements 43, 53, 63 -> ``'[4:7, 3]'``. Several boxes are joined by ``and`` at every
+    rank, so a 1-D set never reads as N-D indexing: ``(range(2, 5), range(7, 8))`` -> ``'[2:5] and [7]'``
+    (``A[2:5] and [7]`` after the array's name); past ``limit`` boxes, ``and more``."""
     if not indices:
         return ""
     if not shape or len(shape) < 2:
         n = shape[0] if shape else None
-        parts = [_slice(r, n, False) for r in _pairs(indices)[:limit]]
-        return "[" + ", ".join(parts) + (", ..." if len(indices) > limit else "") + "]"
+        parts = _pairs(indices)
+        text = [f"[{_slice(r, n, False)}]" for r in parts[:limit]]
+        return " and ".join(text) + (" and more" if len(parts) > limit else "")
     points, total = [], 0
     for r in indices:
         for flat in r:

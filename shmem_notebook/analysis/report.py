@@ -11,6 +11,7 @@ cap; otherwise it says what was checked and why the rest was not::
 from dataclasses import dataclass
 
 from ..folding import pe_ranges
+from ..words import plural
 
 __all__ = ["Stop", "Words", "CELL", "PROGRAM", "stops_of", "verdict", "report_lines"]
 
@@ -63,7 +64,7 @@ def _line(line):
 
 
 def _plural(count, word):
-    return f"{count:,} {word}{'s' if count != 1 else ''}"
+    return plural(count, word)
 
 
 def verdict(races, traces, npes, checked=None, stops=None, words=CELL, where=_line, after="", cost=""):

@@ -11,6 +11,7 @@ clocks are only as good as their synchronisation).
 import numpy as np
 
 from ..operations import ATOMICS, CALLS, COLLECTIVES, RMA
+from ..words import plural
 
 __all__ = ["Trace", "TRANSFERS"]
 
@@ -34,7 +35,8 @@ class Trace:
         self._frames = None
 
     def __repr__(self):
-        return f"<Trace: {len(self.events)} events on {self.npes} PEs, {self.epochs} heap states, {len(self.frames())} steps>"
+        return (f"<Trace: {plural(len(self.events), 'event')} on {plural(self.npes, 'PE')}, "
+                f"{plural(self.epochs, 'heap state')}, {plural(len(self.frames()), 'step')}>")
 
     def heap(self, epoch):
         """``{name: ndarray of shape (npes, *shape)}`` of the heap at ``epoch`` (0 = the cell's
@@ -109,7 +111,7 @@ class Trace:
         start, stop, step = event["indices"] or (0, 0, 1)
         if event["array"] == "(scratch)":  # the teaching collectives' own buffer: its offsets mean nothing to a reader
             count = max(1, -(-(stop - start) // step))
-            where = f"{count} element{'s' if count != 1 else ''} (work buffer)"
+            where = f"{plural(count, 'element')} (work buffer)"
         elif stop - start <= step:
             where = f"{event['array']}[{start}]"
         else:

@@ -21,6 +21,7 @@ from ..analysis.races import analyse
 from ..analysis.report import report_lines, stops_of
 from ..errors import _notebook_count
 from ..operations import CAP
+from ..words import plural
 from .stages import Stage, register
 from .stranded import raised_line
 
@@ -103,7 +104,7 @@ class RaceStage(Stage):
         job.race_carry = None
         if self.traces:
             events = sum(len(data["events"]) for data in self.traces.values())
-            progress = _Progress(cell.write_out, f"{events:,} events on {len(self.traces)} PEs")
+            progress = _Progress(cell.write_out, f"{plural(events, 'event')} on {plural(len(self.traces), 'PE')}")
             try:
                 found = analyse(self.traces, job.n, carry=carry, cell=label, progress=progress,
                                 source=getattr(cell, "code", None))

@@ -25,6 +25,7 @@ import numpy as np
 from ..analysis.races import format_indices
 from ..errors import InputError, ShmemNotebookError
 from ..folding import fold, pe_ranges
+from ..words import plural
 from .stages import Stage, register
 
 __all__ = ["StressStage", "RUNS", "MAX_DELAY", "Run", "Difference", "compare", "summary", "estimate"]
@@ -197,7 +198,7 @@ def _on(pes, what):
 
 def _seeds(seeds):
     seeds = sorted(set(seeds))
-    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+    return f"{plural(len(seeds), 'seed', number=False)} {', '.join(map(str, seeds))}"
 
 
 def _seconds(seconds):

@@ -8,6 +8,7 @@ trace (the PEs cannot answer).
 """
 
 from ..analysis.trace import Trace
+from ..words import plural
 from .stages import Stage, register
 
 __all__ = ["TraceStage"]
@@ -35,5 +36,5 @@ class TraceStage(Stage):
             write("trace: none (the PEs did not finish the cell)\n")
             return
         dropped = f" ({trace.dropped} more not kept)" if trace.dropped else ""
-        write(f"trace: {len(trace.events)} events{dropped} on {trace.npes} PEs, {trace.epochs} heap states, "
-              f"{len(trace.frames())} steps; replay with `%shmem replay` or result.trace.replay()\n")
+        write(f"trace: {plural(len(trace.events), 'event')}{dropped} on {plural(trace.npes, 'PE')}, "
+              f"{plural(trace.epochs, 'heap state')}, {plural(len(trace.frames()), 'step')}; replay with `%shmem replay` or result.trace.replay()\n")

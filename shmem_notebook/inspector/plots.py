@@ -19,6 +19,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ..specs import format_size
+from ..words import plural
 
 __all__ = [
     "plot_heap",
@@ -353,7 +354,7 @@ def plot_diff(snapshot, name, reference=None, ax=None):
     for pe in range(snapshot.npes):
         a = axes[pe]
         artists.append(_mask_image(a, panels_mask[pe], 120, 120))
-        label = "reference" if pe == reference else f"{counts[pe]} {unit} differ"
+        label = "reference" if pe == reference else f"{plural(counts[pe], unit[:-1])} {plural(counts[pe], 'differs', 'differ', number=False)}"
         a.set_title(f"PE {pe}: {label}", fontsize=FONT + 1, color="#d62728" if counts[pe] else "black")
         a.tick_params(labelsize=FONT - 2)
         _index_ticks(a, _block(snapshot, name))

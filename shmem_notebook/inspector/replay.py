@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from ..errors import InputError
+from ..words import plural
 from .plots import figure_png
 
 __all__ = ["Replay", "draw_frame", "transfers"]
@@ -160,7 +161,8 @@ class Replay(widgets.VBox):
 
     def static_text(self):
         """The steps as text: title, then one line per transfer."""
-        lines = [f"replay: {len(self.trace.frames())} steps, {len(self.trace.events)} events, {self.trace.npes} PEs"]
+        lines = [f"replay: {plural(len(self.trace.frames()), 'step')}, {plural(len(self.trace.events), 'event')}, "
+                 f"{plural(self.trace.npes, 'PE')}"]
         for i, frame in enumerate(self.trace.frames()):
             lines.append(f"step {i + 1}: {frame['title']}")
             arrows = transfers(self.trace, frame)

@@ -6,6 +6,7 @@ import time
 import numpy as np
 
 from ..specs import format_size
+from ..words import plural
 
 __all__ = ["state_table", "arrays_table", "values_table", "race_marks", "summary_line", "VALUES_MAX"]
 
@@ -157,6 +158,6 @@ def summary_line(snapshot):
     answered = sum(p["reachable"] for p in snapshot.pes)
     missing = "" if answered == snapshot.npes else f" ({snapshot.npes - answered} without data)"
     return (
-        f"{snapshot.npes} PEs{missing}, job {snapshot.job_state}; refreshed {stamp} in {snapshot.seconds:.2f} s, "
+        f"{plural(snapshot.npes, 'PE')}{missing}, job {snapshot.job_state}; refreshed {stamp} in {snapshot.seconds:.2f} s, "
         f"{format_size(snapshot.payload_bytes)} received"
     )

@@ -13,6 +13,7 @@
 
 from ..cells.result import CellResult
 from ..errors import JobStateError
+from ..words import plural
 from .job import Job
 
 __all__ = ["Job", "CellResult", "start", "current_job"]
@@ -23,7 +24,7 @@ _current = None
 def start(
     n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None,
     slurm=False, partition=None, time=None, nodes=None, account=None, sbatch_args=(), restart_on_hang=False,
-    library=None,
+    library=None, sbatch_prologue=(),
 ):  # fmt: skip
     """Start an OpenSHMEM job of ``n`` PEs and make it the current job.
 
@@ -33,13 +34,13 @@ def start(
     global _current
     if _current is not None and _current.state != "stopped":
         raise JobStateError(
-            f"a job of {_current.n} PEs is already {_current.state}; use `%shmem restart` or `%shmem stop` "
+            f"a job of {plural(_current.n, 'PE')} is already {_current.state}; use `%shmem restart` or `%shmem stop` "
             f"(job.restart() / job.stop()) first"
         )
     job = Job(
         n, heap=heap, oversubscribe=oversubscribe, hostfile=hostfile, timeout=timeout, ip=ip,
         slurm=slurm, partition=partition, time=time, nodes=nodes, account=account, sbatch_args=sbatch_args,
-        restart_on_hang=restart_on_hang, library=library,
+        restart_on_hang=restart_on_hang, library=library, sbatch_prologue=sbatch_prologue,
     )  # fmt: skip
     job.start()
     _current = job

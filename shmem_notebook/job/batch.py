@@ -1,4 +1,5 @@
-"""A Slurm batch job in the queue, seen from the kernel: the progress line while it waits.
+"""A Slurm batch job seen from the kernel: its options, the script ``%shmem export --slurm`` writes
+(:func:`sbatch_script`), and the progress line while it waits in the queue.
 
 The local :mod:`shmem_notebook.launcher.batchjob` process follows the job and
 writes state lines to its output file; :class:`QueueProgress` reads the last one
@@ -7,18 +8,26 @@ place, until every PE registered. Interrupting the wait (the kernel's stop
 button, Ctrl-C) ends in :meth:`Job.start`'s clean-up, which cancels the job.
 """
 
+import os
+import shlex
 import sys
 import time
 
 from ..errors import InputError
 from ..launcher.batchjob import parse_marks
+from ..launcher.environment import platform_environment
+from ..rc import rc
+from ..words import plural
 
-__all__ = ["QueueProgress", "progress_text", "batch_options"]
+__all__ = ["QueueProgress", "progress_text", "batch_options", "prologue_lines", "sbatch_script", "AS_ROOT"]
 
 
-def batch_options(slurm, ip, hostfile, partition, time, nodes, account, sbatch_args):
-    """The launcher's batch-job options, checked; ``{}`` without ``slurm``. Raises :class:`InputError`."""
-    given = {"partition": partition, "time": time, "nodes": nodes, "account": account, "sbatch_args": sbatch_args}
+def batch_options(slurm, ip, hostfile, partition, time, nodes, account, sbatch_args, sbatch_prologue=()):
+    """The launcher's batch-job options, checked; ``{}`` without ``slurm``. Raises :class:`InputError`.
+    ``sbatch_prologue``: shell lines the batch job runs before it starts the PEs (a string or a list),
+    e.g. ``"module load openmpi/4.1"``."""
+    given = {"partition": partition, "time": time, "nodes": nodes, "account": account, "sbatch_args": sbatch_args,
+             "sbatch_prologue": sbatch_prologue}
     if not slurm:
         named = [name for name, value in given.items() if value]
         if named:
@@ -37,6 +46,7 @@ def batch_options(slurm, ip, hostfile, partition, time, nodes, account, sbatch_a
         raise InputError(f"nodes must be a positive integer, got {nodes!r}; e.g. nodes=2")
     if isinstance(sbatch_args, str):
         raise InputError(f"sbatch_args is a list of arguments, got the string {sbatch_args!r}; e.g. ['--qos=debug']")
+    prologue = prologue_lines(sbatch_prologue)
     return {
         "slurm": True,
         "partition": partition or "",
@@ -44,7 +54,66 @@ def batch_options(slurm, ip, hostfile, partition, time, nodes, account, sbatch_a
         "nodes": nodes,
         "account": account or "",
         "sbatch_args": [str(a) for a in sbatch_args],
+        "sbatch_prologue": prologue,
     }
+
+
+def prologue_lines(prologue):
+    """``"module load a\nmodule load b"`` or a list of lines -> the list of non-empty lines."""
+    if not prologue:
+        return []
+    if isinstance(prologue, str):
+        prologue = [prologue]
+    if not all(isinstance(line, str) for line in prologue):
+        raise InputError(f"sbatch_prologue is shell lines (a string or a list of strings), got {prologue!r}; "
+                         "e.g. 'module load openmpi/4.1'")
+    return [line for text in prologue for line in text.splitlines() if line.strip()]
+
+
+#: what Open MPI wants to run as root; the batch script sets it only when its job runs as root
+AS_ROOT = ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
+
+
+def sbatch_script(n, program_path, heap, options=None, runner=None, python=None):
+    """An sbatch script that runs ``program_path`` on ``n`` PEs with the launcher's environment;
+    ``options``: ``partition``, ``time``, ``nodes``, ``account``, ``sbatch_args``, ``sbatch_prologue``
+    (as ``Job.batch``). Open MPI's run-as-root variables are set only when the job runs as root."""
+    options = dict(options or {})
+    runner = runner or rc.slurm_runner
+    python = python or sys.executable
+    program_path = os.path.abspath(program_path)
+    stem = os.path.splitext(os.path.basename(program_path))[0]
+    lines = [
+        "#!/bin/bash",
+        f"# runs {os.path.basename(program_path)} as a Slurm batch job of {plural(n, 'PE')} (exported by shmem_notebook)",
+        f"#SBATCH --job-name={stem}",
+        f"#SBATCH --ntasks={n}",
+    ]
+    for key in ("nodes", "partition", "time", "account"):
+        if options.get(key):
+            lines.append(f"#SBATCH --{key}={options[key]}")
+    lines += [f"#SBATCH {arg}" for arg in options.get("sbatch_args") or []]
+    if not any(str(a).startswith(("--output", "-o")) for a in options.get("sbatch_args") or []):
+        lines.append(f"#SBATCH --output={stem}-%j.out")
+    prologue = prologue_lines(options.get("sbatch_prologue"))
+    if prologue:
+        lines += ["", "# the site's setup (--sbatch-prologue): the same Open MPI as where the notebook ran", *prologue]
+    env = {k: v for k, v in platform_environment(environ={}, heap=heap).items() if k not in AS_ROOT}
+    lines += ["", "# what shmem_notebook's launcher gives the PEs on this platform (Open MPI 4.1.x OSHMEM); "
+              "what is set already wins"]
+    lines += [f'export {k}="${{{k}-{v}}}"' for k, v in env.items()]
+    lines += ['if [ "$(id -u)" = 0 ]; then  # only a job that really runs as root: Open MPI refuses root unless told']
+    lines += [f'    export {k}="${{{k}-1}}"' for k in AS_ROOT]
+    lines += ["fi"]
+    if runner == "srun":
+        command = ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", f"--ntasks={n}", python, program_path]
+    else:
+        command = [rc.oshrun, "-n", str(n)]
+        for k in sorted(env):
+            command += ["-x", k]
+        command += [python, program_path]
+    lines += ["", "exec " + shlex.join(command), ""]
+    return "\n".join(lines)
 
 
 def progress_text(mark, elapsed, registered, n):

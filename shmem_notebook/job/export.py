@@ -10,7 +10,7 @@ allocated zeroed before it, IPython syntax made plain Python or left out with th
 and at the end a barrier and the declared arrays freed. Cells that failed in the notebook
 are left out (named in the program's docstring) unless chosen with ``cells``.
 
-:mod:`.plain` is the cell-to-Python step; :func:`sbatch_script` writes the batch script.
+:mod:`.plain` is the cell-to-Python step; :func:`.batch.sbatch_script` writes the batch script.
 Nothing here reaches the PEs.
 """
 
@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 
 from ..errors import InputError
 from ..launcher.environment import platform_environment
-from ..rc import rc
 from ..specs import parse_size, parse_spec
+from ..words import plural
+from .batch import sbatch_script
 from .plain import plain_cell, show_last
 from .plain import stored as names_stored
 from .plain import used as names_used
@@ -67,8 +68,8 @@ class Exported:
     left_out: list = field(default_factory=list)  # (label, why)
     sbatch: str = None
     npes: int = 0
-    oshrun: str = "oshrun"  # the job's library's launcher and its PEs' Python
-    python: str = os.path.basename(sys.executable)
+    oshrun: str = "oshrun"  # the job's library's launcher
+    python: str = sys.executable  # the Python the job's PEs ran: a bare python3 may lack shmem4py
 
     @property
     def command(self):
@@ -76,7 +77,7 @@ class Exported:
 
     def __str__(self):
         cells = ", ".join(self.cells) or "none"
-        text = f"wrote {self.program}: {len(self.cells)} cell{'s' if len(self.cells) != 1 else ''} ({cells})"
+        text = f"wrote {self.program}: {plural(len(self.cells), 'cell')} ({cells})"
         if self.left_out:
             text += "; left out: " + "; ".join(f"{label} ({why})" for label, why in self.left_out)
         text += f"\nrun it: {self.command}  (per-PE output: add --tag-output)"
@@ -101,18 +102,24 @@ def export(job, path, cells=None, slurm=False):
     text = program(chosen, left_out, job, os.path.basename(path))
     with open(path, "w") as f:
         f.write(text)
-    done = Exported(path, [r.label for r in chosen], left_out, npes=job.n)
+    done = Exported(path, [r.label for r in chosen], left_out, npes=job.n, python=_python(job))
     if library is not None and library.name != "oshmem":  # the default keeps the plain `oshrun`
-        done.oshrun, done.python = library.oshrun, library.python
+        done.oshrun = library.oshrun
     if slurm:
         options = dict(job.batch) if job.batch else {}
         if isinstance(slurm, dict):
             options.update({k: v for k, v in slurm.items() if v not in (None, "")})
         done.sbatch = os.path.splitext(path)[0] + ".sbatch"
         with open(done.sbatch, "w") as f:
-            f.write(sbatch_script(job.n, path, job.heap, options))
+            f.write(sbatch_script(job.n, path, job.heap, options, python=done.python))
         os.chmod(done.sbatch, 0o755)
     return done
+
+
+def _python(job):
+    """The Python the job's PEs ran (its library's: the notebook's own for Open MPI's OSHMEM)."""
+    library = getattr(job, "library", None)
+    return getattr(library, "python", None) or sys.executable
 
 
 # -- choosing cells ----------------------------------------------------------------------------
@@ -245,15 +252,15 @@ def _preamble(name, records, left_out, job, needs, used):
     labels = ", ".join(r.label for r in records)
     env = platform_environment(environ={}, heap=job.heap)
     heap = parse_size(job.heap)
+    python = shlex.quote(_python(job))  # the job's interpreter: the one with shmem4py
     lines = [
         "#!/usr/bin/env python3",
-        f'"""{name}: {len(records)} cell{"s" if len(records) != 1 else ""} of a shmem_notebook session as one '
-        f"OpenSHMEM program",
-        f"(exported by `%shmem export` from a job of {job.n} PEs, heap {job.heap} per PE).",
+        f'"""{name}: {plural(len(records), "cell")} of a shmem_notebook session as one OpenSHMEM program',
+        f"(exported by `%shmem export` from a job of {plural(job.n, 'PE')}, heap {job.heap} per PE).",
         "",
-        f"Run:              oshrun -n {job.n} python {name}",
-        f"Output per PE:    oshrun -n {job.n} --tag-output python {name}",
-        f"Race check:       python -m shmem_notebook.race -- oshrun -n {job.n} python {name}",
+        f"Run:              oshrun -n {job.n} {python} {name}",
+        f"Output per PE:    oshrun -n {job.n} --tag-output {python} {name}",
+        f"Race check:       {python} -m shmem_notebook.race -- oshrun -n {job.n} {python} {name}",
         "As root Open MPI also wants OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1.",
         "",
         f"Cells: {labels}",
@@ -373,39 +380,3 @@ def program(records, left_out, job, name):
         "",
     ]
     return "\n".join(_preamble(name, records, left_out, job, needs, used) + body + ending)
-
-
-# -- the batch script -------------------------------------------------------------------------
-def sbatch_script(n, program_path, heap, options=None, runner=None, python=None):
-    """An sbatch script that runs ``program_path`` on ``n`` PEs with the launcher's environment;
-    ``options``: ``partition``, ``time``, ``nodes``, ``account``, ``sbatch_args`` (as ``Job.batch``)."""
-    options = dict(options or {})
-    runner = runner or rc.slurm_runner
-    python = python or sys.executable
-    program_path = os.path.abspath(program_path)
-    stem = os.path.splitext(os.path.basename(program_path))[0]
-    lines = [
-        "#!/bin/bash",
-        f"# runs {os.path.basename(program_path)} as a Slurm batch job of {n} PEs (exported by shmem_notebook)",
-        f"#SBATCH --job-name={stem}",
-        f"#SBATCH --ntasks={n}",
-    ]
-    for key in ("nodes", "partition", "time", "account"):
-        if options.get(key):
-            lines.append(f"#SBATCH --{key}={options[key]}")
-    lines += [f"#SBATCH {arg}" for arg in options.get("sbatch_args") or []]
-    if not any(str(a).startswith(("--output", "-o")) for a in options.get("sbatch_args") or []):
-        lines.append(f"#SBATCH --output={stem}-%j.out")
-    env = platform_environment(environ={}, heap=heap)
-    lines += ["", "# what shmem_notebook's launcher gives the PEs on this platform (Open MPI 4.1.x OSHMEM); "
-              "what is set already wins"]
-    lines += [f'export {k}="${{{k}-{v}}}"' for k, v in env.items()]
-    if runner == "srun":
-        command = ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", f"--ntasks={n}", python, program_path]
-    else:
-        command = [rc.oshrun, "-n", str(n)]
-        for k in sorted(env):
-            command += ["-x", k]
-        command += [python, program_path]
-    lines += ["", "exec " + shlex.join(command), ""]
-    return "\n".join(lines)

@@ -29,6 +29,7 @@ from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, ch
 from ..launcher.library import library as library_named
 from ..rc import rc
 from ..specs import check_heap
+from ..words import plural
 from .arrays import SymmetricArrays
 from .asking import Asking
 from .batch import QueueProgress, batch_options
@@ -51,7 +52,7 @@ class Job(SymmetricArrays, Health, Asking):
     that stops the job on exit. ``ip`` other than 127.0.0.1 makes the
     controller listen on that address (multi-node use; see the README).
     ``slurm=True`` runs the PEs in a Slurm batch job (``partition``, ``time``,
-    ``nodes``, ``account``, ``sbatch_args`` go to ``sbatch``); it needs ``ip``.
+    ``nodes``, ``account``, ``sbatch_args``, ``sbatch_prologue`` go to ``sbatch``); it needs ``ip``.
     ``restart_on_hang=True``: a cell that leaves PEs blocked for good restarts the job by itself
     (declared arrays re-allocated) and says what was lost. ``library``: the OpenSHMEM library the
     PEs run on, ``"oshmem"`` (Open MPI's, the default: ``rc.library``), ``"sos"`` or a site's own
@@ -61,7 +62,7 @@ class Job(SymmetricArrays, Health, Asking):
     def __init__(
         self, n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None,
         slurm=False, partition=None, time=None, nodes=None, account=None, sbatch_args=(), restart_on_hang=False,
-        library=None,
+        library=None, sbatch_prologue=(),
     ):  # fmt: skip
         self.n = positive_int(n)
         self.library = library_named(library)  # one sentence now for an unknown name
@@ -71,7 +72,7 @@ class Job(SymmetricArrays, Health, Asking):
                              f"library is not supported there yet: start it without --slurm, inside an allocation")
         self.restart_on_hang = bool(restart_on_hang)  # a hung cell restarts the job by itself
         asked_ip = ip or (rc.ip if rc.ip not in LOOPBACK else None)  # a SHMEM_NOTEBOOK_IP counts
-        self.batch = batch_options(slurm, asked_ip, hostfile, partition, time, nodes, account, sbatch_args)
+        self.batch = batch_options(slurm, asked_ip, hostfile, partition, time, nodes, account, sbatch_args, sbatch_prologue)
         self.heap = rc.heap if heap is None else heap
         self.heap_bytes = check_heap(self.heap)  # one sentence before launch, e.g. for heap=0
         self.oversubscribe = oversubscribe
@@ -134,7 +135,7 @@ class Job(SymmetricArrays, Health, Asking):
     def _interrupted(self, what):
         cancelled = " (its Slurm batch job was cancelled)" if self.slurm else ""
         return LaunchError(
-            f"the {what} of {self.n} PEs was interrupted; every process it had started was stopped{cancelled} and "
+            f"the {what} of {plural(self.n, 'PE')} was interrupted; every process it had started was stopped{cancelled} and "
             f"nothing is left running: run `%shmem start -n {self.n}` (or shmem_notebook.start({self.n})) to start again"
         )
 
@@ -238,7 +239,7 @@ class Job(SymmetricArrays, Health, Asking):
                     next_note = time.monotonic() + 0.5
                 if not self._oshrun_running():
                     raise LaunchError(
-                        f"{what} ended before all {self.n} PEs started; its output:\n{self._oshrun_output()}"
+                        f"{what} ended before all {plural(self.n, 'PE')} started; its output:\n{self._oshrun_output()}"
                     )
                 if queue is not None:
                     queue.update(len(self._client.ids))
@@ -247,7 +248,7 @@ class Job(SymmetricArrays, Health, Asking):
                 if time.monotonic() > deadline:
                     said = self._oshrun_output() or "(nothing)"
                     raise LaunchError(
-                        f"only {len(self._client.ids)} of {self.n} PEs registered within {rc.start_timeout:g} s "
+                        f"only {len(self._client.ids)} of {plural(self.n, 'PE')} registered within {rc.start_timeout:g} s "
                         f"(SHMEM_NOTEBOOK_START_TIMEOUT); the job was stopped; {what} said:\n{said}"
                     )
                 time.sleep(0.02)

@@ -80,6 +80,8 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
     nodes = Integer(None, allow_none=True, config=True, help="sbatch --nodes (None: Slurm decides).")
     account = Unicode("", config=True, help="sbatch --account ('' = your default account).")
     sbatch_args = List(Unicode(), config=True, help="More sbatch arguments, e.g. ['--qos=debug'].")
+    sbatch_prologue = List(Unicode(), config=True,
+                           help="Shell lines the batch job runs before oshrun, e.g. ['module load openmpi/4.1'].")
     batch_name = Unicode("shmem_notebook", config=True, help="Name of the batch job (sbatch --job-name).")
     batch_poll = Integer(1000, config=True, help="Milliseconds between queue queries while the batch job lives.")
     batch_runner = Unicode(config=True, help="What starts the PEs in the batch job: 'oshrun' or 'srun' (--mpi=pmix).")
@@ -159,6 +161,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
             nodes=self.nodes,
             account=self.account,
             extra=self.sbatch_args,
+            prologue=self.sbatch_prologue,
         )
         monitor = [sys.executable, "-m", "shmem_notebook.launcher.batchjob"]
         return monitor + ["--poll", str(self.batch_poll / 1000), "--log", self.batch_log(), "--"] + sbatch

@@ -40,8 +40,10 @@ def check_slurm():
         raise LaunchError(f"--slurm needs {', '.join(missing)} on PATH; {SLURM_HINT}")
 
 
-def sbatch_command(n, command, name, output, partition=None, time=None, nodes=None, account=None, extra=()):
-    """``sbatch`` submitting ``command`` (a list) as a batch job of ``n`` tasks; prints the job id."""
+def sbatch_command(n, command, name, output, partition=None, time=None, nodes=None, account=None, extra=(),
+                   prologue=()):
+    """``sbatch`` submitting ``command`` (a list) as a batch job of ``n`` tasks; prints the job id.
+    ``prologue``: shell lines the job's script runs first (``module load ...``)."""
     args = ["sbatch", "--parsable", f"--job-name={name}", f"--ntasks={n}", f"--output={output}"]
     if nodes:
         args.append(f"--nodes={nodes}")
@@ -52,7 +54,7 @@ def sbatch_command(n, command, name, output, partition=None, time=None, nodes=No
     if account:
         args.append(f"--account={account}")
     args += list(extra)
-    return args + ["--wrap", "exec " + shlex.join(command)]
+    return args + ["--wrap", "\n".join([*prologue, "exec " + shlex.join(command)])]
 
 
 def squeue_command(job_id):

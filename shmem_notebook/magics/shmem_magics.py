@@ -5,8 +5,8 @@ Each magic only parses its line, then calls one method of the current
 """
 
 import argparse
-import inspect
 import shlex
+import textwrap
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -14,8 +14,9 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from .. import job as _job
 from ..errors import NoJobError
 from ..specs import format_size
+from ..words import plural
 
-__all__ = ["ShmemMagics", "format_status", "format_arrays"]
+__all__ = ["ShmemMagics", "format_status", "format_arrays", "overview"]
 
 SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather", "pull", "inspect", "race", "replay", "export")
 
@@ -57,22 +58,30 @@ def _parser(prog, build=None, description=None):
 
 def _start_args(p):
     p.add_argument("-n", type=_positive_int, required=True, help="number of PEs")
-    p.add_argument("--heap", default=None, help="symmetric heap per PE, e.g. 256M, 1G")
-    p.add_argument("--library", default=None,
+    p.add_argument("--heap", default=None, metavar="SIZE", help="symmetric heap per PE, e.g. 256M, 1G")
+    p.add_argument("--library", default=None, metavar="NAME",
                    help="the OpenSHMEM library: oshmem (Open MPI's, the default), sos, or a site's own")
     p.add_argument("--oversubscribe", action="store_true", default=None)
-    p.add_argument("--hostfile", default=None)
-    p.add_argument("--timeout", type=_seconds, default=None, help="default timeout for every cell, seconds")
+    p.add_argument("--hostfile", default=None, metavar="FILE")
+    p.add_argument("--timeout", type=_seconds, default=None, metavar="S", help="default timeout for every cell, seconds")
     p.add_argument("--restart-on-hang", action="store_true",
                    help="restart by itself when a cell leaves PEs blocked for good (says what was lost)")
-    p.add_argument("--ip", default=None, help="address the controller listens on (default 127.0.0.1)")
+    p.add_argument("--ip", default=None, metavar="ADDR", help="address the controller listens on (default 127.0.0.1)")
     p.add_argument("--slurm", action="store_true", help="run the PEs in a Slurm batch job")
-    p.add_argument("--partition", default=None)
-    p.add_argument("--time", default=None, help="the batch job's time limit, e.g. 30 or 1:00:00")
-    p.add_argument("--nodes", type=_positive_int, default=None)
-    p.add_argument("--account", default=None)
+    _batch_args(p, "")
     p.add_argument("--sbatch-arg", dest="sbatch_args", action="append", default=[], metavar="ARG",
                    help="one more sbatch argument (repeatable), e.g. --sbatch-arg=--qos=debug")
+
+
+def _batch_args(p, prefix):
+    """The batch job's options of ``--slurm`` (``prefix``: what their help begins with)."""
+    p.add_argument("--partition", default=None, metavar="P", help=prefix + "sbatch --partition")
+    p.add_argument("--time", default=None, metavar="T", help=prefix + "the batch job's time limit, e.g. 30 or 1:00:00")
+    p.add_argument("--nodes", type=_positive_int, default=None, metavar="K", help=prefix + "sbatch --nodes")
+    p.add_argument("--account", default=None, metavar="A", help=prefix + "sbatch --account")
+    p.add_argument("--sbatch-prologue", dest="sbatch_prologue", action="append", default=[], metavar="LINE",
+                   help=prefix + "a shell line the batch job runs before the PEs start (repeatable), e.g. "
+                   "--sbatch-prologue 'module load openmpi/4.1'")
 
 
 def _seed(text):
@@ -83,8 +92,8 @@ def _seed(text):
 
 
 def _cell_args(p):
-    p.add_argument("arrays", nargs="*", help="NAME=DTYPE[SHAPE] declarations")
-    p.add_argument("--timeout", type=_seconds, default=None, help="stop the cell after this many seconds")
+    p.add_argument("arrays", nargs="*", metavar="NAME=DTYPE[SHAPE]", help="declarations of symmetric arrays")
+    p.add_argument("--timeout", type=_seconds, default=None, metavar="S", help="stop the cell after this many seconds")
     p.add_argument("--race", action="store_true", help="report put/get races after the cell")
     p.add_argument("--stress", nargs="?", type=_seed, const=True, default=None, metavar="SEED",
                    help="with --race: rerun the cell with seeded random delays around shmem calls")
@@ -100,9 +109,7 @@ def _export_args(p):
     p.add_argument("--cells", default=None, metavar="SPEC", help="the cells to write by In[k], e.g. 4,6-8 (default: every "
                    "cell that ran without an error)")
     p.add_argument("--slurm", action="store_true", help="also write an sbatch script next to it (FILE's name, .sbatch)")
-    for option in ("--partition", "--time", "--account"):
-        p.add_argument(option, default=None, help="with --slurm: sbatch " + option)
-    p.add_argument("--nodes", type=_positive_int, default=None, help="with --slurm: sbatch --nodes")
+    _batch_args(p, "with --slurm: ")
 
 
 def _inspect_args(p):
@@ -124,7 +131,7 @@ PARSERS = {
     "pxshmem": _parser("%%pxshmem", _cell_args,
                        "Run the cell on every PE with shmem, np, me, npes and the declared arrays defined."),
     "inspect": _parser("%shmem inspect", _inspect_args, "Show the inspector: every PE's heap, arrays and state."),
-    "race": _parser("%shmem race", lambda p: p.add_argument("switch", choices=("on", "off", "reset")),
+    "race": _parser("%shmem race", lambda p: p.add_argument("switch", choices=("on", "off", "reset"), metavar="on|off|reset"),
                     "Race-check every %%pxshmem cell (on) or only those with --race (off); reset: forget the "
                     "operations earlier cells left in flight."),
     "replay": _parser("%shmem replay", _replay_args, "Replay the last --trace cell step by step."),
@@ -150,6 +157,27 @@ def _usage(sub):
     if sub in ABOUT:
         return ABOUT[sub]
     return PARSERS[sub].format_help().replace("usage: ", "", 1).rstrip()
+
+
+def _one_line(sub):
+    """A subcommand's usage from its parser, on one line, without ``usage:``."""
+    return " ".join(PARSERS[sub].format_usage().split()[1:])
+
+
+def overview(width=100):
+    """``%shmem``'s usage (``%shmem?``, ``%shmem help``): every subcommand with every option, read
+    from the subcommands' parsers, so that no option is left out."""
+    lines = []
+    for sub in SUBCOMMANDS:
+        if sub in ABOUT:
+            if sub == next(iter(ABOUT)):
+                lines.append("%shmem " + " | ".join(ABOUT))
+            continue
+        lines += textwrap.wrap(_one_line(sub), width, subsequent_indent="    ", break_on_hyphens=False,
+                               break_long_words=False)
+    lines += ["", "%shmem SUBCOMMAND --help: what a subcommand does and each option's meaning",
+              "%%pxshmem --help: the cell magic's options"]
+    return "\n".join(lines)
 
 
 def _table(header, rows):
@@ -227,18 +255,10 @@ class ShmemMagics(Magics):
 
     @line_magic
     def shmem(self, line):
-        """%shmem start -n N [--heap SIZE] [--oversubscribe] [--hostfile FILE] [--timeout S] [--restart-on-hang] [--ip ADDR]
-            [--slurm [--partition P] [--time T] [--nodes K] [--account A] [--sbatch-arg ARG ...]]
-        %shmem stop | restart | status | arrays
-        %shmem alloc NAME=DTYPE[SHAPE] ... | free NAME ... | gather NAME | pull NAME
-        %shmem inspect [--auto] [--array NAME] [--reference PE]
-        %shmem race on|off|reset
-        %shmem replay [--array NAME ...]
-        %shmem export FILE [--cells SPEC] [--slurm [--partition P] [--time T] [--nodes K] [--account A]]
-        """
+        """(written by :func:`overview` from the subcommands' parsers)"""
         words = shlex.split(line)
         if words and words[0] in HELP_WORDS:
-            print(inspect.cleandoc(self.shmem.__doc__))
+            print(overview())
             return None
         if not words or words[0] not in SUBCOMMANDS:
             given = f"unknown subcommand {words[0]!r}" if words else "a subcommand is missing"
@@ -259,9 +279,10 @@ class ShmemMagics(Magics):
         job = _job.start(args.n, heap=args.heap, oversubscribe=args.oversubscribe, hostfile=args.hostfile,
                          timeout=args.timeout, ip=args.ip, slurm=args.slurm, partition=args.partition,
                          time=args.time, nodes=args.nodes, account=args.account, sbatch_args=args.sbatch_args,
-                         restart_on_hang=args.restart_on_hang, library=args.library)
+                         restart_on_hang=args.restart_on_hang, library=args.library,
+                         sbatch_prologue=args.sbatch_prologue)
         where = f" on {_hosts(job)}" if len(_hosts(job).split(",")) > 1 or job.slurm else ""
-        print(f"OpenSHMEM job ready: {job.n} PEs, heap {job.heap} per PE{where}")
+        print(f"OpenSHMEM job ready: {plural(job.n, 'PE')}, heap {job.heap} per PE{where}")
 
     def _stop(self):
         job = _job.current_job()
@@ -269,14 +290,14 @@ class ShmemMagics(Magics):
             print("no OpenSHMEM job is running; nothing to stop")
             return
         job.stop()
-        print(f"OpenSHMEM job stopped: {job.n} PEs")
+        print(f"OpenSHMEM job stopped: {plural(job.n, 'PE')}")
 
     def _restart(self):
         job = _job.current_job()
         if job is None:
             raise NoJobError("restart")
         job.restart()
-        print(f"OpenSHMEM job restarted: {job.n} PEs" + (f", arrays {', '.join(job.specs)} re-allocated (zeroed)" if job.specs else ""))
+        print(f"OpenSHMEM job restarted: {plural(job.n, 'PE')}" + (f", arrays {', '.join(job.specs)} re-allocated (zeroed)" if job.specs else ""))
 
     def _status(self):
         print(format_status(self._job("status").status()))
@@ -327,6 +348,7 @@ class ShmemMagics(Magics):
         if job is None:
             raise NoJobError("%shmem export")
         batch = {k: getattr(args, k) for k in ("partition", "time", "nodes", "account")}
+        batch["sbatch_prologue"] = args.sbatch_prologue or None
         given = [f"--{k}" for k, v in batch.items() if v is not None]
         if given and not args.slurm:
             raise UsageError(f"%shmem export: {', '.join(given)} only apply with --slurm")
@@ -334,7 +356,7 @@ class ShmemMagics(Magics):
 
     @cell_magic
     def pxshmem(self, line, cell):
-        """%%pxshmem [NAME=DTYPE[SHAPE] ...] [--timeout S] [--race] [--stress [SEED]] [--trace]: run the cell on every PE."""
+        """(written from its parser: see the end of this module)"""
         if HELP_WORDS.intersection(shlex.split(line)):
             print(_usage("pxshmem"))
             return
@@ -343,3 +365,8 @@ class ShmemMagics(Magics):
         if args.stress is not None:
             options["stress"] = args.stress
         self._job("%%pxshmem").run(cell, arrays=args.arrays, timeout=args.timeout, **options)
+
+
+# the magics' docstrings (`%shmem?`, `%%pxshmem?`) come from the parsers: every option, said once
+ShmemMagics.shmem.__doc__ = overview()
+ShmemMagics.pxshmem.__doc__ = _one_line("pxshmem") + ": run the cell on every PE."
