@@ -205,6 +205,14 @@ def test_execd_code_is_recorded_at_its_own_lines(job):
     assert races == [], out
 
 
+def test_texts_execd_in_a_loop_share_the_place_of_their_exec(job):
+    loop = "g[0] = me\nfor k in range(3):\n    exec(f'shmem.put(g[1:2], g[0:1], right)\\nv{k} = int(g[1])\\nshmem.barrier_all()')\n"
+    races, out = _race(job, loop)
+    assert _places(races) == {f"exec'd code line {n} (called at line 3)" for n in (1, 2)}, out
+    races, out = _race(job, loop.replace("right)", "right); shmem.barrier_all()"))
+    assert races == [], out
+
+
 def test_exec_in_a_helper_with_its_own_namespace(job):
     helper = _define(job, textwrap.dedent('''\
         def run_kernel(text, g):

@@ -40,7 +40,8 @@ _places = {}  # number -> what the place is (see the module docstring)
 offsets = {}
 _plans = {}  # (code object, its file is the cell's) -> (new code, closure positions), True (run as is) or None
 _made = set()  # code objects made here (and the functions defined in them): run as they are
-_exec = {}  # (source, line) -> code object
+_exec = {}  # (source, line) -> (code object, its file name)
+_EXEC_KEPT = 1000  # texts kept rewritten (a loop may exec a new text each time)
 _transformer = AccessTransformer()
 _MethodType = types.MethodType
 
@@ -222,12 +223,16 @@ def _remember(code):
 def exec_code(source, line):
     """The code of ``exec(source)`` called at (recorded) ``line``, rewritten; None if it does not compile."""
     key = (source, line)
-    code = _exec.get(key)
-    if code is None:
+    found = _exec.get(key)
+    if found is None:
+        if len(_exec) >= _EXEC_KEPT:
+            for _, old in _exec.values():
+                for kept in (offsets, state.outside, linecache.cache):
+                    kept.pop(old, None)
+            _exec.clear()
         text = source.decode() if isinstance(source, bytes) else source
-        sha = hashlib.sha1(text.encode()).hexdigest()
-        number = _number(("exec", sha, line), ["exec", line])
-        filename = f"<exec'd code {number}>"
+        number = _number(("exec", line), ["exec", line])  # one place per line calling exec
+        filename = f"<exec'd code {number}:{hashlib.sha1(text.encode()).hexdigest()[:12]}>"
         try:
             tree = _transformer.generic_visit(ast.parse(text, filename))  # no mark statement: not the cell's lines
             code = compile(ast.fix_missing_locations(renumber(tree, number * RACE_LINES)), filename, "exec",
@@ -237,5 +242,5 @@ def exec_code(source, line):
         _remember(code)
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # for tracebacks
         offsets[filename] = state.outside[filename] = number * RACE_LINES
-        _exec[key] = code
-    return code
+        found = _exec[key] = (code, filename)
+    return found[0]
