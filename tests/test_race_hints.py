@@ -289,3 +289,39 @@ def test_no_fix_when_no_barrier_in_the_cell_orders_the_race():
     # the guess it replaces: write the flag after the data, which the producer already does
     guessed = [r for r in _races({0: producer + end, 1: consumer + end}) if {a.line for a in r.accesses} == {5, 10}]
     assert [r.fix for r in guessed] == [Fix((Edit((5,), "shmem.fence()", move=7),))]
+
+
+HELPER = """lb = np.array([1], dtype=np.int32)
+shmem.barrier_all()
+def show(a):
+    print(a[0])
+if me == 0:
+    shmem.put(slot, lb, 1)
+if me == 1:
+    show(slot)
+shmem.barrier_all()
+"""
+
+
+def _helper_events(extra_call=False):
+    end = [["sync", "barrier_all", 9, 0, None]]
+    later = [["mem", "load", 4, "read", "sym", 0, 4, "<i4"]] if extra_call else []
+    return {0: [["sync", "barrier_all", 2, 0, None], _put(6, 1, 1)] + end + later,
+            1: [["sync", "barrier_all", 2, 0, None], ["mem", "load", 4, "read", "sym", 0, 4, "<i4"]] + end + later}
+
+
+def test_a_function_body_is_placed_at_its_call():
+    """The load in ``show`` runs at line 8: a barrier before line 5 (where the body's line number would put it)
+    orders nothing, one between the two ifs does."""
+    (race,) = _analyse(_helper_events(), 2, HELPER)
+    assert race.fix is not None
+    assert "    shmem.put(slot, lb, 1)\nshmem.barrier_all()\nif me == 1:\n" in apply_fix(HELPER, race.fix)
+
+
+def test_no_fix_where_the_trace_cannot_place_a_function_body():
+    """``show`` called from two lines: its load could be at either, so no fix is offered; the hint still says
+    where the barrier goes."""
+    code = HELPER + "show(slot)\n"
+    races = _analyse(_helper_events(extra_call=True), 2, code)
+    (race,) = [r for r in races if {a.line for a in r.accesses} == {4, 6}]
+    assert race.fix is None and "shmem.barrier_all()" in race.hint

@@ -5,7 +5,10 @@ cell, the same fix as data (``Race.fix``, a :class:`Fix`): statements to insert 
 (or before) a cell line, or a statement to move. :func:`apply_fix` applies it to the
 cell's source, so a test can check that the fixed cell has no race. A fix that is not
 an edit (every PE updating one element without atomics, atomics of different
-datatypes) is ``None`` and only the prose says what to do.
+datatypes) is ``None`` and only the prose says what to do. A fix is offered only once
+:mod:`.fixcheck` found it orders the race in the recorded trace, edited as the fix would
+edit the cell; one that does not gives way to a barrier next to either line that does, or
+to ``None`` and a hint saying what to change.
 """
 
 import ast
