@@ -270,6 +270,25 @@ def test_compiled_code_counts_its_arrays_as_read_and_written_and_says_so(job, sy
         assert len(races) == 1 and {(a.line, a.op) for a in races[0].accesses} == {(1, "put"), (2, "memset")}, out
 
 
+NJIT = """\
+import numba
+@numba.njit
+def zero(a):
+    for i in range(a.size):
+        a[i] = 0
+"""
+
+
+@pytest.mark.parametrize("sync", ["", "shmem.barrier_all()\n"], ids=["racy", "fixed"])
+def test_a_numba_kernel_counts_its_arrays_as_read_and_written(job, sync):
+    pytest.importorskip("numba")
+    quiet(job, NJIT)
+    races, out = _race(job, f"shmem.put(c[0:1], src, right)\n{sync}zero(c)\nshmem.barrier_all()\n")
+    line = 3 if sync else 2
+    assert f"line {line} calls compiled code: its arrays counted as read and written" in out.splitlines(), out
+    assert (races == []) if sync else ({(a.line, a.op) for a in races[0].accesses} == {(1, "put"), (2, "zero")}), out
+
+
 # -- arr.flat ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("access", ["fl.flat[0] = 5", "v = fl.flat[0]", "fl.flat[0:2] += 1"])
 @pytest.mark.parametrize("sync", ["", "shmem.barrier_all()\n"], ids=["racy", "fixed"])
