@@ -135,7 +135,8 @@ def test_a_syntax_error_is_caught_in_the_notebook_before_any_pe_runs_the_cell(jo
 
 def test_a_routine_the_library_lacks_is_named_as_itself_and_refused_in_one_sentence(job3):
     """Item 8: the stub's repr names the routine, not the tool's inner function."""
-    assert job3.pes[0]["shims"] == ["numpy2_array", "numpy2_scalars", "missing", "pitfalls", "teams", "diagnostics"]
+    assert job3.pes[0]["shims"] == ["numpy2_array", "numpy2_scalars", "missing", "pitfalls", "teams", "signals",
+                                    "mistakes", "diagnostics"]
     out = job3.run("print(repr(shmem.atomic_fetch_inc_nbi))", stdout=__import__("io").StringIO()).stdout
     assert all(text.startswith("<function atomic_fetch_inc_nbi at ") for text in out.values()), out
     with pytest.raises(shmem_notebook.PEError, match=r"PE 0-2: UnsupportedError: shmem.atomic_fetch_inc_nbi is an "

@@ -10,12 +10,13 @@ Another library changes this table, not the modules that use shmem4py.
 - :mod:`.pitfalls`: guards against Open MPI 4.1.4's atomic bugs.
 - teams (:mod:`shmem_notebook.engine.teams`): native, or emulated on a 1.4 library.
 - :mod:`.signals`: signal words noted as they are made (the race recording reads them).
+- :mod:`.mistakes`: wrong PEs, dtypes, lengths, non-symmetric buffers refused in one sentence.
 - :mod:`.diagnostics`: stack dumps on SIGUSR1, ``global_exit`` noted.
 """
 
 from collections import namedtuple
 
-from . import diagnostics, missing, numpy2, pitfalls, scalars, signals
+from . import diagnostics, missing, mistakes, numpy2, pitfalls, scalars, signals
 from .missing import UnsupportedError
 
 __all__ = ["Shim", "SHIMS", "UnsupportedError", "install", "uninstall", "installed"]
@@ -50,6 +51,8 @@ SHIMS = [
     Shim("teams", "teams: native on 1.5, emulated on 1.4 (collective)", _always, _teams),
     Shim("signals", "signal words noted as they are made (a race-checked cell reads their values first)", _always,
          signals.install),
+    Shim("mistakes", "calls the library would crash on or truncate silently, refused before it sees them",
+         _always, mistakes.install),
     Shim("diagnostics", "stack dumps and global_exit notes for the client", _always, diagnostics.install),
 ]
 

@@ -1,0 +1,360 @@
+"""Beginners' mistakes in shmem4py calls refused before the library sees them (PE side).
+
+Through shmem4py a PE number out of range, or a remote buffer that is not symmetric, kills the
+job (``PEDiedError``, naming nothing); two dtypes end in an empty ``AssertionError``; slices of
+different lengths copy the shorter length silently; a NumPy array as ``put_signal``'s signal
+ends in a cffi error. :func:`install` wraps the RMA, atomic and collective calls so that each
+such call raises :class:`ShmemArgumentError` in one sentence naming the call, its line and what
+was wrong ("shmem.put at line 3 names PE 4, but valid PEs are 0-2"); nothing reached the library,
+so the job stays usable. A call that passes costs a few comparisons (put/get: about 0.3 us);
+only a failing one is explained (:func:`explain_rma` and friends).
+"""
+
+import functools
+import inspect
+import os
+import sys
+
+import numpy as np
+
+from ...errors import InputError
+from ...folding import pe_ranges
+from ...operations import CALLS
+from .. import heap
+from .missing import LACKING
+from .patches import Patches
+
+__all__ = ["CHECKED", "ShmemArgumentError", "explain_amo", "explain_collective", "explain_rma", "install"]
+
+
+class ShmemArgumentError(InputError):
+    """A shmem call's arguments are wrong in a way the library would crash on or ignore silently."""
+
+
+_CONTIGUOUS = ("put", "get", "put_nbi", "get_nbi")
+_STRIDED = ("iput", "iget")
+_SIGNAL = ("put_signal", "put_signal_nbi")
+_AMOS = tuple(name for name, op in CALLS.items() if op.kind == "amo" and op.params)
+_COLLECTIVES = tuple(name for name, op in CALLS.items() if op.kind == "coll")
+#: the shmem4py functions :func:`install` checks (those this shmem4py has)
+CHECKED = (*_CONTIGUOUS, *_STRIDED, *_SIGNAL, *_AMOS, *_COLLECTIVES)
+
+_ndarray = np.ndarray
+_HIDDEN = (os.sep + "shmem4py" + os.sep, os.sep + os.path.join("shmem_notebook", "engine") + os.sep)
+_ATTR = "_shmem_notebook_npes"  # a Ctx's team size, noted on the Ctx the first time it is used
+
+
+# -- where, and what ----------------------------------------------------------------------
+def _where():
+    """``at line 3`` (``at line 3 (in halo)``, ``at kernels.py:12``): the user's innermost frame."""
+    f = sys._getframe(2)
+    while f is not None and any(part in f.f_code.co_filename for part in _HIDDEN):
+        f = f.f_back
+    if f is None:
+        return ""
+    code = f.f_code
+    if f.f_globals.get("__name__") == "__main__":  # a cell (or an exported program's script)
+        return f" at line {f.f_lineno}" + ("" if code.co_name == "<module>" else f" (in {code.co_name})")
+    return f" at {os.path.basename(code.co_filename)}:{f.f_lineno}"
+
+
+def _valid(n, what="PEs"):
+    return "the only valid PE is 0" if n == 1 else f"valid {what} are {pe_ranges(range(n))}"
+
+
+def _pe_problem(pe, n, team=""):
+    """What is wrong with PE number ``pe`` among ``n`` (None: nothing)."""
+    try:
+        if 0 <= pe < n:
+            return None
+    except TypeError:
+        return None  # not a number: shmem4py's own error stands
+    return f"names PE {pe}, but {_valid(n)}{team}"
+
+
+def _is_symmetric(a):
+    """Symmetric memory of this PE: shmem4py's arrays are views of a memoryview of a cffi buffer
+    (found in a few lookups); anything else is measured against the live allocations."""
+    base = a.base
+    if type(base) is _ndarray:  # a view's base is the array shmem4py made
+        base = base.base
+    return (type(base) is memoryview and type(base.obj) is _buffer_type) or a.size == 0 or heap.is_symmetric(a)
+
+
+def _ctype(a):
+    return _numpy_to_shmem.get(a.dtype.char)
+
+
+def _elements(n):
+    return f"{n} element" if n == 1 else f"{n} elements"
+
+
+def _copy_problem(verb, target, source, size, tst=1, sst=1, npes=1, per_pe=False):
+    """What is wrong with copying ``source`` into ``target`` (dtype, lengths), or None."""
+    if _ctype(target) != _ctype(source):
+        return f"{verb} {source.dtype} into {target.dtype}; give both arrays one dtype"
+    tlen, slen = -(-target.size // tst), -(-source.size // sst)
+    if size is None:
+        if per_pe:
+            return None
+        if tlen != slen:
+            return (f"{verb} {_elements(slen)} into {tlen} (source {slen}, target {tlen}), and shmem4py would "
+                    f"silently use only {min(tlen, slen)}; make both the same length, or pass size={min(tlen, slen)}")
+        return None
+    for side, n in (("target", tlen), ("source", slen)):
+        if size * npes > n:
+            each = f" ({size} from each of {npes} PEs)" if per_pe else ""
+            return f"has size={size}{each}, but its {side} holds only {_elements(n)}"
+    return None
+
+
+def _team_npes(team):
+    return _npes if team is None else team.n_pes()
+
+
+def _ctx_npes(ctx):
+    """The size of the team a context belongs to (OpenSHMEM 1.4: every context is the world's)."""
+    n = getattr(ctx, _ATTR, None)
+    if n is None:
+        n = _npes
+        if _native_teams:
+            try:
+                n = ctx.get_team().n_pes()
+            except Exception:  # a destroyed or invalid context: the library says so
+                return _npes
+            n = n if n > 0 else _npes
+        try:
+            setattr(ctx, _ATTR, n)
+        except AttributeError:
+            pass
+    return n
+
+
+def explain_rma(name, target, source, pe, size=None, ctx=None, tst=1, sst=1, signal=None):
+    """One sentence on what is wrong with this RMA call, or None if nothing is."""
+    if not isinstance(target, np.ndarray) or not isinstance(source, np.ndarray):
+        return None
+    n = _npes if ctx is None else _ctx_npes(ctx)
+    problem = _pe_problem(pe, n, "" if n == _npes else " (its context's team)")
+    remote, side = (target, "target") if name.startswith(("put", "iput")) else (source, "source")
+    if problem is None and not _is_symmetric(remote):
+        problem = (f"has a {side} that is not symmetric (the remote side of a {name.removesuffix('_nbi')} must be "
+                   f"made by shmem.zeros/shmem.array or declared); the library would kill the PE")
+    if problem is None and name in _SIGNAL and isinstance(signal, np.ndarray):
+        problem = ("has a NumPy array as its signal; pass a signal word made by sig = shmem.new_signal() "
+                   "and wait for it with shmem.signal_wait_until(sig, ...)")
+    if problem is None:
+        problem = _copy_problem("copies", target, source, size, tst, sst)
+    return None if problem is None else f"shmem.{name}{_where()} {problem}"
+
+
+def explain_amo(name, remote, pe, ctx=None, fetch=None):
+    """One sentence on what is wrong with this atomic, or None if nothing is."""
+    if not isinstance(remote, np.ndarray):
+        return None
+    n = _npes if ctx is None else _ctx_npes(ctx)
+    problem = _pe_problem(pe, n, "" if n == _npes else " (its context's team)")
+    if problem is None and remote.size != 1:
+        problem = (f"works on one element, but its target has {remote.size}; pass a 1-element slice "
+                   f"such as a[0:1]")
+    elif problem is None and not _is_symmetric(remote):
+        problem = "has a target that is not symmetric (made by shmem.zeros/shmem.array or declared); the library would kill the PE"
+    elif problem is None and isinstance(fetch, np.ndarray):
+        if fetch.size != 1:
+            problem = f"fetches one element, but its fetch array has {fetch.size}; pass a 1-element array"
+        elif _ctype(fetch) != _ctype(remote):
+            problem = f"fetches {remote.dtype} into a {fetch.dtype} array; give both one dtype"
+    return None if problem is None else f"shmem.{name}{_where()} {problem}"
+
+
+def explain_collective(name, target, source, size=None, team=None, root=None, tst=1, sst=1):
+    """One sentence on what is wrong with this collective, or None if nothing is. Collective
+    calls refused this way are refused on every PE that makes the same mistake."""
+    if not isinstance(target, np.ndarray) or not isinstance(source, np.ndarray):
+        return None
+    try:
+        n = _team_npes(team)
+    except Exception:  # an invalid team: the team code says so
+        return None
+    if n <= 0:
+        return None
+    problem = None
+    if name == "broadcast":
+        problem = _pe_problem(root, n, "" if team is None else " (team PE numbers)")
+        problem = problem and problem.replace("names PE", "has root", 1)
+    for side, a in (("target", target), ("source", source)):
+        if problem is None and not _is_symmetric(a):
+            problem = f"has a {side} that is not symmetric (made by shmem.zeros/shmem.array or declared); the library would kill the PE"
+    if problem is None:
+        if name in ("collect", "fcollect"):
+            per = source.size if size is None else size
+            any_sizes = name == "collect" and team is not None and team != _world  # the emulation's collect
+            if _ctype(target) != _ctype(source):
+                problem = f"collects {source.dtype} into {target.dtype}; give both arrays one dtype"
+            elif per > source.size:
+                problem = f"has size={per}, but its source holds only {_elements(source.size)}"
+            elif per * n > target.size and not any_sizes:
+                problem = (f"gathers {_elements(per)} from each of {n} PEs ({per * n}), but its target holds only "
+                           f"{target.size}")
+        elif name in ("alltoall", "alltoalls"):
+            problem = _copy_problem("exchanges", target, source, size, tst, sst, n, per_pe=True)
+            tlen, slen = -(-target.size // tst), -(-source.size // sst)
+            if problem is None and size is None and min(tlen, slen) % n:
+                problem = (f"exchanges {_elements(min(tlen, slen))}, which {n} PEs cannot share evenly; "
+                           f"pass size= (elements per PE)")
+        else:
+            problem = _copy_problem("reduces" if name.endswith("reduce") else "copies", target, source, size)
+    return None if problem is None else f"shmem.{name}{_where()} {problem}"
+
+
+# -- the wrappers --------------------------------------------------------------------------
+def _contiguous(name, original):
+    remote_is_target = name.startswith("put")
+
+    @functools.wraps(original)
+    def call(target, source, pe, size=None, ctx=None):
+        try:  # the usual call, in a few comparisons: shmem4py's own arrays, one dtype, one length
+            ok = (0 <= pe < (_npes if ctx is None else _ctx_npes(ctx))
+                  and target.dtype is source.dtype
+                  and (target.size == source.size if size is None else size <= target.size and size <= source.size))
+            if ok:
+                base = (target if remote_is_target else source).base
+                if type(base) is _ndarray:
+                    base = base.base
+                ok = type(base) is memoryview and type(base.obj) is _buffer_type
+        except (AttributeError, TypeError):
+            ok = True  # not arrays, not a number: shmem4py's own error stands
+        if not ok:
+            message = explain_rma(name, target, source, pe, size, ctx)
+            if message is not None:
+                del target, source, ctx  # the traceback keeps this frame, but not the call's arrays
+                raise ShmemArgumentError(message) from None
+        return original(target, source, pe, size, ctx)
+
+    return call
+
+
+def _signalled(name, original):
+    """put_signal(_nbi): the checks of a put, and the signal word not a NumPy array."""
+
+    @functools.wraps(original)
+    def call(target, source, pe, signal, value, sigop, size=None, ctx=None):
+        try:
+            ok = (0 <= pe < (_npes if ctx is None else _ctx_npes(ctx))
+                  and target.dtype is source.dtype and not isinstance(signal, np.ndarray)
+                  and (target.size == source.size if size is None else size <= target.size and size <= source.size))
+            if ok:
+                base = target.base
+                if type(base) is _ndarray:
+                    base = base.base
+                ok = type(base) is memoryview and type(base.obj) is _buffer_type
+        except (AttributeError, TypeError):
+            ok = True
+        if not ok:
+            message = explain_rma(name, target, source, pe, size, ctx, signal=signal)
+            if message is not None:
+                del target, source, signal, ctx  # the traceback keeps this frame, but not the call's arrays
+                raise ShmemArgumentError(message) from None
+        return original(target, source, pe, signal, value, sigop, size, ctx)
+
+    return call
+
+
+def _general(name, original, explain, fields):
+    """A wrapper that binds the call's arguments by name and asks ``explain`` (calls slower than a put)."""
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def call(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs).arguments
+        except TypeError:
+            bound = None  # shmem4py's own error stands
+        if bound is not None:
+            message = explain(name, **{key: bound[param] for key, param in fields.items() if param in bound})
+            if message is not None:
+                del args, kwargs, bound  # the traceback keeps this frame, but not the call's arrays
+                raise ShmemArgumentError(message) from None
+        return original(*args, **kwargs)
+
+    return call
+
+
+def _amo(name, original):
+    params = CALLS[name].params
+    remote = "source" if "source" in params else "target"
+    index = params.index(remote), params.index("pe")
+    fetch = "fetch" in params
+    if fetch:
+        return _general(name, original, explain_amo, {"remote": remote, "pe": "pe", "ctx": "ctx", "fetch": "fetch"})
+    at, pe_at = index
+
+    @functools.wraps(original)
+    def call(*args, **kwargs):
+        if kwargs or len(args) <= pe_at:
+            bound = _bind(original, args, kwargs)
+            message = bound and explain_amo(name, bound.get(remote), bound.get("pe"), bound.get("ctx"))
+        else:
+            try:
+                ctx = args[pe_at + 1] if len(args) > pe_at + 1 else None
+                target = args[at]
+                base = target.base
+                if type(base) is _ndarray:
+                    base = base.base
+                ok = (0 <= args[pe_at] < (_npes if ctx is None else _ctx_npes(ctx)) and target.size == 1
+                      and type(base) is memoryview and type(base.obj) is _buffer_type)
+            except (AttributeError, TypeError, IndexError):
+                ok = True
+            message = None if ok else explain_amo(name, args[at], args[pe_at], ctx)
+        if message is not None:
+            del args, kwargs  # the traceback keeps this frame, but not the call's arrays
+            raise ShmemArgumentError(message) from None
+        return original(*args, **kwargs)
+
+    return call
+
+
+def _bind(function, args, kwargs):
+    try:
+        return inspect.signature(function).bind(*args, **kwargs).arguments
+    except TypeError:
+        return None
+
+
+_RMA_FIELDS = {"target": "target", "source": "source", "pe": "pe", "size": "size", "ctx": "ctx"}
+_STRIDED_FIELDS = {**_RMA_FIELDS, "tst": "tst", "sst": "sst"}
+_COLLECTIVE_FIELDS = {"target": "target", "source": "source", "size": "size", "team": "team", "root": "root",
+                      "tst": "tst", "sst": "sst"}
+
+# set by install: this PE's world, its shmem4py's types
+_npes = 1
+_native_teams = False
+_world = None
+_buffer_type = None
+_numpy_to_shmem = {}
+
+
+def install(shmem):
+    """Wrap every call of :data:`CHECKED` this shmem4py has (but routines the library lacks, which
+    :mod:`.missing` refuses already); return the undo."""
+    global _npes, _native_teams, _world, _buffer_type, _numpy_to_shmem
+    _npes, _world = shmem.n_pes(), shmem.TEAM_WORLD
+    _native_teams = tuple(shmem.info_get_version()) >= (1, 5)
+    _buffer_type, _numpy_to_shmem = shmem.ffi.buffer, dict(shmem._numpy_to_shmem)
+    patches = Patches()
+    for name in CHECKED:
+        original = getattr(shmem, name, None)
+        if original is None or (not _native_teams and name in LACKING):
+            continue
+        if name in _CONTIGUOUS:
+            wrapper = _contiguous(name, original)
+        elif name in _SIGNAL:
+            wrapper = _signalled(name, original)
+        elif name in _STRIDED:
+            wrapper = _general(name, original, explain_rma, _STRIDED_FIELDS)
+        elif name in _AMOS:
+            wrapper = _amo(name, original)
+        else:
+            wrapper = _general(name, original, explain_collective, _COLLECTIVE_FIELDS)
+        patches.set(shmem, name, wrapper)
+    return patches.undo
