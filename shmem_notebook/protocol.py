@@ -13,7 +13,7 @@ final message's signed attachment.
 
 import os
 
-__all__ = ["ENGINE_MODULE", "GLOBAL_EXIT_MARK", "RACE_MODULE", "RACE_ENV", "RACE_LINES", "request", "stack_path", "exit_path", "seal", "unseal"]
+__all__ = ["ENGINE_MODULE", "GLOBAL_EXIT_MARK", "RACE_MODULE", "RACE_ENV", "RACE_LINES", "PE_LINE", "PE_DONE", "request", "stack_path", "exit_path", "seal", "unseal"]
 
 #: the module ``oshrun`` runs on every PE (``python -m shmem_notebook.engine``)
 ENGINE_MODULE = "shmem_notebook.engine"
@@ -24,8 +24,13 @@ GLOBAL_EXIT_MARK = "shmem_notebook: PE {pe} called shmem.global_exit({status})"
 #: what ``python -m shmem_notebook.race`` runs on every PE in place of ``python FILE``
 RACE_MODULE = "shmem_notebook.engine.record.script"
 #: the runner tells its PEs through these environment variables: the directory each PE writes its
-#: recording to, ``SEED:MAX_DELAY`` of a stress rerun (delays only, nothing recorded), the event cap
-RACE_ENV = {"dir": "SHMEM_NOTEBOOK_RACE_DIR", "stress": "SHMEM_NOTEBOOK_RACE_STRESS", "cap": "SHMEM_NOTEBOOK_RACE_CAP"}
+#: recording to, ``SEED:MAX_DELAY`` of a stress rerun (delays only, nothing recorded), the event cap,
+#: and (``label``) that each PE marks the lines it prints with :data:`PE_LINE` for the runner to fold
+RACE_ENV = {"dir": "SHMEM_NOTEBOOK_RACE_DIR", "stress": "SHMEM_NOTEBOOK_RACE_STRESS", "cap": "SHMEM_NOTEBOOK_RACE_CAP",
+            "label": "SHMEM_NOTEBOOK_RACE_LABEL"}
+#: a line PE ``pe`` of ``npes`` printed, as it reaches the runner; then PE_DONE: that PE prints no more
+PE_LINE = "[shmem-race PE {pe}/{npes}] {text}"
+PE_DONE = "[shmem-race PE {pe}/{npes} done]"
 #: a program's recorded line: the file's number (from 1, per PE) * RACE_LINES + the line in that file
 RACE_LINES = 1_000_000
 

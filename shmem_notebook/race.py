@@ -34,6 +34,7 @@ from .analysis.partial import cut
 from .analysis.places import notes
 from .analysis.races import find_races, format_indices
 from .analysis.report import PROGRAM, Stop, report_lines
+from .cells.output import merge_marked
 from .cells.stress import Difference, Run, compare, estimate, summary
 from .folding import pe_ranges
 from .launcher.environment import platform_environment
@@ -91,13 +92,23 @@ def pe_command(command):
     raise UsageError(f"no python in the command {shlex.join(command)!r}; e.g. -- oshrun -n 4 python prog.py")
 
 
-def _launch(command, env, quiet=False):
-    """Run the command; its exit status. Our variables reach other nodes with -x where the launcher needs it."""
+def _launch(command, env, quiet=False, labelled=False):
+    """Run the command; its exit status. Our variables reach other nodes with -x where the launcher needs it.
+    ``labelled``: what the PEs print is labelled and folded by PE as in the notebook (``[PE 0-1] text``)."""
+    if labelled:
+        env = dict(env, **{RACE_ENV["label"]: "1"})
     if os.path.basename(command[0]) in _X_LAUNCHERS:
         command = command[:1] + [x for name in RACE_ENV.values() if name in env for x in ("-x", name)] + command[1:]
-    out = subprocess.DEVNULL if quiet else None
     try:
-        return subprocess.run(command, env=env, stdout=out).returncode
+        if not labelled:
+            return subprocess.run(command, env=env, stdout=subprocess.DEVNULL if quiet else None).returncode
+        with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True, errors="replace") as process:
+            try:
+                merge_marked(process.stdout, lambda text: print(text, end="", flush=True))
+            except BaseException:  # Ctrl-C: as subprocess.run, nothing of the command is left running
+                process.kill()
+                raise
+            return process.wait()
     except FileNotFoundError:
         raise UsageError(f"{command[0]!r} was not found on PATH") from None
 
@@ -245,7 +256,7 @@ def main(argv=None):
         env_run = dict(env, **{RACE_ENV["dir"]: directory, RACE_ENV["cap"]: str(options.cap)})
         started = time.monotonic()
         try:
-            status = _launch(pe_cmd, env_run)
+            status = _launch(pe_cmd, env_run, labelled=True)
         except UsageError as exc:
             print(f"shmem_notebook.race: {exc}", file=sys.stderr)
             return 2

@@ -174,7 +174,7 @@ def test_racy_and_fixed_program(tmp_path):
     write(tmp_path, "fixed.py", RACY.replace("if me == 1:", "shmem.barrier_all()\nif me == 1:"))
     status, out, err = race_check([], ["oshrun", "-n", "2", PY, "fixed.py"], tmp_path)
     assert status == 0, err
-    assert out.splitlines() == ["remote is 1", "no races found (program traced: 12 operations on 2 PEs)"]
+    assert out.splitlines() == ["[PE 1] remote is 1", "no races found (program traced: 12 operations on 2 PEs)"]
 
 
 @pytest.mark.pe
@@ -224,7 +224,7 @@ def test_modules_functions_classes_argv_and_main(tmp_path):
             "unordered") in out.replace("_Exchange__buf", "buf").replace("dst[0:3]", "buf[0:3]")
     status, out, err = race_check([], ["oshrun", "-n", "2", PY, "main.py", "3", "fixed"], tmp_path / "app")
     assert status == 0, err
-    assert sorted(out.splitlines()[:2]) == ["sum 0 True", "sum 3 True"] and "no races found" in out
+    assert sorted(out.splitlines()[:2]) == ["[PE 0] sum 3 True", "[PE 1] sum 0 True"] and "no races found" in out
     # -m MODULE: the module's directory is the working directory's
     status, out, err = race_check([], ["oshrun", "-n", "2", PY, "-m", "main", "2", "fixed"], tmp_path / "app")
     assert status == 0 and "no races found" in out, err

@@ -7,13 +7,21 @@ lines that differ only by each PE's own pid (``own``), shown as ``<pid>``
 waits at most ``hold`` seconds for the other running PEs to print theirs.
 """
 
+import queue
 import re
+import threading
 import time
 from collections import deque
 
 from ..folding import pe_ranges
+from ..protocol import PE_DONE, PE_LINE
 
-__all__ = ["OutputMerger"]
+__all__ = ["OutputMerger", "merge_marked"]
+
+#: a line as a PE of the race runner marks it (protocol.PE_LINE, PE_DONE)
+_MARKED = re.compile(re.escape(PE_LINE).replace(r"\{pe\}", r"(?P<pe>\d+)").replace(r"\{npes\}", r"(?P<npes>\d+)")
+                     .replace(r"\{text\}", r"(?P<text>.*)") + r"$", re.S)
+_DONE = re.compile(re.escape(PE_DONE).replace(r"\{pe\}", r"(?P<pe>\d+)").replace(r"\{npes\}", r"(?P<npes>\d+)") + "$")
 
 
 class OutputMerger:
@@ -87,3 +95,41 @@ class OutputMerger:
         for pe in self.lines:
             self.finish(pe)
         self.flush(final=True)
+
+
+def merge_marked(stream, write, hold=0.25):
+    """Read the lines of ``stream`` (one pipe the PEs of the race runner share) until it ends and
+    ``write`` them as the notebook shows a cell's output: lines the PEs marked (``PE_LINE``) labelled
+    ``[PE 2]`` and folded (``[PE 0-3] text``), other lines (the launcher's) as they come."""
+    lines = queue.Queue()
+
+    def read():
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    merger = None
+    while True:
+        try:
+            line = lines.get(timeout=hold / 2)
+        except queue.Empty:
+            line = ""
+        if line is None:
+            break
+        text = line.rstrip("\n")
+        marked, done = _MARKED.match(text), _DONE.match(text)
+        found = marked or done
+        if found and merger is None:
+            merger = OutputMerger(range(int(found["npes"])), write, hold=hold)
+        if done:
+            merger.finish(int(done["pe"]))
+        elif marked:
+            merger.feed(int(marked["pe"]), marked["text"] + "\n")
+        elif line:
+            write(line if line.endswith("\n") else line + "\n")
+        if merger is not None:
+            merger.flush()
+    if merger is not None:
+        merger.close()
+

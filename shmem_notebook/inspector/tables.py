@@ -20,6 +20,7 @@ _CSS = (
     ".shmem-table small{white-space:normal;display:inline-block;max-width:16em}"
     ".shmem-table th{background:#f3f3f3}"
     ".shmem-table td.l{text-align:left}"
+    ".shmem-table td.first{border-top:2px solid #888}"  # the first row of a PE in a shaped values table
     ".shmem-table td.diff{background:#f7c6c6;font-weight:bold}"
     ".shmem-table td.race{outline:2px solid #d62728;outline-offset:-2px;font-weight:bold}"
     ".shmem-table pre{margin:0;font-size:12px;max-width:420px;white-space:pre-wrap}"
@@ -119,32 +120,43 @@ def race_marks(races, name):
     return {(pe, i) for r in races or () if r.array == name for pe in (r.pes or (r.pe,)) for rng in r.indices for i in rng}
 
 
-def values_table(snapshot, name, reference=None, html_out=True, races=None):
+def values_table(snapshot, name, reference=None, html_out=True, races=None, flat=False):
     """Exact numbers of a small array, PE by PE; differing cells highlighted, elements in
-    ``races`` (the last cell's :class:`~shmem_notebook.Race` list) outlined (``!`` in text). '' when too large."""
+    ``races`` (the last cell's :class:`~shmem_notebook.Race` list) outlined (``!`` in text). '' when too large.
+    An N-D array keeps its shape: per PE, one row per index of all but the last axis, one column per
+    index of the last (a 6x8 array: 6 rows of 8); ``flat``: one row per PE, every element a column."""
     if not snapshot.is_exact(name):
         return ""
     values = snapshot.values(name)
     per_pe = int(np.prod(values.shape[1:]))
     if per_pe > VALUES_MAX or per_pe == 0:
         return ""
-    flat = values.reshape(snapshot.npes, -1)
-    mask = snapshot.diff(name, reference).reshape(snapshot.npes, -1)
     shape = values.shape[1:]
-    header = ["PE"] + [",".join(map(str, np.unravel_index(i, shape))) for i in range(per_pe)]
+    columns = shape[-1] if len(shape) > 1 and not flat else per_pe
+    values = values.reshape(snapshot.npes, -1)
+    mask = snapshot.diff(name, reference).reshape(snapshot.npes, -1)
     marks = race_marks(races, name)
+    index = lambda i: ",".join(map(str, np.unravel_index(i, shape)))  # noqa: E731
+    if columns == per_pe:
+        header = ["PE"] + [index(i) for i in range(per_pe)]
+    else:
+        header = ["PE", "[" + ", ".join("ijklmnop"[:len(shape) - 1]) + ", :]"] + [str(j) for j in range(columns)]
     rows = []
     for pe in range(snapshot.npes):
-        if name not in snapshot.pes[pe]["arrays"]:
-            rows.append([(f"PE {pe}", "")] + [("-", "")] * per_pe)
-            continue
         label = f"PE {pe}" + (" (ref)" if pe == reference else "")
-        cells = []
-        for i, (v, m) in enumerate(zip(flat[pe], mask[pe])):
-            racing = (pe, i) in marks
-            text = _format(v) + ("!" if racing and not html_out else "")
-            cells.append((text, " ".join(c for c, on in (("diff", m), ("race", racing)) if on)))
-        rows.append([(label, "")] + cells)
+        for start in range(0, per_pe, columns):
+            first = "first" if start == 0 and columns != per_pe else ""
+            row = [(label if start == 0 else "", first)]
+            if columns != per_pe:
+                row.append((index(start).rpartition(",")[0], "l " + first))
+            for i in range(start, start + columns):
+                if name not in snapshot.pes[pe]["arrays"]:
+                    row.append(("-", first))
+                    continue
+                racing = (pe, i) in marks
+                text = _format(values[pe, i]) + ("!" if racing and not html_out else "")
+                row.append((text, " ".join(c for c, on in (("diff", mask[pe, i]), ("race", racing), (first, first)) if on)))
+            rows.append(row)
     return _table("shmem-values", header, rows, html_out)
 
 

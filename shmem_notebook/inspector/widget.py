@@ -43,13 +43,15 @@ class Inspector(widgets.VBox):
 
     Traits: ``array`` (the array shown; '' when there is none), ``reference``
     (PE the diff compares with, ``None`` for the consensus), ``auto``
-    (refresh after every ``%%pxshmem`` cell), ``snapshot`` (the last
+    (refresh after every ``%%pxshmem`` cell), ``flat`` (the values table in one row per PE instead
+    of the array's shape), ``snapshot`` (the last
     :class:`Snapshot`). Refresh with :meth:`refresh` or the button.
     """
 
     array = Unicode("", help="name of the array shown in the values and diff views")
     reference = Int(None, allow_none=True, help="PE the diff compares with; None: the consensus")
     auto = Bool(False, help="refresh after every %%pxshmem cell")
+    flat = Bool(False, help="values table: every element of a PE in one row (N-D arrays keep their shape otherwise)")
     snapshot = Instance(Snapshot, allow_none=True)
 
     def __init__(self, job, array=None, reference=None, auto=False, budget=DEFAULT_BUDGET, timeout=DEFAULT_TIMEOUT):
@@ -65,6 +67,8 @@ class Inspector(widgets.VBox):
         self.title = _html("shmem-title")
         self.refresh_button = widgets.Button(description="Refresh", icon="refresh", tooltip="gather from every PE again")
         self.auto_box = widgets.Checkbox(description="refresh after every %%pxshmem cell", indent=False)
+        self.flat_box = widgets.Checkbox(description="flat (one row per PE)", indent=False,
+                                         layout=widgets.Layout(width="200px"))
         self.heap_image = _image("shmem-heapmap")
         self.arrays_html = _html("shmem-arrays-html")
         self.array_select = widgets.Dropdown(description="array", layout=widgets.Layout(width="220px"))
@@ -84,7 +88,8 @@ class Inspector(widgets.VBox):
                 self.heap_image,
                 self.arrays_html,
                 heading("Values"),
-                widgets.HBox([self.array_select, self.reference_select]),
+                widgets.HBox([self.array_select, self.reference_select, self.flat_box],
+                             layout=widgets.Layout(align_items="center")),
                 self.diff_html,
                 self.values_image,
                 self.values_html,
@@ -96,6 +101,7 @@ class Inspector(widgets.VBox):
         self.add_class("shmem-inspector")
         self.refresh_button.on_click(lambda _: self._safe_refresh())
         widgets.link((self.auto_box, "value"), (self, "auto"))
+        widgets.link((self.flat_box, "value"), (self, "flat"))
         self.array_select.observe(lambda ch: self._pick_array(ch["new"]), "value")
         self.reference_select.observe(lambda ch: self._pick_reference(ch["new"]), "value")
         self._rendering = False
@@ -179,7 +185,7 @@ class Inspector(widgets.VBox):
             raise InputError(f"reference must be a PE number 0..{n - 1} or None (the consensus), got {pe}")
         return pe
 
-    @observe("array", "reference")
+    @observe("array", "reference", "flat")
     def _view_changed(self, change):
         if self._rendering or self.snapshot is None:
             return
@@ -233,7 +239,7 @@ class Inspector(widgets.VBox):
             return
         self.diff_html.value = f"<p style='font-size:14px'><b>{html.escape(summary)}</b></p>"
         self.values_image.value = plots.figure_png(plots.values_figure(snap, name, self.reference))
-        self.values_html.value = tables.values_table(snap, name, self.reference, races=self._races())
+        self.values_html.value = tables.values_table(snap, name, self.reference, races=self._races(), flat=self.flat)
         self.diff_image.value = plots.figure_png(plots.diff_figure(snap, name, self.reference))
 
     def close(self):
@@ -264,7 +270,7 @@ class Inspector(widgets.VBox):
         return (
             f'<div class="shmem-inspector-static"><p>{self._title_html()}</p>'
             f'<img class="shmem-static-figure" src="data:image/png;base64,{base64.b64encode(png).decode()}"/>'
-            f"{diff}{tables.values_table(snap, self.array, self.reference, races=self._races()) if self.array else ''}"
+            f"{diff}{tables.values_table(snap, self.array, self.reference, races=self._races(), flat=self.flat) if self.array else ''}"
             f"{tables.arrays_table(snap)}<h4>PE state</h4>{tables.state_table(snap)}</div>"
         )
 
@@ -274,7 +280,8 @@ class Inspector(widgets.VBox):
         parts = [f"OpenSHMEM inspector: {tables.summary_line(snap)}", tables.arrays_table(snap, html_out=False)]
         if self.array:
             parts.append(snap.describe_diff(self.array, self.reference))
-            numbers = tables.values_table(snap, self.array, self.reference, html_out=False, races=self._races())
+            numbers = tables.values_table(snap, self.array, self.reference, html_out=False, races=self._races(),
+                                          flat=self.flat)
             if numbers:
                 parts.append(numbers)
         parts.append(tables.state_table(snap, html_out=False))

@@ -31,7 +31,7 @@ import numpy as np
 from shmem4py import shmem
 
 from ...operations import CAP
-from ...protocol import RACE_ENV, RACE_LINES
+from ...protocol import PE_DONE, PE_LINE, RACE_ENV, RACE_LINES
 from .. import shims
 from . import layer, outside, race_start, race_stop, state, stress_start, stress_stop
 from .hooks import FUNCS
@@ -53,16 +53,32 @@ class _Shell:
 
 
 class _Tee:
-    """sys.stdout that also keeps what the program prints."""
+    """sys.stdout that also keeps what the program prints; with ``label`` (``{text}`` in it) it writes
+    whole lines, each marked with the PE, for the runner to fold (:data:`~shmem_notebook.protocol.PE_LINE`)."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, label=None):
         self._stream, self.kept, self._size = stream, [], 0
+        self._label, self._partial = label, ""
 
     def write(self, text):
         if self._size < _STDOUT_CAP:
             self.kept.append(text)
             self._size += len(text)
-        return self._stream.write(text)
+        if self._label is None:
+            return self._stream.write(text)
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            self._stream.write(self._label.format(text=line) + "\n")
+        return len(text)
+
+    def close_lines(self, done):
+        """The unterminated last line, then ``done``: this PE prints no more."""
+        if self._label is not None:
+            if self._partial:
+                self._stream.write(self._label.format(text=self._partial) + "\n")
+            self._stream.write(done + "\n")
+            self._partial = ""
+        self._stream.flush()
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
@@ -243,7 +259,9 @@ def main(argv=None):
     sys.meta_path.insert(0, _Finder([os.path.dirname(path)] if spec is None else [os.getcwd()], transformer))
     if hasattr(sys.stdout, "reconfigure"):  # whole lines: the PEs share the launcher's stdout
         sys.stdout.reconfigure(line_buffering=True, write_through=False)
-    sys.stdout = tee = _Tee(sys.stdout)
+    me, npes = shmem.my_pe(), shmem.n_pes()
+    label = PE_LINE.format(pe=me, npes=npes, text="{text}") if os.environ.get(RACE_ENV["label"]) else None
+    sys.stdout = tee = _Tee(sys.stdout, label)
 
     with open(path, encoding="utf-8") as f:
         source = f.read()
@@ -252,6 +270,7 @@ def main(argv=None):
         status = _run(instrument(source, path, transformer), module.__dict__)
     finally:
         sys.stdout.flush()
+        tee.close_lines(PE_DONE.format(pe=me, npes=npes))
         sys.stdout = tee._stream
         if stress:
             stress_stop()
