@@ -5,24 +5,9 @@
 cell computed: two accesses race when they touch the same bytes of one PE's
 memory, at least one writes, they are not both atomics of one datatype, no lock
 covers both, and neither happens before the other. The order comes from vector
-clocks over the OpenSHMEM 1.5 memory model:
-
-- program order on each PE; a blocking ``get``/fetching atomic is complete when
-  it returns; a blocking ``put`` reads its source before returning but writes the
-  target only by the next completion point; ``*_nbi`` operations read and write
-  until then; non-fetching atomics complete like puts;
-- completion points: ``quiet`` (per context), ``barrier_all``, allocation and
-  ``clear_lock`` (default context only), ``Ctx.destroy``;
-- ``barrier_all``/``sync_all``/``Team.sync``/allocation/collectives: everything
-  before any PE's call happens before everything after every PE's call
-  (``sync_all`` completes nothing); collectives read their source and write their
-  target on each PE within the call;
-- ``wait_until``/``test``: an edge from the write that produced the awaited
-  value (matched by value, else every write to the flag) to the waiter; a
-  ``fence`` before that write (same context, same target PE) makes the earlier
-  writes delivered too; ``fence`` also orders two writes to the same PE;
-- locks: accesses inside critical sections of one lock (completed before its
-  ``clear_lock``) do not race each other.
+clocks over the OpenSHMEM 1.5 memory model as :mod:`.model` states it (completion,
+collective synchronisation, collectives' destinations, fence, the writes a wait's
+condition requires, locks); :class:`_Simulation` applies it to the events.
 
 Near-linear in the events: the accesses are checked in the order the simulation started
 them, against a shadow of each memory segment that keeps, per kind of access (PE, line, op,
@@ -45,23 +30,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..folding import pe_ranges
-from ..operations import CALLS, RECORDED_AS, RMA, SIGNAL_EVENTS, event
+from ..operations import CALLS, SIGNAL_EVENTS, event
+from . import model
 from .footprint import flat_ranges, format_indices, overlap, progressions
 from .hints import advice as _advice
 from .repeats import fold_repeats
 
 __all__ = ["Access", "Race", "Analysis", "find_races", "analyse", "format_indices"]
 
-_COLLECTIVE_SYNCS = {RECORDED_AS.get(n, n) for n, op in CALLS.items() if op.kind == "sync" and op.collective}
-#: collective syncs that complete the default context's operations (barrier_all, alloc, free)
-_COMPLETING = {n for n in _COLLECTIVE_SYNCS if CALLS[n].completes}
-_READS = {n for n in RMA if not CALLS[n].writes}  # get, iget, get_nbi
-_PUT_SIGNALS = ("put_signal", "put_signal_nbi")
-
-
-def _done_on_return(op):
-    """A blocking get or a fetching atomic is complete (both sides) when it returns."""
-    return CALLS[op].fetches
+_COLLECTIVE_SYNCS, _COMPLETING, _READS, _PUT_SIGNALS = model.COLLECTIVE_SYNCS, model.COMPLETING, model.READS, model.PUT_SIGNALS
+_done_on_return = model.done_on_return
 
 
 @dataclass(frozen=True)
@@ -160,16 +138,24 @@ class _Simulation:
         self.fences = defaultdict(list)  # (pe, ctx) -> indices of fences
         self._fenced = {}  # (pe, ctx, target, waiter) -> writes before this index already given an end
         self.waited = {}  # (pe, index) of a wait -> writes it was matched to
+        self.stale = {}  # (pe, index) of a wait the value before the cell satisfied -> that value
+        self.arrived = {}  # (pe, index) of a collective -> the PE's clock when it entered
+        self.entered = {}  # (pe, index) of a collective -> the earliest any member entered (a clock)
         self.progress = progress
+        self._writes, self._stores = {}, set()
         self._candidates = self._wait_candidates()
 
     def _wait_candidates(self):
         """For every wait: the writes that may have produced the value it saw."""
         writes = defaultdict(list)  # target PE -> [(lo, hi, pe, index, values, fp)], sorted by lo
+        stores = defaultdict(list)  # PE -> [(index, lo, hi)] of its stores to its symmetric memory
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
                 if e.kind == "rma" and CALLS[e.op].writes:
-                    writes[e.pe].append((e.lo, e.hi, pe, i, e.values, e.fp))
+                    writes[e.pe].append((e.lo, e.hi, pe, i, None if model.written(e) and model.written(e)[0] == "add"
+                                         else e.values, e.fp))
+                elif e.kind == "mem" and e.mode == "write" and e.space == "sym":
+                    stores[pe].append((i, e.lo, e.hi, model.written(e) is not None))
         starts, longest = {}, {}
         for target, ws in writes.items():
             ws.sort(key=lambda w: w[0])
@@ -188,6 +174,10 @@ class _Simulation:
                 overlapping = [(w[2], w[3], w[0], w[1], w[4]) for w in ws if w[0] < hi and lo < w[1]
                                and (w[5] is None or overlap((w[0], w[1], w[5]), (lo, hi, None)))]
                 overlapping.sort(key=lambda w: (w[0], w[1]))
+                mine = [(j, known) for j, slo, shi, known in stores.get(pe, ()) if j < i and slo < hi and lo < shi]
+                if not all(known for _, known in mine):
+                    self._stores.add((pe, i))  # the PE stored to the word itself: a value not recorded
+                self._writes[(pe, i)] = sorted([(w[0], w[1]) for w in overlapping] + [(pe, j) for j, _ in mine[-1:]])
                 matching = [w for w in overlapping if w[4] and seen.intersection(w[4])]
                 unknown = [w for w in overlapping if not w[4]]
                 found[(pe, i)] = [(w[0], w[1]) for w in (matching or unknown or overlapping)]
@@ -222,7 +212,9 @@ class _Simulation:
         def finish(k):
             """Every PE that arrived at collective ``k`` (team, number) leaves it."""
             joined = [max(clock[q][r] for q in arrivals[k]) for r in range(n)]
+            entered = tuple(min(self.arrived[(q, index)][r] for q, index in arrivals[k].items()) for r in range(n))
             for q, index in arrivals.pop(k).items():
+                self.entered[(q, index)] = entered
                 clock[q] = list(joined)
                 tick(q, index)
                 pos[q] += 1
@@ -241,6 +233,7 @@ class _Simulation:
                 if pe not in arrivals[k]:
                     clock[pe][pe] += 1
                     arrivals[k][pe] = i
+                    self.arrived[(pe, i)] = tuple(clock[pe])
                     if kind == "sync" and op in _COMPLETING:
                         complete(pe, 0, clock[pe][pe])
                 if any(q not in arrivals[k] and pos[q] < len(self.events[q]) for q in members):
@@ -248,11 +241,18 @@ class _Simulation:
                 finish(k)
                 return True
             if kind == "wait":
-                cands = self._candidates[(pe, i)]
-                if (pe, i) in relaxed:
-                    cands = [c for c in cands if c in done]
-                if any(c not in done for c in cands):
+                required = self._required(pe, i, e, clock[pe], (pe, i) in relaxed, done)
+                if required is False:
                     return False
+                if required is None:  # the condition does not tell: the writes it saw, else every write
+                    cands = self._candidates[(pe, i)]
+                    if (pe, i) in relaxed:
+                        cands = [c for c in cands if c in done]
+                    if any(c not in done for c in cands):
+                        return False
+                    delivered = cands
+                else:
+                    cands, delivered = required
                 for q, j in cands:
                     point = self.points[q][j]
                     clock[pe] = [max(a, b) for a, b in zip(clock[pe], point)]
@@ -260,7 +260,8 @@ class _Simulation:
                 self.waited[(pe, i)] = cands
                 at = clock[pe][pe]
                 for q, j in cands:
-                    self.ends[(q, j)].append((pe, at))
+                    if (q, j) in delivered:
+                        self.ends[(q, j)].append((pe, at))
                     self._fenced_before(q, j, (pe, at))
             else:
                 tick(pe, i)
@@ -298,14 +299,65 @@ class _Simulation:
             # then a collective some PE never reaches goes ahead without it
             stuck = [(pe, pos[pe]) for pe in range(n) if pos[pe] < len(self.events[pe])]
             waits = [s for s in stuck if self.events[s[0]][s[1]].kind == "wait" and s not in relaxed]
-            if waits:
-                relaxed.update(waits)
+            if waits:  # first those whose condition the writes so far can satisfy (the others' may be later)
+                ready = [s for s in waits if self._required(*s, self.events[s[0]][s[1]], clock[s[0]], True, done)]
+                relaxed.update(ready or waits)
                 continue
             started = [k for k in arrivals if arrivals[k]]
             if not started:
                 break
             finish(min(started, key=lambda k: k[1]))
         return self
+
+    def _required(self, pe, i, e, now, relaxed, done):
+        """The writes wait ``(pe, i)`` must come after, by its condition (see :func:`.model.requirement`):
+        ``(edges, delivered)``; False while writes it may need are still to come; None when the
+        condition cannot tell (the caller matches the values the wait saw)."""
+        cond = model.condition(e)
+        if cond is None or (pe, i) in self._stores:
+            return None
+        writes = self._writes.get((pe, i), ())
+        ordered = [(q, j) for q, j in writes if (q, j) in done and self._complete_before(q, j, now)]
+        base = self._base(e, ordered)
+        if base is None:
+            return None
+        cmp, value = cond
+        if model.holds(cmp, base, value):
+            if not ordered and writes:
+                self.stale[(pe, i)] = base
+            return [], ()
+        if not relaxed and any(w not in done for w in writes):
+            return False
+        seen = set(ordered)
+        open_writes = [(q, j, self.events[q][j]) for q, j in writes if (q, j) in done and (q, j) not in seen]
+        required = model.requirement(cmp, value, base, open_writes)
+        if required is None:
+            return None
+        edges, delivered = required
+        return sorted(set(edges) | delivered), delivered
+
+    def _base(self, e, ordered):
+        """The value wait ``e``'s word has once the writes ``ordered`` before it landed: the last
+        one's, if it is a set after all the others; the old value plus the increments, if all add;
+        None when it is not known."""
+        effects = [model.written(self.events[q][j]) for q, j in ordered]
+        if not ordered or all(x is not None and x[0] == "add" for x in effects):
+            return model.base_value(e.before, [self.events[q][j] for q, j in ordered])
+        last = {}
+        for q, j in ordered:  # per writer its last (one PE's writes land in order once complete)
+            last[q] = max(last.get(q, j), j)
+        latest = [(q, j) for q, j in last.items()
+                  if all(r == q or self._complete_before(r, k, self.points[q][j]) for r, k in last.items())]
+        if len(latest) != 1:
+            return None
+        found = model.written(self.events[latest[0][0]][latest[0][1]])
+        return found[1] if found is not None and found[0] == "set" else None
+
+    def _complete_before(self, q, j, now):
+        """Is write ``(q, j)`` complete before a PE whose clock is ``now``?"""
+        if self.events[q][j].kind == "mem" or _done_on_return(self.events[q][j].op):
+            return self.points[q][j][q] <= now[q]
+        return any(now[r] >= at for r, at in self.ends.get((q, j), ()))
 
     def _fenced_before(self, pe, index, end):
         """Writes of ``pe`` before a fence that precedes its write ``index`` (same ctx and
@@ -378,7 +430,8 @@ def _accesses(sim, labels=None):
                                      fp=e.lfp))
         elif kind == "coll":
             op, root = e.op, e.root
-            found.append(_Access(pe, e.tspace, e.tlo, e.thi, "write", True, e.dtype, pe, i, e.line, op, point, here,
+            start = sim.entered.get((pe, i), point)  # the dest may be written once any member entered
+            found.append(_Access(pe, e.tspace, e.tlo, e.thi, "write", True, e.dtype, pe, i, e.line, op, start, here,
                                  locks))
             if op != "broadcast" or root == pe:
                 found.append(_Access(pe, e.sspace, e.slo, e.shi, "read", False, e.dtype, pe, i, e.line, op, point,
@@ -556,6 +609,9 @@ def _fold(pairs, sim, traces, cell):
         memo = (a.sig, b.sig, b.point[a.pe] >= a.point[a.pe])
         if memo not in hints:
             hints[memo] = (_across_hint(a, cells), None) if across else _advice(a, b, sim)
+            stale = not across and _stale_note((b, a), sim, traces)
+            if stale:  # a wait that ordered nothing: the fix is resetting its flag, not another sync
+                hints[memo] = (f"{stale}; {hints[memo][0]}", None)
         hint, fix = hints[memo]
         key = (name, a.line, a.op, a.mode, b.line, b.op, b.mode, hint, cells)
         pair = (name, a.line, b.line, frozenset((a.pe, b.pe)), cells)
@@ -587,6 +643,30 @@ def _fold(pairs, sim, traces, cell):
         )
     races.sort(key=lambda r: (r.accesses[0].cell is None, r.accesses[0].line, r.accesses[1].line, r.array))
     return races
+
+
+def _stale_note(accesses, sim, traces):
+    """Why a wait before one of ``accesses`` (on its PE) ordered nothing: the value its flag held
+    before the cell already satisfied it. None when no such wait precedes them."""
+    for acc in accesses:
+        stale = [(i, base) for (pe, i), base in sim.stale.items() if pe == acc.pe and i < acc.index]
+        if not stale:
+            continue
+        i, base = max(stale)
+        e = sim.events[acc.pe][i]
+        name, start, itemsize, _ = _name_for(acc.pe, "sym", e.lo, e.hi, traces)
+        if e.op.startswith("signal"):
+            flag = "the signal"
+        else:
+            flag = f"{name}[{(e.lo - start) // itemsize}]" if name != "symmetric memory" else "the flag"
+        cmp, value = model.condition(e)
+        if base == 0:  # nothing left over: the condition holds before any write
+            return (f"the wait at line {e.line} was satisfied at once ({flag} was 0 and 0 {cmp} {value}), so it orders "
+                    f"nothing: its condition must need the write it waits for")
+        return (f"the wait at line {e.line} was satisfied by the value {flag} held before the cell ({base}), so it "
+                f"orders nothing: reset {flag} first (to its starting value, then shmem.barrier_all(), before any PE "
+                f"writes it)")
+    return None
 
 
 def _across_hint(a, cells):

@@ -33,7 +33,7 @@ def active():
 
 
 def race_start(options=None):
-    """Record the next cell for the race check: every call, and (``loads``, default True) the
+    """Collective. Record the next cell for the race check: every call, and (``loads``, default True) the
     cell's loads and stores. ``options``: ``cap`` (default :data:`CAP`), ``loads``, ``private`` (per
     PE, ``[lo, hi]`` of private buffers earlier cells' operations in flight use)."""
     options = dict(options or {})
@@ -41,6 +41,9 @@ def race_start(options=None):
     private, me = options.get("private") or [], shmem.my_pe()
     mine = private[me] if me < len(private) else ()
     recording = RaceRecording(int(options.get("cap") or CAP), mine)
+    # every PE has noted what its flags hold before any PE starts the cell (whose writes would
+    # otherwise show in a slower PE's snapshot); the cell boundary is a sync_all in the analysis too
+    layer.original("sync_all")()
     transformer = AccessTransformer() if options.get("loads", True) else MarkTransformer()
     recording.transformer = transformer
     state.shell.ast_transformers.append(transformer)
