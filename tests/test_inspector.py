@@ -429,19 +429,19 @@ def test_hung_and_dead_pes_do_not_break_the_inspector():
     try:
         job.alloc("A=int64[4]", "W=int64[1]")
         quiet(job, "A[:] = me", timeout=TIMEOUT)
-        with pytest.raises(shmem_notebook.JobStateError):  # blocked in OpenSHMEM: a timeout cannot interrupt it
+        with pytest.raises(shmem_notebook.JobStateError):  # blocked in OpenSHMEM for PEs that finished: paused
             quiet(job, "print('working', me)\nif me == 1: shmem.wait_until(W, shmem.CMP.EQ, 99)", timeout=2)
         started = time.monotonic()
         snap = gather_snapshot(job, timeout=2)
         assert time.monotonic() - started < 10, "a stuck PE must not block the refresh"
         states = [(p["state"], p["reachable"]) for p in snap.pes]
         assert states == [("idle", True), ("busy", False), ("idle", True)]
-        assert "no answer within 2 s" in snap.pes[1]["note"] and snap.pes[1]["last_cell"]["outcome"] == "timed out"
+        assert "no answer within 2 s" in snap.pes[1]["note"] and snap.pes[1]["last_cell"]["outcome"] == "stranded"
         assert snap.pes[0]["output_tail"] == "working 0"
         values = snap.values("A")
         assert values[0].tolist() == [0] * 4 and values[2].tolist() == [2] * 4 and np.isnan(values[1]).all()
         insp = Inspector(job, timeout=2)
-        assert "no data" in insp.static_text() and "timed out" in insp.state_html.value
+        assert "no data" in insp.static_text() and "stranded" in insp.state_html.value
         insp.close()
         os.kill(job.pes[2]["pid"], 9)
         deadline = time.monotonic() + 30
@@ -545,8 +545,9 @@ def test_tour_notebook(tmp_path, library):
     assert [o.output_type for o in bare] == ["display_data"], "a bare %shmem inspect shows one inspector, not two"
     assert "ring: PE 1-3 differ from PE 0 (PE 1 at 8, PE 2 at 8, PE 3 at 8 of 8 elements)" in bare[0].data["text/html"]
     # who is stuck: PE 0 waits in a barrier nobody else enters; the inspector shows it busy
-    hung = cells["%%pxshmem --timeout 3"].outputs
-    assert "PE 0 could not be interrupted" in hung[-1].evalue and "PE 0: line 2, shmem.barrier_all()" in hung[-1].evalue
+    hung = cells["%%pxshmem --timeout 30 stop=int64[1]"].outputs
+    assert "PE 1-3 finished the cell; PE 0 waits in shmem.wait_until() at line 2 for them" in hung[-1].evalue
+    assert "paused (no CPU)" in hung[-1].evalue
     stuck = cells["stuck = %shmem inspect --array squares"].outputs[0].data["text/html"]
     assert stuck.count(">busy<") == 1 and stuck.count(">idle<") == 3
     assert data("[(p['pe'], p['state']) for p in stuck.snapshot.pes]", "text/plain") == [

@@ -74,11 +74,34 @@ job4 = job_fixture(4)
 
 
 def test_barrier_deadlock_shows_where_every_pe_is(job4):
+    """PE 0 alone in a barrier: the others finished; they join it, and the job stays ready."""
     code = "x = 1\nif me == 0:\n    shmem.barrier_all()\ny = 2"
+    started = time.monotonic()
+    with pytest.raises(CellStoppedError) as info:
+        quiet(job4, code, timeout=30)
+    assert str(info.value) == ("PE 1-3 finished the cell; PE 0 waits in shmem.barrier_all() at line 3 for them; the rest "
+                               "of the cell was abandoned on every PE; the job is ready and every PE kept its variables")
+    assert time.monotonic() - started < 3
+    assert job4.state == "running"
+    assert quiet(job4, "print('back', x)").stdout[3] == "back 1\n"
+
+
+def test_a_timeout_with_a_pe_in_a_barrier_joins_it(job4):
+    """The timeout interrupts the sleeping PEs; the one in the barrier is released by their joining it."""
+    code = "x = 1\nif me == 0:\n    shmem.barrier_all()\nelse:\n    import time\n    time.sleep(60)"
     with pytest.raises(CellStoppedError) as info:
         quiet(job4, code, timeout=2)
-    assert info.value.where == ["PE 0: line 3, shmem.barrier_all()", "PE 1-3: finished"]
-    assert "did not finish within 2 s; PE 0 could not be interrupted" in str(info.value)
+    assert info.value.where == ["PE 0: line 3, shmem.barrier_all()", "PE 1-3: line 6, time.sleep(60)"]
+    assert "did not finish within 2 s; every PE stopped at the interrupt and the job is still usable" in str(info.value)
+    assert job4.state == "running"
+    assert quiet(job4, "print('back', x)").stdout[3] == "back 1\n"
+
+
+def test_a_timeout_nobody_can_be_released_from_marks_the_job_hung(job4):
+    code = "shmem.wait_until(flag, shmem.CMP.EQ, 1)"
+    with pytest.raises(CellStoppedError) as info:
+        quiet(job4, code, arrays="flag=int64[1]", timeout=2)
+    assert "did not finish within 2 s; PE 0-3 could not be interrupted (blocked in OpenSHMEM) and are paused (no CPU)" in str(info.value)
     assert job4.state == "hung"
     with pytest.raises(JobStateError, match="hung .* restart"):
         quiet(job4, "pass")
@@ -111,7 +134,7 @@ def test_default_timeout_from_start():
     job = shmem_notebook.Job(2, timeout=1).start()
     try:
         with pytest.raises(CellStoppedError, match="within 1 s"):
-            quiet(job, "if me == 1:\n    shmem.barrier_all()")
+            quiet(job, "import time\ntime.sleep(5)")
     finally:
         job.stop()
 
@@ -206,12 +229,13 @@ def test_kernel_interrupt_shows_where_pes_are_and_restart_recovers(kernel):
     assert "ready" in out, err
     out, err = execute(
         kc,
-        "%%pxshmem\nprint('entering', me)\nif me == 0:\n    shmem.barrier_all()",
+        "%%pxshmem F=int64[1]\nprint('entering', me)\nshmem.wait_until(F, shmem.CMP.EQ, 1)",
         during=lambda: (time.sleep(3), km.interrupt_kernel()),
     )
     assert "[PE 0] entering 0" in out and "[PE 1] entering 1" in out
-    assert "CellStoppedError: the cell was interrupted; PE 0 could not be interrupted (blocked in OpenSHMEM), so the job is marked hung" in err
-    assert "PE 0: line 3, shmem.barrier_all()" in err and "PE 1: finished" in err
+    assert ("CellStoppedError: the cell was interrupted; PE 0-1 could not be interrupted (blocked in OpenSHMEM) and are "
+            "paused (no CPU), so the job is marked hung") in err, err
+    assert "PE 0-1: line 2, shmem.wait_until(F, shmem.CMP.EQ, 1)" in err
     out, err = execute(kc, "%shmem status")
     out, err = execute(kc, "%shmem restart")
     assert "restarted: 2 PEs" in out, err

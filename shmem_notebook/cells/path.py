@@ -54,6 +54,11 @@ def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **o
     where = job.locate(pending) if outcome in ("timeout", "interrupted") else {}
     if outcome in ("timeout", "interrupted"):  # as the stop button: PEs that can stop raise KeyboardInterrupt
         pending = job.interrupt(cell.request, pending)
+        blocked = {pe: where.get(pe) for pe in pending}
+        if pending and all(isinstance(w, tuple) and w[1] in stranded.BLOCKING for w in blocked.values()):
+            pending = stranded.release(job, cell.request, blocked)  # joined where they can be, else paused
+        elif pending:  # blocked in OpenSHMEM for good: paused, so that they burn no CPU until the restart
+            job.pause(pending)
     if outcome == "stranded":  # some PEs raised, the others wait for them in OpenSHMEM
         where = cell.waiting
         pending = stranded.release(job, cell.request, where)
@@ -113,7 +118,7 @@ def _stream(cell, started):
         err.flush()
         return pending
 
-    next_check, outcome, stranded_check = time.monotonic() + 0.25, None, None
+    next_check, outcome, stranded_check, first_ended = time.monotonic() + 0.25, None, None, None
     try:
         while outcome is None:
             # wakes when every PE finished; shows output every 50 ms meanwhile
@@ -129,11 +134,12 @@ def _stream(cell, started):
                 if job.dead_pes():
                     time.sleep(0.3)  # the survivors' last output is on its way
                     outcome = "died"
-            if outcome is None and stranded_check is None and _raised(request, pending):
-                stranded_check = now + stranded.GRACE
+            if outcome is None and stranded_check is None and len(pending) < job.n:
+                stranded_check, first_ended = now + stranded.GRACE, now
             if outcome is None and stranded_check is not None and now > stranded_check:
-                stranded_check = now + 0.3  # the others may still be on their way: look again
-                looked = stranded.waiting(job, pending)
+                # the others may still be on their way: look again (less often once a PE computes long)
+                stranded_check = now + (0.3 if now - first_ended < 3 else 1.0)
+                looked = stranded.waiting(job, pending, cell.code)
                 if looked and looked == cell.waiting:  # twice at the same place: they wait for good
                     outcome = "stranded"
                 cell.waiting = looked
@@ -141,11 +147,6 @@ def _stream(cell, started):
     finally:
         out.close()
         err.close()
-
-
-def _raised(request, pending):
-    """Whether a PE that finished the cell raised in it."""
-    return any(md.get("status") == "error" for pe, md in enumerate(request.metadata) if pe not in pending)
 
 
 def _collect(metadata, seconds, pending, outcome):
@@ -187,15 +188,19 @@ def _error(cell, result, where):
         )
     if result.outcome == "stranded" or (result.outcome == "error" and result.waiting):
         released = result.outcome == "error"
-        text = stranded.message(result.errors, result.waiting, released, job.RESTART_HINT, cell.code)
+        finished = [pe for pe in range(job.n) if pe not in result.errors and pe not in result.waiting]
+        text = stranded.message(result.errors, result.waiting, released, job.RESTART_HINT, cell.code, finished)
         if not released and job.restart_on_hang:
             text = text[: text.rindex("; the waiting PEs")] + "; " + _restarted(job)
+        if not result.errors:  # no PE raised: some finished the cell while the others wait for them
+            return CellStoppedError(text, [])
         return PEError(result.errors, job.n, message=text)
     if result.outcome in ("timeout", "interrupted"):
         raised = {pe: f"raised {e[0]}" + (f" at line {stranded.raised_line(e[2])}" if stranded.raised_line(e[2]) else "")
                   + (f": {e[1]}" if e[1] else "") for pe, e in result.errors.items()}
         lines = where_report({**raised, **where}, cell.code, job.n)
         what = f"did not finish within {cell.timeout:g} s" if result.outcome == "timeout" else "was interrupted"
+        paused = f"PE {pe_ranges(result.pending)} could not be interrupted (blocked in OpenSHMEM) and {'is' if len(result.pending) == 1 else 'are'} paused (no CPU)"
         if not result.pending:
             return CellStoppedError(
                 f"the cell {what}; every PE stopped at the interrupt and the job is still usable. Where every PE was:",
@@ -203,15 +208,9 @@ def _error(cell, result, where):
             )
         job.state = "hung"
         if job.restart_on_hang:
-            return CellStoppedError(
-                f"the cell {what}; PE {pe_ranges(result.pending)} could not be interrupted (blocked in OpenSHMEM); "
-                f"{_restarted(job)}. Where every PE was:",
-                lines,
-            )
+            return CellStoppedError(f"the cell {what}; {paused}; {_restarted(job)}. Where every PE was:", lines)
         return CellStoppedError(
-            f"the cell {what}; PE {pe_ranges(result.pending)} could not be interrupted (blocked in OpenSHMEM), "
-            f"so the job is marked hung: run `%shmem restart`. Where every PE was:",
-            lines,
+            f"the cell {what}; {paused}, so the job is marked hung: run `%shmem restart`. Where every PE was:", lines
         )
     if result.errors:
         return PEError(result.errors, job.n)

@@ -1,12 +1,14 @@
-"""PEs stranded by another PE's error (client side).
+"""PEs stranded by others that ended the cell (client side).
 
-The most common failure of an SPMD cell: some PEs raise while the others go on into a
-synchronisation and wait for them forever. While a cell runs, :func:`waiting` notices it (some
-PEs raised, every other PE is blocked in an OpenSHMEM call), so the cell ends about half a
-second after the error. :func:`release` then frees the waiting PEs where it can: when they
-all wait in one world synchronisation (:data:`shmem_notebook.operations.JOINABLE`), they are
-sent SIGINT and the PEs that finished make the same call, so the others return from it and stop
-at once; when they all wait in a team call the tool emulates (a sub-team's ``sync`` or
+The most common failures of an SPMD cell: some PEs raise, or finish the cell early (a loop that
+ran fewer times on them), while the others go on into a synchronisation, or a Python loop polling
+symmetric memory, and wait for them forever. While a cell runs, :func:`waiting` notices it (some
+PEs ended the cell, every other PE is blocked in an OpenSHMEM call or polls a symmetric array in a
+loop nothing else writes), so the cell ends within a second. :func:`release` then frees the waiting
+PEs where it can: PEs polling in Python are interrupted; when the others all wait in one world
+synchronisation (:data:`shmem_notebook.operations.JOINABLE`), they are sent SIGINT and the PEs that
+ended the cell make the same call, so the others return from it and stop at once; when they all
+wait in a team call the tool emulates (a sub-team's ``sync`` or
 collective on OpenSHMEM 1.4: :data:`~shmem_notebook.operations.EMULATED_WAIT`, a loop the
 interrupt reaches), SIGINT stops them there. Then every PE drops the exceptions' frames (they may
 hold symmetric arrays on some PEs only) and zeroes the emulated teams' counts: the rest of the
@@ -15,6 +17,7 @@ Otherwise (a ``wait_until`` nobody will satisfy, the library's reduction) the wa
 paused with SIGSTOP, so they burn no CPU until the restart that is needed.
 """
 
+import ast
 import re
 import socket
 
@@ -37,14 +40,59 @@ BLOCKING = frozenset(
 )
 
 
-def waiting(job, pending):
+def waiting(job, pending, code=None):
     """``{pe: (line, call)}`` when every PE of ``pending`` waits in a call that needs other PEs
-    (:data:`BLOCKING`), else None. The cell path acts on two equal looks 0.3 s apart, so a PE
-    that merely passes through a barrier is not taken for a stranded one."""
+    (:data:`BLOCKING`) or in a loop only another PE can end (``call`` None, see :func:`polling_lines`),
+    else None. The cell path acts on two equal looks 0.3 s apart, so a PE that merely passes
+    through a barrier is not taken for a stranded one."""
     where = job.locate(pending)
-    if set(where) == set(pending) and all(isinstance(w, tuple) and w[1] in BLOCKING for w in where.values()):
+    if set(where) != set(pending) or not all(isinstance(w, tuple) for w in where.values()):
+        return None
+    polls = polling_lines(code) if code and any(w[1] is None for w in where.values()) else set()
+    if all(call in BLOCKING or (call is None and line in polls) for line, call in where.values()):
         return where
     return None
+
+
+#: names a polling loop's condition may use besides the arrays it polls (anything else, a clock
+#: say, may end the loop by itself)
+_POLL_NAMES = frozenset({"int", "float", "bool", "np", "me", "npes", "len", "any", "all", "abs"})
+
+
+def polling_lines(code):
+    """The lines of ``code``'s ``while`` loops that only another PE can end: the condition reads
+    variables and constants (no clock, no call but ``int()`` and the like), and the body only
+    passes, sleeps or calls OpenSHMEM, never storing to what the condition reads. Once every other
+    PE ended the cell, such a loop runs for ever."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    lines = set()
+    for loop in (n for n in ast.walk(tree) if isinstance(n, ast.While)):
+        calls = [n for n in ast.walk(loop.test) if isinstance(n, ast.Call)]
+        if any(not isinstance(c.func, ast.Name) or c.func.id not in _POLL_NAMES for c in calls):
+            continue
+        read = {n.id for n in ast.walk(loop.test) if isinstance(n, ast.Name)} - _POLL_NAMES
+        if not read or not all(_idle(stmt, read) for stmt in loop.body) or loop.orelse:
+            continue
+        lines.update(range(loop.lineno, loop.end_lineno + 1))
+    return lines
+
+
+def _idle(stmt, read):
+    """A statement of a polling loop's body: ``pass``, ``continue``, a sleep or an OpenSHMEM call
+    not storing to ``read``."""
+    if isinstance(stmt, (ast.Pass, ast.Continue)):
+        return True
+    if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
+        return False
+    func = stmt.value.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    owner = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else None
+    if owner == "shmem" and name not in ("get", "get_nbi", "iget", "atomic_fetch", "atomic_set"):
+        return True  # an OpenSHMEM call that writes nothing the condition reads locally
+    return name == "sleep" and owner in (None, "time")
 
 
 def _joinable(job, where):
@@ -62,19 +110,22 @@ def _joinable(job, where):
 def release(job, cell, where):
     """Free the PEs of ``where`` (waiting for PEs whose cell ended); the PEs still running the cell.
     When they cannot be freed, they are paused (SIGSTOP) and the job is marked hung."""
-    pending = sorted(where)
-    call = _joinable(job, where)
+    polling = sorted(pe for pe, (_, call) in where.items() if call is None)
+    if polling:  # a Python loop: the interrupt stops it at once
+        job.interrupt(cell, polling, grace=2.0)
+    blocked = {pe: w for pe, w in where.items() if pe not in polling}
+    call = _joinable(job, blocked) if blocked else None
     if call == EMULATED_WAIT:  # the interrupt stops them in the emulation's wait loop
-        job.interrupt(cell, pending, grace=2.0)
+        job.interrupt(cell, sorted(blocked), grace=2.0)
     elif call is not None:
-        job.interrupt(cell, pending, grace=0)  # they stop right after the call returns
-        finished = [pe for pe in range(job.n) if pe not in where]
+        job.interrupt(cell, sorted(blocked), grace=0)  # they stop right after the call returns
+        others = [pe for pe in range(job.n) if pe not in blocked]
         try:
-            job.ask("join", call, pes=finished, timeout=10)
+            job.ask("join", call, pes=others, timeout=10)
         except ShmemNotebookError:
             pass
         cell.wait(2.0)
-    if call is not None and not cell.pending():
+    if (call is not None or not blocked) and not cell.pending():
         try:  # every PE drops the exceptions' frames and zeroes the emulated teams' counts
             job.ask("released", timeout=10)
             return []
@@ -93,6 +144,8 @@ def raised_line(traceback):
 def _shown(call, line, code):
     """How the user wrote the call a PE waits in: ``shmem.barrier_all()``, or the cell's statement
     for a team call (``half.sync()``: the tool's emulation, or ``shmem.sync`` of any team)."""
+    if call is None:
+        return "a polling loop"
     if call in (EMULATED_WAIT, "sync"):
         lines = (code or "").splitlines()
         text = lines[line - 1].strip() if 0 < line <= len(lines) else "a team call"
@@ -100,8 +153,9 @@ def _shown(call, line, code):
     return f"shmem.{call}()"
 
 
-def message(errors, where, released, restart_hint, code=None):
-    """``PE 0 raised ValueError at line 2: boom; PE 1-3 wait in shmem.barrier_all() at line 3 for it; ...``"""
+def message(errors, where, released, restart_hint, code=None, finished=()):
+    """``PE 0 raised ValueError at line 2: boom; PE 1-3 wait in shmem.barrier_all() at line 3 for it; ...``;
+    ``finished``: PEs that ended the cell without an error (``PE 2 finished the cell``)."""
     raised, waits = {}, {}
     for pe, (ename, evalue, tb) in sorted(errors.items()):
         line = raised_line(tb)
@@ -109,8 +163,10 @@ def message(errors, where, released, restart_hint, code=None):
         raised.setdefault(f"raised {ename}{at}: {evalue}" if evalue else f"raised {ename}{at}", []).append(pe)
     for pe, (line, call) in sorted(where.items()):
         waits.setdefault(f"{_shown(call, line, code)} at line {line}", []).append(pe)
-    them = "it" if len(errors) == 1 else "them"
+    them = "it" if len(errors) + len(finished) == 1 else "them"
     parts = [f"PE {pe_ranges(pes)} {what}" for what, pes in raised.items()]
+    if finished:
+        parts.append(f"PE {pe_ranges(finished)} finished the cell")
     parts += [f"PE {pe_ranges(pes)} {'waits' if len(pes) == 1 else 'wait'} in {what} for {them}" for what, pes in waits.items()]
     if released:
         parts.append("the rest of the cell was abandoned on every PE; the job is ready and every PE kept its variables")

@@ -13,7 +13,8 @@ Snapshot structure (``snap.pes[pe]``, one dict per PE, index == PE)::
     pe, state        'idle' | 'busy' | 'dead'; reachable (bool): answered this refresh
     note             why a PE has no data ('' if it answered)
     pid, host, rss   process id, host name, resident memory in bytes (None if unknown)
-    last_cell        {'outcome': 'ok' | exception type | 'timed out' | None, 'seconds': float | None}
+    last_cell        {'outcome': 'ok' | exception type | 'timed out' | 'interrupted' | 'stranded' (waited for PEs
+                     that ended the cell, paused) | None, 'seconds': float | None}
     output_tail      the last lines of its stdout/stderr in the last %%pxshmem cell
     heap             {'base': address, 'size', 'used', 'free'} in bytes
     blocks           every symmetric allocation, by offset:
@@ -265,7 +266,7 @@ def _unfinished(outcome, crash=None):
     """How the last cell ended on a PE that never finished it (``outcome``: the cell's, see CellResult)."""
     if outcome == "died":
         return f"died ({crash})" if crash else "died (the job ended)"
-    return {"interrupted": "interrupted"}.get(outcome, "timed out")
+    return {"interrupted": "interrupted", "stranded": "stranded"}.get(outcome, "timed out")
 
 
 def gather_snapshot(job, budget=DEFAULT_BUDGET, timeout=DEFAULT_TIMEOUT):
@@ -316,6 +317,10 @@ def gather_snapshot(job, budget=DEFAULT_BUDGET, timeout=DEFAULT_TIMEOUT):
             entry.update({k: reply[k] for k in ("pid", "host", "rss", "heap", "blocks", "arrays", "omitted")})
             entry["last_cell"] = {"outcome": reply["last_cell"].get("outcome"), "seconds": reply["last_cell"].get("seconds")}
             entry["state"] = "idle"
+        elif pe in getattr(job, "paused", ()) and row["state"] != "dead":  # the hub's heartbeat took it for dead
+            entry["state"] = "busy"
+            entry["note"] = (f"unreachable: no answer within {timeout:g} s, paused (no CPU) where it waits for PEs that "
+                             f"ended the cell, until %shmem restart")
         elif row["state"] == "dead" or "died" in failed.get(pe, ""):
             entry["state"] = "dead"
             entry["note"] = "dead: its process is gone"

@@ -114,4 +114,5 @@ class Asking:
         """SIGSTOP ``pes`` of this host (blocked for good: they burn no CPU until the restart or stop
         that kills them); the job is marked hung."""
         self._signal(pes, signal.SIGSTOP)
+        self.paused.update(pes)
         self.state = "hung"

@@ -85,6 +85,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.specs = {}  # name -> ArraySpec, in declaration order
         self.state = "stopped"  # stopped, running, hung, dead
         self.crash = {}  # PE -> cause, once PEs died
+        self.paused = set()  # PEs stopped (SIGSTOP) for good, waiting for PEs that ended the cell
         self.pes = {}  # PE -> info from the PE's 'info' request
         self.last_cell = None  # the last cell's request (see cells.channel)
         self.last_result = None  # CellResult of the last cell, also when it raised or timed out
@@ -183,7 +184,7 @@ class Job(SymmetricArrays, Health, Asking):
         self._private_files()
         self._wait_for_pes(time.monotonic() + rc.start_timeout)
         self._view = self._client[list(range(self.n))]
-        self.state, self.crash = "running", {}
+        self.state, self.crash, self.paused = "running", {}, set()
         self._forget_cells()
         self.pes = {info["pe"]: info for info in self.ask("info").values()}
         if self.dispatch == "direct":
