@@ -59,7 +59,12 @@ def check_each_fix(job, code, arrays, reset, timeout=60):
     """``(races, problems)``: the races of ``code``; for each, its fix applied alone and the cell rerun,
     a line in ``problems`` when the race is still there, the fixed cell fails, or a race without a fix
     does not say what to change."""
-    races = run_checked(job, code, arrays, reset, timeout).races
+    try:
+        races = run_checked(job, code, arrays, reset, timeout).races
+    except (PEError, shmem_notebook.CellStoppedError) as exc:
+        if isinstance(exc, shmem_notebook.CellStoppedError):
+            job.restart()
+        return [], [f"the cell failed: {str(exc).splitlines()[0]}"]
     problems = []
     for race in races:
         if any(a.cell for a in race.accesses):

@@ -94,6 +94,7 @@ class _Layout:
         for n in ast.walk(self.tree):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names:
                 calls.setdefault(names[n.func.id], []).append(n.lineno)
+        self._names, self._callees = names, {}
         for n in set(names.values()):
             sites = calls.get(n, [])
             for line in range(n.body[0].lineno, n.end_lineno + 1):
@@ -106,14 +107,35 @@ class _Layout:
         return self._simple[stmt]
 
     def caller(self, line):
-        """The cell line whose place an event of ``line`` takes: its own, or the one call of the function
-        it is in; raises :class:`Unplaceable` for a function called from several places or from outside the cell."""
-        if 1 <= line <= self.lines and line not in self.in_def:
-            return line
-        site = self.in_def.get(line)
-        if site is None or site in self.in_def:
-            raise Unplaceable(f"line {line} runs where a function is called, and it is not one place")
-        return site
+        """The cell line whose place an event of ``line`` takes: its own, or the call of the function it is
+        in (followed out of nested functions); raises :class:`Unplaceable` for a function called from
+        several places or none, or code outside the cell."""
+        seen = set()
+        while line in self.in_def:
+            site = self.in_def[line]
+            if site is None or site in seen:
+                raise Unplaceable(f"line {line} runs where a function is called, and it is not one place")
+            seen.add(site)
+            line = site
+        if not 1 <= line <= self.lines:
+            raise Unplaceable(f"line {line} is outside the cell")
+        return line
+
+    def callees(self, stmt):
+        """The lines of the cell's functions that ``stmt`` calls, directly or through them."""
+        if stmt not in self._callees:
+            lines, todo, seen = set(), [stmt], set()
+            while todo:
+                node = todo.pop()
+                for n in ast.walk(node):
+                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in self._names:
+                        f = self._names[n.func.id]
+                        if f not in seen:
+                            seen.add(f)
+                            lines.update(range(f.body[0].lineno, f.end_lineno + 1))
+                            todo.extend(f.body)
+            self._callees[stmt] = lines
+        return self._callees[stmt]
 
     def elsewhere(self, line):
         """Is ``line`` run from where a call is: a function body, or code outside the cell (another place)?"""
@@ -149,12 +171,17 @@ def _start(evs):
 
 def _runs(evs, stmt, layout):
     """``[(i, j)]``: the events ``[i, j)`` of each time the PE ran ``stmt`` (events of functions it calls join)."""
-    lo, hi, simple = stmt.lineno, stmt.end_lineno, layout.simple(stmt)
+    lo, hi, simple, called = stmt.lineno, stmt.end_lineno, layout.simple(stmt), layout.callees(stmt)
     runs, first, last = [], None, 0
     for i in range(_start(evs), len(evs)):
         e = evs[i]
         inside = lo <= e.line <= hi
-        if not inside and layout.elsewhere(e.line):
+        if not inside and e.line in layout.in_def:  # a function called from this statement alone
+            try:
+                inside = lo <= layout.caller(e.line) <= hi
+            except Unplaceable:
+                pass
+        if not inside and (e.line in called or not 1 <= e.line <= layout.lines):
             if runs and runs[-1][1] == i:
                 runs[-1] = (runs[-1][0], i + 1)
             continue

@@ -115,6 +115,9 @@ def _barriers(a, b, sim, tried):
 def _what_to_change(a, b):
     """The prose when no edit of the cell checked on the trace orders ``a`` and ``b``."""
     both = f"line {a.line}'s {a.op} on PE {a.pe} and line {b.line}'s {b.op} on PE {b.pe}"
+    if a.pe == b.pe:
+        return (f"no barrier, quiet or fence added to this cell orders {both}: complete line {a.line}'s {a.op} "
+                f"(shmem.quiet(), or its context's quiet) on every path before line {b.line} runs")
     if a.writes and b.writes:
         return (f"no barrier, quiet or fence added to this cell orders {both}, which write the same memory: give each "
                 "writer (or each round) its own elements, or make one wait for the other's signal before it writes")
