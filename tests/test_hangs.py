@@ -3,7 +3,6 @@ in a world synchronisation or a polling loop; a polling loop whose writer raised
 interrupted after a timeout are paused, not spinning. Real 2- and 4-PE jobs, CPU read from the PEs'
 own processes."""
 
-import io
 import time
 
 import psutil
