@@ -3,14 +3,20 @@
 A :class:`~.hints.Fix` adds synchronisation next to a statement of the cell, moves a statement or
 copies one. :func:`orders` adds the events the edited cell would record to the events this run
 recorded, on the PEs that pass that place and as often as they pass it, simulates them again
-(:class:`.races._Simulation`) and says whether the two racing accesses are then ordered.
+(:class:`.races._Simulation`), checks them as the analysis does (:func:`.races._check`) and says
+whether any pair of the two racing accesses' kinds (every round of a loop, not only the pair
+reported) still races. Replays are cached by the edited cell: fixes that make the same cell cost one.
 
 Where a PE passes a place is read from the cell's source: a PE passes a statement of a ``for``
 loop's body once per iteration, whether or not the statement recorded anything on that PE (an
 ``if`` it skipped). A PE that recorded nothing in some iterations is placed both ways (its missing
-passes first, then last), and the fix must order the accesses both ways. A trace from a run
-without its source (synthetic traces, the command-line runner) or of more than :data:`CHECK_EVENTS`
-events is not checked (None).
+passes first, then last); a placing in which a wait would come before the write it was matched to
+is not one the PEs could run, and the fix must order the accesses in every other. A function's
+body is placed where the cell calls it, if it calls it from one line.
+
+None (not checked) for a run without its source (synthetic traces, the command-line runner), a
+trace of more than :data:`CHECK_EVENTS` events, or code in functions called from several lines or
+outside the cell: :func:`.hints.advice` then offers the prose alone.
 """
 
 import ast
