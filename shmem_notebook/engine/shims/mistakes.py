@@ -2,7 +2,8 @@
 
 Through shmem4py a PE number out of range, or a remote buffer that is not symmetric, kills the
 job (``PEDiedError``, naming nothing); two dtypes end in an empty ``AssertionError``; slices of
-different lengths copy the shorter length silently; a NumPy array as ``put_signal``'s signal
+different lengths copy the shorter length silently (a whole array as the longer side keeps
+shmem4py's meaning: its first elements); a NumPy array as ``put_signal``'s signal
 ends in a cffi error. :func:`install` wraps the RMA, atomic and collective calls so that each
 such call raises :class:`ShmemArgumentError` in one sentence naming the call, its line and what
 was wrong ("shmem.put at line 3 names PE 4, but valid PEs are 0-2"); nothing reached the library,
@@ -90,14 +91,17 @@ def _elements(n):
 
 
 def _copy_problem(verb, target, source, size, tst=1, sst=1, npes=1, per_pe=False):
-    """What is wrong with copying ``source`` into ``target`` (dtype, lengths), or None."""
+    """What is wrong with copying ``source`` into ``target`` (dtype, lengths), or None. Without
+    ``size``, lengths that differ are a mistake when the longer one is a slice the user cut
+    (``put(u[11:13], u[9:11][:1], pe)``); a whole array may be longer (``put(remote, one, pe)``
+    writes its first element: shmem4py's meaning)."""
     if _ctype(target) != _ctype(source):
         return f"{verb} {source.dtype} into {target.dtype}; give both arrays one dtype"
     tlen, slen = -(-target.size // tst), -(-source.size // sst)
     if size is None:
         if per_pe:
             return None
-        if tlen != slen:
+        if tlen != slen and type((target if tlen > slen else source).base) is _ndarray:
             return (f"{verb} {_elements(slen)} into {tlen} (source {slen}, target {tlen}), and shmem4py would "
                     f"silently use only {min(tlen, slen)}; make both the same length, or pass size={min(tlen, slen)}")
         return None
@@ -187,13 +191,13 @@ def explain_collective(name, target, source, size=None, team=None, root=None, ts
             problem = f"has a {side} that is not symmetric (made by shmem.zeros/shmem.array or declared); the library would kill the PE"
     if problem is None:
         if name in ("collect", "fcollect"):
-            per = source.size if size is None else size
-            any_sizes = name == "collect" and team is not None and team != _world  # the emulation's collect
+            per = source.size if size is None else size  # collect: sizes may differ from PE to PE
             if _ctype(target) != _ctype(source):
                 problem = f"collects {source.dtype} into {target.dtype}; give both arrays one dtype"
-            elif per > source.size:
-                problem = f"has size={per}, but its source holds only {_elements(source.size)}"
-            elif per * n > target.size and not any_sizes:
+            elif per > source.size or (name == "collect" and per > target.size):
+                side, held = ("source", source.size) if per > source.size else ("target", target.size)
+                problem = f"has size={per}, but its {side} holds only {_elements(held)}"
+            elif name == "fcollect" and per * n > target.size:
                 problem = (f"gathers {_elements(per)} from each of {n} PEs ({per * n}), but its target holds only "
                            f"{target.size}")
         elif name in ("alltoall", "alltoalls"):
@@ -214,9 +218,11 @@ def _contiguous(name, original):
     @functools.wraps(original)
     def call(target, source, pe, size=None, ctx=None):
         try:  # the usual call, in a few comparisons: shmem4py's own arrays, one dtype, one length
+            tsize, ssize = target.size, source.size
             ok = (0 <= pe < (_npes if ctx is None else _ctx_npes(ctx))
                   and target.dtype is source.dtype
-                  and (target.size == source.size if size is None else size <= target.size and size <= source.size))
+                  and (size <= tsize and size <= ssize if size is not None
+                       else tsize == ssize or type((target if tsize > ssize else source).base) is not _ndarray))
             if ok:
                 base = (target if remote_is_target else source).base
                 if type(base) is _ndarray:
@@ -227,7 +233,7 @@ def _contiguous(name, original):
         if not ok:
             message = explain_rma(name, target, source, pe, size, ctx)
             if message is not None:
-                del target, source, ctx  # the traceback keeps this frame, but not the call's arrays
+                target = source = ctx = base = None  # the traceback keeps this frame, not the call's arrays
                 raise ShmemArgumentError(message) from None
         return original(target, source, pe, size, ctx)
 
@@ -240,9 +246,11 @@ def _signalled(name, original):
     @functools.wraps(original)
     def call(target, source, pe, signal, value, sigop, size=None, ctx=None):
         try:
+            tsize, ssize = target.size, source.size
             ok = (0 <= pe < (_npes if ctx is None else _ctx_npes(ctx))
                   and target.dtype is source.dtype and not isinstance(signal, np.ndarray)
-                  and (target.size == source.size if size is None else size <= target.size and size <= source.size))
+                  and (size <= tsize and size <= ssize if size is not None
+                       else tsize == ssize or type((target if tsize > ssize else source).base) is not _ndarray))
             if ok:
                 base = target.base
                 if type(base) is _ndarray:
@@ -253,7 +261,7 @@ def _signalled(name, original):
         if not ok:
             message = explain_rma(name, target, source, pe, size, ctx, signal=signal)
             if message is not None:
-                del target, source, signal, ctx  # the traceback keeps this frame, but not the call's arrays
+                target = source = signal = ctx = base = None  # the traceback keeps this frame, not the arrays
                 raise ShmemArgumentError(message) from None
         return original(target, source, pe, signal, value, sigop, size, ctx)
 
@@ -293,7 +301,7 @@ def _amo(name, original):
     def call(*args, **kwargs):
         if kwargs or len(args) <= pe_at:
             bound = _bind(original, args, kwargs)
-            message = bound and explain_amo(name, bound.get(remote), bound.get("pe"), bound.get("ctx"))
+            message = explain_amo(name, bound.get(remote), bound.get("pe"), bound.get("ctx")) if bound else None
         else:
             try:
                 ctx = args[pe_at + 1] if len(args) > pe_at + 1 else None
@@ -307,7 +315,7 @@ def _amo(name, original):
                 ok = True
             message = None if ok else explain_amo(name, args[at], args[pe_at], ctx)
         if message is not None:
-            del args, kwargs  # the traceback keeps this frame, but not the call's arrays
+            args = kwargs = bound = target = base = ctx = None  # the traceback keeps this frame, not the arrays
             raise ShmemArgumentError(message) from None
         return original(*args, **kwargs)
 
@@ -329,7 +337,6 @@ _COLLECTIVE_FIELDS = {"target": "target", "source": "source", "size": "size", "t
 # set by install: this PE's world, its shmem4py's types
 _npes = 1
 _native_teams = False
-_world = None
 _buffer_type = None
 _numpy_to_shmem = {}
 
@@ -337,8 +344,8 @@ _numpy_to_shmem = {}
 def install(shmem):
     """Wrap every call of :data:`CHECKED` this shmem4py has (but routines the library lacks, which
     :mod:`.missing` refuses already); return the undo."""
-    global _npes, _native_teams, _world, _buffer_type, _numpy_to_shmem
-    _npes, _world = shmem.n_pes(), shmem.TEAM_WORLD
+    global _npes, _native_teams, _buffer_type, _numpy_to_shmem
+    _npes = shmem.n_pes()
     _native_teams = tuple(shmem.info_get_version()) >= (1, 5)
     _buffer_type, _numpy_to_shmem = shmem.ffi.buffer, dict(shmem._numpy_to_shmem)
     patches = Patches()

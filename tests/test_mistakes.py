@@ -1,0 +1,171 @@
+"""Beginners' mistakes in shmem calls (issue 29 item 5, shim ``mistakes``): refused before the library
+is called, in one sentence naming the PEs, the line and what was wrong; the next cell runs on the same
+PEs (their variables kept). Each mistake has a fixed twin that runs and gives the right values."""
+
+import pytest
+from conftest import job_fixture, quiet
+
+from shmem_notebook import PEError
+
+job = job_fixture(2, 4, heap="16M", timeout=60, sos=(2, 4))
+
+SETUP = ("kept = 10 + me\nx = shmem.zeros(4)\nu = shmem.zeros(16)\nn8 = shmem.zeros(1, dtype=np.int64)\n"
+         "i3 = shmem.zeros(3, dtype=np.int64)\nright = (me + 1) % npes\nshmem.barrier_all()")
+
+
+@pytest.fixture
+def fresh(job):
+    """The job with the arrays of :data:`SETUP` zeroed and ``kept`` set on every PE."""
+    quiet(job, SETUP)
+    return job
+
+
+def refused(job, code):
+    """Run ``code``, which must raise on every PE; the error's message, after checking that the
+    job is still the same one (``kept`` survived) and runs the next cell."""
+    with pytest.raises(PEError) as info:
+        quiet(job, code)
+    message = str(info.value)
+    assert "\n" not in message and "ShmemArgumentError" in message, message
+    assert job.state == "running"
+    out = quiet(job, "print(kept - me, float(x.sum()) + float(u.sum()))").stdout
+    assert out == {pe: "10 0.0\n" for pe in range(job.n)}, out  # nothing reached the library
+    return message
+
+
+def everyone(job, what):
+    """The summary when every PE raised the same ``what``."""
+    return f"the cell raised on {job.n} of {job.n} PEs: PE 0-{job.n - 1}: ShmemArgumentError: {what}"
+
+
+# -- each mistake, and its fixed twin --------------------------------------------------------------
+def test_a_put_to_a_pe_that_does_not_exist(fresh):
+    n = fresh.n
+    message = refused(fresh, "y = 1\nshmem.put(x[0:1], x[1:2], npes + 1)")
+    assert message == everyone(fresh, f"shmem.put at line 2 names PE {n + 1}, but valid PEs are 0-{n - 1}")
+    quiet(fresh, "x[1] = me + 1\nshmem.barrier_all()\nshmem.put(x[0:1], x[1:2], npes - 1)\nshmem.barrier_all()")
+    assert fresh.pull("x")[n - 1][0] in range(1, n + 1)  # some PE's value arrived
+
+
+@pytest.mark.parametrize("call", [
+    "shmem.get(np.zeros(1), x[0:1], -1)",
+    "shmem.put_nbi(x[0:1], x[1:2], -1)",
+    "shmem.get_nbi(np.zeros(1), x[0:1], -1)",
+    "shmem.iput(x, u[:4], -1)",
+    "shmem.iget(np.zeros(4), x, -1)",
+    "shmem.atomic_add(n8, 1, -1)",
+    "shmem.atomic_fetch_inc(n8, pe=-1)",
+    "shmem.atomic_compare_swap(n8, 0, 1, -1)",
+])
+def test_every_rma_and_atomic_names_a_pe_out_of_range(fresh, call):
+    name = call.split("(")[0]
+    message = refused(fresh, call)
+    assert message == everyone(fresh, f"{name} at line 1 names PE -1, but valid PEs are 0-{fresh.n - 1}")
+
+
+def test_int64_into_float64(fresh):
+    message = refused(fresh, "y = np.arange(3)\nshmem.put(x[0:3], y, right)")
+    assert message == everyone(fresh, "shmem.put at line 2 copies int64 into float64; give both arrays one dtype")
+    quiet(fresh, "shmem.put(x[0:3], np.arange(3.0), right)\nshmem.barrier_all()")
+    assert fresh.pull("x")[0].tolist() == [0, 1, 2, 0]
+
+
+def test_slices_of_different_lengths(fresh):
+    message = refused(fresh, "shmem.put(u[11:13], u[9:11][:1], right)")
+    assert message == everyone(fresh, "shmem.put at line 1 copies 1 element into 2 (source 1, target 2), and shmem4py "
+                                      "would silently use only 1; make both the same length, or pass size=1")
+    message = refused(fresh, "shmem.get(x[0:1], u[0:2], right)")
+    assert "shmem.get at line 1 copies 2 elements into 1 (source 2, target 1)" in message
+    # fixed: the same lengths, or size= says that fewer are meant; a whole array as the longer side is
+    # shmem4py's meaning (its first elements)
+    quiet(fresh, "u[9:11] = me + 1\nshmem.barrier_all()\nshmem.put(u[11:13], u[9:11], right)\n"
+                 "shmem.put(u[0:2], u[9:11], right, size=1)\nshmem.put(x, np.ones(1), right)\nshmem.barrier_all()")
+    u, x = fresh.pull("u"), fresh.pull("x")
+    for pe in range(fresh.n):
+        left = (pe - 1) % fresh.n + 1
+        assert u[pe][[0, 1, 11, 12]].tolist() == [left, 0, left, left] and x[pe].tolist() == [1, 0, 0, 0]
+
+
+@pytest.mark.parametrize("call, what", [
+    ("shmem.put(np.zeros(4), x, right)", "shmem.put at line 1 has a target that is not symmetric"),
+    ("shmem.get(x, np.zeros(4), right)", "shmem.get at line 1 has a source that is not symmetric"),
+    ("shmem.atomic_inc(np.zeros(1, dtype=np.int64), right)", "shmem.atomic_inc at line 1 has a target that is not symmetric"),
+    ("shmem.broadcast(x, np.zeros(4), 0)", "shmem.broadcast at line 1 has a source that is not symmetric"),
+])
+def test_a_remote_buffer_that_is_not_symmetric(fresh, call, what):
+    message = refused(fresh, call)
+    assert message.startswith(everyone(fresh, what)) and message.endswith("the library would kill the PE"), message
+
+
+def test_an_atomic_on_more_than_one_element_and_its_fixed_twin(fresh):
+    message = refused(fresh, "shmem.atomic_add(i3, 1, 0)")
+    assert message == everyone(fresh, "shmem.atomic_add at line 1 works on one element, but its target has 3; "
+                                      "pass a 1-element slice such as a[0:1]")
+    quiet(fresh, "shmem.atomic_add(i3[1:2], 1, 0)\nshmem.barrier_all()")
+    assert fresh.pull("i3")[0].tolist() == [0, fresh.n, 0]
+
+
+@pytest.mark.parametrize("call, what", [
+    ("shmem.broadcast(x, x, npes)", "shmem.broadcast at line 1 has root {n}, but valid PEs are 0-{last}"),
+    ("shmem.broadcast(u[:4], x[:2], 0)", "shmem.broadcast at line 1 copies 2 elements into 4"),
+    ("shmem.sum_reduce(x[:1], n8)", "shmem.sum_reduce at line 1 reduces int64 into float64; give both arrays one dtype"),
+    ("shmem.fcollect(x, u[:3])", "shmem.fcollect at line 1 gathers 3 elements from each of {n} PEs ({n3}), but its "
+                                 "target holds only 4"),
+])
+def test_collectives_are_refused_on_every_pe(fresh, call, what):
+    n = fresh.n
+    message = refused(fresh, call)
+    assert message.startswith(everyone(fresh, what.format(n=n, last=n - 1, n3=3 * n))), message
+    quiet(fresh, "x[:] = me + 1\nshmem.barrier_all()\nshmem.broadcast(u[:4], x, 0)\nshmem.sum_reduce(x[:1], u[:1])")
+    assert [row[0] for row in fresh.pull("x")] == [n] * n  # fixed twins: PE 0's values, summed
+
+
+def test_the_line_of_a_function_of_the_cell_is_named(fresh):
+    message = refused(fresh, "def halo(v):\n    shmem.put(v[0:1], v[1:3], right)\n\nhalo(u)")
+    assert message.startswith(everyone(fresh, "shmem.put at line 2 (in halo) copies 2 elements into 1")), message
+
+
+def test_one_pe_mistaken_while_the_others_wait(fresh):
+    """The last PE puts to its right neighbour without the modulo; the others wait in the barrier:
+    the PE is named with its line, the others are released, the next cell runs."""
+    n = fresh.n
+    with pytest.raises(PEError) as info:
+        quiet(fresh, "shmem.put(x[0:1], x[1:2], me + 1)\nshmem.barrier_all()")
+    message = str(info.value)
+    assert message.startswith(f"PE {n - 1} raised ShmemArgumentError at line 1: shmem.put at line 1 names PE {n}, "
+                              f"but valid PEs are 0-{n - 1}; PE 0"), message
+    assert quiet(fresh, "print(kept)").stdout == {pe: f"{10 + pe}\n" for pe in range(n)}
+
+
+def test_a_numpy_array_as_put_signals_signal(fresh):
+    if fresh.library.name != "sos":  # Open MPI 4.1.4 has no put_signal: the routine is refused as such
+        with pytest.raises(PEError, match="UnsupportedError: shmem.put_signal is an OpenSHMEM 1.5 routine"):
+            quiet(fresh, "shmem.put_signal(x, x, right, np.zeros(1, dtype=np.uint64), 1, shmem.SIGNAL_SET)")
+        return
+    message = refused(fresh, "flag = shmem.zeros(1, dtype=np.uint64)\n"
+                             "shmem.put_signal(x, x, right, flag, 1, shmem.SIGNAL_SET)")
+    assert message == everyone(fresh, "shmem.put_signal at line 2 has a NumPy array as its signal; pass a signal word "
+                                      "made by sig = shmem.new_signal() and wait for it with "
+                                      "shmem.signal_wait_until(sig, ...)")
+    out = quiet(fresh, "sig = shmem.new_signal()\nshmem.barrier_all()\nx[:] = me + 1\n"
+                       "shmem.put_signal(u[:4], x, right, sig, 1, shmem.SIGNAL_SET)\n"
+                       "shmem.signal_wait_until(sig, shmem.CMP.EQ, 1)\nprint(int(u[0]))\nshmem.barrier_all()\n"
+                       "shmem.del_signal(sig)\nu[:] = 0\nx[:] = 0").stdout
+    assert out == {pe: f"{(pe - 1) % fresh.n + 1}\n" for pe in range(fresh.n)}
+
+
+def test_a_context_of_a_team_counts_the_teams_pes(fresh):
+    """A context of a team of half the PEs: PE numbers are the team's."""
+    if fresh.library.name != "sos":
+        pytest.skip("contexts of teams other than the world need OpenSHMEM 1.5 (Sandia OpenSHMEM here)")
+    n, half = fresh.n, fresh.n // 2
+    code = ("t = shmem.TEAM_WORLD.split_strided(0, 1, npes // 2)\nc = t.create_ctx() if t else None\n"
+            "if t:\n    shmem.put(x[0:1], x[1:2], npes // 2, ctx=c)")
+    with pytest.raises(PEError) as info:
+        quiet(fresh, code)
+    valid = "the only valid PE is 0" if half == 1 else f"valid PEs are 0-{half - 1}"
+    members = "0" if half == 1 else f"0-{half - 1}"
+    assert str(info.value) == (f"the cell raised on {half} of {n} PEs: PE {members}: ShmemArgumentError: shmem.put at "
+                               f"line 4 names PE {half}, but {valid} (its context's team)")
+    quiet(fresh, "if t:\n    shmem.put(x[0:1], x[1:2], npes // 2 - 1, ctx=c)\n    c.destroy()\n    t.destroy()\n"
+                 "shmem.barrier_all()")
