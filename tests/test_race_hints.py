@@ -284,7 +284,7 @@ def test_no_fix_when_no_barrier_in_the_cell_orders_the_race():
     races = _analyse({0: producer + end, 1: consumer + end}, 2, WHILE_SLOT)
     (race,) = [r for r in races if {a.line for a in r.accesses} == {5, 10}]
     assert race.fix is None
-    assert race.hint.startswith("no barrier, quiet or fence added to this cell orders line 5's put on PE 0 and line "
+    assert race.hint.startswith("no barrier or quiet placed next to either line orders line 5's put on PE 0 and line "
                                 "10's load on PE 1: give each round its own buffer")
     # the guess it replaces: write the flag after the data, which the producer already does
     guessed = [r for r in _races({0: producer + end, 1: consumer + end}) if {a.line for a in r.accesses} == {5, 10}]

@@ -116,13 +116,13 @@ def _what_to_change(a, b):
     """The prose when no edit of the cell checked on the trace orders ``a`` and ``b``."""
     both = f"line {a.line}'s {a.op} on PE {a.pe} and line {b.line}'s {b.op} on PE {b.pe}"
     if a.pe == b.pe:
-        return (f"no barrier, quiet or fence added to this cell orders {both}: complete line {a.line}'s {a.op} "
+        return (f"no barrier or quiet placed next to either line orders {both}: complete line {a.line}'s {a.op} "
                 f"(shmem.quiet(), or its context's quiet) on every path before line {b.line} runs")
     if a.writes and b.writes:
-        return (f"no barrier, quiet or fence added to this cell orders {both}, which write the same memory: give each "
+        return (f"no barrier or quiet placed next to either line orders {both}, which write the same memory: give each "
                 "writer (or each round) its own elements, or make one wait for the other's signal before it writes")
     writer, reader = (a, b) if a.writes else (b, a)
-    return (f"no barrier, quiet or fence added to this cell orders {both}: give each round its own buffer (e.g. one "
+    return (f"no barrier or quiet placed next to either line orders {both}: give each round its own buffer (e.g. one "
             f"slot per step), or make PE {reader.pe} signal PE {writer.pe} after line {reader.line} and PE "
             f"{writer.pe} wait for that signal before line {writer.line}")
 
