@@ -1,11 +1,17 @@
 """Beginners' mistakes in shmem calls (issue 29 item 5, shim ``mistakes``): refused before the library
 is called, in one sentence naming the PEs, the line and what was wrong; the next cell runs on the same
-PEs (their variables kept). Each mistake has a fixed twin that runs and gives the right values."""
+PEs (their variables kept). Each mistake has a fixed twin that runs and gives the right values.
+Item 6: a site library whose oshrun starts N one-PE jobs is refused at start, naming the cause."""
+
+import json
+import time
 
 import pytest
-from conftest import job_fixture, quiet
+from conftest import job_fixture, needs_sos, quiet
 
-from shmem_notebook import PEError
+import shmem_notebook
+from shmem_notebook import LaunchError, PEError
+from shmem_notebook.launcher.library import SOS_DIR, Library
 
 job = job_fixture(2, 4, heap="16M", timeout=60, sos=(2, 4))
 
@@ -109,8 +115,8 @@ def test_an_atomic_on_more_than_one_element_and_its_fixed_twin(fresh):
     ("shmem.broadcast(x, x, npes)", "shmem.broadcast at line 1 has root {n}, but valid PEs are 0-{last}"),
     ("shmem.broadcast(u[:4], x[:2], 0)", "shmem.broadcast at line 1 copies 2 elements into 4"),
     ("shmem.sum_reduce(x[:1], n8)", "shmem.sum_reduce at line 1 reduces int64 into float64; give both arrays one dtype"),
-    ("shmem.fcollect(x, u[:3])", "shmem.fcollect at line 1 gathers 3 elements from each of {n} PEs ({n3}), but its "
-                                 "target holds only 4"),
+    ("shmem.fcollect(x, u[:3])", ("shmem.fcollect at line 1 gathers 3 elements from each of {n} PEs ({n3}), but its "
+                                  "target holds only 4")),
 ])
 def test_collectives_are_refused_on_every_pe(fresh, call, what):
     n = fresh.n
@@ -169,3 +175,77 @@ def test_a_context_of_a_team_counts_the_teams_pes(fresh):
                                f"line 4 names PE {half}, but {valid} (its context's team)")
     quiet(fresh, "if t:\n    shmem.put(x[0:1], x[1:2], npes // 2 - 1, ctx=c)\n    c.destroy()\n    t.destroy()\n"
                  "shmem.barrier_all()")
+
+
+# -- item 6: a site library set up by hand -----------------------------------------------------------
+SOS_OSHRUN = f"{SOS_DIR}/install/bin/oshrun"
+SOS_PYTHON = f"{SOS_DIR}/venv/bin/python"
+
+
+def hand_made(tmp_path, monkeypatch, **libraries):
+    """A site's libraries.json describing ``libraries`` (name -> entry), as $SHMEM_NOTEBOOK_LIBRARIES."""
+    path = tmp_path / "libraries.json"
+    path.write_text(json.dumps(libraries))
+    monkeypatch.setenv("SHMEM_NOTEBOOK_LIBRARIES", str(path))
+    monkeypatch.delenv("OSHRUN_LAUNCHER", raising=False)
+    return path
+
+
+def start_refused(n, library):
+    """Start a job of ``n`` PEs on ``library``, which must be refused; (message, seconds)."""
+    started = time.monotonic()
+    with pytest.raises(LaunchError) as info:
+        shmem_notebook.Job(n, heap="16M", library=library).start()
+    return str(info.value), time.monotonic() - started
+
+
+@pytest.mark.pe
+@needs_sos
+@pytest.mark.parametrize("n", [2, 4])
+def test_sos_oshrun_without_its_launcher_is_refused_at_start(tmp_path, monkeypatch, n):
+    """libraries.json pointing at Sandia OpenSHMEM's oshrun without OSHRUN_LAUNCHER: oshrun runs Open
+    MPI's mpirun, which starts N one-PE jobs (or refuses to oversubscribe this host)."""
+    path = hand_made(tmp_path, monkeypatch, mysos={"oshrun": SOS_OSHRUN, "python": SOS_PYTHON, "launcher": "hydra",
+                                                   "env": {"FI_PROVIDER": "sockets"}})
+    message, seconds = start_refused(n, "mysos")
+    hint = ("Sandia OpenSHMEM's oshrun without OSHRUN_LAUNCHER runs /usr/bin/mpirun, most likely not the launcher it "
+            f"was built for: add \"OSHRUN_LAUNCHER\": \"mpiexec.hydra\" to the \"env\" of 'mysos' (fix its entry in {path})")
+    assert message in (f"the {n} PEs of 'mysos' are not one OpenSHMEM job: they report n_pes() == 1, not {n}; {hint}",) \
+        or message.startswith(f"oshrun ended before all {n} PEs started; {hint}; its output:"), message
+    assert seconds < 10, seconds
+    # fixed: the same entry with the launcher named starts one job of n PEs
+    hand_made(tmp_path, monkeypatch, mysos={"oshrun": SOS_OSHRUN, "python": SOS_PYTHON, "launcher": "hydra",
+                                            "env": {"FI_PROVIDER": "sockets", "OSHRUN_LAUNCHER": "mpiexec.hydra"}})
+    with shmem_notebook.Job(n, heap="16M", library="mysos").start() as job:
+        assert sorted(info["npes"] for info in job.pes.values()) == [n] * n
+
+
+@pytest.mark.pe
+@needs_sos
+@pytest.mark.parametrize("n", [2, 4])
+def test_open_mpis_oshrun_with_pes_of_another_library_is_refused_at_start(tmp_path, monkeypatch, n):
+    path = hand_made(tmp_path, monkeypatch, mixed={"oshrun": "oshrun", "python": SOS_PYTHON,
+                                                   "env": {"FI_PROVIDER": "sockets"}})
+    message, seconds = start_refused(n, "mixed")
+    assert message == (f"the {n} PEs of 'mixed' are not one OpenSHMEM job: they report n_pes() == 1, not {n}; oshrun is "
+                       f"most likely not the launcher of the OpenSHMEM that {SOS_PYTHON}'s shmem4py was built "
+                       f"against; fix its entry in {path}"), message
+    assert seconds < 10, seconds
+
+
+def test_check_world_names_the_likely_cause(tmp_path, monkeypatch):
+    monkeypatch.delenv("OSHRUN_LAUNCHER", raising=False)
+    script = tmp_path / "oshrun"
+    script.write_text('#!/bin/sh\nif [ ! -z "${OSHRUN_LAUNCHER}" ]; then LAUNCHER="${OSHRUN_LAUNCHER}"; fi\n')
+    script.chmod(0o755)
+    site = Library("site", str(script), launcher="hydra", hint="fix its entry in libraries.json")
+    site.check_world(3, [3, 3, 3])  # one job: nothing to say
+    with pytest.raises(LaunchError, match=r"^the 3 PEs of 'site' are not one OpenSHMEM job: they report n_pes\(\) == 1, "
+                                          r"not 3; Sandia OpenSHMEM's oshrun without OSHRUN_LAUNCHER runs .*"
+                                          r"\"OSHRUN_LAUNCHER\": \"mpiexec.hydra\" to the \"env\" of 'site' \(fix its "
+                                          r"entry in libraries.json\)$"):
+        site.check_world(3, [1, 1, 1])
+    named = Library("site", str(script), launcher="hydra", env={"OSHRUN_LAUNCHER": "srun"}, hint="fix it")
+    assert named.launcher_problem() is None
+    with pytest.raises(LaunchError, match=r"n_pes\(\) == 1 and 2, not 3; its OSHRUN_LAUNCHER=srun is not the launcher"):
+        named.check_world(3, [1, 2, 2])

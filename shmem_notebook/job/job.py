@@ -186,7 +186,9 @@ class Job(SymmetricArrays, Health, Asking):
         self._view = self._client[list(range(self.n))]
         self.state, self.crash, self.paused = "running", {}, set()
         self._forget_cells()
-        self.pes = {info["pe"]: info for info in self.ask("info").values()}
+        infos = self.ask("info").values()
+        self.library.check_world(self.n, [info["npes"] for info in infos])  # not N one-PE jobs
+        self.pes = {info["pe"]: info for info in infos}
         if self.dispatch == "direct":
             self._close_channel()
             self._channel = CellChannel(self.n, self.ip)
@@ -239,8 +241,10 @@ class Job(SymmetricArrays, Health, Asking):
                     self._note_segments()
                     next_note = time.monotonic() + 0.5
                 if not self._oshrun_running():
+                    cause = self.library.launcher_problem()  # Sandia OpenSHMEM's oshrun set up by hand
                     raise LaunchError(
-                        f"{what} ended before all {plural(self.n, 'PE')} started; its output:\n{self._oshrun_output()}"
+                        f"{what} ended before all {plural(self.n, 'PE')} started{'; ' + cause if cause else ''}; "
+                        f"its output:\n{self._oshrun_output()}"
                     )
                 if queue is not None:
                     queue.update(len(self._client.ids))

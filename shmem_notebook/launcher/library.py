@@ -21,7 +21,9 @@ A site adds its own in a JSON file, ``$SHMEM_NOTEBOOK_LIBRARIES`` or
 
 ``launcher`` says how to write the command line: ``"openmpi"`` (Open MPI's ``oshrun``: ``-x NAME``
 forwards the environment, ``--oversubscribe``, ``--hostfile``) or ``"hydra"`` (MPICH's
-``mpiexec.hydra``: the environment goes along by itself, ``-f HOSTFILE``).
+``mpiexec.hydra``: the environment goes along by itself, ``-f HOSTFILE``). A start whose PEs are
+not one job (N one-PE jobs: SOS's ``oshrun`` without ``OSHRUN_LAUNCHER`` in ``env``) is refused
+naming the cause (:meth:`Library.check_world`).
 """
 
 import json
@@ -40,6 +42,8 @@ LIBRARIES_FILE = os.path.join(os.path.expanduser("~"), ".config", "shmem_noteboo
 #: where ``scripts/setup.sh --with-sos`` builds SOS: ``.sos/`` beside the package, in a checkout
 SOS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".sos")
 LAUNCHERS = ("openmpi", "hydra")
+#: what Sandia OpenSHMEM's oshrun runs, the first found, when OSHRUN_LAUNCHER names none
+SOS_SEARCH = ("yod", "mpirun", "mpiexec", "srun")
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,33 @@ class Library:
         if shutil.which(self.python) is None:
             raise LaunchError(f"{self.python!r} (the Python of {self.name}'s PEs) was not found; {self.hint}")
 
+    def check_world(self, n, npes):
+        """Fail in one sentence, at start, when the PEs of a job of ``n`` are not one OpenSHMEM job:
+        ``npes`` holds each PE's ``n_pes()`` (N one-PE jobs: the launcher did not start them together)."""
+        if set(npes) == {n}:
+            return
+        said = " and ".join(str(k) for k in sorted(set(npes)))
+        chosen = self.env.get("OSHRUN_LAUNCHER") or os.environ.get("OSHRUN_LAUNCHER")
+        if chosen:
+            cause = (f"its OSHRUN_LAUNCHER={chosen} is not the launcher this library was built for "
+                     f"(mpiexec.hydra for Sandia OpenSHMEM built with PMI); {self.hint}")
+        else:
+            cause = self.launcher_problem() or (
+                f"{self.oshrun} is most likely not the launcher of the OpenSHMEM that {self.python}'s shmem4py "
+                f"was built against; {self.hint}")
+        raise LaunchError(f"the {n} PEs of {self.name!r} are not one OpenSHMEM job: they report n_pes() == {said}, "
+                          f"not {n}; {cause}")
+
+    def launcher_problem(self):
+        """Why this library's ``oshrun`` may not start its PEs as one job, or None: Sandia OpenSHMEM's
+        ``oshrun`` without ``OSHRUN_LAUNCHER`` runs whichever launcher it finds first."""
+        if self.env.get("OSHRUN_LAUNCHER") or os.environ.get("OSHRUN_LAUNCHER") or not _picks_launcher(self.oshrun):
+            return None
+        found = next((shutil.which(name) for name in SOS_SEARCH if shutil.which(name)), None)
+        runs = found or "the first of " + ", ".join(SOS_SEARCH)
+        return (f"Sandia OpenSHMEM's oshrun without OSHRUN_LAUNCHER runs {runs}, most likely not the launcher it was "
+                f"built for: add \"OSHRUN_LAUNCHER\": \"mpiexec.hydra\" to the \"env\" of {self.name!r} ({self.hint})")
+
     def command(self, n, env_names, oversubscribe=False, hostfile=""):
         """The launcher's arguments before the program: ``oshrun -n N ...``."""
         args = [self.oshrun, "-n", str(n)]
@@ -72,6 +103,16 @@ class Library:
         for name in sorted(env_names):  # to PEs on other nodes as well
             args += ["-x", name]
         return args
+
+
+def _picks_launcher(oshrun):
+    """Whether ``oshrun`` is a script that picks its launcher by ``OSHRUN_LAUNCHER`` (Sandia OpenSHMEM's)."""
+    path = shutil.which(oshrun)
+    try:
+        with open(path, "rb") as fh:
+            return b"OSHRUN_LAUNCHER" in fh.read(16384)
+    except (OSError, TypeError):
+        return False
 
 
 def _builtin():
