@@ -11,6 +11,7 @@ import textwrap
 import pytest
 from conftest import job_fixture, quiet
 
+from shmem_notebook.analysis.places import cell_labels
 from shmem_notebook.launcher.environment import platform_environment
 
 job = job_fixture(2, 4, heap="16M", timeout=60)
@@ -38,9 +39,10 @@ def arrays(request):
 
 
 def _define(job, code):
-    """Run ``code`` (untraced) and return its label in the race report (``cell 7`` outside a notebook)."""
+    """Run ``code`` (untraced) and return its label in the race report (``cell 7`` outside IPython, ``In [7].2``
+    where the test session made an IPython shell: as the job's history records it)."""
     quiet(job, code)
-    return f"cell {len(job.history)}"
+    return cell_labels(job.history[-1:]).popitem()[1]
 
 
 def _race(job, code):
@@ -126,7 +128,7 @@ def test_closures_defaults_and_methods_of_an_earlier_cell(job, traced):
     racy and fixed."""
     racy = SHAPES.format(sync="", super_sync="")
     quiet(job, racy, race=traced)
-    label = f"cell {len(job.history)}"
+    label = cell_labels(job.history[-1:]).popitem()[1]
     races, out = _race(job, "g[0] = me\nshift()\nshmem.barrier_all()\n")
     assert _places(races) == {f"{label} line 3", f"{label} line 4"}, out
     races, out = _race(job, "g[0] = me\nring.exchange(g)\nshmem.barrier_all()\n")
