@@ -153,6 +153,8 @@ def test_a_numpy_array_as_put_signals_signal(fresh):
     assert message == everyone(fresh, "shmem.put_signal at line 2 has a NumPy array as its signal; pass a signal word "
                                       "made by sig = shmem.new_signal() and wait for it with "
                                       "shmem.signal_wait_until(sig, ...)")
+    message = refused(fresh, "shmem.signal_wait_until(flag, shmem.CMP.EQ, 1)")
+    assert message.startswith(everyone(fresh, "shmem.signal_wait_until at line 1 has a NumPy array as its signal")), message
     out = quiet(fresh, "sig = shmem.new_signal()\nshmem.barrier_all()\nx[:] = me + 1\n"
                        "shmem.put_signal(u[:4], x, right, sig, 1, shmem.SIGNAL_SET)\n"
                        "shmem.signal_wait_until(sig, shmem.CMP.EQ, 1)\nprint(int(u[0]))\nshmem.barrier_all()\n"

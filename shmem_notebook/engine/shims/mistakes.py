@@ -25,7 +25,8 @@ from .. import heap
 from .missing import LACKING
 from .patches import Patches
 
-__all__ = ["CHECKED", "ShmemArgumentError", "explain_amo", "explain_collective", "explain_rma", "install"]
+__all__ = ["CHECKED", "ShmemArgumentError", "explain_amo", "explain_collective", "explain_rma", "explain_signal",
+           "install"]
 
 
 class ShmemArgumentError(InputError):
@@ -35,10 +36,11 @@ class ShmemArgumentError(InputError):
 _CONTIGUOUS = ("put", "get", "put_nbi", "get_nbi")
 _STRIDED = ("iput", "iget")
 _SIGNAL = ("put_signal", "put_signal_nbi")
+_SIGNAL_WAITS = ("signal_wait_until", "signal_fetch")
 _AMOS = tuple(name for name, op in CALLS.items() if op.kind == "amo" and op.params)
 _COLLECTIVES = tuple(name for name, op in CALLS.items() if op.kind == "coll")
 #: the shmem4py functions :func:`install` checks (those this shmem4py has)
-CHECKED = (*_CONTIGUOUS, *_STRIDED, *_SIGNAL, *_AMOS, *_COLLECTIVES)
+CHECKED = (*_CONTIGUOUS, *_STRIDED, *_SIGNAL, *_SIGNAL_WAITS, *_AMOS, *_COLLECTIVES)
 
 _ndarray = np.ndarray
 _HIDDEN = (os.sep + "shmem4py" + os.sep, os.sep + os.path.join("shmem_notebook", "engine") + os.sep)
@@ -145,8 +147,7 @@ def explain_rma(name, target, source, pe, size=None, ctx=None, tst=1, sst=1, sig
         problem = (f"has a {side} that is not symmetric (the remote side of a {name.removesuffix('_nbi')} must be "
                    f"made by shmem.zeros/shmem.array or declared); the library would kill the PE")
     if problem is None and name in _SIGNAL and isinstance(signal, np.ndarray):
-        problem = ("has a NumPy array as its signal; pass a signal word made by sig = shmem.new_signal() "
-                   "and wait for it with shmem.signal_wait_until(sig, ...)")
+        problem = _NOT_A_SIGNAL
     if problem is None:
         problem = _copy_problem("copies", target, source, size, tst, sst)
     return None if problem is None else f"shmem.{name}{_where()} {problem}"
@@ -169,6 +170,15 @@ def explain_amo(name, remote, pe, ctx=None, fetch=None):
         elif _ctype(fetch) != _ctype(remote):
             problem = f"fetches {remote.dtype} into a {fetch.dtype} array; give both one dtype"
     return None if problem is None else f"shmem.{name}{_where()} {problem}"
+
+
+_NOT_A_SIGNAL = ("has a NumPy array as its signal; pass a signal word made by sig = shmem.new_signal() "
+                 "and wait for it with shmem.signal_wait_until(sig, ...)")
+
+
+def explain_signal(name, signal):
+    """One sentence on a NumPy array given as a signal word, or None."""
+    return f"shmem.{name}{_where()} {_NOT_A_SIGNAL}" if isinstance(signal, np.ndarray) else None
 
 
 def explain_collective(name, target, source, size=None, team=None, root=None, tst=1, sst=1):
@@ -357,6 +367,8 @@ def install(shmem):
             wrapper = _contiguous(name, original)
         elif name in _SIGNAL:
             wrapper = _signalled(name, original)
+        elif name in _SIGNAL_WAITS:
+            wrapper = _general(name, original, explain_signal, {"signal": "signal"})
         elif name in _STRIDED:
             wrapper = _general(name, original, explain_rma, _STRIDED_FIELDS)
         elif name in _AMOS:
