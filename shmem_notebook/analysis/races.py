@@ -27,6 +27,7 @@ reports are one algorithm over one set of events; the hints are in :mod:`.hints`
 import bisect
 import gc
 from collections import defaultdict
+from itertools import accumulate
 from dataclasses import dataclass, field
 
 from ..folding import pe_ranges
@@ -142,51 +143,90 @@ class _Simulation:
         self.arrived = {}  # (pe, index) of a collective -> the PE's clock when it entered
         self.entered = {}  # (pe, index) of a collective -> the earliest any member entered (a clock)
         self.progress = progress
-        self._writes, self._stores = {}, set()
+        self._writes, self._stores, self._sums, self._own, self._by_value = {}, set(), {}, {}, {}  # see _wait_candidates
+        self._sets = set()  # waits whose word is written by sets of known values only
+        self._returns = defaultdict(set)  # PE -> its writes complete when they return (fetching atomics, stores)
         self._candidates = self._wait_candidates()
 
     def _wait_candidates(self):
-        """For every wait: the writes that may have produced the value it saw."""
+        """For every wait: the writes that may have produced the value it saw (the fallback rule);
+        for the condition's rule, the writes to its word by writer (``_writes``), their running sums
+        when every one adds (``_sums``), and the waiting PE's last store to the word before the wait
+        (``_own``; ``_stores`` when one of them wrote a value not recorded). Computed once per word."""
         writes = defaultdict(list)  # target PE -> [(lo, hi, pe, index, values, fp)], sorted by lo
-        stores = defaultdict(list)  # PE -> [(index, lo, hi)] of its stores to its symmetric memory
+        stores = defaultdict(list)  # PE -> [(index, lo, hi, value known)] of its stores to its symmetric memory
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
                 if e.kind == "rma" and CALLS[e.op].writes:
-                    writes[e.pe].append((e.lo, e.hi, pe, i, None if model.written(e) and model.written(e)[0] == "add"
-                                         else e.values, e.fp))
+                    if _done_on_return(e.op):
+                        self._returns[pe].add(i)
+                    effect = model.written(e)
+                    writes[e.pe].append((e.lo, e.hi, pe, i, None if effect and effect[0] == "add" else e.values, e.fp))
                 elif e.kind == "mem" and e.mode == "write" and e.space == "sym":
                     stores[pe].append((i, e.lo, e.hi, model.written(e) is not None))
+                    self._returns[pe].add(i)
         starts, longest = {}, {}
         for target, ws in writes.items():
             ws.sort(key=lambda w: w[0])
             starts[target] = [w[0] for w in ws]
             longest[target] = max(w[1] - w[0] for w in ws)
-        found = {}
+        words, found = {}, {}
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
                 if e.kind != "wait":
                     continue
-                lo, hi, seen = e.lo, e.hi, set(e.observed)
-                ws = writes.get(pe, ())
-                if ws:  # writes starting in [lo - longest, hi) are the only ones that may overlap
-                    first = bisect.bisect_left(starts[pe], lo - longest[pe])
-                    ws = ws[first:bisect.bisect_left(starts[pe], hi)]
-                overlapping = [(w[2], w[3], w[0], w[1], w[4]) for w in ws if w[0] < hi and lo < w[1]
-                               and (w[5] is None or overlap((w[0], w[1], w[5]), (lo, hi, None)))]
-                overlapping.sort(key=lambda w: (w[0], w[1]))
-                mine = [(j, known) for j, slo, shi, known in stores.get(pe, ()) if j < i and slo < hi and lo < shi]
-                if not all(known for _, known in mine):
-                    self._stores.add((pe, i))  # the PE stored to the word itself: a value not recorded
-                self._writes[(pe, i)] = sorted([(w[0], w[1]) for w in overlapping] + [(pe, j) for j, _ in mine[-1:]])
-                matching = [w for w in overlapping if w[4] and seen.intersection(w[4])]
-                unknown = [w for w in overlapping if not w[4]]
-                found[(pe, i)] = [(w[0], w[1]) for w in (matching or unknown or overlapping)]
+                lo, hi = e.lo, e.hi
+                word = words.get((pe, lo, hi))
+                if word is None:
+                    word = words[(pe, lo, hi)] = self._word(pe, lo, hi, writes, starts, longest, stores)
+                overlapping, by_value, unknown, by_writer, sums, own, sets = word
+                if sets:
+                    self._sets.add((pe, i))
+                k = bisect.bisect_left(own, (i,)) - 1  # the PE's stores to the word before the wait
+                if k >= 0:
+                    if not all(known for _, known in own[:k + 1]):
+                        self._stores.add((pe, i))  # the PE stored to the word itself: a value not recorded
+                    self._own[(pe, i)] = own[k][0]
+                self._writes[(pe, i)], self._by_value[(pe, i)] = by_writer, by_value
+                if sums is not None and k < 0:
+                    self._sums[(pe, i)] = sums
+                matching = sorted({w for v in set(e.observed) for w in by_value.get(v, ())})
+                found[(pe, i)] = matching or unknown or overlapping
         return found
+
+    def _word(self, pe, lo, hi, writes, starts, longest, stores):
+        """The writes to PE ``pe``'s bytes ``[lo, hi)`` a wait may read: all of them, by value written,
+        those of no known value, by writer, the increments' running sums (None unless all add), the
+        PE's own stores to them (``(index, value known)``), whether all set values known."""
+        ws = writes.get(pe, ())
+        if ws:  # writes starting in [lo - longest, hi) are the only ones that may overlap
+            first = bisect.bisect_left(starts[pe], lo - longest[pe])
+            ws = ws[first:bisect.bisect_left(starts[pe], hi)]
+        found = sorted((w[2], w[3], w[4]) for w in ws if w[0] < hi and lo < w[1]
+                       and (w[5] is None or overlap((w[0], w[1], w[5]), (lo, hi, None))))
+        overlapping = [(q, j) for q, j, _ in found]
+        by_value, unknown, by_writer = defaultdict(list), [], defaultdict(list)
+        for q, j, values in found:
+            for v in values or ():
+                by_value[v].append((q, j))
+            if not values:
+                unknown.append((q, j))
+            by_writer[q].append(j)
+        effects = [model.written(self.events[q][j]) for q, j in overlapping]
+        sums = None
+        if all(x is not None and x[0] == "add" for x in effects):
+            steps = defaultdict(list)
+            for (q, _), x in zip(overlapping, effects):
+                steps[q].append(x[1])
+            sums = {q: list(accumulate(xs, initial=0)) for q, xs in steps.items()}
+        own = [(j, known) for j, slo, shi, known in stores.get(pe, ()) if slo < hi and lo < shi]
+        sets = all(x is not None and x[0] == "set" for x in effects)
+        return overlapping, dict(by_value), unknown, dict(by_writer), sums, own, sets
 
     def run(self):
         n = self.n
         clock = [[0] * n for _ in range(n)]
-        pos = [0] * n
+        pos = self.pos = [0] * n
         ncoll = defaultdict(int)  # (pe, team) -> collectives of that team passed
         arrivals = defaultdict(dict)  # (team, number) -> {pe: index}
         pending = {pe: [] for pe in range(n)}  # issued, not complete: (index, ctx)
@@ -260,9 +300,10 @@ class _Simulation:
                 self.waited[(pe, i)] = cands
                 at = clock[pe][pe]
                 for q, j in cands:
-                    if (q, j) in delivered:
+                    landed = (q, j) in delivered
+                    if landed:
                         self.ends[(q, j)].append((pe, at))
-                    self._fenced_before(q, j, (pe, at))
+                    self._fenced_before(q, j, (pe, at), landed)
             else:
                 tick(pe, i)
                 if kind == "rma":
@@ -312,40 +353,83 @@ class _Simulation:
     def _required(self, pe, i, e, now, relaxed, done):
         """The writes wait ``(pe, i)`` must come after, by its condition (see :func:`.model.requirement`):
         ``(edges, delivered)``; False while writes it may need are still to come; None when the
-        condition cannot tell (the caller matches the values the wait saw)."""
+        condition cannot tell (the caller matches the values the wait saw).
+
+        Each writer's writes to the word are done in program order (a prefix); those up to its last
+        one complete before the wait have landed (they and the PE's own last store give the flag's
+        value), the others may land before the wait. A single writer's writes not done yet come
+        after its done ones: the rule takes them all and waits only for the one it requires. With
+        several writers the wait waits until every write is done, or the simulation is stuck."""
         cond = model.condition(e)
         if cond is None or (pe, i) in self._stores:
             return None
-        writes = self._writes.get((pe, i), ())
-        ordered = [(q, j) for q, j in writes if (q, j) in done and self._complete_before(q, j, now)]
-        base = self._base(e, ordered)
+        writes, sums, own = self._writes.get((pe, i), {}), self._sums.get((pe, i)), self._own.get((pe, i))
+        last, added, pending, later = {}, 0, [], []  # last landed per writer; done, not landed; not done
+        for q, js in writes.items():
+            ndone = bisect.bisect_left(js, self.pos[q])
+            k, ends, returns = ndone - 1, self.ends, self._returns
+            while k >= 0 and not ((js[k] in returns.get(q, ()) or (q, js[k]) in ends)
+                                  and self._complete_before(q, js[k], now)):
+                k -= 1  # only writes with an end (or complete on return) can have landed
+            if k >= 0:
+                last[q] = js[k]
+                added += sums[q][k + 1] if sums else 0
+            pending += [(q, j) for j in js[k + 1:ndone]]
+            later += [(q, j) for j in js[ndone:]]
+        if own is not None:  # the PE's own store to the word, before the wait
+            last[pe] = max(last.get(pe, own), own)
+        if not last:
+            base = e.before
+        elif sums:  # a counter: its old value and the increments landed
+            base = None if e.before is None else e.before + added
+        else:
+            base = self._latest(last)
         if base is None:
             return None
         cmp, value = cond
         if model.holds(cmp, base, value):
-            if not ordered and writes:
+            if not last and writes:
                 self.stale[(pe, i)] = base
             return [], ()
-        if not relaxed and any(w not in done for w in writes):
-            return False
-        seen = set(ordered)
-        open_writes = [(q, j, self.events[q][j]) for q, j in writes if (q, j) in done and (q, j) not in seen]
-        required = model.requirement(cmp, value, base, open_writes)
+        if later and len(writes) == 1 and not relaxed:  # one writer: a counter's later increments may be
+            # the ones needed (program order says which); a flag's value comes from a write done already
+            required = self._one_writer(pe, i, cmp, value, base, pending + later if sums else pending, sums) \
+                if sums or pending else None
+            if not required or not required[0] or any(j >= self.pos[q] for q, j in required[0]):
+                return False  # what it needs is not written yet
+            return sorted(set(required[0]) | required[1]), required[1]
+        if later and not relaxed:
+            return False  # another writer's writes may be needed: wait until they are in, or all are stuck
+        required = model.requirement(cmp, value, base, [(q, j, self.events[q][j]) for q, j in pending])
         if required is None:
             return None
         edges, delivered = required
         return sorted(set(edges) | delivered), delivered
 
-    def _base(self, e, ordered):
-        """The value wait ``e``'s word has once the writes ``ordered`` before it landed: the last
-        one's, if it is a set after all the others; the old value plus the increments, if all add;
-        None when it is not known."""
-        effects = [model.written(self.events[q][j]) for q, j in ordered]
-        if not ordered or all(x is not None and x[0] == "add" for x in effects):
-            return model.base_value(e.before, [self.events[q][j] for q, j in ordered])
-        last = {}
-        for q, j in ordered:  # per writer its last (one PE's writes land in order once complete)
-            last[q] = max(last.get(q, j), j)
+    def _one_writer(self, pe, i, cmp, value, base, writes, sums):
+        """:func:`.model.requirement` for ``writes``, of one writer, in program order (all of its writes
+        from the first not landed on), without going through them all where an index says: a flag set
+        to the value an ``==`` waits for, a counter of equal increments."""
+        q = writes[0][0]
+        if cmp == "==" and sums is None and (pe, i) in self._sets:
+            satisfying = [w for w in self._by_value[(pe, i)].get(value, ()) if writes[0] <= w <= writes[-1]]
+            if satisfying:
+                return [satisfying[0]], {satisfying[0]} if len(satisfying) == 1 else set()
+        if sums is not None and cmp in (">=", ">", "=="):
+            k = len(sums[q]) - 1 - len(writes)  # increments landed before these
+            steps = {b - a for a, b in zip(sums[q][k:], sums[q][k + 1:])}
+            if len(steps) == 1:
+                step = steps.pop()
+                need = value - base + (cmp == ">")
+                count = -(-need // step)
+                if not 0 < count <= len(writes):
+                    return None
+                return [writes[count - 1]], set(writes) if count == len(writes) else set()
+        return model.requirement(cmp, value, base, [(w[0], w[1], self.events[w[0]][w[1]]) for w in writes])
+
+    def _latest(self, last):
+        """The value of the write of ``last`` (writer -> its last landed write) that landed after
+        all the others, if it is a set; None when that is not known."""
         latest = [(q, j) for q, j in last.items()
                   if all(r == q or self._complete_before(r, k, self.points[q][j]) for r, k in last.items())]
         if len(latest) != 1:
@@ -359,14 +443,14 @@ class _Simulation:
             return self.points[q][j][q] <= now[q]
         return any(now[r] >= at for r, at in self.ends.get((q, j), ()))
 
-    def _fenced_before(self, pe, index, end):
+    def _fenced_before(self, pe, index, end, landed=True):
         """Writes of ``pe`` before a fence that precedes its write ``index`` (same ctx and
         target PE) are delivered by the time that write is seen: give them the same end. So is
         the data of a put_signal whose signal word ``index`` is.
 
         A waiter's ends only grow later, so writes already given one by that waiter are skipped."""
         e = self.events[pe][index]
-        if e.op in SIGNAL_EVENTS and index:
+        if landed and e.op in SIGNAL_EVENTS and index:
             data = self.events[pe][index - 1]
             if data.op in _PUT_SIGNALS and data.line == e.line and data.pe == e.pe and data.ctx == e.ctx:
                 self.ends[(pe, index - 1)].append(end)
