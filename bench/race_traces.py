@@ -4,7 +4,7 @@ analysis alone can be timed and tested without PEs (bench/races.py, tests/test_r
 Shapes copied from real recordings (``job.ask("record_stop")`` after the same cells).
 """
 
-__all__ = ["ARR", "scattered_puts", "stencil", "names"]
+__all__ = ["ARR", "scattered_puts", "stencil", "names", "ping_pong", "credit_ring", "without_conditions"]
 
 #: the symmetric array ``arr=int64[100003]`` at symmetric offset 0; a private 8-byte source
 ARR, SRC = 0, 1 << 40
@@ -59,3 +59,49 @@ def stencil(iterations, npes=4, n=1000):
         traces[pe] = {"pe": pe, "npes": npes, "events": ev, "names": nm, "ops": len(ev), "truncated": None,
                       "cap": None}
     return traces
+
+
+def _two(e0, e1, arrays):
+    end = ["sync", "barrier_all", 20, 0, None]
+    names = [[name, "sym", lo, hi, 8, 0] for name, lo, hi in arrays]
+    return {0: {"events": e0 + [end], "names": names}, 1: {"events": e1 + [end], "names": names}}
+
+
+def ping_pong(rounds):
+    """Notebook 03's flag protocol, ``rounds`` times: PE 0 puts 4 elements into PE 1's ``data``,
+    fences, sets PE 1's ``flag`` to the round and waits for ``ack == round``; PE 1 waits for the
+    flag, reads the data and sets PE 0's ``ack``. Race-free."""
+    e0, e1 = [], []
+    for k in range(1, rounds + 1):
+        e0 += [["rma", "put", 3, 1, 0, 32, "<i8", "priv", SRC, SRC + 32, 0, None, None, None],
+               ["sync", "fence", 4, 0, None],
+               ["rma", "atomic_set", 5, 1, 64, 72, "<i8", None, None, None, 0, [k], None, None],
+               ["wait", "wait_until", 6, 128, 136, "<i8", [k], "==", k, 0]]
+        e1 += [["wait", "wait_until", 9, 64, 72, "<i8", [k], "==", k, 0],
+               ["mem", "load", 10, "read", "sym", 0, 8, "<i8", None],
+               ["rma", "atomic_set", 11, 0, 128, 136, "<i8", None, None, None, 0, [k], None, None]]
+    return _two(e0, e1, [("data", 0, 32), ("flag", 64, 72), ("ack", 128, 136)])
+
+
+def credit_ring(rounds):
+    """Notebook 03's counter queue, ``rounds`` items through PE 1's two slots: PE 0 waits for
+    ``freed >= k - 1`` before reusing a slot, puts, fences and increments ``filled``; PE 1 waits for
+    ``filled >= k + 1``, reads the slot and increments ``freed``. Race-free."""
+    e0, e1 = [], []
+    for k in range(rounds):
+        if k >= 2:
+            e0.append(["wait", "wait_until", 3, 128, 136, "<i8", [k - 1], ">=", k - 1, 0])
+        lo = 32 * (k % 2)
+        e0 += [["rma", "put", 4, 1, lo, lo + 32, "<i8", "priv", SRC, SRC + 32, 0, None, None, None],
+               ["sync", "fence", 5, 0, None],
+               ["rma", "atomic_inc", 6, 1, 64, 72, "<i8", None, None, None, 0, [1], None, None]]
+        e1 += [["wait", "wait_until", 9, 64, 72, "<i8", [k + 1], ">=", k + 1, 0],
+               ["mem", "load", 10, "read", "sym", lo, lo + 8, "<i8", None],
+               ["rma", "atomic_inc", 11, 0, 128, 136, "<i8", None, None, None, 0, [1], None, None]]
+    return _two(e0, e1, [("slots", 0, 64), ("filled", 64, 72), ("freed", 128, 136)])
+
+
+def without_conditions(traces):
+    """The same traces with the waits' conditions left out: the analysis falls back to the writes
+    whose values each wait saw (the rule before the condition rule; a baseline)."""
+    return {pe: dict(t, events=[e[:7] if e[0] == "wait" else e for e in t["events"]]) for pe, t in traces.items()}

@@ -107,8 +107,11 @@ def run(n, puts, size, sweeps, repeats, loops=None):
     out = {"n": n, "puts": puts, "size": size, "sweeps": sweeps, "repeats": repeats, "rows": rows,
            "put_loop_ops": ops, "put_loop_events": events, "put_loop_payload_bytes": payload}
     if loops:
+        loops = dict(loops)
+        wait_rounds = loops.pop("wait_rounds", (500, 2000))
         out["loops"] = run_loops(**loops)
         out["synthetic"] = synthetic(loops.get("scattered", (20_000, 60_000)))
+        out["waits"] = waits(wait_rounds)
         out["loops_date"] = None  # measured with the rest of the section
     return out
 
@@ -169,6 +172,28 @@ def synthetic(per_pe=(20_000, 60_000)):
         rows.append({"per_pe": count, "events": sum(len(t["events"]) for t in traces.values()),
                      "analysis_s": time.perf_counter() - start, "analysis_cpu_s": time.process_time() - cpu,
                      "races": len(found.races)})
+    return rows
+
+
+def waits(rounds=(500, 2000), repeats=3):
+    """The analysis alone on wait-heavy protocols (:func:`race_traces.ping_pong`, ``credit_ring``):
+    the condition rule beside the observed-value rule it replaced (the same traces without the
+    waits' conditions), median wall seconds of ``repeats``, and the races each finds (none is right)."""
+    import race_traces
+
+    rows = []
+    for name in ("ping_pong", "credit_ring"):
+        for count in rounds:
+            traces = getattr(race_traces, name)(count)
+            row = {"workload": name, "rounds": count}
+            for rule, data in (("condition", traces), ("observed", race_traces.without_conditions(traces))):
+                times, found = [], None
+                for _ in range(repeats):
+                    start = time.perf_counter()
+                    found = analyse(data, 2)
+                    times.append(time.perf_counter() - start)
+                row[f"{rule}_s"], row[f"{rule}_races"] = median(times), len(found.races)
+            rows.append(row)
     return rows
 
 

@@ -173,7 +173,21 @@ def loops_table(races):
                      "verdict"], rows)
             + "".join(f"\n\nThe worst case of the same puts, every put its own event (no summary): {r['events']:,} events "
                       f"analysed in {r['analysis_s']:.2f} s ({r['analysis_cpu_s']:.2f} s CPU)."
-                      for r in races.get("synthetic", [])[-1:]))
+                      for r in races.get("synthetic", [])[-1:])
+            + waits_table(races.get("waits")))
+
+
+def waits_table(rows):
+    """Wait-heavy protocols: the analysis alone, the condition rule beside the observed-value rule."""
+    if not rows:
+        return ""
+    names = {"ping_pong": "flag ping-pong (set, wait ==)", "credit_ring": "two-slot credit ring (counters, wait >=)"}
+    body = [[names[r["workload"]], f"{r['rounds']:,}", f(r["condition_s"], 3), f(r["observed_s"], 3),
+             f"{r['observed_s'] / r['condition_s']:.2f}", f"{r['condition_races']} / {r['observed_races']}"] for r in rows]
+    return ("\n\nWait-heavy protocols (`bench/race_traces.py`, race-free), the analysis alone, median of 3: the rule "
+            "that orders a wait after the writes its condition requires, beside the rule it replaced (after the writes "
+            "whose values the wait saw: the same traces without the waits' conditions).\n\n"
+            + table(["protocol", "rounds", "condition rule s", "observed-value rule s", "observed / condition", "races found (condition / observed)"], body))
 
 
 def scale_table(sc):

@@ -26,6 +26,10 @@ def test_quick_benchmark_writes_every_section_and_the_plot(tmp_path):
     assert results["startup"]["rows"] and results["dispatch"]["rows"] and results["datapath"]["rows"]
     assert results["memory"]["pe_rss_median_mib"] > 0
     assert {r["workload"] for r in results["races"]["rows"]} == {"puts", "stencil"}
+    waits = results["races"]["waits"]  # the wait rules side by side: both find no race in the race-free protocols
+    assert {r["workload"] for r in waits} == {"ping_pong", "credit_ring"}
+    assert all(r["condition_races"] == 0 and r["observed_races"] == 0 and r["condition_s"] > 0 for r in waits)
+    assert "Wait-heavy protocols" in proc.stdout
     assert results["inspector"]["rows"] or not results["inspector"]["available"]
     assert results["slurm"].get("rows") or not results["slurm"]["available"]
     libs = results["libraries"]
