@@ -8,7 +8,7 @@ from . import channel, heap, record, runtime, snapshot
 
 __all__ = ["HANDLERS", "handle"]
 
-#: op name -> function; alloc, free, join and released are collective, the rest are local to the PE
+#: op name -> function; alloc, free, join, released and record_start are collective, the rest are local to the PE
 #: (record_*, trace_*, stress_* bracket a cell run with --race, --trace, --stress: engine/record)
 HANDLERS = {
     "alloc": heap.alloc,
