@@ -138,7 +138,7 @@ def test_one_pe_mistaken_while_the_others_wait(fresh):
     with pytest.raises(PEError) as info:
         quiet(fresh, "shmem.put(x[0:1], x[1:2], me + 1)\nshmem.barrier_all()")
     message = str(info.value)
-    assert message.startswith(f"PE {n - 1} raised ShmemArgumentError at line 1: shmem.put at line 1 names PE {n}, "
+    assert message.startswith(f"PE {n - 1} raised ShmemArgumentError: shmem.put at line 1 names PE {n}, "
                               f"but valid PEs are 0-{n - 1}; PE 0"), message
     assert quiet(fresh, "print(kept)").stdout == {pe: f"{10 + pe}\n" for pe in range(n)}
 

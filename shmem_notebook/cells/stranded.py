@@ -159,7 +159,7 @@ def message(errors, where, released, restart_hint, code=None, finished=()):
     raised, waits = {}, {}
     for pe, (ename, evalue, tb) in sorted(errors.items()):
         line = raised_line(tb)
-        at = f" at line {line}" if line else ""
+        at = f" at line {line}" if line and f"at line {line}" not in str(evalue) else ""  # the message may say it
         raised.setdefault(f"raised {ename}{at}: {evalue}" if evalue else f"raised {ename}{at}", []).append(pe)
     for pe, (line, call) in sorted(where.items()):
         waits.setdefault(f"{_shown(call, line, code)} at line {line}", []).append(pe)
