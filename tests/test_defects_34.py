@@ -12,12 +12,12 @@
 
 import io
 import os
+import pathlib
 import re
 import shlex
 import subprocess
 import sys
 import textwrap
-from types import SimpleNamespace
 
 import pytest
 from conftest import ipython_shell, job_fixture, quiet
@@ -180,6 +180,14 @@ def test_export_magic_takes_the_prologue(tmp_path, capsys):
         assert f"wrote {tmp_path}/p.sbatch" in capsys.readouterr().out
     finally:
         shmem_notebook.job._current = old
+
+
+def test_readme_many_nodes_says_what_the_compute_nodes_need():
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("## Many nodes", 1)[1].split("\n## ", 1)[0]
+    flat = " ".join(section.split())
+    assert "the same Open MPI" in flat and "--sbatch-prologue 'module load openmpi/4.1'" in flat
+    assert "the kernel's host name (`socket.gethostname()`), which the compute nodes must resolve" in flat
 
 
 # -- 8 (and 2) on a real Slurm ------------------------------------------------------------------
