@@ -337,9 +337,9 @@ def check_races_as_in_the_notebook(nb, program_path, history, tmp_path):
         text = "".join(o.get("text", "") for o in c.get("outputs", []))
         if "RACE " in text:
             reported[f"In[{c.execution_count}]"] = [line for line in text.splitlines() if line.startswith("RACE ")]
-    # three --race cells, the cell calling job.run(code, race=True), and the second cell of the race
-    # across two cells (which names both cells itself: `In [10] line 3 put / In [11] line 2 load`)
-    assert len(reported) == 5
+    # four --race cells (one a counter queue), the cell calling job.run(code, race=True), and the second cell
+    # of the race across two cells (which names both cells itself: `In [10] line 3 put / In [11] line 2 load`)
+    assert len(reported) == 6
     across = re.compile(r"In \[(\d+)\] line")
     by_label = {cell["label"]: cell for cell in history["cells"]}
     for label, lines in reported.items():

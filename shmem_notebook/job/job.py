@@ -64,8 +64,7 @@ class Job(SymmetricArrays, Health, Asking):
         slurm=False, partition=None, time=None, nodes=None, account=None, sbatch_args=(), restart_on_hang=False,
         library=None, sbatch_prologue=(),
     ):  # fmt: skip
-        self.n = positive_int(n)
-        self.library = library_named(library)  # one sentence now for an unknown name
+        self.n, self.library = positive_int(n), library_named(library)  # one sentence now for a bad n or library
         self.slurm = bool(slurm)
         if self.slurm and self.library.launcher != "openmpi":
             raise InputError(f"Slurm batch jobs start the PEs with Open MPI's oshrun or srun; the {self.library.name} "
@@ -75,8 +74,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.batch = batch_options(slurm, asked_ip, hostfile, partition, time, nodes, account, sbatch_args, sbatch_prologue)
         self.heap = rc.heap if heap is None else heap
         self.heap_bytes = check_heap(self.heap)  # one sentence before launch, e.g. for heap=0
-        self.oversubscribe = oversubscribe
-        self.hostfile = hostfile
+        self.oversubscribe, self.hostfile = oversubscribe, hostfile
         self.timeout = check_timeout(rc.timeout if timeout is None else timeout)
         self.ip = ip or rc.ip
         if rc.dispatch not in DISPATCH:
@@ -84,22 +82,19 @@ class Job(SymmetricArrays, Health, Asking):
         self.dispatch = rc.dispatch
         self.specs = {}  # name -> ArraySpec, in declaration order
         self.state = "stopped"  # stopped, running, hung, dead
-        self.crash = {}  # PE -> cause, once PEs died
-        self.paused = set()  # PEs stopped (SIGSTOP) for good, waiting for PEs that ended the cell
+        self.crash, self.paused = {}, set()  # PE -> cause, once PEs died; PEs stopped (SIGSTOP) for good
         self.pes = {}  # PE -> info from the PE's 'info' request
         self.last_cell = None  # the last cell's request (see cells.channel)
         self.last_result = None  # CellResult of the last cell, also when it raised or timed out
         self.last_gather = None  # how the last gather came: "memory" (read from the PEs), "file" (/dev/shm) or "message"
-        self._gathers = 0
         self.cell_callbacks = []  # callback(job, result) after every cell
         self.history = History(self)  # every cell run, in order (see .history); job.export writes them out
         self.race_carry = None  # operations the last race-checked cell left in flight (see cells/race.py)
         self._token = uuid.uuid4().hex  # marks every process of this job (see watchdog)
-        self._cluster = self._client = self._view = self._watchdog = self._channel = None
-        self._engine_set_id = None
+        self._cluster = self._client = self._view = self._watchdog = self._channel = self._engine_set_id = None
         self._pe_procs = {}  # PE -> psutil.Process, for PEs on this host
         self._segments = {}  # engine set id -> Segments: shared memory to remove once it ended
-        self._heap_stale = False
+        self._heap_stale, self._gathers = False, 0
 
     def __repr__(self):
         return f"<Job n={self.n} heap={self.heap} state={self.state}>"
