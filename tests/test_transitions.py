@@ -13,6 +13,7 @@ import shmem_notebook
 from conftest import ipython_shell, needs_sos
 from shmem_notebook import CellStoppedError, JobStateError, NoJobError, PEDiedError
 from shmem_notebook.inspector import gather_snapshot
+from shmem_notebook.words import plural
 
 HEAP = "32M"
 CRASH = "import os\nif me == npes - 1:\n    os.kill(os.getpid(), 9)\nshmem.barrier_all()"
@@ -222,7 +223,7 @@ def test_restart_after_stop_starts_the_same_job(session, magic):
     job, _ = session
     job.stop()
     err, printed = magic("%shmem restart")
-    assert err is None and f"restarted: {job.n} PEs, arrays A, W re-allocated" in printed, printed
+    assert err is None and f"restarted: {plural(job.n, 'PE')}, arrays A, W re-allocated" in printed, printed
     assert_usable(job, magic)
 
 
