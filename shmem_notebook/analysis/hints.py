@@ -15,11 +15,10 @@ import ast
 from dataclasses import dataclass
 
 from . import fixcheck
+from .model import LOCAL_SYNCS as _LOCAL_SYNCS  # syncs that order nothing across PEs
 
 __all__ = ["Edit", "Fix", "advice", "apply_fix", "hint"]
 
-#: syncs that order nothing across PEs
-_LOCAL_SYNCS = {"quiet", "fence", "ctx_destroy"}
 _READ_OPS = {"get", "iget", "get_nbi", "atomic_fetch"}
 #: how far back a hint looks on one PE for the lines it ran since its last collective
 _LOOKBACK = 10_000
