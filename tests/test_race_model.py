@@ -70,8 +70,9 @@ def test_mixed_or_unknown_writes_fall_back():
     assert model.requirement(">=", 1, 0, []) is None
 
 
-def test_base_value_after_ordered_writes():
-    assert model.base_value(2, []) == 2
-    assert model.base_value(2, [inc(), inc(n=3)]) == 6
-    assert model.base_value(None, [inc()]) is None
-    assert model.base_value(0, [put(4)]) is None  # sets: the analysis takes one PE's last itself
+def test_what_a_growing_counter_needs():
+    assert model.increments_needed(">=", 5, 2) == 3
+    assert model.increments_needed(">", 5, 2) == 4
+    assert model.increments_needed("==", 5, 7) == 0  # passed it already: needs nothing more
+    assert model.increments_needed("!=", 0, 0) == 1
+    assert model.increments_needed("<", 5, 2) is None

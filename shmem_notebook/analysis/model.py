@@ -33,7 +33,7 @@ import operator
 from ..operations import CALLS, RECORDED_AS
 
 __all__ = ["COLLECTIVE_SYNCS", "COMPLETING", "FETCHES", "READS", "PUT_SIGNALS", "LOCAL_SYNCS", "CMPS",
-           "done_on_return", "written", "condition", "holds", "base_value", "requirement"]
+           "done_on_return", "written", "condition", "holds", "increments_needed", "requirement"]
 
 #: collective synchronisations, by the op their events name (barrier_all, sync_all, alloc, free)
 COLLECTIVE_SYNCS = frozenset(RECORDED_AS.get(n, n) for n, op in CALLS.items() if op.kind == "sync" and op.collective)
@@ -94,18 +94,16 @@ def holds(cmp, x, value):
     return CMPS[cmp](x, value)
 
 
-def base_value(before, writes):
-    """The word's value a wait starts from: ``before`` (what it held when the cell began, None: not
-    known) after ``writes``, the write events ordered before the wait (their order: by index on one
-    PE); None when that is not known."""
-    if not writes:
-        return before
-    effects = [written(e) for e in writes]
-    if any(x is None for x in effects):
-        return None
-    if all(kind == "add" for kind, _ in effects):
-        return None if before is None else before + sum(n for _, n in effects)
-    return None  # sets ordered before the wait: the analysis passes only a single PE's, see requirement()
+def increments_needed(cmp, value, base):
+    """How much a counter that only grows must add to ``base`` to satisfy ``x cmp value`` (0: it does
+    already); None for ``<`` and ``<=``, which it satisfies at once or never."""
+    if cmp in (">=", "=="):
+        return max(value - base, 0)
+    if cmp == ">":
+        return max(value + 1 - base, 0)
+    if cmp == "!=":
+        return 1
+    return None
 
 
 def requirement(cmp, value, base, open_writes):
@@ -134,15 +132,10 @@ def requirement(cmp, value, base, open_writes):
 
 def _increments_required(cmp, value, base, adds):
     """A growing counter: the increments ``adds`` (``(pe, index, n)``) a wait needs past ``base``."""
-    if cmp in (">=", "=="):
-        need = value - base
-    elif cmp == ">":
-        need = value + 1 - base
-    elif cmp == "!=":
-        need = 1
-    else:
-        return None  # < or <= on a counter that only grows: satisfied at once or never
-    if need <= 0:
+    need = increments_needed(cmp, value, base)
+    if need is None:
+        return None
+    if not need:
         return [], set()
     total = sum(n for _, _, n in adds)
     if total < need:

@@ -420,8 +420,7 @@ class _Simulation:
             steps = {b - a for a, b in zip(sums[q][k:], sums[q][k + 1:])}
             if len(steps) == 1:
                 step = steps.pop()
-                need = value - base + (cmp == ">")
-                count = -(-need // step)
+                count = -(-model.increments_needed(cmp, value, base) // step)
                 if not 0 < count <= len(writes):
                     return None
                 return [writes[count - 1]], set(writes) if count == len(writes) else set()
