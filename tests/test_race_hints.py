@@ -108,7 +108,8 @@ def test_no_fix_for_an_update_every_pe_makes():
 
 
 # -- fixes checked on the trace before they are offered (analysis/fixcheck.py) ----------------------
-#: a binomial tree of two reductions that reuses one inbox slot: a barrier after the loop orders
+#: a binomial tree of two reductions that reuses one inbox slot (a flag per level, so a late set never
+#: hides a newer one and hangs the tree): a barrier after the loop orders
 #: nothing; one inside it (every PE passes it, once per step) does
 TREE_ONE_SLOT = """levels = max((npes - 1).bit_length(), 1)
 val = np.zeros(1, dtype=np.int64)
@@ -121,9 +122,9 @@ for step in range(2 * levels):
     if me % (2 * mask) == mask:
         shmem.put(inbox, val, me - mask)
         shmem.fence()
-        shmem.atomic_set(inflag, step + 1, me - mask)
+        shmem.atomic_set(inflags[level:level + 1], step + 1, me - mask)
     elif me % (2 * mask) == 0 and me + mask < npes:
-        shmem.wait_until(inflag, shmem.CMP.GE, step + 1)
+        shmem.wait_until(inflags[level:level + 1], shmem.CMP.GE, step + 1)
         val[0] += inbox[0]
 shmem.barrier_all()
 """
