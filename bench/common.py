@@ -56,7 +56,9 @@ def run_checked(cmd, timeout=120, env=None, **kwargs):
     except subprocess.TimeoutExpired as exc:
         raise RuntimeError(f"{' '.join(cmd)} did not finish within {timeout} s") from exc
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        raise RuntimeError(
+            f"{' '.join(cmd)} exited with {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        )
     return proc.stdout
 
 

@@ -53,7 +53,9 @@ def _start_vs_floor(st):
 def _restart_vs_start(st):
     worst = max(st["rows"], key=lambda r: r["restart"] / r["shmem_notebook"])
     r = worst["restart"] / worst["shmem_notebook"]
-    yield Measurement("", {}, r, f"worst at {worst['n']} PEs: {worst['restart']:.2f} s vs {worst['shmem_notebook']:.2f} s = {r:.2f}x")
+    yield Measurement(
+        "", {}, r, f"worst at {worst['n']} PEs: {worst['restart']:.2f} s vs {worst['shmem_notebook']:.2f} s = {r:.2f}x"
+    )
 
 
 def _idle_cpu(st):
@@ -140,7 +142,9 @@ def _scale_start(sc):
             x = r["start"] / r["floor"]
             cpu = (f"; CPU per PE to ready {r['pe_cpu']:.2f} s vs the floor's {r['floor_cpu']:.2f} s"
                    if r.get("pe_cpu") and r.get("floor_cpu") else "")
-            yield Measurement(f"_{r['n']}", {"n": r["n"]}, x, f"{r['start']:.2f} s vs {r['floor']:.2f} s = {x:.2f}x{cpu}")
+            yield Measurement(
+                f"_{r['n']}", {"n": r["n"]}, x, f"{r['start']:.2f} s vs {r['floor']:.2f} s = {x:.2f}x{cpu}"
+            )
 
 
 def _scale_restart(sc):
@@ -181,49 +185,142 @@ def _scale_output(sc):
 
 
 def _libraries_every_measure(lib):
-    failed = [f"{config} at {n} PEs: {error}" for config, per_n in lib.get("errors", {}).items() for n, error in per_n.items()]
+    failed = [
+        f"{config} at {n} PEs: {error}" for config, per_n in lib.get("errors", {}).items() for n, error in per_n.items()
+    ]
     built = [name for name, d in lib["libraries"].items() if d["built"]]
     if built:
-        yield Measurement("", {}, len(failed), "; ".join(failed) or f"{', '.join(built)} at {', '.join(map(str, lib['ns']))} PEs"
-                          + "".join(f"; {name} not built" for name, d in lib["libraries"].items() if not d["built"]))
+        yield Measurement(
+            "",
+            {},
+            len(failed),
+            "; ".join(failed)
+            or f"{', '.join(built)} at {', '.join(map(str, lib['ns']))} PEs"
+            + "".join(f"; {name} not built" for name, d in lib["libraries"].items() if not d["built"]),
+        )
 
 
 #: every goal of the benchmarks, in the order the goals table lists them
 GOALS = [
-    Goal("start_vs_ipp_mpi", "startup", "start, {n} PEs: <= {limit}x ipyparallel's MPI launcher ({label})",
-         0.5, "lower", _start_vs_ipp_mpi),
+    Goal(
+        "start_vs_ipp_mpi",
+        "startup",
+        "start, {n} PEs: <= {limit}x ipyparallel's MPI launcher ({label})",
+        0.5,
+        "lower",
+        _start_vs_ipp_mpi,
+    ),
     Goal("start_vs_floor", "startup", "start, {n} PEs: <= {limit}x the bare oshrun floor", 2, "lower", _start_vs_floor),
-    Goal("restart_vs_start", "startup", "restart faster than a cold start (every N): < {limit}x", 1, "below",
-         _restart_vs_start),
-    Goal("idle_cpu", "startup", "idle CPU of a running {n}-PE job ~0% (<= {limit}% of one core)", 5, "lower", _idle_cpu),
+    Goal(
+        "restart_vs_start",
+        "startup",
+        "restart faster than a cold start (every N): < {limit}x",
+        1,
+        "below",
+        _restart_vs_start,
+    ),
+    Goal(
+        "idle_cpu", "startup", "idle CPU of a running {n}-PE job ~0% (<= {limit}% of one core)", 5, "lower", _idle_cpu
+    ),
     Goal("dispatch", "dispatch", "no-op `%%pxshmem` <= {limit}x no-op `%%px` (every N)", 1.1, "lower", _dispatch),
-    Goal("datapath", "datapath", "put/get from a cell >= {limit}x the plain script (every size)", 0.95, "higher",
-         _datapath),
-    Goal("inspector_payload", "inspector", "inspector payload about 1 MiB at every array size (<= {limit} MiB)", 1.1,
-         "lower", _inspector_payload),
-    Goal("inspector_refresh", "inspector", "inspector refresh under {limit} s at 8 MiB", 1, "below", _inspector_refresh),
-    Goal("race_puts", "races", "race check on {puts:,} 8-byte puts + barrier: <= {limit}x the untraced cell", 3, "lower",
-         _race_puts),
-    Goal("race_stencil", "races", "race check on the 1-D stencil, {iterations} iterations, {n} PEs: <= {limit}x "
-         "the untraced cell", 3, "lower", _race_stencil),
-    Goal("race_scattered", "races", "{puts:,} scattered puts per PE analysed in < {limit} s", 2, "below", _race_scattered),
-    Goal("race_million", "races", "a cell of {puts:,} puts per PE finishes with a clear (partial) report", 1, "higher",
-         _race_million),
-    Goal("scale_every_n", "scale", "every scale measurement at every N (failures <= {limit})", 0, "lower",
-         _scale_every_n),
+    Goal(
+        "datapath",
+        "datapath",
+        "put/get from a cell >= {limit}x the plain script (every size)",
+        0.95,
+        "higher",
+        _datapath,
+    ),
+    Goal(
+        "inspector_payload",
+        "inspector",
+        "inspector payload about 1 MiB at every array size (<= {limit} MiB)",
+        1.1,
+        "lower",
+        _inspector_payload,
+    ),
+    Goal(
+        "inspector_refresh", "inspector", "inspector refresh under {limit} s at 8 MiB", 1, "below", _inspector_refresh
+    ),
+    Goal(
+        "race_puts",
+        "races",
+        "race check on {puts:,} 8-byte puts + barrier: <= {limit}x the untraced cell",
+        3,
+        "lower",
+        _race_puts,
+    ),
+    Goal(
+        "race_stencil",
+        "races",
+        "race check on the 1-D stencil, {iterations} iterations, {n} PEs: <= {limit}x the untraced cell",
+        3,
+        "lower",
+        _race_stencil,
+    ),
+    Goal(
+        "race_scattered", "races", "{puts:,} scattered puts per PE analysed in < {limit} s", 2, "below", _race_scattered
+    ),
+    Goal(
+        "race_million",
+        "races",
+        "a cell of {puts:,} puts per PE finishes with a clear (partial) report",
+        1,
+        "higher",
+        _race_million,
+    ),
+    Goal(
+        "scale_every_n", "scale", "every scale measurement at every N (failures <= {limit})", 0, "lower", _scale_every_n
+    ),
     Goal("scale_start", "scale", "start to ready, {n} PEs: <= {limit}x the oshrun floor", 2, "lower", _scale_start),
-    Goal("scale_restart", "scale", "restart faster than start at every N (healthy and after a crash): < {limit}x", 1,
-         "below", _scale_restart),
-    Goal("scale_dispatch_few", "scale", "no-op `%%pxshmem`, {n} PEs: <= {limit}x `DirectView.execute`", 1.1, "lower",
-         _scale_dispatch(lambda n: n <= 4)),
-    Goal("scale_dispatch_many", "scale", "no-op `%%pxshmem`, {n} PEs: <= {limit}x `DirectView.execute`", 0.6, "lower",
-         _scale_dispatch(lambda n: n >= 16)),
-    Goal("scale_gather", "scale", "`%shmem gather` {size} per PE at {n} PEs: >= {limit}x NumPy copy bandwidth", 0.25,
-         "higher", _scale_gather),
-    Goal("scale_output", "scale", "{lines:,} lines per PE at {n} PEs: every line, in order, <= {limit}x `%%px`", 2,
-         "lower", _scale_output),
-    Goal("libraries_every_measure", "libraries", "every library comparison measurement on every built library "
-         "(failures <= {limit})", 0, "lower", _libraries_every_measure),
+    Goal(
+        "scale_restart",
+        "scale",
+        "restart faster than start at every N (healthy and after a crash): < {limit}x",
+        1,
+        "below",
+        _scale_restart,
+    ),
+    Goal(
+        "scale_dispatch_few",
+        "scale",
+        "no-op `%%pxshmem`, {n} PEs: <= {limit}x `DirectView.execute`",
+        1.1,
+        "lower",
+        _scale_dispatch(lambda n: n <= 4),
+    ),
+    Goal(
+        "scale_dispatch_many",
+        "scale",
+        "no-op `%%pxshmem`, {n} PEs: <= {limit}x `DirectView.execute`",
+        0.6,
+        "lower",
+        _scale_dispatch(lambda n: n >= 16),
+    ),
+    Goal(
+        "scale_gather",
+        "scale",
+        "`%shmem gather` {size} per PE at {n} PEs: >= {limit}x NumPy copy bandwidth",
+        0.25,
+        "higher",
+        _scale_gather,
+    ),
+    Goal(
+        "scale_output",
+        "scale",
+        "{lines:,} lines per PE at {n} PEs: every line, in order, <= {limit}x `%%px`",
+        2,
+        "lower",
+        _scale_output,
+    ),
+    Goal(
+        "libraries_every_measure",
+        "libraries",
+        "every library comparison measurement on every built library (failures <= {limit})",
+        0,
+        "lower",
+        _libraries_every_measure,
+    ),
 ]
 BY_ID = {g.id: g for g in GOALS}
 
@@ -272,7 +369,8 @@ def _startup_why(results):
     prof = results.get("startup", {}).get("profile", {})
     start, plain = prof.get("start", {}), prof.get("plain_processes", {})
     floor, imports = plain.get("oshrun python + shmem_init (the floor)"), plain.get("floor + a PE's imports")
-    return (f"Of `%shmem start`'s {_f(start.get('total'))} s at {prof.get('n')} PEs, {_f(start.get('PEs start, import, register'))} s "
+    return (f"Of `%shmem start`'s {_f(start.get('total'))} s at {prof.get('n')} PEs, "
+            f"{_f(start.get('PEs start, import, register'))} s "
             f"are the PEs starting, importing and registering after the controller is up (its start, "
             f"{_f(start.get('wait for controller files'))} s, runs while the PEs initialise OpenSHMEM). The PEs' own "
             f"imports (ipyparallel, IPython, ipykernel, zmq: {_f(imports)} s for the floor plus imports against "

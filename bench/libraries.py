@@ -28,11 +28,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import libraries_kernel  # noqa: E402
 import common  # noqa: E402
-from common import launcher_environment, median  # noqa: E402
-
+import libraries_kernel  # noqa: E402
 import shmem_notebook  # noqa: E402
+from common import launcher_environment, median  # noqa: E402
 from shmem_notebook.errors import LaunchError  # noqa: E402
 from shmem_notebook.launcher import local_slots  # noqa: E402
 from shmem_notebook.launcher.library import library as library_named  # noqa: E402
@@ -52,8 +51,10 @@ def not_built(name):
         lib.check()
     except LaunchError as e:
         return str(e)
-    if subprocess.run([lib.python, "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('shmem4py') is None)"],
-                      capture_output=True).returncode:
+    if subprocess.run(
+        [lib.python, "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('shmem4py') is None)"],
+        capture_output=True,
+    ).returncode:
         return f"{lib.python} has no shmem4py; {lib.hint}"
     return None
 
@@ -96,7 +97,8 @@ def measure_in_pes(job, sizes, blocks, iters, coll_iters, budget, teams_only=Fal
 
 
 def one_job(config, n, measure, params):
-    """Start a job of ``config`` at ``n`` PEs, measure in it when ``measure``, stop it: a dict of seconds and results."""
+    """Start a job of ``config`` at ``n`` PEs, measure in it when ``measure``, stop it: a dict of seconds and
+    results."""
     name, teams = CONFIGS[config]
     with common.env(**({"SHMEM_NOTEBOOK_TEAMS": teams} if teams else {})):
         t = time.perf_counter()
@@ -150,10 +152,16 @@ def run(ns, repeats, sizes, blocks, iters, coll_iters, budget):
         "repeats": repeats,
         "heap": HEAP,
         **params,
-        "libraries": {name: ({"built": True, **_describe(name)} if built[name] is None
-                             else {"built": False, "reason": built[name]}) for name in LIBRARIES},
+        "libraries": {
+            name: (
+                {"built": True, **_describe(name)} if built[name] is None else {"built": False, "reason": built[name]}
+            )
+            for name in LIBRARIES
+        },
         "configs": configs,
-        "start": {c: {n: {k: median(v) for k, v in per.items()} for n, per in by_n.items()} for c, by_n in samples.items()},
+        "start": {
+            c: {n: {k: median(v) for k, v in per.items()} for n, per in by_n.items()} for c, by_n in samples.items()
+        },
         "samples": samples,
         "pes": pes,
         "errors": {c: e for c, e in errors.items() if e},

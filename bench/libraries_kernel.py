@@ -37,7 +37,8 @@ def putget(shmem, sizes, iters, budget):
         for op in ("put", "get"):
             shmem.barrier_all()
             if me == 0:
-                call = (lambda: (shmem.put(d, s, 1), shmem.quiet())) if op == "put" else (lambda: shmem.get(s, d, 1))
+                call = ((lambda d=d, s=s: (shmem.put(d, s, 1), shmem.quiet())) if op == "put"
+                        else (lambda d=d, s=s: shmem.get(s, d, 1)))
                 for _ in range(max(2, iters // 20)):  # warm-up
                     call()
                 samples, started = [], clock()
@@ -95,8 +96,10 @@ def collectives(shmem, sizes, iters, budget):
     for size in sizes:
         count = max(1, size // 8)
         src, dst = shmem.zeros(count * npes, dtype="int64"), shmem.zeros(count * npes, dtype="int64")
-        out[f"fcollect/{size}"] = _timed(shmem, lambda: shmem.fcollect(dst, src[:count]), iters, budget)
-        out[f"alltoall/{size}"] = _timed(shmem, lambda: shmem.alltoall(dst, src), iters, budget)
+        out[f"fcollect/{size}"] = _timed(
+            shmem, lambda dst=dst, src=src, count=count: shmem.fcollect(dst, src[:count]), iters, budget
+        )
+        out[f"alltoall/{size}"] = _timed(shmem, lambda dst=dst, src=src: shmem.alltoall(dst, src), iters, budget)
         shmem.barrier_all()
         shmem.free(src)
         shmem.free(dst)

@@ -16,7 +16,8 @@ import shmem_notebook
 from shmem_notebook.launcher import local_slots, platform_environment
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LOOP = "import time\nt0 = time.perf_counter()\nfor i in range(3_000_000):\n    pass\nprint('seconds', time.perf_counter() - t0)\n"
+LOOP = ("import time\nt0 = time.perf_counter()\nfor i in range(3_000_000):\n    pass\n"
+        "print('seconds', time.perf_counter() - t0)\n")
 PIPE = """import time, numpy
 n = 4000
 data = shmem.zeros(n, dtype='d'); flag = shmem.zeros(n, dtype='i'); one = shmem.zeros(1, dtype='i'); one[0] = 1

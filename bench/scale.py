@@ -3,7 +3,8 @@
 Per N (interleaved, medians): ``%shmem start``, ``%shmem restart`` on a healthy job and after a
 PE crashed, the bare ``oshrun`` floor (Python + ``shmem_init`` + a barrier) and ipyparallel's MPI
 launcher (same heartbeat); the CPU a PE used to ready against the floor's CPU per PE; a no-op
-``%%pxshmem`` against ``DirectView.execute`` on the same engines; ``%shmem gather`` of a 4 MiB array per PE against ``DirectView.pull`` of the same array.
+``%%pxshmem`` against ``DirectView.execute`` on the same engines; ``%shmem gather`` of a 4 MiB array
+per PE against ``DirectView.pull`` of the same array.
 At 4 PEs also: ``%shmem gather`` of 64 MiB per PE against NumPy's copy bandwidth, and a cell
 printing 2,000 lines per PE under ``%%pxshmem`` and ``%%px`` (5 each, interleaved; every line
 checked, in order per PE).
@@ -165,8 +166,15 @@ def run(ns, repeats, cells, big_gather=64 << 20, curve_gather=4 << 20, detail_n=
     import os
 
     measured = f"{datetime.datetime.now():%Y-%m-%d %H:%M} (load average {os.getloadavg()[0]:.1f} at its end)"
-    return {"measured": measured, "ns": list(ns), "repeats": repeats, "cells": cells, "curve_gather_bytes": curve_gather, "rows": rows,
-            **extra}
+    return {
+        "measured": measured,
+        "ns": list(ns),
+        "repeats": repeats,
+        "cells": cells,
+        "curve_gather_bytes": curve_gather,
+        "rows": rows,
+        **extra,
+    }
 
 
 def _scale_row(n, repeats, cells, big_gather, curve_gather, detail_n, extra):

@@ -19,11 +19,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 import common  # noqa: E402
-from common import median  # noqa: E402
-from slurm_cluster import SlurmCluster, slurm_missing  # noqa: E402
-
 import shmem_notebook  # noqa: E402
+from common import median  # noqa: E402
 from shmem_notebook.launcher.batchjob import all_marks  # noqa: E402
+from slurm_cluster import SlurmCluster, slurm_missing  # noqa: E402
 
 HEAP = "32M"
 

@@ -11,8 +11,18 @@ import time
 import ipyparallel as ipp
 
 import profile_start
-from common import (PYTHON, idle_cpu, launcher_environment, median, oversubscribe_args, rss_mib, run_cell,
-                    run_checked, shell, timed)
+from common import (
+    PYTHON,
+    idle_cpu,
+    launcher_environment,
+    median,
+    oversubscribe_args,
+    rss_mib,
+    run_cell,
+    run_checked,
+    shell,
+    timed,
+)
 from profile_start import FLOOR
 from shmem_notebook import current_job
 from shmem_notebook.rc import rc
@@ -39,7 +49,11 @@ def shmem_notebook_stop():
 
 def ipp_start(n, engines, tuned):
     """ipyparallel's own start_and_connect, plus one round trip: seconds, (cluster, client)."""
-    kwargs = dict(controller_ip=rc.ip, delay=0, controller_args=[f"--HeartMonitor.period={rc.heartbeat_ms}"]) if tuned else {}
+    kwargs = (
+        dict(controller_ip=rc.ip, delay=0, controller_args=[f"--HeartMonitor.period={rc.heartbeat_ms}"])
+        if tuned
+        else {}
+    )
     cluster = ipp.Cluster(engines=engines, n=n, log_level=logging.ERROR, **kwargs)
     launcher_kwargs = {}
     if engines == "mpi":
@@ -126,7 +140,8 @@ def run(ns, repeats, idle_seconds, profile_repeats=1, variants=tuple(IPP_VARIANT
         "ns": list(ns),
         "repeats": repeats,
         "tuned": f"HeartMonitor.period={rc.heartbeat_ms} ms, Cluster.delay=0 (as shmem_notebook)",
-        "default": "ipyparallel's defaults: HeartMonitor.period=3000 ms, Cluster.delay=1 s (one run below the largest N)",
+        "default": "ipyparallel's defaults: HeartMonitor.period=3000 ms, Cluster.delay=1 s "
+                   "(one run below the largest N)",
         "rows": rows,
         "samples": {str(n): v for n, v in samples.items()},
         "idle": {"n": big, "seconds": idle_seconds, **idle_stats},

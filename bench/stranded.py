@@ -25,7 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = {
     "barrier": "import time\nif me == 0:\n    raise ValueError(repr(time.time()))\nshmem.barrier_all()",
     "team_sync": "import time\nif me == 0:\n    raise ValueError(repr(time.time()))\nteam.sync()",
-    "wait_until": "import time\nif me == 0:\n    raise ValueError(repr(time.time()))\nshmem.wait_until(W, shmem.CMP.EQ, 1)",
+    "wait_until": "import time\nif me == 0:\n    raise ValueError(repr(time.time()))\n"
+                  "shmem.wait_until(W, shmem.CMP.EQ, 1)",
 }
 NEVER = "shmem.wait_until(W, shmem.CMP.EQ, 1)"  # what the CPU is measured on
 
@@ -91,9 +92,11 @@ def run(pes=(2, 4, 8, 16), repeats=5):
 
 
 def _line(r):
-    return (f"{r['n']:>4}  {r['barrier_shown_s']:>8.2f}  {r['barrier_ready_s']:>8.2f}  {r['team_sync_shown_s']:>8.2f}"
-            f"  {r['team_sync_ready_s']:>8.2f}  {r['wait_until_shown_s']:>8.2f}"
-            f"  {r['wait_until_ready_s']:>8.2f}  {r['cpu_waiting_before_pct']:>7.0f}%  {r['cpu_waiting_after_pct']:>6.0f}%")
+    return (
+        f"{r['n']:>4}  {r['barrier_shown_s']:>8.2f}  {r['barrier_ready_s']:>8.2f}  {r['team_sync_shown_s']:>8.2f}"
+        f"  {r['team_sync_ready_s']:>8.2f}  {r['wait_until_shown_s']:>8.2f}"
+        f"  {r['wait_until_ready_s']:>8.2f}  {r['cpu_waiting_before_pct']:>7.0f}%  {r['cpu_waiting_after_pct']:>6.0f}%"
+    )
 
 
 def plot(results, path):
@@ -105,9 +108,14 @@ def plot(results, path):
     rows = results["rows"]
     n = [r["n"] for r in rows]
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for key, label in (("barrier_shown_s", "barrier: error shown"), ("barrier_ready_s", "barrier: ready (no restart)"),
-                       ("team_sync_shown_s", "team sync: error shown"), ("team_sync_ready_s", "team sync: ready (no restart)"),
-                       ("wait_until_shown_s", "wait_until: error shown"), ("wait_until_ready_s", "wait_until: ready (restart)")):
+    for key, label in (
+        ("barrier_shown_s", "barrier: error shown"),
+        ("barrier_ready_s", "barrier: ready (no restart)"),
+        ("team_sync_shown_s", "team sync: error shown"),
+        ("team_sync_ready_s", "team sync: ready (no restart)"),
+        ("wait_until_shown_s", "wait_until: error shown"),
+        ("wait_until_ready_s", "wait_until: ready (restart)"),
+    ):
         ax.plot(n, [r[key] for r in rows], marker="o", label=label)
     ax.axhline(2.0, color="grey", ls="--", lw=1, label="goal: error within 2 s")
     ax.set_xscale("log", base=2)
@@ -124,8 +132,10 @@ if __name__ == "__main__":
     parser.add_argument("--pes", type=int, nargs="+", default=[2, 4, 8, 16])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    print(f"{'PEs':>4}  {'barrier':>8}  {'ready':>8}  {'team':>8}  {'ready':>8}  {'wait_un.':>8}  {'ready':>8}  {'CPU wait':>8}  {'paused':>6}")
-    print(f"{'':>4}  {'shown s':>8}  {'s':>8}  {'shown s':>8}  {'s':>8}  {'shown s':>8}  {'restart s':>8}  {'before':>8}  {'after':>6}")
+    heads = [("PEs", ""), ("barrier", "shown s"), ("ready", "s"), ("team", "shown s"), ("ready", "s"),
+             ("wait_un.", "shown s"), ("ready", "restart s"), ("CPU wait", "before"), ("paused", "after")]
+    for row in zip(*heads):
+        print("  ".join(f"{cell:>{4 if i == 0 else 6 if i == 8 else 8}}" for i, cell in enumerate(row)))
     results = run(args.pes, args.repeats)
     with open(os.path.join(HERE, "stranded.json"), "w") as f:
         json.dump(results, f, indent=1)

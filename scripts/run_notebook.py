@@ -10,7 +10,9 @@ from nbclient.exceptions import CellExecutionError
 
 def main(src, dst):
     nb = nbformat.read(src, as_version=4)
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(Path(src).parent)}})
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(Path(src).parent)}}
+    )
     try:
         client.execute()
     except CellExecutionError as exc:

@@ -22,8 +22,24 @@ events with it. A new call is taught here once. Plain data; imports nothing of t
 
 from collections import namedtuple
 
-__all__ = ["Operation", "JOINABLE", "EMULATED_WAIT", "CALLS", "RMA", "ATOMICS", "COLLECTIVES", "WAITS", "RECORDED_AS", "SIGNAL_EVENTS", "CAP", "EVENT_FIELDS",
-           "EVENTS", "FIELD", "event", "kind_of"]
+__all__ = [
+    "Operation",
+    "JOINABLE",
+    "EMULATED_WAIT",
+    "CALLS",
+    "RMA",
+    "ATOMICS",
+    "COLLECTIVES",
+    "WAITS",
+    "RECORDED_AS",
+    "SIGNAL_EVENTS",
+    "CAP",
+    "EVENT_FIELDS",
+    "EVENTS",
+    "FIELD",
+    "event",
+    "kind_of",
+]
 
 Operation = namedtuple(
     "Operation", "name kind params remote local writes fetches nbi completes collective team",

@@ -1,4 +1,6 @@
-"""Race-check any shmem4py program: ``python -m shmem_notebook.race [--stress SEED] -- oshrun -n 4 python prog.py ARGS``.
+"""Race-check any shmem4py program.
+
+``python -m shmem_notebook.race [--stress SEED] -- oshrun -n 4 python prog.py ARGS``.
 
 Also the console script ``shmem-race``. The command after ``--`` runs as given, but with the
 Python program started through :data:`shmem_notebook.protocol.RACE_MODULE`
@@ -9,6 +11,9 @@ The runner then prints the same race report as ``--race`` with ``file:line`` for
 
     RACE remote[0] on PE 1: PE 0 racy.py:4 put (write) / PE 1 racy.py:6 load (read) are unordered; ...
     1 race found (program traced: 6 operations on 2 PEs)
+
+``--trace FILE`` also writes every PE's calls as a timeline, ``FILE.json`` for Perfetto or
+``FILE.otf2`` (as ``result.trace.save`` does for a cell; :func:`save_timeline`).
 
 ``--stress SEED`` then reruns the program 4 times with seeded random delays around every
 shmem call (seeds SEED..SEED+3) and says what each PE printed differently; it compares printed
@@ -40,8 +45,9 @@ from .folding import pe_ranges
 from .launcher.environment import platform_environment
 from .operations import CAP
 from .protocol import RACE_ENV, RACE_LINES, RACE_MODULE
+from .words import plural
 
-__all__ = ["main", "pe_command", "analyse", "report", "UsageError", "RUNS", "MAX_DELAY"]
+__all__ = ["main", "pe_command", "analyse", "report", "save_timeline", "UsageError", "RUNS", "MAX_DELAY"]
 
 #: stress reruns, and the longest delay around a call (as the notebook's --stress)
 RUNS = 4
@@ -52,7 +58,7 @@ _PYTHON = re.compile(r"^python[0-9.]*$")
 #: python options that take a value (the program comes after them)
 _PY_VALUE_OPTIONS = {"-W", "-X", "-Q"}
 
-USAGE = "python -m shmem_notebook.race [--stress SEED] [--cap N] -- LAUNCHER ... python PROGRAM.py ARGS"
+USAGE = "python -m shmem_notebook.race [--stress SEED] [--cap N] [--trace FILE] -- LAUNCHER ... python PROGRAM.py ARGS"
 
 
 class UsageError(Exception):
@@ -72,6 +78,8 @@ def _parser():
     p.add_argument("--stress", type=int, default=None, metavar="SEED",
                    help=f"then rerun it {RUNS} times with seeded random delays around every shmem call")
     p.add_argument("--cap", type=int, default=CAP, metavar="N", help=f"events kept per PE (default {CAP:,})")
+    p.add_argument("--trace", default=None, metavar="FILE",
+                   help="also write the program's calls as a timeline: FILE.json (Perfetto) or FILE.otf2")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the launch command, after --")
     return p
 
@@ -191,6 +199,30 @@ def report(races, files, traces, npes, write=print, status=None):
         write(line)
 
 
+def save_timeline(reports, files, npes, path, command, write=print):
+    """Write the PEs' timelines (``--trace FILE``) as :meth:`Trace.save` does for a cell."""
+    from .analysis.trace import Trace
+    from .analysis.trace_ends import ends, said
+
+    numbers = {p: n for n, p in files.items()}
+    sent = {}
+    for pe, report in reports.items():
+        timeline = (report.get("data") or {}).get("timeline")
+        if timeline:
+            local = {n: numbers[p] for n, p in report["files"].items() if p in numbers}
+            events = [dict(e, line=_renumbered(e["line"], local) if e["line"] else None) for e in timeline["events"]]
+            sent[pe] = dict(timeline, events=events)
+    name = lambda line: where(line, files)  # noqa: E731
+    stops = {pe: Stop(None, f"exited with status {r['status']}") for pe, r in reports.items() if r.get("status")}
+    program = next((w for w in command if w.endswith(".py")), command[-1])
+    meta = {"job": shlex.join(command), "library": os.path.basename(command[0]), "cell": program, "what": "the program"}
+    trace = Trace(list(sent.values()), npes=npes, meta=meta, ends=ends(sent, npes, stops, name), where=name)
+    trace.save(path)
+    cut = f"; cut short: {said(trace.ends)}" if trace.cut else ""
+    write(f"trace: {plural(len(trace.events), 'call')} on {plural(npes, 'PE')} written to {path}{cut}")
+    return trace
+
+
 # -- stress --------------------------------------------------------------------------------------
 def differences(before, after):
     """The first differing printed line of each PE, folded by PE (as the notebook's --stress says it)."""
@@ -244,6 +276,8 @@ def main(argv=None):
         command = argv[split + 1:]
         if not command:
             raise UsageError("no command after --")
+        if options.trace is not None and not options.trace.lower().endswith((".json", ".otf2")):
+            raise UsageError(f"--trace writes *.json (Perfetto) or *.otf2, got {options.trace!r}")
         if options.cap < 1:
             raise UsageError(f"--cap must be a positive number of events, got {options.cap}")
         pe_cmd = pe_command(command)
@@ -254,6 +288,8 @@ def main(argv=None):
     env.update({k: v for k, v in platform_environment(environ=os.environ).items() if k not in os.environ})
     with tempfile.TemporaryDirectory(prefix="shmem-race-") as directory:
         env_run = dict(env, **{RACE_ENV["dir"]: directory, RACE_ENV["cap"]: str(options.cap)})
+        if options.trace is not None:
+            env_run[RACE_ENV["trace"]] = "1"
         started = time.monotonic()
         try:
             status = _launch(pe_cmd, env_run, labelled=True)
@@ -265,6 +301,8 @@ def main(argv=None):
     sys.stdout.flush()
     races, files, traces, npes = analyse(reports)
     report(races, files, traces, npes, status={pe: r.get("status", 0) for pe, r in reports.items()})
+    if options.trace is not None:
+        save_timeline(reports, files, npes, options.trace, command)
     failed = status != 0 or not traces or len(traces) < npes
     if status != 0:
         print(f"the program exited with status {status}")

@@ -14,8 +14,18 @@ import numpy as np
 
 from .errors import SpecError
 
-__all__ = ["ArraySpec", "SpecError", "parse_spec", "parse_specs", "as_specs", "split_declarations", "parse_size", "format_size",
-           "check_heap", "MIN_HEAP"]
+__all__ = [
+    "ArraySpec",
+    "SpecError",
+    "parse_spec",
+    "parse_specs",
+    "as_specs",
+    "split_declarations",
+    "parse_size",
+    "format_size",
+    "check_heap",
+    "MIN_HEAP",
+]
 
 GRAMMAR = (
     "NAME=DTYPE[SHAPE], where DTYPE is a NumPy dtype name and SHAPE a comma list of "
@@ -133,7 +143,8 @@ def split_declarations(text):
 def _named(name, value):
     if isinstance(value, ArraySpec):
         if value.name != name:
-            raise SpecError(f"declaration {name}={value} names another array ({value.name!r}); use {name}='{value.dtype}[{','.join(value.dims)}]'")
+            raise SpecError(f"declaration {name}={value} names another array ({value.name!r}); "
+                            f"use {name}='{value.dtype}[{','.join(value.dims)}]'")
         return value
     if not isinstance(name, str) or not isinstance(value, str):
         raise SpecError(f"cannot read array declaration {name!r}: {value!r}; expected {FORMS}")

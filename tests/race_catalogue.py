@@ -6,8 +6,8 @@ carry the markers ``# A`` and ``# B`` on their lines; ``race`` says whether they
 race. A true positive names both lines. ``error`` cases must end in the named
 error instead of a verdict. Cases that ``need`` OpenSHMEM 1.5 (``put_signal``, ``signal_*``,
 non-blocking atomics, contexts of teams) are scored on a 1.5 library (Sandia OpenSHMEM); on Open
-MPI's OSHMEM 1.4 they must end in the one-line ``UnsupportedError`` instead. Lock cases run at 2 PEs only: at 4 PEs this OSHMEM's
-``clear_lock`` sometimes never returns while the other PEs wait in ``barrier_all``
+MPI's OSHMEM 1.4 they must end in the one-line ``UnsupportedError`` instead. Lock cases run at 2 PEs
+only: at 4 PEs this OSHMEM's ``clear_lock`` sometimes never returns while the other PEs wait in ``barrier_all``
 (2 of 15 runs), which would hang the test, not test the detector. The arrays are zeroed (untraced) before every case.
 """
 

@@ -166,7 +166,9 @@ class SlurmCluster:
     def start(self, timeout=30.0):
         """Start slurmctld and one slurmd per node; return when every node is idle."""
         self.dir = tempfile.mkdtemp(prefix="shmem-slurm-")
-        for sub in ["state", "log"] + [f"spool/{n}" for n in self.node_names()] + [f"tmp/{n}" for n in self.node_names()]:
+        for sub in (
+            ["state", "log"] + [f"spool/{n}" for n in self.node_names()] + [f"tmp/{n}" for n in self.node_names()]
+        ):
             os.makedirs(os.path.join(self.dir, sub))
         with open(self.conf, "w") as f:
             f.write(self.config())

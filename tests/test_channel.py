@@ -8,9 +8,9 @@ import time
 
 import pytest
 import zmq
-from conftest import job_fixture, quiet
 
 import shmem_notebook
+from conftest import job_fixture, quiet
 from shmem_notebook import InputError, LaunchError, PEError
 from shmem_notebook.cells.channel import CellChannel, ChannelCell
 from shmem_notebook.protocol import seal, unseal
@@ -77,8 +77,11 @@ def test_both_routes_give_the_same_results(job, monkeypatch):
 def test_fast_output_comes_in_few_messages_every_line_in_order(job, monkeypatch):
     messages = []
     apply = ChannelCell._apply
-    monkeypatch.setattr(ChannelCell, "_apply", lambda cell, pe, message: (messages.append(pe), apply(cell, pe, message)))
-    code = "import sys\nfor i in range(2000):\n    print('line', me, i)\n    if i % 500 == 0:\n        print('at', i, file=sys.stderr)"
+    monkeypatch.setattr(
+        ChannelCell, "_apply", lambda cell, pe, message: (messages.append(pe), apply(cell, pe, message))
+    )
+    code = ("import sys\nfor i in range(2000):\n    print('line', me, i)\n    if i % 500 == 0:\n"
+            "        print('at', i, file=sys.stderr)")
     result = quiet(job, code)
     for pe in range(job.n):
         assert result.stdout[pe] == "".join(f"line {pe} {i}\n" for i in range(2000))
@@ -200,12 +203,11 @@ def _stage_report(job, code, options):
 
 
 def test_a_request_before_the_cell_that_fails_is_the_cells_error(job):
-    request = job.send_cell("ran = True", before=[("no_such_request", ())], after=["heap_usage"])
+    request = job.send_cell("ran = True", before=[("info", ("an argument info does not take",))], after=["heap_usage"])
     request.wait(10)
     assert not request.pending()
     for md in request.metadata:
         assert md["status"] == "error"
-        assert str(md["error"]).endswith("the request no_such_request before the cell failed on this PE: KeyError: "
-                                         "'no_such_request'"), md["error"]
+        assert "the request info before the cell failed on this PE: TypeError: " in str(md["error"]), md["error"]
     assert sorted(request.answers("heap_usage")) == [0, 1]  # the requests after it are answered all the same
     assert quiet(job, "print('ran' in globals())").stdout == {0: "False\n", 1: "False\n"}

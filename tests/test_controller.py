@@ -10,10 +10,9 @@ import time
 
 import psutil
 import zmq
+
 from conftest import job_fixture
-
 from shmem_notebook.rc import rc
-
 
 job = job_fixture(2, heap="8M")
 

@@ -20,10 +20,9 @@ import sys
 import textwrap
 
 import pytest
-from conftest import ipython_shell, job_fixture, quiet
-from slurm_cluster import SlurmCluster, slurm_missing
 
 import shmem_notebook
+from conftest import ipython_shell, job_fixture, quiet
 from shmem_notebook.analysis.footprint import format_indices
 from shmem_notebook.errors import InputError
 from shmem_notebook.inspector import Inspector, gather_snapshot, tables
@@ -33,6 +32,7 @@ from shmem_notebook.launcher.environment import platform_environment
 from shmem_notebook.launcher.slurm import sbatch_command
 from shmem_notebook.magics.shmem_magics import PARSERS, overview
 from shmem_notebook.words import plural
+from slurm_cluster import SlurmCluster, slurm_missing
 
 #: "1 steps", "1 PEs", ...: a count of one followed by a plural
 ONE_PLURAL = re.compile(r"(?<![\d.,])1 (PE|step|event|heap state|element|cell|frame|race|operation|seed)s\b")
@@ -182,9 +182,8 @@ def test_export_magic_takes_the_prologue(tmp_path, capsys):
         shmem_notebook.job._current = old
 
 
-def test_readme_many_nodes_says_what_the_compute_nodes_need():
-    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
-    section = readme.split("## Many nodes", 1)[1].split("\n## ", 1)[0]
+def test_many_nodes_page_says_what_the_compute_nodes_need():
+    section = (pathlib.Path(__file__).parent.parent / "docs" / "many-nodes.md").read_text()
     flat = " ".join(section.split())
     assert "the same Open MPI" in flat and "--sbatch-prologue 'module load openmpi/4.1'" in flat
     assert "the kernel's host name (`socket.gethostname()`), which the compute nodes must resolve" in flat

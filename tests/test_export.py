@@ -16,14 +16,14 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from conftest import job_fixture, quiet
-from slurm_cluster import SlurmCluster, slurm_missing
 
-from shmem_notebook.errors import InputError, _notebook_count
+from conftest import job_fixture, quiet
+from shmem_notebook.errors import InputError, PEError, _notebook_count
 from shmem_notebook.job.export import program, sbatch_script, select
 from shmem_notebook.job.history import CellRecord
 from shmem_notebook.job.plain import plain_cell, show_last, stored
 from shmem_notebook.launcher.environment import platform_environment
+from slurm_cluster import SlurmCluster, slurm_missing
 
 
 def record(code, arrays=None, count=None, number=1, outcome="ok", pids=(1, 2), results=None, **options):
@@ -48,8 +48,13 @@ def test_magics_become_plain_python_or_say_why_they_are_left_out():
     assert out[0] == "x = 1  # %time: the timing is the notebook's"
     assert out[1] == "y = f()  # %time: the timing is the notebook's"
     assert out[2] == "subprocess.run('echo hi', shell=True)  # !echo hi"
-    assert out[3].startswith("b = subprocess.run('pwd', shell=True, capture_output=True, text=True).stdout.splitlines()")
-    assert out[4] == "pass  # left out: %matplotlib inline  (figures are not shown by a program: save them with plt.savefig)"
+    assert out[3].startswith(
+        "b = subprocess.run('pwd', shell=True, capture_output=True, text=True).stdout.splitlines()"
+    )
+    assert (
+        out[4]
+        == "pass  # left out: %matplotlib inline  (figures are not shown by a program: save them with plt.savefig)"
+    )
     assert out[6] == "    pass  # left out: %timeit g()  (IPython magic %timeit: no plain-Python equivalent)"
     assert "IPython's variable expansion" in out[7] and "IPython's help" in out[8]
     assert needs == {"subprocess"}
@@ -57,7 +62,11 @@ def test_magics_become_plain_python_or_say_why_they_are_left_out():
 
 
 def test_cell_magics_and_get_ipython():
-    assert plain_cell("%%time\nx = 1\nprint(x)").splitlines() == ["# %%time: the timing is the notebook's", "x = 1", "print(x)"]
+    assert plain_cell("%%time\nx = 1\nprint(x)").splitlines() == [
+        "# %%time: the timing is the notebook's",
+        "x = 1",
+        "print(x)",
+    ]
     left = plain_cell("%%capture out\nprint(1)")
     assert left.startswith("pass  # left out, cell magic %%capture") and "# print(1)" in left
     out = plain_cell("x = 1\nget_ipython().run_line_magic('who', '')\nprint(x)").splitlines()
@@ -72,8 +81,9 @@ def test_last_expression_is_printed_as_the_notebook_shows_it():
 
 
 def test_names_bound_at_top_level():
-    assert stored("a = 1\nfor i in range(3): pass\nimport numpy as np\ndef f():\n    b = 2\n    global c\nwith x as (d, e): pass") == \
-        {"a", "i", "np", "f", "c", "d", "e"}
+    assert stored(
+        "a = 1\nfor i in range(3): pass\nimport numpy as np\ndef f():\n    b = 2\n    global c\nwith x as (d, e): pass"
+    ) == {"a", "i", "np", "f", "c", "d", "e"}
 
 
 def test_failed_cells_are_left_out_unless_chosen():
@@ -127,15 +137,23 @@ def test_program_declares_rebinds_frees_and_notes_options():
     assert "del A" in lines
     assert any(line.startswith("# the job was restarted before this cell") for line in lines)
     assert "Left out: In[9], because it raised in the notebook" in lines
-    assert 'os.environ.setdefault("SMA_SYMMETRIC_SIZE", "33554432")  # heap 32M per PE (Open MPI reads this one)' in lines
-    assert lines[-3:] == ["shmem.barrier_all()", "for _name in reversed(list(_declared)):", "    shmem.free(_declared[_name])"]
+    assert (
+        'os.environ.setdefault("SMA_SYMMETRIC_SIZE", "33554432")  # heap 32M per PE (Open MPI reads this one)' in lines
+    )
+    assert lines[-3:] == [
+        "shmem.barrier_all()",
+        "for _name in reversed(list(_declared)):",
+        "    shmem.free(_declared[_name])",
+    ]
 
 
 def test_program_without_shmem_notebook_fixes_shmem_array_itself():
     text = program([record("a = shmem.array([1, 2])")], [], FAKE_JOB, "p.py")
     assert 'shims.install(shmem, exclude=("diagnostics",))' in text
     assert "shmem.array = _array" in text and "collectives" not in text
-    assert "from shmem_notebook.engine import collectives" in program([record("collectives.broadcast(A, B, 0)")], [], FAKE_JOB, "p")
+    assert "from shmem_notebook.engine import collectives" in program(
+        [record("collectives.broadcast(A, B, 0)")], [], FAKE_JOB, "p"
+    )
 
 
 def test_sbatch_script_has_the_jobs_options_and_the_platforms_environment(tmp_path):
@@ -152,10 +170,10 @@ def test_sbatch_script_has_the_jobs_options_and_the_platforms_environment(tmp_pa
 
 
 def test_export_magic_needs_a_job_and_says_what_it_wrote(tmp_path, capsys):
-    from conftest import ipython_shell
     from IPython.core.error import UsageError
 
     import shmem_notebook
+    from conftest import ipython_shell
 
     shell = ipython_shell()
     old = shmem_notebook.job._current
@@ -187,7 +205,9 @@ def test_export_from_a_job_on_another_library_names_its_launcher_and_refuses_slu
     done = job.export(tmp_path / "p.py")
     sos = library("sos")
     assert done.command.startswith(f"{sos.oshrun} -n 2 {sos.python} "), done.command
-    with pytest.raises(shmem_notebook.InputError, match="the sos library is not supported there yet: export without --slurm"):
+    with pytest.raises(
+        shmem_notebook.InputError, match="the sos library is not supported there yet: export without --slurm"
+    ):
         job.export(tmp_path / "q.py", slurm=True)
     assert not (tmp_path / "q.py").exists()
 
@@ -233,7 +253,7 @@ def test_exported_program_prints_what_the_cells_printed(job, tmp_path):
     quiet(job, "src[0] = me * me\nshmem.barrier_all()\nshmem.fcollect(everyone, src)\nprint('squares', everyone)\n"
                "everyone.sum()", arrays="src=int64[1] everyone=int64[npes]")
     quiet(job, "%time total = int(right.sum())\ndef helper(a):\n    return a * 2\nprint(helper(total), me)")
-    with pytest.raises(Exception):
+    with pytest.raises(PEError):
         quiet(job, "if me == 1:\n    raise ValueError('only PE 1')\nshmem.barrier_all()")
     job.free("src")
     quiet(job, "a = shmem.array([1, 2, 3])\nprint(a, 'src' in dir())\nshmem.free(a)\nme = 99", arrays="src=int32[2]")
@@ -309,7 +329,9 @@ def test_notebook_exported_prints_the_same_per_pe(name, tmp_path):
     expected = {pe: [] for pe in range(n)}  # (cell, line)
     for cell in cells:
         for pe in range(n):
-            text = cell["stdout"].get(str(pe), "") + (cell["results"][str(pe)] + "\n" if cell["results"].get(str(pe)) else "")
+            text = cell["stdout"].get(str(pe), "") + (
+                cell["results"][str(pe)] + "\n" if cell["results"].get(str(pe)) else ""
+            )
             expected[pe] += [(cell["label"], line) for line in text.splitlines() if not line.startswith(TIMINGS)]
     outputs, status, err = run_program(program_path, n, tmp_path)
     assert status == 0, err
@@ -365,8 +387,24 @@ def race_lines(path, tmp_path, history, cells):
     """The runner's RACE lines for the exported program at ``path`` (of ``cells``), with ``In[k] line N``
     for its lines."""
     env = dict(os.environ, **platform_environment())
-    done = subprocess.run([sys.executable, "-m", "shmem_notebook.race", "--", "oshrun", "-n", str(history["n"]),
-                           sys.executable, path.name], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shmem_notebook.race",
+            "--",
+            "oshrun",
+            "-n",
+            str(history["n"]),
+            sys.executable,
+            path.name,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     lines = path.read_text().splitlines()
     starts = []  # (program line where the cell's code starts, label)
@@ -380,7 +418,9 @@ def race_lines(path, tmp_path, history, cells):
         start, at = max(s for s in starts if s[0] <= line)
         return f"{at} line {line - start + 1}"
 
-    return sorted(re.sub(rf"{path.name}:(\d+)", as_cell, line) for line in done.stdout.splitlines() if line.startswith("RACE "))
+    return sorted(
+        re.sub(rf"{path.name}:(\d+)", as_cell, line) for line in done.stdout.splitlines() if line.startswith("RACE ")
+    )
 
 
 # -- an exported --slurm script, submitted to a private Slurm --------------------------------------

@@ -3,8 +3,15 @@
 import numpy as np
 import pytest
 
-from shmem_notebook.analysis.footprint import (extend, flat_ranges, format_indices, of_view, overlap, progressions,
-                                               strided)
+from shmem_notebook.analysis.footprint import (
+    extend,
+    flat_ranges,
+    format_indices,
+    of_view,
+    overlap,
+    progressions,
+    strided,
+)
 from shmem_notebook.analysis.races import find_races
 
 BOARD = np.zeros((10, 10), dtype=np.int64)
@@ -97,7 +104,9 @@ def test_flat_ranges_and_indices_in_the_arrays_shape():
     assert ranges == (range(23, 44, 10),)
     assert format_indices(ranges, (10, 10)) == "[2:5, 3]"
     assert format_indices(flat_ranges([(0, 800)], 0, 8, (10, 10), (80, 8)), (10, 10)) == "[:, :]"
-    assert format_indices(progressions([range(3, 4), range(13, 14), range(20, 22)]), (10, 10)) == "[0:2, 3] and [2, 0:2]"
+    assert (
+        format_indices(progressions([range(3, 4), range(13, 14), range(20, 22)]), (10, 10)) == "[0:2, 3] and [2, 0:2]"
+    )
     assert format_indices((range(0, 20, 2),), (20,)) == "[0:19:2]"
     assert format_indices((range(0, 7, 6),), (20,)) == "[0] and [6]"  # two elements: two indices
     assert format_indices((range(23, 54, 30),), (10, 10)) == "[2, 3] and [5, 3]"

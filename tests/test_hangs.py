@@ -7,8 +7,8 @@ import time
 
 import psutil
 import pytest
-from conftest import job_fixture, quiet
 
+from conftest import job_fixture, quiet
 from shmem_notebook import CellStoppedError, PEError
 
 job = job_fixture(2, 4, heap="16M", timeout=120, sos=(2,))
@@ -53,7 +53,10 @@ def test_a_pe_that_finished_early_is_joined_and_the_job_stays_ready(job):
     ready(job)
     message, took = stopped(job, "for i in range(3 if me == 0 else 100):\n    shmem.barrier_all()")
     verb = "waits" if job.n == 2 else "wait"
-    assert message == f"PE 0 finished the cell; PE {others(job)} {verb} in shmem.barrier_all() at line 2 for it; {RELEASED}"
+    assert (
+        message
+        == f"PE 0 finished the cell; PE {others(job)} {verb} in shmem.barrier_all() at line 2 for it; {RELEASED}"
+    )
     assert took < 3, took
     assert_usable(job)
 
@@ -81,14 +84,18 @@ def test_a_polling_loop_whose_writer_finished_without_writing(job):
 def test_loops_that_end_by_themselves_are_left_alone(job):
     """Twins of the above that are not hangs: a poll with a time limit, a long computation on one PE."""
     ready(job)
-    code = ("import time\nt0 = time.time()\nif me == 0:\n    while F[0] == 0 and time.time() - t0 < 1.5:\n        pass\n"
-            "    print('gave up waiting')")
+    code = (
+        "import time\nt0 = time.time()\nif me == 0:\n    while F[0] == 0 and time.time() - t0 < 1.5:\n        pass\n"
+        "    print('gave up waiting')"
+    )
     out = quiet(job, code, timeout=30).stdout
     assert out[0] == "gave up waiting\n"
     out = quiet(job, "import time\nif me == 0:\n    time.sleep(1.5)\nprint('done', me)", timeout=30).stdout
     assert out == {pe: f"done {pe}\n" for pe in range(job.n)}
     # a poll whose loop writes what it polls ends by itself too
-    out = quiet(job, "if me == 0:\n    while F[0] < 3_000_000:\n        F[0] += 1\nprint('counted', me)", timeout=30).stdout
+    out = quiet(
+        job, "if me == 0:\n    while F[0] < 3_000_000:\n        F[0] += 1\nprint('counted', me)", timeout=30
+    ).stdout
     assert out == {pe: f"counted {pe}\n" for pe in range(job.n)}
 
 
@@ -96,7 +103,9 @@ def test_a_wait_for_a_finished_pe_pauses_the_waiters(job):
     """A wait_until nobody will satisfy after PE 1 finished: the waiter is paused (no CPU), restart says so."""
     ready(job)
     message, took = stopped(job, "if me == 0:\n    shmem.wait_until(F, shmem.CMP.EQ, 5)")
-    assert message.startswith(f"PE {others(job)} finished the cell; PE 0 waits in shmem.wait_until() at line 2 for "), message
+    assert message.startswith(f"PE {others(job)} finished the cell; PE 0 waits in shmem.wait_until() at line 2 for "), (
+        message
+    )
     assert "paused (no CPU)" in message and "run `%shmem restart`" in message
     assert took < 3, took
     assert job.state == "hung"

@@ -15,13 +15,12 @@ import nbformat
 import numpy as np
 import psutil
 import pytest
-from conftest import job_fixture, quiet
 from nbclient import NotebookClient
 
 import shmem_notebook
+from conftest import job_fixture, quiet
 from shmem_notebook import InputError, NoJobError
-from shmem_notebook.inspector import Inspector, gather_snapshot, inspect
-from shmem_notebook.inspector import plots, tables
+from shmem_notebook.inspector import Inspector, gather_snapshot, inspect, plots, tables
 
 ROOT = Path(__file__).parent.parent
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -64,11 +63,15 @@ def test_values_equal_what_the_pes_wrote(clean):
     expected_a = np.stack([np.arange(16) * (pe + 1) for pe in range(4)])
     np.testing.assert_array_equal(snap.values("A"), expected_a)
     np.testing.assert_array_equal(snap.values("A"), job.gather("A"))  # same as the independent gather path
-    np.testing.assert_array_equal(snap.values("M"), np.stack([np.arange(15).reshape(3, 5) + 0.5 * pe for pe in range(4)]))
+    np.testing.assert_array_equal(
+        snap.values("M"), np.stack([np.arange(15).reshape(3, 5) + 0.5 * pe for pe in range(4)])
+    )
     assert snap.values("M").dtype == np.float32
     for p in snap.pes:
         assert p["state"] == "idle" and p["reachable"]
-        assert p["arrays"]["A"]["declared"] and p["arrays"]["A"]["dtype"] == "int64" and p["arrays"]["A"]["shape"] == (16,)
+        assert (
+            p["arrays"]["A"]["declared"] and p["arrays"]["A"]["dtype"] == "int64" and p["arrays"]["A"]["shape"] == (16,)
+        )
         assert p["pid"] == job.pes[p["pe"]]["pid"] and p["rss"] > 10 * MiB
         assert p["heap"]["size"] == 200 * MiB and p["heap"]["used"] == p["heap"]["size"] - p["heap"]["free"]
         assert p["last_cell"]["outcome"] == "ok" and p["last_cell"]["seconds"] >= 0
@@ -304,7 +307,10 @@ def test_widget_traits_follow_the_data(clean):
         assert "T: PE 1 differs from the consensus at 1 of 16 elements" in insp.diff_html.value
         assert "shmem-values" in insp.values_html.value
         insp.reference = 1
-        assert insp.reference_select.value == "1" and "(PE 0 at 1, PE 2 at 1, PE 3 at 1 of 16 elements)" in insp.diff_html.value
+        assert (
+            insp.reference_select.value == "1"
+            and "(PE 0 at 1, PE 2 at 1, PE 3 at 1 of 16 elements)" in insp.diff_html.value
+        )
         insp.reference_select.value = "consensus"
         assert insp.reference is None
         with pytest.raises(InputError, match="no symmetric array named 'zz'"):
@@ -537,8 +543,10 @@ def test_tour_notebook(tmp_path, library):
     assert data("insp.snapshot.differing('squares')   # PE -> number of elements that differ from the consensus",
                 "text/plain") == ["{3: 1}"]
     assert data("live.snapshot.differing('squares')", "text/plain") == ["{}"]
-    offsets = data("[(a['name'], a['dtype'], a['shape'], hex(a['offset'])) for a in insp.snapshot.pes[0]['arrays'].values()]",
-                   "text/plain")[0]
+    offsets = data(
+        "[(a['name'], a['dtype'], a['shape'], hex(a['offset'])) for a in insp.snapshot.pes[0]['arrays'].values()]",
+        "text/plain",
+    )[0]
     for name in ("grid", "halo", "ring", "squares"):
         assert f"('{name}'" in offsets
     bare = cells["%shmem inspect --array ring --reference 0"].outputs
@@ -573,7 +581,11 @@ def test_data_different_by_design_singles_out_the_element_that_breaks_the_patter
         assert tables.values_table(snap, "P").count('class="diff') == 1
         assert snap.differing("P", reference=0)[1] == 16  # a chosen reference still compares element by element
         quiet(job8, "P[:] = 100 * me + np.arange(16)")
-        assert gather_snapshot(job8).describe_diff("P").endswith("all in one pattern (value = a[i] + b[pe]); no element breaks it")
+        assert (
+            gather_snapshot(job8)
+            .describe_diff("P")
+            .endswith("all in one pattern (value = a[i] + b[pe]); no element breaks it")
+        )
         quiet(job8, "P[:] = np.random.default_rng(me).integers(0, 10**6, 16)")  # no pattern: say so, invent nothing
         text = gather_snapshot(job8).describe_diff("P")
         assert text.startswith("P: no majority") and "breaks the shared pattern" not in text

@@ -210,7 +210,8 @@ const r = {
   heatmap: loaded('img.shmem-heatmap'),
   diff: loaded('img.shmem-diff'),
   pe_rows: table ? table.querySelectorAll('tbody tr').length : 0,
-  states: table ? Array.from(table.querySelectorAll('tbody tr td:nth-child(2) .shmem-badge')).map(b => b.innerText.trim()) : [],
+  states: table ? Array.from(table.querySelectorAll('tbody tr td:nth-child(2) .shmem-badge'))
+                    .map(b => b.innerText.trim()) : [],
   title: (root.querySelector('.shmem-title') || {}).innerText || '',
   diff_text: (root.querySelector('.shmem-diff-summary') || {}).innerText || '',
   values_cells: root.querySelectorAll('table.shmem-values td.diff').length,
@@ -271,7 +272,9 @@ def test_inspector_renders_in_jupyterlab(lab, tmp_path):
         assert state["states"] == ["idle"] * 4, f"every PE should be idle: {state['states']}"
         assert "refresh 1" in state["title"] and "4 PEs" in state["title"], state["title"]
         assert "squares: PE 3 differs from the consensus at 1 of 12 elements" in state["diff_text"], state["diff_text"]
-        assert state["tails"] == [f"PE {pe}: squares[7] = {0.905 if pe == 3 else 0.405:.3f}" for pe in range(4)], state["tails"]
+        assert state["tails"] == [f"PE {pe}: squares[7] = {0.905 if pe == 3 else 0.405:.3f}" for pe in range(4)], state[
+            "tails"
+        ]
         assert state["values_cells"] == 1, "exactly one cell of the exact-values table is marked as differing"
         assert state["heap_size"][0] >= 800, f"the heap map image is too small to read: {state['heap_size']}"
 
@@ -299,8 +302,10 @@ def test_pe_state_table_does_not_wrap_in_a_narrow_browser(tmp_path):
     from shmem_notebook.inspector.tables import state_table
 
     with shmem_notebook.Job(2, heap="64M").start() as job:
-        job.run("big = shmem.zeros(1_000_000)\nbig[:] = me\nprint('a fairly long line of output from PE', me, '-' * 60)",
-                stdout=open(os.devnull, "w"))
+        job.run(
+            "big = shmem.zeros(1_000_000)\nbig[:] = me\nprint('a fairly long line of output from PE', me, '-' * 60)",
+            stdout=open(os.devnull, "w"),
+        )
         page = tmp_path / "state.html"
         page.write_text(f"<html><body style='width:560px'>{state_table(gather_snapshot(job))}</body></html>")
     driver = make_driver(tmp_path / "profile")

@@ -7,9 +7,9 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import job_fixture, quiet
 
 import shmem_notebook
+from conftest import job_fixture, quiet
 from shmem_notebook import HeapFullError, InputError, JobStateError, PEError
 
 #: 1, 2 and 4 PEs on Open MPI's OSHMEM, 2 on Sandia OpenSHMEM (where it is built)
@@ -46,7 +46,9 @@ def test_fcollect(job):
 
 
 def test_shmem_array_works_in_cells_under_numpy2(job):
-    result = quiet(job, "a = shmem.array([[1, 2], [3, 4]], dtype='i4')\nprint(a.sum(), a.dtype, a.shape)\nshmem.free(a)")
+    result = quiet(
+        job, "a = shmem.array([[1, 2], [3, 4]], dtype='i4')\nprint(a.sum(), a.dtype, a.shape)\nshmem.free(a)"
+    )
     assert set(result.stdout.values()) == {"10 int32 (2, 2)\n"}
 
 
@@ -79,7 +81,9 @@ def test_rich_output_is_kept_per_pe(job):
     assert [[d["data"]["text/html"] for d in result.displays[pe]] for pe in range(job.n)] == [
         ["<b>same</b>", f"<i>{pe}</i>"] for pe in range(job.n)
     ]
-    assert {pe: data["text/html"] for pe, data in result.result_data.items()} == {pe: "<u>last</u>" for pe in range(job.n)}
+    assert {pe: data["text/html"] for pe, data in result.result_data.items()} == {
+        pe: "<u>last</u>" for pe in range(job.n)
+    }
     everyone = "0" if job.n == 1 else f"0-{job.n - 1}"
     assert out.startswith(f"[PE {everyone}]\n")  # the identical display, folded
     assert f"Out[PE {everyone}]:" in out and "Out[PE 0]: <IPython" not in out
@@ -208,8 +212,11 @@ def test_large_gathers_are_read_from_the_pes_or_come_through_dev_shm_and_leave_n
     try:
         for mode, contiguous in (("shm", "memory"), ("file", "file"), ("pickle", "message")):
             monkeypatch.setattr(shmem_notebook.rc, "gather", mode)
-            for name, expected, route in (("L", rows, contiguous), ("strided", rows[:, :, ::2], "file" if mode != "pickle" else "message"),
-                                          ("I", ints, contiguous)):
+            for name, expected, route in (
+                ("L", rows, contiguous),
+                ("strided", rows[:, :, ::2], "file" if mode != "pickle" else "message"),
+                ("I", ints, contiguous),
+            ):
                 got = job.gather(name)
                 assert job.last_gather == route, (mode, name)
                 assert got.dtype == expected.dtype and np.array_equal(got, expected), (mode, name)
@@ -238,7 +245,9 @@ def test_reading_a_gone_pe_gives_none_not_a_crash():
     assert read_from_pes([(namespace, os.getpid(), 8)], np.dtype("f8"), (4,)) is None  # unmapped address
     assert read_from_pes([("pid:[0]", os.getpid(), 8)], np.dtype("f8"), (4,)) is None  # another namespace
     here = np.arange(4.0)
-    assert read_from_pes([(namespace, os.getpid(), here.ctypes.data)], here.dtype, here.shape).tolist() == [[0, 1, 2, 3]]
+    assert read_from_pes([(namespace, os.getpid(), here.ctypes.data)], here.dtype, here.shape).tolist() == [
+        [0, 1, 2, 3]
+    ]
 
 
 def test_redeclaring_retires_names_pointing_into_the_old_array(job, capfd):

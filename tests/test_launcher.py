@@ -26,7 +26,13 @@ def test_command_line_runs_the_pe_module_under_oshrun(monkeypatch):
     assert args[i - 1 : i + 2][1:] == ["-m", "shmem_notebook.engine"]
     exported = {args[k + 1] for k, a in enumerate(args) if a == "-x"}
     # the engines find their controller through the environment, forwarded to every node
-    assert {"SMA_SYMMETRIC_SIZE", "SHMEM_SYMMETRIC_SIZE", "OMPI_MCA_osc", "IPP_PROFILE_DIR", "IPP_CLUSTER_ID"} <= exported
+    assert {
+        "SMA_SYMMETRIC_SIZE",
+        "SHMEM_SYMMETRIC_SIZE",
+        "OMPI_MCA_osc",
+        "IPP_PROFILE_DIR",
+        "IPP_CLUSTER_ID",
+    } <= exported
 
 
 def test_oversubscribe_when_more_pes_than_cores(monkeypatch):

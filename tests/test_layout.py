@@ -99,7 +99,9 @@ def test_client_sends_pes_only_requests_by_name():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("apply", "apply_async", "apply_sync"):
                 first = node.args[0] if node.args else None
-                calls.append((path.name, getattr(first, "id", None), type(node.args[1]).__name__ if len(node.args) > 1 else None))
+                calls.append(
+                    (path.name, getattr(first, "id", None), type(node.args[1]).__name__ if len(node.args) > 1 else None)
+                )
     assert calls, "the client talks to the PEs somewhere"
     assert all(func == "request" for _, func, _ in calls), calls
 

@@ -7,7 +7,6 @@ import sys
 
 from conftest import job_fixture
 
-
 CLIENT_SIDE = ("ipyparallel.client", "ipyparallel.cluster", "jupyter_client.manager", "jupyter_client.provisioning")
 
 
@@ -28,10 +27,12 @@ def test_an_engine_and_a_controller_import_no_client_side_and_the_rest_comes_on_
         f"print(sorted(m for m in {CLIENT_SIDE!r} if m in sys.modules))\n"
         "from ipyparallel.controller.app import IPController\n"  # its task scheduler takes AsyncResult
         f"print(sorted(m for m in {CLIENT_SIDE[1:]!r} if m in sys.modules))\n"
-        "print(ipykernel.debugger._is_debugpy_available, ipyparallel.__version__ == __import__('ipyparallel._version').__version__)\n"
+        "print(ipykernel.debugger._is_debugpy_available,\n"
+        "      ipyparallel.__version__ == __import__('ipyparallel._version').__version__)\n"
         "lean.release('debugpy')\n"
         "import debugpy\n"
-        "print(ipyparallel.Client.__name__, jupyter_client.KernelManager.__name__, 'ipyparallel.client' in sys.modules)\n"
+        "print(ipyparallel.Client.__name__, jupyter_client.KernelManager.__name__,\n"
+        "      'ipyparallel.client' in sys.modules)\n"
         "from ipyparallel import *\n"
         "print(DirectView.__name__)\n"
     )

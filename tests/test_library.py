@@ -20,7 +20,9 @@ def test_the_default_is_open_mpis_oshmem_and_rc_or_the_environment_changes_it(mo
 
 
 def test_an_unknown_library_is_one_sentence_naming_the_known_ones():
-    with pytest.raises(InputError, match=r"unknown OpenSHMEM library 'cray'; use one of oshmem, sos \(a site's own go in "):
+    with pytest.raises(
+        InputError, match=r"unknown OpenSHMEM library 'cray'; use one of oshmem, sos \(a site's own go in "
+    ):
         Job(2, library="cray")
 
 
@@ -30,7 +32,12 @@ def test_a_sites_file_adds_libraries_and_a_bad_one_says_what_is_wrong(tmp_path, 
                                          "launcher": "hydra", "env": {"X": "1"}}}))
     monkeypatch.setenv("SHMEM_NOTEBOOK_LIBRARIES", str(path))
     cray = library("cray")
-    assert (cray.oshrun, cray.python, cray.launcher, cray.env) == ("/opt/cray/bin/oshrun", "/venv/bin/python", "hydra", {"X": "1"})
+    assert (cray.oshrun, cray.python, cray.launcher, cray.env) == (
+        "/opt/cray/bin/oshrun",
+        "/venv/bin/python",
+        "hydra",
+        {"X": "1"},
+    )
     assert set(known()) == {"oshmem", "sos", "cray"}
     with pytest.raises(LaunchError, match=r"'/opt/cray/bin/oshrun' \(cray's oshrun\) was not found; fix its entry in "):
         cray.check()
@@ -69,5 +76,7 @@ def test_sos_under_slurm_is_refused_in_one_sentence():
 
 def test_a_library_not_built_says_how_to_build_it(monkeypatch, tmp_path):
     monkeypatch.setenv("SHMEM_NOTEBOOK_SOS_DIR", str(tmp_path))
-    with pytest.raises(LaunchError, match=r"\(sos's oshrun\) was not found; build it with `scripts/setup.sh --with-sos"):
+    with pytest.raises(
+        LaunchError, match=r"\(sos's oshrun\) was not found; build it with `scripts/setup.sh --with-sos"
+    ):
         library("sos").check()

@@ -60,7 +60,9 @@ def test_the_same_error_on_every_pe_is_shown_once_with_the_notebooks_cell_number
     while shell.execution_count < 41:  # the notebook's counter well past the PEs' engines' (at 1 or 2)
         shell.run_cell("pass", store_history=True)
     capsys.readouterr()
-    count = shell.run_cell("%%pxshmem\nx = 1\nprint(undefined_name)", store_history=True).execution_count  # as a kernel runs it
+    count = shell.run_cell(
+        "%%pxshmem\nx = 1\nprint(undefined_name)", store_history=True
+    ).execution_count  # as a kernel runs it
     captured = capsys.readouterr()
     printed = captured.out + captured.err
     assert printed.count("raised:") == 1 and "[PE 0-2] raised:" in printed, printed

@@ -7,9 +7,9 @@ import json
 import time
 
 import pytest
-from conftest import job_fixture, needs_sos, quiet
 
 import shmem_notebook
+from conftest import job_fixture, needs_sos, quiet
 from shmem_notebook import LaunchError, PEError
 from shmem_notebook.launcher.library import SOS_DIR, Library
 
@@ -95,7 +95,8 @@ def test_slices_of_different_lengths(fresh):
 @pytest.mark.parametrize("call, what", [
     ("shmem.put(np.zeros(4), x, right)", "shmem.put at line 1 has a target that is not symmetric"),
     ("shmem.get(x, np.zeros(4), right)", "shmem.get at line 1 has a source that is not symmetric"),
-    ("shmem.atomic_inc(np.zeros(1, dtype=np.int64), right)", "shmem.atomic_inc at line 1 has a target that is not symmetric"),
+    ("shmem.atomic_inc(np.zeros(1, dtype=np.int64), right)",
+     "shmem.atomic_inc at line 1 has a target that is not symmetric"),
     ("shmem.broadcast(x, np.zeros(4), 0)", "shmem.broadcast at line 1 has a source that is not symmetric"),
 ])
 def test_a_remote_buffer_that_is_not_symmetric(fresh, call, what):
@@ -114,7 +115,8 @@ def test_an_atomic_on_more_than_one_element_and_its_fixed_twin(fresh):
 @pytest.mark.parametrize("call, what", [
     ("shmem.broadcast(x, x, npes)", "shmem.broadcast at line 1 has root {n}, but valid PEs are 0-{last}"),
     ("shmem.broadcast(u[:4], x[:2], 0)", "shmem.broadcast at line 1 copies 2 elements into 4"),
-    ("shmem.sum_reduce(x[:1], n8)", "shmem.sum_reduce at line 1 reduces int64 into float64; give both arrays one dtype"),
+    ("shmem.sum_reduce(x[:1], n8)",
+     "shmem.sum_reduce at line 1 reduces int64 into float64; give both arrays one dtype"),
     ("shmem.fcollect(x, u[:3])", ("shmem.fcollect at line 1 gathers 3 elements from each of {n} PEs ({n3}), but its "
                                   "target holds only 4")),
 ])
@@ -154,7 +156,9 @@ def test_a_numpy_array_as_put_signals_signal(fresh):
                                       "made by sig = shmem.new_signal() and wait for it with "
                                       "shmem.signal_wait_until(sig, ...)")
     message = refused(fresh, "shmem.signal_wait_until(flag, shmem.CMP.EQ, 1)")
-    assert message.startswith(everyone(fresh, "shmem.signal_wait_until at line 1 has a NumPy array as its signal")), message
+    assert message.startswith(everyone(fresh, "shmem.signal_wait_until at line 1 has a NumPy array as its signal")), (
+        message
+    )
     out = quiet(fresh, "sig = shmem.new_signal()\nshmem.barrier_all()\nx[:] = me + 1\n"
                        "shmem.put_signal(u[:4], x, right, sig, 1, shmem.SIGNAL_SET)\n"
                        "shmem.signal_wait_until(sig, shmem.CMP.EQ, 1)\nprint(int(u[0]))\nshmem.barrier_all()\n"
@@ -210,10 +214,13 @@ def test_sos_oshrun_without_its_launcher_is_refused_at_start(tmp_path, monkeypat
     path = hand_made(tmp_path, monkeypatch, mysos={"oshrun": SOS_OSHRUN, "python": SOS_PYTHON, "launcher": "hydra",
                                                    "env": {"FI_PROVIDER": "sockets"}})
     message, seconds = start_refused(n, "mysos")
-    hint = ("Sandia OpenSHMEM's oshrun without OSHRUN_LAUNCHER runs /usr/bin/mpirun, most likely not the launcher it "
-            f"was built for: add \"OSHRUN_LAUNCHER\": \"mpiexec.hydra\" to the \"env\" of 'mysos' (fix its entry in {path})")
-    assert message in (f"the {n} PEs of 'mysos' are not one OpenSHMEM job: they report n_pes() == 1, not {n}; {hint}",) \
-        or message.startswith(f"oshrun ended before all {n} PEs started; {hint}; its output:"), message
+    hint = (
+        "Sandia OpenSHMEM's oshrun without OSHRUN_LAUNCHER runs /usr/bin/mpirun, most likely not the launcher it "
+        f'was built for: add "OSHRUN_LAUNCHER": "mpiexec.hydra" to the "env" of \'mysos\' (fix its entry in {path})'
+    )
+    assert message in (
+        f"the {n} PEs of 'mysos' are not one OpenSHMEM job: they report n_pes() == 1, not {n}; {hint}",
+    ) or message.startswith(f"oshrun ended before all {n} PEs started; {hint}; its output:"), message
     assert seconds < 10, seconds
     # fixed: the same entry with the launcher named starts one job of n PEs
     hand_made(tmp_path, monkeypatch, mysos={"oshrun": SOS_OSHRUN, "python": SOS_PYTHON, "launcher": "hydra",
@@ -229,9 +236,11 @@ def test_open_mpis_oshrun_with_pes_of_another_library_is_refused_at_start(tmp_pa
     path = hand_made(tmp_path, monkeypatch, mixed={"oshrun": "oshrun", "python": SOS_PYTHON,
                                                    "env": {"FI_PROVIDER": "sockets"}})
     message, seconds = start_refused(n, "mixed")
-    assert message == (f"the {n} PEs of 'mixed' are not one OpenSHMEM job: they report n_pes() == 1, not {n}; oshrun is "
-                       f"most likely not the launcher of the OpenSHMEM that {SOS_PYTHON}'s shmem4py was built "
-                       f"against; fix its entry in {path}"), message
+    assert message == (
+        f"the {n} PEs of 'mixed' are not one OpenSHMEM job: they report n_pes() == 1, not {n}; oshrun is "
+        f"most likely not the launcher of the OpenSHMEM that {SOS_PYTHON}'s shmem4py was built "
+        f"against; fix its entry in {path}"
+    ), message
     assert seconds < 10, seconds
 
 
@@ -242,10 +251,13 @@ def test_check_world_names_the_likely_cause(tmp_path, monkeypatch):
     script.chmod(0o755)
     site = Library("site", str(script), launcher="hydra", hint="fix its entry in libraries.json")
     site.check_world(3, [3, 3, 3])  # one job: nothing to say
-    with pytest.raises(LaunchError, match=r"^the 3 PEs of 'site' are not one OpenSHMEM job: they report n_pes\(\) == 1, "
-                                          r"not 3; Sandia OpenSHMEM's oshrun without OSHRUN_LAUNCHER runs .*"
-                                          r"\"OSHRUN_LAUNCHER\": \"mpiexec.hydra\" to the \"env\" of 'site' \(fix its "
-                                          r"entry in libraries.json\)$"):
+    with pytest.raises(
+        LaunchError,
+        match=r"^the 3 PEs of 'site' are not one OpenSHMEM job: they report n_pes\(\) == 1, "
+        r"not 3; Sandia OpenSHMEM's oshrun without OSHRUN_LAUNCHER runs .*"
+        r"\"OSHRUN_LAUNCHER\": \"mpiexec.hydra\" to the \"env\" of 'site' \(fix its "
+        r"entry in libraries.json\)$",
+    ):
         site.check_world(3, [1, 1, 1])
     named = Library("site", str(script), launcher="hydra", env={"OSHRUN_LAUNCHER": "srun"}, hint="fix it")
     assert named.launcher_problem() is None

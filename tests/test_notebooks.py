@@ -9,7 +9,6 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-
 pytestmark = pytest.mark.pe
 
 NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
@@ -43,9 +42,14 @@ def test_quickstart(tmp_path, library):
         assert not any(o.get("output_type") == "error" for o in c.get("outputs", [])), c.source
     assert "OpenSHMEM job ready: 4 PEs" in text_of(cell_starting(nb, "%shmem start"))
     put = text_of(cell_starting(nb, "%%pxshmem right"))
-    assert put.splitlines() == [f"[PE {pe}] received from my left neighbour: [{n} {n} {n} {n}]" for pe, n in enumerate([3, 0, 1, 2])]
+    assert put.splitlines() == [
+        f"[PE {pe}] received from my left neighbour: [{n} {n} {n} {n}]" for pe, n in enumerate([3, 0, 1, 2])
+    ]
     assert text_of(cell_starting(nb, "%%pxshmem src")) == "[PE 0-3] squares of all PE numbers: [0 1 4 9]\n"
-    assert text_of(cell_starting(nb, "received")).split() == "array([[3, 3, 3, 3], [0, 0, 0, 0], [1, 1, 1, 1], [2, 2, 2, 2]])".split()
+    assert (
+        text_of(cell_starting(nb, "received")).split()
+        == "array([[3, 3, 3, 3], [0, 0, 0, 0], [1, 1, 1, 1], [2, 2, 2, 2]])".split()
+    )
     check = cell_starting(nb, "import numpy")
     assert "array([3, 0, 1, 2])" in text_of(check)
     assert "% npes" in check.source and "arange(4)" not in check.source  # no PE count hard-coded
@@ -65,7 +69,9 @@ def test_races(tmp_path, library):
     assert "RACE remote[0] on PE 1: PE 0 line 4 put (write) / PE 1 line 6 load (read) are unordered" in barrier
     assert "RACE mine[0] on PE 0-1: PE 0-1 line 5 get_nbi (write) / PE 0-1 line 6 load (read)" in nbi
     assert "call shmem.quiet() after line 5" in nbi
-    assert "RACE data[0:4] on PE 1: PE 0 line 5 put (write) / PE 1 line 8 sum (read)" in flag and "shmem.fence()" in flag
+    assert (
+        "RACE data[0:4] on PE 1: PE 0 line 5 put (write) / PE 1 line 8 sum (read)" in flag and "shmem.fence()" in flag
+    )
     # the counter queue: the consumer frees a slot (line 17) before it reads it (line 18)
     assert "RACE slots[:, 0] on PE 1: PE 0 line 10 put (write) / PE 1 line 18 load (read) are unordered" in queue, queue
     for text in (barrier, nbi, flag, queue):
@@ -111,7 +117,9 @@ def test_teams_and_collectives(tmp_path, library):
         "step 1: fcollect (ring): ring, step 1 of 3: PE i puts its own block to PE i+1",
         *(f"step {k}: fcollect (ring): ring, step {k} of 3: PE i puts block i-{k - 1} (received in step {k - 1}) "
           f"to PE i+1" for k in (2, 3))]
-    assert "[[1 2 3 4]\n [1 2 3 4]\n [1 2 3 4]\n [1 2 3 4]]" in text_of(cell_starting(nb, "import shmem_notebook\ntrace"))
+    assert "[[1 2 3 4]\n [1 2 3 4]\n [1 2 3 4]\n [1 2 3 4]]" in text_of(
+        cell_starting(nb, "import shmem_notebook\ntrace")
+    )
     table = text_of(cell_starting(nb, "rows = sorted"))
     rows = [line for line in table.splitlines() if line.startswith(("fcollect/", "alltoall/"))]
     assert len(rows) == 2 * 7  # mean and median tables, 7 collective/algorithm rows each
@@ -120,7 +128,9 @@ def test_teams_and_collectives(tmp_path, library):
         numbers = [float(x) for x in row.split()[1:]]
         assert len(numbers) == 3 * pe_counts and all(x > 0 for x in numbers)
     assert any(o.get("data", {}).get("image/png") for o in cell_starting(nb, "%matplotlib").outputs)
-    comparison = "".join(o.get("data", {}).get("text/markdown", "") for o in cell_starting(nb, "import json, pathlib").outputs)
+    comparison = "".join(
+        o.get("data", {}).get("text/markdown", "") for o in cell_starting(nb, "import json, pathlib").outputs
+    )
     assert "**Library against library**" in comparison and "**Team sync, native against emulated**" in comparison
     start = [line.split("|")[3:5] for line in comparison.splitlines() if line.startswith("| start to ready, s | 2 |")]
     assert len(start) == 1 and all(cell.strip() == "not built" or float(cell) > 0 for cell in start[0]), start
@@ -132,7 +142,8 @@ def test_rich_output_from_pes_is_shown_labelled(tmp_path, library):
     nb.cells = [
         nbformat.v4.new_code_cell("%load_ext shmem_notebook\n%shmem start -n 2 --heap 32M"),
         nbformat.v4.new_code_cell(
-            "%%pxshmem\nprint('text first')\nfrom IPython.display import HTML, display\nimport matplotlib.pyplot as plt\n"
+            "%%pxshmem\nprint('text first')\nfrom IPython.display import HTML, display\n"
+            "import matplotlib.pyplot as plt\n"
             "display(HTML('<b>same on every PE</b>'))\n"
             "plt.figure(figsize=(2, 1)); plt.plot([0, me]); plt.show()\nHTML(f'<i>PE {me}</i>')"
         ),

@@ -10,8 +10,8 @@ import types
 
 import numpy as np
 import pytest
-from conftest import job_fixture, quiet
 
+from conftest import job_fixture, quiet
 from shmem_notebook.engine.shims import scalars
 from shmem_notebook.launcher import local_slots, platform_environment
 

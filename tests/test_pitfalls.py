@@ -11,8 +11,8 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import job_fixture, quiet
 
+from conftest import job_fixture, quiet
 from shmem_notebook import PEError, ShmemNotebookError
 from shmem_notebook.engine.shims import pitfalls as p
 
@@ -31,8 +31,11 @@ def per_pe(job, expr):
 # keeps a PE that finished the cell from leaving another stuck in destroy().
 
 
-job = job_fixture(2, timeout=TIMEOUT,
-                  setup=lambda job: quiet(job, "import shmem_notebook.engine.shims.pitfalls as pitfalls\npitfalls.install()"))
+job = job_fixture(
+    2,
+    timeout=TIMEOUT,
+    setup=lambda job: quiet(job, "import shmem_notebook.engine.shims.pitfalls as pitfalls\npitfalls.install()"),
+)
 
 
 @pytest.fixture

@@ -61,7 +61,9 @@ Current thread 0x00007f0000000002 (most recent call first):
 
 def test_cell_location():
     assert cell_location(DUMP) == (3, "barrier_all")
-    assert cell_location(DUMP.replace('  File "/venv/lib/python3.11/site-packages/shmem4py/shmem.py", line 2480 in barrier_all\n', "")) == (3, None)
+    assert cell_location(
+        DUMP.replace('  File "/venv/lib/python3.11/site-packages/shmem4py/shmem.py", line 2480 in barrier_all\n', "")
+    ) == (3, None)
     assert cell_location("Thread 0x1 (most recent call first):\n  File \"x.py\", line 1 in f\n") is None
 
 
@@ -79,9 +81,16 @@ def test_a_syntax_error_names_the_cells_line_not_a_temporary_file():
     from shmem_notebook.analysis.postmortem import cell_error
 
     code = "x = 1\nif x = 2:\n    pass"
-    error = ("SyntaxError", "invalid syntax. Maybe you meant '==' or ':=' instead of '='? (2614432101.py, line 2)", "tb")
+    error = (
+        "SyntaxError",
+        "invalid syntax. Maybe you meant '==' or ':=' instead of '='? (2614432101.py, line 2)",
+        "tb",
+    )
     assert cell_error(error, code) == (
-        "SyntaxError", "invalid syntax. Maybe you meant '==' or ':=' instead of '='? (line 2 of the cell: if x = 2:)", "tb")
+        "SyntaxError",
+        "invalid syntax. Maybe you meant '==' or ':=' instead of '='? (line 2 of the cell: if x = 2:)",
+        "tb",
+    )
     indent = ("IndentationError", "unexpected indent (<string>, line 3)", "")
     assert cell_error(indent, code)[1] == "unexpected indent (line 3 of the cell: pass)"
     other = ("ValueError", "bad (x.py, line 2)", "")

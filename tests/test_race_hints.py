@@ -2,11 +2,10 @@
 
 import pytest
 
-from shmem_notebook.analysis.hints import Edit, Fix, apply_fix
-from shmem_notebook.analysis.races import find_races
-
 from conftest import job_fixture
 from race_fixes import check_each_fix, run_checked
+from shmem_notebook.analysis.hints import Edit, Fix, apply_fix
+from shmem_notebook.analysis.races import find_races
 
 CELL = """def show(a):
     print(a[0])
@@ -45,7 +44,9 @@ def test_move_copy_before_and_the_context_of_the_call():
         "if me:\n    b = 2\n    c = 3\n    shmem.fence()\n    a = 1\n")
     assert apply_fix(code, Fix((Edit((3,), copy=1, before=True), Edit((4,), copy=1)))) == (
         "a = 1\nif me:\n    a = 1\n    b = 2\n    c = 3\n    a = 1\n")
-    assert "        shmem.put(remote, lb, 1, ctx=c)\n        c.quiet()\n" in apply_fix(CELL, Fix((Edit((6,), "{ctx}.quiet()"),)))
+    assert "        shmem.put(remote, lb, 1, ctx=c)\n        c.quiet()\n" in apply_fix(
+        CELL, Fix((Edit((6,), "{ctx}.quiet()"),))
+    )
     assert str(Edit((6,), "{ctx}.quiet()")) == "after line 6: ctx.quiet()"
 
 
@@ -75,7 +76,9 @@ def test_acknowledging_before_reading_is_not_a_flag_before_data():
     for k in (1, 2):
         producer += [_put(3, 1, k), ["sync", "fence", 4, 0, None], _set(5, 1, 16, k), _wait(6, 24, k)]
         consumer += [_wait(8, 16, k), _set(9, 0, 24, k), ["mem", "load", 10, "read", "sym", 0, 16, "<i4"]]
-    (race,) = _races({0: producer + [["sync", "barrier_all", 11, 0, None]], 1: consumer + [["sync", "barrier_all", 11, 0, None]]})
+    (race,) = _races(
+        {0: producer + [["sync", "barrier_all", 11, 0, None]], 1: consumer + [["sync", "barrier_all", 11, 0, None]]}
+    )
     assert {a.line for a in race.accesses} == {3, 10}
     assert "acknowledges (line 9) before line 10's load" in race.hint and "fence" not in race.hint
     assert race.fix == Fix((Edit((10,), move=9),))

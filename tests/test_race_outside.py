@@ -9,8 +9,8 @@ import sys
 import textwrap
 
 import pytest
-from conftest import job_fixture, quiet
 
+from conftest import job_fixture, quiet
 from shmem_notebook.analysis.places import cell_labels
 from shmem_notebook.launcher.environment import platform_environment
 
@@ -134,7 +134,8 @@ def test_closures_defaults_and_methods_of_an_earlier_cell(job, traced):
     races, out = _race(job, "g[0] = me\nring.exchange(g)\nshmem.barrier_all()\n")
     assert _places(races) == {f"{label} line 11", f"{label} line 12"}, out
     quiet(job, SHAPES.format(sync="shmem.barrier_all()\n        ", super_sync="super().sync()\n        "), race=traced)
-    races, out = _race(job, "g[0] = me\nassert shift(2) == 2 * left\nshmem.barrier_all()\nassert ring.exchange(g) == left\nassert ring._Ring__seen == left\n")
+    races, out = _race(job, "g[0] = me\nassert shift(2) == 2 * left\nshmem.barrier_all()\n"
+                            "assert ring.exchange(g) == left\nassert ring._Ring__seen == left\n")
     assert races == [], out
 
 
@@ -199,7 +200,9 @@ def test_a_module_edited_and_not_reloaded_runs_its_old_code(job, tmp_path):
 
 # -- exec'd code -------------------------------------------------------------------------------------------
 def test_execd_code_is_recorded_at_its_own_lines(job):
-    racy = 'code = """\nshmem.put(g[1:2], g[0:1], right)\nv = int(g[1])\nshmem.barrier_all()\n"""\ng[0] = me\nexec(code)\n'
+    racy = (
+        'code = """\nshmem.put(g[1:2], g[0:1], right)\nv = int(g[1])\nshmem.barrier_all()\n"""\ng[0] = me\nexec(code)\n'
+    )
     races, out = _race(job, racy)  # the text's first line is empty
     assert _places(races) == {"exec'd code line 2 (called at line 7)", "exec'd code line 3 (called at line 7)"}, out
     fixed = racy.replace("right)\n", "right)\nshmem.barrier_all()\n")
@@ -208,7 +211,8 @@ def test_execd_code_is_recorded_at_its_own_lines(job):
 
 
 def test_texts_execd_in_a_loop_share_the_place_of_their_exec(job):
-    loop = "g[0] = me\nfor k in range(3):\n    exec(f'shmem.put(g[1:2], g[0:1], right)\\nv{k} = int(g[1])\\nshmem.barrier_all()')\n"
+    loop = ("g[0] = me\nfor k in range(3):\n"
+            "    exec(f'shmem.put(g[1:2], g[0:1], right)\\nv{k} = int(g[1])\\nshmem.barrier_all()')\n")
     races, out = _race(job, loop)
     assert _places(races) == {f"exec'd code line {n} (called at line 3)" for n in (1, 2)}, out
     races, out = _race(job, loop.replace("right)", "right); shmem.barrier_all()"))
@@ -339,9 +343,8 @@ def test_the_runner_notes_compiled_code_too(tmp_path, sync):
 def test_a_notebook_names_the_cell_a_helper_was_defined_in(capsys):
     import re
 
-    from conftest import ipython_shell
-
     import shmem_notebook
+    from conftest import ipython_shell
 
     shmem_notebook.job._current = None
     ip = ipython_shell()

@@ -3,9 +3,9 @@ sample sort's count exchange, red-black Gauss-Seidel with halos, a hash table bu
 compare-and-swap. ``# A`` and ``# B`` mark the two accesses a racy twin must be reported for."""
 
 import pytest
+from test_race_waits import _assert_clean, _assert_racy
 
 from conftest import job_fixture
-from test_race_waits import _assert_clean, _assert_racy
 
 pytestmark = pytest.mark.pe
 

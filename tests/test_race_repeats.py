@@ -18,7 +18,11 @@ import race_traces  # noqa: E402
 
 NAMES = [["A", "sym", 0, 64, 8, 0], ["flag", "sym", 64, 72, 8, 1], ["ack", "sym", 72, 80, 8, 1],
          ["buf", "priv", 1000, 1080, 8, 1]]
-ALLOC, BARRIER, SYNC_ALL = ["sync", "alloc", 1, 0, None], ["sync", "barrier_all", 9, 0, None], ["sync", "sync_all", 9, 0, None]
+ALLOC, BARRIER, SYNC_ALL = (
+    ["sync", "alloc", 1, 0, None],
+    ["sync", "barrier_all", 9, 0, None],
+    ["sync", "sync_all", 9, 0, None],
+)
 FLAG, ACK = 64, 72
 TEAM = ["sync", "sync_all", 4, 0, [0, 1]]  # shmem.sync(team) of PEs 0 and 1
 
@@ -106,7 +110,9 @@ def test_the_order_the_simulation_visits_pes_in_turns_with_each_barrier(monkeypa
         own = {0: [_rma("put", 7, 3, 16, 40)], 3: [_rma("get_nbi", 5, 3, 8, 56), _mem(7, "write", 32, 48)]}
         return own.get(pe, []) + [BARRIER]
 
-    assert _same(_loop(3, body, 4), 4, monkeypatch, folds=False) != _same(_loop(4, body, 4), 4, monkeypatch, folds=False)
+    assert _same(_loop(3, body, 4), 4, monkeypatch, folds=False) != _same(
+        _loop(4, body, 4), 4, monkeypatch, folds=False
+    )
     for iterations in (9, 10, 12, 13, 30):
         _same(_loop(iterations, body, 4), 4, monkeypatch)
 
@@ -125,53 +131,163 @@ CASES = {
     # the synthetic traces of test_race_analysis.py: one barrier, nothing repeats
     "scattered puts": (race_traces.scattered_puts(3000), 2, False),
     "scattered puts, a race": (race_traces.scattered_puts(3000, race_at=0), 2, False),
-    "a loop of puts to one element": (_traces([[_rma("put", 3, 1, 0, 8, values=[i]) for i in range(200)] + [BARRIER],
-                                               [_mem(2, "read", 0, 8)] * 200 + [BARRIER]]), 2, False),
+    "a loop of puts to one element": (
+        _traces(
+            [
+                [_rma("put", 3, 1, 0, 8, values=[i]) for i in range(200)] + [BARRIER],
+                [_mem(2, "read", 0, 8)] * 200 + [BARRIER],
+            ]
+        ),
+        2,
+        False,
+    ),
     # ... and the same races in a loop of barriers: each iteration like the others
     "put / load, every iteration": (_loop(20, _puts_and_load), 2, True),
-    "puts to one element, every iteration": (_loop(20, lambda it, pe: [
-        *([_rma("put", 3, 1, 0, 8, values=[it])] * 5 if pe == 0 else [_mem(2, "read", 0, 8)] * 5), BARRIER]), 2, True),
-    "strided stores, every iteration": (_loop(20, lambda it, pe: [
-        ["mem", "store", 3, "write", "sym", 0, 56, "<i8", (8, ((4, 16),))] if pe == 0 else _rma("put", 5, 0, 0, 8),
-        BARRIER]), 2, True),
+    "puts to one element, every iteration": (
+        _loop(
+            20,
+            lambda it, pe: [
+                *([_rma("put", 3, 1, 0, 8, values=[it])] * 5 if pe == 0 else [_mem(2, "read", 0, 8)] * 5),
+                BARRIER,
+            ],
+        ),
+        2,
+        True,
+    ),
+    "strided stores, every iteration": (
+        _loop(
+            20,
+            lambda it, pe: [
+                ["mem", "store", 3, "write", "sym", 0, 56, "<i8", (8, ((4, 16),))]
+                if pe == 0
+                else _rma("put", 5, 0, 0, 8),
+                BARRIER,
+            ],
+        ),
+        2,
+        True,
+    ),
     # put_nbi, its source reused before the barrier, which completes it: clean after it
-    "put_nbi, no quiet": (_loop(20, lambda it, pe: [
-        *([_rma("put_nbi", 4, 1, 0, 16), _mem(5, "write", 0, 8, "priv")] if pe == 0 else []), BARRIER]), 2, True),
+    "put_nbi, no quiet": (
+        _loop(
+            20,
+            lambda it, pe: [
+                *([_rma("put_nbi", 4, 1, 0, 16), _mem(5, "write", 0, 8, "priv")] if pe == 0 else []),
+                BARRIER,
+            ],
+        ),
+        2,
+        True,
+    ),
     # a put on a context no barrier completes: never clean, every barrier is needed
-    "put on a context, no ctx.quiet": (_loop(20, lambda it, pe: [
-        *([_rma("put", 4, 1, 0, 8, ctx=1)] if pe == 0 else [_mem(5, "read", 0, 8)]), BARRIER]), 2, False),
+    "put on a context, no ctx.quiet": (
+        _loop(
+            20, lambda it, pe: [*([_rma("put", 4, 1, 0, 8, ctx=1)] if pe == 0 else [_mem(5, "read", 0, 8)]), BARRIER]
+        ),
+        2,
+        False,
+    ),
     # ... quieted every iteration: clean again
-    "put on a context, quieted": (_loop(20, lambda it, pe: [
-        *([_rma("put", 4, 1, 0, 8, ctx=1), ["sync", "quiet", 5, 1, None]] if pe == 0 else [_mem(6, "read", 8, 16)]),
-        BARRIER]), 2, True),
+    "put on a context, quieted": (
+        _loop(
+            20,
+            lambda it, pe: [
+                *(
+                    [_rma("put", 4, 1, 0, 8, ctx=1), ["sync", "quiet", 5, 1, None]]
+                    if pe == 0
+                    else [_mem(6, "read", 8, 16)]
+                ),
+                BARRIER,
+            ],
+        ),
+        2,
+        True,
+    ),
     # PE 0 holds a lock across every barrier of the loop
-    "a lock held across the barriers": (_loop(20, lambda it, pe: [
-        _mem(4, "write", 0, 8) if pe == 0 else _rma("put", 5, 0, 0, 8), BARRIER], first=[[["lock", "set_lock", 2, 80]], []],
-        last=[[["lock", "clear_lock", 21, 80]], []]), 2, False),
+    "a lock held across the barriers": (
+        _loop(
+            20,
+            lambda it, pe: [_mem(4, "write", 0, 8) if pe == 0 else _rma("put", 5, 0, 0, 8), BARRIER],
+            first=[[["lock", "set_lock", 2, 80]], []],
+            last=[[["lock", "clear_lock", 21, 80]], []],
+        ),
+        2,
+        False,
+    ),
     # ... taken and released in every iteration
-    "a lock in every iteration": (_loop(20, lambda it, pe: [
-        ["lock", "set_lock", 3, 80], _mem(4, "write", 0, 8), ["lock", "clear_lock", 5, 80], BARRIER]
-        if pe == 0 else [_rma("put", 6, 0, 0, 8), BARRIER]), 2, True),
+    "a lock in every iteration": (
+        _loop(
+            20,
+            lambda it, pe: (
+                [["lock", "set_lock", 3, 80], _mem(4, "write", 0, 8), ["lock", "clear_lock", 5, 80], BARRIER]
+                if pe == 0
+                else [_rma("put", 6, 0, 0, 8), BARRIER]
+            ),
+        ),
+        2,
+        True,
+    ),
     # sync_all completes nothing: the puts stay pending, the loads after it race with them
     "sync_all without quiet": (_loop(20, lambda it, pe: [PUT if pe == 0 else LOAD, SYNC_ALL]), 2, False),
     # a team's sync in every iteration: the order the simulation visits the PEs in is not worked out
     # then, only runs long enough to go through every order it can take fold (3 PEs: 13 copies)
-    "a team sync in every iteration": (_loop(20, lambda it, pe: [
-        *([_rma("put", 3, 1 - pe, 8, 16), TEAM] if pe < 2 else [_mem(5, "read", 0, 8)]), BARRIER], 3), 3, True),
-    "... for too few iterations": (_loop(12, lambda it, pe: [
-        *([_rma("put", 3, 1 - pe, 8, 16), TEAM] if pe < 2 else [_mem(5, "read", 0, 8)]), BARRIER], 3), 3, False),
+    "a team sync in every iteration": (
+        _loop(
+            20,
+            lambda it, pe: [*([_rma("put", 3, 1 - pe, 8, 16), TEAM] if pe < 2 else [_mem(5, "read", 0, 8)]), BARRIER],
+            3,
+        ),
+        3,
+        True,
+    ),
+    "... for too few iterations": (
+        _loop(
+            12,
+            lambda it, pe: [*([_rma("put", 3, 1 - pe, 8, 16), TEAM] if pe < 2 else [_mem(5, "read", 0, 8)]), BARRIER],
+            3,
+        ),
+        3,
+        False,
+    ),
     # PE 0 passes two syncs of a team in every iteration, PE 1 one: not matched at the barriers
-    "a team's syncs unmatched at the barriers": (_loop(20, lambda it, pe: [
-        *([TEAM] * (2 - pe) if pe < 2 else []), _mem(4, "write", 8 * pe, 8 * pe + 8), BARRIER], 3), 3, False),
+    "a team's syncs unmatched at the barriers": (
+        _loop(
+            20,
+            lambda it, pe: [*([TEAM] * (2 - pe) if pe < 2 else []), _mem(4, "write", 8 * pe, 8 * pe + 8), BARRIER],
+            3,
+        ),
+        3,
+        False,
+    ),
     # PE 1's trace stops 2 iterations before the end (an error): the simulation lets PE 0 through alone
     "a PE stopped early": (_stopped(_loop(20, _puts_and_load), 1, 5), 2, False),
     # PE 0 syncs the team before the barrier, PE 1 after it: matched across the barriers
-    "a team's sync across the barriers": (_loop(20, lambda it, pe: [
-        *([TEAM] if pe == 0 else []), _mem(4, "write", 8 * pe, 8 * pe + 8), BARRIER, *([TEAM] if pe == 1 else [])], 3),
-        3, False),
+    "a team's sync across the barriers": (
+        _loop(
+            20,
+            lambda it, pe: [
+                *([TEAM] if pe == 0 else []),
+                _mem(4, "write", 8 * pe, 8 * pe + 8),
+                BARRIER,
+                *([TEAM] if pe == 1 else []),
+            ],
+            3,
+        ),
+        3,
+        False,
+    ),
     # a world reduction (it accesses memory) is no boundary
-    "a reduction in every iteration": (_loop(20, lambda it, pe: [
-        _mem(4, "write", 0, 8), ["coll", "sum_reduce", 5, "sym", 8, 16, "sym", 0, 8, "<i8", None, None]]), 2, False),
+    "a reduction in every iteration": (
+        _loop(
+            20,
+            lambda it, pe: [
+                _mem(4, "write", 0, 8),
+                ["coll", "sum_reduce", 5, "sym", 8, 16, "sym", 0, 8, "<i8", None, None],
+            ],
+        ),
+        2,
+        False,
+    ),
 }
 
 

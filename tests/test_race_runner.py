@@ -19,7 +19,6 @@ import pytest
 
 from conftest import job_fixture, quiet
 from race_catalogue import ARRAYS, CASES, RESET
-
 from shmem_notebook import race as runner
 from shmem_notebook.analysis.races import find_races
 from shmem_notebook.errors import PEError
@@ -37,7 +36,13 @@ def test_the_program_is_started_through_the_recorder():
         ["oshrun", "-n", "4", "python", "-m", RACE_MODULE, "prog.py", "a"]
     assert runner.pe_command(["mpirun", "-np", "2", "/venv/bin/python3.11", "-u", "-X", "dev", "prog.py"]) == \
         ["mpirun", "-np", "2", "/venv/bin/python3.11", "-u", "-X", "dev", "-m", RACE_MODULE, "prog.py"]
-    assert runner.pe_command(["oshrun", "python3", "-m", "pkg.main", "x"])[2:] == ["-m", RACE_MODULE, "-m", "pkg.main", "x"]
+    assert runner.pe_command(["oshrun", "python3", "-m", "pkg.main", "x"])[2:] == [
+        "-m",
+        RACE_MODULE,
+        "-m",
+        "pkg.main",
+        "x",
+    ]
 
 
 @pytest.mark.parametrize("argv, said", [
@@ -279,7 +284,11 @@ def _sample():
     OpenSHMEM 1.5 on this 1.4 library); the whole catalogue took 2 minutes on 2 cores and matched too."""
     picked = {}
     for case in CASES:
-        if not case.error_on("1.4") and (case.min_pes or 0) <= 2 and len(picked.setdefault((case.category, case.race), [])) < 2:
+        if (
+            not case.error_on("1.4")
+            and (case.min_pes or 0) <= 2
+            and len(picked.setdefault((case.category, case.race), [])) < 2
+        ):
             picked[(case.category, case.race)].append(case)
     return [case for cases in picked.values() for case in cases]
 

@@ -11,10 +11,9 @@ import threading
 
 import pytest
 
+from conftest import job_fixture, running_job
 from shmem_notebook import CellStoppedError, PEDiedError, PEError
 from shmem_notebook.launcher.environment import platform_environment
-
-from conftest import job_fixture, running_job
 
 job = job_fixture(2, 4, heap="32M", timeout=120)
 
@@ -98,7 +97,8 @@ def test_a_capped_trace_of_a_cell_that_raised_says_both(job, monkeypatch):
     from shmem_notebook.cells import race as race_stage
 
     monkeypatch.setattr(race_stage, "CAP", 60)
-    code = ("src = np.ones(1, dtype=np.int64)\nfor i in range(200):\n    j = i * i % 997  # distinct for i < 499, in no progression\n"
+    code = ("src = np.ones(1, dtype=np.int64)\nfor i in range(200):\n"
+            "    j = i * i % 997  # distinct for i < 499, in no progression\n"
             "    shmem.put(big[j:j + 1], src, (me + 1) % npes)\nshmem.barrier_all()\nraise KeyError('done')\n")
     out = io.StringIO()
     with pytest.raises(PEError):

@@ -16,8 +16,10 @@ pytestmark = pytest.mark.pe
 ARRAYS = ["buf=int64[4]", "slots=int64[2,4]", "ready=int64[1]", "ack=int64[1]", "filled=int64[1]",
           "freed=int64[1]", "count=int64[1]", "flag=int64[1]", "results=int64[16]", "dest=int64[8]",
           "total=int64[1]", "src=int64[4]", "field=float64[18]", "table=int64[8]", "vals=int64[8]"]
-RESET = ("for _a in (buf, slots, ready, ack, filled, freed, count, flag, results, dest, total, src, field, table, vals):\n"
-         "    _a[...] = 0\nshmem.barrier_all()\n")
+RESET = (
+    "for _a in (buf, slots, ready, ack, filled, freed, count, flag, results, dest, total, src, field, table, vals):\n"
+    "    _a[...] = 0\nshmem.barrier_all()\n"
+)
 
 job = job_fixture(2, 4, heap="16M", timeout=90)
 
@@ -254,7 +256,9 @@ for it in range(4):
     shmem.sum_reduce(total, src[:1])  # A
     acc += int(total[0])  # B
 """
-REDUCE_FIXED = REDUCE_RACY.replace("    acc += int(total[0])  # B\n", "    acc += int(total[0])  # B\n    shmem.sync_all()\n")
+REDUCE_FIXED = REDUCE_RACY.replace(
+    "    acc += int(total[0])  # B\n", "    acc += int(total[0])  # B\n    shmem.sync_all()\n"
+)
 
 #: the root broadcasts again while the other PEs still update their copy in place
 BROADCAST_RACY = """src[:] = np.arange(4)

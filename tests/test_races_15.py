@@ -110,7 +110,9 @@ def test_the_15_calls_on_a_15_library(job):
     if job.library.name != "sos":
         pytest.skip("OpenSHMEM 1.5 calls: Open MPI 4.1.4's OSHMEM refuses them in one line (test_missing.py)")
     assert _races(job, SIGNAL_CELL) == [("A", 4, "put", 9, "sum")]
-    polling = SIGNAL_CELL.replace("shmem.signal_wait_until(sig, shmem.CMP.EQ, 1)", "while shmem.signal_fetch(sig) != 1: pass")
+    polling = SIGNAL_CELL.replace(
+        "shmem.signal_wait_until(sig, shmem.CMP.EQ, 1)", "while shmem.signal_fetch(sig) != 1: pass"
+    )
     assert _races(job, polling) == [("A", 4, "put", 9, "sum")]
     assert _races(job, NBI_CELL.replace("QUIET", "pass")) == [("mine", 3, "atomic_fetch_add_nbi", 5, "load")]
     assert _races(job, NBI_CELL.replace("QUIET", "shmem.quiet()")) == []

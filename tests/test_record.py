@@ -74,9 +74,11 @@ def test_the_trace_records_every_call_the_race_check_records(job):
 def test_every_call_is_unwrapped_after_the_cell(job):
     quiet(job, RACY, arrays=ARRAYS, race=True, trace=True, stress=3)
     out = io.StringIO()
-    job.run("import inspect\nwrapped = sorted(n for n in dir(shmem) if hasattr(getattr(shmem, n), '__shmem_race_skip__'))\n"
-            "print(wrapped, hasattr(shmem.Team.sync, '__wrapped__') and hasattr(shmem.Team.sync, '__shmem_race_skip__'))",
-            stdout=out)
+    job.run(
+        "import inspect\nwrapped = sorted(n for n in dir(shmem) if hasattr(getattr(shmem, n), '__shmem_race_skip__'))\n"
+        "print(wrapped, hasattr(shmem.Team.sync, '__wrapped__') and hasattr(shmem.Team.sync, '__shmem_race_skip__'))",
+        stdout=out,
+    )
     assert set(out.getvalue().split("] ", 1)[1].splitlines()) == {"[] False"}, out.getvalue()
 
 

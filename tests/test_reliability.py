@@ -13,9 +13,9 @@ import time
 
 import psutil
 import pytest
-from conftest import job_fixture, needs_sos, quiet
 
 import shmem_notebook
+from conftest import job_fixture, needs_sos, quiet
 from shmem_notebook import CellStoppedError, JobStateError, PEDiedError
 from shmem_notebook.job.processes import wait
 from shmem_notebook.job.shm import Segments
@@ -79,8 +79,10 @@ def test_barrier_deadlock_shows_where_every_pe_is(job4):
     started = time.monotonic()
     with pytest.raises(CellStoppedError) as info:
         quiet(job4, code, timeout=30)
-    assert str(info.value) == ("PE 1-3 finished the cell; PE 0 waits in shmem.barrier_all() at line 3 for them; the rest "
-                               "of the cell was abandoned on every PE; the job is ready and every PE kept its variables")
+    assert str(info.value) == (
+        "PE 1-3 finished the cell; PE 0 waits in shmem.barrier_all() at line 3 for them; the rest "
+        "of the cell was abandoned on every PE; the job is ready and every PE kept its variables"
+    )
     assert time.monotonic() - started < 3
     assert job4.state == "running"
     assert quiet(job4, "print('back', x)").stdout[3] == "back 1\n"
@@ -101,7 +103,10 @@ def test_a_timeout_nobody_can_be_released_from_marks_the_job_hung(job4):
     code = "shmem.wait_until(flag, shmem.CMP.EQ, 1)"
     with pytest.raises(CellStoppedError) as info:
         quiet(job4, code, arrays="flag=int64[1]", timeout=2)
-    assert "did not finish within 2 s; PE 0-3 could not be interrupted (blocked in OpenSHMEM) and are paused (no CPU)" in str(info.value)
+    assert (
+        "did not finish within 2 s; PE 0-3 could not be interrupted (blocked in OpenSHMEM) and are paused (no CPU)"
+        in str(info.value)
+    )
     assert job4.state == "hung"
     with pytest.raises(JobStateError, match="hung .* restart"):
         quiet(job4, "pass")
@@ -233,8 +238,10 @@ def test_kernel_interrupt_shows_where_pes_are_and_restart_recovers(kernel):
         during=lambda: (time.sleep(3), km.interrupt_kernel()),
     )
     assert "[PE 0] entering 0" in out and "[PE 1] entering 1" in out
-    assert ("CellStoppedError: the cell was interrupted; PE 0-1 could not be interrupted (blocked in OpenSHMEM) and are "
-            "paused (no CPU), so the job is marked hung") in err, err
+    assert (
+        "CellStoppedError: the cell was interrupted; PE 0-1 could not be interrupted (blocked in OpenSHMEM) and are "
+        "paused (no CPU), so the job is marked hung"
+    ) in err, err
     assert "PE 0-1: line 2, shmem.wait_until(F, shmem.CMP.EQ, 1)" in err
     out, err = execute(kc, "%shmem status")
     out, err = execute(kc, "%shmem restart")
@@ -242,7 +249,9 @@ def test_kernel_interrupt_shows_where_pes_are_and_restart_recovers(kernel):
     out, err = execute(kc, "%%pxshmem\nprint('after', me)")
     assert out == "[PE 0] after 0\n[PE 1] after 1\n", err
     # Ctrl-C in a cell that PEs can leave: the job stays usable
-    out, err = execute(kc, "%%pxshmem\nimport time\ntime.sleep(30)", during=lambda: (time.sleep(2), km.interrupt_kernel()))
+    out, err = execute(
+        kc, "%%pxshmem\nimport time\ntime.sleep(30)", during=lambda: (time.sleep(2), km.interrupt_kernel())
+    )
     assert "every PE stopped at the interrupt and the job is still usable" in err
     out, err = execute(kc, "%%pxshmem\nprint('still', me)")
     assert out == "[PE 0] still 0\n[PE 1] still 1\n", err
@@ -259,9 +268,13 @@ def test_kernel_end_stops_the_job(kernel, how):
     segments = Segments()
     segments.note(p.pid for p in tree)  # this job's /dev/shm files and SysV segments
     assert segments.files and segments.shmids
-    out, err = execute(kc, "from shmem_notebook import current_job\nprint(current_job()._cluster.profile_dir, current_job()._cluster.cluster_id)")
+    out, err = execute(kc, "from shmem_notebook import current_job\n"
+                           "print(current_job()._cluster.profile_dir, current_job()._cluster.cluster_id)")
     profile, cluster_id = out.split()
-    profile_files = lambda: [n for d in ("log", "security") for n in os.listdir(os.path.join(profile, d)) if cluster_id in n]  # noqa: E731
+
+    def profile_files():
+        return [n for d in ("log", "security") for n in os.listdir(os.path.join(profile, d)) if cluster_id in n]
+
     assert profile_files(), err  # the controller's log and connection files, the cluster file
     if how == "shutdown":
         km.shutdown_kernel()

@@ -6,7 +6,6 @@ screenshot tests/artifacts/replay.png (the README's docs/replay.png)."""
 import time
 
 import pytest
-
 from test_inspector_browser import ARTIFACTS, make_driver, notebook_lab, open_and_run_all, wait_for
 
 pytestmark = pytest.mark.pe

@@ -19,10 +19,10 @@ import time
 
 import psutil
 import pytest
-from conftest import quiet
-from slurm_cluster import ShmWatch, SlurmCluster, slurm_missing
 
 import shmem_notebook
+from conftest import quiet
+from slurm_cluster import ShmWatch, SlurmCluster, slurm_missing
 
 pytestmark = [pytest.mark.pe, pytest.mark.skipif(slurm_missing() is not None, reason=slurm_missing() or "")]
 
@@ -157,7 +157,9 @@ def occupy_every_cpu(cluster):
     out = cluster.run(["sbatch", "--parsable", "--nodes=2", "--ntasks=8", "--output=/dev/null", "--wrap", "sleep 300"])
     blocker = out.strip().split(";")[0]
     deadline = time.monotonic() + 30
-    while ("RUNNING" not in cluster.run(["squeue", "-h", f"--jobs={blocker}", "-o", "%T"])) and time.monotonic() < deadline:
+    while (
+        "RUNNING" not in cluster.run(["squeue", "-h", f"--jobs={blocker}", "-o", "%T"])
+    ) and time.monotonic() < deadline:
         time.sleep(0.1)
     return blocker
 
@@ -170,7 +172,9 @@ def once_waiting_for_resources(cluster, action, settle=2.0, limit=60.0):
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
             out = cluster.run(["squeue", "-h", "-o", "%j %T %r"], check=False)
-            if any(line.startswith("shmem_notebook-") and line.endswith("PENDING Resources") for line in out.splitlines()):
+            if any(
+                line.startswith("shmem_notebook-") and line.endswith("PENDING Resources") for line in out.splitlines()
+            ):
                 time.sleep(settle)
                 break
             time.sleep(0.2)
@@ -265,13 +269,13 @@ def test_a_pe_crashing_on_the_second_node_is_named_and_ends_the_batch_job(cluste
     assert cluster.wait_no_jobs() == []
 
 
-def test_the_readme_example_runs(cluster, monkeypatch, capsys):
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
-    block = readme.split("<!-- many-nodes:start -->")[1].split("<!-- many-nodes:end -->")[0]
+def test_the_many_nodes_page_example_runs(cluster, monkeypatch, capsys):
+    page = open(os.path.join(os.path.dirname(__file__), "..", "docs", "many-nodes.md")).read()
+    block = page.split("<!-- many-nodes:start -->")[1].split("<!-- many-nodes:end -->")[0]
     code = block.split("```python")[1].split("```")[0]
     monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")  # two fake nodes on one host
     try:
-        exec(compile(code, "README.md", "exec"), {})
+        exec(compile(code, "docs/many-nodes.md", "exec"), {})
     finally:
         job = shmem_notebook.current_job()
         if job is not None:

@@ -2,7 +2,15 @@
 
 import pytest
 
-from shmem_notebook.specs import SpecError, as_specs, format_size, parse_size, parse_spec, parse_specs, split_declarations
+from shmem_notebook.specs import (
+    SpecError,
+    as_specs,
+    format_size,
+    parse_size,
+    parse_spec,
+    parse_specs,
+    split_declarations,
+)
 
 
 @pytest.mark.parametrize(
@@ -63,7 +71,8 @@ def test_duplicate_names_on_one_line():
         parse_specs(["A=int64[8]", "A=int32[4]"])
 
 
-@pytest.mark.parametrize("text, nbytes", [("256M", 256 << 20), ("1G", 1 << 30), ("65536", 65536), ("512KiB", 512 << 10), ("1.5g", 3 << 29)])
+@pytest.mark.parametrize("text, nbytes", [("256M", 256 << 20), ("1G", 1 << 30), ("65536", 65536), ("512KiB", 512 << 10),
+                                          ("1.5g", 3 << 29)])
 def test_sizes(text, nbytes):
     assert parse_size(text) == nbytes
 

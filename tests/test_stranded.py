@@ -6,8 +6,8 @@ import time
 
 import psutil
 import pytest
-from conftest import job_fixture, quiet
 
+from conftest import job_fixture, quiet
 from shmem_notebook import PEError
 
 job = job_fixture(2, 4, heap="16M", timeout=120, sos=(2,))
@@ -66,23 +66,29 @@ def test_a_raise_before_a_world_synchronisation_is_named_and_the_job_stays_ready
     if native(job) and "TEAM" in call:  # the library's own team sync: which team it is cannot be seen from here
         assert message.startswith(f"PE 0 raised ValueError at line 3: boom; PE 1 waits in {shown} at line 4 for it; ")
         return assert_paused_then_restart(job, message)
-    assert message == f"PE 0 raised ValueError at line 3: boom; PE {others(job)} wait{'s' if job.n == 2 else ''} in {shown} at line 4 for it; {RELEASED}"
+    waits = "waits" if job.n == 2 else "wait"
+    assert message == (f"PE 0 raised ValueError at line 3: boom; PE {others(job)} {waits} in {shown} at line 4 for it; "
+                       f"{RELEASED}")
     assert_usable(job)
 
 
-@pytest.mark.parametrize("call", ["half.sync()", "shmem.broadcast(W, W, 0, team=half)", "shmem.sum_reduce(W, W, team=half)",
-                                  "shmem.sync(half)"])
+@pytest.mark.parametrize("call", ["half.sync()", "shmem.broadcast(W, W, 0, team=half)",
+                                  "shmem.sum_reduce(W, W, team=half)", "shmem.sync(half)"])
 def test_a_raise_before_a_team_call_the_tool_emulates_releases_the_others(job, call):
     message = stranded(job, f"if me == 0:\n    raise ValueError('boom')\n{call}\nprint('not reached')")
     verb = "waits" if job.n == 2 else "wait"
     if native(job):  # the library's own team call: no PE can be released from it
         assert message.startswith(f"PE 0 raised ValueError at line 2: boom; PE {others(job)} {verb} in ")
         return assert_paused_then_restart(job, message)
-    assert message == f"PE 0 raised ValueError at line 2: boom; PE {others(job)} {verb} in {call} at line 3 for it; {RELEASED}"
+    assert (
+        message
+        == f"PE 0 raised ValueError at line 2: boom; PE {others(job)} {verb} in {call} at line 3 for it; {RELEASED}"
+    )
     assert_usable(job)
     # the team's half-done counts were reset: its calls agree again; the waiting PEs' frames held W, and
     # rebinding it frees the old one on every PE together (shmem4py frees collectively when the last reference goes)
-    out = quiet(job, "W = shmem.zeros(1, dtype='int64')\nhalf.sync()\nW[0] = me + 1\nshmem.barrier_all()\nshmem.sum_reduce(W, W, team=half)\n"
+    out = quiet(job, "W = shmem.zeros(1, dtype='int64')\nhalf.sync()\nW[0] = me + 1\nshmem.barrier_all()\n"
+                     "shmem.sum_reduce(W, W, team=half)\n"
                      "print('team', W[0])").stdout
     assert out == {pe: f"team {job.n * (job.n + 1) // 2}\n" for pe in range(job.n)}
 
@@ -92,7 +98,9 @@ def test_inside_a_function_in_the_third_iteration_of_a_loop(job):
             "for i in range(5):\n    step(i)")
     message = stranded(job, code)
     assert message.startswith("PE 0 raised KeyError at line 3: 'third'; PE ")
-    assert "wait in shmem.barrier_all() at line 6 for it" in message or "waits in shmem.barrier_all() at line 6" in message
+    assert (
+        "wait in shmem.barrier_all() at line 6 for it" in message or "waits in shmem.barrier_all() at line 6" in message
+    )
     assert message.endswith(RELEASED)
     assert_usable(job)
 

@@ -14,11 +14,10 @@ import time
 import numpy as np
 import pytest
 
+from conftest import job_fixture
 from shmem_notebook import Access, Race
 from shmem_notebook.cells.stress import Run, compare, summary
 from shmem_notebook.launcher.environment import platform_environment
-
-from conftest import job_fixture
 
 job = job_fixture(2, 4, heap="32M", timeout=120)
 
@@ -91,7 +90,9 @@ def test_a_write_write_race_is_real_when_its_elements_differ(job):
     real = [line for line in stress_lines(text) if line.endswith("the race is real, not just possible")]
     assert len(real) == 1 and " changed W[" in real[0] and "the memory of a race above" in real[0], text
     # the per-rerun lines name the elements with both values
-    assert any(": W[" in line and "(the cell: " in line for line in text.splitlines() if line.startswith("  seed ")), text
+    assert any(": W[" in line and "(the cell: " in line for line in text.splitlines() if line.startswith("  seed ")), (
+        text
+    )
     # afterwards: the cell's result and the arrays as the cell left them, not as a rerun did
     assert job.last_result is result
     assert [str(row.tolist()) + "\n" for row in job.gather("W")] == [result.stdout[pe] for pe in range(job.n)]

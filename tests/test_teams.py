@@ -16,7 +16,6 @@ from shmem_notebook import PEError
 from shmem_notebook.engine.teams import decide
 from shmem_notebook.errors import InputError
 
-
 job = job_fixture(1, 2, 3, 4, 6, heap="32M", sos=(2, 4))
 
 
@@ -165,7 +164,9 @@ def test_status_says_how_the_library_provides_teams(job):
     rows = job.status()
     native = job.library.name == "sos"  # OpenSHMEM 1.5; Open MPI 4.1.4's OSHMEM is 1.4
     assert {row["teams"] for row in rows} == {"native" if native else "emulated"}
-    assert {(row["vendor"], row["spec"]) for row in rows} == {("Sandia OpenSHMEM", "1.5") if native else ("http://www.open-mpi.org/", "1.4")}
+    assert {(row["vendor"], row["spec"]) for row in rows} == {
+        ("Sandia OpenSHMEM", "1.5") if native else ("http://www.open-mpi.org/", "1.4")
+    }
 
 
 def test_team_collectives_involve_only_members(job):
@@ -219,8 +220,12 @@ def test_mistakes_end_in_one_line(job):
     assert "does not pick PEs of a team of" in str(info.value)
     with pytest.raises(PEError) as info:
         quiet(job, "t = shmem.TEAM_WORLD.split_strided(0, 1, 1)\nt2 = shmem.Team(t)\nt.destroy()\nt2.n_pes()")
-    said = str(info.value)  # the copy shares the handle: "was destroyed", or (a handle SOS handed out again) "never created"
-    assert "got a team that was destroyed" in said or "destroyed or never created" in said or "TEAM_INVALID" in said, said
+    said = str(
+        info.value
+    )  # the copy shares the handle: "was destroyed", or (a handle SOS handed out again) "never created"
+    assert "got a team that was destroyed" in said or "destroyed or never created" in said or "TEAM_INVALID" in said, (
+        said
+    )
     quiet(job, "shmem.barrier_all()")  # the job is still usable
 
 

@@ -10,7 +10,6 @@ from conftest import job_fixture, quiet
 from shmem_notebook import InputError
 from shmem_notebook.inspector.replay import Replay, draw_frame, transfers
 
-
 job = job_fixture(2, 4, heap="32M", sos=(2,))
 
 
@@ -20,11 +19,17 @@ def test_ring_shift_is_recorded_with_lines_arrays_indices_and_epochs(job):
     result = quiet(job, "right[:] = -1\nshmem.barrier_all()\nshmem.put(right[1:3], np.full(2, me), (me + 1) % npes)\n"
                         "shmem.barrier_all()\nx = int(right.sum())", arrays="right=int64[4]", trace=True, stdout=out)
     trace = result.trace
-    assert f"trace: " in out.getvalue() and "replay with `%shmem replay`" in out.getvalue()
+    assert "trace: " in out.getvalue() and "replay with `%shmem replay`" in out.getvalue()
     puts = [e for e in trace.events if e["op"] == "put"]
     assert sorted((e["pe"], e["target"]) for e in puts) == [(pe, (pe + 1) % n) for pe in range(n)]
     for e in puts:
-        assert (e["line"], e["array"], e["indices"], e["epoch"], e["values"]) == (3, "right", [1, 3, 1], 1, [e["pe"]] * 2)
+        assert (e["line"], e["array"], e["indices"], e["epoch"], e["values"]) == (
+            3,
+            "right",
+            [1, 3, 1],
+            1,
+            [e["pe"]] * 2,
+        )
     epochs = [e["epoch"] for e in trace.events]
     assert epochs == sorted(epochs)  # barriers order the events
     assert trace.epochs == 4  # start, after each of the 2 barriers, end
@@ -103,9 +108,11 @@ def test_replay_reads_well_at_4_pes_with_rabenseifner(job):
     steps worded without "i-0" or "i..i+0", transfers in PE order, unknown arrays refused."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    code = ("src[:] = np.arange(8) * (me + 1)\nwide[:] = 123456.789 + np.arange(12)\nshmem.barrier_all()\n"
-            "collectives.reduce(dst, src, algorithm='rabenseifner')\n"
-            "collectives.fcollect(ring, src[:2], algorithm='ring')\ncollectives.fcollect(ring, src[:2], algorithm='bruck')")
+    code = (
+        "src[:] = np.arange(8) * (me + 1)\nwide[:] = 123456.789 + np.arange(12)\nshmem.barrier_all()\n"
+        "collectives.reduce(dst, src, algorithm='rabenseifner')\n"
+        "collectives.fcollect(ring, src[:2], algorithm='ring')\ncollectives.fcollect(ring, src[:2], algorithm='bruck')"
+    )
     result = quiet(job, code, arrays="src=float64[8] dst=float64[8] wide=float64[12] ring=float64[2*npes]", trace=True)
     trace = result.trace
     titles = [f["title"] for f in trace.frames()]
@@ -127,5 +134,7 @@ def test_replay_reads_well_at_4_pes_with_rabenseifner(job):
             if t.get_text().startswith("wide ["):
                 inside = [b for b in boxes if b.x0 <= t.get_window_extent(renderer).x0 <= b.x1]
                 assert inside and t.get_window_extent(renderer).x1 <= inside[0].x1, t.get_text()
-    with pytest.raises(InputError, match=r"the traced cell has no array named 'nope'; its arrays: .*dst, .*ring, src, wide \(e.g. `%shmem replay --array "):
+    expected = (r"the traced cell has no array named 'nope'; its arrays: .*dst, .*ring, src, wide "
+                r"\(e.g. `%shmem replay --array ")
+    with pytest.raises(InputError, match=expected):
         trace.replay(arrays=["nope"])

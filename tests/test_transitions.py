@@ -207,8 +207,16 @@ def test_after_a_hang_and_restart(session, magic):
 def test_after_stop(session, magic):
     job, _ = session
     job.stop()
-    for call in (job.status, lambda: job.run("pass"), lambda: job.ask("info"), lambda: job.alloc("B=int32[3]"), lambda: job.gather("A"),
-                 lambda: job.pull("A"), job.inspect, lambda: gather_snapshot(job)):
+    for call in (
+        job.status,
+        lambda: job.run("pass"),
+        lambda: job.ask("info"),
+        lambda: job.alloc("B=int32[3]"),
+        lambda: job.gather("A"),
+        lambda: job.pull("A"),
+        job.inspect,
+        lambda: gather_snapshot(job),
+    ):
         with pytest.raises(NoJobError, match="start one with `%shmem start"):
             call()
     for source in ("%shmem status", "%%pxshmem\npass", "%shmem gather A", "%shmem inspect", "%shmem replay"):

@@ -45,7 +45,10 @@ def _python_for(prefix):
     """A Python of this version the user can execute (the test venv's base may sit under /root)."""
     version = f"{sys.version_info[0]}.{sys.version_info[1]}"
     for candidate in (os.path.realpath(sys.executable), f"/usr/bin/python{version}"):
-        if os.path.exists(candidate) and subprocess.run([*prefix, candidate, "-c", "pass"], capture_output=True).returncode == 0:
+        if (
+            os.path.exists(candidate)
+            and subprocess.run([*prefix, candidate, "-c", "pass"], capture_output=True).returncode == 0
+        ):
             return candidate
     pytest.skip(f"no Python {version} that the ordinary user may run")
 
@@ -83,15 +86,21 @@ def user_env():
             if src.is_file():
                 (env.repo / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, env.repo / rel)
-        for dirpath, dirnames, filenames in os.walk(work):
+        for dirpath, _dirnames, filenames in os.walk(work):
             for entry in [dirpath] + [os.path.join(dirpath, f) for f in filenames]:
                 os.chown(entry, uid, -1)
         python = _python_for(prefix)
         t0 = time.monotonic()
         made = env.run(python, "-m", "venv", str(env.venv), cwd=work)
         assert made.returncode == 0, made.stderr
-        site = Path(subprocess.run([env.venv / "bin/python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                   capture_output=True, text=True, check=True).stdout.strip())
+        site = Path(
+            subprocess.run(
+                [env.venv / "bin/python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+        )
         pth = site / "zz_reuse_test_site_packages.pth"
         pth.write_text(sysconfig.get_paths()["purelib"] + "\n")
         os.chown(pth, uid, -1)
@@ -135,7 +144,8 @@ from shmem_notebook import PEDiedError
 job = shmem_notebook.Job(2, heap="16M").start()
 assert job.run("import os; print(os.geteuid())", stdout=io.StringIO()).stdout[0].strip() != "0"
 try:
-    job.run("if me == 1:\\n    import os; os._exit(3)\\nimport time; time.sleep(20)", stdout=io.StringIO(), stderr=io.StringIO())
+    job.run("if me == 1:\\n    import os; os._exit(3)\\nimport time; time.sleep(20)",
+            stdout=io.StringIO(), stderr=io.StringIO())
 except PEDiedError as exc:
     print("crash:", str(exc).split(" while")[0])
 job.restart()

@@ -270,7 +270,7 @@ def _replays(fix, sim, layout):
         raise
     except ValueError:
         return []
-    from .races import _Simulation, _accesses, _check
+    from .races import _accesses, _check, _Simulation
 
     out = []
     for inserts, removed in plans:

@@ -25,7 +25,9 @@ _SYNTAX_WHERE = re.compile(r"\s*\((?:[^()]*\.py|<[^>]*>), line (\d+)\)$")
 _SRUN_EXIT = re.compile(r"srun: error: \S+: task (\d+): Exited with exit code (\d+)")
 _SRUN_SEGV = re.compile(r"srun: error: \S+: task (\d+): Segmentation fault")
 #: MPICH's mpiexec.hydra (Sandia OpenSHMEM's oshrun): the first PE that ended badly, by pid
-_HYDRA_EXIT = re.compile(r"=\s+PID (\d+) RUNNING AT \S+\s*\n=\s+EXIT CODE: (\d+)(?:.*?EXIT STRING: [^\n]*\(signal (\d+)\))?", re.S)
+_HYDRA_EXIT = re.compile(
+    r"=\s+PID (\d+) RUNNING AT \S+\s*\n=\s+EXIT CODE: (\d+)(?:.*?EXIT STRING: [^\n]*\(signal (\d+)\))?", re.S
+)
 _GLOBAL_EXIT = re.compile(r"shmem_notebook: PE (\d+) called shmem\.global_exit\((-?\d+)\)")
 
 
@@ -112,7 +114,9 @@ def where_report(locations, code, npes):
             if call == EMULATED_WAIT:
                 where = f"line {line}, {text}  (waiting in a team call the tool emulates)"
             else:
-                where = f"line {line}, {text}" + (f"  (blocked in shmem.{call})" if call and f"{call}(" not in text else "")
+                where = f"line {line}, {text}" + (
+                    f"  (blocked in shmem.{call})" if call and f"{call}(" not in text else ""
+                )
         groups.setdefault(where, []).append(pe)
     return [f"PE {pe_ranges(pes)}: {where}" for where, pes in groups.items()]
 

@@ -1,10 +1,10 @@
 """Races in one cell, found by happens-before over what the PEs recorded (client side).
 
 :func:`find_races` takes each PE's trace (the plain data of
-:func:`shmem_notebook.engine.record.race_stop`, events as in :data:`shmem_notebook.operations.EVENT_FIELDS`) and never looks at the values the
-cell computed: two accesses race when they touch the same bytes of one PE's
-memory, at least one writes, they are not both atomics of one datatype, no lock
-covers both, and neither happens before the other. The order comes from vector
+:func:`shmem_notebook.engine.record.race_stop`, events as in
+:data:`shmem_notebook.operations.EVENT_FIELDS`) and never looks at the values the cell computed:
+two accesses race when they touch the same bytes of one PE's memory, at least one writes, they are
+not both atomics of one datatype, no lock covers both, and neither happens before the other. The order comes from vector
 clocks over the OpenSHMEM 1.5 memory model as :mod:`.model` states it (completion,
 collective synchronisation, collectives' destinations, fence, the writes a wait's
 condition requires, locks); :class:`_Simulation` applies it to the events.
@@ -27,8 +27,8 @@ reports are one algorithm over one set of events; the hints are in :mod:`.hints`
 import bisect
 import gc
 from collections import defaultdict
-from itertools import accumulate
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from ..folding import pe_ranges
 from ..operations import CALLS, SIGNAL_EVENTS, event
@@ -39,7 +39,12 @@ from .repeats import fold_repeats
 
 __all__ = ["Access", "Race", "Analysis", "find_races", "analyse", "format_indices"]
 
-_COLLECTIVE_SYNCS, _COMPLETING, _READS, _PUT_SIGNALS = model.COLLECTIVE_SYNCS, model.COMPLETING, model.READS, model.PUT_SIGNALS
+_COLLECTIVE_SYNCS, _COMPLETING, _READS, _PUT_SIGNALS = (
+    model.COLLECTIVE_SYNCS,
+    model.COMPLETING,
+    model.READS,
+    model.PUT_SIGNALS,
+)
 _done_on_return = model.done_on_return
 
 
@@ -143,7 +148,13 @@ class _Simulation:
         self.arrived = {}  # (pe, index) of a collective -> the PE's clock when it entered
         self.entered = {}  # (pe, index) of a collective -> the earliest any member entered (a clock)
         self.progress = progress
-        self._writes, self._stores, self._sums, self._own, self._by_value = {}, set(), {}, {}, {}  # see _wait_candidates
+        self._writes, self._stores, self._sums, self._own, self._by_value = (
+            {},
+            set(),
+            {},
+            {},
+            {},
+        )  # see _wait_candidates
         self._sets = set()  # waits whose word is written by sets of known values only
         self._returns = defaultdict(set)  # PE -> its writes complete when they return (fetching atomics, stores)
         self._candidates = self._wait_candidates()
@@ -646,7 +657,9 @@ def _check(sim, accesses, progress=None):
                         and (whole or (a.fp == b.fp and a.lo == b.lo and a.hi == b.hi))):
                     keep.append(a)
             keep.append(b)
-            if whole and len(keep) > _SAME:  # unordered accesses of one kind pile up (puts without a quiet): keep the latest
+            if (
+                whole and len(keep) > _SAME
+            ):  # unordered accesses of one kind pile up (puts without a quiet): keep the latest
                 same = [a for a in keep if a.sig == kind and a.exact]
                 if len(same) > _SAME:  # the oldest stays too: the first of a loop names the fix for the loop
                     dropped = {id(a) for a in same[1:1 - _SAME]}
@@ -676,7 +689,9 @@ def _pair(pairs, a, b, key, blocks):
 def _fold(pairs, sim, traces, cell):
     """The :class:`Race` reports of the racing pairs: one per pair of lines, folded over PEs."""
     raw = [(a.owner, a.space, lo, hi, a, b, blocks) for a, b, lo, hi, blocks in pairs]
-    raw.sort(key=lambda r: (not r[4].writes, not r[5].writes, r[4].seq, r[5].seq))  # writes first: `+=` reports its store
+    raw.sort(
+        key=lambda r: (not r[4].writes, not r[5].writes, r[4].seq, r[5].seq)
+    )  # writes first: `+=` reports its store
     folded, seen_pairs, names, hints = {}, {}, {}, {}
     for owner, space, lo, hi, a, b, blocks in raw:
         if (a.cell is None, a.line, a.pe) > (b.cell is None, b.line, b.pe):
@@ -701,7 +716,9 @@ def _fold(pairs, sim, traces, cell):
         if pair in seen_pairs and seen_pairs[pair] != key:
             continue  # one race per pair of lines (an in-place `A[i] += 1` both loads and stores)
         seen_pairs[pair] = key
-        entry = folded.setdefault(key, {"owners": set(), "a": set(), "b": set(), "indices": [], "shape": (), "fix": fix})
+        entry = folded.setdefault(
+            key, {"owners": set(), "a": set(), "b": set(), "indices": [], "shape": (), "fix": fix}
+        )
         entry["owners"].add(owner)
         entry["a"].add(a.pe)
         entry["b"].add(b.pe)
@@ -804,12 +821,19 @@ def _analyse(traces, npes, carry, cell, progress, source=None):
     sim.source = source  # the hints check their fixes on it (.fixcheck)
     accesses = _accesses(sim, labels)
     offset = len(sim.order)
-    pairs = _check(sim, accesses, progress and (lambda done: progress(offset + done * offset // max(len(accesses), 1), total)))
+    pairs = _check(
+        sim, accesses, progress and (lambda done: progress(offset + done * offset // max(len(accesses), 1), total))
+    )
     races = _fold(pairs, sim, traces, cell)
     left = Carry()
     for pe, evs in events.items():
         for i, e in enumerate(evs):
-            if e.kind == "rma" and not _done_on_return(e.op) and sim.points[pe][i] is not None and not sim.ends[(pe, i)]:
+            if (
+                e.kind == "rma"
+                and not _done_on_return(e.op)
+                and sim.points[pe][i] is not None
+                and not sim.ends[(pe, i)]
+            ):
                 raw = list(e)
                 left.ops.setdefault(pe, []).append((raw, labels.get((pe, i), cell)))
     return Analysis(races, left, checked)

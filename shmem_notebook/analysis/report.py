@@ -5,7 +5,7 @@ the command-line runner (:mod:`shmem_notebook.race`). The verdict is a plain ``n
 (``3 races found``) only when every PE sent its trace, ran to the end and no trace reached the
 cap; otherwise it says what was checked and why the rest was not::
 
-    no races found in what was checked: PE 0-1 up to line 6; the cell raised ValueError on PE 0-1 at line 6 (cell traced: ...)
+    no races found in what was checked: PE 0-1 up to line 6; the cell raised ValueError on PE 0-1 at line 6 (...)
 """
 
 from dataclasses import dataclass
@@ -18,7 +18,8 @@ __all__ = ["Stop", "Words", "CELL", "PROGRAM", "stops_of", "verdict", "report_li
 
 @dataclass(frozen=True)
 class Words:
-    """How the report names what was traced: ``cell``/``trace`` in a notebook, ``program``/``recording`` for the runner."""
+    """How the report names what was traced: ``cell``/``trace`` in a notebook, ``program``/``recording`` for the
+    runner."""
 
     subject: str
     trace: str

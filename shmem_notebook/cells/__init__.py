@@ -11,10 +11,9 @@
 - :mod:`.stress`: the ``stress`` stage (``--stress [SEED]``): reruns with seeded delays.
 """
 
-from . import race, stress  # noqa: F401  (register the "race" and "stress" stages)
+from . import race, stress, tracing  # noqa: F401  (register the "race", "stress" and "trace" stages)
 from .path import Cell, run_cell
 from .result import CellResult
 from .stages import STAGES, Stage, register
-from . import tracing  # noqa: F401  (registers the "trace" stage)
 
 __all__ = ["Cell", "CellResult", "run_cell", "Stage", "STAGES", "register"]

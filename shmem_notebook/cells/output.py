@@ -32,7 +32,11 @@ class OutputMerger:
         # PE -> [(pattern, placeholder)]: numbers only that PE prints (its pid), so that lines
         # differing only by them fold, e.g. "[PE 0-3] warning in process <pid>"
         self.own = {
-            pe: [(str(v), re.compile(rf"(?<![\w.]){re.escape(str(v))}(?![\w.])"), f"<{k}>") for k, v in values.items() if v]
+            pe: [
+                (str(v), re.compile(rf"(?<![\w.]){re.escape(str(v))}(?![\w.])"), f"<{k}>")
+                for k, v in values.items()
+                if v
+            ]
             for pe, values in (own or {}).items()
         }
         self.hold = hold

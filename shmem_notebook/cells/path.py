@@ -38,7 +38,7 @@ class Cell:
     write_err: object = None
     request: object = None  # once dispatched: ChannelCell or ExecuteCell (see .channel)
     before_requests: list = field(default_factory=list)  # [(op, args)] the PEs answer right before the cell
-    after_requests: list = field(default_factory=list)  # op names the PEs answer right after it (request.answers)
+    after_requests: list = field(default_factory=list)  # [(op, args)] (or op names) the PEs answer right after it
     waiting: dict = None  # PE -> (line, call) of PEs stranded by others' errors (see .stranded)
 
 
@@ -196,11 +196,17 @@ def _error(cell, result, where):
             return CellStoppedError(text, [])
         return PEError(result.errors, job.n, message=text)
     if result.outcome in ("timeout", "interrupted"):
-        raised = {pe: f"raised {e[0]}" + (f" at line {stranded.raised_line(e[2])}" if stranded.raised_line(e[2]) else "")
-                  + (f": {e[1]}" if e[1] else "") for pe, e in result.errors.items()}
+        raised = {
+            pe: f"raised {e[0]}"
+            + (f" at line {stranded.raised_line(e[2])}" if stranded.raised_line(e[2]) else "")
+            + (f": {e[1]}" if e[1] else "")
+            for pe, e in result.errors.items()
+        }
         lines = where_report({**raised, **where}, cell.code, job.n)
         what = f"did not finish within {cell.timeout:g} s" if result.outcome == "timeout" else "was interrupted"
-        paused = f"PE {pe_ranges(result.pending)} could not be interrupted (blocked in OpenSHMEM) and {'is' if len(result.pending) == 1 else 'are'} paused (no CPU)"
+        verb = "is" if len(result.pending) == 1 else "are"
+        paused = (f"PE {pe_ranges(result.pending)} could not be interrupted (blocked in OpenSHMEM) "
+                  f"and {verb} paused (no CPU)")
         if not result.pending:
             return CellStoppedError(
                 f"the cell {what}; every PE stopped at the interrupt and the job is still usable. Where every PE was:",

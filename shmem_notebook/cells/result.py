@@ -13,7 +13,9 @@ class CellResult:
     stderr: dict = field(default_factory=dict)
     results: dict = field(default_factory=dict)  # PE -> text/plain of the last expression
     errors: dict = field(default_factory=dict)  # PE -> (ename, evalue, traceback)
-    displays: dict = field(default_factory=dict)  # PE -> [{"data": MIME bundle, "metadata": ...}] (display(), plt.show())
+    displays: dict = field(
+        default_factory=dict
+    )  # PE -> [{"data": MIME bundle, "metadata": ...}] (display(), plt.show())
     result_data: dict = field(default_factory=dict)  # PE -> MIME bundle of a rich last expression
     seconds: float = 0.0
     pending: list = field(default_factory=list)  # PEs that had not finished (timeout, interrupt, death)

@@ -52,7 +52,8 @@ def register(stage_class):
 
 
 def stages_for(options):
-    """Stage instances for ``{name: option}`` in their :attr:`Stage.order`, skipping options that are off (False/None)."""
+    """Stage instances for ``{name: option}`` in their :attr:`Stage.order`, skipping options that are off
+    (False/None)."""
     unknown = sorted(set(options) - set(STAGES))
     if unknown:
         known = ", ".join(sorted(STAGES)) or "none"

@@ -99,7 +99,11 @@ def _joinable(job, where):
     """The one call every waiting PE is in, if they can be released from here."""
     calls = {call for _, call in where.values()}
     call = calls.pop() if len(calls) == 1 else None
-    if call not in JOINABLE and call != EMULATED_WAIT or (call == "sync" and job.pes.get(0, {}).get("teams") != "emulated"):
+    if (
+        call not in JOINABLE
+        and call != EMULATED_WAIT
+        or (call == "sync" and job.pes.get(0, {}).get("teams") != "emulated")
+    ):
         return None  # natively, shmem.sync may be a sub-team's: joining TEAM_WORLD would not release it
     here = socket.gethostname()
     if any(job.pes.get(pe, {}).get("host") != here for pe in where):
@@ -167,7 +171,10 @@ def message(errors, where, released, restart_hint, code=None, finished=()):
     parts = [f"PE {pe_ranges(pes)} {what}" for what, pes in raised.items()]
     if finished:
         parts.append(f"PE {pe_ranges(finished)} finished the cell")
-    parts += [f"PE {pe_ranges(pes)} {'waits' if len(pes) == 1 else 'wait'} in {what} for {them}" for what, pes in waits.items()]
+    parts += [
+        f"PE {pe_ranges(pes)} {'waits' if len(pes) == 1 else 'wait'} in {what} for {them}"
+        for what, pes in waits.items()
+    ]
     if released:
         parts.append("the rest of the cell was abandoned on every PE; the job is ready and every PE kept its variables")
     else:

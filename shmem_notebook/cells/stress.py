@@ -66,7 +66,9 @@ class StressStage(Stage):
 
     def __init__(self, option=True):
         if option is not True and (isinstance(option, bool) or not isinstance(option, int)):
-            raise InputError(f"stress takes True or an integer seed, got {option!r}; e.g. job.run(code, race=True, stress=3)")
+            raise InputError(
+                f"stress takes True or an integer seed, got {option!r}; e.g. job.run(code, race=True, stress=3)"
+            )
         super().__init__(option)
 
     def before(self, cell):
@@ -91,9 +93,11 @@ class StressStage(Stage):
 
     def _rerun(self, cell, result, mine, names):
         job, write = cell.job, cell.write_out
-        write(f"stress: rerunning the cell {RUNS} times (seeds {self.seed}-{self.seed + RUNS - 1}) with random delays "
-              f"of up to {MAX_DELAY * 1e3:.0f} ms around every shmem call, each from the arrays as they were before it: "
-              f"{estimate(RUNS, result.seconds)}; Ctrl-C stops them\n")
+        write(
+            f"stress: rerunning the cell {RUNS} times (seeds {self.seed}-{self.seed + RUNS - 1}) with random delays "
+            f"of up to {MAX_DELAY * 1e3:.0f} ms around every shmem call, each from the arrays as they were before it: "
+            f"{estimate(RUNS, result.seconds)}; Ctrl-C stops them\n"
+        )
         started = time.monotonic()
         for run in range(RUNS):
             seed, began = self.seed + run, time.monotonic()
@@ -164,7 +168,9 @@ def summary(runs, races, stopped=None, memory=True, race_checked=True, same="the
             pes.update(dict.fromkeys(d.pes))
             seeds.append(seed)
     for named, seeds in real.items():
-        lines.append(f"{_seeds(seeds)} changed {named}, the memory of a race above: the race is real, not just possible")
+        lines.append(
+            f"{_seeds(seeds)} changed {named}, the memory of a race above: the race is real, not just possible"
+        )
     for what, (pes, seeds) in explained.items():
         lines.append(f"{_on(pes, what)} ({_seeds(seeds)}); a race above may explain it (such a difference alone "
                      "does not make a race real)")
@@ -270,5 +276,7 @@ def compare(cell, rerun, races=(), label="the cell"):
                                         tuple(race for race, _ in covering)))
             rest = diff[~np.isin(diff, raced)]
             if rest.size:
-                found.append(Difference(f"PE {pe}: {_elements(name, a, b, rest)}", (pe,), f"left other values in {name}"))
+                found.append(
+                    Difference(f"PE {pe}: {_elements(name, a, b, rest)}", (pe,), f"left other values in {name}")
+                )
     return found

@@ -19,5 +19,6 @@ def check_syntax(code):
         text = lines[n - 1].strip() if 0 < n <= len(lines) else (exc.text or "").strip()
         where = f"line {n} of the cell" + (f": {text}" if text else "")
         raise CellSyntaxError(
-            f"{type(exc).__name__}: {exc.msg} ({where}); nothing was sent to the PEs: fix the line and run the cell again"
+            f"{type(exc).__name__}: {exc.msg} ({where}); nothing was sent to the PEs: "
+            "fix the line and run the cell again"
         ) from None

@@ -221,7 +221,13 @@ def _recursive_doubling_fcollect(m, block):
     steps = _log2(p)
     of = steps + (2 if r else 0)
     if r:
-        _step("fcollect", "recursive_doubling", 1, of, f"recursive doubling, fold in: PE i >= {p} puts its block to PE i-{p}")
+        _step(
+            "fcollect",
+            "recursive_doubling",
+            1,
+            of,
+            f"recursive doubling, fold in: PE i >= {p} puts its block to PE i-{p}",
+        )
         if rank >= p:
             _put(block(rank), block(rank), m.pes[rank - p])
             teams.signal(m, 0, m.pes[rank - p])
@@ -241,7 +247,13 @@ def _recursive_doubling_fcollect(m, block):
             teams.signal(m, 1 + k, m.pes[partner])
             teams.wait_signal(m, 1 + k)
     if r:
-        _step("fcollect", "recursive_doubling", of, of, f"recursive doubling, fold out: PE i < {r} puts everything to PE i+{p}")
+        _step(
+            "fcollect",
+            "recursive_doubling",
+            of,
+            of,
+            f"recursive doubling, fold out: PE i < {r} puts everything to PE i+{p}",
+        )
         if rank < r:
             for j in range(n):
                 _put(block(j), block(j), m.pes[rank + p])
@@ -275,7 +287,9 @@ def reduce(target, source, op="sum", size=None, team=None, algorithm=None):
         hi = min(size, lo + cap)
         work = np.array(s[lo:hi])
         teams.team_sync(m)
-        region = [_scratch[k * cap * t.itemsize : (k * cap + hi - lo) * t.itemsize].view(t.dtype) for k in range(regions)]
+        region = [
+            _scratch[k * cap * t.itemsize : (k * cap + hi - lo) * t.itemsize].view(t.dtype) for k in range(regions)
+        ]
         if algorithm == "recursive_doubling":
             work = _recursive_doubling_reduce(m, work, region, ufunc)
             if work is not None:
@@ -299,7 +313,9 @@ def _fold_in(m, work, region, ufunc, algorithm, of):
     p, r = _fold(n)
     if not r:
         return work
-    _step("reduce", algorithm, 1, of, f"{algorithm.replace('_', ' ')}, fold in: PE i >= {p} puts its vector to PE i-{p}")
+    _step(
+        "reduce", algorithm, 1, of, f"{algorithm.replace('_', ' ')}, fold in: PE i >= {p} puts its vector to PE i-{p}"
+    )
     if rank >= p:
         _put(region[0], work, m.pes[rank - p])
         teams.signal(m, 0, m.pes[rank - p])
@@ -315,7 +331,9 @@ def _fold_out(m, t, algorithm):
     if not r:
         return
     of = _log2(p) * (2 if algorithm == "rabenseifner" else 1) + 2
-    _step("reduce", algorithm, of, of, f"{algorithm.replace('_', ' ')}, fold out: PE i < {r} puts the result to PE i+{p}")
+    _step(
+        "reduce", algorithm, of, of, f"{algorithm.replace('_', ' ')}, fold out: PE i < {r} puts the result to PE i+{p}"
+    )
     if rank < r:
         _put(t, t, m.pes[rank + p])
         teams.signal(m, _FOLD_OUT, m.pes[rank + p])

@@ -108,7 +108,7 @@ def install(sh, patches, teams):
             if slot is not None:
                 teams._free |= 1 << slot
 
-    split_2d = getattr(sh.Team, "split_2d")
+    split_2d = sh.Team.split_2d
 
     @functools.wraps(split_2d)
     def split_2d_(self, xrange, *args, **kwargs):

@@ -96,7 +96,9 @@ def plot_heap(snapshot, ax=None, layout=False):
     for p in snapshot.pes:
         y = p["pe"]
         if not layout:
-            artists.append(ax.add_patch(Rectangle((0, y - 0.35), p["heap"]["size"] or xmax, 0.7, color="#e8e8e8", zorder=1)))
+            artists.append(
+                ax.add_patch(Rectangle((0, y - 0.35), p["heap"]["size"] or xmax, 0.7, color="#e8e8e8", zorder=1))
+            )
         if not p["reachable"]:
             artists.append(ax.text(xmax / 2, y, f"PE {y}: {_missing_label(p)}", ha="center", va="center",
                                    fontsize=FONT, color="#b00000", weight="bold", zorder=4))
@@ -201,10 +203,14 @@ def _outline(ax, mask, artists, colour="#d62728"):
     ys, xs = np.nonzero(mask)
     if len(ys) <= 400:
         for y, x in zip(ys, xs):
-            artists.append(ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor=colour, linewidth=2.2)))
+            artists.append(
+                ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor=colour, linewidth=2.2))
+            )
     elif len(ys):
         overlay = np.ma.masked_where(~mask, mask.astype(float))
-        artists.append(ax.imshow(overlay, cmap=ListedColormap([colour]), alpha=0.55, aspect="auto", interpolation="nearest"))
+        artists.append(
+            ax.imshow(overlay, cmap=ListedColormap([colour]), alpha=0.55, aspect="auto", interpolation="nearest")
+        )
 
 
 def plot_values(snapshot, name, ax=None, reference=None, outline=True):
@@ -249,7 +255,9 @@ def plot_values(snapshot, name, ax=None, reference=None, outline=True):
         artists.append(im)
         p = snapshot.pes[pe]
         title = f"PE {pe}" + ("" if name in p["arrays"] else f": {_missing_label(p)}")
-        a.set_title(title, fontsize=FONT + 1, color="#b00000" if masks[pe].any() or name not in p["arrays"] else "black")
+        a.set_title(
+            title, fontsize=FONT + 1, color="#b00000" if masks[pe].any() or name not in p["arrays"] else "black"
+        )
         a.tick_params(labelsize=FONT - 2)
         _index_ticks(a, _block(snapshot, name))
         if panels.shape[1] * panels.shape[2] <= 64 and snapshot.is_exact(name):
@@ -354,7 +362,11 @@ def plot_diff(snapshot, name, reference=None, ax=None):
     for pe in range(snapshot.npes):
         a = axes[pe]
         artists.append(_mask_image(a, panels_mask[pe], 120, 120))
-        label = "reference" if pe == reference else f"{plural(counts[pe], unit[:-1])} {plural(counts[pe], 'differs', 'differ', number=False)}"
+        label = (
+            "reference"
+            if pe == reference
+            else f"{plural(counts[pe], unit[:-1])} {plural(counts[pe], 'differs', 'differ', number=False)}"
+        )
         a.set_title(f"PE {pe}: {label}", fontsize=FONT + 1, color="#d62728" if counts[pe] else "black")
         a.tick_params(labelsize=FONT - 2)
         _index_ticks(a, _block(snapshot, name))

@@ -93,7 +93,9 @@ def draw_frame(trace, index, fig=None, arrays=None):
         width = ax.transData.transform((2.4, 0))[0] - ax.transData.transform((0, 0))[0]
         for i, name in enumerate(names):
             values = frame["heap"][name][pe]
-            text = ax.text(x + 0.1, y + 1.2 - 0.38 * i, _values_text(name, values), fontsize=7, family="monospace", va="top")
+            text = ax.text(
+                x + 0.1, y + 1.2 - 0.38 * i, _values_text(name, values), fontsize=7, family="monospace", va="top"
+            )
             _fit(text, name, values, width, renderer)
     placed = []
     for number, (src, dst, _) in enumerate(arrows, 1):
@@ -155,7 +157,9 @@ class Replay(widgets.VBox):
         """Draw frame ``index`` (0-based; the slider shows ``index + 1``)."""
         self.index = index
         frames = self.trace.frames()
-        title = f"step {index + 1} of {len(frames)}: {frames[index]['title']}" if frames else "no transfers were recorded"
+        title = (
+            f"step {index + 1} of {len(frames)}: {frames[index]['title']}" if frames else "no transfers were recorded"
+        )
         self.title.value = f"<b>{html.escape(title)}</b>"
         self.image.value = figure_png(draw_frame(self.trace, index, arrays=self.arrays))
 

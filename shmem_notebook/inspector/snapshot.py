@@ -132,7 +132,10 @@ class Snapshot:
 
     def _keys(self, name):
         """Per PE, what :meth:`diff` compares: exact values, or block hashes."""
-        return {pe: self._row(info, "hash") if not info["exact"] else info["values"] for pe, info in self._infos(name).items()}
+        return {
+            pe: self._row(info, "hash") if not info["exact"] else info["values"]
+            for pe, info in self._infos(name).items()
+        }
 
     def diff(self, name, reference=None):
         """Where PEs disagree on ``name``: a bool array shaped like :meth:`values`.
@@ -146,7 +149,11 @@ class Snapshot:
         """
         keys = self._keys(name)
         if reference is not None:
-            if isinstance(reference, bool) or not isinstance(reference, (int, np.integer)) or not 0 <= reference < self.npes:
+            if (
+                isinstance(reference, bool)
+                or not isinstance(reference, (int, np.integer))
+                or not 0 <= reference < self.npes
+            ):
                 raise InputError(f"reference must be a PE number 0..{self.npes - 1} or None, got {reference!r}")
             if reference not in keys:
                 raise InputError(
@@ -221,7 +228,8 @@ def _describe_pattern(name, mask, counts, total):
     """``name: PEs hold different data by design (...); PE 3 breaks the shared pattern at 1 of 16 elements: [5]``"""
     by_design = f"{name}: PEs hold different data by design (value = a[i] + b[pe] fits the rest)"
     if not counts:
-        return f"{name}: PEs hold different data by design, all in one pattern (value = a[i] + b[pe]); no element breaks it"
+        return (f"{name}: PEs hold different data by design, all in one pattern (value = a[i] + b[pe]); "
+                "no element breaks it")
     parts = []
     for pe, count in counts.items():
         where = [tuple(int(i) for i in np.unravel_index(k, mask.shape[1:])) for k in np.flatnonzero(mask[pe])[:3]]
@@ -286,8 +294,9 @@ def gather_snapshot(job, budget=DEFAULT_BUDGET, timeout=DEFAULT_TIMEOUT):
     started = time.monotonic()
     status, errors = _job_status(job)
     live = [pe for pe in range(job.n) if status[pe]["state"] != "dead"]
-    replies = job.ask("snapshot", int(budget) // job.n, pes=live, timeout=max(0.0, started + timeout - time.monotonic()),
-                      partial=True)
+    replies = job.ask(
+        "snapshot", int(budget) // job.n, pes=live, timeout=max(0.0, started + timeout - time.monotonic()), partial=True
+    )
     failed = replies.failed  # the PE raised or its engine vanished
     errors += [f"PE {pe}: {text}" for pe, text in failed.items()]
     payload = sum(len(pickle.dumps(reply, protocol=5)) for reply in replies.values())
@@ -315,12 +324,17 @@ def gather_snapshot(job, budget=DEFAULT_BUDGET, timeout=DEFAULT_TIMEOUT):
         }
         if reply is not None:
             entry.update({k: reply[k] for k in ("pid", "host", "rss", "heap", "blocks", "arrays", "omitted")})
-            entry["last_cell"] = {"outcome": reply["last_cell"].get("outcome"), "seconds": reply["last_cell"].get("seconds")}
+            entry["last_cell"] = {
+                "outcome": reply["last_cell"].get("outcome"),
+                "seconds": reply["last_cell"].get("seconds"),
+            }
             entry["state"] = "idle"
         elif pe in getattr(job, "paused", ()) and row["state"] != "dead":  # the hub's heartbeat took it for dead
             entry["state"] = "busy"
-            entry["note"] = (f"unreachable: no answer within {timeout:g} s, paused (no CPU) where it waits for PEs that "
-                             f"ended the cell, until %shmem restart")
+            entry["note"] = (
+                f"unreachable: no answer within {timeout:g} s, paused (no CPU) where it waits for PEs that "
+                f"ended the cell, until %shmem restart"
+            )
         elif row["state"] == "dead" or "died" in failed.get(pe, ""):
             entry["state"] = "dead"
             entry["note"] = "dead: its process is gone"

@@ -38,7 +38,9 @@ def _table(css_class, header, rows, html_out=True):
     if not html_out:
         texts = [header] + [[str(c[0]) for c in r] for r in rows]
         widths = [max(len(line.splitlines()[0] if line else "") for line in col) for col in zip(*texts)]
-        return "\n".join("  ".join(t.splitlines()[0].ljust(w) if t else " " * w for t, w in zip(r, widths)).rstrip() for r in texts)
+        return "\n".join(
+            "  ".join(t.splitlines()[0].ljust(w) if t else " " * w for t, w in zip(r, widths)).rstrip() for r in texts
+        )
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f'<td class="{cls}">{cell}</td>' for cell, cls in r) + "</tr>" for r in rows)
     return f'{_CSS}<table class="shmem-table {css_class}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
@@ -117,7 +119,9 @@ def _blocks(info):
 
 def race_marks(races, name):
     """``{(pe, flat index)}`` of the elements of array ``name`` that races in ``races`` touch."""
-    return {(pe, i) for r in races or () if r.array == name for pe in (r.pes or (r.pe,)) for rng in r.indices for i in rng}
+    return {
+        (pe, i) for r in races or () if r.array == name for pe in (r.pes or (r.pe,)) for rng in r.indices for i in rng
+    }
 
 
 def values_table(snapshot, name, reference=None, html_out=True, races=None, flat=False):
@@ -155,7 +159,9 @@ def values_table(snapshot, name, reference=None, html_out=True, races=None, flat
                     continue
                 racing = (pe, i) in marks
                 text = _format(values[pe, i]) + ("!" if racing and not html_out else "")
-                row.append((text, " ".join(c for c, on in (("diff", mask[pe, i]), ("race", racing), (first, first)) if on)))
+                row.append(
+                    (text, " ".join(c for c, on in (("diff", mask[pe, i]), ("race", racing), (first, first)) if on))
+                )
             rows.append(row)
     return _table("shmem-values", header, rows, html_out)
 
@@ -170,6 +176,7 @@ def summary_line(snapshot):
     answered = sum(p["reachable"] for p in snapshot.pes)
     missing = "" if answered == snapshot.npes else f" ({snapshot.npes - answered} without data)"
     return (
-        f"{plural(snapshot.npes, 'PE')}{missing}, job {snapshot.job_state}; refreshed {stamp} in {snapshot.seconds:.2f} s, "
+        f"{plural(snapshot.npes, 'PE')}{missing}, job {snapshot.job_state}; "
+        f"refreshed {stamp} in {snapshot.seconds:.2f} s, "
         f"{format_size(snapshot.payload_bytes)} received"
     )

@@ -65,7 +65,9 @@ class Inspector(widgets.VBox):
         self._shown_in_cell = False
         self._heap_drawn = None
         self.title = _html("shmem-title")
-        self.refresh_button = widgets.Button(description="Refresh", icon="refresh", tooltip="gather from every PE again")
+        self.refresh_button = widgets.Button(
+            description="Refresh", icon="refresh", tooltip="gather from every PE again"
+        )
         self.auto_box = widgets.Checkbox(description="refresh after every %%pxshmem cell", indent=False)
         self.flat_box = widgets.Checkbox(description="flat (one row per PE)", indent=False,
                                          layout=widgets.Layout(width="200px"))
@@ -79,7 +81,9 @@ class Inspector(widgets.VBox):
         self.diff_image = _image("shmem-diff")
         self.diff_html = _html("shmem-diff-summary")
         self.state_html = _html("shmem-pe-state-html")
-        heading = lambda text: widgets.HTML(f"<h4 style='margin:8px 0 2px 0'>{html.escape(text)}</h4>")
+        def heading(text):
+            return widgets.HTML(f"<h4 style='margin:8px 0 2px 0'>{html.escape(text)}</h4>")
+
         super().__init__(
             [
                 self.title,
@@ -267,10 +271,12 @@ class Inspector(widgets.VBox):
         snap = self.snapshot
         png = plots.figure_png(self.figure())
         diff = f"<p><b>{html.escape(snap.describe_diff(self.array, self.reference))}</b></p>" if self.array else ""
+        values = (tables.values_table(snap, self.array, self.reference, races=self._races(), flat=self.flat)
+                  if self.array else "")
         return (
             f'<div class="shmem-inspector-static"><p>{self._title_html()}</p>'
             f'<img class="shmem-static-figure" src="data:image/png;base64,{base64.b64encode(png).decode()}"/>'
-            f"{diff}{tables.values_table(snap, self.array, self.reference, races=self._races(), flat=self.flat) if self.array else ''}"
+            f"{diff}{values}"
             f"{tables.arrays_table(snap)}<h4>PE state</h4>{tables.state_table(snap)}</div>"
         )
 

@@ -24,9 +24,7 @@ from ..launcher.environment import platform_environment
 from ..specs import parse_size, parse_spec
 from ..words import plural
 from .batch import sbatch_script
-from .plain import plain_cell, show_last
-from .plain import stored as names_stored
-from .plain import used as names_used
+from .plain import plain_cell, show_last, stored as names_stored, used as names_used
 
 __all__ = ["export", "Exported", "select", "program", "sbatch_script"]
 
@@ -164,7 +162,9 @@ def select(history, cells=None):
     run outside a notebook, place in the history) is among ``cells``, whatever their outcome."""
     if cells is None:
         chosen = [r for r in history if r.outcome == "ok"]
-        return chosen, [(r.label, FAILED.get(r.outcome, f"it ended {r.outcome!r}")) for r in history if r.outcome != "ok"]
+        return chosen, [
+            (r.label, FAILED.get(r.outcome, f"it ended {r.outcome!r}")) for r in history if r.outcome != "ok"
+        ]
     wanted = _wanted(cells)
     chosen = [r for r in history if _key(r) in wanted or (_key(r), r.part) in wanted]
     known = {_key(r) for r in history} | {(_key(r), r.part) for r in history}
@@ -286,7 +286,8 @@ def _preamble(name, records, left_out, job, needs, used):
             "without it (ompi#11604)",
         ]
     lines += [
-        "sys.stdout.reconfigure(line_buffering=True, write_through=False)  # each line as soon as it is printed, as in the notebook",
+        "sys.stdout.reconfigure(line_buffering=True, write_through=False)  "
+        "# each line as soon as it is printed, as in the notebook",
         "",
     ]
     if "subprocess" in needs:
@@ -308,7 +309,8 @@ def _preamble(name, records, left_out, job, needs, used):
             'elif int(np.__version__.split(".")[0]) >= 2:',
             "    import inspect",
             "",
-            '    if "copy=False" in inspect.getsource(shmem.array):  # shmem4py 1.0.0\'s shmem.array fails under NumPy 2',
+            '    if "copy=False" in inspect.getsource(shmem.array):  '
+            "# shmem4py 1.0.0's shmem.array fails under NumPy 2",
             "",
             '        def _array(obj, dtype=None, *, order="K", align=None, hints=None):',
             "            tmp = np.asarray(obj, dtype)",

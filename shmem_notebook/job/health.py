@@ -95,8 +95,9 @@ class Health:
 
     def status(self):
         """One dict per PE: pe, state (idle/busy/dead), pid, host, node (Slurm's name for it), heap_used
-        (None when unknown: the PE is busy or dead), heap_size, teams ("native" or "emulated": how the PE provides OpenSHMEM teams),
-        library (the job's library name), vendor (what the library calls itself), spec (the OpenSHMEM version it implements).
+        (None when unknown: the PE is busy or dead), heap_size, teams ("native" or "emulated": how the PE
+        provides OpenSHMEM teams), library (the job's library name), vendor (what the library calls itself),
+        spec (the OpenSHMEM version it implements), mpi (the MPI it runs over, as that names itself, or None).
 
         Heap use is asked of every idle PE after a cell ran (not collective).
         """
@@ -126,6 +127,7 @@ class Health:
                     "library": self.library.name,
                     "vendor": info.get("library"),
                     "spec": info.get("spec_version"),
+                    "mpi": info.get("mpi"),
                 }
             )
         return rows

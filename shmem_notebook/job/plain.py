@@ -86,7 +86,9 @@ def plain_cell(code, needs=None):
             why = f"cell magic %%{found[1][0]}: no plain-Python equivalent"
             return "\n".join(["pass  # left out, " + why] + [f"# {line}" for line in original])
         else:
-            return "\n".join(["pass  # left out: IPython syntax spanning several lines"] + [f"# {line}" for line in original])
+            return "\n".join(
+                ["pass  # left out: IPython syntax spanning several lines"] + [f"# {line}" for line in original]
+            )
     return "\n".join(_without_get_ipython(lines))
 
 
@@ -125,7 +127,9 @@ def show_last(text):
         return None
     segment = ast.get_source_segment(text, last.value)
     rest = lines[last.end_lineno:]
-    return "\n".join(lines[: last.lineno - 1] + [f"_show({segment})  # the last expression: Out[PE k] in the notebook"] + rest)
+    return "\n".join(
+        lines[: last.lineno - 1] + [f"_show({segment})  # the last expression: Out[PE k] in the notebook"] + rest
+    )
 
 
 def _module_level(tree):

@@ -134,7 +134,9 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
         if self.batch_runner == "oshrun":
             return self.oshrun_args()
         if self.batch_runner == "srun":
-            return ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", f"--ntasks={self.n}"] + self.program + self.program_args
+            return (
+                ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", f"--ntasks={self.n}"] + self.program + self.program_args
+            )
         raise LaunchError(
             f"unknown Slurm runner {self.batch_runner!r}; use 'oshrun' or 'srun' (SHMEM_NOTEBOOK_SLURM_RUNNER)"
         )

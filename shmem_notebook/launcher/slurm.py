@@ -25,7 +25,8 @@ SLURM_HINT = "run on a host with Slurm's client commands (Debian: apt-get instal
 
 #: job states after which a job no longer runs (squeue --states=all)
 ENDED = frozenset(
-    "BOOT_FAIL CANCELLED COMPLETED DEADLINE FAILED NODE_FAIL OUT_OF_MEMORY PREEMPTED REVOKED SPECIAL_EXIT TIMEOUT".split()
+    "BOOT_FAIL CANCELLED COMPLETED DEADLINE FAILED NODE_FAIL OUT_OF_MEMORY PREEMPTED REVOKED SPECIAL_EXIT "
+    "TIMEOUT".split()
 )
 
 #: the job token of shmem_notebook.job.watchdog: it marks processes on *this* host; a batch

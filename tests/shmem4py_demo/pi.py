@@ -1,7 +1,8 @@
 # adapted from https://github.com/Sandia-OpenSHMEM/SOS/blob/main/examples/pi_reduce.c
 
-from shmem4py import shmem
 import random
+
+from shmem4py import shmem
 
 RAND_MAX = 2147483647
 NUM_POINTS = 10000

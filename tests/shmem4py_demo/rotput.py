@@ -1,5 +1,5 @@
-from shmem4py import shmem
 import numpy as np
+from shmem4py import shmem
 
 mype = shmem.my_pe()
 npes = shmem.n_pes()

@@ -28,9 +28,9 @@ import types
 
 import numpy as np
 
+from ...analysis.footprint import of_view
 from . import outside, state
 from .layer import _depth  # >0 inside a recorded call (a list: read without a call)
-from ...analysis.footprint import of_view
 from .memory import extent, numpy_owned
 
 __all__ = ["install", "uninstall", "FUNCS"]
@@ -392,13 +392,13 @@ def _writable_views(result, arrays):
 _exec_builtin = builtins.exec
 
 
-def _exec(line, f, g, l, *args, **kwargs):
+def _exec(line, f, g, loc, *args, **kwargs):
     """``f(*args)`` called by rewritten code at ``line`` with ``globals()`` and ``locals()`` there: when
     ``f`` is ``exec`` and it is given text, the text runs rewritten (see :mod:`.outside`)."""
     if f is not _exec_builtin:
         return f(*args, **kwargs)
     if len(args) == 1 and not kwargs:  # exec's default: the namespaces of its caller
-        args = (args[0], g, l)
+        args = (args[0], g, loc)
     if _rec is not None and not _depth[0] and outside.enabled and args and isinstance(args[0], (str, bytes)):
         code = outside.exec_code(args[0], line)
         if code is not None:

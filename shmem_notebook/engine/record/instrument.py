@@ -142,13 +142,17 @@ class AccessTransformer(MarkTransformer):
     def visit_Call(self, node):
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id == "exec":  # the caller's namespaces, as exec takes them
-            scopes = [ast.Call(func=ast.Name(id=n, ctx=ast.Load()), args=[], keywords=[]) for n in ("globals", "locals")]
+            scopes = [
+                ast.Call(func=ast.Name(id=n, ctx=ast.Load()), args=[], keywords=[]) for n in ("globals", "locals")
+            ]
             new = ast.Call(func=_name("exec"), args=[ast.Constant(node.lineno), node.func, *scopes, *node.args],
                            keywords=node.keywords)
             return ast.copy_location(new, node)
         if _is_shmem_call(node.func) or (isinstance(node.func, ast.Name) and node.func.id in _FRAME_BUILTINS):
             return node
-        new = ast.Call(func=_name("call"), args=[ast.Constant(node.lineno), node.func, *node.args], keywords=node.keywords)
+        new = ast.Call(
+            func=_name("call"), args=[ast.Constant(node.lineno), node.func, *node.args], keywords=node.keywords
+        )
         return ast.copy_location(new, node)
 
     # -- writes ----------------------------------------------------------------
@@ -163,7 +167,9 @@ class AccessTransformer(MarkTransformer):
             for sub in ast.walk(target):
                 if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store):
                     # unpacking into a subscript: the whole array counts as written
-                    after.append(ast.copy_location(ast.Expr(_call("write", _load(sub.value), ast.Constant(node.lineno))), node))
+                    after.append(
+                        ast.copy_location(ast.Expr(_call("write", _load(sub.value), ast.Constant(node.lineno))), node)
+                    )
         return [node, *after] if after else node
 
     def visit_AugAssign(self, node):

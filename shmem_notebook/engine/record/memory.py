@@ -2,9 +2,10 @@
 another PE's symmetric memory seen through a ``shmem.ptr`` view (that PE's number, and the
 offset in its heap), or private (this PE's address), and what the cell calls it (PE side)."""
 
+from weakref import ref as _weakref
+
 import numpy as np
 from shmem4py import shmem
-from weakref import ref as _weakref
 
 from ...analysis.footprint import of_view, strided
 from . import state
@@ -81,7 +82,8 @@ class AddressBook:
         self.heap = heap_range()
         self.peers = peer_heaps(self.heap)
         self.cache = {}
-        self.slices = {}  # (id(x), index as a key) -> (weakref to x, its shape, its strides, x[index]'s info but its weakref)
+        # (id(x), index as a key) -> (weakref to x, its shape, its strides, x[index]'s info but its weakref)
+        self.slices = {}
         self.hints = {}  # (space, lo) -> (name, hi, itemsize) from the cell's own expressions
 
     def info(self, a):

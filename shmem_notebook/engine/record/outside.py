@@ -110,7 +110,9 @@ def _plan(func, in_cell):
     filename = code.co_filename
     if filename.startswith("<") and not filename.startswith("<ipython-input"):
         return None
-    if not filename.startswith("<") and os.path.join(os.path.realpath(os.path.dirname(filename)), "").startswith(_LIBRARY):
+    if not filename.startswith("<") and os.path.join(os.path.realpath(os.path.dirname(filename)), "").startswith(
+        _LIBRARY
+    ):
         return None
     linecache.checkcache(filename)  # a module edited since (importlib.reload): its new text
     source = "".join(linecache.getlines(filename, func.__globals__))
@@ -185,10 +187,14 @@ def _compile(node, code, filename, offset, imports=(), rewrite=True):
     body = [node]
     owner = code.co_qualname.split(".")[-2:-1]
     if owner and owner[0] != "<locals>":
-        body = [ast.copy_location(ast.ClassDef(name=owner[0], bases=[], keywords=[], body=body, decorator_list=[]), node)]
+        body = [
+            ast.copy_location(ast.ClassDef(name=owner[0], bases=[], keywords=[], body=body, decorator_list=[]), node)
+        ]
     if code.co_freevars:
-        binds = [ast.copy_location(ast.Assign(targets=[ast.Name(id=v, ctx=ast.Store())], value=ast.Constant(None)), node)
-                 for v in code.co_freevars]
+        binds = [
+            ast.copy_location(ast.Assign(targets=[ast.Name(id=v, ctx=ast.Store())], value=ast.Constant(None)), node)
+            for v in code.co_freevars
+        ]
         outer = ast.FunctionDef(name="_shmem_race_outer", args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[],
                                                                             kw_defaults=[], defaults=[]),
                                 body=binds + body, decorator_list=[])

@@ -229,7 +229,9 @@ class RaceRecording:
             if value is not None:  # not merged: the value belongs to this element
                 self._add(["mem", op, line, mode, space, lo, hi, dtype, fp, [value]])
                 return
-        self._add(["mem", op, line, mode, space, lo, hi, dtype, fp], ("mem", op, line, mode, space, dtype, self.n_async))
+        self._add(
+            ["mem", op, line, mode, space, lo, hi, dtype, fp], ("mem", op, line, mode, space, dtype, self.n_async)
+        )
 
     def _rma_event(self, op, line, target, pe, count, local, ctx, values, asynchronous, stride=1, lstride=1):
         space, lo, hi, dtype, fp = self.memory.sym(target, count, stride)
@@ -292,7 +294,24 @@ class RaceRecording:
         value = [int(args["value"])]  # an add's increment, a set's value
         ctx = _ctx_key(args.get("ctx"))
         self.n_async += 1
-        self._add(["rma", SIGNAL_EVENTS[adds], line, int(args["pe"]), lo, lo + 8, "<u8", None, None, None, ctx, value, None, None])
+        self._add(
+            [
+                "rma",
+                SIGNAL_EVENTS[adds],
+                line,
+                int(args["pe"]),
+                lo,
+                lo + 8,
+                "<u8",
+                None,
+                None,
+                None,
+                ctx,
+                value,
+                None,
+                None,
+            ]
+        )
 
     def _signal_offset(self, signal):
         """A signal word (shmem4py's ``uint64_t *``) as a heap offset."""

@@ -82,7 +82,9 @@ def _refusal(shmem, name):
 
     refuse.__name__ = refuse.__qualname__ = name
     refuse.__module__ = shmem.__name__
-    refuse.__doc__ = "Not provided by this OpenSHMEM library (an OpenSHMEM 1.5 routine); calling it says what to use instead."
+    refuse.__doc__ = (
+        "Not provided by this OpenSHMEM library (an OpenSHMEM 1.5 routine); calling it says what to use instead."
+    )
     return refuse
 
 

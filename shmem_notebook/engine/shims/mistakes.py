@@ -163,7 +163,8 @@ def explain_amo(name, remote, pe, ctx=None, fetch=None):
         problem = (f"works on one element, but its target has {remote.size}; pass a 1-element slice "
                    f"such as a[0:1]")
     elif problem is None and not _is_symmetric(remote):
-        problem = "has a target that is not symmetric (made by shmem.zeros/shmem.array or declared); the library would kill the PE"
+        problem = ("has a target that is not symmetric (made by shmem.zeros/shmem.array or declared); "
+                   "the library would kill the PE")
     elif problem is None and isinstance(fetch, np.ndarray):
         if fetch.size != 1:
             problem = f"fetches one element, but its fetch array has {fetch.size}; pass a 1-element array"
@@ -198,7 +199,8 @@ def explain_collective(name, target, source, size=None, team=None, root=None, ts
         problem = problem and problem.replace("names PE", "has root", 1)
     for side, a in (("target", target), ("source", source)):
         if problem is None and not _is_symmetric(a):
-            problem = f"has a {side} that is not symmetric (made by shmem.zeros/shmem.array or declared); the library would kill the PE"
+            problem = (f"has a {side} that is not symmetric (made by shmem.zeros/shmem.array or declared); "
+                       "the library would kill the PE")
     if problem is None:
         if name in ("collect", "fcollect"):
             per = source.size if size is None else size  # collect: sizes may differ from PE to PE
