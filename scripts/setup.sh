@@ -4,16 +4,20 @@
 #   scripts/setup.sh --install  install everything, run nothing (the test command uses this)
 #   scripts/setup.sh --with-sos TARBALL   also build Sandia OpenSHMEM (OpenSHMEM 1.5) into .sos/
 #                               from its source tarball (scripts/build_sos.sh), for --library sos
+#   scripts/setup.sh --with-oshmpi TARBALL   also build OSHMPI (OpenSHMEM 1.4 over Open MPI's MPI) into
+#                               .oshmpi/ from its source tarball (scripts/build_oshmpi.sh), for --library oshmpi
 # Idempotent: Debian packages are installed only when missing; the virtualenv is .venv/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-INSTALL_ONLY=""; SOS_TARBALL=""; WITH_SOS=""
+INSTALL_ONLY=""; SOS_TARBALL=""; WITH_SOS=""; OSHMPI_TARBALL=""; WITH_OSHMPI=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --install) INSTALL_ONLY=1 ;;
         --with-sos) WITH_SOS=1; if [ $# -gt 1 ] && [ "${2#--}" = "$2" ]; then SOS_TARBALL=$2; shift; fi ;;
-        *) echo "scripts/setup.sh: unknown option $1; use --install and/or --with-sos TARBALL" >&2; exit 2 ;;
+        --with-oshmpi) WITH_OSHMPI=1; if [ $# -gt 1 ] && [ "${2#--}" = "$2" ]; then OSHMPI_TARBALL=$2; shift; fi ;;
+        *) echo "scripts/setup.sh: unknown option $1; use --install, --with-sos TARBALL and/or --with-oshmpi TARBALL" >&2
+           exit 2 ;;
     esac
     shift
 done
@@ -44,6 +48,7 @@ fi
 echo "== installed: $(.venv/bin/python -c 'import shmem_notebook, ipyparallel, numpy; print("shmem_notebook", shmem_notebook.__version__, "ipyparallel", ipyparallel.__version__, "numpy", numpy.__version__)')"
 
 if [ -n "$WITH_SOS" ]; then scripts/build_sos.sh "$SOS_TARBALL"; fi
+if [ -n "$WITH_OSHMPI" ]; then scripts/build_oshmpi.sh "$OSHMPI_TARBALL"; fi
 if [ -n "$INSTALL_ONLY" ]; then exit 0; fi
 
 echo "== running the main job: notebooks/01-quickstart.ipynb (4 PEs)"

@@ -108,24 +108,49 @@ NO_SOS = "Sandia OpenSHMEM is not built here: scripts/setup.sh --with-sos SOS-1.
 needs_sos = pytest.mark.skipif(not sos_built(), reason=NO_SOS)
 
 
+def oshmpi_built():
+    """Whether OSHMPI was built into .oshmpi/ (``scripts/setup.sh --with-oshmpi TARBALL``)."""
+    from shmem_notebook.launcher.library import library
+
+    oshmpi = library("oshmpi")
+    return os.path.isfile(os.path.join(os.path.dirname(os.path.dirname(oshmpi.python)), ".shmem4py-built"))
+
+
+#: why tests on the "oshmpi" library are skipped when it is not built
+NO_OSHMPI = "OSHMPI is not built here: scripts/setup.sh --with-oshmpi oshmpi-ee5cf11.tar.gz builds it"
+#: skip mark for tests that need OSHMPI
+needs_oshmpi = pytest.mark.skipif(not oshmpi_built(), reason=NO_OSHMPI)
+#: the libraries besides the default, each skipped where it is not built
+OTHER_LIBRARIES = {"sos": needs_sos, "oshmpi": needs_oshmpi}
+
+
 @pytest.fixture(params=["oshmem", pytest.param("sos", marks=needs_sos)])
 def library(request, monkeypatch):
     """Each library in turn, as ``SHMEM_NOTEBOOK_LIBRARY`` (a notebook kernel's own ``%shmem
-    start`` picks it up); the name."""
+    start`` picks it up); the name. :func:`every_library` adds OSHMPI."""
     monkeypatch.setenv("SHMEM_NOTEBOOK_LIBRARY", request.param)
     return request.param
 
 
-def job_fixture(*ns, setup=None, current=False, sos=(), **options):
+@pytest.fixture(params=["oshmem", pytest.param("sos", marks=needs_sos), pytest.param("oshmpi", marks=needs_oshmpi)])
+def every_library(request, monkeypatch):
+    """:func:`library` with OSHMPI too, for the tests that prove an area on all three (CI time: the
+    others run on two)."""
+    monkeypatch.setenv("SHMEM_NOTEBOOK_LIBRARY", request.param)
+    return request.param
+
+
+def job_fixture(*ns, setup=None, current=False, sos=(), oshmpi=(), **options):
     """A module-scoped fixture: a real job of ``n`` PEs (``Job(n, **options)``) on Open MPI's
     OSHMEM, started once per module and stopped after it. With several ``ns`` each test runs once
     per PE count (ids ``1pe``, ``2pe``...); ``sos``: PE counts to run on Sandia OpenSHMEM too
-    (ids ``2pe-sos``; skipped, saying why, where it is not built). ``setup(job)`` runs once after
+    (ids ``2pe-sos``; skipped, saying why, where it is not built), ``oshmpi`` likewise on OSHMPI
+    (ids ``2pe-oshmpi``). ``setup(job)`` runs once after
     the start; ``current``: see :func:`running_job`. Tests using it (directly or through another
     fixture) are ``pe``::
 
         job = job_fixture(2, heap="8M")
-        job = job_fixture(1, 2, 4, heap="32M", timeout=120, sos=(2, 4))
+        job = job_fixture(1, 2, 4, heap="32M", timeout=120, sos=(2, 4), oshmpi=(2,))
     """
 
     def fixture(request):
@@ -133,10 +158,11 @@ def job_fixture(*ns, setup=None, current=False, sos=(), **options):
         yield from running_job(n, setup, current, library=library, **options)
 
     fixture.starts_pes = True  # read by pytest_collection_modifyitems
-    if len(ns) == 1 and not sos:
+    if len(ns) == 1 and not sos and not oshmpi:
         return pytest.fixture(scope="module")(fixture)
     params = [pytest.param((n, "oshmem"), id=f"{n}pe") for n in ns]
-    params += [pytest.param((n, "sos"), id=f"{n}pe-sos", marks=needs_sos) for n in sos]
+    for name, counts in (("sos", sos), ("oshmpi", oshmpi)):
+        params += [pytest.param((n, name), id=f"{n}pe-{name}", marks=OTHER_LIBRARIES[name]) for n in counts]
     return pytest.fixture(scope="module", params=params)(fixture)
 
 

@@ -19,6 +19,7 @@ from shmem4py import shmem
 from .. import lean
 from ..rc import rc
 from . import collectives, heap, record, shims, teams
+from .mpi_version import mpi_version
 from .shims import pitfalls
 
 __all__ = ["last_cell", "info", "bind", "join", "main"]
@@ -85,6 +86,7 @@ def info():
         "guards": pitfalls.active(shmem),
         "shims": shims.installed(),
         "teams": teams.mode,
+        "mpi": mpi_version(),  # the MPI under the library (OSHMPI, Open MPI's OSHMEM), or None
     }
 
 
@@ -102,7 +104,9 @@ def released():
     deadlock), then zero the emulated teams' half-done counts. Collective."""
     last = getattr(_shell, "last_execution_result", None)
     error = getattr(last, "error_in_exec", None)
-    for tb in {id(t): t for t in (getattr(sys, "last_traceback", None), getattr(error, "__traceback__", None)) if t}.values():
+    for tb in {
+        id(t): t for t in (getattr(sys, "last_traceback", None), getattr(error, "__traceback__", None)) if t
+    }.values():
         while tb is not None:  # the frames' locals go now, whatever else holds the frames
             frame = tb.tb_frame
             if frame.f_locals is not frame.f_globals:  # not the cell's own (module) frame
@@ -127,7 +131,11 @@ def _wait_for_connection_file(timeout):
     engine connection file is complete (ipyparallel would read a half-written one)."""
     if os.environ.get("IPP_CONNECTION_INFO") or "IPP_PROFILE_DIR" not in os.environ:
         return
-    name = f"ipcontroller-{os.environ['IPP_CLUSTER_ID']}-engine.json" if os.environ.get("IPP_CLUSTER_ID") else "ipcontroller-engine.json"
+    name = (
+        f"ipcontroller-{os.environ['IPP_CLUSTER_ID']}-engine.json"
+        if os.environ.get("IPP_CLUSTER_ID")
+        else "ipcontroller-engine.json"
+    )
     path = os.path.join(os.environ["IPP_PROFILE_DIR"], "security", name)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -12,6 +12,9 @@ Built in:
 - ``sos``: Sandia OpenSHMEM (OpenSHMEM 1.5) as ``scripts/setup.sh --with-sos TARBALL`` builds it
   into the project's ``.sos/`` (``.sos/install``, ``.sos/venv``); its ``oshrun`` runs MPICH's
   ``mpiexec.hydra`` and libfabric's sockets provider.
+- ``oshmpi``: OSHMPI (OpenSHMEM 1.4 over MPI-3) as ``scripts/setup.sh --with-oshmpi TARBALL``
+  builds it over Open MPI's MPI into ``.oshmpi/``; it has no ``oshrun``: Open MPI's ``mpirun``
+  starts the PEs (docs/libraries.md).
 
 A site adds its own in a JSON file, ``$SHMEM_NOTEBOOK_LIBRARIES`` or
 ``~/.config/shmem_notebook/libraries.json``::
@@ -19,7 +22,9 @@ A site adds its own in a JSON file, ``$SHMEM_NOTEBOOK_LIBRARIES`` or
     {"cray": {"oshrun": "/opt/cray/bin/oshrun", "python": "/home/me/venv-cray/bin/python",
               "launcher": "hydra", "env": {"SHMEM_SYMMETRIC_SIZE": "512M"}}}
 
-``launcher`` says how to write the command line: ``"openmpi"`` (Open MPI's ``oshrun``: ``-x NAME``
+``oshrun`` is whatever starts the PEs: an ``oshrun``, or the MPI's own launcher for a library built
+over MPI (``mpirun``, ``mpiexec.hydra`` for OSHMPI).
+``launcher`` says how to write the command line: ``"openmpi"`` (Open MPI's ``oshrun`` or ``mpirun``: ``-x NAME``
 forwards the environment, ``--oversubscribe``, ``--hostfile``) or ``"hydra"`` (MPICH's
 ``mpiexec.hydra``: the environment goes along by itself, ``-f HOSTFILE``). A start whose PEs are
 not one job (N one-PE jobs: SOS's ``oshrun`` without ``OSHRUN_LAUNCHER`` in ``env``) is refused
@@ -35,12 +40,14 @@ from dataclasses import dataclass, field
 from ..errors import InputError, LaunchError
 from ..rc import rc
 
-__all__ = ["Library", "library", "known", "LIBRARIES_FILE", "SOS_DIR"]
+__all__ = ["Library", "library", "known", "LIBRARIES_FILE", "SOS_DIR", "OSHMPI_DIR"]
 
 #: where a site's libraries are described (``$SHMEM_NOTEBOOK_LIBRARIES`` wins)
 LIBRARIES_FILE = os.path.join(os.path.expanduser("~"), ".config", "shmem_notebook", "libraries.json")
 #: where ``scripts/setup.sh --with-sos`` builds SOS: ``.sos/`` beside the package, in a checkout
 SOS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".sos")
+#: where ``scripts/setup.sh --with-oshmpi`` builds OSHMPI: ``.oshmpi/`` beside the package, in a checkout
+OSHMPI_DIR = os.path.join(os.path.dirname(SOS_DIR), ".oshmpi")
 LAUNCHERS = ("openmpi", "hydra")
 #: what Sandia OpenSHMEM's oshrun runs, the first found, when OSHRUN_LAUNCHER names none
 SOS_SEARCH = ("yod", "mpirun", "mpiexec", "srun")
@@ -117,20 +124,33 @@ def _picks_launcher(oshrun):
 
 def _builtin():
     sos = os.environ.get("SHMEM_NOTEBOOK_SOS_DIR", SOS_DIR)
+    oshmpi = os.environ.get("SHMEM_NOTEBOOK_OSHMPI_DIR", OSHMPI_DIR)
     return {
-        "oshmem": Library("oshmem", rc.oshrun, hint="install Open MPI's OpenSHMEM: apt-get install openmpi-bin libopenmpi-dev"),
+        "oshmem": Library(
+            "oshmem", rc.oshrun, hint="install Open MPI's OpenSHMEM: apt-get install openmpi-bin libopenmpi-dev"
+        ),
         "sos": Library(
             "sos",
             os.path.join(sos, "install", "bin", "oshrun"),
             os.path.join(sos, "venv", "bin", "python"),
             launcher="hydra",
-            env={"OSHRUN_LAUNCHER": "mpiexec.hydra", "FI_PROVIDER": "sockets",
-                 # not set: FI_SOCKETS_PE_WAITTIME=0 (progress threads that never spin) makes puts of
-                 # 32 B-2 KiB 200x faster here but small puts and gets 1.5-2x slower (README: limits)
-                 # libfabric loads its PSM providers even for sockets, and they write a backtrace file
-                 # (python.80s-PID,vm.btr) into the working directory whenever a PE dies
-                 "IPATH_NO_BACKTRACE": "1", "HFI_NO_BACKTRACE": "1"},
+            env={
+                "OSHRUN_LAUNCHER": "mpiexec.hydra",
+                "FI_PROVIDER": "sockets",
+                # not set: FI_SOCKETS_PE_WAITTIME=0 (progress threads that never spin) makes puts of
+                # 32 B-2 KiB 200x faster here but small puts and gets 1.5-2x slower (README: limits)
+                # libfabric loads its PSM providers even for sockets, and they write a backtrace file
+                # (python.80s-PID,vm.btr) into the working directory whenever a PE dies
+                "IPATH_NO_BACKTRACE": "1",
+                "HFI_NO_BACKTRACE": "1",
+            },
             hint="build it with `scripts/setup.sh --with-sos SOS-1.5.3.tar.gz` (Sandia OpenSHMEM's source)",
+        ),
+        "oshmpi": Library(
+            "oshmpi",
+            "mpirun.openmpi" if shutil.which("mpirun.openmpi") else "mpirun",  # Debian's name for Open MPI's
+            os.path.join(oshmpi, "venv", "bin", "python"),
+            hint="build it with `scripts/setup.sh --with-oshmpi oshmpi-ee5cf11.tar.gz` (OSHMPI's source)",
         ),
     }
 
@@ -150,7 +170,9 @@ def _site():
                                       dict(d.get("env", {})), hint=f"fix its entry in {path}")
         return libraries, path
     except (OSError, ValueError, KeyError, AttributeError, TypeError) as e:
-        raise InputError(f"{path} does not describe libraries as expected ({e}); see shmem_notebook.launcher.library") from None
+        raise InputError(
+            f"{path} does not describe libraries as expected ({e}); see shmem_notebook.launcher.library"
+        ) from None
 
 
 def known():

@@ -195,12 +195,21 @@ TEAMS_NOTE = {
 
 #: what libraries call themselves (shmem_info_get_name) -> how status names them
 _VENDORS = {"http://www.open-mpi.org/": "Open MPI's OSHMEM"}
+#: libraries built over an MPI: status names that MPI too ("OSHMPI over Open MPI v4.1.4")
+_OVER_MPI = {"OSHMPI"}
+
+
+def _vendor(vendor, mpi):
+    said = _VENDORS.get(vendor, vendor)
+    return f"{said} over {mpi}" if mpi and vendor in _OVER_MPI else said
 
 
 def format_status(rows):
     """``%shmem status`` as a text table, then the library and how the PEs provide teams."""
-    libraries = sorted({(r.get("library"), r.get("vendor"), r.get("spec")) for r in rows if r.get("vendor")})
-    note = "".join(f"\nlibrary: {name} ({_VENDORS.get(vendor, vendor)}, OpenSHMEM {spec})" for name, vendor, spec in libraries)
+    libraries = sorted(
+        {(r.get("library"), _vendor(r.get("vendor"), r.get("mpi")), r.get("spec")) for r in rows if r.get("vendor")}
+    )
+    note = "".join(f"\nlibrary: {name} ({vendor}, OpenSHMEM {spec})" for name, vendor, spec in libraries)
     modes = sorted({r.get("teams") for r in rows} - {None})
     note += "".join(f"\n{TEAMS_NOTE.get(m, 'teams: ' + m)}" for m in modes)
     return _table(
