@@ -13,7 +13,7 @@ final message's signed attachment.
 
 import os
 
-__all__ = ["ENGINE_MODULE", "GLOBAL_EXIT_MARK", "RACE_MODULE", "RACE_ENV", "RACE_LINES", "PE_LINE", "PE_DONE", "request", "stack_path", "exit_path", "seal", "unseal"]
+__all__ = ["ENGINE_MODULE", "GLOBAL_EXIT_MARK", "RACE_MODULE", "RACE_ENV", "RACE_LINES", "PE_LINE", "PE_DONE", "request", "stack_path", "board_path", "exit_path", "seal", "unseal"]
 
 #: the module ``oshrun`` runs on every PE (``python -m shmem_notebook.engine``)
 ENGINE_MODULE = "shmem_notebook.engine"
@@ -45,6 +45,12 @@ def request(op, *args):
 def stack_path(profile_dir, cluster_id, pe):
     """Where PE ``pe`` writes its stacks on SIGUSR1 (on its own host)."""
     return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.stacks")
+
+
+def board_path(profile_dir, cluster_id):
+    """The job's wait board on each host: one int64 per PE, the ``time.monotonic_ns()`` at which the
+    PE entered a blocking call, 0 outside one (see :mod:`shmem_notebook.job.governor`)."""
+    return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-board")
 
 
 def exit_path(profile_dir, cluster_id, pe):

@@ -14,7 +14,9 @@ import ipyparallel as ipp
 from ..cells.channel import ExecuteCell
 from ..errors import JobStateError
 from ..protocol import request
+from ..rc import rc
 from ..specs import as_specs
+from .governor import governor_for
 from .processes import wait
 
 __all__ = ["Answers", "Asking"]
@@ -32,6 +34,8 @@ class Answers(dict):
 
 class Asking:
     """The :class:`~shmem_notebook.Job` methods that talk to the PEs."""
+
+    _governor = None  # the Governor of the job's current PEs, once a cell ran
 
     def ask(self, op, *args, pes=None, timeout=60.0, partial=False):
         """The request ``op(*args)`` on ``pes`` (default: every PE); an :class:`Answers` ``{pe: reply}``.
@@ -96,6 +100,7 @@ class Asking:
     def send_cell(self, code, before=(), after=()):
         """Send a cell to every PE (collective), with the requests ``before`` (``[(op, args)]``) and
         ``after`` it (op names, answered by ``answers(op)``); its request (see :mod:`shmem_notebook.cells.channel`)."""
+        self._govern()
         if self._channel is not None:
             cell = self._channel.send(code, before, after)
         else:
@@ -113,6 +118,13 @@ class Asking:
     def pause(self, pes):
         """SIGSTOP ``pes`` of this host (blocked for good: they burn no CPU until the restart or stop
         that kills them); the job is marked hung."""
-        self._signal(pes, signal.SIGSTOP)
-        self.paused.update(pes)
-        self.state = "hung"
+        with self._governor.lock if self._governor else contextlib.nullcontext():  # it wakes none of them
+            self._signal(pes, signal.SIGSTOP)
+            self.paused.update(pes)
+            self.state = "hung"
+
+    def _govern(self):
+        """Let the PEs of this host that wait long in a blocking call sleep (see :mod:`.governor`),
+        from the first cell of each start on; ``rc.polite_ms = 0`` switches it off."""
+        if rc.polite_ms > 0 and not (self._governor and self._governor.serves(self._engine_set_id)):
+            self._governor = governor_for(self, rc.polite_ms / 1000)

@@ -11,12 +11,13 @@ Another library changes this table, not the modules that use shmem4py.
 - teams (:mod:`shmem_notebook.engine.teams`): native, or emulated on a 1.4 library.
 - :mod:`.signals`: signal words noted as they are made (the race recording reads them).
 - :mod:`.mistakes`: wrong PEs, dtypes, lengths, non-symmetric buffers refused in one sentence.
+- :mod:`.board`: blocking calls noted on the job's wait board (long waits are let sleep).
 - :mod:`.diagnostics`: stack dumps on SIGUSR1, ``global_exit`` noted.
 """
 
 from collections import namedtuple
 
-from . import diagnostics, missing, mistakes, numpy2, pitfalls, scalars, signals
+from . import board, diagnostics, missing, mistakes, numpy2, pitfalls, scalars, signals
 from .missing import UnsupportedError
 
 __all__ = ["Shim", "SHIMS", "UnsupportedError", "install", "uninstall", "installed"]
@@ -53,6 +54,8 @@ SHIMS = [
          signals.install),
     Shim("mistakes", "calls the library would crash on or truncate silently, refused before it sees them",
          _always, mistakes.install),
+    Shim("board", "blocking calls noted on the wait board, so that the client lets long waits sleep", _always,
+         board.install),
     Shim("diagnostics", "stack dumps and global_exit notes for the client", _always, diagnostics.install),
 ]
 

@@ -1,0 +1,86 @@
+"""Blocking calls noted on the job's wait board, so that long waits can sleep (PE side).
+
+OpenSHMEM libraries poll while a PE waits for others: Open MPI's OSHMEM over UCX and Sandia
+OpenSHMEM over libfabric keep a core busy for as long as a barrier or a ``wait_until`` lasts.
+:func:`install` wraps the calls that wait for other PEs (:data:`NOTED`: synchronisations, waits,
+locks, and collectives on at most :data:`SMALL` bytes, which wait far longer than they copy) so that
+each writes ``time.monotonic_ns()`` into this PE's slot of the wait board (a small file on this host,
+:func:`shmem_notebook.protocol.board_path`) on entry and 0 on return; the client's governor
+(:mod:`shmem_notebook.job.governor`) lets PEs that have waited long run only a little. A call costs
+one clock read and two stores more (about 0.2 us); nothing happens when the board cannot be made
+or ``SHMEM_NOTEBOOK_POLITE_MS=0`` is in the PEs' environment.
+"""
+
+import functools
+import mmap
+import os
+import time
+
+from ...operations import CALLS
+from ...protocol import board_path
+from .patches import Patches
+
+__all__ = ["NOTED", "SMALL", "install"]
+
+#: shmem4py functions that wait for other PEs (collectives only when their target is small)
+NOTED = tuple(
+    name
+    for name, op in CALLS.items()
+    if (op.kind == "sync" and name not in ("alloc", "free"))
+    or (op.kind == "wait" and name.startswith(("wait", "signal_wait")))
+    or op.kind == "coll"
+    or name == "set_lock"
+)
+#: a collective's target of more bytes than this moves data long enough to keep it running at full speed
+SMALL = 1 << 20
+
+
+def _open(path, npes):
+    """This host's board as a writable memoryview of ``npes`` int64 (created by the first PE to come)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_size < 8 * npes:
+            os.ftruncate(fd, 8 * npes)
+        return mmap.mmap(fd, 8 * npes)
+    finally:
+        os.close(fd)
+
+
+def install(shmem):
+    """Note every call of :data:`NOTED` (and ``Team.sync``) on the board; return the undo."""
+    profile, cluster = os.environ.get("IPP_PROFILE_DIR"), os.environ.get("IPP_CLUSTER_ID")
+    if not profile or not cluster or os.environ.get("SHMEM_NOTEBOOK_POLITE_MS", "").strip() == "0":
+        return lambda: None  # not under a notebook's job (an exported program), or switched off
+    try:
+        pages = _open(board_path(profile, cluster), shmem.n_pes())
+    except OSError:
+        return lambda: None
+    board, me, clock = memoryview(pages).cast("q"), shmem.my_pe(), time.monotonic_ns
+    board[me] = 0
+
+    def noted(original, small_only=False):
+        @functools.wraps(original)
+        def waiting(*args, **kwargs):
+            if board[me] or small_only and getattr(args[0] if args else kwargs.get("target"), "nbytes", 0) > SMALL:
+                return original(*args, **kwargs)  # inside a noted call already, or a large collective
+            board[me] = clock()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                board[me] = 0
+
+        return waiting
+
+    patches = Patches()
+    for name in NOTED:
+        original = getattr(shmem, name, None)
+        if original is not None:
+            patches.set(shmem, name, noted(original, small_only=CALLS[name].kind == "coll"))
+    patches.set(shmem.Team, "sync", noted(shmem.Team.sync))
+
+    def undo():
+        patches.undo()
+        board.release()
+        pages.close()
+
+    return undo
