@@ -12,6 +12,7 @@ import numpy as np
 
 from ..operations import ATOMICS, CALLS, COLLECTIVES, RMA
 from ..words import plural
+from .trace_ends import said
 
 __all__ = ["Trace", "TRANSFERS"]
 
@@ -22,38 +23,89 @@ _FETCHES = {name for name in RMA if not CALLS[name].writes}  # data flows to the
 
 class Trace:
     """A traced cell: ``events``, ``epochs`` (heap states recorded), :meth:`heap`, :meth:`frames`,
-    :meth:`replay`."""
+    :meth:`replay`, :meth:`save` (Perfetto JSON, OTF2), :meth:`waits`.
 
-    def __init__(self, per_pe, code=""):
+    ``npes``: the job's PEs (a PE that sent nothing gets an empty lane); ``meta``: what the exports
+    name (``job``, ``library``, ``cell``); ``ends``: ``{pe: sentence}`` where a cut-short PE's trace
+    ends (:attr:`cut`); ``where(line)``: how a line is named (``line 7``, ``prog.py:7``)."""
+
+    def __init__(self, per_pe, code="", npes=None, meta=None, ends=None, where=None):
         self.code = code
-        self.npes = len(per_pe)
+        self.npes = max([len(per_pe), npes or 0] + [p["pe"] + 1 for p in per_pe if p.get("pe") is not None])
         self.dropped = sum(p.get("dropped", 0) for p in per_pe)
         self.events = sorted((e for p in per_pe for e in p["events"]), key=lambda e: (e["epoch"], e["t"], e["pe"]))
-        self._snapshots = [p["snapshots"] for p in per_pe]
+        self.pe_info = {p["pe"]: {k: p.get(k) for k in ("host", "pid", "started", "stopped", "dropped")}
+                        for p in per_pe if p.get("pe") is not None}
+        self._snapshots = [p["snapshots"] for p in sorted(per_pe, key=lambda p: p.get("pe") or 0)]
         #: heap states recorded on every PE: the start, after each world barrier, the end
         self.epochs = min((len(s) for s in self._snapshots), default=0)
+        self.meta = dict(meta or {})
+        self.ends = dict(ends or {})
+        for pe in range(self.npes):
+            if pe not in self.pe_info:
+                self.ends.setdefault(pe, f"PE {pe} sent no trace")
+        self.where = where or (lambda line: f"line {line}")
         self._frames = None
 
     def __repr__(self):
+        cut = f", cut short: {said(self.ends)}" if self.cut else ""
         return (f"<Trace: {plural(len(self.events), 'event')} on {plural(self.npes, 'PE')}, "
-                f"{plural(self.epochs, 'heap state')}, {plural(len(self.frames()), 'step')}>")
+                f"{plural(self.epochs, 'heap state')}, {plural(len(self.frames()), 'step')}{cut}>")
+
+    @property
+    def cut(self):
+        """True if the trace is cut short (a PE stopped early, sent nothing or reached the event cap)."""
+        return bool(self.ends)
+
+    def save(self, path):
+        """Write the trace to ``path`` by its extension: ``.json`` (Chrome trace events: Perfetto,
+        ui.perfetto.dev) or ``.otf2`` (an OTF2 archive: Vampir, Score-P tools); returns ``path``."""
+        from .export import save
+
+        return save(self, path)
+
+    def waits(self):
+        """Where each PE waited: a :class:`~shmem_notebook.analysis.waits.Waits` (per PE, time per
+        waiting call and line, compute time between; ``str()`` gives one sentence per PE)."""
+        from .waits import Waits
+
+        return Waits(self)
+
+    def profile(self, fig=None, show=False):
+        """A per-PE bar chart of :meth:`waits` (a matplotlib Figure); ``show``: also display it under
+        the running cell (in IPython)."""
+        from ..inspector.waits_plot import draw_waits, show
+
+        figure = draw_waits(self.waits(), fig=fig)
+        if show:
+            show(figure)
+        return figure
 
     def heap(self, epoch):
         """``{name: ndarray of shape (npes, *shape)}`` of the heap at ``epoch`` (0 = the cell's
         start, k = after the k-th world barrier, ``epochs - 1`` = the end); arrays too large to
         send exactly come as ``{name: [summary per PE]}``."""
         if not -self.epochs <= epoch < self.epochs:
-            raise IndexError(f"epoch {epoch} out of range: this trace has {self.epochs} heap states (0..{self.epochs - 1})")
+            raise IndexError(
+                f"epoch {epoch} out of range: this trace has {self.epochs} heap states (0..{self.epochs - 1})"
+            )
         states = [s[epoch] for s in self._snapshots]
         names = set(states[0]).intersection(*states[1:]) if states else set()
         out = {}
         for name in sorted(names):
             values = [state[name] for state in states]
             if all(isinstance(v, np.ndarray) for v in values) and len({v.shape for v in values}) == 1:
+                if len(values) < self.npes:  # PEs that sent no trace: rows of zeros (their `ends` says so)
+                    values = self._fill(values, np.zeros_like(values[0]))
                 out[name] = np.stack(values)
             else:
                 out[name] = [v if isinstance(v, dict) else {"shape": list(np.shape(v))} for v in values]
         return out
+
+    def _fill(self, values, blank):
+        """``values`` of the PEs that sent a trace, with ``blank`` for those that did not, in PE order."""
+        sent = iter(values)
+        return [next(sent) if pe in self.pe_info else blank for pe in range(self.npes)]
 
     def frames(self):
         """The replay's steps: ``[{"title", "epoch", "transfers", "heap"}]``. A teaching

@@ -3,13 +3,19 @@
 Right before the cell every PE starts its trace (``engine/record/trace.py``, request
 ``trace_start``); right after it, the PEs send their events and heap snapshots
 (``trace_stop``, both riding with the cell) and ``result.trace`` becomes an
-:class:`~shmem_notebook.analysis.trace.Trace`. A cell that died or hung has no
-trace (the PEs cannot answer).
+:class:`~shmem_notebook.analysis.trace.Trace`. A cell that raised, was interrupted or
+timed out keeps what its PEs recorded, and the trace says where each PE's part ends
+(``trace.ends``); PEs that cannot answer (dead, blocked) have empty lanes. ``trace="profile"``
+(``%%pxshmem --trace=profile``) also shows where each PE waited, as sentences and a bar chart.
 """
 
+from ..analysis.report import stops_of
 from ..analysis.trace import Trace
+from ..analysis.trace_ends import ends, said
+from ..operations import CAP
 from ..words import plural
 from .stages import Stage, register
+from .stranded import raised_line
 
 __all__ = ["TraceStage"]
 
@@ -25,10 +31,20 @@ class TraceStage(Stage):
         cell.after_requests.append("trace_stop")
 
     def after(self, cell, result):
-        if result.outcome in ("ok", "error"):
-            answers = cell.request.answers("trace_stop")
-            if len(answers) == cell.job.n:
-                result.trace = Trace(list(answers.values()), cell.code)
+        if result.outcome == "died":
+            return
+        answers = cell.request.answers("trace_stop")
+        sent = {pe: data for pe, data in answers.items()
+                if data is not None and data.get("pe") is not None and pe not in result.pending}
+        if not sent:
+            return
+        job = cell.job
+        from .race import _label
+
+        meta = {"job": f"{plural(job.n, 'PE')} on {job.library.name}", "library": job.library.name,
+                "cell": _label(job), "outcome": result.outcome}
+        stops = stops_of(result, cell.timeout, raised_line)
+        result.trace = Trace(list(sent.values()), cell.code, npes=job.n, meta=meta, ends=ends(sent, job.n, stops, cap=CAP))
 
     def report(self, cell, result, write):
         trace = result.trace
@@ -37,4 +53,11 @@ class TraceStage(Stage):
             return
         dropped = f" ({trace.dropped} more not kept)" if trace.dropped else ""
         write(f"trace: {plural(len(trace.events), 'event')}{dropped} on {plural(trace.npes, 'PE')}, "
-              f"{plural(trace.epochs, 'heap state')}, {plural(len(trace.frames()), 'step')}; replay with `%shmem replay` or result.trace.replay()\n")
+              f"{plural(trace.epochs, 'heap state')}, {plural(len(trace.frames()), 'step')}; "
+              "replay with `%shmem replay` or result.trace.replay()\n")
+        if trace.cut:
+            write(f"trace: cut short, it ends where {said(trace.ends)}\n")
+        if self.option == "profile":
+            for sentence in trace.waits().sentences():
+                write(f"trace: {sentence}\n")
+            trace.profile(show=True)

@@ -12,13 +12,13 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from .. import job as _job
-from ..errors import NoJobError
+from ..errors import InputError, NoJobError
 from ..specs import format_size
 from ..words import plural
 
 __all__ = ["ShmemMagics", "format_status", "format_arrays", "overview"]
 
-SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather", "pull", "inspect", "race", "replay", "export")
+SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather", "pull", "inspect", "race", "replay", "trace", "export")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,7 +97,23 @@ def _cell_args(p):
     p.add_argument("--race", action="store_true", help="report put/get races after the cell")
     p.add_argument("--stress", nargs="?", type=_seed, const=True, default=None, metavar="SEED",
                    help="with --race: rerun the cell with seeded random delays around shmem calls")
-    p.add_argument("--trace", action="store_true", help="record the cell's calls for %%shmem replay")
+    p.add_argument("--trace", nargs="?", type=_trace_mode, const=True, default=False, metavar="profile",
+                   help="record the cell's calls for %%shmem replay and %%shmem trace; =profile: also show where "
+                        "each PE waited")
+
+
+def _trace_mode(text):
+    """``--trace`` (True) or ``--trace=profile``."""
+    if text in ("on", "profile"):
+        return True if text == "on" else text
+    raise argparse.ArgumentTypeError(f"--trace takes no value or =profile, got {text!r}")
+
+
+def _trace_args(p):
+    p.add_argument("action", choices=("save", "profile"), metavar="save|profile",
+                   help="save PATH: write the last traced cell as PATH.json (Perfetto) or PATH.otf2; profile: where "
+                        "each PE waited")
+    p.add_argument("path", nargs="?", default=None, metavar="PATH", help="the file save writes (*.json or *.otf2)")
 
 
 def _replay_args(p):
@@ -135,6 +151,8 @@ PARSERS = {
                     "Race-check every %%pxshmem cell (on) or only those with --race (off); reset: forget the "
                     "operations earlier cells left in flight."),
     "replay": _parser("%shmem replay", _replay_args, "Replay the last --trace cell step by step."),
+    "trace": _parser("%shmem trace", _trace_args, "Save the last --trace cell for Perfetto or OTF2 tools, or show "
+                     "where each PE waited in it."),
     "export": _parser("%shmem export", _export_args, "Write the cells run so far as one shmem4py program "
                       "(oshrun -n N python FILE), with --slurm also an sbatch script."),
 }
@@ -352,6 +370,25 @@ class ShmemMagics(Magics):
             raise UsageError("%shmem replay: the last cell was not traced; run it with `%%pxshmem --trace` first")
         return result.trace.replay(arrays=args.array)
 
+    def _trace(self, args):
+        result = self._job("%shmem trace").last_result
+        if result is None or result.trace is None:
+            raise UsageError("%shmem trace: the last cell was not traced; run it with `%%pxshmem --trace` first")
+        if args.action == "profile":
+            print(result.trace.waits())
+            result.trace.profile(show=True)
+            return None
+        if args.path is None:
+            raise UsageError("%shmem trace save: say where, e.g. `%shmem trace save run.json` (Perfetto) or run.otf2")
+        try:
+            path = result.trace.save(args.path)
+        except InputError as exc:
+            raise UsageError(f"%shmem trace save: {exc}") from None
+        opened = "open it in ui.perfetto.dev" if path.lower().endswith(".json") else "open it in Vampir"
+        print(f"trace saved: {path} ({plural(len(result.trace.events), 'call')} on {plural(result.trace.npes, 'PE')}; "
+              f"{opened})")
+        return None
+
     def _export(self, args):
         job = _job.current_job()
         if job is None:
@@ -369,7 +406,7 @@ class ShmemMagics(Magics):
         if HELP_WORDS.intersection(shlex.split(line)):
             print(_usage("pxshmem"))
             return
-        args = PARSERS["pxshmem"].parse_args(shlex.split(line))
+        args = PARSERS["pxshmem"].parse_args(["--trace=on" if w == "--trace" else w for w in shlex.split(line)])
         options = {"race": args.race or self.race_default or args.stress is not None, "trace": args.trace}
         if args.stress is not None:
             options["stress"] = args.stress

@@ -13,7 +13,8 @@ variables of the program's frame that hold them, so arrays local to functions ar
 When the program ends (returns, ``sys.exit``, raises), before shmem4py's ``shmem_finalize``,
 each PE writes its recording, its files, what it printed and how it ended to
 ``$SHMEM_NOTEBOOK_RACE_DIR/pe<N>.pickle`` for the runner (:mod:`shmem_notebook.race`).
-With ``SHMEM_NOTEBOOK_RACE_STRESS=SEED:MAX_DELAY`` it only delays every shmem call at random
+With ``SHMEM_NOTEBOOK_RACE_TRACE=1`` it also traces the calls (``--trace``: the recording's
+``timeline``). With ``SHMEM_NOTEBOOK_RACE_STRESS=SEED:MAX_DELAY`` it only delays every shmem call at random
 (a stress rerun) and writes what it printed.
 """
 
@@ -33,7 +34,7 @@ from shmem4py import shmem
 from ...operations import CAP
 from ...protocol import PE_DONE, PE_LINE, RACE_ENV, RACE_LINES
 from .. import shims
-from . import layer, outside, race_start, race_stop, state, stress_start, stress_stop
+from . import layer, outside, race_start, race_stop, state, stress_start, stress_stop, trace_start, trace_stop
 from .hooks import FUNCS
 from .instrument import HOOKS, renumber
 
@@ -125,7 +126,11 @@ class _Finder:
     def find_spec(self, name, path=None, target=None):
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         origin = getattr(spec, "origin", None)
-        if not origin or not origin.endswith(".py") or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+        if (
+            not origin
+            or not origin.endswith(".py")
+            or not isinstance(spec.loader, importlib.machinery.SourceFileLoader)
+        ):
             return None
         real = os.path.realpath(origin)
         if not any(real.startswith(r) for r in self.roots) or any(real.startswith(s) for s in self.skip):
@@ -248,6 +253,8 @@ def main(argv=None):
         stress_start(int(seed), float(delay or 0.02))
     else:
         race_start({"cap": int(os.environ.get(RACE_ENV["cap"]) or CAP)})
+        if os.environ.get(RACE_ENV["trace"]):  # the runner's --trace FILE: also the calls' timeline
+            trace_start({"cap": int(os.environ.get(RACE_ENV["cap"]) or CAP)})
         transformer = state.shell.ast_transformers[-1]
         recording = layer.attached("race")
         for hook, func in FUNCS.items():  # every rewritten module finds the hooks
@@ -277,6 +284,7 @@ def main(argv=None):
         else:
             layer.detach("names")
             data = race_stop()
+            data["timeline"] = trace_stop() if os.environ.get(RACE_ENV["trace"]) else None
             data["names"] = namer.names(module.__dict__) + data["names"]
         if out_dir:
             _write(out_dir, {"pe": shmem.my_pe(), "npes": shmem.n_pes(), "status": status, "data": data,

@@ -4,13 +4,17 @@ call the race recording sees.
 
 :meth:`TraceRecording.data` returns plain data:
 
-- ``events``: one dict per call: ``pe``, ``seq``, ``t`` (ns, this host's clock), ``line``
+- ``events``: one dict per call: ``pe``, ``seq``, ``t0`` and ``t`` (when the call began and
+  returned, ns, this host's clock), ``line``
   (of the cell), ``op`` (the catalogue's name), ``target`` (the other PE, or None),
   ``array`` (the symmetric array's name in the cell, ``"(scratch)"`` for the teaching
   collectives' staging area), ``indices`` (flat ``[start, stop, step]``), ``epoch`` (world
   barriers passed before it), ``label`` (the teaching collective's step,
   :data:`..collectives.label`) and ``values`` (what a put carried, at most :data:`PAYLOAD`
-  elements).
+  elements); transfers also have ``bytes``; a world barrier has ``resume`` (ns: when the
+  recorder's own snapshot and barrier after it ended: that time is the recorder's, not the cell's).
+- ``host``, ``pid``, ``started``, ``stopped`` (ns: when the trace started, right before the
+  cell, and stopped, right after it).
 - ``snapshots``: the heap at the start, after every world barrier (``barrier_all``,
   ``sync_all``, ``sync`` on TEAM_WORLD; taken between that barrier and a second one the
   recorder adds, so no PE has started the next epoch) and at the end: ``{name: ndarray}``
@@ -21,6 +25,8 @@ call the race recording sees.
 The teams emulation's own synchronisation words are not recorded.
 """
 
+import os
+import socket
 import time
 
 import numpy as np
@@ -54,8 +60,6 @@ def _known_arrays():
 class TraceRecording:
     """One cell's calls and heap states on this PE."""
 
-    before = None
-
     def __init__(self, cap):
         self.cap = cap
         self.me = shmem.my_pe()
@@ -63,6 +67,10 @@ class TraceRecording:
         self.seq = self.epoch = self.dropped = self.bytes = 0
         self.spans = _known_arrays()
         self.snapshot()
+        self.t0 = self.started = time.time_ns()
+
+    def before(self, op, args, line):
+        self.t0 = time.time_ns()
 
     def _locate(self, array):
         """(name, flat start index) of the symmetric array ``array`` points into."""
@@ -99,14 +107,15 @@ class TraceRecording:
                 }
         self.snapshots.append(exact)
 
-    def _record(self, op, line, target=None, array=None, indices=None, values=None):
+    def _record(self, op, line, target=None, array=None, indices=None, values=None, nbytes=None):
         self.seq += 1
         if len(self.events) >= self.cap:
             self.dropped += 1
             return
         label = collectives.label
         self.events.append({
-            "pe": self.me, "seq": self.seq, "t": time.time_ns(), "line": line or None, "op": op, "target": target,
+            "pe": self.me, "seq": self.seq, "t0": self.t0, "t": time.time_ns(), "line": line or None, "op": op,
+            "target": target, "bytes": nbytes,
             "array": array, "indices": indices, "epoch": self.epoch,
             "label": dict(label, call=collectives._calls) if label else None, "values": values,
         })
@@ -132,7 +141,9 @@ class TraceRecording:
                 values = np.asarray(local).reshape(-1)[: count * sst : sst].tolist()
             elif op.name == "atomic_set":
                 values = [args.get("value")]
-            self._record(op.name, line, int(args["pe"]), array, [int(start), int(start + count * step), step], values)
+            itemsize = getattr(args.get(op.remote), "itemsize", 0)
+            self._record(op.name, line, int(args["pe"]), array, [int(start), int(start + count * step), step], values,
+                         count * itemsize)
         elif kind == "coll":
             self._record(op.name, line, None, self._locate(args.get("target"))[0])
         elif kind == "wait" and self._locate(args.get("ivar", args.get("ivars")))[0] == "(sync)":
@@ -145,8 +156,12 @@ class TraceRecording:
                 self.epoch += 1
                 self.snapshot()
                 layer.original("barrier_all")()  # nobody writes the next epoch before every PE took its snapshot
+                if self.events and self.events[-1]["seq"] == self.seq:
+                    self.events[-1]["resume"] = time.time_ns()
 
     def data(self):
         """The plain data (see the module docstring); takes the final heap state."""
+        stopped = time.time_ns()
         self.snapshot()
-        return {"pe": self.me, "events": self.events, "snapshots": self.snapshots, "dropped": self.dropped}
+        return {"pe": self.me, "events": self.events, "snapshots": self.snapshots, "dropped": self.dropped,
+                "host": socket.gethostname(), "pid": os.getpid(), "started": self.started, "stopped": stopped}

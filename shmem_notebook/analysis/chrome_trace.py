@@ -1,0 +1,119 @@
+"""A traced cell as Chrome trace-event JSON, which Perfetto (ui.perfetto.dev) opens (client side).
+
+One process (``pid``) per node, one thread (``tid``) per PE on it, named ``PE k``; one
+complete slice (``ph: X``) per call, named after the call, with its cell line, target PE,
+array and bytes in ``args``; RMA and atomics as flow arrows (``ph: s`` -> ``ph: f``) from the
+PE the data leaves to the PE it reaches; an instant (``ph: i``) where a cut-short PE's trace
+ends. ``otherData`` names the job, the library and the cell. Timestamps are microseconds from
+the trace's first moment, on each node's own clock (see :mod:`.timeline`).
+"""
+
+import bisect
+import json
+
+from ..folding import pe_ranges
+from .timeline import lanes, origin
+
+__all__ = ["chrome_trace", "write_json", "CLOCK"]
+
+#: what the timestamps mean, said in the file and in the docs
+CLOCK = ("each node's own clock (time.time_ns): PEs on one node share it exactly; across nodes the lanes "
+         "are as aligned as the nodes' clocks are (NTP: typically within a millisecond)")
+
+
+def _us(ns, zero):
+    return round((ns - zero) / 1e3, 3)
+
+
+def _nodes(trace):
+    """``{pe: pid}`` and ``[(pid, host, pes)]``: one pid per node, from 1; PEs that sent nothing on pid 0."""
+    hosts, pid_of = {}, {}
+    for pe in range(trace.npes):
+        host = (trace.pe_info.get(pe) or {}).get("host")
+        if host is None:
+            pid_of[pe] = 0
+            continue
+        pid_of[pe] = hosts.setdefault(host, len(hosts) + 1)
+    nodes = [(pid, host, [pe for pe, p in pid_of.items() if p == pid]) for host, pid in hosts.items()]
+    if 0 in pid_of.values():
+        nodes.append((0, None, [pe for pe, p in pid_of.items() if p == 0]))
+    return pid_of, nodes
+
+
+def _binder(lane):
+    """``bind(ns)``: a time inside the slice of ``lane`` at ``ns``, else inside the next one (else the last)."""
+    starts = [s.start for s in lane]
+
+    def bind(ns):
+        i = bisect.bisect_right(starts, ns) - 1
+        if i >= 0 and lane[i].start <= ns <= lane[i].end:
+            return ns
+        chosen = lane[i + 1] if i + 1 < len(lane) else lane[-1]
+        return (chosen.start + chosen.end) // 2
+
+    return bind
+
+
+def _args(trace, event, lines):
+    args = {"line": event["line"], "where": trace.where(event["line"]) if event["line"] else "outside the cell"}
+    line = event["line"]
+    if lines and isinstance(line, int) and 0 < line <= len(lines):
+        args["code"] = lines[line - 1].strip()
+    for key in ("target", "array", "bytes", "epoch"):
+        if event.get(key) is not None:
+            args[key] = event[key]
+    if event.get("label"):
+        args["step"] = f"{event['label']['collective']} ({event['label']['algorithm']}): {event['label']['text']}"
+    return args
+
+
+def chrome_trace(trace):
+    """The trace-event JSON object (a dict) of ``trace``."""
+    from .trace import TRANSFERS, _FETCHES
+
+    zero, by_pe = origin(trace), lanes(trace)
+    pid_of, nodes = _nodes(trace)
+    lines = trace.code.splitlines() if trace.code else []
+    out = []
+    for pid, host, pes in nodes:
+        name = f"node {host} (PE {pe_ranges(pes)})" if host else f"PE {pe_ranges(pes)}: no trace"
+        out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
+        out.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+    for pe in range(trace.npes):
+        out.append({"ph": "M", "name": "thread_name", "pid": pid_of[pe], "tid": pe, "args": {"name": f"PE {pe}"}})
+        out.append({"ph": "M", "name": "thread_sort_index", "pid": pid_of[pe], "tid": pe, "args": {"sort_index": pe}})
+    binders = {pe: _binder(lane) for pe, lane in by_pe.items() if lane}
+    flow = 0
+    for pe, lane in by_pe.items():
+        for s in lane:
+            out.append({"ph": "X", "name": s.op, "cat": s.kind, "pid": pid_of[pe], "tid": pe, "ts": _us(s.start, zero),
+                        "dur": _us(s.end, s.start), "args": _args(trace, s.event, lines)})
+            target = s.event.get("target")
+            if s.op not in TRANSFERS or target is None or target == pe or target not in binders:
+                continue
+            flow += 1
+            middle = (s.start + s.end) // 2
+            there = binders[target](middle)
+            ends = [(pe, middle), (target, there)]
+            if s.op in _FETCHES:  # a get: the data flows from the target to the caller
+                ends.reverse()
+            (a, ta), (b, tb) = ends
+            common = {"name": s.op, "cat": "transfer", "id": flow}
+            out.append(dict(common, ph="s", pid=pid_of[a], tid=a, ts=_us(ta, zero)))
+            out.append(dict(common, ph="f", bp="e", pid=pid_of[b], tid=b, ts=_us(tb, zero)))
+    for pe, sentence in sorted(trace.ends.items()):
+        lane = by_pe.get(pe) or []
+        last = lane[-1].end if lane else (trace.pe_info.get(pe) or {}).get("stopped") or zero
+        out.append({"ph": "i", "s": "t", "name": f"trace ends: {sentence}", "cat": "end", "pid": pid_of[pe], "tid": pe,
+                    "ts": _us(last, zero)})
+    meta = {"job": trace.meta.get("job"), "library": trace.meta.get("library"), "cell": trace.meta.get("cell"),
+            "npes": trace.npes, "calls": len(trace.events), "not_kept": trace.dropped, "clock": CLOCK,
+            "complete": not trace.cut, "ends": {str(pe): text for pe, text in sorted(trace.ends.items())},
+            "code": trace.code}
+    return {"traceEvents": out, "displayTimeUnit": "ns", "otherData": meta}
+
+
+def write_json(trace, path):
+    """Write :func:`chrome_trace` of ``trace`` to ``path``."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(chrome_trace(trace), f, default=str)

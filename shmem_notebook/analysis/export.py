@@ -1,0 +1,34 @@
+"""Save a :class:`~shmem_notebook.analysis.trace.Trace` by the file's extension (client side):
+``.json`` Chrome trace events for Perfetto (:mod:`.chrome_trace`), ``.otf2`` an OTF2 archive
+(:mod:`.otf2_export`)."""
+
+import os
+
+from ..errors import InputError
+
+__all__ = ["save", "FORMATS"]
+
+#: extension -> what it writes
+FORMATS = {
+    ".json": "Chrome trace-event JSON (open it in ui.perfetto.dev)",
+    ".otf2": "an OTF2 archive (Vampir, Score-P tools)",
+}
+
+
+def save(trace, path):
+    """Write ``trace`` to ``path`` (``.json`` or ``.otf2``); returns ``path``. For ``.otf2``, ``path``
+    names the archive's anchor file: ``run.otf2`` writes ``run.otf2``, ``run.def`` and ``run/``."""
+    path = os.fspath(path)
+    extension = os.path.splitext(path)[1].lower()
+    if extension == ".json":
+        from .chrome_trace import write_json
+
+        write_json(trace, path)
+    elif extension == ".otf2":
+        from .otf2_export import write_otf2
+
+        write_otf2(trace, path)
+    else:
+        known = "; ".join(f"{ext}: {what}" for ext, what in FORMATS.items())
+        raise InputError(f"cannot save a trace as {os.path.basename(path)!r}: name it *.json or *.otf2 ({known})")
+    return path

@@ -1,0 +1,41 @@
+"""Where a cut-short trace ends, one sentence per PE (client side): a PE interrupted, stopped by
+the timeout, that raised, sent no trace, or whose trace reached the event cap. Shared by the
+``--trace`` stage and the race runner's ``--trace``."""
+
+from ..operations import CAP
+
+__all__ = ["ends", "said"]
+
+
+def ends(per_pe, npes, stops=None, where=None, cap=CAP):
+    """``{pe: sentence}`` for the PEs whose trace does not cover the whole cell. ``per_pe``: what the
+    PEs sent (``{pe: data}``); ``stops``: ``{pe: Stop}`` (:func:`~.report.stops_of`); ``where(line)``
+    names a line (default ``line 7``)."""
+    where = where or (lambda line: f"line {line}")
+    out = {}
+    for pe in range(npes):
+        data, stop = per_pe.get(pe), (stops or {}).get(pe)
+        if data is None:
+            out[pe] = f"PE {pe} sent no trace" + (f" (it {stop.what})" if stop is not None else "")
+        elif stop is not None:
+            at = f" at {where(stop.line)}" if stop.line else ""
+            last = data["events"][-1]["line"] if data.get("events") else None
+            after = f", after its last call at {where(last)}" if last and not stop.line else ""
+            out[pe] = f"PE {pe} {stop.what}{at}{after}"
+        elif data.get("dropped"):
+            last = data["events"][-1]["line"] if data["events"] else None
+            at = f" at {where(last)}" if last else ""
+            out[pe] = (f"PE {pe}'s trace reached the cap of {cap:,} events{at} "
+                       f"({data['dropped']:,} later calls not kept)")
+    return out
+
+
+def said(ends_by_pe):
+    """The sentences of :func:`ends` joined, PEs that ended alike folded: ``PE 0-1 was interrupted at line 4``."""
+    from ..folding import pe_ranges
+
+    alike = {}
+    for pe, sentence in sorted(ends_by_pe.items()):
+        rest = sentence[len(f"PE {pe}"):]
+        alike.setdefault(rest, []).append(pe)
+    return "; ".join(f"PE {pe_ranges(pes)}{rest}" for rest, pes in alike.items())

@@ -1,0 +1,231 @@
+"""Traces out of the notebook (issue 32): ``trace.save`` as Chrome trace-event JSON (Perfetto) and
+OTF2 (read back with the ``otf2`` reader), ``trace.waits()`` and its sentences, a trace cut short
+by a timeout or an error, the magics ``--trace=profile`` / ``%shmem trace``, and the race
+runner's ``--trace FILE``. Real jobs at 2 and 4 PEs (Sandia OpenSHMEM at 2 where built)."""
+
+import io
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+
+import pytest
+
+from conftest import ipython_shell, job_fixture, quiet
+from shmem_notebook import InputError
+from shmem_notebook.analysis.chrome_trace import chrome_trace
+from shmem_notebook.analysis.trace import Trace
+from shmem_notebook.errors import CellStoppedError, PEError
+from shmem_notebook.launcher.environment import platform_environment
+
+job = job_fixture(2, 4, heap="32M", sos=(2,), timeout=120)
+
+#: per PE: 2 barriers, a put to the right, a get from the right, an atomic add on PE 0 (5 calls)
+CALLS = """\
+dst[:] = -1
+shmem.barrier_all()
+shmem.put(dst[me:me + 1], np.full(1, me), (me + 1) % npes)
+shmem.get(buf, dst[:2], (me + 1) % npes)
+shmem.atomic_add(counter, 1, 0)
+shmem.barrier_all()
+"""
+ARRAYS = "dst=int64[8] counter=int64[1] buf=int64[2]"
+
+
+def traced(job, code=CALLS, **options):
+    options.setdefault("arrays", ARRAYS)
+    return quiet(job, code, trace=True, **options).trace
+
+
+def flows(document):
+    """``{id: (start event, finish event)}`` of the flow arrows."""
+    starts = {e["id"]: e for e in document["traceEvents"] if e["ph"] == "s"}
+    finishes = {e["id"]: e for e in document["traceEvents"] if e["ph"] == "f"}
+    assert starts.keys() == finishes.keys(), "every flow start has its finish"
+    return {i: (starts[i], finishes[i]) for i in starts}
+
+
+# -- Chrome trace-event JSON -------------------------------------------------------------------
+def test_json_has_a_lane_per_pe_a_slice_per_call_and_an_arrow_per_transfer(job, tmp_path):
+    n = job.n
+    trace = traced(job)
+    path = trace.save(tmp_path / "cell.json")
+    document = json.loads(pathlib.Path(path).read_text())
+    events = document["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X"]
+    assert len(slices) == 5 * n == len(trace.events)  # the calls the cell made
+    assert Counter(e["name"] for e in slices) == {"barrier_all": 2 * n, "put": n, "get": n, "atomic_add": n}
+    for e in slices:
+        assert e["dur"] >= 0 and e["ts"] >= 0 and isinstance(e["pid"], int) and e["args"]["line"] in range(2, 7)
+        assert e["args"]["code"] == CALLS.splitlines()[e["args"]["line"] - 1].strip()
+    names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == {pe: f"PE {pe}" for pe in range(n)}
+    assert {e["tid"] for e in slices} == set(range(n))
+    processes = [e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"]
+    assert len(processes) == 1 and processes[0].endswith(f"(PE 0-{n - 1})")  # one node: one pid
+    for pe in range(n):  # a lane's slices do not overlap: calls do not nest
+        lane = sorted((e["ts"], e["ts"] + e["dur"]) for e in slices if e["tid"] == pe)
+        assert all(a[1] <= b[0] + 1e-3 for a, b in zip(lane, lane[1:]))
+    arrows = sorted((s["name"], s["tid"], f["tid"]) for s, f in flows(document).values())
+    expected = [("put", pe, (pe + 1) % n) for pe in range(n)] + [("get", (pe + 1) % n, pe) for pe in range(n)]
+    expected += [("atomic_add", pe, 0) for pe in range(1, n)]  # PE 0's own add moves nothing between PEs
+    assert arrows == sorted(expected)
+    meta = document["otherData"]
+    assert meta["library"] == job.library.name and meta["job"].startswith(f"{n} PEs")
+    assert meta["cell"] and meta["complete"] is True and meta["calls"] == 5 * n and "clock" in meta
+
+
+def test_waits_slices_have_their_real_duration(job, tmp_path):
+    trace = traced(job, "import time\nif me == 0:\n    time.sleep(0.4)\nshmem.barrier_all()\n", arrays=None)
+    document = chrome_trace(trace)
+    barriers = {e["tid"]: e["dur"] for e in document["traceEvents"] if e["ph"] == "X" and e["name"] == "barrier_all"}
+    assert all(barriers[pe] > 0.3e6 for pe in range(1, job.n))  # µs: they waited for PE 0's sleep
+    assert barriers[0] < 0.2e6
+
+
+# -- OTF2 --------------------------------------------------------------------------------------
+def test_otf2_reads_back_with_a_location_per_pe_and_records_per_call(job, tmp_path):
+    import otf2
+
+    n = job.n
+    trace = traced(job)
+    trace.save(tmp_path / "run.otf2")
+    assert (tmp_path / "run.otf2").is_file() and (tmp_path / "run.def").is_file()
+    with otf2.reader.open(str(tmp_path / "run.otf2")) as archive:
+        locations = sorted(location.name for location in archive.definitions.locations)
+        read = list(archive.events)
+        records = Counter(type(event).__name__ for _, event in read)
+        puts = [(location.name, event.remote, event.bytes) for location, event in read
+                if isinstance(event, otf2.events.RmaPut)]
+        regions = {region.name for region in archive.definitions.regions}
+    assert locations == sorted(f"PE {pe}" for pe in range(n))
+    assert records["Enter"] == records["Leave"] == 5 * n
+    assert (records["RmaPut"], records["RmaGet"], records["RmaAtomic"]) == (n, n, n)
+    assert records["RmaOpCompleteBlocking"] == 3 * n
+    assert records["RmaCollectiveBegin"] == records["RmaCollectiveEnd"] == 2 * n  # the barriers
+    assert sorted(puts) == sorted((f"PE {pe}", (pe + 1) % n, 8) for pe in range(n))
+    assert {"barrier_all @ line 2", "put @ line 3", "barrier_all @ line 6"} <= regions
+    trace.save(tmp_path / "run.otf2")  # saving again replaces the archive
+
+
+# -- where each PE waits ----------------------------------------------------------------------
+@pytest.mark.parametrize("sleeper", ["first", "last"])
+def test_waits_name_the_pe_that_computes_and_those_that_wait(job, sleeper):
+    late = 0 if sleeper == "first" else job.n - 1
+    code = f"import time\nx = 1\nif me == {late}:\n    time.sleep(0.5)\nshmem.barrier_all()\n"
+    waits = traced(job, code, arrays=None).waits()
+    sentences = waits.sentences()
+    assert sentences[late].startswith(f"PE {late} computed ") and "of the cell" in sentences[late]
+    for pe in set(range(job.n)) - {late}:
+        assert sentences[pe].startswith(f"PE {pe} waited ") and "in barrier_all at line 5" in sentences[pe]
+        assert waits[pe].share(waits[pe].waiting[("barrier_all", 5)]) > 0.6
+    assert waits[late].share(waits[late].compute) > 0.6
+    rows = waits.rows()
+    assert {row["pe"] for row in rows} == set(range(job.n)) and all(row["seconds"] >= 0 for row in rows)
+    figure = waits.trace.profile()
+    assert [label.get_text() for label in figure.axes[0].get_yticklabels()] == [f"PE {pe}" for pe in range(job.n)]
+
+
+# -- cut short ---------------------------------------------------------------------------------
+def test_a_cell_stopped_by_its_timeout_keeps_its_events_and_says_where_it_ends(job, tmp_path):
+    out = io.StringIO()
+    code = "import time\nshmem.barrier_all()\nfor i in range(1000):\n    shmem.put(dst[:1], np.full(1, i), (me + 1) % npes)\n" \
+           "    time.sleep(0.02)\n"
+    with pytest.raises(CellStoppedError):
+        quiet(job, code, arrays=ARRAYS, trace=True, timeout=2, stdout=out)
+    trace = job.last_result.trace
+    assert trace is not None and trace.cut and len(trace.events) > 10
+    assert set(trace.ends) == set(range(job.n))
+    assert trace.ends == {pe: f"PE {pe} was stopped by its timeout of 2 s at line 5" for pe in range(job.n)}
+    assert f"trace: cut short, it ends where PE 0-{job.n - 1} was stopped by its timeout of 2 s at line 5" in out.getvalue()
+    document = json.loads(pathlib.Path(trace.save(tmp_path / "cut.json")).read_text())
+    ended = [e for e in document["traceEvents"] if e["ph"] == "i"]
+    assert sorted(e["tid"] for e in ended) == list(range(job.n)) and document["otherData"]["complete"] is False
+    flows(document)
+    trace.save(tmp_path / "cut.otf2")
+    assert trace.frames() and trace.replay().static_text().startswith("replay: ")
+
+
+def test_a_cell_that_raised_keeps_its_trace(job):
+    with pytest.raises(PEError):
+        quiet(job, "shmem.barrier_all()\nraise ValueError('boom')\n", trace=True)
+    trace = job.last_result.trace
+    assert len(trace.events) == job.n and trace.ends == {pe: f"PE {pe} raised ValueError at line 2" for pe in range(job.n)}
+
+
+# -- the magics --------------------------------------------------------------------------------
+def test_magics_trace_profile_and_save(job, tmp_path, capsys):
+    import shmem_notebook.job as jobs
+    from IPython.core.error import UsageError
+
+    shell = ipython_shell()
+    jobs._current = job
+    try:
+        shell.run_cell_magic("pxshmem", "--trace=profile", "import time\nif me == 0:\n    time.sleep(0.3)\nshmem.barrier_all()\n")
+        out = capsys.readouterr().out
+        assert "trace: PE 0 computed" in out and "trace: PE 1 waited" in out and "in barrier_all at line 4" in out
+        shell.run_line_magic("shmem", f"trace save {tmp_path / 'm.json'}")
+        assert "trace saved: " in capsys.readouterr().out and (tmp_path / "m.json").is_file()
+        shell.run_line_magic("shmem", "trace profile")
+        assert "PE 1 waited" in capsys.readouterr().out
+        with pytest.raises(UsageError, match="name it \\*.json or \\*.otf2"):
+            shell.run_line_magic("shmem", f"trace save {tmp_path / 'm.txt'}")
+        shell.run_cell_magic("pxshmem", "--trace x=int64[2]", "x[:] = me\n")  # --trace takes no value from the line
+        assert job.last_result.trace is not None and "x" in job.specs
+    finally:
+        jobs._current = None
+
+
+# -- no PEs ------------------------------------------------------------------------------------
+def test_a_pe_that_sent_nothing_has_an_empty_lane(tmp_path):
+    sent = {"pe": 0, "host": "a", "started": 0, "stopped": 100, "snapshots": [{}], "events": [
+        {"pe": 0, "seq": 1, "t0": 10, "t": 20, "line": 1, "op": "put", "target": 1, "array": "x",
+         "indices": [0, 1, 1], "epoch": 0, "label": None, "values": [1], "bytes": 8}]}
+    trace = Trace([sent], "shmem.put(x, y, 1)", npes=2)
+    assert trace.ends == {1: "PE 1 sent no trace"} and trace.cut
+    document = chrome_trace(trace)
+    processes = sorted(e["args"]["name"] for e in document["traceEvents"] if e["name"] == "process_name")
+    assert processes == ["PE 1: no trace", "node a (PE 0)"]
+    assert not [e for e in document["traceEvents"] if e["ph"] in "sf"]  # no lane to bind the arrow's head to
+    with pytest.raises(InputError, match="name it \\*.json or \\*.otf2"):
+        trace.save(tmp_path / "t.csv")
+
+
+# -- the race runner ---------------------------------------------------------------------------
+PROGRAM = """
+import numpy as np
+from shmem4py import shmem
+
+me, npes = shmem.my_pe(), shmem.n_pes()
+remote = shmem.zeros(1, dtype=np.int64)
+shmem.barrier_all()
+shmem.put(remote, np.array([me], dtype=np.int64), (me + 1) % npes)
+shmem.barrier_all()
+shmem.free(remote)
+"""
+
+
+@pytest.mark.pe
+@pytest.mark.parametrize("fmt", ["json", "otf2"])
+def test_race_runner_writes_the_programs_timeline(tmp_path, fmt):
+    (tmp_path / "ring.py").write_text(textwrap.dedent(PROGRAM).lstrip())
+    env = dict(os.environ, **platform_environment())
+    done = subprocess.run([sys.executable, "-m", "shmem_notebook.race", "--trace", f"out.{fmt}", "--",
+                           "oshrun", "-n", "2", sys.executable, "ring.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"written to out.{fmt}" in done.stdout
+    if fmt == "otf2":
+        import otf2
+
+        with otf2.reader.open(str(tmp_path / "out.otf2")) as archive:
+            assert Counter(type(e).__name__ for _, e in archive.events)["RmaPut"] == 2
+        return
+    document = json.loads((tmp_path / "out.json").read_text())
+    slices = [e for e in document["traceEvents"] if e["ph"] == "X"]
+    puts = [e for e in slices if e["name"] == "put"]
+    assert sorted(e["tid"] for e in puts) == [0, 1] and all(e["args"]["where"] == "ring.py:7" for e in puts)
+    assert len(flows(document)) == 2 and document["otherData"]["cell"] == "ring.py"
