@@ -11,8 +11,19 @@ test:
 test-quick:
 	.venv/bin/python -m pytest -q -m "not pe" $(TEST_ARGS)
 
-# benchmarks: prints the table, writes bench/results.json and bench/results.png
-# (make bench BENCH_ARGS=--update-readme also rewrites the README section)
+# benchmarks: prints the table, writes bench/results.json, bench/results.png and the results
+# section of docs/benchmarks.md
 .PHONY: bench
 bench:
-	.venv/bin/python bench/run.py $(BENCH_ARGS)
+	.venv/bin/python bench/run.py --update-docs $(BENCH_ARGS)
+
+# the documentation site (Sphinx + MyST) into build/docs/html, warnings as errors; the notebooks
+# are rendered from their executed copies in docs/notebooks/ (make docs-notebooks rewrites them)
+.PHONY: docs
+docs:
+	.venv/bin/python -m sphinx -W --keep-going -q -b html docs build/docs/html
+
+# execute the notebooks headless (real PEs, a few minutes) into docs/notebooks/ for the docs site
+.PHONY: docs-notebooks
+docs-notebooks:
+	for nb in notebooks/*.ipynb; do .venv/bin/python scripts/run_notebook.py $$nb docs/notebooks/$$(basename $$nb) || exit 1; done

@@ -1,4 +1,4 @@
-"""The Markdown tables (printed and put in the README) and the plot; the goals are ``goals.py``."""
+"""The Markdown tables (printed and put in docs/benchmarks.md) and the plot; the goals are ``goals.py``."""
 
 import re
 
@@ -388,25 +388,27 @@ def markdown(results):
     return "\n\n".join(parts) + "\n"
 
 
-def readme_block(results, image):
+def page_block(results, image):
+    """The generated part of docs/benchmarks.md: the tables, the plot at ``image`` and why goals are missed."""
     missed = [g for g in results["goals"] if g["ok"] is False]
     reasons = {}  # one bullet per reason, naming every goal it explains
     for g in missed:
         reasons.setdefault(goals.why(g, results), []).append(g["goal"])
     why = "\n".join(f"- **{'; '.join(names)}**: {text}" for text, names in reasons.items())
-    return (f"`make bench` (= `.venv/bin/python bench/run.py`) measures shmem_notebook side by side with what "
-            f"one would otherwise use, writes `bench/results.json` and `bench/results.png`, and with "
-            f"`--update-readme` rewrites this section. `--quick` is the smoke run of the test suite.\n\n"
+    return (f"`make bench` (= `.venv/bin/python bench/run.py --update-docs`) measures shmem_notebook side by "
+            f"side with what one would otherwise use, writes `bench/results.json` and `bench/results.png`, and "
+            f"rewrites this section of `docs/benchmarks.md`. `--quick` is the smoke run of the test suite.\n\n"
             f"{markdown(results)}\n![benchmark results]({image})\n"
             + (f"\n**Why goals are missed**\n\n{why}\n" if missed else ""))
 
 
-def update_readme(path, block):
+def update_page(path, block):
+    """Put ``block`` between ``<!-- bench:start -->`` and ``<!-- bench:end -->`` of the page at ``path``."""
     start, end = "<!-- bench:start -->", "<!-- bench:end -->"
     with open(path) as fh:
         text = fh.read()
     if start not in text or end not in text:
-        text = text.rstrip("\n") + f"\n\n## Benchmarks\n\n{start}\n{end}\n"
+        text = text.rstrip("\n") + f"\n\n## Results\n\n{start}\n{end}\n"
     text = re.sub(re.escape(start) + r".*?" + re.escape(end), lambda _: f"{start}\n{block}{end}", text, flags=re.S)
     with open(path, "w") as fh:
         fh.write(text)

@@ -1,7 +1,6 @@
 """Benchmarks of shmem_notebook, side by side with their baselines, in one run.
 
-    .venv/bin/python bench/run.py              # full run (make bench), about 6-9 min on 2 cores (+ 2-3 min: libraries)
-    .venv/bin/python bench/run.py --update-readme
+    .venv/bin/python bench/run.py --update-docs   # full run (make bench): 6-9 min on 2 cores (+ 2-3: libraries)
     .venv/bin/python bench/run.py --quick --out /tmp/b   # tiny sizes/repeats: the test suite's smoke run
 
 Sections (one module each): startup (start to ready, restart, idle cost, a profile),
@@ -17,8 +16,9 @@ to bench/). Medians over repeats; every ratio compares numbers measured in this 
 Flags:
   --quick           tiny sizes and repeats (seconds, not minutes); numbers are meaningless
   --only A,B        run only these sections, keep the others from OUT/results.json
-  --replot          measure nothing: redo table, plot (and README) from OUT/results.json
-  --update-readme   rewrite README.md between <!-- bench:start --> and <!-- bench:end -->
+  --replot          measure nothing: redo table, plot (and docs page) from OUT/results.json
+  --update-docs     rewrite docs/benchmarks.md between <!-- bench:start --> and <!-- bench:end -->
+                    (make bench passes it; not with --quick, whose numbers are meaningless)
   --out DIR         where results.json and results.png go (default: bench/)
   --experiments N   also time start-up with the candidate change (overlapped start), N times each
 """
@@ -83,7 +83,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default=",".join(SECTIONS))
     parser.add_argument("--replot", action="store_true")
-    parser.add_argument("--update-readme", action="store_true")
+    parser.add_argument("--update-docs", action="store_true")
     parser.add_argument("--out", default=HERE)
     parser.add_argument("--experiments", type=int, default=0, metavar="N")
     args = parser.parse_args(argv)
@@ -129,10 +129,12 @@ def main(argv=None):
     print(report.markdown(results))
     report.plot(results, png_path)
     print(f"wrote {json_path} and {png_path}")
-    if args.update_readme:
-        image = os.path.relpath(png_path, os.path.dirname(HERE))
-        report.update_readme(os.path.join(os.path.dirname(HERE), "README.md"), report.readme_block(results, image))
-        print("updated README.md")
+    if args.update_docs and results["meta"].get("quick"):
+        print("docs/benchmarks.md left as it was: --quick numbers are meaningless")
+    elif args.update_docs:
+        page = os.path.join(os.path.dirname(HERE), "docs", "benchmarks.md")
+        report.update_page(page, report.page_block(results, os.path.relpath(png_path, os.path.dirname(page))))
+        print(f"updated {os.path.relpath(page, os.path.dirname(HERE))}")
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ def test_the_prose_on_missed_goals_quotes_only_numbers_of_the_run(results, monke
         with_limit(monkeypatch, goal.id, float("inf") if goal.better == "higher" else -1)
     results["goals"] = goals.evaluate(results)
     assert all(g["ok"] is False for g in results["goals"])
-    block = report.readme_block(results, "results.png")
+    block = report.page_block(results, "results.png")
     prose = block.split("**Why goals are missed**")[1]
     assert prose.count("\n- **") == len({goals.why(g, results) for g in results["goals"]})
 
