@@ -12,8 +12,8 @@ import shmem_notebook
 from conftest import job_fixture, quiet
 from shmem_notebook import HeapFullError, InputError, JobStateError, PEError
 
-#: 1, 2 and 4 PEs on Open MPI's OSHMEM, 2 on Sandia OpenSHMEM (where it is built)
-job = job_fixture(1, 2, 4, sos=(2,))
+#: 1, 2 and 4 PEs on Open MPI's OSHMEM, 2 on Sandia OpenSHMEM and on OSHMPI (where they are built)
+job = job_fixture(1, 2, 4, sos=(2,), oshmpi=(2,))
 
 def test_engine_id_is_the_pe_number(job):
     result = quiet(job, "print(me, npes, shmem.my_pe(), shmem.n_pes())")

@@ -10,7 +10,7 @@ import pytest
 from conftest import job_fixture, quiet
 from shmem_notebook import PEError
 
-job = job_fixture(2, 4, heap="16M", timeout=120, sos=(2,))
+job = job_fixture(2, 4, heap="16M", timeout=120, sos=(2,), oshmpi=(2,))
 
 RELEASED = "the rest of the cell was abandoned on every PE; the job is ready and every PE kept its variables"
 PAUSED = "cannot be released from that call"

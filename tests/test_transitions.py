@@ -10,7 +10,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import shmem_notebook
-from conftest import ipython_shell, needs_sos
+from conftest import ipython_shell, needs_oshmpi, needs_sos
 from shmem_notebook import CellStoppedError, JobStateError, NoJobError, PEDiedError
 from shmem_notebook.inspector import gather_snapshot
 from shmem_notebook.words import plural
@@ -21,9 +21,10 @@ HANG = "if me == 0:\n    shmem.wait_until(W, shmem.CMP.EQ, 99)"
 
 
 @pytest.fixture(scope="module", params=[pytest.param((n, "oshmem"), id=f"{n}pe") for n in (1, 2, 4)]
-                + [pytest.param((2, "sos"), id="2pe-sos", marks=needs_sos)])
+                + [pytest.param((2, "sos"), id="2pe-sos", marks=needs_sos)]
+                + [pytest.param((2, "oshmpi"), id="2pe-oshmpi", marks=needs_oshmpi)])
 def session(request):
-    """(job, shell): a job of 1, 2 and 4 PEs (and 2 on Sandia OpenSHMEM), current for the
+    """(job, shell): a job of 1, 2 and 4 PEs (and 2 on Sandia OpenSHMEM and on OSHMPI), current for the
     magics, with A and W declared."""
     shmem_notebook.job._current = None
     shell = ipython_shell()

@@ -17,6 +17,7 @@ import psutil
 from shmem4py import shmem
 
 from . import heap, runtime
+from .record.memory import heap_start
 
 __all__ = ["snapshot", "allocations", "heap_base", "named_arrays", "summarise", "BLOCK_OVERHEAD", "PE_OVERHEAD"]
 
@@ -51,7 +52,9 @@ def heap_base(lowest=None, maps="/proc/self/maps"):
         with open(maps) as f:
             for line in f:
                 start, end = (int(x, 16) for x in line.split(None, 1)[0].split("-"))
-                if (lowest is not None and start <= lowest < end) or (lowest is None and start == configured):
+                if lowest is not None and start <= lowest < end:
+                    return heap_start(start, heap.allocations()[0][0])  # OSHMPI's mapping may start lower
+                if lowest is None and start == configured:
                     return start
     except OSError:
         pass

@@ -2,6 +2,8 @@
 another PE's symmetric memory seen through a ``shmem.ptr`` view (that PE's number, and the
 offset in its heap), or private (this PE's address), and what the cell calls it (PE side)."""
 
+import functools
+import mmap
 from weakref import ref as _weakref
 
 import numpy as np
@@ -10,7 +12,7 @@ from shmem4py import shmem
 from ...analysis.footprint import of_view, strided
 from . import state
 
-__all__ = ["heap_range", "peer_heaps", "extent", "numpy_owned", "AddressBook"]
+__all__ = ["heap_range", "heap_start", "peer_heaps", "extent", "numpy_owned", "AddressBook"]
 
 _ffi = shmem.ffi
 _cast, _from_buffer = _ffi.cast, _ffi.from_buffer
@@ -23,8 +25,25 @@ def heap_range():
         for line in maps:
             lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
             if lo <= probe[0] < hi:
-                return lo, hi
+                return heap_start(lo, probe[0]), hi
     return 0, 0
+
+
+def heap_start(mapping, first):
+    """Where the symmetric heap begins, given the start of the ``/proc/self/maps`` mapping holding it and
+    the address of the first allocation still live (the engine's own, made at start and kept).
+
+    OSHMPI's heap is anonymous memory that the kernel may merge with the mappings beside it, differently
+    on each PE: its offsets count from the page of that first allocation, which OSHMPI places in the
+    heap's first page. Other libraries' heaps are mappings of their own."""
+    if _anonymous_heap():
+        return max(mapping, first - first % mmap.PAGESIZE)
+    return mapping
+
+
+@functools.cache
+def _anonymous_heap():
+    return "OSHMPI" in shmem.info_get_name()
 
 
 def peer_heaps(heap):

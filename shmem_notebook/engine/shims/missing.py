@@ -15,7 +15,7 @@ import re
 from ...errors import ShmemNotebookError
 from .patches import Patches
 
-__all__ = ["UnsupportedError", "ALTERNATIVES", "LACKING", "explain", "install"]
+__all__ = ["UnsupportedError", "ALTERNATIVES", "LACKING", "explain", "explain_no_ctx", "install"]
 
 #: (pattern on the routine's name, what to use instead), first match wins
 ALTERNATIVES = [
@@ -42,6 +42,16 @@ LACKING = (
 NOT_IMPLEMENTED = -1431655766
 
 
+#: shmem4py's names for the routines that create a context (OSHMPI's always return SHMEM_NO_CTX)
+CTX_CREATORS = ("shmem_ctx_create", "shmem_team_create_ctx")
+
+
+def explain_no_ctx(routine, library):
+    """One sentence on a context the library could not create, and what to use instead."""
+    return (f"{library} could not create a context ({routine}; OSHMPI never can, as MPI has no endpoints); "
+            "use the default context instead: drop ctx= and complete the puts with shmem.quiet()")
+
+
 class UnsupportedError(ShmemNotebookError, NotImplementedError):
     """The cell used an OpenSHMEM routine the library under this job does not implement."""
 
@@ -63,6 +73,8 @@ def install(shmem):
         if ierr != 0:
             if ierr == NOT_IMPLEMENTED:
                 raise UnsupportedError(explain(func, *_library(shmem)))
+            if func in CTX_CREATORS:
+                raise UnsupportedError(explain_no_ctx(func, _library(shmem)[0]))
             original(ierr, func)
 
     patches.set(shmem, "_chkerr", chkerr)
