@@ -1,7 +1,7 @@
 """Synthetic race traces, as the PEs send them (events of ``operations.EVENT_FIELDS``): the
 analysis alone can be timed and tested without PEs (bench/races.py, tests/test_race_analysis.py).
 
-Shapes copied from real recordings (``job.ask("record_stop")`` after the same cells).
+Shapes copied from real recordings (``job.ask("race_stop")`` after the same cells).
 """
 
 __all__ = ["ARR", "scattered_puts", "stencil", "names", "ping_pong", "credit_ring", "without_conditions"]

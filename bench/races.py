@@ -98,9 +98,9 @@ def run(n, puts, size, sweeps, repeats, loops=None):
             rows.append(row)
             del stage
         # what the PEs send back for the put loop: events after summarising, bytes pickled
-        job.ask("record_start", {})
+        job.ask("race_start", {})
         job.run(PUTS.format(count=puts), stdout=io.StringIO())
-        traces = list(job.ask("record_stop").values())
+        traces = list(job.ask("race_stop").values())
         events = sum(len(t["events"]) for t in traces)
         ops = sum(t["ops"] for t in traces)
         payload = sum(len(pickle.dumps(t)) for t in traces)
@@ -144,9 +144,9 @@ def _side_by_side(job, name, code, arrays, repeats, **extra):
             walls[race].append(time.perf_counter() - start)
             job.race_reset()
     verdict = _verdict(out.getvalue())
-    job.ask("record_start", {})
+    job.ask("race_start", {})
     job.run(code, arrays=arrays, stdout=io.StringIO(), stderr=io.StringIO(), timeout=3600)
-    traces = job.ask("record_stop")
+    traces = job.ask("race_stop")
     cpu, start = time.process_time(), time.perf_counter()
     found = analyse(traces, job.n)
     analysis_s, analysis_cpu_s = time.perf_counter() - start, time.process_time() - cpu

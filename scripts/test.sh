@@ -15,4 +15,7 @@ OSHMPI_TARBALL=${OSHMPI_TARBALL:-$(ls ../shared/vendor/oshmpi-*.tar.gz 2>/dev/nu
 if [ -n "$OSHMPI_TARBALL" ] && [ -f "$OSHMPI_TARBALL" ]; then
     scripts/build_oshmpi.sh "$OSHMPI_TARBALL" || echo "== OSHMPI did not build (see above): its tests are skipped"
 fi
+# the fast tier first (seconds): lint and types; the suite runs only when they pass (make lint)
+.venv/bin/ruff check . || { echo "== ruff check failed (above): fix the code, then run the tests again" >&2; exit 1; }
+.venv/bin/mypy || { echo "== mypy failed (above): fix the types, then run the tests again" >&2; exit 1; }
 exec .venv/bin/python -m pytest -ra "$@"

@@ -6,6 +6,8 @@ packages: only :mod:`shmem_notebook.engine` (run by ``oshrun`` on the PEs)
 imports shmem4py; everything else imports cleanly with no OpenSHMEM at all.
 """
 
+from typing import TYPE_CHECKING
+
 from .errors import (
     CellStoppedError,
     CellSyntaxError,
@@ -21,6 +23,14 @@ from .errors import (
 )
 from .lean import lazy_names
 from .rc import rc
+
+if TYPE_CHECKING:  # for the type checker only: importing them runs the client side
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from .analysis.races import Access, Race
+    from .cells.result import CellResult
+    from .job import Job, current_job, start
+    from .specs import ArraySpec
 
 __version__ = "0.1.0"
 
@@ -57,14 +67,14 @@ _LAZY = {"start": "job", "current_job": "job", "Job": "job", "CellResult": "job"
 __getattr__ = lazy_names(__name__, _LAZY)
 
 
-def load_ipython_extension(ipython):
+def load_ipython_extension(ipython: "InteractiveShell") -> None:
     """``%load_ext shmem_notebook``: register ``%shmem`` and ``%%pxshmem``."""
     from .magics import ShmemMagics
 
     ipython.register_magics(ShmemMagics)
 
 
-def unload_ipython_extension(ipython):
+def unload_ipython_extension(ipython: "InteractiveShell") -> None:
     """Stop the current job when the extension is unloaded."""
     from .job import current_job
 

@@ -2,6 +2,8 @@
 
 import re
 import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from .folding import pe_ranges
 from .words import plural
@@ -30,10 +32,10 @@ class ShmemNotebookError(Exception):
     :class:`PEDiedError`) carry that cell's ``CellResult`` as ``.result``.
     """
 
-    result = None
+    result: Any = None  # a cells.result.CellResult (this shared floor imports no client module)
 
     @property
-    def _render_traceback_(self):
+    def _render_traceback_(self) -> Callable[[], list[str]]:
         # raised in a cell on a PE, the user's frames (which line) matter: IPython's own
         # traceback, whose frames inside the tool the notebook folds (see PEError)
         if "shmem_notebook.engine.runtime" in sys.modules:
@@ -56,7 +58,7 @@ class LaunchError(ShmemNotebookError):
 class NoJobError(ShmemNotebookError):
     """No OpenSHMEM job is running."""
 
-    def __init__(self, what="this"):
+    def __init__(self, what: str = "this") -> None:
         super().__init__(f"no OpenSHMEM job is running for {what}; {START_HINT}")
 
 
@@ -67,7 +69,7 @@ class JobStateError(ShmemNotebookError):
 class PEDiedError(JobStateError):
     """PEs died while the job ran; ``causes`` maps PE -> cause (signal or exit code)."""
 
-    def __init__(self, message, causes):
+    def __init__(self, message: str, causes: Mapping[int, str]) -> None:
         super().__init__(message)
         self.causes = dict(causes)
 
@@ -75,7 +77,7 @@ class PEDiedError(JobStateError):
 class CellStoppedError(JobStateError):
     """A cell was stopped by its timeout or an interrupt; ``where`` says where every PE was."""
 
-    def __init__(self, message, where):
+    def __init__(self, message: str, where: Iterable[str]) -> None:
         super().__init__("\n".join([message, *where]))
         self.where = list(where)
 
@@ -93,19 +95,19 @@ class PEError(ShmemNotebookError):
     """A cell raised on some PEs. ``errors`` maps PE -> (ename, evalue, traceback); ``message``
     replaces the summary (e.g. when other PEs waited for those that raised)."""
 
-    def __init__(self, errors, npes, message=None):
+    def __init__(self, errors: Mapping[int, tuple[str, str, str]], npes: int, message: str | None = None) -> None:
         self.errors = dict(errors)
         self.npes = npes
-        kinds = {}
+        kinds: dict[str, list[int]] = {}
         for pe, (ename, evalue, _) in sorted(self.errors.items()):
             kinds.setdefault(f"{ename}: {evalue}{_EXPLAINED.get((ename, evalue), '')}", []).append(pe)
         summary = "; ".join(f"PE {pe_ranges(pes)}: {what}" for what, pes in kinds.items())
         super().__init__(message or f"the cell raised on {len(self.errors)} of {plural(npes, 'PE')}: {summary}")
 
-    def _render_traceback_(self):
+    def _render_traceback_(self) -> list[str]:
         """IPython shows this instead of our own frames: each distinct remote traceback once,
         labelled by the PEs that raised it, without frames inside shmem4py or this tool."""
-        groups = {}
+        groups: dict[str, list[int]] = {}
         for pe, (ename, evalue, tb) in sorted(self.errors.items()):
             groups.setdefault(_clean_traceback(tb) if tb else f"{ename}: {evalue}", []).append(pe)
         lines = []
@@ -129,7 +131,7 @@ _ERROR_LINE = re.compile(r"[A-Za-z_][\w.]*(: |$)")  # "MemoryError: ..." (frame 
 _HIDDEN = ("/shmem4py/", "/shmem_notebook/engine/")
 
 
-def _clean_traceback(tb):
+def _clean_traceback(tb: str) -> str:
     """A PE's rendered traceback without ipyparallel's ``[pe:execute]`` header, with the
     notebook's cell number instead of the engine's, and frames inside shmem4py or this tool
     folded into one line (as in ``Cell In[4], line 2`` then the error)."""
@@ -137,7 +139,8 @@ def _clean_traceback(tb):
     if lines and re.fullmatch(r"\[\d+:\w+\]", _ANSI.sub("", lines[0]).strip()):
         lines = lines[1:]
     count = _notebook_count()
-    out, hidden, skipping = [], 0, False
+    out: list[str] = []
+    hidden, skipping = 0, False
     for line in lines:
         plain = _ANSI.sub("", line)
         if plain.startswith(("File ", "Cell ")):
@@ -157,7 +160,7 @@ def _clean_traceback(tb):
     return "\n".join(out)
 
 
-def _notebook_count():
+def _notebook_count() -> int | None:
     """The notebook's number of the cell running now (IPython's), or None outside IPython."""
     try:
         from IPython import get_ipython
@@ -169,5 +172,5 @@ def _notebook_count():
     # the inputs stored so far end with the running cell's; execution_count is already the next
     # cell's number while a cell runs under IPython 9 (ipykernel 7), still this one's under IPython 8
     stored = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None)
-    count = len(stored) - 1 if stored else getattr(shell, "execution_count", None)
-    return count or None  # 0: a shell that has run no cell (a script that made one)
+    count: Any = len(stored) - 1 if stored else getattr(shell, "execution_count", None)
+    return int(count) if count else None  # 0: a shell that has run no cell (a script that made one)

@@ -3,13 +3,20 @@
 Shared by both sides (plain definitions, no dependencies).
 """
 
+from collections.abc import Hashable, Iterable, Mapping
+from typing import TypeVar
+
 __all__ = ["pe_ranges", "fold"]
 
+K = TypeVar("K")
+V = TypeVar("V", bound=Hashable)
 
-def pe_ranges(pes):
+
+def pe_ranges(pes: Iterable[int]) -> str:
     """``[0, 1, 2, 5]`` -> ``'0-2,5'``."""
     pes = sorted(set(pes))
-    runs, start = [], None
+    runs: list[str] = []
+    start: int | None = None
     for i, pe in enumerate(pes):
         if start is None:
             start = pe
@@ -19,9 +26,9 @@ def pe_ranges(pes):
     return ",".join(runs)
 
 
-def fold(mapping):
+def fold(mapping: Mapping[K, V]) -> dict[V, list[K]]:
     """``{pe: value}`` -> ``{value: [pes]}``, in PE order of first appearance."""
-    groups = {}
+    groups: dict[V, list[K]] = {}
     for key, value in sorted(mapping.items()):
         groups.setdefault(value, []).append(key)
     return groups

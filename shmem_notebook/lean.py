@@ -13,14 +13,17 @@ does the same for our own packages' public names (``shmem_notebook``, ``launcher
 """
 
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 import types
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = ["install", "hold_back", "release", "lazy_names", "LAZY"]
 
 #: package -> {name: submodule defining it}: the names an engine or the controller takes from the package
-LAZY = {
+LAZY: dict[str, dict[str, str]] = {
     "ipyparallel": {"__version__": "_version", "version_info": "_version", "dependent": "controller.dependency",
                     "Dependency": "controller.dependency"},
     "jupyter_client": {
@@ -35,7 +38,7 @@ LAZY = {
 }
 
 
-def install(packages=LAZY):
+def install(packages: Mapping[str, Mapping[str, str]] = LAZY) -> None:
     """Make each package of ``packages`` lazy, unless it is imported already."""
     for name, names in packages.items():
         if name not in sys.modules:
@@ -44,33 +47,34 @@ def install(packages=LAZY):
                 sys.modules[name] = _lazy_package(spec, names)
 
 
-def _lazy_package(spec, names):
+def _lazy_package(spec: importlib.machinery.ModuleSpec, names: Mapping[str, str]) -> types.ModuleType:
     package = types.ModuleType(spec.name)
     package.__spec__, package.__loader__, package.__file__ = spec, spec.loader, spec.origin
-    package.__path__, package.__package__ = list(spec.submodule_search_locations), spec.name
+    package.__path__, package.__package__ = list(spec.submodule_search_locations or ()), spec.name
 
-    def __getattr__(attr):
+    def __getattr__(attr: str) -> Any:
         if attr in names:
             value = getattr(importlib.import_module(f"{spec.name}.{names[attr]}"), attr)
         elif not attr.startswith("__") and importlib.util.find_spec(f"{spec.name}.{attr}") is not None:
             return importlib.import_module(f"{spec.name}.{attr}")  # `from package import submodule`
         else:  # anything else: the real package, once
             del package.__getattr__
+            assert spec.loader is not None
             spec.loader.exec_module(package)
             return getattr(package, attr)
         setattr(package, attr, value)
         return value
 
-    package.__getattr__ = __getattr__
+    package.__getattr__ = __getattr__  # type: ignore[method-assign]
     return package
 
 
-def lazy_names(package, names):
+def lazy_names(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
     """A module ``__getattr__`` (PEP 562) for ``package`` that imports each of ``names``
     (``{name: submodule}``) from its submodule on first use."""
     module = sys.modules[package]
 
-    def __getattr__(name):
+    def __getattr__(name: str) -> Any:
         if name not in names:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(f"{package}.{names[name]}"), name)
@@ -80,12 +84,12 @@ def lazy_names(package, names):
     return __getattr__
 
 
-def hold_back(name):
+def hold_back(name: str) -> None:
     """Until :func:`release`, ``import name`` fails as if ``name`` were not installed."""
-    sys.modules.setdefault(name, None)
+    sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # None in sys.modules blocks the import
 
 
-def release(name):
+def release(name: str) -> None:
     """Undo :func:`hold_back`."""
     if name in sys.modules and sys.modules[name] is None:
         del sys.modules[name]

@@ -1,8 +1,10 @@
 """What the client and the PEs agree on; shared by both sides, imports nothing else.
 
-The client talks to PEs in one direction per call: it sends :func:`request`
-with an operation name and plain arguments, each PE answers with plain data
-(dicts, tuples, NumPy arrays). No client object travels to a PE and back.
+The client talks to PEs in one direction per call: it sends a request, an operation
+named in :class:`Op` with plain arguments (:func:`encode`, checked on the client), and each
+PE answers it with plain data (dicts, tuples, NumPy arrays; :func:`answer`). No client
+object travels to a PE and back. Requests asked on their own and those riding with a cell
+have the same form.
 
 Cells take a route of their own (:mod:`shmem_notebook.cells.channel` on the client,
 :mod:`shmem_notebook.engine.channel` on the PEs): JSON messages signed with a key only
@@ -11,9 +13,27 @@ make before and after it ride with it, and the PEs' answers come back pickled in
 final message's signed attachment.
 """
 
+import enum
 import os
 
-__all__ = ["ENGINE_MODULE", "GLOBAL_EXIT_MARK", "RACE_MODULE", "RACE_ENV", "RACE_LINES", "PE_LINE", "PE_DONE", "request", "stack_path", "board_path", "exit_path", "seal", "unseal"]
+__all__ = [
+    "ENGINE_MODULE",
+    "GLOBAL_EXIT_MARK",
+    "RACE_MODULE",
+    "RACE_ENV",
+    "RACE_LINES",
+    "PE_LINE",
+    "PE_DONE",
+    "Op",
+    "COLLECTIVE",
+    "encode",
+    "answer",
+    "stack_path",
+    "board_path",
+    "exit_path",
+    "seal",
+    "unseal",
+]
 
 #: the module ``oshrun`` runs on every PE (``python -m shmem_notebook.engine``)
 ENGINE_MODULE = "shmem_notebook.engine"
@@ -35,11 +55,48 @@ PE_DONE = "[shmem-race PE {pe}/{npes} done]"
 RACE_LINES = 1_000_000
 
 
-def request(op, *args):
-    """Runs on a PE: answer the request ``op`` (see :mod:`shmem_notebook.engine.requests`)."""
+class Op(enum.StrEnum):
+    """Every request a PE answers (:mod:`shmem_notebook.engine.requests` maps each to its function)."""
+
+    ALLOC = "alloc"
+    FREE = "free"
+    GATHER = "gather"
+    GATHER_INTO = "gather_into"
+    PULL = "pull"
+    HEAP_USAGE = "heap_usage"
+    INFO = "info"
+    CELLS_CONNECT = "cells_connect"
+    SNAPSHOT = "snapshot"
+    RACE_START = "race_start"  # race_*, trace_*, stress_*: bracket a cell run with --race, --trace, --stress
+    RACE_STOP = "race_stop"
+    TRACE_START = "trace_start"
+    TRACE_STOP = "trace_stop"
+    STRESS_START = "stress_start"
+    STRESS_STOP = "stress_stop"
+    STRESS_SAVE = "stress_save"
+    STRESS_RESTORE = "stress_restore"
+    DECLARED_VALUES = "declared_values"
+    JOIN = "join"
+    RELEASED = "released"
+
+
+#: the requests that are collective on the PEs: every PE must be asked; the rest are local to a PE
+COLLECTIVE = frozenset({Op.ALLOC, Op.FREE, Op.RACE_START, Op.JOIN, Op.RELEASED})
+
+
+def encode(op, *args):
+    """The request ``op(*args)`` as both routes carry it: ``(name, args)``. A name that is not in
+    :class:`Op` raises :class:`ValueError` (one sentence) before anything is sent."""
+    if op not in Op.__members__.values():
+        raise ValueError(f"no PE answers a request named {op!r}; the requests are: {', '.join(Op)}")
+    return (str(Op(op)), tuple(args))
+
+
+def answer(request):
+    """Runs on a PE: answer the ``request`` from :func:`encode` (see :mod:`shmem_notebook.engine.requests`)."""
     from shmem_notebook.engine.requests import handle
 
-    return handle(op, *args)
+    return handle(request)
 
 
 def stack_path(profile_dir, cluster_id, pe):

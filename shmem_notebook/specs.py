@@ -8,7 +8,9 @@ import ast
 import keyword
 import operator
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +35,7 @@ GRAMMAR = (
 )
 
 _SPEC = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*([A-Za-z_]\w*)\s*\[(.*)\]\s*$")
-_OPS = {
+_OPS: dict[type[ast.operator], Callable[[int, int], int]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -45,7 +47,7 @@ _OPS = {
 RESERVED = frozenset({"shmem", "np", "me", "npes"})
 
 
-def _eval_dim(node, npes):
+def _eval_dim(node: ast.expr, npes: int) -> int:
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
     if isinstance(node, ast.Name) and node.id == "npes":
@@ -63,9 +65,9 @@ class ArraySpec:
 
     name: str
     dtype: str
-    dims: tuple  # each an int expression of npes, as text
+    dims: tuple[str, ...]  # each an int expression of npes, as text
 
-    def shape(self, npes):
+    def shape(self, npes: int) -> tuple[int, ...]:
         """The concrete shape for a job of ``npes`` PEs."""
         try:
             shape = tuple(_eval_dim(ast.parse(d, mode="eval").body, npes) for d in self.dims)
@@ -75,15 +77,15 @@ class ArraySpec:
             raise SpecError(f"{self}: shape {shape} has a negative dimension at npes={npes}")
         return shape
 
-    def nbytes(self, npes):
+    def nbytes(self, npes: int) -> int:
         """Bytes one PE needs for this array."""
         return int(np.prod(self.shape(npes), dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.name}={self.dtype}[{','.join(self.dims)}]"
 
 
-def parse_spec(text):
+def parse_spec(text: str) -> ArraySpec:
     """Parse one ``NAME=DTYPE[SHAPE]`` declaration into an :class:`ArraySpec`."""
     match = _SPEC.match(text)
     if not match:
@@ -108,7 +110,7 @@ def parse_spec(text):
     return ArraySpec(name, dt.name, dims)
 
 
-def parse_specs(tokens):
+def parse_specs(tokens: Iterable[str]) -> list[ArraySpec]:
     """Parse several declarations; a name declared twice is an error."""
     specs = [parse_spec(t) for t in tokens]
     names = [s.name for s in specs]
@@ -124,9 +126,10 @@ FORMS = (
 )
 
 
-def split_declarations(text):
+def split_declarations(text: str) -> list[str]:
     """``'A=int64[8] B=float64[2, npes]'`` -> ``['A=int64[8]', 'B=float64[2, npes]']`` (spaces inside [] kept)."""
-    tokens, current, depth = [], "", 0
+    tokens: list[str] = []
+    current, depth = "", 0
     for ch in text:
         depth += (ch == "[") - (ch == "]")
         if ch.isspace() and depth <= 0:
@@ -140,7 +143,7 @@ def split_declarations(text):
     return tokens
 
 
-def _named(name, value):
+def _named(name: Any, value: Any) -> ArraySpec:
     if isinstance(value, ArraySpec):
         if value.name != name:
             raise SpecError(f"declaration {name}={value} names another array ({value.name!r}); "
@@ -151,7 +154,7 @@ def _named(name, value):
     return parse_spec(f"{name}={value}")
 
 
-def _collect(item, out):
+def _collect(item: Any, out: list[ArraySpec]) -> None:
     if item is None:
         return
     if isinstance(item, ArraySpec):
@@ -167,7 +170,7 @@ def _collect(item, out):
         raise SpecError(f"cannot read array declarations from {item!r} (a {type(item).__name__}); expected {FORMS}")
 
 
-def as_specs(*declarations, **named):
+def as_specs(*declarations: Any, **named: Any) -> list[ArraySpec]:
     """ArraySpecs from every form a declaration may take; names once each.
 
     Each positional item is None, an :class:`ArraySpec`, a string with one or
@@ -175,7 +178,7 @@ def as_specs(*declarations, **named):
     (``{'A': 'int64[8]'}``) or a list/tuple of these; keyword arguments are
     ``A='int64[8]'``. Every API that takes declarations goes through here.
     """
-    specs = []
+    specs: list[ArraySpec] = []
     for item in declarations:
         _collect(item, specs)
     _collect(named, specs)
@@ -186,7 +189,7 @@ def as_specs(*declarations, **named):
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
-def parse_size(text):
+def parse_size(text: str | int | float) -> int:
     """Bytes in a size like ``256M``, ``1G``, ``65536`` or ``512KiB``."""
     match = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", str(text), re.IGNORECASE)
     if not match:
@@ -200,7 +203,7 @@ def parse_size(text):
 MIN_HEAP = 1 << 20
 
 
-def check_heap(heap):
+def check_heap(heap: str | int | float) -> int:
     """Bytes of the symmetric heap per PE ``heap`` asks for (a size such as ``"256M"`` or a number
     of bytes), or :class:`SpecError` in one sentence, before anything is launched."""
     if isinstance(heap, bool) or not isinstance(heap, (str, int, float)):
@@ -214,9 +217,10 @@ def check_heap(heap):
     return nbytes
 
 
-def format_size(nbytes):
+def format_size(nbytes: float) -> str:
     """A short human size: ``256.0 MiB``."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(nbytes) < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if abs(nbytes) < 1024:
             return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
         nbytes /= 1024
+    return f"{nbytes:.1f} GiB"

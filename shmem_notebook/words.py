@@ -6,7 +6,7 @@ The one place messages pluralise (plain definitions, no dependencies; both sides
 __all__ = ["plural"]
 
 
-def plural(count, word, many=None, number=True):
+def plural(count: int | float | str, word: str, many: str | None = None, number: bool = True) -> str:
     """``count`` and ``word``, the word in the plural unless ``count`` is 1; ``many``: an irregular
     plural (``plural(2, "differs", "differ")``); ``number=False``: the word alone (``seeds 3, 4``).
     Counts of 1,000 or more get thousands separators."""

@@ -91,7 +91,7 @@ def test_shared_modules_of_client_packages_import_nothing():
 
 
 def test_client_sends_pes_only_requests_by_name():
-    """Every apply to the PEs sends protocol.request with an op name: plain data, no client functions."""
+    """Every apply to the PEs sends protocol.answer with an encoded request: plain data, no client functions."""
     calls = []
     for path in PACKAGE.rglob("*.py"):
         if "engine" in path.relative_to(PACKAGE).parts:
@@ -103,11 +103,11 @@ def test_client_sends_pes_only_requests_by_name():
                     (path.name, getattr(first, "id", None), type(node.args[1]).__name__ if len(node.args) > 1 else None)
                 )
     assert calls, "the client talks to the PEs somewhere"
-    assert all(func == "request" for _, func, _ in calls), calls
+    assert all(func == "answer" for _, func, _ in calls), calls
 
 
 def test_the_shared_modules_import_no_side():
-    """At import time; protocol.request imports the engine inside the function, which runs on PEs."""
+    """At import time; protocol.answer imports the engine inside the function, which runs on PEs."""
     for name in SHARED:
         for imported, top_level in _imports(PACKAGE / f"{name}.py"):
             if top_level and imported.startswith("shmem_notebook."):

@@ -35,10 +35,10 @@ def test_overlapping_columns_race_on_the_common_elements(job2):
 def test_a_column_loop_is_one_strided_event(job2):
     """``board[i, 3]`` for every row, as stores and as puts: one event each, not one per row."""
     quiet(job2, "shmem.barrier_all()", arrays=ARRAYS)
-    job2.ask("record_start", {})
+    job2.ask("race_start", {})
     quiet(job2, "src = np.arange(8, dtype=np.int64)\nfor i in range(8):\n    board[i, 3] = i\n"
                 "    shmem.put(board[i, 3:4], src[i:i + 1], 1 - me)\n")
-    for data in job2.ask("record_stop").values():
+    for data in job2.ask("race_stop").values():
         stores = [e for e in data["events"] if e[0] == "mem" and e[1] == "store"]
         puts = [e for e in data["events"] if e[0] == "rma"]
         assert len(stores) == 1 and len(puts) == 1, data["events"]
@@ -115,11 +115,11 @@ def test_in_place_numpy_calls_are_writes_and_pure_ones_reads(job2):
     head = "rng = np.random.default_rng(1)\nT = np.ones(16); T2 = np.ones(16); T4 = np.ones((4, 4))\n"
     lines = head.splitlines() + WRITES + READS + ["U.clip(0, 1, S)", "np.copyto(U, S, where=U > S)"]
     quiet(job2, "shmem.barrier_all()", arrays=["S=float64[16]", "M=float64[4,4]", "U=float64[16]"])
-    job2.ask("record_start", {})
+    job2.ask("race_start", {})
     try:
         quiet(job2, "\n".join(lines) + "\n" + AFTER)
     finally:
-        traces = job2.ask("record_stop")
+        traces = job2.ask("race_stop")
     modes, where = {}, {}
     ranges = {n[0]: (n[2], n[3]) for n in traces[0]["names"] if n[1] == "sym"}
     for e in traces[0]["events"]:

@@ -14,7 +14,7 @@ from shmem_notebook.analysis.repeats import fold_repeats
 from shmem_notebook.operations import event
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
-import race_traces  # noqa: E402
+import race_traces
 
 NAMES = [["A", "sym", 0, 64, 8, 0], ["flag", "sym", 64, 72, 8, 1], ["ack", "sym", 72, 80, 8, 1],
          ["buf", "priv", 1000, 1080, 8, 1]]

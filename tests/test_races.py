@@ -276,11 +276,11 @@ def test_private_memory_is_recorded_only_where_a_nonblocking_call_may_use_it(job
     """No other PE reaches private memory: its accesses are recorded only where a put_nbi/get_nbi
     issued earlier (in this cell, or in flight from an earlier one) may still use it."""
     job2.race_reset()
-    job2.ask("record_start", {})
+    job2.ask("race_start", {})
     job2.run("work = np.zeros(100)\nwork[:] = 2\nwork[3] += 1\ntotal = (work * 2).sum()\n"
              "buf = np.ones(4)\nshmem.put_nbi(inbox, buf, (me + 1) % npes)\nbuf[1] = 5\nx = work[0]\nshmem.quiet()\n",
              arrays=["inbox=float64[4]"], stdout=io.StringIO())
-    for data in job2.ask("record_stop").values():
+    for data in job2.ask("race_stop").values():
         private = [(e[1], e[2]) for e in data["events"] if e[0] == "mem" and e[4] == "priv"]
         assert private == [("store", 7)], private  # buf[1] = 5 while the put_nbi reads buf; not work
     # across cells: the client tells each PE which of its private bytes are still in flight
@@ -298,10 +298,10 @@ def test_private_memory_is_recorded_only_where_a_nonblocking_call_may_use_it(job
 def test_a_slice_seen_again_is_placed_anew_when_its_array_changed_shape(job2):
     """A loop's slices are found again without asking NumPy, but not after the array was reshaped
     in place (the same index then means other elements)."""
-    job2.ask("record_start", {})
+    job2.ask("race_start", {})
     job2.run("s = shmem.zeros(8, dtype=np.int64)\nfor _ in range(2):\n    x = s[0:2].sum()\n"
              "s.shape = (2, 4)\nfor _ in range(2):\n    y = s[0:2].sum()\nshmem.free(s)\n", stdout=io.StringIO())
-    for data in job2.ask("record_stop").values():
+    for data in job2.ask("race_stop").values():
         reads = {e[2]: e[6] - e[5] for e in data["events"] if e[0] == "mem" and e[4] == "sym"}
         assert reads == {3: 16, 6: 64}, data["events"]  # 2 elements, then 2 rows of 4
 

@@ -38,7 +38,7 @@ class Carry:
 
     def private(self, npes):
         """Per PE, ``[lo, hi]`` of the private buffers its non-blocking operations in flight use: the
-        next cell's recording keeps that PE's accesses there (plain data, for ``record_start``)."""
+        next cell's recording keeps that PE's accesses there (plain data, for ``race_start``)."""
         found = [[] for _ in range(npes)]
         for pe, ops in self.ops.items():
             for e, _ in ops:

@@ -39,8 +39,8 @@ class Edit:
 
     line: tuple
     code: str = ""
-    move: int = None
-    copy: int = None
+    move: int | None = None
+    copy: int | None = None
     before: bool = False
     every_pe: bool = False
 

@@ -61,9 +61,9 @@ class Access:
     line: int
     op: str
     mode: str
-    pes: tuple = ()
-    cell: str = None
-    place: str = None
+    pes: tuple[int, ...] = ()
+    cell: str | None = None
+    place: str | None = None
 
     def __str__(self):
         where = self.place or (f"{self.cell} line {self.line}" if self.cell else f"line {self.line}")
@@ -118,11 +118,11 @@ class _Access:
     locks: frozenset = frozenset()
     ctx: int = 0
     remote: bool = False  # the remote side of an RMA operation
-    target: int = None  # target PE of an RMA operation
-    fp: tuple = None  # the strided bytes of [lo, hi) it touches (None: all), see .footprint
-    cell: str = None  # the earlier cell it was issued in (carried), None: this cell
+    target: int | None = None  # target PE of an RMA operation
+    fp: tuple | None = None  # the strided bytes of [lo, hi) it touches (None: all), see .footprint
+    cell: str | None = None  # the earlier cell it was issued in (carried), None: this cell
     seq: int = 0  # when the simulation started it (the order accesses are checked in)
-    sig: tuple = None  # kind(), once computed
+    sig: tuple | None = None  # kind(), once computed
     exact: bool = True  # in the check's shadow, it touches every byte of the segments it is in
 
     def kind(self):

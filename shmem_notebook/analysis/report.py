@@ -34,7 +34,7 @@ PROGRAM = Words("program", "recording", "run fewer iterations, or raise --cap")
 class Stop:
     """Why a PE's trace ends before the end of the cell: ``the cell {what} on PE 0 at line {line}{after}``."""
 
-    line: int = None  # None: where it stopped is not known
+    line: int | None = None  # None: where it stopped is not known
     what: str = "stopped"
     after: str = ""
 

@@ -14,9 +14,10 @@ job sends its PEs over ipyparallel (:func:`shmem_notebook.protocol.seal`).
 Both give the cell path the same small interface: ``metadata`` (per PE: ``stdout``,
 ``stderr``, ``outputs``, ``execute_result``, ``status``, ``error``), ``pending()``,
 ``wait(timeout)``, ``answers(op)`` and ``forget()``. The requests the cell's stages make
-before and after it (``before``: ``[(op, args)]``, ``after``: op names) ride with the cell on
-the channel, whose PEs answer ``after`` in their final message; with ``DirectView.execute``
-they are asked separately, before the cell and when ``answers`` is called.
+before and after it (``before``, ``after``: ``[(op, args)]`` of :func:`shmem_notebook.protocol.encode`,
+the form of a request asked on its own) ride with the cell on the channel, whose PEs answer
+``after`` in their final message; with ``DirectView.execute`` they are asked separately,
+before the cell and when ``answers`` is called.
 """
 
 import concurrent.futures
@@ -62,8 +63,8 @@ class CellChannel:
             left = deadline - time.monotonic()
             if left <= 0 or not self.socket.poll(left * 1000):
                 raise LaunchError(
-                    f"PE {sorted(set(range(self.n)) - hello)[0]} could not reach this kernel's cell channel at {self.url} "
-                    f"within {timeout:g} s; where the PEs may reach only the controller, set "
+                    f"PE {sorted(set(range(self.n)) - hello)[0]} could not reach this kernel's cell channel at "
+                    f"{self.url} within {timeout:g} s; where the PEs may reach only the controller, set "
                     f"shmem_notebook.rc.dispatch = 'ipyparallel' (SHMEM_NOTEBOOK_DISPATCH) and restart"
                 )
             for pe, message, ident in self._drain():
@@ -77,7 +78,7 @@ class CellChannel:
         cell = ChannelCell(self, next(self._ids), self.n)
         self._cell = cell
         frames = seal(self.key, {"id": cell.id, "code": code, "before": [[op, list(args)] for op, args in before],
-                                 "after": list(after)})
+                                 "after": [[op, list(args)] for op, args in after]})
         for pe in range(self.n):
             try:
                 self.socket.send_multipart([self._routes[pe]] + frames)
@@ -159,17 +160,17 @@ class ExecuteCell:
     """One cell sent with ``DirectView.execute`` (``rc.dispatch = "ipyparallel"``); ``ask`` is the
     job's :meth:`~shmem_notebook.job.asking.Asking.ask`, for the requests made before and after it."""
 
-    def __init__(self, view, code, before=(), ask=None):
+    def __init__(self, view, code, before=(), ask=None, after=()):
         for op, args in before:
             ask(op, *args)
-        self.view, self.ask = view, ask
+        self.view, self.ask, self.after = view, ask, dict(after)
         self.request = view.execute(code, silent=False, block=False)
         self.metadata = self.request._metadata
 
     def answers(self, op):
         """``{pe: answer}`` to the request ``op``, asked now of the PEs that finished the cell."""
         finished = [pe for pe in range(len(self.metadata)) if pe not in self.pending()]
-        return dict(self.ask(op, pes=finished, timeout=30, partial=True)) if finished else {}
+        return dict(self.ask(op, *self.after.get(op, ()), pes=finished, timeout=30, partial=True)) if finished else {}
 
     def pending(self):
         """PEs not finished: a PE is finished once its reply *and* all its output arrived."""

@@ -22,6 +22,7 @@ from . import display, stranded
 from .output import OutputMerger
 from .result import CellResult
 from .stages import stages_for
+from .surface import JobSurface, SentCell
 
 __all__ = ["Cell", "run_cell"]
 
@@ -30,16 +31,16 @@ __all__ = ["Cell", "run_cell"]
 class Cell:
     """One cell on its way through the path."""
 
-    job: object
+    job: JobSurface
     code: str
-    timeout: float = None
+    timeout: float | None = None
     stages: list = field(default_factory=list)
     write_out: object = None
     write_err: object = None
-    request: object = None  # once dispatched: ChannelCell or ExecuteCell (see .channel)
+    request: SentCell | None = None  # once dispatched: ChannelCell or ExecuteCell (see .channel)
     before_requests: list = field(default_factory=list)  # [(op, args)] the PEs answer right before the cell
     after_requests: list = field(default_factory=list)  # [(op, args)] (or op names) the PEs answer right after it
-    waiting: dict = None  # PE -> (line, call) of PEs stranded by others' errors (see .stranded)
+    waiting: dict | None = None  # PE -> (line, call) of PEs stranded by others' errors (see .stranded)
 
 
 def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **options):

@@ -21,6 +21,7 @@ from ..analysis.races import analyse
 from ..analysis.report import report_lines, stops_of
 from ..errors import _notebook_count
 from ..operations import CAP
+from ..protocol import Op
 from ..words import plural
 from .stages import Stage, register
 from .stranded import raised_line
@@ -87,15 +88,15 @@ class RaceStage(Stage):
     def before(self, cell):
         carry = _carry(cell.job)
         private = carry.private(cell.job.n) if carry else None  # where earlier cells' operations still are
-        cell.before_requests.append(("record_start", ({"cap": CAP, "private": private},)))
-        cell.after_requests.append("record_stop")
+        cell.before_requests.append((Op.RACE_START, ({"cap": CAP, "private": private},)))
+        cell.after_requests.append((Op.RACE_STOP, ()))
 
     def after(self, cell, result):
         started = time.perf_counter()
         job = cell.job
         self.traces, self.missing, self.checked, self.interrupted, self.carried = {}, [], None, False, []
         if result.outcome != "died":  # a PE that cannot answer: report what the others sent
-            answers = cell.request.answers("record_stop")
+            answers = cell.request.answers(Op.RACE_STOP)
             self.traces = {pe: data for pe, data in answers.items() if data is not None and pe not in result.pending}
         self.missing = [pe for pe in range(job.n) if pe not in self.traces]
         carry = _carry(job)

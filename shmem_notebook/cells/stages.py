@@ -14,36 +14,48 @@ class with three hooks, all on the client:
   before an error of the cell is raised.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
 from ..errors import InputError
+
+if TYPE_CHECKING:
+    from .path import Cell
+    from .result import CellResult
 
 __all__ = ["Stage", "STAGES", "register", "stages_for"]
 
 #: stage name -> Stage subclass
-STAGES = {}
+STAGES: dict[str, type[Stage]] = {}
 
 
 class Stage:
     """One optional step of the cell path; ``option`` is the value given (``True``, a seed, ...)."""
 
-    name = None
+    name: str | None = None
     #: stages run in this order whatever the order of the options (a stage that reruns the
     #: cell, such as ``stress``, comes after those that collect what the cell did)
     order = 50
 
-    def __init__(self, option=True):
+    def __init__(self, option: Any = True) -> None:
         self.option = option
 
-    def before(self, cell):
+    def before(self, cell: Cell) -> None:
         """Client, before the cell is sent to the PEs."""
 
-    def after(self, cell, result):
+    def after(self, cell: Cell, result: CellResult) -> None:
         """Client, after every PE finished or stopped (also when the cell raised)."""
 
-    def report(self, cell, result, write):
+    def report(self, cell: Cell, result: CellResult, write: Callable[[str], object]) -> None:
         """Client: show what this stage found."""
 
 
-def register(stage_class):
+S = TypeVar("S", bound=type[Stage])
+
+
+def register(stage_class: S) -> S:
     """Class decorator: make ``stage_class`` available as ``job.run(code, <name>=...)``."""
     if not isinstance(stage_class.name, str) or not stage_class.name.isidentifier():
         raise TypeError(f"{stage_class.__name__}.name must be an identifier, got {stage_class.name!r}")
@@ -51,7 +63,7 @@ def register(stage_class):
     return stage_class
 
 
-def stages_for(options):
+def stages_for(options: Mapping[str, Any]) -> list[Stage]:
     """Stage instances for ``{name: option}`` in their :attr:`Stage.order`, skipping options that are off
     (False/None)."""
     unknown = sorted(set(options) - set(STAGES))

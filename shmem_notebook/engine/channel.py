@@ -8,8 +8,9 @@ displays, its last expression and its error go back in one final message. Nothin
 passes through the controller, and the PE sends no status messages, which is where
 ipyparallel's per-PE cost of a cell goes.
 
-The requests the cell's stages make (``record_start`` before a race-checked cell,
-``record_stop`` after it: :mod:`shmem_notebook.engine.requests`) ride with the cell: this PE
+The requests the cell's stages make (``race_start`` before a race-checked cell,
+``race_stop`` after it: :mod:`shmem_notebook.engine.requests`) ride with the cell, in the form
+requests asked on their own have (``[name, args]``: :func:`shmem_notebook.protocol.encode`): this PE
 answers those made after it in the final message's attachment, so a stage costs the
 client no round trip of its own.
 
@@ -79,8 +80,8 @@ class _Channel:
                                             message.get("after", ())))
 
     async def _run(self, cid, code, before=(), after=()):
-        """Run the requests ``before`` (``[op, args]``), then one cell as ``execute_request`` would,
-        then the requests ``after`` (op names); send the cell's output, then its outcome with the
+        """Run the requests ``before`` (``[[op, args]]``), then one cell as ``execute_request`` would,
+        then the requests ``after`` (the same form); send the cell's output, then its outcome with the
         answers of ``after`` (``{op: ("ok", answer)}`` or ``("error", "Type: message")``)."""
         from .requests import handle
 
@@ -110,22 +111,22 @@ class _Channel:
 
 
 def _prepare(handle, requests):
-    """Answer the requests ``[op, args]`` made before a cell; None, or the cell's error reply if one raised."""
+    """Answer the requests ``[[op, args]]`` made before a cell; None, or the cell's error reply if one raised."""
     for op, args in requests:
         try:
-            handle(op, *args)
+            handle((op, args))
         except Exception as exc:
             text = f"the request {op} before the cell failed on this PE: {type(exc).__name__}: {exc}"
             return {"status": "error", "ename": type(exc).__name__, "evalue": text, "traceback": [text]}
     return None
 
 
-def _answers(handle, ops):
-    """``{op: ("ok", answer)}`` of the requests ``ops``, ``("error", "Type: message")`` for one that raised."""
+def _answers(handle, requests):
+    """``{op: ("ok", answer)}`` of the requests ``[[op, args]]``, ``("error", "Type: message")`` for one that raised."""
     answers = {}
-    for op in ops:
+    for op, args in requests:
         try:
-            answers[op] = ("ok", handle(op))
+            answers[op] = ("ok", handle((op, args)))
         except (Exception, KeyboardInterrupt) as exc:  # an interrupt meant for the cell, come late
             answers[op] = ("error", f"{type(exc).__name__}: {exc}")
     return answers
@@ -159,7 +160,8 @@ class _Outbox:
                 self.lock.notify()  # the flusher sends it if nothing more comes
 
     def send(self, message, attachment=None):
-        """Send ``message`` (with ``attachment``, see :func:`~shmem_notebook.protocol.seal`) after all output before it."""
+        """Send ``message`` (with ``attachment``, see :func:`~shmem_notebook.protocol.seal`) after all output
+        before it."""
         with self.lock:
             self._send_pending()
             self._send(message, attachment)

@@ -1,39 +1,41 @@
-"""The operations the client may ask of a PE, by name (PE side).
+"""The requests a PE answers, by the names of :class:`shmem_notebook.protocol.Op` (PE side).
 
-:func:`shmem_notebook.protocol.request` runs :func:`handle` on each PE; the
-answer is plain data. Calls marked collective must reach every PE.
+:func:`shmem_notebook.protocol.answer` runs :func:`handle` on each PE, for a request asked
+on its own and for one riding with a cell alike; the answer is plain data. Those in
+:data:`shmem_notebook.protocol.COLLECTIVE` must reach every PE.
 """
 
+from ..protocol import Op
 from . import channel, heap, record, runtime, snapshot
 
 __all__ = ["HANDLERS", "handle"]
 
-#: op name -> function; alloc, free, join, released and record_start are collective, the rest are local to the PE
-#: (record_*, trace_*, stress_* bracket a cell run with --race, --trace, --stress: engine/record)
+#: Op -> function (race_*, trace_*, stress_* bracket a cell run with --race, --trace, --stress: engine/record)
 HANDLERS = {
-    "alloc": heap.alloc,
-    "free": heap.free,
-    "gather": heap.gather,
-    "gather_into": heap.gather_into,
-    "pull": heap.pull,
-    "heap_usage": heap.heap_usage,
-    "info": runtime.info,
-    "cells_connect": channel.connect,
-    "snapshot": snapshot.snapshot,
-    "record_start": record.race_start,
-    "record_stop": record.race_stop,
-    "trace_start": record.trace_start,
-    "trace_stop": record.trace_stop,
-    "stress_start": record.stress_start,
-    "stress_stop": record.stress_stop,
-    "stress_save": record.save_arrays,
-    "stress_restore": record.restore_arrays,
-    "declared_values": record.declared_values,
-    "join": runtime.join,
-    "released": runtime.released,
+    Op.ALLOC: heap.alloc,
+    Op.FREE: heap.free,
+    Op.GATHER: heap.gather,
+    Op.GATHER_INTO: heap.gather_into,
+    Op.PULL: heap.pull,
+    Op.HEAP_USAGE: heap.heap_usage,
+    Op.INFO: runtime.info,
+    Op.CELLS_CONNECT: channel.connect,
+    Op.SNAPSHOT: snapshot.snapshot,
+    Op.RACE_START: record.race_start,
+    Op.RACE_STOP: record.race_stop,
+    Op.TRACE_START: record.trace_start,
+    Op.TRACE_STOP: record.trace_stop,
+    Op.STRESS_START: record.stress_start,
+    Op.STRESS_STOP: record.stress_stop,
+    Op.STRESS_SAVE: record.save_arrays,
+    Op.STRESS_RESTORE: record.restore_arrays,
+    Op.DECLARED_VALUES: record.declared_values,
+    Op.JOIN: runtime.join,
+    Op.RELEASED: runtime.released,
 }
 
 
-def handle(op, *args):
-    """Answer the request ``op`` with plain data."""
+def handle(request):
+    """Answer the ``request`` ``(name, args)`` of :func:`shmem_notebook.protocol.encode` with plain data."""
+    op, args = request
     return HANDLERS[op](*args)

@@ -11,8 +11,11 @@ they share the colour and layout conventions defined at the top.
 """
 
 import io
+from typing import TYPE_CHECKING
 
 import numpy as np
+from matplotlib.artist import Artist
+from matplotlib.axes import Axes
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
@@ -20,6 +23,9 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ..specs import format_size
 from ..words import plural
+
+if TYPE_CHECKING:
+    from .snapshot import Snapshot
 
 __all__ = [
     "plot_heap",
@@ -76,7 +82,7 @@ def _missing_label(p):
     return "dead" if p["state"] == "dead" else "no answer (busy or hung)"
 
 
-def plot_heap(snapshot, ax=None, layout=False):
+def plot_heap(snapshot: "Snapshot", ax: Axes | None = None, layout: bool = False) -> list[Artist]:
     """Heap map: one bar per PE, each allocation drawn at its offset.
 
     ``layout=False``: the whole heap to scale (used vs free; tiny arrays are
@@ -213,7 +219,8 @@ def _outline(ax, mask, artists, colour="#d62728"):
         )
 
 
-def plot_values(snapshot, name, ax=None, reference=None, outline=True):
+def plot_values(snapshot: "Snapshot", name: str, ax: Axes | None = None, reference: int | None = None,
+                outline: bool = True) -> list[Artist]:
     """Heatmap of array ``name``: PE x element for 1-D arrays, one panel per PE otherwise.
 
     Small rows get their numbers written in; cells where a PE differs
@@ -336,7 +343,7 @@ def _mask_image(ax, mask, max_rows, max_cols, **kw):
                      extent=(-0.5, cols - 0.5, rows - 0.5, -0.5), **kw)
 
 
-def plot_diff(snapshot, name, reference=None, ax=None):
+def plot_diff(snapshot: "Snapshot", name: str, reference: int | None = None, ax: Axes | None = None) -> list[Artist]:
     """Where PEs disagree on ``name``: red cells differ from the consensus (or PE ``reference``)."""
     mask = _rows(snapshot.diff(name, reference))
     panels = _pe_panels(mask)
@@ -419,7 +426,8 @@ def diff_figure(snapshot, name, reference=None):
     return fig
 
 
-def static_figure(snapshot, name=None, reference=None, fig=None):
+def static_figure(snapshot: "Snapshot", name: str | None = None, reference: int | None = None,
+                  fig: Figure | None = None) -> Figure:
     """Heap map, then values and diff of ``name`` (default: the first array), on one figure.
 
     Draws on ``fig`` when given (e.g. a pyplot figure, to show it), else on a new ``Figure``.
@@ -431,7 +439,7 @@ def static_figure(snapshot, name=None, reference=None, fig=None):
     if fig is None:
         fig = Figure(dpi=100, layout="constrained")
     fig.set_size_inches(11, sum(heights))
-    subs = fig.subfigures(len(heights), 1, height_ratios=heights)
+    subs = fig.subfigures(len(heights), 1, height_ratios=heights, squeeze=False)[:, 0]
     plot_heap(snapshot, subs[0].add_subplot())
     plot_heap(snapshot, subs[1].add_subplot(), layout=True)
     if name is not None:

@@ -34,12 +34,16 @@ same on every PE. Higher-level reads: :meth:`Snapshot.names`,
 import pickle
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import InputError, NoJobError
 from ..folding import pe_ranges
 from .pattern import breaks_pattern
+
+if TYPE_CHECKING:
+    from ..job import Job
 
 __all__ = ["Snapshot", "gather_snapshot", "DEFAULT_BUDGET", "DEFAULT_TIMEOUT"]
 
@@ -277,7 +281,7 @@ def _unfinished(outcome, crash=None):
     return {"interrupted": "interrupted", "stranded": "stranded"}.get(outcome, "timed out")
 
 
-def gather_snapshot(job, budget=DEFAULT_BUDGET, timeout=DEFAULT_TIMEOUT):
+def gather_snapshot(job: "Job", budget: int = DEFAULT_BUDGET, timeout: float = DEFAULT_TIMEOUT) -> "Snapshot":
     """Ask every live PE of ``job`` for its heap summary; a :class:`Snapshot`.
 
     Not collective: each PE answers on its own within ``timeout`` seconds,

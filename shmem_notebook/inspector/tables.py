@@ -2,11 +2,15 @@
 
 import html
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..specs import format_size
 from ..words import plural
+
+if TYPE_CHECKING:
+    from .snapshot import Snapshot
 
 __all__ = ["state_table", "arrays_table", "values_table", "race_marks", "summary_line", "VALUES_MAX"]
 
@@ -52,7 +56,7 @@ def _badge(state, html_out):
     return f'<span class="shmem-badge" style="background:{_STATE_COLOURS.get(state, "#777")}">{_e(state)}</span>'
 
 
-def state_table(snapshot, html_out=True):
+def state_table(snapshot: "Snapshot", html_out: bool = True) -> str:
     """Per PE: state, last cell outcome and duration, output tail, RSS, pid, host, heap use."""
     rows = []
     for p in snapshot.pes:

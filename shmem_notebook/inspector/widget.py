@@ -11,6 +11,7 @@ gets text tables.
 
 import base64
 import html
+from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 from traitlets import Bool, Instance, Int, Unicode, observe, validate
@@ -19,6 +20,9 @@ from .. import job as _job
 from ..errors import InputError, NoJobError
 from . import plots, tables
 from .snapshot import DEFAULT_BUDGET, DEFAULT_TIMEOUT, Snapshot, gather_snapshot
+
+if TYPE_CHECKING:
+    from ..job import Job
 
 __all__ = ["Inspector", "inspect"]
 
@@ -354,7 +358,8 @@ def _heap_key(snap):
     )
 
 
-def inspect(job=None, auto=False, array=None, reference=None, timeout=DEFAULT_TIMEOUT, budget=DEFAULT_BUDGET):
+def inspect(job: "Job | None" = None, auto: bool = False, array: str | None = None, reference: int | None = None,
+            timeout: float = DEFAULT_TIMEOUT, budget: int = DEFAULT_BUDGET) -> "Inspector":
     """Display the inspector of ``job`` (default: the current job) and return it.
 
     ``auto=True`` refreshes it after every ``%%pxshmem`` cell; ``array``

@@ -4,6 +4,7 @@
 - :mod:`.arrays`: declared symmetric arrays and heap use.
 - :mod:`.health`: dead PEs, crash causes, where hung PEs are.
 - :mod:`.watchdog`: ends a job's processes (and batch jobs) when the kernel dies.
+- :mod:`.options`: :class:`JobOptions`, every start option declared once.
 - :mod:`.batch`: a Slurm batch job's options and its progress line while it waits.
 - :mod:`.asking`: :meth:`Job.ask`, the one way to ask PEs, and the cell path's surface.
 - :mod:`.processes`: small process and waiting helpers.
@@ -15,21 +16,19 @@ from ..cells.result import CellResult
 from ..errors import JobStateError
 from ..words import plural
 from .job import Job
+from .options import JobOptions, signature
 
-__all__ = ["Job", "CellResult", "start", "current_job"]
+__all__ = ["Job", "JobOptions", "CellResult", "start", "current_job"]
 
 _current = None
 
 
-def start(
-    n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None,
-    slurm=False, partition=None, time=None, nodes=None, account=None, sbatch_args=(), restart_on_hang=False,
-    library=None, sbatch_prologue=(),
-):  # fmt: skip
+def start(n=4, **options):
     """Start an OpenSHMEM job of ``n`` PEs and make it the current job.
 
     Inside a Slurm allocation the PEs go on its nodes; ``slurm=True`` submits a
     batch job for them instead; ``library`` names the OpenSHMEM library (see :class:`Job`).
+    The options are declared in :mod:`.options`.
     """
     global _current
     if _current is not None and _current.state != "stopped":
@@ -37,14 +36,13 @@ def start(
             f"a job of {plural(_current.n, 'PE')} is already {_current.state}; use `%shmem restart` or `%shmem stop` "
             f"(job.restart() / job.stop()) first"
         )
-    job = Job(
-        n, heap=heap, oversubscribe=oversubscribe, hostfile=hostfile, timeout=timeout, ip=ip,
-        slurm=slurm, partition=partition, time=time, nodes=nodes, account=account, sbatch_args=sbatch_args,
-        restart_on_hang=restart_on_hang, library=library, sbatch_prologue=sbatch_prologue,
-    )  # fmt: skip
+    job = Job(n, **options)
     job.start()
     _current = job
     return job
+
+
+start.__signature__ = signature()  # every option, from the declaration
 
 
 def current_job():

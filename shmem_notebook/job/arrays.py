@@ -4,6 +4,8 @@ import mmap
 import os
 import socket
 import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import ipyparallel as ipp
 import numpy as np
@@ -13,6 +15,7 @@ from ..folding import pe_ranges
 from ..rc import rc
 from ..specs import SpecError, as_specs, format_size
 from .fit import heap_to_ask
+from .members import JobMembers
 from .remote import read_from_pes
 from .shm import SHM_DIR, transfer_prefix
 
@@ -33,7 +36,7 @@ class _Large:
 class SymmetricArrays:
     """The :class:`~shmem_notebook.Job` methods that allocate, free and gather arrays."""
 
-    def alloc(self, *declarations, **specs):
+    def alloc(self: JobMembers, *declarations: Any, **specs: Any) -> None:
         """Allocate symmetric arrays on every PE, zeroed. Collective.
 
         Declarations take every form of :func:`~shmem_notebook.specs.as_specs`:
@@ -71,7 +74,7 @@ class SymmetricArrays:
                 f"a read-only copy of the old values (writes to it raise), use `{array}` for the new one\n"
             )
 
-    def record_usage(self, usage):
+    def record_usage(self: JobMembers, usage: Iterable[Any] | Mapping[int, Any]) -> None:
         """Record heap use answered by the PEs: a list in PE order (every PE) or ``{pe: (used, size)}``.
 
         The PEs' own count (:func:`shmem_notebook.engine.heap.heap_usage`, every live
@@ -111,7 +114,7 @@ class SymmetricArrays:
         if name not in self.specs:
             raise SpecError(f"no array named {name!r} is declared; declared: {', '.join(self.specs) or 'none'}")
 
-    def free(self, name):
+    def free(self: JobMembers, name: str) -> None:
         """Free the declared array ``name`` on every PE. Collective."""
         self._require_running("free")
         self._declared(name)
@@ -119,7 +122,7 @@ class SymmetricArrays:
         del self.specs[name]
         self._after_heap_change(replies, "freed")
 
-    def gather(self, name):
+    def gather(self: JobMembers, name: str) -> np.ndarray:
         """Copy the symmetric array ``name`` from every PE: an ndarray of shape ``(npes, *shape)``.
 
         ``name`` is a declared array or any name cells bound to a symmetric array
@@ -182,7 +185,7 @@ class SymmetricArrays:
             info.get("host") == here for info in self.pes.values()
         )
 
-    def pull(self, name, stack=None):
+    def pull(self: JobMembers, name: str, stack: bool | None = None) -> np.ndarray | dict[int, Any]:
         """The value bound to ``name`` on every PE. Not collective.
 
         Returns ``{pe: value}``, or with ``stack=None`` (default) one ndarray of
@@ -233,7 +236,7 @@ class SymmetricArrays:
             f"bind what you need to a name as an array, list or number and pull that"
         )
 
-    def arrays(self):
+    def arrays(self: JobMembers) -> list[dict[str, Any]]:
         """Declared arrays: one dict per array with name, dtype, shape, bytes."""
         return [
             {"name": s.name, "dtype": s.dtype, "shape": s.shape(self.n), "bytes": s.nbytes(self.n)}

@@ -1,8 +1,9 @@
 """How the client asks the PEs (client side): :meth:`Asking.ask`, and the small surface the cell
 path (:mod:`shmem_notebook.cells.path`) uses to run a cell on the job.
 
-Every request a PE can answer is a name in :mod:`shmem_notebook.engine.requests`; the
-request travels as :func:`shmem_notebook.protocol.request` and its name (plain data).
+Every request a PE can answer is named in :class:`shmem_notebook.protocol.Op`; a name that is
+not is refused here, before anything is sent. A request travels as :func:`shmem_notebook.protocol.encode`
+makes it (plain data), asked on its own (:meth:`Asking.ask`) or riding with a cell (:meth:`Asking.send_cell`).
 """
 
 import contextlib
@@ -12,14 +13,22 @@ import time
 import ipyparallel as ipp
 
 from ..cells.channel import ExecuteCell
-from ..errors import JobStateError
-from ..protocol import request
+from ..errors import InputError, JobStateError
+from ..protocol import answer, encode
 from ..rc import rc
 from ..specs import as_specs
 from .governor import governor_for
 from .processes import wait
 
-__all__ = ["Answers", "Asking"]
+__all__ = ["Answers", "Asking", "encoded"]
+
+
+def encoded(op, args=()):
+    """:func:`shmem_notebook.protocol.encode` of ``op(*args)``; an unknown ``op`` is an :class:`InputError`."""
+    try:
+        return encode(op, *args)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
 
 
 class Answers(dict):
@@ -44,30 +53,34 @@ class Asking:
         ``partial=False`` every PE must answer within ``timeout`` seconds: a PE's error is
         raised, and no answer marks the job hung (:class:`JobStateError`). With ``partial=True``
         each PE answers on its own within the same ``timeout``; the answers are those that came
-        (the idle PEs of a hung job answer too). A stopped or dead job raises at once.
+        (the idle PEs of a hung job answer too). A stopped or dead job raises at once, and so does
+        an ``op`` not in :class:`~shmem_notebook.protocol.Op` (:class:`InputError`).
         """
+        request = encoded(op, args)
         targets = list(range(self.n)) if pes is None else sorted(pes)
         if not targets:
             return Answers()
         if self.state != "running" and not (partial and self.state == "hung"):
-            self._require_running(f"the request {op!r}")  # one sentence: stopped, dead or hung
+            self._require_running(f"the request {request[0]!r}")  # one sentence: stopped, dead or hung
         if partial:
-            return self._ask_each(op, args, targets, timeout)
-        ar = (self._view if pes is None else self._client[targets]).apply_async(request, op, *args)
+            return self._ask_each(request, targets, timeout)
+        ar = (self._view if pes is None else self._client[targets]).apply_async(answer, request)
         try:
             return Answers(zip(targets, ar.get(timeout)))
         except ipp.error.TimeoutError:
             self.state = "hung"
-            raise JobStateError(f"the PEs did not answer {op} within {timeout:.0f} s; {self.RESTART_HINT}") from None
+            raise JobStateError(
+                f"the PEs did not answer {request[0]} within {timeout:.0f} s; {self.RESTART_HINT}"
+            ) from None
         finally:
             with contextlib.suppress(Exception):
                 self._client.purge_local_results(ar)
 
-    def _ask_each(self, op, args, targets, timeout):
+    def _ask_each(self, request, targets, timeout):
         answers, pending = Answers(), {}
         for pe in targets:
             try:
-                pending[pe] = self._client[pe].apply_async(request, op, *args)
+                pending[pe] = self._client[pe].apply_async(answer, request)
             except Exception as exc:  # its engine is gone
                 answers.failed[pe] = f"{type(exc).__name__}: {exc}"
         deadline = time.monotonic() + timeout
@@ -99,12 +112,15 @@ class Asking:
 
     def send_cell(self, code, before=(), after=()):
         """Send a cell to every PE (collective), with the requests ``before`` (``[(op, args)]``) and
-        ``after`` it (op names, answered by ``answers(op)``); its request (see :mod:`shmem_notebook.cells.channel`)."""
+        ``after`` it (the same, or op names; answered by ``answers(op)``); its request (see
+        :mod:`shmem_notebook.cells.channel`). An unknown op is refused before anything is sent."""
+        before = [encoded(op, args) for op, args in before]
+        after = [encoded(*([item, ()] if isinstance(item, str) else item)) for item in after]
         self._govern()
         if self._channel is not None:
             cell = self._channel.send(code, before, after)
         else:
-            cell = ExecuteCell(self._view, code, before, self.ask)
+            cell = ExecuteCell(self._view, code, before, self.ask, after)
         self.last_cell, self._heap_stale = cell, True  # the cell may allocate
         return cell
 
@@ -118,10 +134,11 @@ class Asking:
     def pause(self, pes):
         """SIGSTOP ``pes`` of this host (blocked for good: they burn no CPU until the restart or stop
         that kills them); the job is marked hung."""
-        with self._governor.lock if self._governor else contextlib.nullcontext():  # it wakes none of them
-            self._signal(pes, signal.SIGSTOP)
-            self.paused.update(pes)
-            self.state = "hung"
+        if self._governor:
+            self._governor.hold(pes)  # it wakes none of them
+        self._signal(pes, signal.SIGSTOP)
+        self.paused.update(pes)
+        self.state = "hung"
 
     def _govern(self):
         """Let the PEs of this host that wait long in a blocking call sleep (see :mod:`.governor`),

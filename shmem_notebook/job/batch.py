@@ -18,17 +18,19 @@ from ..launcher.batchjob import parse_marks
 from ..launcher.environment import platform_environment
 from ..rc import rc
 from ..words import plural
+from .options import declared
 
 __all__ = ["QueueProgress", "progress_text", "batch_options", "prologue_lines", "sbatch_script", "AS_ROOT"]
 
 
-def batch_options(slurm, ip, hostfile, partition, time, nodes, account, sbatch_args, sbatch_prologue=()):
-    """The launcher's batch-job options, checked; ``{}`` without ``slurm``. Raises :class:`InputError`.
-    ``sbatch_prologue``: shell lines the batch job runs before it starts the PEs (a string or a list),
-    e.g. ``"module load openmpi/4.1"``."""
-    given = {"partition": partition, "time": time, "nodes": nodes, "account": account, "sbatch_args": sbatch_args,
-             "sbatch_prologue": sbatch_prologue}
-    if not slurm:
+def batch_options(options, ip):
+    """The launcher's batch-job options of the start options ``options`` (a
+    :class:`~shmem_notebook.job.options.JobOptions`), checked; ``{}`` without ``slurm``; ``ip``: where the
+    controller listens. Raises :class:`InputError`. ``sbatch_prologue``: shell lines the batch job runs before
+    it starts the PEs (a string or a list), e.g. ``"module load openmpi/4.1"``."""
+    given = {f.name: getattr(options, f.name) for f, _ in declared(batch=True)}
+    hostfile, nodes, sbatch_args = options.hostfile, options.nodes, options.sbatch_args
+    if not options.slurm:
         named = [name for name, value in given.items() if value]
         if named:
             raise InputError(
@@ -46,13 +48,13 @@ def batch_options(slurm, ip, hostfile, partition, time, nodes, account, sbatch_a
         raise InputError(f"nodes must be a positive integer, got {nodes!r}; e.g. nodes=2")
     if isinstance(sbatch_args, str):
         raise InputError(f"sbatch_args is a list of arguments, got the string {sbatch_args!r}; e.g. ['--qos=debug']")
-    prologue = prologue_lines(sbatch_prologue)
+    prologue = prologue_lines(options.sbatch_prologue)
     return {
         "slurm": True,
-        "partition": partition or "",
-        "time": str(time) if time else "",
+        "partition": options.partition or "",
+        "time": str(options.time) if options.time else "",
         "nodes": nodes,
-        "account": account or "",
+        "account": options.account or "",
         "sbatch_args": [str(a) for a in sbatch_args],
         "sbatch_prologue": prologue,
     }

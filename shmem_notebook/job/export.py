@@ -64,7 +64,7 @@ class Exported:
     program: str
     cells: list  # labels of the cells written, in order
     left_out: list = field(default_factory=list)  # (label, why)
-    sbatch: str = None
+    sbatch: str | None = None
     npes: int = 0
     oshrun: str = "oshrun"  # the job's library's launcher
     python: str = sys.executable  # the Python the job's PEs ran: a bare python3 may lack shmem4py

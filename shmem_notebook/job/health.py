@@ -5,11 +5,14 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Iterable
+from typing import Any
 
 from ..analysis.postmortem import cell_location, crash_causes
 from ..errors import JobStateError, NoJobError, PEDiedError
 from ..folding import fold, pe_ranges
 from ..protocol import exit_path, stack_path
+from .members import JobMembers
 from .processes import alive, wait
 
 __all__ = ["Health"]
@@ -30,14 +33,14 @@ class Health:
         if self.state == "hung":
             raise JobStateError(f"the job is hung (a cell did not finish); {self.RESTART_HINT}")
 
-    def dead_pes(self, each=True):
+    def dead_pes(self: JobMembers, each: bool = True) -> list[int]:
         """PEs whose process is gone: all of them once oshrun exited; with ``each``,
         also single PEs on this host that exited while oshrun waits for the rest."""
         if self.state == "dead" or not self._oshrun_running():
             return list(range(self.n))
         return [pe for pe, proc in self._pe_procs.items() if not alive(proc)] if each else []
 
-    def mark_dead(self):
+    def mark_dead(self: JobMembers) -> str:
         """Record why the PEs died, make sure none is left, keep the controller for a fast restart;
         return what killed them (e.g. "PE 1 died of SIGKILL")."""
         wait(lambda: not self._oshrun_running(), 3.0)  # oshrun reports, then exits
@@ -73,7 +76,7 @@ class Health:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(info["pid"], signum)
 
-    def locate(self, pes):
+    def locate(self: JobMembers, pes: Iterable[int]) -> dict[int, Any]:
         """Where each of ``pes`` is in the cell: dump their stacks with SIGUSR1 and read them."""
         here, paths, where = socket.gethostname(), {}, {}
         for pe in pes:
@@ -93,7 +96,7 @@ class Health:
             where[pe] = location or "running, outside the cell's code"
         return where
 
-    def status(self):
+    def status(self: JobMembers) -> list[dict[str, Any]]:
         """One dict per PE: pe, state (idle/busy/dead), pid, host, node (Slurm's name for it), heap_used
         (None when unknown: the PE is busy or dead), heap_size, teams ("native" or "emulated": how the PE
         provides OpenSHMEM teams), library (the job's library name), vendor (what the library calls itself),

@@ -24,7 +24,7 @@ class CellRecord:
     code: str
     arrays: dict  # name -> declaration text (``"right=int64[4]"``), every array declared when it ran
     options: dict  # what it ran with: the line's declarations (``declared``), timeout, race, stress, trace
-    count: int = None  # the notebook's In[k] (None outside IPython)
+    count: int | None = None  # the notebook's In[k] (None outside IPython)
     part: int = 1  # several job.run calls in one notebook cell: the 2nd is part 2 of In[k]
     number: int = 0  # its place in the job's history, from 1
     outcome: str = "ok"  # as CellResult.outcome: ok, error, timeout, interrupted, died, stranded

@@ -36,6 +36,7 @@ from .batch import QueueProgress, batch_options
 from .fit import check_heap_fits
 from .health import Health
 from .history import History
+from .options import given, signature
 from .processes import alive, process, wait
 from .shm import Segments
 from .watchdog import owned_by, remove_profile_files, start_watchdog, stop_watchdog, tell_watchdog
@@ -59,24 +60,20 @@ class Job(SymmetricArrays, Health, Asking):
     (:mod:`shmem_notebook.launcher.library`).
     """
 
-    def __init__(
-        self, n=4, heap=None, oversubscribe=None, hostfile=None, timeout=None, ip=None,
-        slurm=False, partition=None, time=None, nodes=None, account=None, sbatch_args=(), restart_on_hang=False,
-        library=None, sbatch_prologue=(),
-    ):  # fmt: skip
-        self.n, self.library = positive_int(n), library_named(library)  # one sentence now for a bad n or library
-        self.slurm = bool(slurm)
+    def __init__(self, n=4, **options):  # the options: .options.JobOptions (the signature below says them)
+        self.options = o = given(n=n, **options)
+        self.n, self.library = positive_int(n), library_named(o.library)  # one sentence now for a bad n or library
+        self.slurm = bool(o.slurm)
         if self.slurm and self.library.launcher != "openmpi":
             raise InputError(f"Slurm batch jobs start the PEs with Open MPI's oshrun or srun; the {self.library.name} "
                              f"library is not supported there yet: start it without --slurm, inside an allocation")
-        self.restart_on_hang = bool(restart_on_hang)  # a hung cell restarts the job by itself
-        asked_ip = ip or (rc.ip if rc.ip not in LOOPBACK else None)  # a SHMEM_NOTEBOOK_IP counts
-        self.batch = batch_options(slurm, asked_ip, hostfile, partition, time, nodes, account, sbatch_args, sbatch_prologue)
-        self.heap = rc.heap if heap is None else heap
+        self.restart_on_hang = bool(o.restart_on_hang)  # a hung cell restarts the job by itself
+        asked_ip = o.ip or (rc.ip if rc.ip not in LOOPBACK else None)  # a SHMEM_NOTEBOOK_IP counts
+        self.batch = batch_options(o, asked_ip)
+        self.heap = rc.heap if o.heap is None else o.heap
         self.heap_bytes = check_heap(self.heap)  # one sentence before launch, e.g. for heap=0
-        self.oversubscribe, self.hostfile = oversubscribe, hostfile
-        self.timeout = check_timeout(rc.timeout if timeout is None else timeout)
-        self.ip = ip or rc.ip
+        self.oversubscribe, self.hostfile, self.ip = o.oversubscribe, o.hostfile, o.ip or rc.ip
+        self.timeout = check_timeout(rc.timeout if o.timeout is None else o.timeout)
         if rc.dispatch not in DISPATCH:
             raise InputError(f"rc.dispatch is {rc.dispatch!r}; use one of {', '.join(map(repr, DISPATCH))}")
         self.dispatch = rc.dispatch
@@ -418,3 +415,6 @@ class Job(SymmetricArrays, Health, Asking):
         from .export import export
 
         return export(self, path, cells=cells, slurm=slurm)
+
+
+Job.__init__.__signature__ = signature(method=True)  # what help(Job) and editors show: every option

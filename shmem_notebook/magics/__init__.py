@@ -1,1 +1,3 @@
-from .shmem_magics import ShmemMagics  # noqa
+from .shmem_magics import ShmemMagics
+
+__all__ = ["ShmemMagics"]

@@ -13,6 +13,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from .. import job as _job
 from ..errors import InputError, NoJobError
+from ..job.options import add_arguments, declared, flag, seconds
 from ..specs import format_size
 from ..words import plural
 
@@ -29,26 +30,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}; usage: {usage}")
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"the number of PEs must be a positive integer, got {text!r}")
-    return value
-
-
-def _seconds(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"a timeout is a positive number of seconds, got {text!r}")
-    return value
-
-
 def _parser(prog, build=None, description=None):
     parser = _Parser(prog=prog, add_help=False, description=description)
     if build:
@@ -57,31 +38,8 @@ def _parser(prog, build=None, description=None):
 
 
 def _start_args(p):
-    p.add_argument("-n", type=_positive_int, required=True, help="number of PEs")
-    p.add_argument("--heap", default=None, metavar="SIZE", help="symmetric heap per PE, e.g. 256M, 1G")
-    p.add_argument("--library", default=None, metavar="NAME",
-                   help="the OpenSHMEM library: oshmem (Open MPI's, the default), sos, or a site's own")
-    p.add_argument("--oversubscribe", action="store_true", default=None)
-    p.add_argument("--hostfile", default=None, metavar="FILE")
-    p.add_argument("--timeout", type=_seconds, default=None, metavar="S", help="default timeout for every cell, seconds")
-    p.add_argument("--restart-on-hang", action="store_true",
-                   help="restart by itself when a cell leaves PEs blocked for good (says what was lost)")
-    p.add_argument("--ip", default=None, metavar="ADDR", help="address the controller listens on (default 127.0.0.1)")
-    p.add_argument("--slurm", action="store_true", help="run the PEs in a Slurm batch job")
-    _batch_args(p, "")
-    p.add_argument("--sbatch-arg", dest="sbatch_args", action="append", default=[], metavar="ARG",
-                   help="one more sbatch argument (repeatable), e.g. --sbatch-arg=--qos=debug")
-
-
-def _batch_args(p, prefix):
-    """The batch job's options of ``--slurm`` (``prefix``: what their help begins with)."""
-    p.add_argument("--partition", default=None, metavar="P", help=prefix + "sbatch --partition")
-    p.add_argument("--time", default=None, metavar="T", help=prefix + "the batch job's time limit, e.g. 30 or 1:00:00")
-    p.add_argument("--nodes", type=_positive_int, default=None, metavar="K", help=prefix + "sbatch --nodes")
-    p.add_argument("--account", default=None, metavar="A", help=prefix + "sbatch --account")
-    p.add_argument("--sbatch-prologue", dest="sbatch_prologue", action="append", default=[], metavar="LINE",
-                   help=prefix + "a shell line the batch job runs before the PEs start (repeatable), e.g. "
-                   "--sbatch-prologue 'module load openmpi/4.1'")
+    """Every start option (declared once: :mod:`shmem_notebook.job.options`)."""
+    add_arguments(p)
 
 
 def _seed(text):
@@ -93,7 +51,7 @@ def _seed(text):
 
 def _cell_args(p):
     p.add_argument("arrays", nargs="*", metavar="NAME=DTYPE[SHAPE]", help="declarations of symmetric arrays")
-    p.add_argument("--timeout", type=_seconds, default=None, metavar="S", help="stop the cell after this many seconds")
+    p.add_argument("--timeout", type=seconds, default=None, metavar="S", help="stop the cell after this many seconds")
     p.add_argument("--race", action="store_true", help="report put/get races after the cell")
     p.add_argument("--stress", nargs="?", type=_seed, const=True, default=None, metavar="SEED",
                    help="with --race: rerun the cell with seeded random delays around shmem calls")
@@ -125,7 +83,7 @@ def _export_args(p):
     p.add_argument("--cells", default=None, metavar="SPEC", help="the cells to write by In[k], e.g. 4,6-8 (default: every "
                    "cell that ran without an error)")
     p.add_argument("--slurm", action="store_true", help="also write an sbatch script next to it (FILE's name, .sbatch)")
-    _batch_args(p, "with --slurm: ")
+    add_arguments(p, batch=True, prefix="with --slurm: ")
 
 
 def _inspect_args(p):
@@ -303,11 +261,7 @@ class ShmemMagics(Magics):
         return handler(parser.parse_args(rest))
 
     def _start(self, args):
-        job = _job.start(args.n, heap=args.heap, oversubscribe=args.oversubscribe, hostfile=args.hostfile,
-                         timeout=args.timeout, ip=args.ip, slurm=args.slurm, partition=args.partition,
-                         time=args.time, nodes=args.nodes, account=args.account, sbatch_args=args.sbatch_args,
-                         restart_on_hang=args.restart_on_hang, library=args.library,
-                         sbatch_prologue=args.sbatch_prologue)
+        job = _job.start(**{f.name: getattr(args, f.name) for f, _ in declared()})
         where = f" on {_hosts(job)}" if len(_hosts(job).split(",")) > 1 or job.slurm else ""
         print(f"OpenSHMEM job ready: {plural(job.n, 'PE')}, heap {job.heap} per PE{where}")
 
@@ -393,9 +347,8 @@ class ShmemMagics(Magics):
         job = _job.current_job()
         if job is None:
             raise NoJobError("%shmem export")
-        batch = {k: getattr(args, k) for k in ("partition", "time", "nodes", "account")}
-        batch["sbatch_prologue"] = args.sbatch_prologue or None
-        given = [f"--{k}" for k, v in batch.items() if v is not None]
+        batch = {f.name: getattr(args, f.name) or None for f, _ in declared(batch=True)}  # [] given as None
+        given = [flag(f) for f, _ in declared(batch=True) if batch[f.name] is not None]
         if given and not args.slurm:
             raise UsageError(f"%shmem export: {', '.join(given)} only apply with --slurm")
         print(job.export(args.file, cells=args.cells, slurm=batch if args.slurm else False))

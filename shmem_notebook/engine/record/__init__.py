@@ -24,7 +24,7 @@ from .trace import TraceRecording
 __all__ = ["CAP", "race_start", "race_stop", "trace_start", "trace_stop", "stress_start", "stress_stop",
            "save_arrays", "restore_arrays", "declared_values", "active"]
 
-from ...operations import CAP  # noqa: E402  (one cap for every recording, shared with the client)
+from ...operations import CAP  # one cap for every recording, shared with the client
 
 
 def active():

@@ -286,7 +286,7 @@ def _call(line, f, *args, **kwargs):
 _ufunc = np.ufunc
 _flatiter = np.flatiter
 _Function, _Method, _Builtin = types.FunctionType, types.MethodType, types.BuiltinFunctionType
-_CFuncPtr = ctypes._CFuncPtr
+_CFuncPtr = ctypes._CFuncPtr  # type: ignore[attr-defined]  # private in typeshed: the base of ctypes functions
 _CYTHON = {"cython_function_or_method", "fused_cython_function"}
 #: modules whose C functions do not write arrays unseen: NumPy's and SciPy's are probed, the others only read
 _SEEN_INTO = {"numpy", "scipy", "shmem4py", "shmem_notebook", "builtins", *sys.stdlib_module_names}

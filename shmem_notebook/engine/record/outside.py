@@ -89,7 +89,7 @@ def rewritten(f):
     if plan is False:
         try:
             plan = _plan(func, key[1])
-        except Exception:  # noqa: BLE001  never the user's error: the call is recorded as before
+        except Exception:  # never the user's error: the call is recorded as before
             plan = None
         _plans[key] = plan
     if plan is None or plan is True:
@@ -243,7 +243,7 @@ def exec_code(source, line):
             tree = _transformer.generic_visit(ast.parse(text, filename))  # no mark statement: not the cell's lines
             code = compile(ast.fix_missing_locations(renumber(tree, number * RACE_LINES)), filename, "exec",
                            dont_inherit=True)
-        except Exception:  # noqa: BLE001  a syntax error: exec raises it itself
+        except Exception:  # a syntax error: exec raises it itself
             return None
         _remember(code)
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # for tracebacks

@@ -11,7 +11,8 @@ from .patches import Patches
 
 __all__ = ["install", "live", "made"]
 
-_signals = weakref.WeakValueDictionary()  # address -> the signal's cdata, until del_signal
+#: address -> the signal's cdata, until del_signal
+_signals: weakref.WeakValueDictionary[int, object] = weakref.WeakValueDictionary()
 _made = {}  # address -> how many signals had been made when this one was
 
 

@@ -1,0 +1,81 @@
+"""The members :class:`~shmem_notebook.Job`'s mixins (:mod:`.arrays`, :mod:`.health`) use of the job.
+
+A mixin method that reaches past its own class says so with ``self: JobMembers``; the type
+checker then checks that ``Job`` has every member listed here wherever such a method is called.
+No code runs here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..cells.surface import JobSurface
+    from ..launcher.library import Library
+    from ..specs import ArraySpec
+    from .job import Job
+
+__all__ = ["JobMembers"]
+
+
+class JobMembers(Protocol):
+    """The job as its mixins see it: its state, its PEs, and the lifecycle helpers of :mod:`.job`."""
+
+    n: int
+    state: str
+    pes: dict[int, dict[str, Any]]
+    specs: dict[str, ArraySpec]
+    crash: dict[int, str]
+    heap_bytes: int
+    library: Library
+    last_gather: Any  # the last gather's route, "memory", "file" or "message" (None before one)
+    _cluster: Any  # ipyparallel.Cluster, None when stopped
+    _pe_procs: dict[int, Any]  # PE -> psutil.Process, for PEs on this host
+
+    def ask(self, op: str, *args: Any, pes: Iterable[int] | None = None, timeout: float = 60.0,
+            partial: bool = False) -> dict[int, Any]: ...
+
+    def dead_pes(self, each: bool = True) -> list[int]: ...
+
+    def mark_dead(self) -> str: ...
+
+    def _require_running(self, what: str) -> None: ...
+
+    def _crash_text(self) -> str: ...
+
+    def _oshrun_running(self, set_id: Any = None) -> bool: ...
+
+    def _oshrun_output(self, lines: int = 15) -> str: ...
+
+    def _stop_pes(self) -> None: ...
+
+    def _reap_ended(self) -> None: ...
+
+    def _refresh_usage(self, skip: Iterable[int] = (), timeout: float = 5.0) -> None: ...
+
+    # the mixins' own helpers, which their annotated methods call through ``self``
+    def _declared(self, name: str) -> None: ...
+
+    def _alloc_on_pes(self, specs: list[ArraySpec]) -> None: ...
+
+    def _after_heap_change(self, replies: dict[int, Any], verb: str) -> None: ...
+
+    def _values(self, op: str, name: str, *args: Any) -> dict[int, Any]: ...
+
+    def _transfer_by_file(self) -> bool: ...
+
+    def _gather_by_file(self, name: str, dtype: Any, shape: tuple[int, ...]) -> Any: ...
+
+    def _global_exits(self) -> dict[int, str]: ...
+
+    def _unanswered(self, pe: int) -> int: ...
+
+
+if TYPE_CHECKING:  # the type checker's proof that Job has what its mixins and the cell path use
+
+    def _job_has_its_members(job: Job) -> JobMembers:
+        return job
+
+    def _job_has_the_cell_paths_surface(job: Job) -> JobSurface:
+        return job
