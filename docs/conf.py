@@ -38,8 +38,8 @@ autodoc_mock_imports = ["shmem4py"]
 html_theme = "alabaster"
 html_title = "shmem_notebook"
 html_static_path = []
-html_theme_options = {"description": "Interactive OpenSHMEM in Jupyter", "fixed_sidebar": True}
+html_theme_options = {"description": "Interactive OpenSHMEM in Jupyter", "page_width": "1180px"}
 
-# index.md ends with a glob toctree that takes any page not listed before it (pages other work
+# index.md's toctree ends with a glob that takes any page not listed before it (pages other work
 # adds); when there is none, that is not a problem
 suppress_warnings = ["toc.glob"]

@@ -20,45 +20,27 @@ ROOT = Path(__file__).parent.parent
 DOCS = ROOT / "docs"
 
 #: page -> phrases it must hold (headings and the sentences a reader comes for)
+# fmt: off
 PAGES = {
     "install": ["Install (fresh Debian bookworm)", "scripts/setup.sh", "scripts/test.sh", "Tests", "binder/"],
     "quickstart": ["%shmem start -n 4", "shmem_notebook.start(n=4", "The notebooks", "01-quickstart.ipynb"],
     "magics": ["Magics reference", "Every subcommand and option", "%%pxshmem"],
     "api": ["Python API", "shmem_notebook.start", "Job.run", "CellResult", "SHMEM_NOTEBOOK_HEAP"],
     "inspector": ["Inspector", "%shmem inspect", "Refresh", "snap.payload_bytes"],
-    "races": [
-        "Race detector",
-        "How it works.",
-        "Hints and fixes.",
-        "Stress mode.",
-        "Races across cells.",
-        "What the detector models, and what it does not.",
-        "Exact footprints.",
-        "precision / recall",
-    ],
+    "races": ["Race detector", "How it works.", "Hints and fixes.", "Stress mode.", "Races across cells.",
+              "What the detector models, and what it does not.", "Exact footprints.", "precision / recall"],
     "teams": ["Teams and collectives", "Native or emulated", "Collectives step by step", "%shmem replay"],
     "libraries": ["Two libraries", "--library sos", "libraries.json", "OSHRUN_LAUNCHER"],
-    "many-nodes": [
-        "Many nodes",
-        "Inside a Slurm allocation",
-        "From a login node",
-        "With a hostfile",
-        "--sbatch-prologue",
-    ],
+    "many-nodes": ["Many nodes", "Inside a Slurm allocation", "From a login node", "With a hostfile",
+                   "--sbatch-prologue"],
     "export": ["From notebook to batch job", "%shmem export", "Race-check any shmem4py program"],
     "classroom": ["Classroom", "several users on one machine", "site policy"],
-    "troubleshooting": [
-        "Troubleshooting",
-        "A PE crashes",
-        "One PE raises, the others wait for it",
-        "A cell hangs",
-        "The heap does not fit",
-        "Known platform limits",
-        "Sandia OpenSHMEM 1.5.3",
-    ],
+    "troubleshooting": ["Troubleshooting", "A PE crashes", "One PE raises, the others wait for it", "A cell hangs",
+                        "The heap does not fit", "Known platform limits", "Sandia OpenSHMEM 1.5.3"],
     "benchmarks": ["Benchmarks", "Library against library", "Results", "make bench"],
     "architecture": ["Architecture", "One direction per call.", "The boundary is tested", "Security"],
 }
+# fmt: on
 
 
 def text_of(page):
