@@ -22,7 +22,7 @@ UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minim
 BIG = 50_000  # float64 elements: more than the scratch holds, so reductions go in chunks
 
 
-job = job_fixture(1, 2, 3, 4, 6, heap="32M", sos=(2, 4))
+job = job_fixture(1, 2, 3, 4, 6, heap="32M", sos=(2, 4), oshmpi=(4,))
 
 
 CELL = """

@@ -508,7 +508,7 @@ def _kill(p):
 
 
 @pytest.mark.pe
-def test_tour_notebook(tmp_path, library):
+def test_tour_notebook(tmp_path, every_library):
     nb = nbformat.read(ROOT / "notebooks" / "02-inspector.ipynb", as_version=4)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit notebooks without outputs"
     before = set(_descendants())  # e.g. the module's own job: not the notebook's

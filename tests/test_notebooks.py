@@ -1,6 +1,7 @@
 """The notebooks are tests: executed headless with nbclient, their recorded outputs asserted, on
 Open MPI's OSHMEM and on Sandia OpenSHMEM (``SHMEM_NOTEBOOK_LIBRARY=sos`` in the kernel's
-environment: the notebooks' own ``%shmem start`` picks it up; skipped where SOS is not built)."""
+environment: the notebooks' own ``%shmem start`` picks it up; skipped where SOS is not built), and
+01 and 04 on OSHMPI too (``every_library``)."""
 
 import re
 from pathlib import Path
@@ -15,7 +16,8 @@ NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
 
 
 #: what `%shmem status` says of teams, per library
-TEAMS = {"oshmem": "teams: emulated (OpenSHMEM 1.4 library", "sos": "teams: native (the library's OpenSHMEM 1.5 teams)"}
+TEAMS = {"oshmem": "teams: emulated (OpenSHMEM 1.4 library", "sos": "teams: native (the library's OpenSHMEM 1.5 teams)",
+         "oshmpi": "teams: emulated (OpenSHMEM 1.4 library"}
 
 
 def execute(name, tmp_path):
@@ -36,7 +38,7 @@ def cell_starting(nb, prefix):
     return next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith(prefix))
 
 
-def test_quickstart(tmp_path, library):
+def test_quickstart(tmp_path, every_library):
     nb = execute("01-quickstart.ipynb", tmp_path)
     for c in nb.cells:
         assert not any(o.get("output_type") == "error" for o in c.get("outputs", [])), c.source
@@ -92,12 +94,13 @@ def test_races(tmp_path, library):
     assert "[(0, 3, 'put', 'write'), (1, 5, 'store', 'write')]" in " ".join(data.split())
 
 
-def test_teams_and_collectives(tmp_path, library):
+def test_teams_and_collectives(tmp_path, every_library):
     """notebooks/04-teams-and-collectives.ipynb: teams, team collectives, two replays, the latency table,
     the library comparison (make bench's, or measured in the notebook)."""
     nb = execute("04-teams-and-collectives.ipynb", tmp_path)
     for c in nb.cells:
         assert not any(o.get("output_type") == "error" for o in c.get("outputs", [])), c.source
+    library = every_library
     assert TEAMS[library] in text_of(cell_starting(nb, "%shmem status"))
     split = text_of(cell_starting(nb, "%%pxshmem\neven ="))
     assert "[PE 1] odd team: my_pe 0 of 2, its PE 0 is world PE 1" in split
