@@ -3,7 +3,7 @@
 Every goal names the section of ``results.json`` it reads, its limit and which way is better,
 and a function that turns the section into measurements. :func:`evaluate` feeds the goals table,
 :func:`met` the per-row verdicts of the section tables (``report.py``), and :func:`why` the
-README's paragraph on a missed goal, which quotes only numbers of the same run. A goal whose
+docs/benchmarks.md's paragraph on a missed goal, which quotes only numbers of the same run. A goal whose
 section was not measured is listed as "not measured", never as met.
 """
 
@@ -360,7 +360,7 @@ def evaluate(results):
     return out
 
 
-# -- why a goal is missed (README) ---------------------------------------------------------
+# -- why a goal is missed (docs) -----------------------------------------------------------
 def _f(x):
     return "-" if x is None else f"{x:.2f}"
 

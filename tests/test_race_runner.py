@@ -263,7 +263,7 @@ def test_stress_reruns_with_seeds(tmp_path):
 
 
 DEMOS_2 = sorted(p.name for p in DEMOS.glob("*.py"))
-#: at 4 PEs: not the lock examples (this OSHMEM's clear_lock sometimes hangs at 4 PEs, see the README)
+#: at 4 PEs: not the lock examples (this OSHMEM's clear_lock sometimes hangs at 4 PEs, see docs/troubleshooting.md)
 DEMOS_4 = [d for d in DEMOS_2 if not d.startswith("lock")]
 
 

@@ -174,7 +174,7 @@ def test_listens_on_loopback_only_and_files_are_private(job2):
     if job2.state != "running":
         job2.restart()
     procs = owned_processes(job2._token)
-    ours = [p for p in procs if p.name() != "oshrun"]  # oshrun's PMIx server: see README
+    ours = [p for p in procs if p.name() != "oshrun"]  # oshrun's PMIx server: see docs/architecture.md
     assert len(ours) >= 1 + 2  # controller and PEs
     listening = []
     for proc in ours:

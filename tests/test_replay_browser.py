@@ -1,7 +1,7 @@
 """The replay widget in a real browser: JupyterLab and Debian's headless chromium (as the
 inspector's browser test). A 4-PE job traces a ring allgather; the test asserts the replay's
 play button, slider and figure rendered, moves to the last step from the kernel, and saves the
-screenshot tests/artifacts/replay.png (the README's docs/replay.png)."""
+screenshot tests/artifacts/replay.png (docs/replay.png, shown in docs/teams.md)."""
 
 import time
 

@@ -51,7 +51,7 @@ class Job(SymmetricArrays, Health, Asking):
 
     Use :func:`start` to create and start one; a ``Job`` is a context manager
     that stops the job on exit. ``ip`` other than 127.0.0.1 makes the
-    controller listen on that address (multi-node use; see the README).
+    controller listen on that address (multi-node use; see docs/many-nodes.md).
     ``slurm=True`` runs the PEs in a Slurm batch job (``partition``, ``time``,
     ``nodes``, ``account``, ``sbatch_args``, ``sbatch_prologue`` go to ``sbatch``); it needs ``ip``.
     ``restart_on_hang=True``: a cell that leaves PEs blocked for good restarts the job by itself

@@ -138,7 +138,7 @@ def _builtin():
                 "OSHRUN_LAUNCHER": "mpiexec.hydra",
                 "FI_PROVIDER": "sockets",
                 # not set: FI_SOCKETS_PE_WAITTIME=0 (progress threads that never spin) makes puts of
-                # 32 B-2 KiB 200x faster here but small puts and gets 1.5-2x slower (README: limits)
+                # 32 B-2 KiB 200x faster here but small puts and gets 1.5-2x slower (docs/troubleshooting.md: limits)
                 # libfabric loads its PSM providers even for sockets, and they write a backtrace file
                 # (python.80s-PID,vm.btr) into the working directory whenever a PE dies
                 "IPATH_NO_BACKTRACE": "1",
