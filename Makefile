@@ -18,7 +18,7 @@ lint:
 	.venv/bin/ruff check .
 	.venv/bin/mypy
 	@.venv/bin/ruff format --check . > /dev/null || { \
-		echo "make lint: ruff format would reformat $$(.venv/bin/ruff format --check . 2>/dev/null | grep -c '^Would reformat') files;" \
+		echo "make lint: ruff format --check: $$(.venv/bin/ruff format --check . 2>&1 | tail -1);" \
 		"run scripts/format.sh once to reformat the tree (until then this check fails)"; exit 1; }
 
 # benchmarks: prints the table, writes bench/results.json, bench/results.png and the results

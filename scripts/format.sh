@@ -8,9 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUFF=.venv/bin/ruff
 
-changed=$("$RUFF" format --check . 2>/dev/null | grep -c '^Would reformat' || true)
 lines=$("$RUFF" format --diff . 2>/dev/null | grep -cE '^[+-][^+-]' || true)
-echo "== ruff format: $changed files, $lines lines added or removed"
+echo "== ruff format: $("$RUFF" format --check . 2>&1 | tail -1); $lines lines added or removed"
 "$RUFF" format .
 # the formatter can leave imports to re-sort and noqa comments on moved lines
 "$RUFF" check --fix . || { echo "== ruff check fails after formatting: fix the lines above by hand" >&2; exit 1; }

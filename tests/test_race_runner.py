@@ -255,8 +255,8 @@ def test_stress_reruns_with_seeds(tmp_path):
     assert status == 1, err
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(
-        "stress: rerunning the program 4 times (seeds 5-8) with random delays of up to 20 ms around every shmem call: "
-        "4 x the first run's "))
+        "stress: rerunning the program 4 times (seeds 5-8) with random delays of up to 20 ms "
+        "around every shmem call: 4 x the first run's "))
     assert [line.split(" (")[0] for line in lines[start + 1:start + 5]] == [f"  seed {s}" for s in range(5, 9)]
     assert "(rerun 4 of 4, " in lines[start + 4] and "race is real" not in out  # printed output never makes a race real
     assert lines[-1].startswith("stress: ")

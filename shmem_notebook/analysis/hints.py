@@ -104,8 +104,8 @@ def _barriers(a, b, sim, tried):
         seen.add(fix)
         where = f"{'before' if before else 'after'} line {line}{' in the loop' if fixcheck.in_loop(sim, line) else ''}"
         if a.line == b.line:
-            yield (f"PEs {a.pe} and {b.pe} run line {a.line} on this memory in different rounds: a shmem.barrier_all() "
-                   f"{where}, where every PE passes, separates the rounds"), fix
+            yield (f"PEs {a.pe} and {b.pe} run line {a.line} on this memory in different rounds: "
+                   f"a shmem.barrier_all() {where}, where every PE passes, separates the rounds"), fix
         else:
             yield (f"a shmem.barrier_all() {where}, where every PE passes, orders them: line {a.line}'s {a.op} and "
                    f"line {b.line}'s {b.op} then fall on either side of it"), fix
