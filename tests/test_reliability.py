@@ -24,7 +24,7 @@ from shmem_notebook.job.watchdog import owned_processes
 pytestmark = pytest.mark.pe  # every test starts PEs (a job, or a kernel that starts one)
 
 
-job2 = job_fixture(2)
+job2 = job_fixture(2, oshmpi=(2,))
 
 
 CRASHES = {
@@ -174,7 +174,8 @@ def test_listens_on_loopback_only_and_files_are_private(job2):
     if job2.state != "running":
         job2.restart()
     procs = owned_processes(job2._token)
-    ours = [p for p in procs if p.name() != "oshrun"]  # oshrun's PMIx server: see docs/architecture.md
+    launcher = os.path.basename(job2.library.oshrun)  # oshrun, OSHMPI's mpirun: PMIx servers (docs/architecture.md)
+    ours = [p for p in procs if p.name() != launcher]
     assert len(ours) >= 1 + 2  # controller and PEs
     listening = []
     for proc in ours:
