@@ -123,6 +123,11 @@ def test_teams_and_collectives(tmp_path, every_library):
     assert "[[1 2 3 4]\n [1 2 3 4]\n [1 2 3 4]\n [1 2 3 4]]" in text_of(
         cell_starting(nb, "import shmem_notebook\ntrace")
     )
+    timeline = cell_starting(nb, "%matplotlib inline\nimport os, tempfile")
+    said = text_of(timeline)
+    assert "ring-allgather.json - open it in ui.perfetto.dev" in said
+    assert [line.split()[:2] for line in said.splitlines()[1:5]] == [["PE", str(pe)] for pe in range(4)]
+    assert any("image/png" in out.get("data", {}) for out in timeline.outputs)  # the timeline figure
     table = text_of(cell_starting(nb, "rows = sorted"))
     rows = [line for line in table.splitlines() if line.startswith(("fcollect/", "alltoall/"))]
     assert len(rows) == 2 * 7  # mean and median tables, 7 collective/algorithm rows each

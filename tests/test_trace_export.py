@@ -18,6 +18,7 @@ from conftest import ipython_shell, job_fixture, quiet
 from shmem_notebook import InputError
 from shmem_notebook.analysis.chrome_trace import chrome_trace
 from shmem_notebook.analysis.trace import Trace
+from shmem_notebook.analysis.trace_ends import ends, said
 from shmem_notebook.errors import CellStoppedError, PEError
 from shmem_notebook.launcher.environment import platform_environment
 
@@ -125,6 +126,8 @@ def test_waits_name_the_pe_that_computes_and_those_that_wait(job, sleeper):
     assert waits[late].share(waits[late].compute) > 0.6
     rows = waits.rows()
     assert {row["pe"] for row in rows} == set(range(job.n)) and all(row["seconds"] >= 0 for row in rows)
+    timeline = waits.trace.timeline()
+    assert [label.get_text() for label in timeline.axes[0].get_yticklabels()] == [f"PE {pe}" for pe in range(job.n)]
     figure = waits.trace.profile()
     assert [label.get_text() for label in figure.axes[0].get_yticklabels()] == [f"PE {pe}" for pe in range(job.n)]
 
@@ -132,15 +135,16 @@ def test_waits_name_the_pe_that_computes_and_those_that_wait(job, sleeper):
 # -- cut short ---------------------------------------------------------------------------------
 def test_a_cell_stopped_by_its_timeout_keeps_its_events_and_says_where_it_ends(job, tmp_path):
     out = io.StringIO()
-    code = "import time\nshmem.barrier_all()\nfor i in range(1000):\n    shmem.put(dst[:1], np.full(1, i), (me + 1) % npes)\n" \
-           "    time.sleep(0.02)\n"
+    code = ("import time\nshmem.barrier_all()\nfor i in range(1000):\n"
+            "    shmem.put(dst[:1], np.full(1, i), (me + 1) % npes)\n    time.sleep(0.02)\n")
     with pytest.raises(CellStoppedError):
         quiet(job, code, arrays=ARRAYS, trace=True, timeout=2, stdout=out)
     trace = job.last_result.trace
     assert trace is not None and trace.cut and len(trace.events) > 10
     assert set(trace.ends) == set(range(job.n))
     assert trace.ends == {pe: f"PE {pe} was stopped by its timeout of 2 s at line 5" for pe in range(job.n)}
-    assert f"trace: cut short, it ends where PE 0-{job.n - 1} was stopped by its timeout of 2 s at line 5" in out.getvalue()
+    said = f"trace: cut short, it ends where PE 0-{job.n - 1} was stopped by its timeout of 2 s at line 5"
+    assert said in out.getvalue()
     document = json.loads(pathlib.Path(trace.save(tmp_path / "cut.json")).read_text())
     ended = [e for e in document["traceEvents"] if e["ph"] == "i"]
     assert sorted(e["tid"] for e in ended) == list(range(job.n)) and document["otherData"]["complete"] is False
@@ -153,18 +157,21 @@ def test_a_cell_that_raised_keeps_its_trace(job):
     with pytest.raises(PEError):
         quiet(job, "shmem.barrier_all()\nraise ValueError('boom')\n", trace=True)
     trace = job.last_result.trace
-    assert len(trace.events) == job.n and trace.ends == {pe: f"PE {pe} raised ValueError at line 2" for pe in range(job.n)}
+    assert len(trace.events) == job.n
+    assert trace.ends == {pe: f"PE {pe} raised ValueError at line 2" for pe in range(job.n)}
 
 
 # -- the magics --------------------------------------------------------------------------------
 def test_magics_trace_profile_and_save(job, tmp_path, capsys):
-    import shmem_notebook.job as jobs
     from IPython.core.error import UsageError
+
+    import shmem_notebook.job as jobs
 
     shell = ipython_shell()
     jobs._current = job
     try:
-        shell.run_cell_magic("pxshmem", "--trace=profile", "import time\nif me == 0:\n    time.sleep(0.3)\nshmem.barrier_all()\n")
+        cell = "import time\nif me == 0:\n    time.sleep(0.3)\nshmem.barrier_all()\n"
+        shell.run_cell_magic("pxshmem", "--trace=profile", cell)
         out = capsys.readouterr().out
         assert "trace: PE 0 computed" in out and "trace: PE 1 waited" in out and "in barrier_all at line 4" in out
         shell.run_line_magic("shmem", f"trace save {tmp_path / 'm.json'}")
@@ -192,6 +199,10 @@ def test_a_pe_that_sent_nothing_has_an_empty_lane(tmp_path):
     assert not [e for e in document["traceEvents"] if e["ph"] in "sf"]  # no lane to bind the arrow's head to
     with pytest.raises(InputError, match="name it \\*.json or \\*.otf2"):
         trace.save(tmp_path / "t.csv")
+    capped = ends({0: dict(sent, dropped=5)}, 1)
+    assert capped == {0: "PE 0's trace reached the cap of 50,000 events at line 1 (5 later calls not kept)"}
+    assert said({0: "PE 0 was interrupted at line 4", 1: "PE 1 was interrupted at line 4", 2: "PE 2 sent no trace"}) \
+        == "PE 0-1 was interrupted at line 4; PE 2 sent no trace"
 
 
 # -- the race runner ---------------------------------------------------------------------------

@@ -66,7 +66,8 @@ def write_otf2(trace, path):
     by_pe = lanes(trace)
     with otf2.writer.open(directory, archive_name=name, timer_resolution=10**9) as archive:
         defs = archive.definitions
-        root = defs.system_tree_node(f"job: {trace.meta.get('job') or 'shmem_notebook'} ({trace.meta.get('library') or '?'})")
+        job, library = trace.meta.get("job") or "shmem_notebook", trace.meta.get("library") or "?"
+        root = defs.system_tree_node(f"job: {job} ({library})")
         nodes, locations = {}, {}
         for pe in range(trace.npes):
             host = (trace.pe_info.get(pe) or {}).get("host") or "no trace"
@@ -103,7 +104,8 @@ def write_otf2(trace, path):
                     matching += 1
                     if s.op in ATOMICS:
                         fetches = "fetch" in s.op or "swap" in s.op
-                        writer.rma_atomic(start, window, target, _atomic_type(s.op), size, size if fetches else 0, matching)
+                        received = size if fetches else 0
+                        writer.rma_atomic(start, window, target, _atomic_type(s.op), size, received, matching)
                     elif s.op in _FETCHES:
                         writer.rma_get(start, window, target, size, matching)
                     else:

@@ -23,7 +23,7 @@ _FETCHES = {name for name in RMA if not CALLS[name].writes}  # data flows to the
 
 class Trace:
     """A traced cell: ``events``, ``epochs`` (heap states recorded), :meth:`heap`, :meth:`frames`,
-    :meth:`replay`, :meth:`save` (Perfetto JSON, OTF2), :meth:`waits`.
+    :meth:`replay`, :meth:`save` (Perfetto JSON, OTF2), :meth:`waits`, :meth:`timeline`.
 
     ``npes``: the job's PEs (a PE that sent nothing gets an empty lane); ``meta``: what the exports
     name (``job``, ``library``, ``cell``); ``ends``: ``{pe: sentence}`` where a cut-short PE's trace
@@ -70,6 +70,12 @@ class Trace:
         from .waits import Waits
 
         return Waits(self)
+
+    def timeline(self, fig=None):
+        """The calls as a timeline (a matplotlib Figure): a lane per PE, a box per call, an arrow per transfer."""
+        from ..inspector.waits_plot import draw_timeline
+
+        return draw_timeline(self, fig=fig)
 
     def profile(self, fig=None, show=False):
         """A per-PE bar chart of :meth:`waits` (a matplotlib Figure); ``show``: also display it under

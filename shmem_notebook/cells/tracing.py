@@ -44,7 +44,8 @@ class TraceStage(Stage):
         meta = {"job": f"{plural(job.n, 'PE')} on {job.library.name}", "library": job.library.name,
                 "cell": _label(job), "outcome": result.outcome}
         stops = stops_of(result, cell.timeout, raised_line)
-        result.trace = Trace(list(sent.values()), cell.code, npes=job.n, meta=meta, ends=ends(sent, job.n, stops, cap=CAP))
+        cut = ends(sent, job.n, stops, cap=CAP)
+        result.trace = Trace(list(sent.values()), cell.code, npes=job.n, meta=meta, ends=cut)
 
     def report(self, cell, result, write):
         trace = result.trace

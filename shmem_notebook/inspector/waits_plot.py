@@ -70,10 +70,12 @@ def draw_timeline(trace, fig=None, ax=None):
             if s.op in TRANSFERS and target is not None and target != pe:
                 a, b = (target, pe) if s.op in _FETCHES else (pe, target)
                 x = (s.start + s.end - 2 * zero) / 2e6
-                ax.annotate("", xy=(x, b), xytext=(x, a), arrowprops={"arrowstyle": "->", "color": "#333333", "lw": 0.6})
+                arrow = {"arrowstyle": "->", "color": "#333333", "lw": 0.6}
+                ax.annotate("", xy=(x, b), xytext=(x, a), arrowprops=arrow)
     ax.set_yticks(range(trace.npes), [f"PE {pe}" for pe in range(trace.npes)])
     ax.invert_yaxis()
     ax.set_xlabel("ms since the trace started (one clock per node)")
+    ax.set_title("the cell's calls: red waits (barriers, waits, collectives), blue RMA, green atomics", fontsize=9)
     return ax.figure
 
 
