@@ -43,3 +43,8 @@ html_theme_options = {"description": "Interactive OpenSHMEM in Jupyter", "page_w
 # index.md's toctree ends with a glob that takes any page not listed before it (pages other work
 # adds); when there is none, that is not a problem
 suppress_warnings = ["toc.glob"]
+
+# widgets (the inspector, the replay) cannot run in a static page: show their text form, which the
+# tool writes for front ends without widgets, and load no widget JavaScript from elsewhere
+nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
+nb_ipywidgets_js = {}
