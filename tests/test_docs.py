@@ -118,6 +118,8 @@ def test_the_notebooks_are_rendered_from_their_executed_copies(site):
     for name in ("02-inspector", "03-races", "04-teams-and-collectives"):
         assert page(site, f"notebooks/{name}")
     assert "RACE remote[0] on PE 1" in text_of(page(site, "notebooks/03-races"))
+    inspector = page(site, "notebooks/02-inspector")  # a widget, shown in its static form
+    assert "OpenSHMEM inspector" in text_of(inspector) and "data:image/png;base64," in inspector
 
 
 def test_the_benchmark_results_are_the_generated_section(site):
