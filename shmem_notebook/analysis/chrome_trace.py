@@ -26,17 +26,17 @@ def _us(ns, zero):
 
 
 def _nodes(trace):
-    """``{pe: pid}`` and ``[(pid, host, pes)]``: one pid per node, from 1; PEs that sent nothing on pid 0."""
+    """``{pe: pid}`` and ``[(pid, host, pes)]``: one pid per node, from 1; PEs that sent nothing on the last pid."""
     hosts, pid_of = {}, {}
     for pe in range(trace.npes):
         host = (trace.pe_info.get(pe) or {}).get("host")
-        if host is None:
-            pid_of[pe] = 0
-            continue
-        pid_of[pe] = hosts.setdefault(host, len(hosts) + 1)
+        if host is not None:
+            pid_of[pe] = hosts.setdefault(host, len(hosts) + 1)
+    nowhere = [pe for pe in range(trace.npes) if pe not in pid_of]
+    pid_of.update((pe, len(hosts) + 1) for pe in nowhere)
     nodes = [(pid, host, [pe for pe, p in pid_of.items() if p == pid]) for host, pid in hosts.items()]
-    if 0 in pid_of.values():
-        nodes.append((0, None, [pe for pe, p in pid_of.items() if p == 0]))
+    if nowhere:
+        nodes.append((len(hosts) + 1, None, nowhere))
     return pid_of, nodes
 
 
