@@ -37,7 +37,8 @@ autodoc_mock_imports = ["shmem4py"]
 
 html_theme = "alabaster"
 html_title = "shmem_notebook"
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["wide-tables.css"]
 html_theme_options = {"description": "Interactive OpenSHMEM in Jupyter", "page_width": "1180px"}
 
 # index.md's toctree ends with a glob that takes any page not listed before it (pages other work
