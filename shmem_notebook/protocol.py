@@ -28,6 +28,7 @@ __all__ = [
     "COLLECTIVE",
     "encode",
     "answer",
+    "serve",
     "stack_path",
     "board_path",
     "exit_path",
@@ -92,11 +93,21 @@ def encode(op, *args):
     return (str(Op(op)), tuple(args))
 
 
-def answer(request):
-    """Runs on a PE: answer the ``request`` from :func:`encode` (see :mod:`shmem_notebook.engine.requests`)."""
-    from shmem_notebook.engine.requests import handle
+#: the PE's request handler, registered by :func:`serve` when the PE starts (None in the client)
+_handler = None
 
-    return handle(request)
+
+def serve(handler):
+    """Runs on a PE at start: answer every request with ``handler`` (:func:`shmem_notebook.engine.requests.handle`)."""
+    global _handler
+    _handler = handler
+
+
+def answer(request):
+    """Runs on a PE: answer the ``request`` from :func:`encode` with the handler :func:`serve` registered."""
+    if _handler is None:
+        raise RuntimeError("this process answers no requests: only a PE that shmem_notebook started does")
+    return _handler(request)
 
 
 def stack_path(profile_dir, cluster_id, pe):

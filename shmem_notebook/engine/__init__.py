@@ -5,6 +5,8 @@ this package (a test enforces it). Modules:
 
 - :mod:`.runtime`: the PE's process: ``shmem_init``, the ipyparallel engine
   whose id is the PE number, the namespace bound before every cell.
+- :mod:`.context`: this PE's state in one object (:data:`~.context.this_pe`: the engine's shell,
+  the teams' reserved words and slots, the collectives' scratch), which the others share.
 - :mod:`.heap`: the declared symmetric arrays and the heap's use.
 - :mod:`.requests`: the operations the client may ask of a PE
   (see :func:`shmem_notebook.protocol.request`).

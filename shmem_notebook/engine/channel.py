@@ -30,7 +30,8 @@ import time
 import zmq
 from zmq.eventloop.zmqstream import ZMQStream
 
-from ..protocol import seal, unseal
+from ..protocol import answer, seal, unseal
+from .context import this_pe
 
 __all__ = ["connect"]
 
@@ -51,13 +52,9 @@ def connect(url, key_hex):
 
 class _Channel:
     def __init__(self, url, key):
-        from IPython import get_ipython
-
-        from .runtime import shmem
-
-        self.shell = get_ipython()
+        self.shell = this_pe.shell
         self.key = key
-        self.pe = shmem.my_pe()
+        self.pe = this_pe.shmem.my_pe()
         socket = zmq.Context.instance().socket(zmq.DEALER)
         # a name of its own per connection: the client may still hold the previous one's
         socket.setsockopt(zmq.IDENTITY, f"{self.pe}.{secrets.token_hex(4)}".encode())
@@ -83,8 +80,6 @@ class _Channel:
         """Run the requests ``before`` (``[[op, args]]``), then one cell as ``execute_request`` would,
         then the requests ``after`` (the same form); send the cell's output, then its outcome with the
         answers of ``after`` (``{op: ("ok", answer)}`` or ``("error", "Type: message")``)."""
-        from .requests import handle
-
         shell = self.shell
         out, err = _Lines(self, cid, "stdout", sys.stdout), _Lines(self, cid, "stderr", sys.stderr)
         captured = _Captured(shell)
@@ -92,7 +87,7 @@ class _Channel:
         sys.stdout, sys.stderr = out, err
         signal.signal(signal.SIGINT, signal.default_int_handler)  # the interrupt stops the cell
         try:
-            reply = _prepare(handle, before)  # None: ready; else the cell does not run, and says why
+            reply = _prepare(answer, before)  # None: ready; else the cell does not run, and says why
             if reply is None:
                 with captured:
                     reply = await shell.kernel.do_execute(code, silent=False, store_history=True, user_expressions={})
@@ -107,7 +102,7 @@ class _Channel:
                 "execute_result": captured.result}
         if done["status"] == "error":
             done["error"] = {k: reply.get(k) for k in ("ename", "evalue", "traceback", "engine_info")}
-        self.outbox.send(done, _answers(handle, after) if after else None)
+        self.outbox.send(done, _answers(answer, after) if after else None)
 
 
 def _prepare(handle, requests):

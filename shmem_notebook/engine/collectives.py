@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import InputError
 from . import heap, teams
+from .context import this_pe
 
 __all__ = [
     "ALGORITHMS",
@@ -62,20 +63,17 @@ _FOLD_OUT = teams.STEPS - 1  # the step counter of the fold out
 label = None
 
 _shmem = None
-_scratch = None
-_calls = 0  # collective calls made on this PE (numbers the calls in a trace)
 
 
 def install(shmem_module):
     """Reserve the scratch. Collective: every PE at engine start (after teams.install)."""
-    global _shmem, _scratch
+    global _shmem
     _shmem = shmem_module
-    _scratch = heap.reserve(shmem_module.zeros(SCRATCH_BYTES, dtype="u1"), "collectives: scratch")
+    this_pe.scratch = heap.reserve(shmem_module.zeros(SCRATCH_BYTES, dtype="u1"), "collectives: scratch")
 
 
 def _algorithm(collective, algorithm):
-    global _calls
-    _calls += 1
+    this_pe.collective_calls += 1  # numbers the calls in a trace
     choices = ALGORITHMS[collective]
     algorithm = choices[0] if algorithm is None else str(algorithm).lower().replace(" ", "_").replace("-", "_")
     if algorithm not in choices:
@@ -127,8 +125,8 @@ def broadcast(target, source, root, size=None, team=None, algorithm=None):
     if algorithm == "library":
         return _shmem.broadcast(target, source, root, size=size, team=team)
     m = teams.members(team, "collectives.broadcast")
-    t, s = teams._pair(target, source, "collectives.broadcast")
-    size = teams._count(size, min(t.size, s.size), "collectives.broadcast")
+    t, s = teams.flat_pair(target, source, "collectives.broadcast")
+    size = teams.checked_size(size, min(t.size, s.size), "collectives.broadcast")
     n, rank = len(m.pes), m.rank
     if not 0 <= root < n:
         raise InputError(f"collectives.broadcast: root={root} is not a PE of this team of {n}")
@@ -175,8 +173,8 @@ def fcollect(target, source, size=None, team=None, algorithm=None):
     if algorithm == "library":
         return _shmem.fcollect(target, source, size=size, team=team)
     m = teams.members(team, "collectives.fcollect")
-    t, s = teams._pair(target, source, "collectives.fcollect")
-    size = teams._count(size, s.size, "collectives.fcollect")
+    t, s = teams.flat_pair(target, source, "collectives.fcollect")
+    size = teams.checked_size(size, s.size, "collectives.fcollect")
     n, rank = len(m.pes), m.rank
     if size * n > t.size:
         raise InputError(f"collectives.fcollect: target has {t.size} elements, needs {size} x {n} PEs")
@@ -276,10 +274,10 @@ def reduce(target, source, op="sum", size=None, team=None, algorithm=None):
     if algorithm == "library":
         return _shmem.reduce(target, source, op, size=size, team=team)
     m = teams.members(team, "collectives.reduce")
-    t, s = teams._pair(target, source, "collectives.reduce")
+    t, s = teams.flat_pair(target, source, "collectives.reduce")
     name = teams.check_reduce(op, t.dtype, "collectives.reduce")
-    size = teams._count(size, min(t.size, s.size), "collectives.reduce")
-    ufunc = teams._REDUCE_UFUNCS[name]
+    size = teams.checked_size(size, min(t.size, s.size), "collectives.reduce")
+    ufunc = teams.REDUCE_UFUNCS[name]
     p, _ = _fold(len(m.pes))
     regions = _log2(p) + 1
     cap = max(1, SCRATCH_BYTES // regions // 16 * 16 // t.itemsize)  # elements per region
@@ -288,7 +286,8 @@ def reduce(target, source, op="sum", size=None, team=None, algorithm=None):
         work = np.array(s[lo:hi])
         teams.team_sync(m)
         region = [
-            _scratch[k * cap * t.itemsize : (k * cap + hi - lo) * t.itemsize].view(t.dtype) for k in range(regions)
+            this_pe.scratch[k * cap * t.itemsize : (k * cap + hi - lo) * t.itemsize].view(t.dtype)
+            for k in range(regions)
         ]
         if algorithm == "recursive_doubling":
             work = _recursive_doubling_reduce(m, work, region, ufunc)
@@ -429,9 +428,9 @@ def alltoall(target, source, size=None, team=None, algorithm=None):
     if algorithm == "library":
         return _shmem.alltoall(target, source, size=size, team=team)
     m = teams.members(team, "collectives.alltoall")
-    t, s = teams._pair(target, source, "collectives.alltoall")
+    t, s = teams.flat_pair(target, source, "collectives.alltoall")
     n, rank = len(m.pes), m.rank
-    size = teams._alltoall_size(t, s, size, n, 1, 1, "collectives.alltoall")
+    size = teams.alltoall_size(t, s, size, n, 1, 1, "collectives.alltoall")
     teams.team_sync(m)
     _put(t[rank * size : (rank + 1) * size], s[rank * size : (rank + 1) * size], m.pes[rank])
     power_of_two = n & (n - 1) == 0

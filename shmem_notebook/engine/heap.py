@@ -13,6 +13,8 @@ import pickle
 
 import numpy as np
 
+from .context import this_pe
+
 __all__ = ["arrays", "reserved", "reserve", "alloc", "free", "gather", "place", "pull", "heap_usage", "allocations",
            "is_symmetric", "retire", "FreedArray", "FreedArrayError"]
 
@@ -22,7 +24,6 @@ arrays = {}
 reserved = {}
 
 _DEFAULT_HEAP = 256 << 20  # OSHMEM's default symmetric heap
-_namespace = {}  # the engine's user namespace, set by the runtime
 _MISSING = object()
 
 
@@ -107,15 +108,15 @@ def retire(old, what):
         return isinstance(value, np.ndarray) and value.nbytes and lo <= _address(value) < hi
 
     retired = []
-    for key, value in list(_namespace.items()):
+    for key, value in list(this_pe.namespace.items()):
         if points_in(value):
             note = (f"{key!r} referred to symmetric memory that was freed ({what}); it is a read-only copy "
                     f"of the old values now: write to the new array, or copy with np.array(...) first")
             value.flags.writeable = False
-            _namespace[key] = _freeze(value, note)
+            this_pe.namespace[key] = _freeze(value, note)
             if not key.startswith("_"):
                 retired.append(key)
-    out = _namespace.get("Out")
+    out = this_pe.namespace.get("Out")
     if isinstance(out, dict):  # results of earlier cells
         for key, value in list(out.items()):
             if points_in(value):
@@ -135,22 +136,22 @@ def alloc(decls):
     for name, dtype, shape in decls:
         old = arrays.pop(name, None)
         if old is not None:
-            if _namespace.get(name) is old:
-                del _namespace[name]
+            if this_pe.namespace.get(name) is old:
+                del this_pe.namespace[name]
             names = retire(old, f"{name} was re-allocated as {np.dtype(dtype).name}{list(shape)}")
             if names:
                 retired[name] = names
             shmem.free(old)
         arrays[name] = shmem.zeros(shape, dtype)
-    _namespace.update(arrays)
+    this_pe.namespace.update(arrays)
     return {"usage": heap_usage(), "retired": retired}
 
 
 def free(name):
     """Free the declared array ``name``. Collective. Returns what :func:`alloc` returns."""
     a = arrays.pop(name)
-    if _namespace.get(name) is a:
-        del _namespace[name]
+    if this_pe.namespace.get(name) is a:
+        del this_pe.namespace[name]
     names = retire(a, f"{name} was freed")
     _shmem().free(a)
     return {"usage": heap_usage(), "retired": {name: names} if names else {}}
@@ -158,7 +159,7 @@ def free(name):
 
 def _lookup(name):
     """What ``name`` means in the cells now (a cell may have rebound a declared name)."""
-    value = _namespace.get(name, _MISSING)
+    value = this_pe.namespace.get(name, _MISSING)
     return arrays.get(name, _MISSING) if value is _MISSING else value
 
 

@@ -21,6 +21,7 @@ The checks are local (no communication); a valid call goes to the library unchan
 import functools
 
 from ..errors import InputError
+from .context import this_pe
 
 __all__ = ["install"]
 
@@ -38,19 +39,19 @@ def check(sh, team, what):
         return
     handle = _handle(sh, team)
     if handle == 0 or handle in _destroyed:
-        raise _teams.unusable(what, destroyed=handle in _destroyed or id(team) in _teams._destroyed)
+        raise _teams.unusable(what, destroyed=handle in _destroyed or id(team) in this_pe.teams.destroyed)
 
 
 def _take_slots(sh, parent, new):
     """Give each team of ``new`` this PE is a member of a slot of the reserved words, agreed over
     ``parent``. Collective over the parent team."""
-    slots = _teams._agree_slots(_teams.members(parent, "split"), len(new))
+    slots = _teams.agree_slots(_teams.members(parent, "split"), len(new))
     for team, slot in zip(new, slots):
         handle = _handle(sh, team)
         _destroyed.discard(handle)  # the library may hand out a freed handle again
         if handle:
-            _teams._native_slots[handle] = slot
-            _teams._free &= ~(1 << slot)
+            this_pe.teams.native_slots[handle] = slot
+            this_pe.teams.free &= ~(1 << slot)
 
 
 def _guard_method(sh, name, original):
@@ -76,7 +77,7 @@ def install(sh, patches, teams):
     """Put the guards on shmem4py's Team methods and collectives (undone by ``patches``)."""
     global _teams
     _teams = teams
-    teams._native_slots[_handle(sh, sh.TEAM_SHARED)] = 1  # slot 1 is TEAM_SHARED's, as when emulated
+    this_pe.teams.native_slots[_handle(sh, sh.TEAM_SHARED)] = 1  # slot 1 is TEAM_SHARED's, as when emulated
     for name in ("my_pe", "n_pes", "translate_pe", "sync", "get_config", "create_ctx"):
         if hasattr(sh.Team, name):
             patches.set(sh.Team, name, _guard_method(sh, name, getattr(sh.Team, name)))
@@ -103,10 +104,10 @@ def install(sh, patches, teams):
         destroy(self)
         if handle and _handle(sh, self) == 0:  # a team of its own (not world or shared): gone now
             _destroyed.add(handle)
-            teams._destroyed.add(id(self))
-            slot = teams._native_slots.pop(handle, None)
+            this_pe.teams.destroyed.add(id(self))
+            slot = this_pe.teams.native_slots.pop(handle, None)
             if slot is not None:
-                teams._free |= 1 << slot
+                this_pe.teams.free |= 1 << slot
 
     split_2d = sh.Team.split_2d
 
@@ -132,9 +133,9 @@ def install(sh, patches, teams):
         try:
             return library_reduce(target, source, op, size, team)
         except AttributeError:  # no shmem_<type>_<op>_reduce in the library: checked before any communication
-            t, s = teams._pair(target, source, "reduce")
+            t, s = teams.flat_pair(target, source, "reduce")
             name = teams.check_reduce(op, t.dtype)
-            size = teams._count(size, min(t.size, s.size), "reduce")
+            size = teams.checked_size(size, min(t.size, s.size), "reduce")
             t[:size] = teams.reduce_values(teams.members(team, "shmem.reduce"), s, size, name)
 
     patches.set(sh, "reduce", reduce)

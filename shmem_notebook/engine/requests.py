@@ -5,10 +5,10 @@ on its own and for one riding with a cell alike; the answer is plain data. Those
 :data:`shmem_notebook.protocol.COLLECTIVE` must reach every PE.
 """
 
-from ..protocol import Op
+from ..protocol import Op, serve
 from . import channel, heap, record, runtime, snapshot
 
-__all__ = ["HANDLERS", "handle"]
+__all__ = ["HANDLERS", "handle", "start"]
 
 #: Op -> function (race_*, trace_*, stress_* bracket a cell run with --race, --trace, --stress: engine/record)
 HANDLERS = {
@@ -39,3 +39,9 @@ def handle(request):
     """Answer the ``request`` ``(name, args)`` of :func:`shmem_notebook.protocol.encode` with plain data."""
     op, args = request
     return HANDLERS[op](*args)
+
+
+def start(shell):
+    """The engine's start-up command on a PE: bind the runtime to ``shell``, then answer requests."""
+    runtime.bind(shell)
+    serve(handle)

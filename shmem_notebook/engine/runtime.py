@@ -18,7 +18,8 @@ from shmem4py import shmem
 
 from .. import lean
 from ..rc import rc
-from . import collectives, heap, record, shims, teams
+from . import collectives, heap, shims, teams
+from .context import this_pe
 from .mpi_version import mpi_version
 from .shims import pitfalls
 
@@ -27,11 +28,11 @@ __all__ = ["last_cell", "info", "bind", "join", "main"]
 #: outcome of the last cell: state, outcome ('ok' or exception type), seconds
 last_cell = {"state": "idle", "outcome": None, "seconds": None}
 
-_shell = None
+this_pe.shmem = shmem
 
 
 def _bind_namespace():
-    ns = _shell.user_ns
+    ns = this_pe.namespace
     ns.update(shmem=shmem, np=np, me=shmem.my_pe(), npes=shmem.n_pes(), collectives=collectives)
     ns.update(heap.arrays)
 
@@ -54,11 +55,8 @@ def _after_cell(result):
 
 def bind(shell):
     """Install the namespace and the per-cell hooks in the engine's shell."""
-    global _shell
-    _shell = shell
+    this_pe.shell = shell  # the one place the PE keeps it: namespace, recordings, snapshot, channel
     lean.release("debugpy")
-    heap._namespace = shell.user_ns
-    record.state.shell = shell  # the recordings name memory and rewrite cells through it
     for stream in (sys.stdout, sys.stderr):
         # send output at once: when a PE dies, oshrun kills the others within ~0.1 s,
         # and output still buffered (0.2 s by default) would be lost
@@ -102,7 +100,8 @@ def released():
     symmetric arrays on some PEs and not others (shmem4py frees an array, collectively, when its last
     reference goes: a frame kept on one PE would make a later rebinding free it there alone and
     deadlock), then zero the emulated teams' half-done counts. Collective."""
-    last = getattr(_shell, "last_execution_result", None)
+    shell = this_pe.shell
+    last = getattr(shell, "last_execution_result", None)
     error = getattr(last, "error_in_exec", None)
     for tb in {
         id(t): t for t in (getattr(sys, "last_traceback", None), getattr(error, "__traceback__", None)) if t
@@ -117,8 +116,8 @@ def released():
     for name in ("last_type", "last_value", "last_traceback", "last_exc"):
         if hasattr(sys, name):
             setattr(sys, name, None)
-    if _shell is not None:  # IPython keeps it too: for %debug, and in the last ExecutionResult
-        _shell.InteractiveTB.tb = None
+    if shell is not None:  # IPython keeps it too: for %debug, and in the last ExecutionResult
+        shell.InteractiveTB.tb = None
         if last is not None:
             last.error_in_exec = None
     shmem.barrier_all()
@@ -177,7 +176,8 @@ def main(argv=None):
         "--IPEngine.enable_nanny=False",
         # oshrun and the controller start together: the connection file may come after us
         f"--IPEngine.wait_for_url_file={rc.start_timeout}",
-        f"--IPEngine.startup_command=__import__('{__name__}', fromlist=['bind']).bind(get_ipython())",
+        # bind this module to the engine's shell and answer requests (requests imports this module)
+        f"--IPEngine.startup_command=__import__('{__package__}.requests', fromlist=['start']).start(get_ipython())",
     ]
     try:
         IPEngine.launch_instance(argv)

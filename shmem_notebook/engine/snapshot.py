@@ -17,6 +17,7 @@ import psutil
 from shmem4py import shmem
 
 from . import heap, runtime
+from .context import this_pe
 from .record.memory import heap_start
 
 __all__ = ["snapshot", "allocations", "heap_base", "named_arrays", "summarise", "BLOCK_OVERHEAD", "PE_OVERHEAD"]
@@ -90,7 +91,7 @@ def named_arrays():
 
     for name, obj in heap.arrays.items():
         consider(name, obj, True)
-    namespace = runtime._shell.user_ns if runtime._shell is not None else {}
+    namespace = this_pe.namespace
     for name in sorted(namespace):
         if not name.startswith("_") and name not in ("In", "Out"):
             consider(name, namespace[name], False)

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import InputError, ShmemNotebookError
 from . import heap, native_teams
+from .context import this_pe
 from .shims.patches import Patches
 
 __all__ = [
@@ -52,6 +53,11 @@ __all__ = [
     "signal",
     "wait_signal",
     "mode",
+    "agree_slots",
+    "flat_pair",
+    "checked_size",
+    "alltoall_size",
+    "REDUCE_UFUNCS",
 ]
 
 #: environment variable forcing the mode: "native", "emulated" or "auto" (the default)
@@ -67,18 +73,14 @@ _FIRST_HANDLE = 0x5EA0000  # emulated team handles count up from here
 mode = None
 
 _shmem = None  # the shmem4py module, set by install
-_words = None  # int64[SLOTS, 2 + STEPS]: arrive, release, step counters
-_exchange = None  # int64[1]: a PE's free-slot mask or collect size, read by the others
 _teams = {}  # handle -> Members (emulated teams, TEAM_SHARED)
-_free = 0  # bit mask of this PE's free slots
 _next_handle = _FIRST_HANDLE
 _world = None
 _originals = {}
 _patches = Patches()  # what install replaced on shmem4py
-_destroyed = set()  # id() of the Team objects this PE destroyed (they hold TEAM_INVALID now)
-_native_slots = {}  # native team handle -> the slot of its words (native_teams: for the step-by-step collectives)
+_state = this_pe.teams  # the words, free slots and destroyed teams, shared with native_teams (see .context)
 
-_REDUCE_UFUNCS = {
+REDUCE_UFUNCS = {
     "sum": np.add,
     "prod": np.multiply,
     "max": np.maximum,
@@ -141,11 +143,11 @@ def members(team=None, what="this call"):
     if handle in _teams:
         return _teams[handle]
     if handle == 0:
-        raise unusable(what, destroyed=id(team) in _destroyed)
+        raise unusable(what, destroyed=id(team) in _state.destroyed)
     if mode == "native":
         n = team.n_pes()
         pes = [team.translate_pe(i, _shmem.TEAM_WORLD) for i in range(n)]
-        return Members(pes, _native_slots.get(handle), team.my_pe(), team)
+        return Members(pes, _state.native_slots.get(handle), team.my_pe(), team)
     raise TeamError(f"{what} got a team that was destroyed or never created on this PE; split a new one")
 
 
@@ -200,17 +202,17 @@ def reset():
     """Zero every team's synchronisation words, after a cell was abandoned while PEs waited in an
     emulated team call (their counts are half-done; ``runtime.released``). Collective: every PE,
     none in a cell."""
-    if _words is None:
+    if _state.words is None:
         return False
     _shmem.quiet()
     _shmem.barrier_all()
-    _words[...] = 0
+    _state.words[...] = 0
     _shmem.barrier_all()
     return True
 
 
 def _word(slot, index):
-    return _words[slot, index : index + 1]
+    return _state.words[slot, index : index + 1]
 
 
 def signal(m, step, pe):
@@ -235,33 +237,33 @@ def _slot_of(m):
 
 def _reserve(sh):
     """Allocate the synchronisation words once. Collective (every PE, at engine start)."""
-    global _words, _exchange, _free, _world
-    _words = heap.reserve(sh.zeros((SLOTS, 2 + STEPS), dtype="i8"), "teams: synchronisation words")
-    _exchange = heap.reserve(sh.zeros(1, dtype="i8"), "teams: exchange word")
-    _free = ((1 << SLOTS) - 1) & ~0b11
+    global _world
+    _state.words = heap.reserve(sh.zeros((SLOTS, 2 + STEPS), dtype="i8"), "teams: synchronisation words")
+    _state.exchange = heap.reserve(sh.zeros(1, dtype="i8"), "teams: exchange word")
+    _state.free = ((1 << SLOTS) - 1) & ~0b11
     _world = Members(range(sh.n_pes()), 0, sh.my_pe())
 
 
 def _register(pes, slot):
     """A Team object for ``pes`` (world PE numbers, this PE among them) holding ``slot``."""
-    global _free, _next_handle
+    global _next_handle
     me = _shmem.my_pe()
-    _free &= ~(1 << slot)
+    _state.free &= ~(1 << slot)
     handle, _next_handle = _next_handle, _next_handle + 1
     _teams[handle] = Members(pes, slot, list(pes).index(me))
     return _shmem.Team(_shmem.ffi.cast("shmem_team_t", handle))
 
 
-def _agree_slots(parent, count):
+def agree_slots(parent, count):
     """``count`` slots free on every member of ``parent``. Collective over the parent team."""
     sh = _shmem
     me = sh.my_pe()
-    _exchange[0] = _free
+    _state.exchange[0] = _state.free
     team_sync(parent)
-    common, theirs = _free, np.zeros(1, dtype="i8")
+    common, theirs = _state.free, np.zeros(1, dtype="i8")
     for pe in parent.pes:
         if pe != me:
-            sh.get(theirs, _exchange, pe)
+            sh.get(theirs, _state.exchange, pe)
             common &= int(theirs[0])
     team_sync(parent)
     slots = [s for s in range(SLOTS) if common >> s & 1][:count]
@@ -285,14 +287,16 @@ def _flat(a, what, writable=False):
     return a.reshape(-1)
 
 
-def _pair(target, source, what):
+def flat_pair(target, source, what):
+    """``target`` and ``source`` as flat views of one dtype (the target writable), or one clear error."""
     t, s = _flat(target, f"{what}: target", writable=True), _flat(source, f"{what}: source")
     if t.dtype != s.dtype:
         raise InputError(f"{what}: target is {t.dtype} but source is {s.dtype}; use one dtype for both")
     return t, s
 
 
-def _count(size, limit, what):
+def checked_size(size, limit, what):
+    """The element count ``size`` of a collective (``limit`` when None), checked against ``limit``."""
     if size is None:
         return limit
     if not 0 <= size <= limit:
@@ -316,7 +320,7 @@ def _split_strided(self, start=0, stride=1, size=None, config=None, **kwargs):
             f"split_strided(start={start}, stride={stride}, size={size}) does not pick PEs of a team of {n}: "
             f"use start >= 0, stride >= 1, size >= 1 and start + (size - 1) * stride < {n}"
         )
-    (slot,) = _agree_slots(parent, 1)
+    (slot,) = agree_slots(parent, 1)
     pes = [parent.pes[i] for i in picked]
     if _shmem.my_pe() in pes:
         return _register(pes, slot)
@@ -332,7 +336,7 @@ def _split_2d(self, xrange, xaxis_config=None, yaxis_config=None):
         raise InputError(f"split_2d(xrange={xrange}): xrange must be at least 1")
     xrange = min(int(xrange), n)
     row, col = divmod(parent.rank, xrange)
-    xslot, yslot = _agree_slots(parent, 2)
+    xslot, yslot = agree_slots(parent, 2)
     xteam = _register([parent.pes[i] for i in range(row * xrange, min((row + 1) * xrange, n))], xslot)
     yteam = _register([parent.pes[i] for i in range(col, n, xrange)], yslot)
     return xteam, yteam
@@ -351,7 +355,6 @@ def _native_split_2d(self, xrange, xaxis_config=None, yaxis_config=None):
 
 def _destroy(self):
     """Collective over the team: free its slot; the Team becomes TEAM_INVALID."""
-    global _free
     handle = _handle(self)
     rec = _teams.get(handle)
     if rec is None or rec.slot == 1:  # world, shared, invalid, already destroyed: nothing to do
@@ -360,9 +363,9 @@ def _destroy(self):
         return
     team_sync(rec)
     del _teams[handle]
-    _free |= 1 << rec.slot
+    _state.free |= 1 << rec.slot
     self.ob_team = _shmem.lib.SHMEM_TEAM_INVALID
-    _destroyed.add(id(self))  # so a later call says "destroyed", not "not a member"
+    _state.destroyed.add(id(self))  # so a later call says "destroyed", not "not a member"
 
 
 def _my_pe(self):
@@ -427,8 +430,8 @@ def _broadcast(target, source, root, size=None, team=None):
     m = members(team, "shmem.broadcast")
     if m is _world:
         return _originals["broadcast"](target, source, root, size, team)
-    t, s = _pair(target, source, "broadcast")
-    size = _count(size, min(t.size, s.size), "broadcast")
+    t, s = flat_pair(target, source, "broadcast")
+    size = checked_size(size, min(t.size, s.size), "broadcast")
     if not 0 <= root < len(m.pes):
         raise InputError(f"broadcast: root={root} is not a PE of this team of {len(m.pes)} (roots are team PE numbers)")
     team_sync(m)
@@ -443,15 +446,15 @@ def _collect(target, source, size=None, team=None):
     m = members(team, "shmem.collect")
     if m is _world:
         return _originals["collect"](target, source, size, team)
-    t, s = _pair(target, source, "collect")
-    size = _count(size, s.size, "collect")
+    t, s = flat_pair(target, source, "collect")
+    size = checked_size(size, s.size, "collect")
     me, got = _shmem.my_pe(), np.zeros(1, dtype="i8")
-    _exchange[0] = size
+    _state.exchange[0] = size
     team_sync(m)
     sizes = []
     for pe in m.pes:
         if pe != me:
-            _shmem.get(got, _exchange, pe)
+            _shmem.get(got, _state.exchange, pe)
         sizes.append(size if pe == me else int(got[0]))
     if sum(sizes) > t.size:
         raise InputError(f"collect: target has {t.size} elements but the members send {sum(sizes)}")
@@ -466,8 +469,8 @@ def _fcollect(target, source, size=None, team=None):
     m = members(team, "shmem.fcollect")
     if m is _world:
         return _originals["fcollect"](target, source, size, team)
-    t, s = _pair(target, source, "fcollect")
-    size = _count(size, s.size, "fcollect")
+    t, s = flat_pair(target, source, "fcollect")
+    size = checked_size(size, s.size, "fcollect")
     if size * len(m.pes) > t.size:
         raise InputError(f"fcollect: target has {t.size} elements, needs {size} x {len(m.pes)} PEs")
     team_sync(m)
@@ -476,7 +479,8 @@ def _fcollect(target, source, size=None, team=None):
     team_sync(m)
 
 
-def _alltoall_size(t, s, size, n, tst, sst, what):
+def alltoall_size(t, s, size, n, tst, sst, what):
+    """The block size of an alltoall(s) over ``n`` PEs (strides ``tst``, ``sst``), checked against both arrays."""
     tn, sn = -(-t.size // tst), -(-s.size // sst)
     if size is None:
         size, rest = divmod(min(tn, sn), n)
@@ -504,9 +508,9 @@ def _alltoalls(target, source, tst=1, sst=1, size=None, team=None, what="alltoal
         # alltoall loses blocks (a PE still writing its target is overrun); a barrier first fixes it
         _shmem.barrier_all()
         return _originals["alltoalls"](target, source, tst, sst, size, team)
-    t, s = _pair(target, source, what)
+    t, s = flat_pair(target, source, what)
     n, me = len(m.pes), _shmem.my_pe()
-    size = _alltoall_size(t, s, size, n, tst, sst, what)
+    size = alltoall_size(t, s, size, n, tst, sst, what)
     team_sync(m)
     for j, pe in enumerate(m.pes):
         if not size:
@@ -522,7 +526,7 @@ def _alltoalls(target, source, tst=1, sst=1, size=None, team=None, what="alltoal
 def reduce_values(m, s, size, op):
     """Combine ``s[:size]`` of every member of ``m`` with ``op``, in team order (the same
     result on every member). Collective over the team; reads the others' sources with gets."""
-    ufunc = _REDUCE_UFUNCS[op]
+    ufunc = REDUCE_UFUNCS[op]
     me, tmp, acc = _shmem.my_pe(), np.empty(size, dtype=s.dtype), None
     team_sync(m)
     for pe in m.pes:
@@ -540,8 +544,8 @@ def reduce_values(m, s, size, op):
 def check_reduce(op, dtype, what="reduce"):
     """The reduction's name in lower case; a clear error for an op the dtype cannot do."""
     name = f"{op}".lower()
-    if name not in _REDUCE_UFUNCS:
-        raise InputError(f"{what}: unknown op {op!r}; use one of {', '.join(_REDUCE_UFUNCS)}")
+    if name not in REDUCE_UFUNCS:
+        raise InputError(f"{what}: unknown op {op!r}; use one of {', '.join(REDUCE_UFUNCS)}")
     if name in ("and", "or", "xor") and not np.issubdtype(dtype, np.integer):
         raise InputError(f"{what}: {name}_reduce needs an integer array, got {dtype}")
     if name in ("max", "min") and np.issubdtype(dtype, np.complexfloating):
@@ -557,9 +561,9 @@ def _reduce(target, source, op="sum", size=None, team=None):
             return _originals["reduce"](target, source, op, size, team)
         except (NotImplementedError, AttributeError):
             pass  # a type/op the library lacks (checked before any communication): emulate it
-    t, s = _pair(target, source, "reduce")
+    t, s = flat_pair(target, source, "reduce")
     name = check_reduce(op, t.dtype)
-    size = _count(size, min(t.size, s.size), "reduce")
+    size = checked_size(size, min(t.size, s.size), "reduce")
     t[:size] = reduce_values(m, s, size, name)
 
 
@@ -589,7 +593,7 @@ _COLLECTIVES = {
 def _shared_members(sh):
     """World PEs whose heap this PE can load from directly (shmem_ptr): its node."""
     me = sh.my_pe()
-    return [pe for pe in range(sh.n_pes()) if pe == me or sh.ptr(_exchange, pe) is not None]
+    return [pe for pe in range(sh.n_pes()) if pe == me or sh.ptr(_state.exchange, pe) is not None]
 
 
 def install(shmem_module, setting=None):

@@ -6,7 +6,7 @@
   fed also by :mod:`.hooks`, the loads and stores of the cell rewritten by :mod:`.instrument`.
 - :mod:`.trace`: the ``--trace`` recording (calls and heap states per epoch).
 - :mod:`.stress`: seeded delays around every call, and the arrays saved for reruns.
-- :mod:`.memory`: where memory is and what the cell calls it; :mod:`.state`: the shell.
+- :mod:`.memory`: where memory is and what the cell calls it; :mod:`.state`: the recordings' state.
 
 The functions below are the requests the client sends (see ``engine/requests.py``); each
 is local to the PE. Consumers are independent: starting one never discards another, so a
@@ -15,7 +15,8 @@ cell may be race-checked, traced and stressed at once, in any order.
 
 from shmem4py import shmem
 
-from . import hooks, layer, outside, state
+from ..context import this_pe
+from . import hooks, layer, outside
 from .instrument import AccessTransformer, MarkTransformer
 from .races import RaceRecording
 from .stress import StressDelays, declared_values, restore_arrays, save_arrays
@@ -46,7 +47,7 @@ def race_start(options=None):
     layer.original("sync_all")()
     transformer = AccessTransformer() if options.get("loads", True) else MarkTransformer()
     recording.transformer = transformer
-    state.shell.ast_transformers.append(transformer)
+    this_pe.shell.ast_transformers.append(transformer)
     hooks.install(recording)
     layer.attach("race", recording)
     return True
@@ -58,8 +59,8 @@ def race_stop():
     if recording is None:
         return None
     hooks.uninstall()
-    if recording.transformer in state.shell.ast_transformers:
-        state.shell.ast_transformers.remove(recording.transformer)
+    if recording.transformer in this_pe.shell.ast_transformers:
+        this_pe.shell.ast_transformers.remove(recording.transformer)
     data = recording.data()
     data["places"] = outside.places()  # lines outside the cell: what their places are
     data["compiled"] = sorted(getattr(recording, "compiled", ()))  # lines calling compiled code

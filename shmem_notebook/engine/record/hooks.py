@@ -29,8 +29,9 @@ import types
 import numpy as np
 
 from ...analysis.footprint import of_view
+from ..context import this_pe
 from . import outside, state
-from .layer import _depth  # >0 inside a recorded call (a list: read without a call)
+from .layer import depth as _depth  # >0 inside a recorded call (a list: read without a call)
 from .memory import extent, numpy_owned
 
 __all__ = ["install", "uninstall", "FUNCS"]
@@ -47,7 +48,7 @@ def install(recording):
     recording.compiled = set()  # lines calling compiled code
     state.outside.update(outside.offsets)  # the layer's lines of calls made by code outside the cell
     _written.clear()
-    ns = state.shell.user_ns
+    ns = this_pe.namespace
     for hook, func in FUNCS.items():
         ns[HOOKS[hook]] = func
         setattr(builtins, HOOKS[hook], func)  # for rewritten code outside the cell (other globals)

@@ -19,13 +19,14 @@ from shmem4py import shmem
 from ...operations import CALLS
 from . import state
 
-__all__ = ["attach", "detach", "attached", "original", "cell_line"]
+__all__ = ["attach", "detach", "attached", "original", "cell_line", "depth"]
 
 _consumers = {}  # name -> consumer, in attach order
 _before = {}  # call name -> the consumers whose before() it goes to
 _after = []
 _originals = {}  # (owner, attribute) -> the function wrapped
-_depth = [0]  # >0 while inside a wrapped call
+#: >0 while inside a wrapped call (a list, so that the hooks read it without a call)
+depth = [0]
 _getframe = sys._getframe
 
 
@@ -93,7 +94,7 @@ def _wrapper(op, func):
     params, name = op.params, op.name
 
     def wrapper(*args, **kwargs):
-        if _depth[0] or not _after:
+        if depth[0] or not _after:
             return func(*args, **kwargs)
         line = cell_line(_getframe(1))  # a global: the race runner numbers its programs' lines its own way
         bound = dict(zip(params, args))
@@ -101,7 +102,7 @@ def _wrapper(op, func):
             bound.update(kwargs)
         for consumer in _before.get(name, ()):
             consumer.before(op, bound, line)
-        _depth[0] += 1
+        depth[0] += 1
         try:
             result = func(*args, **kwargs)
         except BaseException:
@@ -110,7 +111,7 @@ def _wrapper(op, func):
             del args, kwargs, bound
             raise
         finally:
-            _depth[0] -= 1
+            depth[0] -= 1
         for consumer in _after:
             consumer.after(op, bound, result, line)
         return result
@@ -125,7 +126,7 @@ def _wrapper(op, func):
 
 def inside():
     """Is a wrapped call running (its inner calls and accesses are not recorded)?"""
-    return _depth[0] > 0
+    return depth[0] > 0
 
 
 def cell_line(frame):

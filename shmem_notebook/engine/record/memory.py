@@ -10,7 +10,7 @@ import numpy as np
 from shmem4py import shmem
 
 from ...analysis.footprint import of_view, strided
-from . import state
+from ..context import this_pe
 
 __all__ = ["heap_range", "heap_start", "peer_heaps", "extent", "numpy_owned", "AddressBook"]
 
@@ -181,7 +181,7 @@ class AddressBook:
 
         for name, value in heap.arrays.items():
             add(name, value, 0)
-        for name, value in list(state.shell.user_ns.items()):
+        for name, value in list(this_pe.namespace.items()):
             if name.startswith("_") or name in heap.arrays:
                 continue
             if isinstance(value, np.ndarray):

@@ -27,6 +27,7 @@ import types
 import zlib
 
 from ...protocol import RACE_LINES
+from ..context import this_pe
 from . import state
 from .instrument import AccessTransformer, renumber
 
@@ -69,7 +70,7 @@ def _number(key, place):
 
 def _file_place(filename):
     """The place number of a file: an earlier cell (by its code) or a module."""
-    shell = state.shell
+    shell = this_pe.shell
     count = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(filename)
     if count is not None:
         raw = getattr(getattr(shell, "history_manager", None), "input_hist_raw", ())

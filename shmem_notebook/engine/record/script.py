@@ -34,7 +34,8 @@ from shmem4py import shmem
 from ...operations import CAP
 from ...protocol import PE_DONE, PE_LINE, RACE_ENV, RACE_LINES
 from .. import shims
-from . import layer, outside, race_start, race_stop, state, stress_start, stress_stop, trace_start, trace_stop
+from ..context import this_pe
+from . import layer, outside, race_start, race_stop, stress_start, stress_stop, trace_start, trace_stop
 from .hooks import FUNCS
 from .instrument import HOOKS, renumber
 
@@ -247,7 +248,7 @@ def main(argv=None):
         sys.path[0] = os.path.dirname(path)
 
     transformer = namer = None
-    state.shell = _Shell(module.__dict__)
+    this_pe.shell = _Shell(module.__dict__)
     if stress:
         seed, _, delay = stress.partition(":")
         stress_start(int(seed), float(delay or 0.02))
@@ -255,7 +256,7 @@ def main(argv=None):
         race_start({"cap": int(os.environ.get(RACE_ENV["cap"]) or CAP)})
         if os.environ.get(RACE_ENV["trace"]):  # the runner's --trace FILE: also the calls' timeline
             trace_start({"cap": int(os.environ.get(RACE_ENV["cap"]) or CAP)})
-        transformer = state.shell.ast_transformers[-1]
+        transformer = this_pe.shell.ast_transformers[-1]
         recording = layer.attached("race")
         for hook, func in FUNCS.items():  # every rewritten module finds the hooks
             setattr(builtins, HOOKS[hook], func)

@@ -1,10 +1,7 @@
-"""The PE's recording state shared by the layer's parts: the engine's shell (set once by
-:func:`shmem_notebook.engine.runtime.bind`) and the cell files being recorded."""
+"""The PE's recording state shared by the layer's parts: the cell files being recorded and the
+code outside the cell that runs rewritten. (The engine's shell is :data:`..context.this_pe`'s.)"""
 
-__all__ = ["shell", "cell_files", "outside"]
-
-#: the engine's IPython shell: its namespace names memory, its ast_transformers rewrite cells
-shell = None
+__all__ = ["cell_files", "outside"]
 
 #: code file names of the cell being recorded (filled as the cell runs; see layer.cell_line)
 cell_files = set()

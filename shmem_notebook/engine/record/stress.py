@@ -9,7 +9,7 @@ import numpy as np
 from shmem4py import shmem
 
 from .. import heap
-from . import state
+from ..context import this_pe
 
 __all__ = ["StressDelays", "save_arrays", "restore_arrays", "declared_values"]
 
@@ -57,7 +57,7 @@ COMPARED = 1 << 20
 def declared_values(names=()):
     """``{name: copy}`` of the declared arrays up to :data:`COMPARED` bytes, and of the arrays of the
     namespace called ``names`` (the memory of the races the client found), for the stress report."""
-    namespace = state.shell.user_ns if state.shell is not None else {}
+    namespace = this_pe.namespace
     found = {name: namespace.get(name) for name in names if name not in heap.arrays}
     found = {name: a for name, a in found.items() if isinstance(a, np.ndarray)}
     return {name: np.array(a) for name, a in {**found, **heap.arrays}.items() if a.nbytes <= COMPARED}

@@ -32,7 +32,8 @@ import time
 import numpy as np
 from shmem4py import shmem
 
-from .. import collectives, heap, teams
+from .. import collectives, heap
+from ..context import this_pe
 from . import layer
 
 __all__ = ["TraceRecording", "PAYLOAD", "EXACT", "BUDGET"]
@@ -45,8 +46,8 @@ _WORLD_SYNCS = ("sync", "Team.sync")
 
 def _known_arrays():
     """(start address, end address, name, array) of the symmetric arrays a cell can name."""
-    found = [(teams._words, "(sync)"), (teams._exchange, "(sync)"), (collectives._scratch, "(scratch)")]
-    for name, value in list(heap._namespace.items()) + list(heap.arrays.items()):
+    found = [(this_pe.teams.words, "(sync)"), (this_pe.teams.exchange, "(sync)"), (this_pe.scratch, "(scratch)")]
+    for name, value in list(this_pe.namespace.items()) + list(heap.arrays.items()):
         if isinstance(value, np.ndarray) and not name.startswith("_") and value.size:
             found.append((value, name))
     spans = []
@@ -87,7 +88,7 @@ class TraceRecording:
 
     def snapshot(self):
         exact = {}
-        for name, value in list(heap._namespace.items()):
+        for name, value in list(this_pe.namespace.items()):
             if not isinstance(value, np.ndarray) or name.startswith("_") or not value.size:
                 continue
             try:
@@ -117,7 +118,7 @@ class TraceRecording:
             "pe": self.me, "seq": self.seq, "t0": self.t0, "t": time.time_ns(), "line": line or None, "op": op,
             "target": target, "bytes": nbytes,
             "array": array, "indices": indices, "epoch": self.epoch,
-            "label": dict(label, call=collectives._calls) if label else None, "values": values,
+            "label": dict(label, call=this_pe.collective_calls) if label else None, "values": values,
         })
 
     def after(self, op, args, result, line):

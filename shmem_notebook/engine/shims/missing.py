@@ -102,12 +102,12 @@ def _refusal(shmem, name):
 
 def _library(shmem):
     """("Open MPI 4.1.4's OSHMEM", "1.4") for the library under this PE (asked on the error path only)."""
-    from .pitfalls import _describe, ompi_version
+    from .pitfalls import describe, ompi_version
 
     try:
         vendor = shmem.info_get_name()
         major, minor = shmem.info_get_version()
     except Exception:
         return "this OpenSHMEM library", "1.4"
-    library = _describe(vendor, ompi_version() if "open-mpi" in vendor.lower() else None)
+    library = describe(vendor, ompi_version() if "open-mpi" in vendor.lower() else None)
     return (f"{library}'s OSHMEM" if library.startswith("Open MPI") else library), f"{major}.{minor}"

@@ -28,6 +28,7 @@ __all__ = [
     "uninstall",
     "active",
     "decide",
+    "describe",
     "ompi_version",
     "parse_ompi_version",
 ]
@@ -129,7 +130,8 @@ def decide(vendor, version, setting=None):
     return tuple(name for name in GUARDS if affected[name])
 
 
-def _describe(vendor, version):
+def describe(vendor, version):
+    """The library in words, e.g. ``Open MPI 4.1.4`` (``version``: a tuple, or None when unknown)."""
     if "open-mpi" in (vendor or "").lower():
         return "Open MPI " + (".".join(map(str, version)) if version else "(version unknown)")
     return f"this OpenSHMEM library ({vendor})"
@@ -229,7 +231,7 @@ def install(shmem_module=None, *, guards=None):
     if unknown:
         raise ValueError(f"unknown guards {sorted(unknown)}; known: {list(GUARDS)}")
     guards = tuple(name for name in GUARDS if name in guards)
-    lib = _describe(vendor, version)
+    lib = describe(vendor, version)
     originals = {name: getattr(shmem_module, name) for name in _WRAPPED}
     wrappers = {}
     if "cswap32" in guards:

@@ -1,0 +1,61 @@
+"""This PE's state in one object, :data:`this_pe` (PE side; plain data: importing it runs nothing).
+
+What one room of the PE side keeps and another reads lives here, under public names; no
+module reads another's private names:
+
+- ``shell``: the engine's IPython shell, set once by :func:`.runtime.bind` (the race runner
+  sets a stand-in, :mod:`.record.script`); ``namespace`` is its user namespace, where cells
+  and the declared arrays (:mod:`.heap`) bind names.
+- ``shmem``: the shmem4py module, set when :mod:`.runtime` imports it (``shmem_init``).
+- ``teams``: the reserved synchronisation words and the slot bookkeeping of :mod:`.teams`,
+  which :mod:`.native_teams` shares and the trace (:mod:`.record.trace`) leaves out.
+- ``scratch`` and ``collective_calls``: the teaching collectives' staging area and how many
+  collectives this PE has called (:mod:`.collectives`; the trace numbers calls by it).
+
+The recordings' own state is :mod:`.record.state`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["PEContext", "TeamsState", "this_pe"]
+
+
+@dataclass
+class TeamsState:
+    """The teams on this PE as :mod:`.teams` and :mod:`.native_teams` keep them."""
+
+    #: int64[SLOTS, 2 + STEPS]: each team slot's arrive, release and step counters (reserved at start)
+    words: Any = None
+    #: int64[1]: a PE's free-slot mask or collect size, read by the others
+    exchange: Any = None
+    #: bit mask of this PE's free slots
+    free: int = 0
+    #: native team handle -> the slot of its words (for the step-by-step collectives)
+    native_slots: dict[int, int] = field(default_factory=dict)
+    #: id() of the Team objects this PE destroyed (they hold TEAM_INVALID now)
+    destroyed: set[int] = field(default_factory=set)
+
+
+@dataclass
+class PEContext:
+    """Everything the rooms of the PE side share (see the module's docstring)."""
+
+    shell: Any = None
+    shmem: Any = None
+    teams: TeamsState = field(default_factory=TeamsState)
+    scratch: Any = None
+    collective_calls: int = 0
+    #: the namespace before there is a shell (a module's helpers run in tests without an engine)
+    no_shell: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def namespace(self) -> dict[str, Any]:
+        """The cells' namespace: the shell's user namespace."""
+        return self.shell.user_ns if self.shell is not None else self.no_shell
+
+
+#: this PE's one context
+this_pe = PEContext()
