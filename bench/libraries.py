@@ -1,4 +1,5 @@
-"""Library against library: Open MPI's OSHMEM ("oshmem") and Sandia OpenSHMEM ("sos"), side by side.
+"""Library against library: Open MPI's OSHMEM ("oshmem"), Sandia OpenSHMEM ("sos") and OSHMPI ("oshmpi",
+OpenSHMEM over Open MPI's MPI), side by side.
 
 Through real jobs started by the tool (``Job(n, library=...)``), interleaved per repeat so load
 from elsewhere hits both alike:
@@ -8,7 +9,7 @@ from elsewhere hits both alike:
 - inside the PEs (``libraries_kernel``, shmem4py only, the median of many calls): put/get
   latency PE 0 -> PE 1 at 2 PEs, 8 B to 1 MiB; ``barrier_all``, ``fcollect`` and ``alltoall``
   at every N (the mean over the PEs of each PE's median);
-- team sync on a copy of TEAM_WORLD: emulated on OSHMEM (OpenSHMEM 1.4), native on SOS, and on
+- team sync on a copy of TEAM_WORLD: emulated on OSHMEM and OSHMPI (OpenSHMEM 1.4), native on SOS, and on
   SOS once more with the emulation forced (``SHMEM_NOTEBOOK_TEAMS=emulated``), so native and
   emulated meet on the same library.
 
@@ -37,9 +38,10 @@ from shmem_notebook.launcher import local_slots  # noqa: E402
 from shmem_notebook.launcher.library import library as library_named  # noqa: E402
 
 #: the libraries compared, in table order
-LIBRARIES = ["oshmem", "sos"]
+LIBRARIES = ["oshmem", "sos", "oshmpi"]
 #: the configurations measured: key -> (library, SHMEM_NOTEBOOK_TEAMS or None = the job's own choice)
-CONFIGS = {"oshmem": ("oshmem", None), "sos": ("sos", None), "sos_emulated": ("sos", "emulated")}
+CONFIGS = {"oshmem": ("oshmem", None), "sos": ("sos", None), "oshmpi": ("oshmpi", None),
+           "sos_emulated": ("sos", "emulated")}
 HEAP = "64M"
 FLOOR = "from shmem4py import shmem; shmem.barrier_all()"
 

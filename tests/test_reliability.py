@@ -54,6 +54,7 @@ def test_a_dying_pe_ends_the_cell_with_its_cause(job2, kind):
     assert elapsed < 5 + (1 if kind == "sigkill" else 0), f"the cell took {elapsed:.1f} s to end"
     message = str(info.value)
     assert f"PE 1 died of {cause}" in message and "%shmem restart" in message
+    assert f"so {os.path.basename(job2.library.oshrun)} ended the job" in message  # oshrun, or OSHMPI's mpirun
     assert info.value.causes[1] == cause
     assert job2.last_result.stdout[0] == "survivor output 0\n"  # the other PE's output is kept
     assert job2.state == "dead"

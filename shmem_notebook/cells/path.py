@@ -10,6 +10,7 @@ The path uses only the job's public surface: ``prepare_cell``, ``send_cell``,
 ``state``, ``last_result`` and ``cell_callbacks``.
 """
 
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -178,12 +179,17 @@ def _report(cell, result, where):
         raise error
 
 
+def _launcher(job):
+    """What started the PEs, as the user would type it: ``oshrun``, or ``mpirun.openmpi`` for OSHMPI."""
+    return os.path.basename(getattr(getattr(job, "library", None), "oshrun", "") or "oshrun")
+
+
 def _error(cell, result, where):
     """The error the cell ends in, or None."""
     job = cell.job
     if result.outcome == "died":
         return PEDiedError(
-            f"{job.mark_dead()} while the cell ran; OpenSHMEM has no fault tolerance, so oshrun ended "
+            f"{job.mark_dead()} while the cell ran; OpenSHMEM has no fault tolerance, so {_launcher(job)} ended "
             f"the job (the other PEs' output is above); {job.RESTART_HINT}",
             job.crash,
         )
