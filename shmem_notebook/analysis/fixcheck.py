@@ -3,7 +3,7 @@
 A :class:`~.hints.Fix` adds synchronisation next to a statement of the cell, moves a statement or
 copies one. :func:`orders` adds the events the edited cell would record to the events this run
 recorded, on the PEs that pass that place and as often as they pass it, simulates them again
-(:class:`.races._Simulation`), checks them as the analysis does (:func:`.races._check`) and says
+(the run's own simulation, :meth:`rerun`), checks them as the analysis does (``racing``) and says
 whether any pair of the two racing accesses' kinds (every round of a loop, not only the pair
 reported) still races. Replays are cached by the edited cell: fixes that make the same cell cost one.
 
@@ -22,7 +22,7 @@ outside the cell: :func:`.hints.advice` then offers the prose alone.
 import ast
 
 from ..operations import event
-from . import hints as _hints
+from . import edits
 
 __all__ = ["orders", "in_loop", "CHECK_EVENTS"]
 
@@ -42,7 +42,7 @@ def orders(fix, a, b, sim):
     if sum(len(evs) for evs in sim.events.values()) > CHECK_EVENTS:
         return None
     try:
-        edited = _hints.apply_fix(source, fix)  # fixes that make the same cell are one replay
+        edited = edits.apply_fix(source, fix)  # fixes that make the same cell are one replay
     except (ValueError, SyntaxError):
         return False
     cache = sim.__dict__.setdefault("_fixes", {})
@@ -69,7 +69,7 @@ def _kind(x):
 def in_loop(sim, line):
     """Is cell line ``line`` in a ``for`` loop that a barrier placed next to it stays in?"""
     try:
-        anchor = _layout(sim).anchor(_hints.Edit((line,), "shmem.barrier_all()", every_pe=True))
+        anchor = _layout(sim).anchor(edits.Edit((line,), "shmem.barrier_all()", every_pe=True))
     except (ValueError, SyntaxError):
         return False
     return isinstance(_layout(sim).parents.get(anchor), (ast.For, ast.AsyncFor))
@@ -148,10 +148,10 @@ class _Layout:
         return line in self.in_def or not 1 <= line <= self.lines
 
     def anchor(self, edit):
-        return _hints._anchor(edit, self.statements, self.parents)
+        return edits.anchor_of(edit, self.statements, self.parents)
 
     def statement(self, line):
-        return _hints._innermost(line, self.statements)
+        return edits.innermost(line, self.statements)
 
 
 class Unplaceable(ValueError):
@@ -270,8 +270,6 @@ def _replays(fix, sim, layout):
         raise
     except ValueError:
         return []
-    from .races import _accesses, _check, _Simulation
-
     out = []
     for inserts, removed in plans:
         events, where = {}, {}
@@ -287,9 +285,9 @@ def _replays(fix, sim, layout):
                     index[i] = len(new)
                     new.append(evs[i])
             events[pe], where[pe] = new, index
-        replay = _Simulation(events, sim.n).run()
+        replay = sim.rerun(events)
         if _consistent(replay, where, sim):  # every pair of kinds still racing, as the analysis finds them
-            out.append({(_kind(a), _kind(b)) for a, b, *_ in _check(replay, _accesses(replay))})
+            out.append({(_kind(a), _kind(b)) for a, b, *_ in replay.racing()})
     return out
 
 

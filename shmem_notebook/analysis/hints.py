@@ -11,10 +11,8 @@ edit the cell; one that does not gives way to a barrier next to either line that
 to ``None`` and a hint saying what to change.
 """
 
-import ast
-from dataclasses import dataclass
-
 from . import fixcheck
+from .edits import Edit, Fix, apply_fix
 from .model import LOCAL_SYNCS as _LOCAL_SYNCS  # syncs that order nothing across PEs
 
 __all__ = ["Edit", "Fix", "advice", "apply_fix", "hint"]
@@ -22,48 +20,6 @@ __all__ = ["Edit", "Fix", "advice", "apply_fix", "hint"]
 _READ_OPS = {"get", "iget", "get_nbi", "atomic_fetch"}
 #: how far back a hint looks on one PE for the lines it ran since its last collective
 _LOOKBACK = 10_000
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One change to a cell, at the statement on cell line ``line[0]``.
-
-    Inserts ``code`` after that statement (``before``: before it), then the statement on
-    line ``move`` (moved there) or a copy of the one on line ``copy``. The new statements
-    are indented like the statement they follow, so they run on the PEs that run it.
-    ``every_pe`` (a collective): the place is hoisted out of any ``if``, ``while``,
-    ``try`` or ``with`` around the line (``for`` loops are kept), and a line inside a
-    ``def`` is passed over for the next of ``line`` (a function's body runs where it is
-    called). ``{ctx}`` in ``code`` stands for the ``ctx=`` argument of the call on the line.
-    """
-
-    line: tuple
-    code: str = ""
-    move: int | None = None
-    copy: int | None = None
-    before: bool = False
-    every_pe: bool = False
-
-    def __str__(self):
-        where = " or ".join(f"line {n}" for n in self.line)
-        what = [self.code.replace("{ctx}", "ctx")] if self.code else []
-        if self.move is not None:
-            what.append(f"the statement of line {self.move} (moved)")
-        if self.copy is not None:
-            what.append(f"a copy of line {self.copy}")
-        place = "before" if self.before else "after"
-        everyone = " where every PE passes" if self.every_pe else ""
-        return f"{place} {where}{everyone}: {', then '.join(what)}"
-
-
-@dataclass(frozen=True)
-class Fix:
-    """The edits that order a race (``Race.fix``); apply with :func:`apply_fix`."""
-
-    edits: tuple
-
-    def __str__(self):
-        return "; ".join(map(str, self.edits))
 
 
 def hint(a, b, sim):
@@ -312,75 +268,3 @@ def _first_to_run(a, b, sim):
     if a_first and not b_first:
         return (a.line, b.line), True
     return tuple(sorted((a.line, b.line))), False
-
-
-# -- applying a fix to a cell --------------------------------------------------------------
-def apply_fix(code, fix):
-    """The cell ``code`` with ``fix`` (a :class:`Fix`) applied; raises ``ValueError`` if a line is not a statement."""
-    tree = ast.parse(code)
-    parents = {}
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            parents[child] = node
-    statements = [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]
-    lines = code.splitlines()
-    inserts, deleted = {}, set()
-    for edit in fix.edits:
-        anchor = _anchor(edit, statements, parents)
-        indent = " " * anchor.col_offset
-        new = []
-        if edit.code:
-            new.append(indent + edit.code.replace("{ctx}", _ctx_of(anchor, code)))
-        for other in (edit.move, edit.copy):
-            if other is not None:
-                stmt = _innermost(other, statements)
-                new.extend(_reindent(lines[stmt.lineno - 1:stmt.end_lineno], stmt.col_offset, indent))
-                if other == edit.move:
-                    deleted.update(range(stmt.lineno - 1, stmt.end_lineno))
-        at = anchor.lineno - 1 if edit.before else anchor.end_lineno
-        inserts.setdefault(at, []).extend(new)
-    out = []
-    for i in range(len(lines) + 1):
-        out.extend(inserts.get(i, []))
-        if i < len(lines) and i not in deleted:
-            out.append(lines[i])
-    return "\n".join(out) + "\n"
-
-
-def _innermost(line, statements):
-    found = [s for s in statements if s.lineno <= line <= s.end_lineno]
-    if not found:
-        raise ValueError(f"line {line} of the cell is not in a statement")
-    return max(found, key=lambda s: (s.lineno, -s.end_lineno, s.col_offset))
-
-
-def _anchor(edit, statements, parents):
-    """The statement the edit goes next to."""
-    for line in edit.line:
-        stmt = _innermost(line, statements)
-        if not edit.every_pe:
-            return stmt
-        chain = [stmt]
-        while not isinstance(parents.get(chain[-1]), ast.Module):
-            chain.append(parents[chain[-1]])
-        if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for s in chain[1:]):
-            continue  # runs where the function is called
-        anchor = stmt
-        for s in chain[1:]:
-            if isinstance(s, ast.stmt) and not isinstance(s, (ast.For, ast.AsyncFor)):
-                anchor = s
-        return anchor
-    raise ValueError(f"lines {edit.line} are all inside functions: no place every PE passes")
-
-
-def _ctx_of(stmt, code):
-    for node in ast.walk(stmt):
-        if isinstance(node, ast.Call):
-            for kw in node.keywords:
-                if kw.arg == "ctx":
-                    return ast.get_source_segment(code, kw.value)
-    return "ctx"
-
-
-def _reindent(block, col, indent):
-    return [indent + line[col:] if line[:col].strip() == "" else line for line in block]

@@ -234,6 +234,14 @@ class _Simulation:
         sets = all(x is not None and x[0] == "set" for x in effects)
         return overlapping, dict(by_value), unknown, dict(by_writer), sums, own, sets
 
+    def rerun(self, events):
+        """``events`` (these PEs', edited by a fix: :mod:`.fixcheck`) simulated as this run was."""
+        return _Simulation(events, self.n).run()
+
+    def racing(self):
+        """The racing pairs of this simulation's accesses, as :func:`find_races` finds them."""
+        return _check(self, _accesses(self))
+
     def run(self):
         n = self.n
         clock = [[0] * n for _ in range(n)]
