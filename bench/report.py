@@ -258,7 +258,14 @@ def slurm_table(sl):
 
 #: column labels of the library comparison: configuration -> label
 LIBRARY_LABELS = {"oshmem": "`oshmem` (Open MPI)", "sos": "`sos` (Sandia OpenSHMEM)",
-                  "sos_emulated": "`sos`, teams emulated"}
+                  "oshmpi": "`oshmpi` (OSHMPI over MPI)", "sos_emulated": "`sos`, teams emulated"}
+#: the libraries side by side, in column order, each compared with the first
+COMPARED = ("oshmem", "sos", "oshmpi")
+
+
+def compared(lib):
+    """The libraries of :data:`COMPARED` the run knows (a run from before OSHMPI has two)."""
+    return [c for c in COMPARED if c in lib["libraries"]]
 
 
 def us(x):
@@ -279,21 +286,21 @@ def _library_cells(lib, config, n, value, fmt):
 def library_rows(lib):
     """``[(what, PEs, {config: value})]`` of the comparison, in table order: seconds, or the PEs'
     statistics of a call (``{"us": median, "min_us": fastest, ...}``); None or {}: not measured."""
-    rows = []
-    pes = lib["pes"]
+    rows, pes, names = [], lib["pes"], compared(lib)
     for n in lib["ns"]:
         for key, what in (("start", "start to ready, s"), ("stop", "stop, s"), ("floor", "oshrun floor, s")):
-            rows.append((what, n, {c: lib["start"].get(c, {}).get(str(n), {}).get(key) for c in ("oshmem", "sos")}))
+            rows.append((what, n, {c: lib["start"].get(c, {}).get(str(n), {}).get(key) for c in names}))
     for op in ("put", "get"):
         for size in lib["sizes"]:
-            rows.append((f"{op} {size_text(size)}, us", 2,
-                         {c: pes.get(c, {}).get("2", {}).get("putget", {}).get(op, {}).get(str(size), {}) for c in ("oshmem", "sos")}))
+            got = {c: pes.get(c, {}).get("2", {}).get("putget", {}).get(op, {}).get(str(size), {}) for c in names}
+            rows.append((f"{op} {size_text(size)}, us", 2, got))
     cases = ["barrier_all"] + [f"{coll}/{b}" for b in lib["blocks"] for coll in ("fcollect", "alltoall")]
     for case in cases:
-        what = "barrier_all, us" if case == "barrier_all" else f"{case.split('/')[0]} {size_text(int(case.split('/')[1]))}/PE, us"
+        coll, _, block = case.partition("/")
+        what = f"{coll} {size_text(int(block))}/PE, us" if block else "barrier_all, us"
         for n in lib["ns"]:
             rows.append((what, n, {c: pes.get(c, {}).get(str(n), {}).get("collectives", {}).get(case, {})
-                                   for c in ("oshmem", "sos")}))
+                                   for c in names}))
     return rows
 
 
@@ -303,53 +310,64 @@ def median_and_fastest(stats):
 
 
 def libraries_tables(lib):
-    """The library comparison: one table of both libraries side by side, one of team sync native vs emulated."""
+    """The library comparison: one table of the libraries side by side (each against Open MPI's OSHMEM),
+    one of team sync native vs emulated."""
+    names = compared(lib)
     heads = []
-    for config in ("oshmem", "sos"):
+    for config in names:
         spec = next((p["spec"] for p in lib["pes"].get(config, {}).values()), None)
         heads.append(LIBRARY_LABELS[config] + (f", OpenSHMEM {spec}" if spec else ""))
+    ratios = [f"{c} / {names[0]}" for c in names[1:]]
     rows = []
     for what, n, values in library_rows(lib):
         seconds = what.endswith(", s")
         fmt = f if seconds else median_and_fastest
-        a, b = values["oshmem"], values["sos"]
-        if not seconds:
-            a, b = a and a["us"], b and b["us"]
-        rows.append([what, n, *(_library_cells(lib, c, n, values[c], fmt) for c in ("oshmem", "sos")),
-                     f"{b / a:.2f}x" if a and b else "-"])
-    text = (f"**Library against library**: Open MPI's OSHMEM and Sandia OpenSHMEM through jobs the tool starts "
+        plain = {c: values[c] if seconds else values[c] and values[c]["us"] for c in names}
+        base = plain[names[0]]
+        rows.append([what, n, *(_library_cells(lib, c, n, values[c], fmt) for c in names),
+                     *(f"{plain[c] / base:.2f}x" if base and plain[c] else "-" for c in names[1:])])
+    said = {"oshmem": "Open MPI's OSHMEM", "sos": "Sandia OpenSHMEM", "oshmpi": "OSHMPI (over Open MPI's MPI)"}
+    text = (f"**Library against library**: {', '.join(said[c] for c in names[:-1])} and {said[names[-1]]} "
+            f"through jobs the tool starts "
             f"(`Job(n, library=...)`, heap {lib['heap']}), interleaved. Start, stop and the floor (the library's "
-            f"`oshrun` running `python -c 'from shmem4py import shmem; shmem.barrier_all()'`): median of "
+            f"launcher running `python -c 'from shmem4py import shmem; shmem.barrier_all()'`): median of "
             f"{lib['repeats']}, seconds. Inside the PEs (shmem4py, OSU style: barrier, warm-up, each call timed, "
-            f"the median, and in brackets the fastest call): put (+ quiet) and get PE 0 -> PE 1 of 2 PEs, up to {lib['iters']:,} calls per size; "
+            f"the median, and in brackets the fastest call): put (+ quiet) and get PE 0 -> PE 1 of 2 PEs, "
+            f"up to {lib['iters']:,} calls per size; "
             f"collectives on TEAM_WORLD as a cell calls them, up to {lib['coll_iters']:,} calls (fewer when they "
             f"took more than {lib['budget']:g} s), the mean over the PEs of each PE's median. More PEs than "
             f"cores are oversubscribed; a median far above the fastest call is time spent waiting (for a core, "
             f"for a progress thread), not moving data. On `oshmem` a cell's `alltoall` includes the "
             f"`barrier_all` the teams emulation puts before it (Open MPI 4.1.4 loses blocks without it). "
-            f"*sos / oshmem* compares the medians.\n\n"
-            + table(["measured", "PEs", *heads, "sos / oshmem"], rows))
+            f"{', '.join(f'*{r}*' for r in ratios)} compare the medians.\n\n"
+            + table(["measured", "PEs", *heads, *ratios], rows))
     for name, d in lib["libraries"].items():
         if not d["built"]:
             text += f"\n\n`{name}` is not built here: {d['reason']}"
     for config, per_n in lib.get("errors", {}).items():
         for n, error in per_n.items():
             text += f"\n\n`{config}` at {n} PEs failed: {error}"
+    configs = [c for c in LIBRARY_LABELS if c.split("_")[0] in names]
     trows = []
     for n in lib["ns"]:
-        got = {c: lib["pes"].get(c, {}).get(str(n), {}) for c in LIBRARY_LABELS}
+        got = {c: lib["pes"].get(c, {}).get(str(n), {}) for c in configs}
         sync = {c: g.get("teams_sync", {}).get("team_sync", {}) for c, g in got.items()}
         world = {c: g.get("teams_sync", {}).get("sync_all", {}) for c, g in got.items()}
-        cells = [_library_cells(lib, c, n, sync[c], median_and_fastest) + (f", {got[c]['teams']}" if got[c].get("teams") else "")
-                 for c in LIBRARY_LABELS]
-        trows.append([n, *cells, f"{sync['sos_emulated']['us'] / sync['sos']['us']:.2f}x" if sync["sos"] and sync["sos_emulated"] else "-",
-                      *(_library_cells(lib, c, n, world[c], median_and_fastest) for c in ("oshmem", "sos"))])
+        cells = [
+            _library_cells(lib, c, n, sync[c], median_and_fastest)
+            + (f", {got[c]['teams']}" if got[c].get("teams") else "")
+            for c in configs
+        ]
+        native = sync.get("sos") and sync.get("sos_emulated")
+        trows.append([n, *cells, f"{sync['sos_emulated']['us'] / sync['sos']['us']:.2f}x" if native else "-",
+                      *(_library_cells(lib, c, n, world[c], median_and_fastest) for c in names)])
     text += ("\n\n**Team sync, native against emulated**: `Team.sync()` on a copy of TEAM_WORLD "
-             "(`split_strided(0, 1, npes)`), us, the mean over the PEs of each PE's median (fastest call); emulated on OSHMEM "
+             "(`split_strided(0, 1, npes)`), us, the mean over the PEs of each PE's median (fastest call); "
+             "emulated on OSHMEM and OSHMPI "
              "(OpenSHMEM 1.4 has no teams), native on SOS, and on SOS once more with `SHMEM_NOTEBOOK_TEAMS=emulated`; "
              "`sync_all()` beside it.\n\n"
-             + table(["PEs", *(f"{LIBRARY_LABELS[c]}: team sync" for c in LIBRARY_LABELS),
-                      "`sos` emulated / native", "`oshmem`: sync_all", "`sos`: sync_all"], trows))
+             + table(["PEs", *(f"{LIBRARY_LABELS[c]}: team sync" for c in configs),
+                      "`sos` emulated / native", *(f"`{c}`: sync_all" for c in names)], trows))
     return text
 
 
@@ -589,9 +607,9 @@ def plot_libraries(lib, axes):
         ax.set_title(title)
     if not lib:
         return
-    styles = {"oshmem": "C0", "sos": "C3", "sos_emulated": "C1"}
+    styles = {"oshmem": "C0", "sos": "C3", "oshmpi": "C2", "sos_emulated": "C1"}
     ax = axes[0]
-    for config in ("oshmem", "sos"):
+    for config in compared(lib):
         putget = lib["pes"].get(config, {}).get("2", {}).get("putget")
         for op, style in (("put", "-o"), ("get", "--s")):
             if putget:
@@ -615,7 +633,7 @@ def plot_libraries(lib, axes):
                  else p.get("collectives", {}).get(case, {})).get("us")
             values.append(v or 0)
         if any(values):
-            ax.bar(x + (i - 1) * 0.27, values, 0.27, color=styles[config], label=config)
+            ax.bar(x + (i - 1.5) * 0.2, values, 0.2, color=styles[config], label=config)
     ax.set_xticks(x, [f"{c.replace('/', ' ')} B\n{n} PEs" if "/" in c else f"{c}\n{n} PEs" for c, n in groups],
                   fontsize=6, rotation=45)
     ax.set_yscale("log")
@@ -623,10 +641,10 @@ def plot_libraries(lib, axes):
     ax.legend(fontsize=7)
     ax = axes[2]
     x = np.arange(len(lib["ns"]))
-    for i, config in enumerate(("oshmem", "sos")):
+    for i, config in enumerate(compared(lib)):
         per_n = lib["start"].get(config, {})
         for key, hatch, shift in (("start", None, 0.0), ("floor", "//", 0.2)):
-            ax.bar(x + i * 0.4 + shift - 0.3, [per_n.get(str(n), {}).get(key) or 0 for n in lib["ns"]], 0.2,
+            ax.bar(x + i * 0.27 + shift * 0.65 - 0.4, [per_n.get(str(n), {}).get(key) or 0 for n in lib["ns"]], 0.13,
                    color=styles[config], hatch=hatch, alpha=1.0 if key == "start" else 0.5,
                    label=f"{config}: {'start to ready' if key == 'start' else 'oshrun floor'}")
     ax.set_xticks(x, [f"{n} PEs" for n in lib["ns"]])
