@@ -31,6 +31,7 @@ __all__ = [
     "ATOMICS",
     "COLLECTIVES",
     "WAITS",
+    "TRANSFERS",
     "RECORDED_AS",
     "SIGNAL_EVENTS",
     "CAP",
@@ -131,6 +132,8 @@ RMA = tuple(name for name, op in CALLS.items() if op.kind == "rma")
 ATOMICS = tuple(name for name, op in CALLS.items() if op.kind == "amo")
 COLLECTIVES = tuple(name for name, op in CALLS.items() if op.kind == "coll")
 WAITS = tuple(name for name, op in CALLS.items() if op.kind == "wait")
+#: calls that move data or an atomic update between two PEs (a trace draws them as arrows)
+TRANSFERS = frozenset(RMA) | frozenset(ATOMICS)
 
 
 #: the events a put_signal's signal word is recorded as, by its sigop (SIGNAL_SET 0, SIGNAL_ADD 1)

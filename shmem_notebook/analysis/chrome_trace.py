@@ -69,7 +69,8 @@ def _args(trace, event, lines):
 
 def chrome_trace(trace):
     """The trace-event JSON object (a dict) of ``trace``."""
-    from .trace import _FETCHES, TRANSFERS
+    from ..operations import TRANSFERS
+    from .model import READS
 
     zero, by_pe = origin(trace), lanes(trace)
     pid_of, nodes = _nodes(trace)
@@ -95,7 +96,7 @@ def chrome_trace(trace):
             middle = (s.start + s.end) // 2
             there = binders[target](middle)
             ends = [(pe, middle), (target, there)]
-            if s.op in _FETCHES:  # a get: the data flows from the target to the caller
+            if s.op in READS:  # a get: the data flows from the target to the caller
                 ends.reverse()
             (a, ta), (b, tb) = ends
             common = {"name": s.op, "cat": "transfer", "id": flow}

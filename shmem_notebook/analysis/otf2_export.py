@@ -56,9 +56,9 @@ def write_otf2(trace, path):
     import otf2
     from otf2.enums import GroupType, Paradigm, RegionRole, RmaSyncLevel
 
-    from ..operations import ATOMICS
+    from ..operations import ATOMICS, TRANSFERS
+    from .model import READS
     from .timeline import WAITING
-    from .trace import _FETCHES, TRANSFERS
 
     directory, name = os.path.split(os.path.abspath(path))
     name = name[: -len(".otf2")] if name.lower().endswith(".otf2") else name
@@ -106,7 +106,7 @@ def write_otf2(trace, path):
                         fetches = "fetch" in s.op or "swap" in s.op
                         received = size if fetches else 0
                         writer.rma_atomic(start, window, target, _atomic_type(s.op), size, received, matching)
-                    elif s.op in _FETCHES:
+                    elif s.op in READS:
                         writer.rma_get(start, window, target, size, matching)
                     else:
                         writer.rma_put(start, window, target, size, matching)

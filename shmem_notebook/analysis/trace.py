@@ -10,15 +10,13 @@ clocks are only as good as their synchronisation).
 
 import numpy as np
 
-from ..operations import ATOMICS, CALLS, COLLECTIVES, RMA
+from ..operations import COLLECTIVES, TRANSFERS
 from ..words import plural
+from .model import READS  # gets: data flows to the caller
 from .trace_ends import said
 
 __all__ = ["Trace", "TRANSFERS"]
 
-#: ops drawn as arrows: data or an atomic update moves between two PEs
-TRANSFERS = set(RMA) | set(ATOMICS)
-_FETCHES = {name for name in RMA if not CALLS[name].writes}  # data flows to the caller
 
 
 class Trace:
@@ -156,7 +154,7 @@ class Trace:
                 heap = self.heap(min(epoch, self.epochs - 1)) if self.epochs else {}
                 state = {k: v.copy() for k, v in heap.items() if isinstance(v, np.ndarray)}
             for e in frame["transfers"]:
-                if e["op"] in _FETCHES or e.get("values") is None or e["array"] not in state:
+                if e["op"] in READS or e.get("values") is None or e["array"] not in state:
                     continue
                 start, stop, step = e["indices"]
                 flat = state[e["array"]][e["target"]].reshape(-1)
@@ -174,7 +172,7 @@ class Trace:
             where = f"{event['array']}[{start}]"
         else:
             where = f"{event['array']}[{start}:{stop}{':' + str(step) if step != 1 else ''}]"
-        if event["op"] in _FETCHES:
+        if event["op"] in READS:
             return event["target"], event["pe"], f"get {where}"
         return event["pe"], event["target"], f"{event['op']} {where}"
 

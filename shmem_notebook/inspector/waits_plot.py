@@ -55,7 +55,8 @@ def draw_waits(waits, fig=None):
 def draw_timeline(trace, fig=None, ax=None):
     """One lane per PE, a box per call (red: waiting, blue: RMA, green: atomics), an arrow per transfer
     between PEs; time in ms from the trace's start. Returns the figure."""
-    from ..analysis.trace import _FETCHES, TRANSFERS
+    from ..analysis.model import READS
+    from ..operations import TRANSFERS
 
     if ax is None:
         fig = fig or Figure(figsize=(9, 0.9 + 0.45 * trace.npes), dpi=90)
@@ -68,7 +69,7 @@ def draw_timeline(trace, fig=None, ax=None):
                            facecolors=colour)
             target = s.event.get("target")
             if s.op in TRANSFERS and target is not None and target != pe:
-                a, b = (target, pe) if s.op in _FETCHES else (pe, target)
+                a, b = (target, pe) if s.op in READS else (pe, target)
                 x = (s.start + s.end - 2 * zero) / 2e6
                 arrow = {"arrowstyle": "->", "color": "#333333", "lw": 0.6}
                 ax.annotate("", xy=(x, b), xytext=(x, a), arrowprops=arrow)
