@@ -20,6 +20,7 @@ __all__ = [
     "HeapFullError",
     "PEError",
     "CellSyntaxError",
+    "notebook_count",
 ]
 
 START_HINT = "start one with `%shmem start -n 4` (or `shmem_notebook.start(4)`)"
@@ -138,7 +139,7 @@ def _clean_traceback(tb: str) -> str:
     lines = tb.splitlines()
     if lines and re.fullmatch(r"\[\d+:\w+\]", _ANSI.sub("", lines[0]).strip()):
         lines = lines[1:]
-    count = _notebook_count()
+    count = notebook_count()
     out: list[str] = []
     hidden, skipping = 0, False
     for line in lines:
@@ -160,7 +161,7 @@ def _clean_traceback(tb: str) -> str:
     return "\n".join(out)
 
 
-def _notebook_count() -> int | None:
+def notebook_count() -> int | None:
     """The notebook's number of the cell running now (IPython's), or None outside IPython."""
     try:
         from IPython import get_ipython

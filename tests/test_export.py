@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import job_fixture, quiet
-from shmem_notebook.errors import InputError, PEError, _notebook_count
+from shmem_notebook.errors import InputError, PEError, notebook_count
 from shmem_notebook.job.export import program, sbatch_script, select
 from shmem_notebook.job.history import CellRecord
 from shmem_notebook.job.plain import plain_cell, show_last, stored
@@ -105,7 +105,7 @@ def test_failed_cells_are_left_out_unless_chosen():
 def test_several_runs_in_one_notebook_cell_are_parts_of_it(count, want, monkeypatch):
     from shmem_notebook.job import history as history_module
 
-    monkeypatch.setattr(history_module, "_notebook_count", lambda: count)
+    monkeypatch.setattr(history_module, "notebook_count", lambda: count)
     job = SimpleNamespace(cell_callbacks=[], specs={}, n=1, pes={0: {"pid": 7}})
     history = history_module.History(job)
     for code in ("a", "b", "c"):
@@ -280,7 +280,7 @@ def test_history_records_the_cell_and_not_the_stress_reruns(job):
     rec = job.history[-1]
     assert rec.options == {"race": True, "stress": 3, "timeout": 60} and rec.outcome == "ok"
     assert rec.pids == tuple(job.pes[pe]["pid"] for pe in range(job.n))
-    assert rec.count == _notebook_count()  # None, or In[k] of the shell another test module left behind
+    assert rec.count == notebook_count()  # None, or In[k] of the shell another test module left behind
 
 
 # -- the four notebooks, exported and run under plain oshrun --------------------------------------

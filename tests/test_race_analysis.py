@@ -160,7 +160,7 @@ def _next_cell(job, traces):
 
 
 def test_stage_carries_between_cells_and_reset_forgets(monkeypatch):
-    monkeypatch.setattr(race_stage, "_notebook_count", lambda: None)  # outside a notebook, whatever shell ran before
+    monkeypatch.setattr(race_stage, "notebook_count", lambda: None)  # outside a notebook, whatever shell ran before
     job = _Job(None)
     result, text = _next_cell(job, _traces([PUT], []))
     assert text.startswith("no races found (cell traced: 1 operation on 2 PEs, +") and len(job.race_carry) == 1

@@ -19,14 +19,14 @@ import time
 from ..analysis.places import name_places, namer, notes
 from ..analysis.races import analyse
 from ..analysis.report import report_lines, stops_of
-from ..errors import _notebook_count
+from ..errors import notebook_count
 from ..operations import CAP
 from ..protocol import Op
 from ..words import plural
 from .stages import Stage, register
 from .stranded import raised_line
 
-__all__ = ["RaceStage", "CAP", "reset"]
+__all__ = ["RaceStage", "CAP", "reset", "cell_label"]
 
 #: seconds of analysis before the progress line appears
 PROGRESS_AFTER = 1.0
@@ -50,9 +50,9 @@ def _carry(job):
     return carry
 
 
-def _label(job):
+def cell_label(job):
     """``In [5]`` (``In [5].2`` for a second ``job.run`` in it) in a notebook, else ``cell 3``."""
-    count = _notebook_count()
+    count = notebook_count()
     if count is None:
         return f"cell {len(job.history) + 1}"
     last = job.history[-1] if job.history else None
@@ -100,7 +100,7 @@ class RaceStage(Stage):
             self.traces = {pe: data for pe, data in answers.items() if data is not None and pe not in result.pending}
         self.missing = [pe for pe in range(job.n) if pe not in self.traces]
         carry = _carry(job)
-        label = _label(job)
+        label = cell_label(job)
         result.races = []
         job.race_carry = None
         if self.traces:

@@ -39,10 +39,10 @@ class TraceStage(Stage):
         if not sent:
             return
         job = cell.job
-        from .race import _label
+        from .race import cell_label
 
         meta = {"job": f"{plural(job.n, 'PE')} on {job.library.name}", "library": job.library.name,
-                "cell": _label(job), "outcome": result.outcome}
+                "cell": cell_label(job), "outcome": result.outcome}
         stops = stops_of(result, cell.timeout, raised_line)
         cut = ends(sent, job.n, stops, cap=CAP)
         result.trace = Trace(list(sent.values()), cell.code, npes=job.n, meta=meta, ends=cut)

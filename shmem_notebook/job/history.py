@@ -11,7 +11,7 @@ recorded: they repeat the cell they belong to.
 import contextlib
 from dataclasses import dataclass, field
 
-from ..errors import _notebook_count
+from ..errors import notebook_count
 from ..specs import as_specs
 
 __all__ = ["CellRecord", "History"]
@@ -64,7 +64,7 @@ class History(list):
         if len(self._running) != 1:
             return
         code, options = self._running[0]
-        count = _notebook_count()
+        count = notebook_count()
         part = self[-1].part + 1 if count is not None and self and self[-1].count == count else 1
         if "declared" in options:  # as the notebook wrote them: "right=int64[4]"
             options = dict(options, declared=[str(spec) for spec in as_specs(options["declared"])])
