@@ -9,6 +9,7 @@ import pytest
 
 from shmem_notebook.analysis.races import analyse, find_races
 from shmem_notebook.cells import race as race_stage
+from shmem_notebook.cells.result import CellResult
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
 import race_traces  # noqa: E402
@@ -112,7 +113,7 @@ class _Job:
     """What the race stage reads of a job."""
 
     def __init__(self, traces):
-        self.n, self.traces, self.history, self.pes, self.race_carry = 2, traces, [], {0: {"pid": 1}, 1: {"pid": 2}}, None
+        self.n, self.traces, self.history, self.pes, self.stage_state = 2, traces, [], {0: {"pid": 1}, 1: {"pid": 2}}, {}
 
 
 
@@ -134,8 +135,7 @@ class _Cell:
         self.request = _Request(job, self.after_requests)
 
 
-class _Result:
-    pending, outcome, races, errors, waiting = [], "ok", None, {}, {}
+_Result = CellResult  # what the path hands the stage
 
 
 def _stage(traces, progress=None, monkeypatch=None):
@@ -143,6 +143,7 @@ def _stage(traces, progress=None, monkeypatch=None):
     stage, result = race_stage.RaceStage(), _Result()
     cell = _Cell(job, out)
     stage.before(cell)
+    cell.before_requests, cell.request.after[:] = stage.requests(cell)
     stage.after(cell, result)
     stage.report(cell, result, out.write)
     return job, result, out.getvalue()
@@ -153,6 +154,7 @@ def _next_cell(job, traces):
     job.traces, out, result = traces, io.StringIO(), _Result()
     stage, cell = race_stage.RaceStage(), _Cell(job, out)
     stage.before(cell)
+    cell.before_requests, cell.request.after[:] = stage.requests(cell)
     stage.after(cell, result)
     stage.report(cell, result, out.write)
     job.history.append(None)  # recorded by the history once its stages ran
@@ -163,13 +165,13 @@ def test_stage_carries_between_cells_and_reset_forgets(monkeypatch):
     monkeypatch.setattr(race_stage, "notebook_count", lambda: None)  # outside a notebook, whatever shell ran before
     job = _Job(None)
     result, text = _next_cell(job, _traces([PUT], []))
-    assert text.startswith("no races found (cell traced: 1 operation on 2 PEs, +") and len(job.race_carry) == 1
+    assert text.startswith("no races found (cell traced: 1 operation on 2 PEs, +")
+    assert len(race_stage.RaceStage.state(job)) == 1
     result, text = _next_cell(job, _traces([], [LOAD]))
     (race,) = result.races
     assert [a.cell for a in race.accesses] == ["cell 1", "cell 2"] and str(race) in text
     assert "1 race found (cell traced: 1 operation on 2 PEs, after what cell 1 left in flight, +" in text
-    job.race_reset = lambda: race_stage.reset(job)
-    race_stage.reset(job)
+    race_stage.RaceStage.reset(job)
     assert _next_cell(job, _traces([], [LOAD]))[0].races == []
     _next_cell(job, _traces([PUT], []))
     job.history.append(None)  # a cell without race=True ran in between: it may have completed the put
@@ -199,7 +201,7 @@ def test_stage_progress_line_and_interrupt(monkeypatch):
     assert text.strip().splitlines() == [
         "race check: interrupted after 0.0 s of analysis; the cell ran, its races were not checked and earlier "
         "cells' operations in flight are forgotten"]
-    assert result.races == [] and job.race_carry is None
+    assert result.races == [] and race_stage.RaceStage.state(job) is None
 
 
 def test_many_unordered_puts_to_one_element():

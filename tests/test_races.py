@@ -265,9 +265,9 @@ def test_magics_races_across_cells(capsys):
         out = capsys.readouterr().out
         assert "RACE" not in out and "no races found (cell traced:" in out, out
         ip.run_cell(PUT_CELL, store_history=True)
-        assert shmem_notebook.current_job().race_carry is not None
+        assert shmem_notebook.current_job().stage_state.get("race") is not None
         ip.run_cell("%shmem race off")
-        assert shmem_notebook.current_job().race_carry is None
+        assert shmem_notebook.current_job().stage_state.get("race") is None
     finally:
         ip.run_cell("%shmem stop")
 

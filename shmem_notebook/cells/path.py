@@ -1,7 +1,8 @@
 """The cell path: prepare -> dispatch -> stream -> collect -> report.
 
 :func:`run_cell` is what ``job.run`` and ``%%pxshmem`` do. Optional stages
-(:mod:`.stages`) plug in before dispatch, after collection and at report time.
+(:mod:`.stages`) plug in before dispatch, after collection and at report time; a stage
+that runs the cell again uses :func:`rerun`.
 Collective on the PEs: the cell goes to every PE at once.
 
 The path uses only the job's public surface: ``prepare_cell``, ``send_cell``,
@@ -25,7 +26,7 @@ from .result import CellResult
 from .stages import stages_for
 from .surface import JobSurface, SentCell
 
-__all__ = ["Cell", "run_cell"]
+__all__ = ["Cell", "run_cell", "rerun"]
 
 
 @dataclass
@@ -47,6 +48,42 @@ class Cell:
 def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **options):
     """Run ``code`` on every PE of ``job``; see :meth:`shmem_notebook.Job.run`. Collective."""
     cell = _prepare(job, code, arrays, timeout, stdout, stderr, options)
+    result, where, pending = _run(cell)
+    for stage in cell.stages:
+        stage.after(cell, result)
+    job.last_result = result
+    for callback in list(job.cell_callbacks):
+        callback(job, result)
+    _report(cell, result, where)
+    if not pending:
+        cell.request.forget()
+    return result
+
+
+def rerun(cell, before=(), after=(), write=None):
+    """Run ``cell``'s code on every PE again, for a stage (``stress``), through the same path
+    (dispatch, stream, collect) with the requests ``before`` and ``after`` riding with it and its
+    output going to ``write``. No stage runs and nothing is recorded (``job.last_result``, the cell
+    callbacks, the history). Returns ``(sent, result, error)``: the cell as sent (``sent.request.answers``),
+    its :class:`CellResult` and the error it ended in (None: it ran without one). Collective."""
+    job = cell.job
+    job.prepare_cell()
+    write = write or cell.write_out
+    again = Cell(job, cell.code, timeout=cell.timeout, write_out=write, write_err=write,
+                 before_requests=list(before), after_requests=list(after))
+    result, where, pending = _run(again)
+    display.show(result, write)
+    error = _error(again, result, where)
+    if error is not None:
+        error.result = result
+    elif not pending:
+        again.request.forget()
+    return again, result, error
+
+
+def _run(cell):
+    """Dispatch, stream and collect ``cell``: ``(CellResult, where the stopped PEs were, PEs still running)``."""
+    job = cell.job
     started = time.monotonic()
     cell.request = job.send_cell(cell.code, cell.before_requests, cell.after_requests)
     try:
@@ -69,15 +106,7 @@ def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **o
         result.errors = {pe: e for pe, e in result.errors.items() if pe not in where}
         result.waiting = where
     result.errors = {pe: cell_error(e, cell.code) for pe, e in result.errors.items()}  # no temp file names
-    for stage in cell.stages:
-        stage.after(cell, result)
-    job.last_result = result
-    for callback in list(job.cell_callbacks):
-        callback(job, result)
-    _report(cell, result, where)
-    if not pending:
-        cell.request.forget()
-    return result
+    return result, where, pending
 
 
 def _prepare(job, code, arrays, timeout, stdout, stderr, options):
@@ -94,6 +123,9 @@ def _prepare(job, code, arrays, timeout, stdout, stderr, options):
     )
     for stage in stages:
         stage.before(cell)
+        before, after = stage.requests(cell)
+        cell.before_requests += before
+        cell.after_requests += after
     return cell
 
 

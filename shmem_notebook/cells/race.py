@@ -8,9 +8,9 @@ line per race and the verdict. A cell that raised, was stopped or whose PE sent 
 reports the races traced up to there, and its verdict says what was checked.
 
 Race-checked cells in sequence are checked as one program: the operations a cell left in
-flight (:class:`~shmem_notebook.analysis.carry.Carry`, kept on the job) start the next
-race-checked cell's analysis, if it comes right after on the same PEs. :func:`reset` (``%shmem
-race reset``, ``job.race_reset()``) forgets them. The analysis shows a progress line when it
+flight (:class:`~shmem_notebook.analysis.carry.Carry`, the stage's state on the job) start the
+next race-checked cell's analysis, if it comes right after on the same PEs. :meth:`RaceStage.reset`
+(``%shmem race reset``, ``job.race_reset()``) forgets them. The analysis shows a progress line when it
 takes more than a second; an interrupt stops it with one line, and the job stays usable.
 """
 
@@ -26,15 +26,10 @@ from ..words import plural
 from .stages import Stage, register
 from .stranded import raised_line
 
-__all__ = ["RaceStage", "CAP", "reset", "cell_label"]
+__all__ = ["RaceStage", "CAP", "cell_label"]
 
 #: seconds of analysis before the progress line appears
 PROGRESS_AFTER = 1.0
-
-
-def reset(job):
-    """Forget the operations earlier race-checked cells of ``job`` left in flight."""
-    job.race_carry = None
 
 
 def _place(job):
@@ -44,7 +39,7 @@ def _place(job):
 
 def _carry(job):
     """What earlier race-checked cells left in flight, if the next cell comes right after them."""
-    carry = getattr(job, "race_carry", None)
+    carry = RaceStage.state(job)
     if carry is not None and carry.after != _place(job):
         return None  # another cell ran in between, or the PEs were restarted
     return carry
@@ -84,12 +79,12 @@ class RaceStage(Stage):
     """Record every PE's shmem calls and loads/stores, then report the races between them."""
 
     name = "race"
+    flag = {"action": "store_true", "help": "report put/get races after the cell"}
 
-    def before(self, cell):
+    def requests(self, cell):
         carry = _carry(cell.job)
         private = carry.private(cell.job.n) if carry else None  # where earlier cells' operations still are
-        cell.before_requests.append((Op.RACE_START, ({"cap": CAP, "private": private},)))
-        cell.after_requests.append((Op.RACE_STOP, ()))
+        return [(Op.RACE_START, ({"cap": CAP, "private": private},))], [(Op.RACE_STOP, ())]
 
     def after(self, cell, result):
         started = time.perf_counter()
@@ -101,8 +96,8 @@ class RaceStage(Stage):
         self.missing = [pe for pe in range(job.n) if pe not in self.traces]
         carry = _carry(job)
         label = cell_label(job)
-        result.races = []
-        job.race_carry = None
+        result.stages[self.name] = []
+        self.reset(job)
         if self.traces:
             events = sum(len(data["events"]) for data in self.traces.values())
             progress = _Progress(cell.write_out, f"{plural(events, 'event')} on {plural(len(self.traces), 'PE')}")
@@ -114,11 +109,12 @@ class RaceStage(Stage):
                 progress.shown = False
             else:
                 progress.close()
-                result.races, self.checked = name_places(found.races, self.traces, job.history), found.checked
+                result.stages[self.name] = name_places(found.races, self.traces, job.history)
+                self.checked = found.checked
                 self.carried = carry.cells() if carry else []
                 if not self.missing and result.outcome != "died":
                     found.carry.after = (len(job.history) + 1, _place(job)[1])
-                    job.race_carry = found.carry
+                    self.keep(job, found.carry)
         self.overhead = time.perf_counter() - started
 
     def report(self, cell, result, write):

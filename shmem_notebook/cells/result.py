@@ -1,4 +1,4 @@
-"""What one cell did on every PE."""
+"""What one cell did on every PE; what its stages found is in ``stages``, by stage name."""
 
 from __future__ import annotations
 
@@ -26,7 +26,26 @@ class CellResult:
     seconds: float = 0.0
     pending: list[int] = field(default_factory=list)  # PEs that had not finished (timeout, interrupt, death)
     outcome: str = "ok"  # ok, error, timeout, interrupted, died, stranded (PEs wait for others that raised)
-    races: list[Race] = field(default_factory=list)  # shmem_notebook.Race, when the race stage ran
     # PE -> (line, call): waited for PEs that raised (see cells.stranded)
     waiting: dict[int, Any] = field(default_factory=dict)
-    trace: Trace | None = None  # analysis.trace.Trace when run with trace=True (%%pxshmem --trace)
+    stages: dict[str, Any] = field(default_factory=dict)  # stage name -> what it found (see cells.stages)
+
+    @property
+    def races(self) -> list[Race]:
+        """``stages["race"]``: the :class:`~shmem_notebook.Race` s found (``[]`` when the race stage did not run)."""
+        races: list[Race] = self.stages.get("race", [])
+        return races
+
+    @races.setter
+    def races(self, races: list[Race]) -> None:
+        self.stages["race"] = races
+
+    @property
+    def trace(self) -> Trace | None:
+        """``stages["trace"]``: the :class:`~shmem_notebook.analysis.trace.Trace` of a ``trace=True`` cell, or None."""
+        trace: Trace | None = self.stages.get("trace")
+        return trace
+
+    @trace.setter
+    def trace(self, trace: Trace | None) -> None:
+        self.stages["trace"] = trace

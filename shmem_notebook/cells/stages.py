@@ -1,17 +1,23 @@
-"""Optional stages of the cell path, switched on per cell by name.
+"""Optional stages of the cell path, switched on per cell by name: plugins.
 
 ``job.run(code, race=True)`` runs the stage registered as ``"race"``; with no
-option given no stage runs and the cell path does no extra work. A stage is a
-class with three hooks, all on the client:
+option given no stage runs and the cell path does no extra work. The path and the
+``%%pxshmem`` magic know only the registry (:data:`STAGES`): a new stage is one
+module with a :func:`register`-ed :class:`Stage` subclass, which declares
 
-- :meth:`Stage.before`: before dispatch; may rewrite ``cell.code`` or add requests
-  the PEs answer right before and after the cell (``cell.before_requests``,
-  ``cell.after_requests``: e.g. to start and stop recording); they ride with the cell.
-- :meth:`Stage.after`: once every PE finished or stopped; reads back what the
-  PEs recorded (``cell.request.answers(op)``) and stores it on the
-  :class:`~shmem_notebook.cells.CellResult`.
-- :meth:`Stage.report`: shows what the stage found, after the cell's output and
-  before an error of the cell is raised.
+- its flag (:attr:`Stage.flag`): ``%%pxshmem --<name>`` takes it, and its help shows it;
+- its requests (:meth:`Stage.requests`): what the PEs answer right before and right
+  after the cell (e.g. start and stop recording); they ride with the cell;
+- its slot in the result: what it found goes to ``result.stages[name]``
+  (:class:`~shmem_notebook.cells.CellResult`);
+- its state on the job (:meth:`Stage.state`, :meth:`Stage.keep`, :meth:`Stage.reset`):
+  what it keeps from one cell to the next, in ``job.stage_state[name]``;
+
+and has three hooks, all on the client: :meth:`Stage.before` (before dispatch; may
+rewrite ``cell.code``), :meth:`Stage.after` (once every PE finished or stopped; reads
+back the PEs' answers with ``cell.request.answers(op)``) and :meth:`Stage.report`
+(after the cell's output, before an error of the cell is raised). A stage that runs the
+cell again does so through the path (:func:`shmem_notebook.cells.path.rerun`).
 """
 
 from __future__ import annotations
@@ -38,9 +44,22 @@ class Stage:
     #: stages run in this order whatever the order of the options (a stage that reruns the
     #: cell, such as ``stress``, comes after those that collect what the cell did)
     order = 50
+    #: its ``%%pxshmem --<name>`` flag: keyword arguments of argparse's ``add_argument`` (``help``
+    #: at least); None: no flag
+    flag: dict[str, Any] | None = None
+    #: for a flag with an optional value: what a bare ``--<name>`` stands for, so that the words
+    #: after it are the cell's arrays and not its value
+    bare: str | None = None
+    #: the stages its flag switches on too (``--stress`` needs ``race``); ``job.run`` leaves them to the caller
+    needs: tuple[str, ...] = ()
 
     def __init__(self, option: Any = True) -> None:
         self.option = option
+
+    def requests(self, cell: Cell) -> tuple[list[tuple[str, tuple[Any, ...]]], list[tuple[str, tuple[Any, ...]]]]:
+        """The requests ``([(op, args)], [(op, args)])`` the PEs answer right before and right after
+        the cell (asked after :meth:`before`); they ride with it."""
+        return [], []
 
     def before(self, cell: Cell) -> None:
         """Client, before the cell is sent to the PEs."""
@@ -51,6 +70,21 @@ class Stage:
     def report(self, cell: Cell, result: CellResult, write: Callable[[str], object]) -> None:
         """Client: show what this stage found."""
 
+    @classmethod
+    def state(cls, job: Any) -> Any:
+        """What this stage kept on ``job`` from earlier cells (None: nothing)."""
+        return job.stage_state.get(cls.name)
+
+    @classmethod
+    def keep(cls, job: Any, value: Any) -> None:
+        """Keep ``value`` on ``job`` for the next cells (None forgets)."""
+        job.stage_state[cls.name] = value
+
+    @classmethod
+    def reset(cls, job: Any) -> None:
+        """Forget what this stage kept on ``job``: the one place it is forgotten. Not collective."""
+        job.stage_state.pop(cls.name, None)
+
 
 S = TypeVar("S", bound=type[Stage])
 
@@ -59,6 +93,8 @@ def register(stage_class: S) -> S:
     """Class decorator: make ``stage_class`` available as ``job.run(code, <name>=...)``."""
     if not isinstance(stage_class.name, str) or not stage_class.name.isidentifier():
         raise TypeError(f"{stage_class.__name__}.name must be an identifier, got {stage_class.name!r}")
+    if stage_class.flag is not None and "help" not in stage_class.flag:
+        raise TypeError(f"{stage_class.__name__}.flag needs a help text: %%pxshmem --help shows it")
     STAGES[stage_class.name] = stage_class
     return stage_class
 

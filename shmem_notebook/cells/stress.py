@@ -10,11 +10,14 @@ A race is called real only when a rerun changed the memory it is about: the race
 PE, at its elements (:attr:`Race.array`, :attr:`Race.pe`/``pes``, :attr:`Race.indices`). Printed
 output, the outcome and other elements may differ by timing alone: they are listed, as what a
 racy read on that PE may explain or as what no race found explains, never as proof. Ctrl-C ends
-every rerun at once and is not a result. Afterwards the declared arrays hold what the cell itself
-left and ``job.last_result`` is the cell's (variables that are not declared arrays keep what the
-last rerun left).
+every rerun at once and is not a result. The reruns go through the cell path
+(:func:`~shmem_notebook.cells.path.rerun`) with the seed's requests riding with them; they are not
+the user's cells: ``job.last_result``, the history and the cell callbacks see only the cell itself.
+Afterwards the declared arrays hold what the cell itself left (variables that are not declared
+arrays keep what the last rerun left).
 """
 
+import argparse
 import io
 import random
 import time
@@ -25,10 +28,12 @@ import numpy as np
 from ..analysis.races import format_indices
 from ..errors import InputError, ShmemNotebookError
 from ..folding import fold, pe_ranges
+from ..protocol import Op
 from ..words import plural
+from .path import rerun as rerun_cell
 from .stages import Stage, register
 
-__all__ = ["StressStage", "RUNS", "MAX_DELAY", "Run", "Difference", "compare", "summary", "estimate"]
+__all__ = ["StressStage", "seed", "RUNS", "MAX_DELAY", "Run", "Difference", "compare", "summary", "estimate"]
 
 #: reruns after the cell itself
 RUNS = 4
@@ -57,12 +62,23 @@ class Difference:
     races: tuple = ()
 
 
+def seed(text):
+    """``--stress SEED``'s text as an integer (argparse ``type``)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a stress seed is an integer, got {text!r}") from None
+
+
 @register
 class StressStage(Stage):
     """Rerun the cell with seeded random delays around shmem calls; a race is real when a rerun changes its memory."""
 
     name = "stress"
     order = 90  # last: its reruns come after every other stage has collected the cell
+    flag = {"nargs": "?", "type": seed, "const": True, "default": None, "metavar": "SEED",
+            "help": "with --race: rerun the cell with seeded random delays around shmem calls"}
+    needs = ("race",)  # --stress says which races are real: the magic race-checks the cell too
 
     def __init__(self, option=True):
         if option is not True and (isinstance(option, bool) or not isinstance(option, int)):
@@ -73,8 +89,10 @@ class StressStage(Stage):
 
     def before(self, cell):
         self.seed = self.option if self.option is not True else random.randrange(1000)
-        cell.job.ask("stress_save", "before")
         self.runs, self.stopped = [], None
+
+    def requests(self, cell):
+        return [(Op.STRESS_SAVE, ("before",))], []  # the declared arrays as they are before the cell
 
     def after(self, cell, result):
         job = cell.job
@@ -82,14 +100,13 @@ class StressStage(Stage):
             self.stopped = f"the cell ended {result.outcome!r}, so it was not rerun"
             return
         names = sorted({race.array for race in result.races})
-        mine = Run(dict(result.stdout), _values(job.ask("declared_values", names)), result.outcome)
-        job.ask("stress_save", "after")
+        mine = Run(dict(result.stdout), _values(job.ask(Op.DECLARED_VALUES, names)), result.outcome)
+        job.ask(Op.STRESS_SAVE, "after")
         try:
             self._rerun(cell, result, mine, names)
         finally:
             if job.state == "running":
-                job.ask("stress_restore", "after")  # the declared arrays as the cell left them
-            job.last_result = result  # the user's cell, not a rerun
+                job.ask(Op.STRESS_RESTORE, "after")  # the declared arrays as the cell left them
 
     def _rerun(self, cell, result, mine, names):
         job, write = cell.job, cell.write_out
@@ -103,7 +120,7 @@ class StressStage(Stage):
             seed, began = self.seed + run, time.monotonic()
             try:
                 outcome, rerun = self._one(cell, seed)
-                values = _values(job.ask("declared_values", names)) if job.state == "running" else []
+                values = _values(job.ask(Op.DECLARED_VALUES, names)) if job.state == "running" else []
             except KeyboardInterrupt:  # between the requests; during the rerun it is its outcome
                 outcome = "interrupted"
             if outcome == "interrupted":
@@ -124,19 +141,15 @@ class StressStage(Stage):
 
     @staticmethod
     def _one(cell, seed):
-        """Rerun the cell once with the delays of ``seed``: ``(outcome, CellResult or None)``."""
-        job = cell.job
-        job.ask("stress_restore", "before")
-        job.ask("stress_start", seed, MAX_DELAY)
-        out = io.StringIO()
+        """Rerun the cell once with the delays of ``seed``, from the declared arrays as they were before
+        it: ``(outcome, CellResult or None)``; "interrupted" when Ctrl-C stopped it."""
+        before = [(Op.STRESS_RESTORE, ("before",)), (Op.STRESS_START, (seed, MAX_DELAY))]
         try:
-            return "ok", job.run(cell.code, stdout=out, stderr=out, timeout=cell.timeout)
-        except ShmemNotebookError as exc:  # CellStoppedError: "interrupted" when Ctrl-C stopped it
-            rerun = getattr(exc, "result", None)
-            return (rerun.outcome if rerun is not None else str(exc).splitlines()[0]), rerun
-        finally:
-            if job.state == "running":
-                job.ask("stress_stop")
+            sent, result, error = rerun_cell(cell, before, [(Op.STRESS_STOP, ())], write=io.StringIO().write)
+        except ShmemNotebookError as exc:  # the job could not take the rerun
+            return str(exc).splitlines()[0], None
+        sent.request.answers(Op.STRESS_STOP)  # with rc.dispatch = "ipyparallel" the PEs are asked now
+        return ("ok" if error is None else result.outcome), result
 
     def report(self, cell, result, write):
         checked = any(stage.name == "race" for stage in cell.stages)

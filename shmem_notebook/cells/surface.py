@@ -49,6 +49,7 @@ class JobSurface(Protocol):
     state: str
     last_result: CellResult | None
     cell_callbacks: list[Callable[[Any, CellResult], object]]
+    stage_state: dict[str, Any]  # what each stage keeps between cells (see .stages)
 
     def prepare_cell(self, arrays: Any = None) -> None:
         """Check that a cell can run now and allocate the arrays it declares. Collective."""

@@ -9,6 +9,8 @@ timed out keeps what its PEs recorded, and the trace says where each PE's part e
 (``%%pxshmem --trace=profile``) also shows where each PE waited, as sentences and a bar chart.
 """
 
+import argparse
+
 from ..analysis.report import stops_of
 from ..analysis.trace import Trace
 from ..analysis.trace_ends import ends, said
@@ -17,7 +19,14 @@ from ..words import plural
 from .stages import Stage, register
 from .stranded import raised_line
 
-__all__ = ["TraceStage"]
+__all__ = ["TraceStage", "trace_mode"]
+
+
+def trace_mode(text):
+    """``--trace`` (True) or ``--trace=profile`` (argparse ``type``)."""
+    if text in ("on", "profile"):
+        return True if text == "on" else text
+    raise argparse.ArgumentTypeError(f"--trace takes no value or =profile, got {text!r}")
 
 
 @register
@@ -25,6 +34,10 @@ class TraceStage(Stage):
     """Record every RMA, AMO, sync and collective call of the cell on every PE."""
 
     name = "trace"
+    flag = {"nargs": "?", "type": trace_mode, "const": True, "default": False, "metavar": "profile",
+            "help": "record the cell's calls for %%shmem replay and %%shmem trace; =profile: also show where "
+                    "each PE waited"}
+    bare = "on"  # a bare --trace: the words after it are the cell's arrays
 
     def before(self, cell):
         cell.before_requests.append(("trace_start", ()))

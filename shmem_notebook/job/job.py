@@ -21,7 +21,7 @@ import ipyparallel as ipp
 import psutil
 
 from ..arguments import check_timeout, positive_int
-from ..cells import run_cell
+from ..cells import STAGES, run_cell
 from ..cells.channel import DISPATCH, CellChannel
 from ..cells.syntax import check_syntax
 from ..errors import InputError, JobStateError, LaunchError
@@ -86,7 +86,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.last_gather = None  # how the last gather came: "memory" (read from the PEs), "file" (/dev/shm) or "message"
         self.cell_callbacks = []  # callback(job, result) after every cell
         self.history = History(self)  # every cell run, in order (see .history); job.export writes them out
-        self.race_carry = None  # operations the last race-checked cell left in flight (see cells/race.py)
+        self.stage_state = {}  # stage name -> what it keeps between cells (race: operations in flight)
         self._token = uuid.uuid4().hex  # marks every process of this job (see watchdog)
         self._cluster = self._client = self._view = self._watchdog = self._channel = self._engine_set_id = None
         self._pe_procs = {}  # PE -> psutil.Process, for PEs on this host
@@ -406,7 +406,7 @@ class Job(SymmetricArrays, Health, Asking):
     def race_reset(self):
         """Forget the operations earlier race-checked cells left in flight: the next ``race=True``
         cell is checked alone. Not collective: nothing reaches the PEs."""
-        self.race_carry = None
+        STAGES["race"].reset(self)
 
     def export(self, path, cells=None, slurm=False):
         """Write the cells run so far (``cells``: those chosen, e.g. ``"4,6-8"``, by their In[k]) as one

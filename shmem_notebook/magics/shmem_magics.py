@@ -12,6 +12,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from .. import job as _job
+from ..cells import STAGES
 from ..errors import InputError, NoJobError
 from ..job.options import add_arguments, declared, flag, seconds
 from ..specs import format_size
@@ -34,6 +35,7 @@ def _parser(prog, build=None, description=None):
     parser = _Parser(prog=prog, add_help=False, description=description)
     if build:
         build(parser)
+    parser.stages = tuple(STAGES)  # the stages registered when it was built (see _cell_parser)
     return parser
 
 
@@ -42,29 +44,21 @@ def _start_args(p):
     add_arguments(p)
 
 
-def _seed(text):
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a stress seed is an integer, got {text!r}") from None
-
-
 def _cell_args(p):
     p.add_argument("arrays", nargs="*", metavar="NAME=DTYPE[SHAPE]", help="declarations of symmetric arrays")
     p.add_argument("--timeout", type=seconds, default=None, metavar="S", help="stop the cell after this many seconds")
-    p.add_argument("--race", action="store_true", help="report put/get races after the cell")
-    p.add_argument("--stress", nargs="?", type=_seed, const=True, default=None, metavar="SEED",
-                   help="with --race: rerun the cell with seeded random delays around shmem calls")
-    p.add_argument("--trace", nargs="?", type=_trace_mode, const=True, default=False, metavar="profile",
-                   help="record the cell's calls for %%shmem replay and %%shmem trace; =profile: also show where "
-                        "each PE waited")
+    for name, stage in STAGES.items():  # --race, --stress, --trace...: each stage declares its flag
+        if stage.flag is not None:
+            p.add_argument(f"--{name}", dest=name, **stage.flag)
 
 
-def _trace_mode(text):
-    """``--trace`` (True) or ``--trace=profile``."""
-    if text in ("on", "profile"):
-        return True if text == "on" else text
-    raise argparse.ArgumentTypeError(f"--trace takes no value or =profile, got {text!r}")
+def _cell_parser():
+    """``%%pxshmem``'s parser, built again once a stage was registered after it (its flags come from
+    the stages' registry, :mod:`shmem_notebook.cells.stages`)."""
+    if PARSERS["pxshmem"].stages != tuple(STAGES):
+        PARSERS["pxshmem"] = _parser("%%pxshmem", _cell_args, CELL_ABOUT)
+        ShmemMagics.pxshmem.__doc__ = _one_line("pxshmem") + ": run the cell on every PE."
+    return PARSERS["pxshmem"]
 
 
 def _trace_args(p):
@@ -92,6 +86,8 @@ def _inspect_args(p):
     p.add_argument("--reference", type=int, default=None, metavar="PE", help="PE the diff compares with")
 
 
+CELL_ABOUT = "Run the cell on every PE with shmem, np, me, npes and the declared arrays defined."
+
 PARSERS = {
     "start": _parser("%shmem start", _start_args, "Start an OpenSHMEM job of N PEs (one ipyparallel engine per PE)."),
     "alloc": _parser("%shmem alloc", lambda p: p.add_argument("arrays", nargs="+", metavar="NAME=DTYPE[SHAPE]"),
@@ -102,8 +98,7 @@ PARSERS = {
                       "Every PE's copy of a symmetric array, stacked: shape (npes, *shape)."),
     "pull": _parser("%shmem pull", lambda p: p.add_argument("name", metavar="NAME"),
                     "Any variable of every PE's namespace, as a list in PE order."),
-    "pxshmem": _parser("%%pxshmem", _cell_args,
-                       "Run the cell on every PE with shmem, np, me, npes and the declared arrays defined."),
+    "pxshmem": _parser("%%pxshmem", _cell_args, CELL_ABOUT),
     "inspect": _parser("%shmem inspect", _inspect_args, "Show the inspector: every PE's heap, arrays and state."),
     "race": _parser("%shmem race", lambda p: p.add_argument("switch", choices=("on", "off", "reset"), metavar="on|off|reset"),
                     "Race-check every %%pxshmem cell (on) or only those with --race (off); reset: forget the "
@@ -132,7 +127,8 @@ def _usage(sub):
     """The help text of a subcommand (``pxshmem``: the cell magic)."""
     if sub in ABOUT:
         return ABOUT[sub]
-    return PARSERS[sub].format_help().replace("usage: ", "", 1).rstrip()
+    parser = _cell_parser() if sub == "pxshmem" else PARSERS[sub]
+    return parser.format_help().replace("usage: ", "", 1).rstrip()
 
 
 def _one_line(sub):
@@ -359,10 +355,14 @@ class ShmemMagics(Magics):
         if HELP_WORDS.intersection(shlex.split(line)):
             print(_usage("pxshmem"))
             return
-        args = PARSERS["pxshmem"].parse_args(["--trace=on" if w == "--trace" else w for w in shlex.split(line)])
-        options = {"race": args.race or self.race_default or args.stress is not None, "trace": args.trace}
-        if args.stress is not None:
-            options["stress"] = args.stress
+        bare = {f"--{name}": f"--{name}={stage.bare}" for name, stage in STAGES.items() if stage.bare}
+        args = _cell_parser().parse_args([bare.get(w, w) for w in shlex.split(line)])
+        options = {name: getattr(args, name) for name, stage in STAGES.items() if stage.flag is not None}
+        for name, stage in STAGES.items():  # --stress race-checks the cell too
+            if options.get(name) not in (None, False):
+                options.update({need: options.get(need) or True for need in stage.needs})
+        if self.race_default:  # `%shmem race on`
+            options["race"] = options.get("race") or True
         self._job("%%pxshmem").run(cell, arrays=args.arrays, timeout=args.timeout, **options)
 
 
