@@ -126,7 +126,7 @@ FLOORS = [
 ]
 #: imports allowed upward, each lazy (inside the one function that needs it) and with its reason
 UPWARD = {
-    # runs on a PE: protocol.request imports the engine's request handlers there
+    # runs on a PE: protocol.answer imports the engine's request handlers there
     ("protocol", "engine"),
     # public shortcuts to the display of what a lower floor holds: Job.inspect() and
     # CellResult.trace.replay() import the widget when called

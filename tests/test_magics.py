@@ -81,7 +81,7 @@ def test_interrupting_a_start_says_so_in_one_line_and_leaves_nothing(ip, cell):
     finally:
         timer.cancel()
     assert isinstance(err, shmem_notebook.LaunchError), printed
-    assert "the start of 8 PEs was interrupted; every process it had started was stopped" in one_line(printed)
+    assert "the start of 8 PEs was interrupted; its processes were stopped" in one_line(printed)
     assert len(printed) < 400
     assert wait_for_no_processes() == []
     assert shmem_notebook.current_job() is None or shmem_notebook.current_job().state == "stopped"

@@ -14,9 +14,9 @@ import time
 
 import psutil
 import pytest
-from conftest import ShmTracker
 
 import shmem_notebook
+from conftest import ShmTracker
 from shmem_notebook import LaunchError, PEDiedError
 from shmem_notebook.job import fit
 from shmem_notebook.job.processes import alive, wait
@@ -102,7 +102,7 @@ def test_a_start_that_never_becomes_ready_times_out_and_leaves_nothing(monkeypat
     with pytest.raises(LaunchError) as info:
         job.start()
     tracker.stop()
-    assert "only 0 of 2 PEs registered within 0.01 s" in str(info.value) and "oshrun said" in str(info.value)
+    assert "only 0 of 2 PEs registered in 0.01 s" in str(info.value) and "oshrun said" in str(info.value)
     assert owned_processes(job._token) == []
     assert tracker.segments.pids, "the tracker never saw the job's processes"
     assert tracker.left() == ([], [])

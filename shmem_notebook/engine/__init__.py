@@ -9,7 +9,7 @@ this package (a test enforces it). Modules:
   the teams' reserved words and slots, the collectives' scratch), which the others share.
 - :mod:`.heap`: the declared symmetric arrays and the heap's use.
 - :mod:`.requests`: the operations the client may ask of a PE
-  (see :func:`shmem_notebook.protocol.request`).
+  (named in :class:`shmem_notebook.protocol.Op`; see :func:`shmem_notebook.protocol.answer`).
 - :mod:`.snapshot`: the inspector's per-PE summary.
 - :mod:`.shims`: every adaptation of shmem4py to the library, in one ordered
   table (NumPy 2, routines the library lacks, bug guards, teams, diagnostics).

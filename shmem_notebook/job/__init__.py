@@ -12,6 +12,8 @@
 :func:`start` and :func:`current_job` keep the job the magics act on.
 """
 
+from typing import Any
+
 from ..cells.result import CellResult
 from ..errors import JobStateError
 from ..words import plural
@@ -20,10 +22,10 @@ from .options import JobOptions, signature
 
 __all__ = ["Job", "JobOptions", "CellResult", "start", "current_job"]
 
-_current = None
+_current: Job | None = None
 
 
-def start(n=4, **options):
+def start(n: int = 4, **options: Any) -> Job:
     """Start an OpenSHMEM job of ``n`` PEs and make it the current job.
 
     Inside a Slurm allocation the PEs go on its nodes; ``slurm=True`` submits a
@@ -42,9 +44,9 @@ def start(n=4, **options):
     return job
 
 
-start.__signature__ = signature()  # every option, from the declaration
+start.__signature__ = signature()  # type: ignore[attr-defined]  # every option, from the declaration
 
 
-def current_job():
+def current_job() -> Job | None:
     """The job started last by :func:`start` (``None`` if none)."""
     return _current

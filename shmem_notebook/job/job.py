@@ -16,12 +16,13 @@ import socket
 import sys
 import time
 import uuid
+from typing import TYPE_CHECKING, Any, Self, TextIO
 
 import ipyparallel as ipp
 import psutil
 
 from ..arguments import check_timeout, positive_int
-from ..cells import STAGES, run_cell
+from ..cells import STAGES, CellResult, run_cell
 from ..cells.channel import DISPATCH, CellChannel
 from ..cells.syntax import check_syntax
 from ..errors import InputError, JobStateError, LaunchError
@@ -40,6 +41,10 @@ from .options import given, signature
 from .processes import alive, process, wait
 from .shm import Segments
 from .watchdog import owned_by, remove_profile_files, start_watchdog, stop_watchdog, tell_watchdog
+
+if TYPE_CHECKING:
+    from ..inspector.widget import Inspector
+    from .export import Exported
 
 __all__ = ["Job"]
 
@@ -83,7 +88,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.pes = {}  # PE -> info from the PE's 'info' request
         self.last_cell = None  # the last cell's request (see cells.channel)
         self.last_result = None  # CellResult of the last cell, also when it raised or timed out
-        self.last_gather = None  # how the last gather came: "memory" (read from the PEs), "file" (/dev/shm) or "message"
+        self.last_gather = None  # the last gather's route: "memory" (read from the PEs), "file" (/dev/shm) or "message"
         self.cell_callbacks = []  # callback(job, result) after every cell
         self.history = History(self)  # every cell run, in order (see .history); job.export writes them out
         self.stage_state = {}  # stage name -> what it keeps between cells (race: operations in flight)
@@ -103,7 +108,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.stop()
 
     # -- lifecycle -------------------------------------------------------
-    def start(self):
+    def start(self) -> Self:
         """Start the controller and the PEs; return when every PE answers."""
         if self.state != "stopped":
             raise JobStateError(f"this job is {self.state}; use restart() or stop() first")
@@ -128,8 +133,8 @@ class Job(SymmetricArrays, Health, Asking):
     def _interrupted(self, what):
         cancelled = " (its Slurm batch job was cancelled)" if self.slurm else ""
         return LaunchError(
-            f"the {what} of {plural(self.n, 'PE')} was interrupted; every process it had started was stopped{cancelled} and "
-            f"nothing is left running: run `%shmem start -n {self.n}` (or shmem_notebook.start({self.n})) to start again"
+            f"the {what} of {plural(self.n, 'PE')} was interrupted; its processes were stopped{cancelled} and nothing "
+            f"is left running: run `%shmem start -n {self.n}` (or shmem_notebook.start({self.n})) to start again"
         )
 
     def _start_controller(self):
@@ -245,7 +250,7 @@ class Job(SymmetricArrays, Health, Asking):
                 if time.monotonic() > deadline:
                     said = self._oshrun_output() or "(nothing)"
                     raise LaunchError(
-                        f"only {len(self._client.ids)} of {plural(self.n, 'PE')} registered within {rc.start_timeout:g} s "
+                        f"only {len(self._client.ids)} of {plural(self.n, 'PE')} registered in {rc.start_timeout:g} s "
                         f"(SHMEM_NOTEBOOK_START_TIMEOUT); the job was stopped; {what} said:\n{said}"
                     )
                 time.sleep(0.02)
@@ -254,8 +259,7 @@ class Job(SymmetricArrays, Health, Asking):
                 queue.done(len(self._client.ids))
 
     def _release_pes(self, polite=True):
-        """Ask the PEs to exit, politely if the job is healthy (and ``polite``), by SIGKILL
-        otherwise; don't wait."""
+        """Ask the PEs to exit, politely if the job is healthy (and ``polite``), by SIGKILL otherwise; don't wait."""
         engines = self._engine_set()
         if engines is None:
             return
@@ -268,11 +272,9 @@ class Job(SymmetricArrays, Health, Asking):
         self._forget_pes()
 
     def _forget_pes(self):
-        """Tell the controller the PEs are gone, so their ids are free for new PEs at once.
-
-        Without it the controller frees the id of a killed PE only after 10 missed
-        heartbeats (2.5 s), and of a PE shutting down only once it unregistered itself.
-        """
+        """Tell the controller the PEs are gone, so their ids are free for new PEs at once. Without it the
+        controller frees the id of a killed PE only after 10 missed heartbeats (2.5 s), and of a PE shutting
+        down only once it unregistered itself."""
         client = self._client
         if client is None or client._closed:
             return
@@ -338,7 +340,7 @@ class Job(SymmetricArrays, Health, Asking):
         stop_watchdog(self._watchdog)  # kills whatever of this job is still alive
         self._cluster = self._client = self._view = self._watchdog = None
 
-    def stop(self):
+    def stop(self) -> None:
         """Stop every PE and the controller. Harmless when already stopped."""
         self._teardown()
         self.state = "stopped"
@@ -350,11 +352,9 @@ class Job(SymmetricArrays, Health, Asking):
         self.last_cell = self.last_result = None
         self._heap_stale = False
 
-    def restart(self):
-        """A fresh job with the same N and options; declared arrays come back zeroed.
-
-        Keeps the controller and relaunches only the PEs when it can.
-        """
+    def restart(self) -> Self:
+        """A fresh job with the same N and options; declared arrays come back zeroed. Keeps the
+        controller and relaunches only the PEs when it can."""
         controller = self._cluster.controller if self._cluster else None
         if controller is None or not alive(getattr(controller, "process", None)):
             self.stop()
@@ -381,14 +381,15 @@ class Job(SymmetricArrays, Health, Asking):
             self._reap_ended()
         return self
 
-    def inspect(self, auto=False, **options):
+    def inspect(self, auto: bool = False, **options: Any) -> "Inspector":
         """Display the inspector of this job (not collective); see :func:`shmem_notebook.inspector.inspect`."""
         from ..inspector import inspect
 
         return inspect(self, auto=auto, **options)
 
     # -- cells ---------------------------------------------------------------
-    def run(self, code, arrays=None, timeout=None, stdout=None, stderr=None, **options):
+    def run(self, code: str, arrays: Any = None, timeout: float | None = None, stdout: TextIO | None = None,
+            stderr: TextIO | None = None, **options: Any) -> CellResult:
         """Run ``code`` on every PE; stream its output labelled by PE. Collective.
 
         Arrays declared in ``arrays`` are allocated first unless already
@@ -397,18 +398,17 @@ class Job(SymmetricArrays, Health, Asking):
         :class:`PEError` if the cell raised on any PE, :class:`PEDiedError`
         if PEs died, :class:`CellStoppedError` on timeout or interrupt (with
         where every PE was). Keyword ``options`` switch on optional stages of
-        the cell path by name (see :mod:`shmem_notebook.cells.stages`).
-        """
+        the cell path by name (see :mod:`shmem_notebook.cells.stages`)."""
         check_syntax(code)  # before anything reaches the PEs
         with self.history.running(code, arrays, dict(options, timeout=timeout)):  # recorded by a cell callback
             return run_cell(self, code, arrays=arrays, timeout=timeout, stdout=stdout, stderr=stderr, **options)
 
-    def race_reset(self):
+    def race_reset(self) -> None:
         """Forget the operations earlier race-checked cells left in flight: the next ``race=True``
         cell is checked alone. Not collective: nothing reaches the PEs."""
         STAGES["race"].reset(self)
 
-    def export(self, path, cells=None, slurm=False):
+    def export(self, path: str | os.PathLike, cells: str | None = None, slurm: bool | dict = False) -> "Exported":
         """Write the cells run so far (``cells``: those chosen, e.g. ``"4,6-8"``, by their In[k]) as one
         standalone shmem4py program at ``path``; ``slurm=True`` (or a dict of sbatch options) also writes
         an sbatch script next to it. Not collective: nothing reaches the PEs. See :mod:`.export`."""
@@ -417,4 +417,4 @@ class Job(SymmetricArrays, Health, Asking):
         return export(self, path, cells=cells, slurm=slurm)
 
 
-Job.__init__.__signature__ = signature(method=True)  # what help(Job) and editors show: every option
+Job.__init__.__signature__ = signature(method=True)  # type: ignore[attr-defined]  # help(Job) shows every option

@@ -7,6 +7,7 @@ Each magic only parses its line, then calls one method of the current
 import argparse
 import shlex
 import textwrap
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -235,7 +236,7 @@ class ShmemMagics(Magics):
         return job
 
     @line_magic
-    def shmem(self, line):
+    def shmem(self, line: str) -> Any:
         """(written by :func:`overview` from the subcommands' parsers)"""
         words = shlex.split(line)
         if words and words[0] in HELP_WORDS:
@@ -350,7 +351,7 @@ class ShmemMagics(Magics):
         print(job.export(args.file, cells=args.cells, slurm=batch if args.slurm else False))
 
     @cell_magic
-    def pxshmem(self, line, cell):
+    def pxshmem(self, line: str, cell: str) -> Any:
         """(written from its parser: see the end of this module)"""
         if HELP_WORDS.intersection(shlex.split(line)):
             print(_usage("pxshmem"))
