@@ -164,7 +164,7 @@ def declared(batch=None):
     ]
 
 
-def signature(method=False):
+def signature(method: bool = False) -> inspect.Signature:
     """The signature of ``start()`` (``method``: of ``Job.__init__``, with ``self``): ``n``, then the
     other options by keyword."""
     first = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)] if method else []
