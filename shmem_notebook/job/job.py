@@ -389,7 +389,7 @@ class Job(SymmetricArrays, Health, Asking):
 
     # -- cells ---------------------------------------------------------------
     def run(self, code: str, arrays: Any = None, timeout: float | None = None, stdout: TextIO | None = None,
-            stderr: TextIO | None = None, **options: Any) -> CellResult:
+            stderr: TextIO | None = None, **options: Any) -> CellResult:  # fmt: skip
         """Run ``code`` on every PE; stream its output labelled by PE. Collective.
 
         Arrays declared in ``arrays`` are allocated first unless already
