@@ -15,6 +15,7 @@ from ..analysis.report import stops_of
 from ..analysis.trace import Trace
 from ..analysis.trace_ends import ends, said
 from ..operations import CAP
+from ..protocol import Op
 from ..words import plural
 from .stages import Stage, register
 from .stranded import raised_line
@@ -39,14 +40,13 @@ class TraceStage(Stage):
                     "each PE waited"}
     bare = "on"  # a bare --trace: the words after it are the cell's arrays
 
-    def before(self, cell):
-        cell.before_requests.append(("trace_start", ()))
-        cell.after_requests.append("trace_stop")
+    def requests(self, cell):
+        return [(Op.TRACE_START, ())], [(Op.TRACE_STOP, ())]
 
     def after(self, cell, result):
         if result.outcome == "died":
             return
-        answers = cell.request.answers("trace_stop")
+        answers = cell.request.answers(Op.TRACE_STOP)
         sent = {pe: data for pe, data in answers.items()
                 if data is not None and data.get("pe") is not None and pe not in result.pending}
         if not sent:
