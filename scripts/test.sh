@@ -11,7 +11,7 @@ else
     scripts/setup.sh --install
 fi
 # OSHMPI's likewise (OpenSHMEM over Open MPI's MPI), from ../shared/vendor/oshmpi-*.tar.gz when there is one
-OSHMPI_TARBALL=${OSHMPI_TARBALL:-$(ls ../shared/vendor/oshmpi-*.tar.gz 2>/dev/null | tail -1)}
+OSHMPI_TARBALL=${OSHMPI_TARBALL:-$(ls ../shared/vendor/oshmpi-*.tar.gz 2>/dev/null | tail -1 || true)}
 if [ -n "$OSHMPI_TARBALL" ] && [ -f "$OSHMPI_TARBALL" ]; then
     scripts/build_oshmpi.sh "$OSHMPI_TARBALL" || echo "== OSHMPI did not build (see above): its tests are skipped"
 fi
