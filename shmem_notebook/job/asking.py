@@ -142,6 +142,12 @@ class Asking:
 
     def _govern(self):
         """Let the PEs of this host that wait long in a blocking call sleep (see :mod:`.governor`),
-        from the first cell of each start on; ``rc.polite_ms = 0`` switches it off."""
-        if rc.polite_ms > 0 and not (self._governor and self._governor.serves(self._engine_set_id)):
-            self._governor = governor_for(self, rc.polite_ms / 1000)
+        from the first cell of each start on, where the library polls while it waits;
+        ``rc.polite_ms = 0`` switches it off."""
+        governor, wanted = self._governor, rc.polite_ms > 0 and self.library.polls
+        if governor and (not wanted or rc.polite_ms != governor.after_ms or not governor.serves(self._engine_set_id)):
+            governor.close()
+            governor = None
+        if governor is None and wanted:
+            governor = governor_for(self, rc.polite_ms / 1000)
+        self._governor = governor

@@ -1,27 +1,35 @@
 """Polite waiting: PEs that wait long in a blocking call are let sleep (client side).
 
 While a PE waits for others in ``barrier_all``, ``wait_until``, a team sync or a small collective,
-Open MPI's OSHMEM (UCX) and Sandia OpenSHMEM (libfabric) poll: each waiting PE keeps a core
-busy, and neither library can block instead (Open MPI's ``mpi_yield_when_idle`` still spins,
-measured). Every PE notes on the job's wait board when it entered such a call
-(:mod:`shmem_notebook.engine.shims.board`); the :class:`Governor`, a thread of the client,
-stops (SIGSTOP) the PEs of this host that have waited longer than ``rc.polite_ms`` and lets them
-all run together for :data:`RUN` seconds of every :data:`PERIOD` (SIGCONT): a waiting PE then
-uses about 8% of a core, and a wait that ends while it sleeps returns up to 4.6 ms late. Waits
-shorter than ``rc.polite_ms`` never meet it. PEs on other hosts are not governed.
+Open MPI's OSHMEM (UCX), Sandia OpenSHMEM (libfabric) and OSHMPI (MPI) poll: each waiting PE keeps
+a core busy, and no library here can block instead (Open MPI's ``mpi_yield_when_idle`` still
+spins, measured). Every PE notes on the job's wait board when it entered such a call
+(:mod:`shmem_notebook.engine.shims.board`); the governor, a small process of its own started at a
+job's first cell, stops (SIGSTOP) the PEs of this host that have waited longer than
+``rc.polite_ms`` and lets them all run together for :data:`RUN` seconds of every :data:`PERIOD`
+(SIGCONT): a waiting PE then uses about 8% of a core, and a wait that ends while it sleeps
+returns up to 4.6 ms late. When the machine gives the governor the CPU late, the PEs ran longer
+and sleep the longer for it, so that no governed PE gets more than :data:`SHARE` of a core.
+When every PE of the job is in such a call, they are let run until the last of them came a
+second ago: they may be in a slow collective rather than waiting for one of them (all of them
+waiting for good, a deadlock, is governed from then on). PEs on other hosts are not governed.
 
-PEs the cell path paused for good (:meth:`Job.pause`) stay stopped: pausing and the governor's
-waking hold one lock.
+The board holds, per PE, when it entered a noted call (the PEs write it) and whether the cell
+path paused it for good (:meth:`Job.pause`, written by the client: the governor never wakes those),
+then the governor's counts. The governor is its own process, not a thread of the notebook's
+kernel: a thread would have to take the kernel's GIL on time. It ends when the client closes its
+stdin, exits, or the PEs are gone. This file runs as that process (``python governor.py``) and
+then imports nothing but the standard library.
 """
 
 import contextlib
 import mmap
 import os
+import select
 import signal
-import threading
+import subprocess
+import sys
 import time
-
-from ..protocol import board_path
 
 __all__ = ["PERIOD", "RUN", "SHARE", "Governor", "governor_for"]
 
@@ -29,98 +37,203 @@ __all__ = ["PERIOD", "RUN", "SHARE", "Governor", "governor_for"]
 PERIOD, RUN = 0.005, 0.0004
 SHARE = RUN / PERIOD
 _IDLE_LOOK = 0.005  # seconds between looks at the board while nobody waits long
+#: when every PE of the job is in a noted call, they are let run until the last came 1 s ago: a
+#: collective may take that long (Sandia OpenSHMEM's sum_reduce at 4 PEs on 2 cores: ~150 ms)
+_ALL_WAIT_NS = 1_000_000_000
+_STATS = 3  # cycles, ns the PEs were let run between stops, ns they were stopped
 
 
-class Governor(threading.Thread):
-    """Duty-cycles the PEs ``pids`` (``{pe: pid}``, this host's) of engine set ``set_id`` of ``job``
-    that wait longer than ``after`` seconds in a noted call; ends by itself once the job stopped,
-    restarted or died, waking the PEs it stopped."""
+def board_size(n):
+    """Bytes of a board for ``n`` PEs: entered[n], held[n], then the governor's counts."""
+    return 8 * (2 * n + _STATS)
 
-    def __init__(self, job, set_id, pids, board, after):
-        super().__init__(name=f"shmem_notebook governor {set_id}", daemon=True)
-        self.job, self.set_id, self.pids, self.after_ns = job, set_id, dict(pids), int(after * 1e9)
-        self.lock = threading.Lock()  # held while PEs are stopped or woken, and by Job.pause
-        self.stopped = set()  # PEs this governor stopped and will wake
-        self.cycles = 0  # how many times it let PEs sleep (for tests and benchmarks)
-        self.slept = self.ran = 0.0  # seconds governed PEs were stopped, and let run between stops
-        self._pages, self._board = board, memoryview(board).cast("q")
-        self._closing = threading.Event()
+
+class Governor:
+    """The client's handle on the governor process of engine set ``set_id`` (this host's PEs
+    ``pids``, ``{pe: pid}``, of a job of ``n`` PEs)."""
+
+    def __init__(self, set_id, n, pids, path, after):
+        self.set_id, self.n, self.pids, self.after_ms = set_id, n, dict(pids), after * 1000
+        fd = os.open(path, os.O_RDWR)
+        try:
+            if os.fstat(fd).st_size < board_size(n):
+                os.ftruncate(fd, board_size(n))
+            self._pages = mmap.mmap(fd, board_size(n))
+        finally:
+            os.close(fd)
+        self._board = memoryview(self._pages).cast("q")
+        self._board[n:] = memoryview(bytes(8 * (n + _STATS))).cast("q")  # nobody held, no counts
+        pid_list = ",".join(f"{pe}:{pid}" for pe, pid in sorted(self.pids.items()))
+        self.process = subprocess.Popen(
+            [sys.executable, "-S", os.path.abspath(__file__), path, str(n), pid_list, str(after)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=False,
+        )
+
+    @property
+    def cycles(self):
+        """How many times it stopped PEs."""
+        return self._board[2 * self.n]
+
+    @property
+    def ran(self):
+        """Seconds the governed PEs were let run between stops."""
+        return self._board[2 * self.n + 1] / 1e9
+
+    @property
+    def slept(self):
+        """Seconds the governed PEs were stopped."""
+        return self._board[2 * self.n + 2] / 1e9
 
     def serves(self, set_id):
         """Whether this governor still runs for engine set ``set_id``."""
-        return self.set_id == set_id and self.is_alive() and not self._closing.is_set()
+        return self.set_id == set_id and self.process.poll() is None
 
-    def close(self):
-        """Wake the PEs it stopped and end the thread (not waiting for it)."""
-        self._closing.set()
-
-    def run(self):
-        with contextlib.suppress(OSError, AttributeError):  # on time where the user may (root, RLIMIT_RTPRIO)
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))  # this thread only: it sleeps
-        try:
-            woken = None  # when the PEs were last let run
-            while not self._closing.is_set() and self._current():
-                slow = self._waiting_long()
-                if not slow:
-                    woken = None
-                    self._closing.wait(_IDLE_LOOK)
-                    continue
-                with self.lock:
-                    self._send(slow, signal.SIGSTOP)
-                    self.stopped = set(slow)
-                stopped = time.monotonic()
-                ran = stopped - woken if woken is not None else RUN
-                self.ran += ran if woken is not None else 0.0
-                # a busy machine may give this thread the CPU late: the PEs then ran longer, and
-                # sleep the longer for it, so that no governed PE gets more than SHARE of a core
-                self._closing.wait(max(PERIOD - RUN, ran * (1 - SHARE) / SHARE))
-                woken = time.monotonic()
-                self._wake()
-                self.slept += woken - stopped
-                self.cycles += 1
-                self._closing.wait(RUN)
-        finally:
-            self._wake()
-            self._board.release()
-            self._pages.close()
-
-    def _current(self):
-        return self.job.state in ("running", "hung") and self.job._engine_set_id == self.set_id
-
-    def _waiting_long(self):
-        since = time.monotonic_ns() - self.after_ns
-        paused = self.job.paused
-        return [pe for pe in self.pids if 0 < self._board[pe] < since and pe not in paused]
-
-    def _wake(self):
-        with self.lock:
-            self._send(self.stopped - self.job.paused, signal.SIGCONT)
-            self.stopped = set()
-
-    def _send(self, pes, signum):
+    def hold(self, pes):
+        """Stop ``pes`` for good: the governor will not wake them (:meth:`Job.pause`)."""
         for pe in pes:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pids[pe], signum)
+            self._board[self.n + pe] = 1
+        _send([self.pids[pe] for pe in pes if pe in self.pids], signal.SIGSTOP)
+
+    def close(self, wait=0.0):
+        """End the governor: it wakes the PEs it stopped (not those held) and exits."""
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(wait)
+
+    def alive(self):
+        return self.process.poll() is None
 
 
 def governor_for(job, after):
-    """A started :class:`Governor` for ``job``'s current PEs on this host, or None when none of
-    them noted a board here (PEs elsewhere, a board that could not be made)."""
+    """A started :class:`Governor` for ``job``'s current PEs on this host, or None when they
+    noted no board here (PEs elsewhere, a board that could not be made)."""
     import socket
+
+    from ..protocol import board_path
 
     here = socket.gethostname()
     pids = {pe: info["pid"] for pe, info in job.pes.items() if info.get("host") == here}
     path = board_path(job._cluster.profile_dir, job._cluster.cluster_id)
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+    if not pids or not os.path.exists(path):
         return None
     try:
-        if not pids or os.fstat(fd).st_size < 8 * (max(pids) + 1):
-            return None
-        board = mmap.mmap(fd, 8 * (max(pids) + 1), prot=mmap.PROT_READ)
+        return Governor(job._engine_set_id, job.n, pids, path, after)
+    except OSError:
+        return None
+
+
+def _send(pids, signum):
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+
+# -- the governor process --------------------------------------------------------------------
+def _govern(path, n, pids, after):
+    """Duty-cycle the PEs ``pids`` that wait long, until stdin closes or the PEs are gone."""
+    with contextlib.suppress(OSError, AttributeError):  # on time where the user may (root, RLIMIT_RTPRIO)
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    fd = os.open(path, os.O_RDWR)
+    pages = mmap.mmap(fd, board_size(n))
+    os.close(fd)
+    board = memoryview(pages).cast("q")
+    after_ns, stopped, woken, budget = int(after * 1e9), [], None, _Budget()
+    stdin = sys.stdin.fileno()
+
+    def sleep(seconds):
+        """Sleep; False once the client closed stdin (or died)."""
+        return not select.select([stdin], [], [], seconds)[0]
+
+    def waiting_long():
+        now = time.monotonic_ns()
+        entered = {pe: board[pe] for pe in pids if not board[n + pe]}
+        if len(pids) == n and all(entered.values()) and max(entered.values(), default=0) >= now - _ALL_WAIT_NS:
+            return []  # every PE is in the call: it may be a slow collective, not a wait for someone
+        return [pe for pe, since in entered.items() if 0 < since < now - after_ns]
+
+    def wake():
+        _send([pids[pe] for pe in stopped if not board[n + pe]], signal.SIGCONT)
+        _send([pids[pe] for pe in pids if board[n + pe]], signal.SIGSTOP)  # held ones stay stopped
+
+    try:
+        while all(_exists(pid) for pid in pids.values()):
+            slow = waiting_long()
+            if not slow:
+                woken = None
+                budget.clear()
+                _send([pids[pe] for pe in pids if board[n + pe]], signal.SIGSTOP)  # however pause raced a wake
+                if not sleep(_IDLE_LOOK):
+                    break
+                continue
+            _send([pids[pe] for pe in slow], signal.SIGSTOP)
+            stopped = slow
+            t_stop = time.monotonic()
+            ran = t_stop - woken if woken is not None else RUN
+            board[2 * n + 1] += int(ran * 1e9) if woken is not None else 0
+            # a late wake-up let them run longer, a PE with threads of its own (a progress thread)
+            # used more than the time it ran: they sleep the longer for it
+            over = max(budget.over(pe, pids[pe], t_stop) for pe in slow)
+            if not sleep(max(PERIOD - RUN, ran * (1 - SHARE) / SHARE, over / SHARE)):
+                break
+            woken = time.monotonic()
+            wake()
+            stopped = []
+            board[2 * n] += 1
+            board[2 * n + 2] += int((woken - t_stop) * 1e9)
+            if not sleep(RUN):
+                break
     finally:
-        os.close(fd)
-    governor = Governor(job, job._engine_set_id, pids, board, after)
-    governor.start()
-    return governor
+        wake()
+        board.release()
+        pages.close()
+
+
+class _Budget:
+    """Per governed PE, the CPU it used beyond :data:`SHARE` of the time since it was first
+    stopped, counted afresh every :data:`_BLOCK` seconds while within its share (so that no
+    credit saved while stopped long allows a burst)."""
+
+    _BLOCK = 0.25
+
+    def __init__(self):
+        self.start = {}  # pe -> (time, CPU seconds) the count starts from
+
+    def clear(self):
+        self.start.clear()
+
+    def over(self, pe, pid, now):
+        used = _cpu_seconds(pid)
+        since, base = self.start.setdefault(pe, (now, used))
+        over = used - base - SHARE * (now - since)
+        if over <= 0 and now - since > self._BLOCK:
+            self.start[pe] = (now, used)
+        return max(over, 0.0)
+
+
+def _cpu_seconds(pid):
+    """CPU seconds process ``pid`` used so far, all its threads (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _exists(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+if __name__ == "__main__":
+    _path, _n, _pids, _after = sys.argv[1:5]
+    _govern(_path, int(_n), {int(pe): int(pid) for pe, pid in (p.split(":") for p in _pids.split(","))}, float(_after))
