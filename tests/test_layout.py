@@ -107,10 +107,10 @@ def test_client_sends_pes_only_requests_by_name():
 
 
 def test_the_shared_modules_import_no_side():
-    """At import time; protocol.answer imports the engine inside the function, which runs on PEs."""
+    """Not even inside a function: a PE hands protocol its request handler (protocol.serve) at start."""
     for name in SHARED:
-        for imported, top_level in _imports(PACKAGE / f"{name}.py"):
-            if top_level and imported.startswith("shmem_notebook."):
+        for imported, _ in _imports(PACKAGE / f"{name}.py"):
+            if imported.startswith("shmem_notebook."):
                 assert imported.split(".")[1] in SHARED, f"{name}.py imports {imported}"
 
 
@@ -126,8 +126,6 @@ FLOORS = [
 ]
 #: imports allowed upward, each lazy (inside the one function that needs it) and with its reason
 UPWARD = {
-    # runs on a PE: protocol.answer imports the engine's request handlers there
-    ("protocol", "engine"),
     # public shortcuts to the display of what a lower floor holds: Job.inspect() and
     # CellResult.trace.replay() import the widget when called
     ("job", "inspector"),
