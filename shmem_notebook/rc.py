@@ -39,7 +39,7 @@ class _RC:
         "heartbeat_ms": 250,
         # seconds to wait for all PEs to register before giving up
         "start_timeout": 60.0,
-        # the OpenSHMEM library a job runs on: "oshmem" (Open MPI's), "sos", or a site's own
+        # the OpenSHMEM library a job runs on: "oshmem" (Open MPI's), "sos", "oshmpi", or a site's own
         # (see shmem_notebook.launcher.library)
         "library": "oshmem",
         # Open MPI's oshrun command (the "oshmem" library's launcher)

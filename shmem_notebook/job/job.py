@@ -61,7 +61,7 @@ class Job(SymmetricArrays, Health, Asking):
     ``nodes``, ``account``, ``sbatch_args``, ``sbatch_prologue`` go to ``sbatch``); it needs ``ip``.
     ``restart_on_hang=True``: a cell that leaves PEs blocked for good restarts the job by itself
     (declared arrays re-allocated) and says what was lost. ``library``: the OpenSHMEM library the
-    PEs run on, ``"oshmem"`` (Open MPI's, the default: ``rc.library``), ``"sos"`` or a site's own
+    PEs run on, ``"oshmem"`` (Open MPI's, the default: ``rc.library``), ``"sos"``, ``"oshmpi"`` or a site's own
     (:mod:`shmem_notebook.launcher.library`).
     """
 

@@ -123,7 +123,7 @@ class JobOptions:
     )
     library: str = option(
         None,
-        "the OpenSHMEM library: oshmem (Open MPI's, the default), sos, or a site's own",
+        "the OpenSHMEM library: oshmem (Open MPI's, the default), sos, oshmpi, or a site's own",
         metavar="NAME",
         rc="library",
     )
