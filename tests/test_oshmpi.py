@@ -4,7 +4,7 @@ Without PEs: its launch line (Open MPI's ``mpirun``, as OSHMPI has no ``oshrun``
 MPICH-built OSHMPI, the one sentence when it is not built, its build script's second run, how
 ``%shmem status`` names it. With real 2-PE jobs (skipped, saying why, where it is not built):
 ``%shmem start --library oshmpi`` through a real IPython shell; an exported program run under
-``mpirun``; the differences docs/oshmpi.md states, measured (no ``shmem_ptr`` to another PE; an
+``mpirun``; a Slurm batch job; the differences docs/oshmpi.md states, measured (no ``shmem_ptr`` to another PE; an
 atomic waits for a target that makes no OpenSHMEM call, a put does not). The other areas run on
 OSHMPI through ``job_fixture(..., oshmpi=...)`` and ``every_library`` in their own files.
 """
@@ -26,6 +26,7 @@ from shmem_notebook.launcher import OshrunEngineSetLauncher
 from shmem_notebook.launcher.environment import platform_environment
 from shmem_notebook.launcher.library import OSHMPI_DIR, library
 from shmem_notebook.magics.shmem_magics import format_status
+from slurm_cluster import SlurmCluster, slurm_missing
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 built = pytest.mark.skipif(not oshmpi_built(), reason=NO_OSHMPI)
@@ -120,6 +121,7 @@ def test_magics_start_run_status_restart_and_stop_on_oshmpi(capsys):
 
 
 @pytest.mark.pe
+@built
 def test_an_exported_program_names_mpirun_and_runs_under_it(job, tmp_path):
     quiet(job, "mine = np.full(2, me, dtype=np.int64)\nshmem.put(right, mine, (me + 1) % npes)\nshmem.barrier_all()\n"
                "print('received', right.tolist())", arrays="right=int64[2]")
@@ -155,6 +157,24 @@ shmem.free(x)
 
 
 @pytest.mark.pe
+@built
+@pytest.mark.skipif(slurm_missing() is not None, reason=slurm_missing() or "")
+def test_a_slurm_batch_job_runs_its_pes_on_oshmpi():
+    """``--slurm`` on one node of a private Slurm (tests/slurm_cluster.py): the batch job's mpirun starts them."""
+    with SlurmCluster(nodes=1, cpus=4) as cluster:
+        job = shmem_notebook.Job(2, heap="32M", slurm=True, ip="127.0.0.1", time="10", library="oshmpi").start()
+        try:
+            assert {(row["node"], row["vendor"]) for row in job.status()} == {("n1", "OSHMPI")}
+            quiet(job, "shmem.put(right, np.full(2, me, dtype=np.int64), (me + 1) % npes)\nshmem.barrier_all()",
+                  arrays="right=int64[2]")
+            assert job.gather("right").tolist() == [[1, 1], [0, 0]]
+        finally:
+            job.stop()
+        assert cluster.wait_no_jobs() == []
+
+
+@pytest.mark.pe
+@built
 def test_what_docs_say_differs_measured(job):
     """No shmem_ptr to another PE; a put completes while its target computes, an atomic waits for it."""
     out = quiet(job, DIFFERENCES).stdout
