@@ -14,6 +14,7 @@ import os
 import pathlib
 import re
 import subprocess
+import sys
 import time
 
 import pytest
@@ -134,6 +135,41 @@ def test_an_exported_program_names_mpirun_and_runs_under_it(job, tmp_path):
     assert ran.returncode == 0, ran.stderr
     assert sorted(line.split("<stdout>:")[1] for line in ran.stdout.splitlines() if "received" in line) == [
         "received [0, 0]", "received [1, 1]"]
+
+
+REUSED = """import numpy as np
+from shmem4py import shmem
+
+me = shmem.my_pe()
+first = shmem.zeros(8192, dtype="i8")
+later = shmem.zeros(4, dtype="i8")
+shmem.free(first)
+reused = shmem.zeros(4, dtype="i8")  # where first was: below later, the program's lowest allocation now
+shmem.barrier_all()
+if me == 0:
+    shmem.put(reused, np.ones(4, dtype="i8"), 1)
+SYNC
+if me == 1:
+    x = reused[0]
+shmem.barrier_all()
+"""
+
+
+@pytest.mark.pe
+@built
+@pytest.mark.parametrize("sync, races", [("", 1), ("shmem.barrier_all()", 0)], ids=["racy", "fixed"])
+def test_the_race_runner_checks_a_program_under_mpirun(tmp_path, sync, races):
+    """``shmem-race -- mpirun ...``: OSHMPI's heap offsets agree across PEs when memory is reused below
+    a later allocation (they count from the page of the lowest live one)."""
+    (tmp_path / "prog.py").write_text(REUSED.replace("SYNC", sync))
+    oshmpi = library("oshmpi")
+    command = [sys.executable, "-m", "shmem_notebook.race", "--", oshmpi.oshrun, "-n", "2", oshmpi.python, "prog.py"]
+    ran = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    if races:
+        assert ran.returncode == 1 and "RACE first[0] on PE 1: PE 0 prog.py:11 put (write) / PE 1 prog.py:14 " \
+            "load (read) are unordered" in ran.stdout, ran.stdout + ran.stderr
+    else:
+        assert ran.returncode == 0 and "no races found" in ran.stdout, ran.stdout + ran.stderr
 
 
 DIFFERENCES = """

@@ -20,24 +20,26 @@ _cast, _from_buffer = _ffi.cast, _ffi.from_buffer
 
 def heap_range():
     """``(lo, hi)`` of the symmetric heap's mapping in this process."""
-    probe = [int(key) for key in list(shmem._heap.keys())[:1]] or [0xFF000000]  # OSHMEM's usual base
+    live = [int(key) for key in list(shmem._heap.keys())]
+    probe = live[:1] or [0xFF000000]  # OSHMEM's usual base
     with open("/proc/self/maps") as maps:
         for line in maps:
             lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
             if lo <= probe[0] < hi:
-                return heap_start(lo, probe[0]), hi
+                return heap_start(lo, min(live, default=probe[0])), hi
     return 0, 0
 
 
-def heap_start(mapping, first):
-    """Where the symmetric heap begins, given the start of the ``/proc/self/maps`` mapping holding it and
-    the address of the first allocation still live (the engine's own, made at start and kept).
+def heap_start(mapping, lowest):
+    """Where the symmetric heap's offsets count from, given the start of the ``/proc/self/maps`` mapping
+    holding it and the address of the lowest allocation still live.
 
     OSHMPI's heap is anonymous memory that the kernel may merge with the mappings beside it, differently
-    on each PE: its offsets count from the page of that first allocation, which OSHMPI places in the
-    heap's first page. Other libraries' heaps are mappings of their own."""
+    on each PE: its offsets count from the page of the lowest allocation, at the same offset in every
+    PE's heap as allocations are symmetric (the engine's own, made at start and kept, is in the heap's
+    first page). Other libraries' heaps are mappings of their own."""
     if _anonymous_heap():
-        return max(mapping, first - first % mmap.PAGESIZE)
+        return max(mapping, lowest - lowest % mmap.PAGESIZE)
     return mapping
 
 
