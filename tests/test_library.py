@@ -21,7 +21,7 @@ def test_the_default_is_open_mpis_oshmem_and_rc_or_the_environment_changes_it(mo
 
 def test_an_unknown_library_is_one_sentence_naming_the_known_ones():
     with pytest.raises(
-        InputError, match=r"unknown OpenSHMEM library 'cray'; use one of oshmem, sos \(a site's own go in "
+        InputError, match=r"unknown OpenSHMEM library 'cray'; use one of oshmem, sos, oshmpi \(a site's own go in "
     ):
         Job(2, library="cray")
 
@@ -38,7 +38,7 @@ def test_a_sites_file_adds_libraries_and_a_bad_one_says_what_is_wrong(tmp_path, 
         "hydra",
         {"X": "1"},
     )
-    assert set(known()) == {"oshmem", "sos", "cray"}
+    assert set(known()) == {"oshmem", "sos", "oshmpi", "cray"}
     with pytest.raises(LaunchError, match=r"'/opt/cray/bin/oshrun' \(cray's oshrun\) was not found; fix its entry in "):
         cray.check()
     path.write_text(json.dumps({"cray": {"oshrun": "x", "launcher": "aprun"}}))
