@@ -4,6 +4,7 @@ own processes, on every library (Open MPI's OSHMEM and OSHMPI poll: the governor
 waiting PEs; Sandia OpenSHMEM blocks in its waits by itself); the governor never wakes a paused
 PE and ends with its job."""
 
+import io
 import threading
 import time
 
@@ -11,7 +12,7 @@ import psutil
 import pytest
 
 from conftest import job_fixture
-from shmem_notebook import CellStoppedError, rc
+from shmem_notebook import CellStoppedError, PEError, rc
 from shmem_notebook.protocol import board_path
 
 job = job_fixture(2, 4, heap="16M", timeout=60, sos=(2, 4), oshmpi=(2,))
@@ -164,3 +165,18 @@ def test_the_governor_ends_with_the_job():
         governor = j._governor
         assert governor.alive()
     governor.process.wait(2.0)
+
+
+def test_a_call_that_raised_on_one_pe_keeps_no_symmetric_object_alive(job):
+    """The board's wrapper is in the traceback of a call that raised on one PE only: had it kept the
+    call's arguments, that PE would keep an array the others free (a collective) when the next cell
+    rebinds its name, and the next cell's barriers would pair wrongly (a hang; found by the race
+    catalogue). Any shmem call's frames did so before the engine dropped them after every error."""
+    first = "tmp = shmem.zeros(1, dtype=np.int64)\nshmem.barrier_all()\nif me == 1:\n"
+    first += "    shmem.wait_until(tmp, 'sideways', 1)\n"
+    with pytest.raises(PEError, match="PE 1"):
+        job.run(first, timeout=20)
+    out = io.StringIO()
+    again = "tmp = shmem.zeros(1, dtype=np.int64)\nshmem.barrier_all()\nprint('paired')\nshmem.barrier_all()"
+    job.run(again, stdout=out, timeout=20)
+    assert "paired" in out.getvalue() and job.state == "running"

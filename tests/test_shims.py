@@ -28,7 +28,7 @@ def fake_shmem(version=(1, 4)):
 def test_the_table_is_ordered_and_named_once():
     names = [shim.name for shim in shims.SHIMS]
     assert names == ["numpy2_array", "numpy2_scalars", "missing", "pitfalls", "teams", "signals", "mistakes",
-                     "diagnostics"]
+                     "board", "diagnostics"]
     assert len(set(names)) == len(names)
     assert all(callable(s.applies) and callable(s.install) and s.adapts for s in shims.SHIMS)
 

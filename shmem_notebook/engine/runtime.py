@@ -51,6 +51,8 @@ def _after_cell(result):
         outcome="ok" if error is None else type(error).__name__,
         seconds=time.time() - last_cell["started"],
     )
+    if result.error_in_exec is not None:  # raised here, maybe not on the other PEs
+        drop_error_frames()
 
 
 def bind(shell):
@@ -96,10 +98,19 @@ def join(call):
 
 
 def released():
-    """After a cell was abandoned (``cells/stranded``): drop the last exception, whose frames may hold
-    symmetric arrays on some PEs and not others (shmem4py frees an array, collectively, when its last
-    reference goes: a frame kept on one PE would make a later rebinding free it there alone and
-    deadlock), then zero the emulated teams' half-done counts. Collective."""
+    """After a cell was abandoned (``cells/stranded``): drop the last exception's frames
+    (:func:`drop_error_frames`), then zero the emulated teams' half-done counts. Collective."""
+    drop_error_frames(forget=True)
+    shmem.barrier_all()
+    teams.reset()
+    return True
+
+
+def drop_error_frames(forget=False):
+    """Drop the locals of the last exception's frames, which may hold symmetric arrays on some PEs and
+    not others (shmem4py frees an array, collectively, when its last reference goes: a frame kept on
+    one PE would make a later rebinding free it there alone, and the PEs' barriers pair wrongly from
+    then on); ``forget``: the exception too (once the cell's reply was sent). Not collective."""
     shell = this_pe.shell
     last = getattr(shell, "last_execution_result", None)
     error = getattr(last, "error_in_exec", None)
@@ -118,11 +129,8 @@ def released():
             setattr(sys, name, None)
     if shell is not None:  # IPython keeps it too: for %debug, and in the last ExecutionResult
         shell.InteractiveTB.tb = None
-        if last is not None:
+        if last is not None and forget:
             last.error_in_exec = None
-    shmem.barrier_all()
-    teams.reset()
-    return True
 
 
 def _wait_for_connection_file(timeout):

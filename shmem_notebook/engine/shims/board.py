@@ -26,10 +26,9 @@ __all__ = ["NOTED", "SMALL", "install"]
 NOTED = tuple(
     name
     for name, op in CALLS.items()
-    if (op.kind == "sync" and name not in ("alloc", "free"))
-    or (op.kind == "wait" and name.startswith(("wait", "signal_wait")))
+    if name in ("barrier_all", "sync_all", "sync", "set_lock")
     or op.kind == "coll"
-    or name == "set_lock"
+    or (op.kind == "wait" and name.startswith(("wait", "signal_wait")))
 )
 #: a collective's target of more bytes than this moves data long enough to keep it running at full speed
 SMALL = 1 << 20
@@ -61,13 +60,22 @@ def install(shmem):
     def noted(original, small_only=False):
         @functools.wraps(original)
         def waiting(*args, **kwargs):
-            if board[me] or small_only and getattr(args[0] if args else kwargs.get("target"), "nbytes", 0) > SMALL:
-                return original(*args, **kwargs)  # inside a noted call already, or a large collective
-            board[me] = clock()
+            # not inside a noted call already, nor a large collective
+            noting = not board[me] and not (
+                small_only and getattr(args[0] if args else kwargs.get("target"), "nbytes", 0) > SMALL
+            )
+            if noting:
+                board[me] = clock()
             try:
                 return original(*args, **kwargs)
+            except BaseException:
+                # a traceback keeps this frame: not the call's symmetric objects, whose release
+                # (a signal's shmem_free) is collective and must happen on every PE alike
+                del args, kwargs
+                raise
             finally:
-                board[me] = 0
+                if noting:
+                    board[me] = 0
 
         return waiting
 
