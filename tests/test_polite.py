@@ -13,7 +13,7 @@ import pytest
 
 from conftest import job_fixture
 from shmem_notebook import CellStoppedError, PEError, rc
-from shmem_notebook.protocol import board_path
+from shmem_notebook.protocol import BOARD_STRIDE, board_path
 
 job = job_fixture(2, 4, heap="16M", timeout=60, sos=(2, 4), oshmpi=(2,))
 ARRAYS = ["flag=int64[1]", "dst=int64[4]", "src=int64[4]"]
@@ -53,7 +53,7 @@ def board(job):
     """The PEs' entries on the job's wait board: ``{pe: monotonic ns it entered a noted call, or 0}``."""
     with open(board_path(job._cluster.profile_dir, job._cluster.cluster_id), "rb") as f:
         entered = memoryview(f.read()).cast("q")
-    return {pe: entered[pe] for pe in range(job.n)}
+    return {pe: entered[pe * BOARD_STRIDE] for pe in range(job.n)}
 
 
 def run_measured(job, code, length=0.6):

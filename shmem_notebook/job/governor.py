@@ -43,9 +43,10 @@ _ALL_WAIT_NS = 1_000_000_000
 _STATS = 3  # cycles, ns the PEs were let run between stops, ns they were stopped
 
 
-def board_size(n):
-    """Bytes of a board for ``n`` PEs: entered[n], held[n], then the governor's counts."""
-    return 8 * (2 * n + _STATS)
+def board_size(n, stride):
+    """Bytes of a board for ``n`` PEs: an entry every ``stride`` int64 (written by the PEs), held[n]
+    (by the client), then the governor's counts."""
+    return 8 * (n * stride + n + _STATS)
 
 
 class Governor:
@@ -53,36 +54,39 @@ class Governor:
     ``pids``, ``{pe: pid}``, of a job of ``n`` PEs)."""
 
     def __init__(self, set_id, n, pids, path, after):
+        from ..protocol import BOARD_STRIDE
+
         self.set_id, self.n, self.pids, self.after_ms = set_id, n, dict(pids), after * 1000
+        size, self._held = board_size(n, BOARD_STRIDE), n * BOARD_STRIDE
         fd = os.open(path, os.O_RDWR)
         try:
-            if os.fstat(fd).st_size < board_size(n):
-                os.ftruncate(fd, board_size(n))
-            self._pages = mmap.mmap(fd, board_size(n))
+            if os.fstat(fd).st_size < size:
+                os.ftruncate(fd, size)
+            self._pages = mmap.mmap(fd, size)
         finally:
             os.close(fd)
         self._board = memoryview(self._pages).cast("q")
-        self._board[n:] = memoryview(bytes(8 * (n + _STATS))).cast("q")  # nobody held, no counts
+        self._board[self._held :] = memoryview(bytes(8 * (n + _STATS))).cast("q")  # nobody held, no counts
         pid_list = ",".join(f"{pe}:{pid}" for pe, pid in sorted(self.pids.items()))
         self.process = subprocess.Popen(
-            [sys.executable, "-S", os.path.abspath(__file__), path, str(n), pid_list, str(after)],
+            [sys.executable, "-S", os.path.abspath(__file__), path, str(n), pid_list, str(after), str(BOARD_STRIDE)],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=False,
         )
 
     @property
     def cycles(self):
         """How many times it stopped PEs."""
-        return self._board[2 * self.n]
+        return self._board[self._held + self.n]
 
     @property
     def ran(self):
         """Seconds the governed PEs were let run between stops."""
-        return self._board[2 * self.n + 1] / 1e9
+        return self._board[self._held + self.n + 1] / 1e9
 
     @property
     def slept(self):
         """Seconds the governed PEs were stopped."""
-        return self._board[2 * self.n + 2] / 1e9
+        return self._board[self._held + self.n + 2] / 1e9
 
     def serves(self, set_id):
         """Whether this governor still runs for engine set ``set_id``."""
@@ -91,7 +95,7 @@ class Governor:
     def hold(self, pes):
         """Stop ``pes`` for good: the governor will not wake them (:meth:`Job.pause`)."""
         for pe in pes:
-            self._board[self.n + pe] = 1
+            self._board[self._held + pe] = 1
         _send([self.pids[pe] for pe in pes if pe in self.pids], signal.SIGSTOP)
 
     def close(self, wait=0.0):
@@ -130,14 +134,15 @@ def _send(pids, signum):
 
 
 # -- the governor process --------------------------------------------------------------------
-def _govern(path, n, pids, after):
+def _govern(path, n, pids, after, stride):
     """Duty-cycle the PEs ``pids`` that wait long, until stdin closes or the PEs are gone."""
     with contextlib.suppress(OSError, AttributeError):  # on time where the user may (root, RLIMIT_RTPRIO)
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
     fd = os.open(path, os.O_RDWR)
-    pages = mmap.mmap(fd, board_size(n))
+    pages = mmap.mmap(fd, board_size(n, stride))
     os.close(fd)
     board = memoryview(pages).cast("q")
+    held, stats = n * stride, n * stride + n  # where the client's held flags and the counts are
     after_ns, stopped, woken, budget = int(after * 1e9), [], None, _Budget()
     stdin = sys.stdin.fileno()
 
@@ -147,14 +152,14 @@ def _govern(path, n, pids, after):
 
     def waiting_long():
         now = time.monotonic_ns()
-        entered = {pe: board[pe] for pe in pids if not board[n + pe]}
+        entered = {pe: board[pe * stride] for pe in pids if not board[held + pe]}
         if len(pids) == n and all(entered.values()) and max(entered.values(), default=0) >= now - _ALL_WAIT_NS:
             return []  # every PE is in the call: it may be a slow collective, not a wait for someone
         return [pe for pe, since in entered.items() if 0 < since < now - after_ns]
 
     def wake():
-        _send([pids[pe] for pe in stopped if not board[n + pe]], signal.SIGCONT)
-        _send([pids[pe] for pe in pids if board[n + pe]], signal.SIGSTOP)  # held ones stay stopped
+        _send([pids[pe] for pe in stopped if not board[held + pe]], signal.SIGCONT)
+        _send([pids[pe] for pe in pids if board[held + pe]], signal.SIGSTOP)  # held ones stay stopped
 
     try:
         while all(_exists(pid) for pid in pids.values()):
@@ -162,7 +167,7 @@ def _govern(path, n, pids, after):
             if not slow:
                 woken = None
                 budget.clear()
-                _send([pids[pe] for pe in pids if board[n + pe]], signal.SIGSTOP)  # however pause raced a wake
+                _send([pids[pe] for pe in pids if board[held + pe]], signal.SIGSTOP)  # however pause raced a wake
                 if not sleep(_IDLE_LOOK):
                     break
                 continue
@@ -170,7 +175,7 @@ def _govern(path, n, pids, after):
             stopped = slow
             t_stop = time.monotonic()
             ran = t_stop - woken if woken is not None else RUN
-            board[2 * n + 1] += int(ran * 1e9) if woken is not None else 0
+            board[stats + 1] += int(ran * 1e9) if woken is not None else 0
             # a late wake-up let them run longer, a PE with threads of its own (a progress thread)
             # used more than the time it ran: they sleep the longer for it
             over = max(budget.over(pe, pids[pe], t_stop) for pe in slow)
@@ -179,8 +184,8 @@ def _govern(path, n, pids, after):
             woken = time.monotonic()
             wake()
             stopped = []
-            board[2 * n] += 1
-            board[2 * n + 2] += int((woken - t_stop) * 1e9)
+            board[stats] += 1
+            board[stats + 2] += int((woken - t_stop) * 1e9)
             if not sleep(RUN):
                 break
     finally:
@@ -235,5 +240,6 @@ def _exists(pid):
 
 
 if __name__ == "__main__":
-    _path, _n, _pids, _after = sys.argv[1:5]
-    _govern(_path, int(_n), {int(pe): int(pid) for pe, pid in (p.split(":") for p in _pids.split(","))}, float(_after))
+    _path, _n, _pids, _after, _stride = sys.argv[1:6]
+    _pes = {int(pe): int(pid) for pe, pid in (p.split(":") for p in _pids.split(","))}
+    _govern(_path, int(_n), _pes, float(_after), int(_stride))
