@@ -28,7 +28,8 @@ from shmem_notebook import rc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEASURES = ("barrier_us", "wait_us", "cpu_share", "late_ms")
-_LOOP = "import time\nt = time.perf_counter()\nfor _ in range({iters}):\n    {call}\n(time.perf_counter() - t) / {iters} * 1e6"
+_LOOP = ("import time\nt = time.perf_counter()\nfor _ in range({iters}):\n    {call}\n"
+         "(time.perf_counter() - t) / {iters} * 1e6")
 _WAIT = ("import time\nif me == 0:\n    time.sleep({wait_s})\n    arrived = time.monotonic()\nshmem.barrier_all()\n"
          "left = time.monotonic()\nshmem.barrier_all()\narrived if me == 0 else left")
 

@@ -7,9 +7,9 @@ locks, and collectives on at most :data:`SMALL` bytes, which wait far longer tha
 each writes ``time.monotonic_ns()`` into this PE's slot of the wait board (a small file on this host,
 :func:`shmem_notebook.protocol.board_path`) on entry and 0 on return; the client's governor
 (:mod:`shmem_notebook.job.governor`) lets PEs that have waited long run only a little. A call costs
-one clock read and two stores more (``barrier_all`` and ``sync_all`` call the library themselves,
-in place of shmem4py's Python frame: about 0.05 us more; the others about 0.2 us); nothing happens when the board cannot be made
-or ``SHMEM_NOTEBOOK_POLITE_MS=0`` is in the PEs' environment.
+one clock read and two stores more: about 0.1 us (``barrier_all`` and ``sync_all`` call the library
+themselves, in place of shmem4py's Python frame), 0.2 us for the others. Nothing happens when the
+board cannot be made or ``SHMEM_NOTEBOOK_POLITE_MS=0`` is in the PEs' environment.
 """
 
 import functools
