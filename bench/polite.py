@@ -10,7 +10,8 @@ no board on the PEs, no governor), measured in turns, ``repeats`` times:
   for PE 0, which sleeps (from the PE's own /proc counters);
 - ``late_ms``: how long after PE 0 arrived PE 1 left that barrier (one host: one clock).
 
-Medians; ``python bench/polite.py [--quick]`` prints the table and writes bench/polite.json.
+Medians; ``python bench/polite.py [--quick] [--update-docs]`` prints the table, writes
+bench/polite.json and (``--update-docs``) the table of docs/waiting.md.
 """
 
 import argparse
@@ -111,17 +112,32 @@ def table(result):
     return "\n".join(lines)
 
 
+def update_page(path, text):
+    """Put ``text`` between the page's ``<!-- polite:start -->`` and ``<!-- polite:end -->``."""
+    with open(path) as fh:
+        page = fh.read()
+    head, rest = page.split("<!-- polite:start -->\n", 1)
+    _, tail = rest.split("<!-- polite:end -->", 1)
+    with open(path, "w") as fh:
+        fh.write(f"{head}<!-- polite:start -->\n{text}\n<!-- polite:end -->{tail}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="1 repeat, 200 iterations, 0.3 s waits")
     parser.add_argument("--out", default=os.path.join(HERE, "polite.json"))
+    parser.add_argument("--update-docs", action="store_true", help="write the table into docs/waiting.md")
     args = parser.parse_args(argv)
     params = dict(repeats=1, iters=200, wait_s=0.3) if args.quick else {}
     result = run(**params)
+    load = os.getloadavg()[0]
     print(table(result))
-    print(f"(load average at the end: {os.getloadavg()[0]:.2f})", file=sys.stderr)
+    print(f"(load average at the end: {load:.2f})", file=sys.stderr)
     with open(args.out, "w") as fh:
-        json.dump({"result": result, "params": params, "load_average_1min_end": os.getloadavg()[0]}, fh, indent=1)
+        json.dump({"result": result, "params": params, "load_average_1min_end": load}, fh, indent=1)
+    if args.update_docs and not args.quick:
+        stamp = f"{time.strftime('%Y-%m-%d')}, load average {load:.2f} at the end"
+        update_page(os.path.join(HERE, "..", "docs", "waiting.md"), f"{table(result)}\n\n({stamp})")
 
 
 if __name__ == "__main__":
