@@ -150,11 +150,22 @@ def _side_by_side(job, name, code, arrays, repeats, **extra):
     cpu, start = time.process_time(), time.perf_counter()
     found = analyse(traces, job.n)
     analysis_s, analysis_cpu_s = time.perf_counter() - start, time.process_time() - cpu
-    row = {"workload": name, "n": job.n, "repeats": repeats, "untraced_s": median(walls[False]), "traced_s": median(walls[True]),
-           "analysis_s": analysis_s, "analysis_cpu_s": analysis_cpu_s,
-           "events": sum(len(t["events"]) for t in traces.values()), "ops": sum(t["ops"] for t in traces.values()),
-           "capped": found.checked is not None, "races": len(found.races), "verdict": verdict,
-           "load_average_1min": round(os.getloadavg()[0], 2), **extra}
+    row = {
+        "workload": name,
+        "n": job.n,
+        "repeats": repeats,
+        "untraced_s": median(walls[False]),
+        "traced_s": median(walls[True]),
+        "analysis_s": analysis_s,
+        "analysis_cpu_s": analysis_cpu_s,
+        "events": sum(len(t["events"]) for t in traces.values()),
+        "ops": sum(t["ops"] for t in traces.values()),
+        "capped": found.checked is not None,
+        "races": len(found.races),
+        "verdict": verdict,
+        "load_average_1min": round(os.getloadavg()[0], 2),
+        **extra,
+    }
     row["ratio"] = row["traced_s"] / row["untraced_s"]
     return row
 

@@ -57,7 +57,11 @@ def startup_tables(st):
     idle = st["idle"]
     names = {"shmem_notebook": "shmem_notebook", "ipp_local_tuned": "ipp local tuned",
              "ipp_local_default": "ipp local defaults", "ipp_mpi_tuned": "ipp MPI tuned"}
-    irows = [[label, f(idle[k]["cpu_percent"], 1), f(idle[k]["engine_rss_mib"], 1)] for k, label in names.items() if k in idle]
+    irows = [
+        [label, f(idle[k]["cpu_percent"], 1), f(idle[k]["engine_rss_mib"], 1)]
+        for k, label in names.items()
+        if k in idle
+    ]
     text += [f"\n**Idle**, {idle['n']} engines, {idle['seconds']:g} s: CPU of controller + launcher + engines "
              "(% of one core) and RSS of one idle engine.\n",
              table(["running job", "idle CPU %", "engine RSS MiB"], irows)]
@@ -67,18 +71,35 @@ def startup_tables(st):
     prows += [[f"stop: {k}", f(v)] for k, v in prof["stop"].items()]
     prows += [[f"plain: {k}", f(v)] for k, v in prof["plain_processes"].items()]
     prows += [[f"experiment: {k}", f(v)] for k, v in prof.get("experiments", {}).items()]
-    text += [f"\n**Where `%shmem start` goes**, {prof['n']} PEs, median seconds per step (steps of the real "
-             "code path, timed by wrapping them; *wait for controller files* is part of the step that calls it; "
-             "*plain* = the same PEs without ipyparallel"
-             + ("; *experiment* = start-to-ready of the same cluster with one change, side by side" if prof.get("experiments") else "")
-             + ").\n",
-             table(["step", "seconds"], prows)]
+    text += [
+        f"\n**Where `%shmem start` goes**, {prof['n']} PEs, median seconds per step (steps of the real "
+        "code path, timed by wrapping them; *wait for controller files* is part of the step that calls it; "
+        "*plain* = the same PEs without ipyparallel"
+        + (
+            "; *experiment* = start-to-ready of the same cluster with one change, side by side"
+            if prof.get("experiments")
+            else ""
+        )
+        + ").\n",
+        table(["step", "seconds"], prows),
+    ]
     return "\n".join(text)
 
 
 def dispatch_table(dp):
-    rows = [[r["n"], f(r["pxshmem_ms"]), f(r["px_ms"]), f"{r['ratio_magic']:.2f}x", f(r["job_run_ms"]),
-             f(r["view_execute_ms"]), f"{r['ratio_api']:.2f}x", verdict(met("dispatch", r["ratio_magic"]))] for r in dp["rows"]]
+    rows = [
+        [
+            r["n"],
+            f(r["pxshmem_ms"]),
+            f(r["px_ms"]),
+            f"{r['ratio_magic']:.2f}x",
+            f(r["job_run_ms"]),
+            f(r["view_execute_ms"]),
+            f"{r['ratio_api']:.2f}x",
+            verdict(met("dispatch", r["ratio_magic"])),
+        ]
+        for r in dp["rows"]
+    ]
     return (f"**Dispatch**: a no-op cell, round trip in ms, median of {dp['cells']} (interleaved, same engines).\n\n"
             + table(["PEs", "`%%pxshmem`", "`%%px`", "ratio", "`job.run`", "`view.execute`", "ratio",
                      f"goal <= {BY_ID['dispatch'].limit}x (magics)"], rows))
@@ -91,7 +112,11 @@ def datapath_table(data):
         for op in ("put", "get"):
             impls = ("cell", "script", "c", "ompidefault")
             if size == 8:
-                cells = [f"{row['seconds'][f'{impl}_{op}'] * 1e6:.2f} us" for impl in impls if f"{impl}_{op}" in row["seconds"]]
+                cells = [
+                    f"{row['seconds'][f'{impl}_{op}'] * 1e6:.2f} us"
+                    for impl in impls
+                    if f"{impl}_{op}" in row["seconds"]
+                ]
                 copies = [f"{row['seconds']['c_memcpy'] * 1e6:.3f} us", f"{row['seconds']['numpy_copy'] * 1e6:.3f} us"]
             else:
                 cells = [f"{row['gbps'][f'{impl}_{op}']:.2f}" for impl in impls if f"{impl}_{op}" in row["gbps"]]
@@ -99,13 +124,28 @@ def datapath_table(data):
             r = cell_vs_script(row, op, "cell")
             rows.append([op, size_text(size), *cells, *copies, f"{r:.2f}x", f"{cell_vs_script(row, op, 'c'):.2f}x",
                          verdict(met("datapath", r))])
-    return ("**Data path**, PE 0 -> PE 1 of 2 PEs: latency at 8 B (us per operation), else bandwidth in GB/s "
-            f"(10^9 B/s); put = put + quiet; median over {data['rounds']} interleaved rounds x {data['repeats']} "
-            "repeats. Script and C run with the environment the launcher gives the PEs; *script, Open MPI "
-            "defaults* without its transport settings. memcpy and NumPy copies are local: the machine's limit.\n\n"
-            + table(["op", "size", "`%%pxshmem` cell", "plain oshrun script", "C (oshcc)",
-                     *(["script, Open MPI defaults"] if "ompidefault_put" in data["rows"][0]["seconds"] else []),
-                     "memcpy (C)", "NumPy copy", "cell / script", "C / script", f"goal >= {BY_ID['datapath'].limit}x"], rows))
+    return (
+        "**Data path**, PE 0 -> PE 1 of 2 PEs: latency at 8 B (us per operation), else bandwidth in GB/s "
+        f"(10^9 B/s); put = put + quiet; median over {data['rounds']} interleaved rounds x {data['repeats']} "
+        "repeats. Script and C run with the environment the launcher gives the PEs; *script, Open MPI "
+        "defaults* without its transport settings. memcpy and NumPy copies are local: the machine's limit.\n\n"
+        + table(
+            [
+                "op",
+                "size",
+                "`%%pxshmem` cell",
+                "plain oshrun script",
+                "C (oshcc)",
+                *(["script, Open MPI defaults"] if "ompidefault_put" in data["rows"][0]["seconds"] else []),
+                "memcpy (C)",
+                "NumPy copy",
+                "cell / script",
+                "C / script",
+                f"goal >= {BY_ID['datapath'].limit}x",
+            ],
+            rows,
+        )
+    )
 
 
 def inspector_table(insp):
@@ -117,17 +157,34 @@ def inspector_table(insp):
                      f"{r['payload_bytes'] / KiB:.0f} KiB", f(r["gather_s"]), size_text(r["gather_bytes"]),
                      verdict(met("inspector_payload", r["payload_bytes"] / MiB)
                              and (r["array_bytes"] != 8 * MiB or met("inspector_refresh", refresh_seconds(r))))])
-    return (f"**Inspector**, {insp['n']} PEs, one float64 array per PE, median of {insp['repeats']}: "
-            "one widget refresh (gather + redraw), the gathering alone and the bytes the PEs sent, against "
-            "`%shmem gather` of the whole array.\n\n"
-            + table(["array per PE", "refresh s", "gather_snapshot s", "payload", "`%shmem gather` s",
-                     "gather moves", f"goal (<= {BY_ID['inspector_payload'].limit} MiB; < {BY_ID['inspector_refresh'].limit} s at 8 MiB)"], rows))
+    return (
+        f"**Inspector**, {insp['n']} PEs, one float64 array per PE, median of {insp['repeats']}: "
+        "one widget refresh (gather + redraw), the gathering alone and the bytes the PEs sent, against "
+        "`%shmem gather` of the whole array.\n\n"
+        + table(
+            [
+                "array per PE",
+                "refresh s",
+                "gather_snapshot s",
+                "payload",
+                "`%shmem gather` s",
+                "gather moves",
+                f"goal (<= {BY_ID['inspector_payload'].limit} MiB; < {BY_ID['inspector_refresh'].limit} s at 8 MiB)",
+            ],
+            rows,
+        )
+    )
 
 
 def memory_table(mem, startup=None):
     rows = [[f"idle PE ({mem['n']} PEs), median", f(mem["pe_rss_median_mib"], 1)]]
     if startup and "ipp_local_tuned" in startup["idle"]:
-        rows.append(["idle ipyparallel engine (local, no OpenSHMEM)", f(startup["idle"]["ipp_local_tuned"]["engine_rss_mib"], 1)])
+        rows.append(
+            [
+                "idle ipyparallel engine (local, no OpenSHMEM)",
+                f(startup["idle"]["ipp_local_tuned"]["engine_rss_mib"], 1),
+            ]
+        )
     rows += [["client (IPython shell) before `%shmem start`", f(mem["client_rss_before_start_mib"], 1)],
              ["client after start", f(mem["client_rss_after_start_mib"], 1)],
              [f"client after {mem['cells']} `%%pxshmem` cells", f(mem["client_rss_after_cells_mib"], 1)],
@@ -140,14 +197,26 @@ def memory_table(mem, startup=None):
 def races_table(races):
     names = {"puts": f"(a) {races['puts']:,} 8-byte puts + barrier",
              "stencil": f"(b) 1-D stencil, {races['size']:,} elements per PE, halo puts, {races['sweeps']} sweeps"}
-    rows = [[names[r["workload"]], f(r["untraced_s"], 3), f(r["traced_s"], 3), f"{r['ratio']:.2f}x",
-             f(r["untraced_loop_s"] * 1e3, 1), f(r["traced_loop_s"] * 1e3, 1), f"{r['loop_ratio']:.1f}x"] for r in races["rows"]]
-    return (f"**Race check**, {races['n']} PEs, median of {races['repeats']} interleaved runs: the whole `job.run` "
-            f"(s) with and without `race=True`, and the loop alone timed inside the cell (ms). The put loop's "
-            f"{races['put_loop_ops']:,} recorded operations came back as {races['put_loop_events']} events "
-            f"({races['put_loop_payload_bytes']:,} bytes) after summarising by ranges.\n\n"
-            + table(["cell", "untraced s", "traced s", "ratio", "loop untraced ms", "loop traced ms", "loop ratio"], rows)
-            + loops_table(races))
+    rows = [
+        [
+            names[r["workload"]],
+            f(r["untraced_s"], 3),
+            f(r["traced_s"], 3),
+            f"{r['ratio']:.2f}x",
+            f(r["untraced_loop_s"] * 1e3, 1),
+            f(r["traced_loop_s"] * 1e3, 1),
+            f"{r['loop_ratio']:.1f}x",
+        ]
+        for r in races["rows"]
+    ]
+    return (
+        f"**Race check**, {races['n']} PEs, median of {races['repeats']} interleaved runs: the whole `job.run` "
+        f"(s) with and without `race=True`, and the loop alone timed inside the cell (ms). The put loop's "
+        f"{races['put_loop_ops']:,} recorded operations came back as {races['put_loop_events']} events "
+        f"({races['put_loop_payload_bytes']:,} bytes) after summarising by ranges.\n\n"
+        + table(["cell", "untraced s", "traced s", "ratio", "loop untraced ms", "loop traced ms", "loop ratio"], rows)
+        + loops_table(races)
+    )
 
 
 def loops_table(races):
@@ -162,19 +231,25 @@ def loops_table(races):
                      f(r["analysis_s"], 2), f(r["analysis_cpu_s"], 2), f"{r['events']:,}", r["verdict"]])
     load = ", ".join(f"{r['load_average_1min']}" for r in races["loops"] if "load_average_1min" in r)
     stencil = next((r for r in races["loops"] if r["workload"] == "stencil_loop" and r.get("repeats")), None)
-    return ("\n\nThe loops of issue 20, median of interleaved runs"
-            + (f" ({stencil['repeats']} of the stencil)" if stencil else "")
-            + ": the whole `job.run` untraced and traced, the "
-            "analysis alone on the same cell's traces (wall and CPU s), the events the PEs sent and the traced cell's "
-            f"verdict (1-minute load average after each row: {load or '-'}"
-            + (f"; measured {races['loops_date']}, apart from the rest of the section" if races.get("loops_date") else "")
-            + ").\n\n"
-            + table(["cell", "PEs", "untraced s", "traced s", "ratio", "analysis s", "analysis CPU s", "events",
-                     "verdict"], rows)
-            + "".join(f"\n\nThe worst case of the same puts, every put its own event (no summary): {r['events']:,} events "
-                      f"analysed in {r['analysis_s']:.2f} s ({r['analysis_cpu_s']:.2f} s CPU)."
-                      for r in races.get("synthetic", [])[-1:])
-            + waits_table(races.get("waits")))
+    return (
+        "\n\nThe loops of issue 20, median of interleaved runs"
+        + (f" ({stencil['repeats']} of the stencil)" if stencil else "")
+        + ": the whole `job.run` untraced and traced, the "
+        "analysis alone on the same cell's traces (wall and CPU s), the events the PEs sent and the traced cell's "
+        f"verdict (1-minute load average after each row: {load or '-'}"
+        + (f"; measured {races['loops_date']}, apart from the rest of the section" if races.get("loops_date") else "")
+        + ").\n\n"
+        + table(
+            ["cell", "PEs", "untraced s", "traced s", "ratio", "analysis s", "analysis CPU s", "events", "verdict"],
+            rows,
+        )
+        + "".join(
+            f"\n\nThe worst case of the same puts, every put its own event (no summary): {r['events']:,} events "
+            f"analysed in {r['analysis_s']:.2f} s ({r['analysis_cpu_s']:.2f} s CPU)."
+            for r in races.get("synthetic", [])[-1:]
+        )
+        + waits_table(races.get("waits"))
+    )
 
 
 def waits_table(rows):
@@ -182,12 +257,33 @@ def waits_table(rows):
     if not rows:
         return ""
     names = {"ping_pong": "flag ping-pong (set, wait ==)", "credit_ring": "two-slot credit ring (counters, wait >=)"}
-    body = [[names[r["workload"]], f"{r['rounds']:,}", f(r["condition_s"], 3), f(r["observed_s"], 3),
-             f"{r['observed_s'] / r['condition_s']:.2f}", f"{r['condition_races']} / {r['observed_races']}"] for r in rows]
-    return ("\n\nWait-heavy protocols (`bench/race_traces.py`, race-free), the analysis alone, median of 3: the rule "
-            "that orders a wait after the writes its condition requires, beside the rule it replaced (after the writes "
-            "whose values the wait saw: the same traces without the waits' conditions).\n\n"
-            + table(["protocol", "rounds", "condition rule s", "observed-value rule s", "observed / condition", "races found (condition / observed)"], body))
+    body = [
+        [
+            names[r["workload"]],
+            f"{r['rounds']:,}",
+            f(r["condition_s"], 3),
+            f(r["observed_s"], 3),
+            f"{r['observed_s'] / r['condition_s']:.2f}",
+            f"{r['condition_races']} / {r['observed_races']}",
+        ]
+        for r in rows
+    ]
+    return (
+        "\n\nWait-heavy protocols (`bench/race_traces.py`, race-free), the analysis alone, median of 3: the rule "
+        "that orders a wait after the writes its condition requires, beside the rule it replaced (after the writes "
+        "whose values the wait saw: the same traces without the waits' conditions).\n\n"
+        + table(
+            [
+                "protocol",
+                "rounds",
+                "condition rule s",
+                "observed-value rule s",
+                "observed / condition",
+                "races found (condition / observed)",
+            ],
+            body,
+        )
+    )
 
 
 def scale_table(sc):
@@ -201,14 +297,22 @@ def scale_table(sc):
     def ratio(label, a, b):
         return [label] + [f"{r[a] / r[b]:.2f}x" if r.get(a) and r.get(b) else "-" for r in sc["rows"]]
 
-    rows = [line("`%shmem start` s", "start"), line("`%shmem restart` s", "restart"),
-            line("restart after a crash s", "restart_crash"), line("oshrun floor s", "floor"),
-            line("ipp MPI launcher (tuned) s", "ipp_mpi"), ratio("start / floor", "start", "floor"),
-            ratio("restart / start", "restart", "start"), ratio("restart after crash / start", "restart_crash", "start"),
-            line("no-op `%%pxshmem` ms", "pxshmem_ms"), line("`DirectView.execute` ms", "view_execute_ms"),
-            ratio("`%%pxshmem` / execute", "pxshmem_ms", "view_execute_ms"),
-            line(f"`%shmem gather` {size_text(sc['curve_gather_bytes'])}/PE ms", "gather_s", scale=1e3),
-            line("`DirectView.pull` + stack ms", "pull_s", scale=1e3), ratio("gather / pull", "gather_s", "pull_s")]
+    rows = [
+        line("`%shmem start` s", "start"),
+        line("`%shmem restart` s", "restart"),
+        line("restart after a crash s", "restart_crash"),
+        line("oshrun floor s", "floor"),
+        line("ipp MPI launcher (tuned) s", "ipp_mpi"),
+        ratio("start / floor", "start", "floor"),
+        ratio("restart / start", "restart", "start"),
+        ratio("restart after crash / start", "restart_crash", "start"),
+        line("no-op `%%pxshmem` ms", "pxshmem_ms"),
+        line("`DirectView.execute` ms", "view_execute_ms"),
+        ratio("`%%pxshmem` / execute", "pxshmem_ms", "view_execute_ms"),
+        line(f"`%shmem gather` {size_text(sc['curve_gather_bytes'])}/PE ms", "gather_s", scale=1e3),
+        line("`DirectView.pull` + stack ms", "pull_s", scale=1e3),
+        ratio("gather / pull", "gather_s", "pull_s"),
+    ]
     when = f" (measured {sc['measured']}, in a run of its own)" if sc.get("measured") else ""
     text = (f"**Scale**{when}, 1 to {max(cols)} PEs in one run: medians of {sc['repeats']} at up to 4 PEs, of 2 above "
             f"(no-op cells: median of {sc['cells']}). Floor = `oshrun -n N python -c 'from shmem4py import shmem; "
@@ -219,25 +323,41 @@ def scale_table(sc):
         text += f"\n\nAt {r['n']} PEs nothing could be measured: {r['error']}"
     g, o = sc.get("gather"), sc.get("output")
     if g:
-        text += (f"\n\n`%shmem gather` of {size_text(g['bytes_per_pe'])} per PE at {g['n']} PEs: {g['ours_s']:.2f} s = "
-                 f"{g['ours_gbps']:.2f} GB/s (`DirectView.pull` + `np.stack`: {g['pull_gbps']:.2f} GB/s; NumPy copy in "
-                 f"the client: {g['numpy_copy_gbps']:.2f} GB/s into memory already touched"
-                 + (f", {g['numpy_fresh_copy_gbps']:.2f} GB/s for `.copy()` of all {g['n']} PEs' bytes into new memory, "
-                    "as any gather's result is" if "numpy_fresh_copy_gbps" in g else "")
-                 + f"). Route taken: {GATHER_ROUTES.get(g.get('route'), g.get('route', 'file'))}"
-                 + (f" The file route (`SHMEM_NOTEBOOK_GATHER=file`: each PE writes its array, from symmetric "
-                    f"memory, at its offset in one file in `/dev/shm` that the result maps; one copy, into new tmpfs "
-                    f"pages): {g['file_s']:.2f} s = {g['file_gbps']:.2f} GB/s." if "file_s" in g else "")
-                 + " `SHMEM_NOTEBOOK_GATHER=pickle`, the message path, copies on the PE, in zmq's receive in the "
-                 "controller and the client, and in `np.stack`: about the `DirectView.pull` figure.")
+        text += (
+            f"\n\n`%shmem gather` of {size_text(g['bytes_per_pe'])} per PE at {g['n']} PEs: {g['ours_s']:.2f} s = "
+            f"{g['ours_gbps']:.2f} GB/s (`DirectView.pull` + `np.stack`: {g['pull_gbps']:.2f} GB/s; NumPy copy in "
+            f"the client: {g['numpy_copy_gbps']:.2f} GB/s into memory already touched"
+            + (
+                f", {g['numpy_fresh_copy_gbps']:.2f} GB/s for `.copy()` of all {g['n']} PEs' bytes into new memory, "
+                "as any gather's result is"
+                if "numpy_fresh_copy_gbps" in g
+                else ""
+            )
+            + f"). Route taken: {GATHER_ROUTES.get(g.get('route'), g.get('route', 'file'))}"
+            + (
+                f" The file route (`SHMEM_NOTEBOOK_GATHER=file`: each PE writes its array, from symmetric "
+                f"memory, at its offset in one file in `/dev/shm` that the result maps; one copy, into new tmpfs "
+                f"pages): {g['file_s']:.2f} s = {g['file_gbps']:.2f} GB/s."
+                if "file_s" in g
+                else ""
+            )
+            + " `SHMEM_NOTEBOOK_GATHER=pickle`, the message path, copies on the PE, in zmq's receive in the "
+            "controller and the client, and in `np.stack`: about the `DirectView.pull` figure."
+        )
     if o:
-        text += (f"\n\n{o['lines']:,} printed lines per PE at {o['n']} PEs (median of {o.get('repeats', 1)}): "
-                 f"`%%pxshmem` {o['pxshmem_s']:.2f} s, "
-                 f"`%%px` {o['px_s']:.2f} s; every line arrived in order per PE: {'yes' if o['complete'] else 'NO'}"
-                 + (f" (`%%px` showed as few as {o['px_fewest_lines']:,} of the {o['lines'] * o['n']:,} lines whole: it "
-                    "shows output in chunks as they come, and a chunk can end mid-line, the line's rest following "
-                    "under the same PE's next header, after other PEs' output)"
-                    if o.get("px_fewest_lines", o["lines"] * o["n"]) < o["lines"] * o["n"] else "") + ".")
+        text += (
+            f"\n\n{o['lines']:,} printed lines per PE at {o['n']} PEs (median of {o.get('repeats', 1)}): "
+            f"`%%pxshmem` {o['pxshmem_s']:.2f} s, "
+            f"`%%px` {o['px_s']:.2f} s; every line arrived in order per PE: {'yes' if o['complete'] else 'NO'}"
+            + (
+                f" (`%%px` showed as few as {o['px_fewest_lines']:,} of the {o['lines'] * o['n']:,} lines whole: it "
+                "shows output in chunks as they come, and a chunk can end mid-line, the line's rest following "
+                "under the same PE's next header, after other PEs' output)"
+                if o.get("px_fewest_lines", o["lines"] * o["n"]) < o["lines"] * o["n"]
+                else ""
+            )
+            + "."
+        )
     return text
 
 
@@ -250,7 +370,8 @@ def slurm_table(sl):
     return (f"**Slurm: submission to ready**, {sl['n']} PEs in a batch job (`start(n={sl['n']}, slurm=True, "
             f"nodes=K)`), median of {sl['repeats']}, seconds, on a private Slurm whose nodes n1, n2 are this host "
             f"(`tests/slurm_cluster.py`). *sbatch*: the local batchjob process starting and submitting; *queued*: "
-            f"until it saw RUNNING (it asks `squeue` once a second); *PEs*: the PEs starting and registering (`-` where every repeat was ready before RUNNING was seen). "
+            f"until it saw RUNNING (it asks `squeue` once a second); *PEs*: the PEs starting and registering "
+            f"(`-` where every repeat was ready before RUNNING was seen). "
             f"The first job after `slurmctld` started took {f(first['total'])} s ({f(first['queued'])} s queued).\n\n"
             + table(["nodes", "submit to ready", "sbatch", "queued", "PEs", "stop", "same PEs on this host",
                      "ratio"], rows))
@@ -372,7 +493,9 @@ def libraries_tables(lib):
 
 
 def goals_table(gs):
-    return "**Goals**\n\n" + table(["goal", "measured", "result"], [[g["goal"], g["measured"], verdict(g["ok"])] for g in gs])
+    return "**Goals**\n\n" + table(
+        ["goal", "measured", "result"], [[g["goal"], g["measured"], verdict(g["ok"])] for g in gs]
+    )
 
 
 def markdown(results):
@@ -573,11 +696,30 @@ def plot_races(races, axes):
 def plot_scale(sc, axes):
     """Third row: cost against PEs, log-log, ours (solid) beside the baselines (dashed)."""
     panels = [
-        ("Start and restart vs PEs", "seconds", [("start", "%shmem start", "-o"), ("restart", "%shmem restart", "-s"),
-                                                  ("restart_crash", "restart after a crash", "-^"),
-                                                  ("floor", "oshrun floor", "--x"), ("ipp_mpi", "ipp MPI launcher", "--d")], 1),
-        ("No-op cell vs PEs", "ms", [("pxshmem_ms", "%%pxshmem", "-o"), ("view_execute_ms", "DirectView.execute", "--d")], 1),
-        ("Gather vs PEs", "ms", [("gather_s", "%shmem gather", "-o"), ("pull_s", "DirectView.pull + stack", "--d")], 1e3),
+        (
+            "Start and restart vs PEs",
+            "seconds",
+            [
+                ("start", "%shmem start", "-o"),
+                ("restart", "%shmem restart", "-s"),
+                ("restart_crash", "restart after a crash", "-^"),
+                ("floor", "oshrun floor", "--x"),
+                ("ipp_mpi", "ipp MPI launcher", "--d"),
+            ],
+            1,
+        ),
+        (
+            "No-op cell vs PEs",
+            "ms",
+            [("pxshmem_ms", "%%pxshmem", "-o"), ("view_execute_ms", "DirectView.execute", "--d")],
+            1,
+        ),
+        (
+            "Gather vs PEs",
+            "ms",
+            [("gather_s", "%shmem gather", "-o"), ("pull_s", "DirectView.pull + stack", "--d")],
+            1e3,
+        ),
     ]
     for ax, (title, unit, series, scale) in zip(axes, panels):
         if not sc:

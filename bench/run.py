@@ -54,14 +54,29 @@ FULL = {
                       iters=1000, coll_iters=300, budget=1.0),
 }
 QUICK = {
-    "startup": dict(ns=[2], repeats=1, idle_seconds=0.5, profile_repeats=0, variants=["ipp_local_tuned", "ipp_mpi_tuned"]),
+    "startup": dict(
+        ns=[2], repeats=1, idle_seconds=0.5, profile_repeats=0, variants=["ipp_local_tuned", "ipp_mpi_tuned"]
+    ),
     "dispatch": dict(ns=[2], cells=3),
     "datapath": dict(rounds=1, repeats=1, scale=0.01),
     "inspector": dict(n=2, sizes=[1 << 10, 1 << 20], repeats=1),
     "memory": dict(n=2, cells=5),
-    "races": dict(n=2, puts=200, size=1000, sweeps=2, repeats=1,
-                  loops=dict(stencil_iterations=5, stencil_pes=2, scattered=(500,), big=0, repeats=1,
-                             stencil_repeats=1, wait_rounds=(20,))),
+    "races": dict(
+        n=2,
+        puts=200,
+        size=1000,
+        sweeps=2,
+        repeats=1,
+        loops=dict(
+            stencil_iterations=5,
+            stencil_pes=2,
+            scattered=(500,),
+            big=0,
+            repeats=1,
+            stencil_repeats=1,
+            wait_rounds=(20,),
+        ),
+    ),
     "scale": dict(ns=[2], repeats=1, cells=2, big_gather=1 << 20, curve_gather=1 << 16, detail_n=2),
     "slurm": dict(n=2, nodes=[1], repeats=1),
     "libraries": dict(ns=[2], repeats=1, sizes=[8, 1 << 20], blocks=[8], iters=20, coll_iters=10, budget=0.2),

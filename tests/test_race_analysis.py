@@ -5,14 +5,12 @@ import io
 import os
 import sys
 
-import pytest
-
 from shmem_notebook.analysis.races import analyse, find_races
 from shmem_notebook.cells import race as race_stage
 from shmem_notebook.cells.result import CellResult
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
-import race_traces  # noqa: E402
+import race_traces
 
 A = [["A", "sym", 0, 64, 8, 0], ["buf", "priv", 1000, 1008, 8, 1]]
 
@@ -113,7 +111,13 @@ class _Job:
     """What the race stage reads of a job."""
 
     def __init__(self, traces):
-        self.n, self.traces, self.history, self.pes, self.stage_state = 2, traces, [], {0: {"pid": 1}, 1: {"pid": 2}}, {}
+        self.n, self.traces, self.history, self.pes, self.stage_state = (
+            2,
+            traces,
+            [],
+            {0: {"pid": 1}, 1: {"pid": 2}},
+            {},
+        )
 
 
 

@@ -56,18 +56,26 @@ shmem.barrier_all()
 
 
 def test_even_and_odd_elements_do_not_race(job2):
-    code = STRIDED.format(local="A[::2] = 5", remote="shmem.iput(A[1:], np.ones(10, dtype=np.int64), 0, tst=2, sst=1, size=10)")
+    code = STRIDED.format(
+        local="A[::2] = 5", remote="shmem.iput(A[1:], np.ones(10, dtype=np.int64), 0, tst=2, sst=1, size=10)"
+    )
     assert _races(job2, code) == []
-    code = STRIDED.format(local="A[1::2] = 5", remote="shmem.iget(np.zeros(10, dtype=np.int64), A, 0, tst=1, sst=2, size=10)")
+    code = STRIDED.format(
+        local="A[1::2] = 5", remote="shmem.iget(np.zeros(10, dtype=np.int64), A, 0, tst=1, sst=2, size=10)"
+    )
     assert _races(job2, code) == []
 
 
 def test_strided_accesses_race_where_they_meet_only(job2):
-    code = STRIDED.format(local="A[::2] = 5", remote="shmem.iput(A, np.ones(4, dtype=np.int64), 0, tst=3, sst=1, size=4)")
+    code = STRIDED.format(
+        local="A[::2] = 5", remote="shmem.iput(A, np.ones(4, dtype=np.int64), 0, tst=3, sst=1, size=4)"
+    )
     (race,) = _races(job2, code)  # elements 0, 3, 6, 9 against the even ones: 0 and 6
     assert race.array == "A" and race.indices == (range(0, 7, 6),)
     assert str(race).startswith("RACE A[0] and [6] on PE 0: PE 0 line 3 store (write) / PE 1 line 5 iput (write)")
-    code = STRIDED.format(local="A[1::2] = 5", remote="shmem.iget(np.zeros(5, dtype=np.int64), A, 0, tst=1, sst=4, size=5)")
+    code = STRIDED.format(
+        local="A[1::2] = 5", remote="shmem.iget(np.zeros(5, dtype=np.int64), A, 0, tst=1, sst=4, size=5)"
+    )
     assert _races(job2, code) == []  # reads 0, 4, 8, 12, 16: none odd
 
 

@@ -7,12 +7,11 @@ import time
 import pytest
 
 import shmem_notebook
-from shmem_notebook import Access, PEError, Race
-from shmem_notebook.analysis.races import find_races
-
 from conftest import job_fixture, needs_oshmpi, needs_sos, running_job
 from race_catalogue import ARRAYS, CASES, RESET
 from race_fixes import check_each_fix, notebook_race_cells
+from shmem_notebook import Access, PEError, Race
+from shmem_notebook.analysis.races import find_races
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -54,7 +53,13 @@ def _run_catalogue(job, spec="1.4"):
         named = [r for r in result.races if {a.line for a in r.accesses} == want]
         if case.pending:  # run, not scored; says when the verdict became right
             right = bool(named) if case.race else not result.races
-            rows.append((case, None, ("now right, score it: " if right else "") + ("; ".join(map(str, result.races)) or "no race")))
+            rows.append(
+                (
+                    case,
+                    None,
+                    ("now right, score it: " if right else "") + ("; ".join(map(str, result.races)) or "no race"),
+                )
+            )
             continue
         if case.race:
             ok = bool(named)
@@ -66,7 +71,15 @@ def _run_catalogue(job, spec="1.4"):
     precision = tp / (tp + fp) if tp + fp else 1.0
     recall = tp / (tp + fn) if tp + fn else 1.0
     accuracy = (tp + tn) / (tp + tn + fp + fn)
-    return rows, {"tp": tp, "fp": fp, "tn": tn, "fn": fn, "precision": precision, "recall": recall, "accuracy": accuracy}
+    return rows, {
+        "tp": tp,
+        "fp": fp,
+        "tn": tn,
+        "fn": fn,
+        "precision": precision,
+        "recall": recall,
+        "accuracy": accuracy,
+    }
 
 
 @pytest.mark.pe
@@ -84,7 +97,8 @@ def test_catalogue(npes, library):
              for case, ok, detail in rows if ok is False]
     pending = [f"{case.name} (race={case.race}; {case.pending}): {detail}" for case, ok, detail in rows if ok is None]
     print(
-        f"\nrace catalogue on {name} (OpenSHMEM {spec}) at {npes} PEs: {len(rows) - len(pending)} cases in {seconds:.1f} s; "
+        f"\nrace catalogue on {name} (OpenSHMEM {spec}) at {npes} PEs: "
+        f"{len(rows) - len(pending)} cases in {seconds:.1f} s; "
         f"precision {scores['precision']:.2f}, recall {scores['recall']:.2f}, accuracy {scores['accuracy']:.2f} "
         f"(tp {scores['tp']}, fp {scores['fp']}, tn {scores['tn']}, fn {scores['fn']})"
     )
@@ -158,7 +172,9 @@ def test_issue_example_report(job2):
     (race,) = result.races
     assert race.array == "remote" and race.pe == 1 and race.indices == (range(0, 1),)
     assert race.accesses == (Access(0, 4, "put", "write", (0,)), Access(1, 6, "load", "read", (1,)))
-    assert str(race).startswith("RACE remote[0] on PE 1: PE 0 line 4 put (write) / PE 1 line 6 load (read) are unordered; ")
+    assert str(race).startswith(
+        "RACE remote[0] on PE 1: PE 0 line 4 put (write) / PE 1 line 6 load (read) are unordered; "
+    )
     assert "barrier_all" in race.hint
     text = out.getvalue()
     assert str(race) in text
@@ -204,6 +220,7 @@ def test_race_is_public():
 def test_magics(capsys):
     """`%shmem race on|off` and `%%pxshmem --race` in a real IPython shell."""
     from IPython.core.error import UsageError
+
     from conftest import ipython_shell
 
     shmem_notebook.job._current = None
@@ -313,8 +330,10 @@ def test_capped_trace_says_what_was_checked(job2, monkeypatch):
 
     monkeypatch.setattr(race_stage, "CAP", 100)
     # elements in no arithmetic progression, so the puts do not summarise into strided events
-    code = ("src = np.ones(1, dtype=np.int64)\nif me == 1:\n    x = arr[143]\nfor i in range(600):\n"
-            "    j = (i * i * 31 + 7 * i) % 1009\n    shmem.put(arr[j:j + 1], src, (me + 1) % npes)\nshmem.barrier_all()\n")
+    code = (
+        "src = np.ones(1, dtype=np.int64)\nif me == 1:\n    x = arr[143]\nfor i in range(600):\n"
+        "    j = (i * i * 31 + 7 * i) % 1009\n    shmem.put(arr[j:j + 1], src, (me + 1) % npes)\nshmem.barrier_all()\n"
+    )
     out = io.StringIO()
     result = job2.run(code, arrays=["arr=int64[1009]"], race=True, stdout=out)
     text = out.getvalue()
@@ -350,7 +369,9 @@ def test_stress_shows_the_differing_elements_with_both_values(job2):
     code = "import time\nif me == 0:\n    A[3] = time.perf_counter_ns() % 1000 + 1000\nshmem.barrier_all()\n"
     job2.run(code, arrays=["A=float64[66]"], race=True, stress=1, stdout=out)
     lines = [x for x in out.getvalue().splitlines() if x.startswith("  seed ")]
-    assert len(lines) == 4 and all("PE 0: A[3] = " in x and "(the cell: " in x and "PE 1" not in x for x in lines), lines
+    assert len(lines) == 4 and all("PE 0: A[3] = " in x and "(the cell: " in x and "PE 1" not in x for x in lines), (
+        lines
+    )
 
 
 def test_inspector_marks_racing_elements(job2):

@@ -87,7 +87,8 @@ def sbatch_script(n, program_path, heap, options=None, runner=None, python=None)
     stem = os.path.splitext(os.path.basename(program_path))[0]
     lines = [
         "#!/bin/bash",
-        f"# runs {os.path.basename(program_path)} as a Slurm batch job of {plural(n, 'PE')} (exported by shmem_notebook)",
+        f"# runs {os.path.basename(program_path)} as a Slurm batch job of {plural(n, 'PE')} "
+        "(exported by shmem_notebook)",
         f"#SBATCH --job-name={stem}",
         f"#SBATCH --ntasks={n}",
     ]

@@ -21,7 +21,22 @@ from ..words import plural
 
 __all__ = ["ShmemMagics", "format_status", "format_arrays", "overview"]
 
-SUBCOMMANDS = ("start", "stop", "restart", "status", "alloc", "free", "arrays", "gather", "pull", "inspect", "race", "replay", "trace", "export")
+SUBCOMMANDS = (
+    "start",
+    "stop",
+    "restart",
+    "status",
+    "alloc",
+    "free",
+    "arrays",
+    "gather",
+    "pull",
+    "inspect",
+    "race",
+    "replay",
+    "trace",
+    "export",
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,8 +90,12 @@ def _replay_args(p):
 
 def _export_args(p):
     p.add_argument("file", metavar="FILE", help="the program to write, e.g. ring.py")
-    p.add_argument("--cells", default=None, metavar="SPEC", help="the cells to write by In[k], e.g. 4,6-8 (default: every "
-                   "cell that ran without an error)")
+    p.add_argument(
+        "--cells",
+        default=None,
+        metavar="SPEC",
+        help="the cells to write by In[k], e.g. 4,6-8 (default: every cell that ran without an error)",
+    )
     p.add_argument("--slurm", action="store_true", help="also write an sbatch script next to it (FILE's name, .sbatch)")
     add_arguments(p, batch=True, prefix="with --slurm: ")
 
@@ -91,24 +110,43 @@ CELL_ABOUT = "Run the cell on every PE with shmem, np, me, npes and the declared
 
 PARSERS = {
     "start": _parser("%shmem start", _start_args, "Start an OpenSHMEM job of N PEs (one ipyparallel engine per PE)."),
-    "alloc": _parser("%shmem alloc", lambda p: p.add_argument("arrays", nargs="+", metavar="NAME=DTYPE[SHAPE]"),
-                     "Declare symmetric arrays, allocated on every PE (collective); SHAPE may use npes."),
-    "free": _parser("%shmem free", lambda p: p.add_argument("names", nargs="+", metavar="NAME"),
-                    "Free declared arrays on every PE (collective)."),
-    "gather": _parser("%shmem gather", lambda p: p.add_argument("name", metavar="NAME"),
-                      "Every PE's copy of a symmetric array, stacked: shape (npes, *shape)."),
-    "pull": _parser("%shmem pull", lambda p: p.add_argument("name", metavar="NAME"),
-                    "Any variable of every PE's namespace, as a list in PE order."),
+    "alloc": _parser(
+        "%shmem alloc",
+        lambda p: p.add_argument("arrays", nargs="+", metavar="NAME=DTYPE[SHAPE]"),
+        "Declare symmetric arrays, allocated on every PE (collective); SHAPE may use npes.",
+    ),
+    "free": _parser(
+        "%shmem free",
+        lambda p: p.add_argument("names", nargs="+", metavar="NAME"),
+        "Free declared arrays on every PE (collective).",
+    ),
+    "gather": _parser(
+        "%shmem gather",
+        lambda p: p.add_argument("name", metavar="NAME"),
+        "Every PE's copy of a symmetric array, stacked: shape (npes, *shape).",
+    ),
+    "pull": _parser(
+        "%shmem pull",
+        lambda p: p.add_argument("name", metavar="NAME"),
+        "Any variable of every PE's namespace, as a list in PE order.",
+    ),
     "pxshmem": _parser("%%pxshmem", _cell_args, CELL_ABOUT),
     "inspect": _parser("%shmem inspect", _inspect_args, "Show the inspector: every PE's heap, arrays and state."),
-    "race": _parser("%shmem race", lambda p: p.add_argument("switch", choices=("on", "off", "reset"), metavar="on|off|reset"),
-                    "Race-check every %%pxshmem cell (on) or only those with --race (off); reset: forget the "
-                    "operations earlier cells left in flight."),
+    "race": _parser(
+        "%shmem race",
+        lambda p: p.add_argument("switch", choices=("on", "off", "reset"), metavar="on|off|reset"),
+        "Race-check every %%pxshmem cell (on) or only those with --race (off); reset: forget the "
+        "operations earlier cells left in flight.",
+    ),
     "replay": _parser("%shmem replay", _replay_args, "Replay the last --trace cell step by step."),
     "trace": _parser("%shmem trace", _trace_args, "Save the last --trace cell for Perfetto or OTF2 tools, or show "
                      "where each PE waited in it."),
-    "export": _parser("%shmem export", _export_args, "Write the cells run so far as one shmem4py program "
-                      "(oshrun -n N python FILE), with --slurm also an sbatch script."),
+    "export": _parser(
+        "%shmem export",
+        _export_args,
+        "Write the cells run so far as one shmem4py program "
+        "(oshrun -n N python FILE), with --slurm also an sbatch script.",
+    ),
 }
 
 
@@ -193,7 +231,8 @@ def format_status(rows):
                 r["state"],
                 r["pid"] or "-",
                 _host(r),
-                f"{'unknown' if r['heap_used'] is None else format_size(r['heap_used'])} / {format_size(r['heap_size'])}",
+                ("unknown" if r["heap_used"] is None else format_size(r["heap_used"]))
+                + f" / {format_size(r['heap_size'])}",
             )
             for r in rows
         ],
@@ -275,7 +314,10 @@ class ShmemMagics(Magics):
         if job is None:
             raise NoJobError("restart")
         job.restart()
-        print(f"OpenSHMEM job restarted: {plural(job.n, 'PE')}" + (f", arrays {', '.join(job.specs)} re-allocated (zeroed)" if job.specs else ""))
+        print(
+            f"OpenSHMEM job restarted: {plural(job.n, 'PE')}"
+            + (f", arrays {', '.join(job.specs)} re-allocated (zeroed)" if job.specs else "")
+        )
 
     def _status(self):
         print(format_status(self._job("status").status()))
