@@ -526,6 +526,11 @@ def markdown(results):
         parts.append(slurm_table(results["slurm"]))
     if "libraries" in results:
         parts.append(libraries_tables(results["libraries"]))
+    if "polite" in results:
+        import polite  # bench/polite.py, beside this module
+
+        intro = "**Polite waiting** (docs/waiting.md): 2 PEs, on and off in turns\n\n"
+        parts.append(intro + polite.table(results["polite"]))
     return "\n\n".join(parts) + "\n"
 
 

@@ -9,7 +9,8 @@ races (the race check's cost: the same cells with and without race=True), scale
 (1 to 32 PEs: start, restart, dispatch, gather, output, each beside its baseline),
 slurm (--slurm submission to ready on 1 and 2 nodes of a private Slurm), libraries (Open MPI's
 OSHMEM against Sandia OpenSHMEM: start, put/get, collectives, team sync native vs emulated;
-a library not built is reported as such).
+a library not built is reported as such), polite (waiting PEs' CPU and what polite waiting
+costs, on and off: bench/polite.py).
 Prints Markdown tables, writes OUT/results.json and OUT/results.png (OUT defaults
 to bench/). Medians over repeats; every ratio compares numbers measured in this run.
 
@@ -37,7 +38,7 @@ import common  # noqa: E402
 import goals  # noqa: E402
 import report  # noqa: E402
 
-SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale", "slurm", "libraries"]
+SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale", "slurm", "libraries", "polite"]
 
 FULL = {
     "startup": dict(ns=[1, 2, 4], repeats=3, idle_seconds=5.0, profile_repeats=0),
@@ -52,6 +53,7 @@ FULL = {
     "slurm": dict(n=4, nodes=[1, 2], repeats=3),
     "libraries": dict(ns=[2, 4], repeats=3, sizes=[8, 64, 512, 4096, 32768, 262144, 1 << 20], blocks=[8, 1024, 65536],
                       iters=1000, coll_iters=300, budget=1.0),
+    "polite": dict(repeats=5, iters=2000, wait_s=1.0),
 }
 QUICK = {
     "startup": dict(
@@ -80,6 +82,7 @@ QUICK = {
     "scale": dict(ns=[2], repeats=1, cells=2, big_gather=1 << 20, curve_gather=1 << 16, detail_n=2),
     "slurm": dict(n=2, nodes=[1], repeats=1),
     "libraries": dict(ns=[2], repeats=1, sizes=[8, 1 << 20], blocks=[8], iters=20, coll_iters=10, budget=0.2),
+    "polite": dict(repeats=1, iters=200, wait_s=0.3, libraries=("oshmem",)),
 }
 
 
