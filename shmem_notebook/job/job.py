@@ -34,12 +34,12 @@ from ..words import plural
 from .arrays import SymmetricArrays
 from .asking import Asking
 from .batch import QueueProgress, batch_options
-from .fit import check_heap_fits
 from .health import Health
 from .history import History
 from .options import given, signature
 from .processes import alive, process, wait
 from .shm import Segments
+from .site import admit, within_site
 from .watchdog import owned_by, remove_profile_files, start_watchdog, stop_watchdog, tell_watchdog
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.restart_on_hang = bool(o.restart_on_hang)  # a hung cell restarts the job by itself
         asked_ip = o.ip or (rc.ip if rc.ip not in LOOPBACK else None)  # a SHMEM_NOTEBOOK_IP counts
         self.batch = batch_options(o, asked_ip)
-        self.heap = rc.heap if o.heap is None else o.heap
+        self.heap = within_site(o)  # the site's default heap, its limits (one sentence), before launch
         self.heap_bytes = check_heap(self.heap)  # one sentence before launch, e.g. for heap=0
         self.oversubscribe, self.hostfile, self.ip = o.oversubscribe, o.hostfile, o.ip or rc.ip
         self.timeout = check_timeout(rc.timeout if o.timeout is None else o.timeout)
@@ -116,7 +116,7 @@ class Job(SymmetricArrays, Health, Asking):
             check_slurm()  # the batch job's nodes cannot be measured from here: no heap check
         else:
             check_oshrun(hostfile=self.hostfile, library=self.library.name)
-            check_heap_fits(self.n, self.heap_bytes, self.hostfile)
+            admit(self.n, self.heap_bytes, self.hostfile, self.library.name)  # the heaps fit, with room for others
         check_shmem4py(self.library.python)
         try:
             self._watchdog = start_watchdog(self._token, self._batch_name if self.slurm else None)

@@ -43,9 +43,11 @@ from dataclasses import dataclass, field
 from ..errors import InputError, LaunchError
 from ..rc import rc
 
-__all__ = ["Library", "library", "known", "LIBRARIES_FILE", "SOS_DIR", "OSHMPI_DIR"]
+__all__ = ["Library", "library", "known", "described", "SITE_FILE", "LIBRARIES_FILE", "SOS_DIR", "OSHMPI_DIR"]
 
 #: where a site's libraries are described (``$SHMEM_NOTEBOOK_LIBRARIES`` wins)
+#: the site policy (its "libraries" are a site's own; the rest: :mod:`shmem_notebook.job.site`)
+SITE_FILE = "/etc/shmem_notebook/site.json"
 LIBRARIES_FILE = os.path.join(os.path.expanduser("~"), ".config", "shmem_notebook", "libraries.json")
 #: where ``scripts/setup.sh --with-sos`` builds SOS: ``.sos/`` beside the package, in a checkout
 SOS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".sos")
@@ -170,24 +172,51 @@ def _site():
         return {}, path
     try:
         with open(path) as fh:
-            described = json.load(fh)
+            entries = json.load(fh)
+    except (OSError, ValueError) as e:  # ValueError: not JSON
+        raise InputError(
+            f"{path} does not describe libraries as expected ({e}); see shmem_notebook.launcher.library"
+        ) from None
+    return described(entries, path), path
+
+
+def _site_policy():
+    """The libraries of the site policy (:data:`SITE_FILE`, ``$SHMEM_NOTEBOOK_SITE`` wins); a policy
+    that is missing or not JSON has none here: :mod:`shmem_notebook.job.site` refuses the start, saying why."""
+    path = os.environ.get("SHMEM_NOTEBOOK_SITE") or SITE_FILE
+    try:
+        with open(path) as fh:
+            text = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    entries = text.get("libraries", {}) if isinstance(text, dict) else {}
+    return described(entries, path, "libraries") if isinstance(entries, dict) else {}
+
+
+def described(entries, path, key=""):
+    """name -> :class:`Library` of ``entries`` (a libraries.json's object, read from ``path``, or its
+    ``key``); a malformed one is one sentence naming ``path`` and ``key`` (:class:`InputError`)."""
+    try:
         libraries = {}
-        for name, d in described.items():
+        for name, d in entries.items():
             if d.get("launcher", "openmpi") not in LAUNCHERS:
                 raise ValueError(f"launcher {d['launcher']!r} of {name!r} is not one of {', '.join(LAUNCHERS)}")
             libraries[name] = Library(name, d["oshrun"], d.get("python", sys.executable), d.get("launcher", "openmpi"),
                                       dict(d.get("env", {})), hint=f"fix its entry in {path}",
                                       polls=bool(d.get("polls", True)))
-        return libraries, path
-    except (OSError, ValueError, KeyError, AttributeError, TypeError) as e:
+        return libraries
+    except (ValueError, KeyError, AttributeError, TypeError) as e:
+        reason = f"an entry has no {e}" if isinstance(e, KeyError) else e
         raise InputError(
-            f"{path} does not describe libraries as expected ({e}); see shmem_notebook.launcher.library"
+            f"{path} does not describe libraries as expected{f' in its {key!r}' if key else ''} "
+            f"({reason}); no job starts until it is fixed (see shmem_notebook.launcher.library)"
         ) from None
 
 
 def known():
-    """name -> :class:`Library`: the built-in ones, then the site's (which may replace them)."""
-    return {**_builtin(), **_site()[0]}
+    """name -> :class:`Library`: the built-in ones, then the site policy's (:data:`SITE_FILE`),
+    then the user's libraries.json (each may replace the ones before)."""
+    return {**_builtin(), **_site_policy(), **_site()[0]}
 
 
 def library(name=None):

@@ -1,0 +1,213 @@
+"""A site's policy and admission: what a job may take on this server, checked before launch (client side).
+
+An administrator writes one JSON file, ``$SHMEM_NOTEBOOK_SITE`` or ``/etc/shmem_notebook/site.json``
+(docs/classroom.md)::
+
+    {"max_pes": 4, "max_heap": "512M", "default_heap": "128M", "max_jobs": 2, "libraries": {...}}
+
+``max_pes`` (per job), ``max_heap`` and ``default_heap`` (per PE), ``max_jobs`` (running jobs per user),
+``libraries`` (entries as in libraries.json), and ``max_<option>`` for the other start options a site
+may cap (:meth:`JobOptions.limits`: ``max_timeout``, ``max_nodes``, ``max_time``). The user's own
+settings may ask for less, never for more: a start beyond a limit is refused in one sentence
+(:func:`within_site`). A malformed file refuses every start, naming the file and the key.
+
+:func:`admit` then checks that the heaps fit in what memory and ``/dev/shm`` have free, keeping
+:data:`RESERVE` of each for the others on the server.
+"""
+
+import contextlib
+import json
+import os
+
+import psutil
+
+from ..errors import LaunchError
+from ..launcher.library import SITE_FILE, described
+from ..rc import rc
+from ..specs import check_heap, format_size, parse_size
+from ..words import plural
+from .fit import PE_OVERHEAD, TRANSPORT_SHM, check_heap_fits, node_memory, pes_per_node
+from .options import declared, given
+from .shm import SHM_DIR
+from .watchdog import OWNER
+
+__all__ = ["SITE_FILE", "RESERVE", "Policy", "policy", "within_site", "running_jobs", "admit", "admission"]
+
+#: the share of memory and of ``/dev/shm`` a start leaves free for others (other students' jobs
+#: grow as they touch their heaps, notebook servers and kernels need memory too): 10%, at least 256 MiB
+RESERVE = 0.10
+MIN_RESERVE = 256 << 20
+#: the site key of each start option a site may cap (``max_<name>``, ``max_pes`` for ``n``)
+KEYS = {f.name: "max_pes" if f.name == "n" else f"max_{f.name}" for f, o in declared() if o.limit}
+#: how a refusal says each limit (value, formatted)
+SAID = {"n": "at most {} PEs per job", "heap": "a heap of at most {} per PE",
+        "timeout": "a cell timeout of at most {} s", "nodes": "at most {} nodes per batch job",
+        "time": "a batch time limit of at most {}"}
+
+
+class Policy:
+    """A site's policy: ``limits`` (option name -> (number, as written)), ``default_heap``, ``max_jobs``,
+    ``libraries`` (name -> Library); ``path`` is the file it was read from (``None``: no policy)."""
+
+    def __init__(self, path=None, limits=None, default_heap=None, max_jobs=None, libraries=None):
+        self.path, self.limits, self.default_heap = path, limits or {}, default_heap
+        self.max_jobs, self.libraries = max_jobs, libraries or {}
+
+    def where(self, key):
+        """``(site.json: max_pes)``: where a limit is set, for a refusal."""
+        return f"({os.path.basename(self.path or SITE_FILE)}: {key})"
+
+
+def policy():
+    """The site's :class:`Policy` (an empty one when there is no file); a malformed file is one
+    sentence naming the file and the key (:class:`LaunchError`), and no job starts."""
+    path = os.environ.get("SHMEM_NOTEBOOK_SITE") or SITE_FILE
+    if not os.path.exists(path):
+        if os.environ.get("SHMEM_NOTEBOOK_SITE"):
+            raise LaunchError(f"the site policy {path} (SHMEM_NOTEBOOK_SITE) does not exist; no job starts without it")
+        return Policy()
+    try:
+        with open(path) as fh:
+            text = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise LaunchError(f"the site policy {path} cannot be read ({e}); no job starts until it is fixed") from None
+    if not isinstance(text, dict):
+        raise LaunchError(f"the site policy {path} must be a JSON object such as {{\"max_pes\": 4}}; no job starts")
+    return _read(path, text)
+
+
+def _read(path, text):
+    def bad(key, what):
+        return LaunchError(f"the site policy {path} is malformed: {key} {what}; no job starts until it is fixed")
+
+    known = {*KEYS.values(), "default_heap", "max_jobs", "libraries"}
+    for key in text:
+        if key not in known:
+            raise bad(repr(key), f"is not a key (the keys are: {', '.join(sorted(known))})")
+    limits = {}
+    for name, key in KEYS.items():
+        if key in text:
+            value = text[key]
+            limit = dict(declared())[_field(name)].limit
+            ok = isinstance(value, int) and not isinstance(value, bool) if name in ("n", "nodes") else (
+                isinstance(value, (str, int, float)) and not isinstance(value, bool))
+            try:
+                number = limit(value) if ok else None
+            except (ValueError, ArithmeticError):
+                number = None
+            if number is None or number <= 0:
+                raise bad(key, f"must be a positive {'integer' if name in ('n', 'nodes') else 'value'}, got {value!r}")
+            limits[name] = (number, value)
+    default_heap = text.get("default_heap")
+    if default_heap is not None:
+        try:
+            check_heap(default_heap)
+        except ValueError:
+            raise bad("default_heap", f"must be a size such as '128M', got {default_heap!r}") from None
+        if "heap" in limits and parse_size(default_heap) > limits["heap"][0]:
+            raise bad("default_heap", f"({default_heap}) is larger than max_heap ({limits['heap'][1]})")
+    max_jobs = text.get("max_jobs")
+    if max_jobs is not None and (not isinstance(max_jobs, int) or isinstance(max_jobs, bool) or max_jobs < 1):
+        raise bad("max_jobs", f"must be a positive integer, got {max_jobs!r}")
+    libraries = text.get("libraries", {})
+    if not isinstance(libraries, dict):
+        raise bad("libraries", "must be an object of libraries as in libraries.json")
+    return Policy(path, limits, default_heap, max_jobs, described(libraries, path, "libraries"))
+
+
+def _field(name):
+    return next(f for f, _ in declared() if f.name == name)
+
+
+def within_site(options, site=None):
+    """The heap a job of ``options`` (:class:`JobOptions`) gets, once ``options`` are within the site's
+    limits; else :class:`LaunchError` in one sentence naming the limit. A start without a heap (and no
+    ``rc.heap``/``SHMEM_NOTEBOOK_HEAP`` of the user's) gets ``default_heap``, or the smaller of the tool's
+    default and ``max_heap``."""
+    site = policy() if site is None else site
+    heap = options.heap if options.heap is not None else rc.heap
+    if options.heap is None and rc.heap == rc._defaults["heap"]:  # the user chose no heap
+        if site.default_heap is not None:
+            heap = site.default_heap
+        elif "heap" in site.limits and site.limits["heap"][0] < parse_size(heap):
+            heap = site.limits["heap"][1]
+    asked = {"heap": check_heap(heap)}  # a bad heap: one sentence now
+    for name in site.limits.keys() - {"heap"}:
+        with contextlib.suppress(ValueError, TypeError, KeyError):  # None, or a value unread here: the Job says why
+            asked[name] = given(**{name: getattr(options, name)}).limits()[name]
+    for name, (most, written) in site.limits.items():
+        if name in asked and asked[name] > most:
+            raise LaunchError(f"this site allows {SAID.get(name, f'{name} of at most {{}}').format(written)} "
+                              f"{site.where(KEYS[name])}; you asked for {_asked(name, options, heap)}")
+    if site.max_jobs is not None:
+        mine = running_jobs()
+        if len(mine) >= site.max_jobs:
+            raise LaunchError(f"this site allows at most {plural(site.max_jobs, 'running job')} per user "
+                              f"{site.where('max_jobs')} and you have {len(mine)}: stop one (`%shmem stop` in its "
+                              f"notebook, or shut its kernel down) first")
+    return heap
+
+
+def _asked(name, options, heap):
+    value = heap if name == "heap" else getattr(options, name)
+    return plural(value, "PE") if name == "n" else str(value)
+
+
+def running_jobs(uid=None):
+    """The tokens of this user's (``uid``'s) running jobs: every process a job starts (its watchdog
+    first, which lives exactly as long as the job) carries ``SHMEM_NOTEBOOK_OWNER=<token>``."""
+    uid = os.getuid() if uid is None else uid
+    tokens = set()
+    for proc in psutil.process_iter(["uids"]):
+        try:
+            if proc.pid == os.getpid() or proc.info["uids"] is None or proc.info["uids"].real != uid:
+                continue
+            token = proc.environ().get(OWNER)
+            if token and proc.status() != psutil.STATUS_ZOMBIE:
+                tokens.add(token)
+        except (psutil.Error, OSError):
+            pass
+    return tokens
+
+
+def admit(n, heap_bytes, hostfile=None, library="oshmem", shm_dir=SHM_DIR, memory=None):
+    """Refuse in one sentence (:class:`LaunchError`) a job whose heaps do not fit, with room for others,
+    in what this node's memory and ``shm_dir`` have free (after :func:`~.fit.check_heap_fits`). The heaps
+    of ``library`` "oshmem" are SysV segments (memory, not ``/dev/shm``); others' count in ``shm_dir`` too.
+    ``shm_dir`` and ``memory`` (``(free, total)`` bytes) are the test seam: a small directory, a small memory."""
+    check_heap_fits(n, heap_bytes, hostfile, memory=memory and memory[0])  # no room at all: the largest heap
+    if os.environ.get("SHMEM_NOTEBOOK_HEAP_CHECK", "on").lower() in ("off", "0", "no", "false") and not policy().path:
+        return  # a user may switch the checks off where no site policy asks for them
+    per_node = pes_per_node(n, hostfile)
+    if memory is None:
+        free, _ = node_memory()
+        total = psutil.virtual_memory().total
+    else:
+        free, total = memory
+    st = os.statvfs(shm_dir)
+    admission(per_node, heap_bytes, free, total, st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize, shm_dir,
+              heap_in_shm=library != "oshmem")
+
+
+def admission(per_node, heap_bytes, free, total, shm_free, shm_size, shm_dir=SHM_DIR, heap_in_shm=True):
+    """The admission rule itself: ``per_node`` heaps (and their processes) must fit in ``free`` memory
+    less :data:`RESERVE` of ``total``, and their transport files (and the heaps, ``heap_in_shm``) in
+    ``shm_free`` less :data:`RESERVE` of ``shm_size``."""
+    heaps = per_node * heap_bytes
+    asked = f"{plural(per_node, 'PE')} x heap {format_size(heap_bytes)}"
+    if free is not None:
+        keep = max(int(RESERVE * total), MIN_RESERVE)
+        needed = heaps + per_node * PE_OVERHEAD
+        if needed > free - keep:
+            raise LaunchError(
+                f"not admitted: {asked} need {format_size(needed)} of memory (with the PE processes) but this server "
+                f"has {format_size(free)} free, of which {format_size(keep)} is kept for others; ask for a smaller "
+                f"heap or fewer PEs, or wait for others' jobs to end")
+    keep = max(int(RESERVE * shm_size), min(MIN_RESERVE, shm_size // 4))
+    needed = heaps * heap_in_shm + per_node * TRANSPORT_SHM
+    if needed > shm_free - keep:
+        what = "the heaps and transport files" if heap_in_shm else "Open MPI's transport files"
+        raise LaunchError(
+            f"not admitted: {asked} need {format_size(needed)} of {shm_dir} ({what}) but it has "
+            f"{format_size(shm_free)} free, of which {format_size(keep)} is kept for others; ask for a smaller heap "
+            f"or fewer PEs, or wait for others' jobs to end")
