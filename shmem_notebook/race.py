@@ -18,6 +18,8 @@ The runner then prints the same race report as ``--race`` with ``file:line`` for
 ``--stress SEED`` then reruns the program 4 times with seeded random delays around every
 shmem call (seeds SEED..SEED+3) and says what each PE printed differently; it compares printed
 output only, so it never calls a race real (a notebook cell's ``--stress`` compares memory).
+With both, ``--trace FILE`` holds the timeline of the first rerun (seed SEED), not of the run
+without delays.
 
 Exit status: 0 no race, 1 races found, 2 a usage error, 3 the program failed (a non-zero exit
 or PEs that sent no recording) and no race was found in what was recorded. The command gets
@@ -47,7 +49,7 @@ from .operations import CAP
 from .protocol import RACE_ENV, RACE_LINES, RACE_MODULE
 from .words import plural
 
-__all__ = ["main", "pe_command", "analyse", "report", "save_timeline", "UsageError", "RUNS", "MAX_DELAY"]
+__all__ = ["main", "pe_command", "analyse", "report", "save_timeline", "numbered", "UsageError", "RUNS", "MAX_DELAY"]
 
 #: stress reruns, and the longest delay around a call (as the notebook's --stress)
 RUNS = 4
@@ -136,12 +138,8 @@ def _collect(directory):
 def analyse(reports):
     """``(races, files, npes)``: the races over every PE's recording, with the lines renumbered so
     that one file has one number on every PE; ``files`` maps number -> path."""
-    files, numbers = {}, {}
-    for pe in sorted(reports):
-        for _, path in sorted(reports[pe]["files"].items()):
-            if path not in numbers:
-                numbers[path] = len(numbers) + 1
-                files[numbers[path]] = path
+    files = numbered(reports)
+    numbers = {p: n for n, p in files.items()}
     traces = {}
     for pe, report in reports.items():
         data = report.get("data")
@@ -155,6 +153,17 @@ def analyse(reports):
         traces[pe] = data
     npes = max([r.get("npes", 0) for r in reports.values()] + [0])
     return (find_races(traces, npes) if traces else []), files, traces, npes
+
+
+def numbered(reports):
+    """``{number: path}``: one number per file the PEs ran, the same on every PE."""
+    files, numbers = {}, {}
+    for pe in sorted(reports):
+        for _, path in sorted(reports[pe]["files"].items()):
+            if path not in numbers:
+                numbers[path] = len(numbers) + 1
+                files[numbers[path]] = path
+    return files
 
 
 def _renumbered(line, local):
@@ -199,8 +208,8 @@ def report(races, files, traces, npes, write=print, status=None):
         write(line)
 
 
-def save_timeline(reports, files, npes, path, command, write=print):
-    """Write the PEs' timelines (``--trace FILE``) as :meth:`Trace.save` does for a cell."""
+def save_timeline(reports, files, npes, path, command, write=print, what="the program"):
+    """Write the PEs' timelines (``--trace FILE``) as :meth:`Trace.save` does for a cell; ``what`` the run is."""
     from .analysis.trace import Trace
     from .analysis.trace_ends import ends, said
 
@@ -215,7 +224,8 @@ def save_timeline(reports, files, npes, path, command, write=print):
     name = lambda line: where(line, files)  # noqa: E731
     stops = {pe: Stop(None, f"exited with status {r['status']}") for pe, r in reports.items() if r.get("status")}
     program = next((w for w in command if w.endswith(".py")), command[-1])
-    meta = {"job": shlex.join(command), "library": os.path.basename(command[0]), "cell": program, "what": "the program"}
+    cell = program if what == "the program" else f"{program}, {what}"
+    meta = {"job": shlex.join(command), "library": os.path.basename(command[0]), "cell": cell, "what": what}
     trace = Trace(list(sent.values()), npes=npes, meta=meta, ends=ends(sent, npes, stops, name), where=name)
     trace.save(path)
     cut = f"; cut short: {said(trace.ends)}" if trace.cut else ""
@@ -234,7 +244,8 @@ def _printed(before, after):
     return compare(Run(before, [], "ok"), Run(after, [], "ok"), label="the run without delays")
 
 
-def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=()):
+def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=(), trace=None, command=()):
+    """The reruns; ``trace``: the file the first rerun's timeline goes to (None: no rerun is traced)."""
     write(f"stress: rerunning the program {RUNS} times (seeds {seed}-{seed + RUNS - 1}) with random delays of up "
           f"to {MAX_DELAY * 1e3:.0f} ms around every shmem call: {estimate(RUNS, seconds)}; Ctrl-C stops them")
     runs, stopped, began = [], None, time.monotonic()
@@ -243,12 +254,19 @@ def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=()):
         try:
             with tempfile.TemporaryDirectory(prefix="shmem-race-") as directory:
                 run_env = dict(env, **{RACE_ENV["dir"]: directory, RACE_ENV["stress"]: f"{seed + run}:{MAX_DELAY}"})
+                if trace is not None and not run:
+                    run_env[RACE_ENV["trace"]] = "1"
                 status = _launch(pe_cmd, run_env, quiet=True)
-                outputs = {pe: r["stdout"] for pe, r in _collect(directory).items()}
+                reports = _collect(directory)
+                outputs = {pe: r["stdout"] for pe, r in reports.items()}
         except KeyboardInterrupt:
             stopped = (f"interrupted during the rerun with seed {seed + run}: the reruns after it were not run and it "
                        "is not counted")
             break
+        if trace is not None and not run:
+            npes = max([r.get("npes", 0) for r in reports.values()] + [0])
+            save_timeline(reports, numbered(reports), npes, trace, command, write=lambda text: write(f"stress: {text}"),
+                          what=f"the first stress rerun (seed {seed})")
         found = _printed(first, outputs)
         if status != 0:
             found.insert(0, Difference(f"the program exited with status {status}", (), "exited differently"))
@@ -288,7 +306,7 @@ def main(argv=None):
     env.update({k: v for k, v in platform_environment(environ=os.environ).items() if k not in os.environ})
     with tempfile.TemporaryDirectory(prefix="shmem-race-") as directory:
         env_run = dict(env, **{RACE_ENV["dir"]: directory, RACE_ENV["cap"]: str(options.cap)})
-        if options.trace is not None:
+        if options.trace is not None and options.stress is None:  # with --stress: the first rerun's
             env_run[RACE_ENV["trace"]] = "1"
         started = time.monotonic()
         try:
@@ -301,13 +319,16 @@ def main(argv=None):
     sys.stdout.flush()
     races, files, traces, npes = analyse(reports)
     report(races, files, traces, npes, status={pe: r.get("status", 0) for pe, r in reports.items()})
-    if options.trace is not None:
+    if options.trace is not None and options.stress is None:
         save_timeline(reports, files, npes, options.trace, command)
     failed = status != 0 or not traces or len(traces) < npes
     if status != 0:
         print(f"the program exited with status {status}")
     if options.stress is not None and not failed:
-        _stress(pe_cmd, env, options.stress, {pe: r["stdout"] for pe, r in reports.items()}, print, seconds, races)
+        _stress(pe_cmd, env, options.stress, {pe: r["stdout"] for pe, r in reports.items()}, print, seconds, races,
+                options.trace, command)
+    elif options.stress is not None and options.trace is not None:
+        print(f"trace: not written to {options.trace}: the program failed, so it was not rerun under --stress")
     if races:
         return 1
     return 3 if failed else 0

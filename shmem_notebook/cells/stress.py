@@ -14,7 +14,8 @@ every rerun at once and is not a result. The reruns go through the cell path
 (:func:`~shmem_notebook.cells.path.rerun`) with the seed's requests riding with them; they are not
 the user's cells: ``job.last_result``, the history and the cell callbacks see only the cell itself.
 Afterwards the declared arrays hold what the cell itself left (variables that are not declared
-arrays keep what the last rerun left).
+arrays keep what the last rerun left). What it found is ``result.stages["stress"]`` (:class:`Stressed`);
+with ``trace=True`` / ``--trace`` the first rerun is traced too (``.trace``, ``%shmem trace save PATH --stress``).
 """
 
 import argparse
@@ -33,7 +34,8 @@ from ..words import plural
 from .path import rerun as rerun_cell
 from .stages import Stage, register
 
-__all__ = ["StressStage", "seed", "RUNS", "MAX_DELAY", "Run", "Difference", "compare", "summary", "estimate"]
+__all__ = ["StressStage", "Stressed", "seed", "RUNS", "MAX_DELAY", "Run", "Difference", "compare", "summary",
+           "estimate"]
 
 #: reruns after the cell itself
 RUNS = 4
@@ -60,6 +62,18 @@ class Difference:
     pes: tuple
     what: str
     races: tuple = ()
+
+
+@dataclass
+class Stressed:
+    """What the stress stage found (``result.stages["stress"]``): its first ``seed``, the ``runs`` (``[(seed,
+    [Difference])]``), why it stopped early (``stopped``, or None) and, for a cell also traced (``trace=True``
+    / ``--trace``), the :class:`~shmem_notebook.analysis.trace.Trace` of its first rerun (``trace``; else None)."""
+
+    seed: int
+    runs: list
+    stopped: str | None = None
+    trace: object = None
 
 
 def seed(text):
@@ -89,12 +103,19 @@ class StressStage(Stage):
 
     def before(self, cell):
         self.seed = self.option if self.option is not True else random.randrange(1000)
-        self.runs, self.stopped = [], None
+        self.runs, self.stopped, self.trace = [], None, None
+        self.traced = any(stage.name == "trace" for stage in cell.stages)  # then its first rerun is traced too
 
     def requests(self, cell):
         return [(Op.STRESS_SAVE, ("before",))], []  # the declared arrays as they are before the cell
 
     def after(self, cell, result):
+        try:
+            self._after(cell, result)
+        finally:
+            result.stages[self.name] = Stressed(self.seed, self.runs, self.stopped, self.trace)
+
+    def _after(self, cell, result):
         job = cell.job
         if result.outcome not in ("ok", "error"):
             self.stopped = f"the cell ended {result.outcome!r}, so it was not rerun"
@@ -119,7 +140,7 @@ class StressStage(Stage):
         for run in range(RUNS):
             seed, began = self.seed + run, time.monotonic()
             try:
-                outcome, rerun = self._one(cell, seed)
+                outcome, rerun = self._one(cell, seed, traced=self.traced and not run)
                 values = _values(job.ask(Op.DECLARED_VALUES, names)) if job.state == "running" else []
             except KeyboardInterrupt:  # between the requests; during the rerun it is its outcome
                 outcome = "interrupted"
@@ -139,22 +160,32 @@ class StressStage(Stage):
                 self.stopped = f"the rerun with seed {seed} left the job {job.state}; the reruns after it were not run"
                 return
 
-    @staticmethod
-    def _one(cell, seed):
+    def _one(self, cell, seed, traced=False):
         """Rerun the cell once with the delays of ``seed``, from the declared arrays as they were before
-        it: ``(outcome, CellResult or None)``; "interrupted" when Ctrl-C stopped it."""
+        it: ``(outcome, CellResult or None)``; "interrupted" when Ctrl-C stopped it. ``traced``: the trace
+        stage's requests ride with it too and its trace is kept (``self.trace``)."""
         before = [(Op.STRESS_RESTORE, ("before",)), (Op.STRESS_START, (seed, MAX_DELAY))]
+        after = [(Op.STRESS_STOP, ())]
+        if traced:
+            before, after = before + [(Op.TRACE_START, ())], after + [(Op.TRACE_STOP, ())]
         try:
-            sent, result, error = rerun_cell(cell, before, [(Op.STRESS_STOP, ())], write=io.StringIO().write)
+            sent, result, error = rerun_cell(cell, before, after, write=io.StringIO().write)
         except ShmemNotebookError as exc:  # the job could not take the rerun
             return str(exc).splitlines()[0], None
         sent.request.answers(Op.STRESS_STOP)  # with rc.dispatch = "ipyparallel" the PEs are asked now
+        if traced:
+            from .tracing import collect as collect_trace  # here: "trace" registers after "stress"
+
+            self.trace = collect_trace(cell, sent.request, result, what=f"stress rerun with seed {seed}")
         return ("ok" if error is None else result.outcome), result
 
     def report(self, cell, result, write):
         checked = any(stage.name == "race" for stage in cell.stages)
         for line in summary(self.runs, result.races, self.stopped, race_checked=checked):
             write(f"stress: {line}\n")
+        if self.trace is not None:
+            write(f"stress: the first rerun's trace (seed {self.seed}): {plural(len(self.trace.events), 'call')} on "
+                  f"{plural(self.trace.npes, 'PE')}; `%shmem trace save PATH --stress` writes it\n")
 
 
 def summary(runs, races, stopped=None, memory=True, race_checked=True, same="the cell's result"):

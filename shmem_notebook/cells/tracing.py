@@ -20,7 +20,7 @@ from ..words import plural
 from .stages import Stage, register
 from .stranded import raised_line
 
-__all__ = ["TraceStage", "trace_mode"]
+__all__ = ["TraceStage", "trace_mode", "collect"]
 
 
 def trace_mode(text):
@@ -28,6 +28,28 @@ def trace_mode(text):
     if text in ("on", "profile"):
         return True if text == "on" else text
     raise argparse.ArgumentTypeError(f"--trace takes no value or =profile, got {text!r}")
+
+
+def collect(cell, request, result, what=None):
+    """The :class:`Trace` the PEs sent with ``request`` (their ``trace_stop`` answers) for ``cell``'s code
+    run as ``result``, or None when no PE sent one; ``what``: added to the cell's label in the metadata
+    (e.g. the stress rerun it is)."""
+    if result.outcome == "died":
+        return None
+    answers = request.answers(Op.TRACE_STOP)
+    sent = {pe: data for pe, data in answers.items()
+            if data is not None and data.get("pe") is not None and pe not in result.pending}
+    if not sent:
+        return None
+    job = cell.job
+    from .race import cell_label
+
+    label = cell_label(job) + (f", {what}" if what else "")
+    meta = {"job": f"{plural(job.n, 'PE')} on {job.library.name}", "library": job.library.name,
+            "cell": label, "outcome": result.outcome}
+    stops = stops_of(result, cell.timeout, raised_line)
+    cut = ends(sent, job.n, stops, cap=CAP)
+    return Trace(list(sent.values()), cell.code, npes=job.n, meta=meta, ends=cut)
 
 
 @register
@@ -44,21 +66,9 @@ class TraceStage(Stage):
         return [(Op.TRACE_START, ())], [(Op.TRACE_STOP, ())]
 
     def after(self, cell, result):
-        if result.outcome == "died":
-            return
-        answers = cell.request.answers(Op.TRACE_STOP)
-        sent = {pe: data for pe, data in answers.items()
-                if data is not None and data.get("pe") is not None and pe not in result.pending}
-        if not sent:
-            return
-        job = cell.job
-        from .race import cell_label
-
-        meta = {"job": f"{plural(job.n, 'PE')} on {job.library.name}", "library": job.library.name,
-                "cell": cell_label(job), "outcome": result.outcome}
-        stops = stops_of(result, cell.timeout, raised_line)
-        cut = ends(sent, job.n, stops, cap=CAP)
-        result.trace = Trace(list(sent.values()), cell.code, npes=job.n, meta=meta, ends=cut)
+        trace = collect(cell, cell.request, result)
+        if trace is not None:
+            result.trace = trace
 
     def report(self, cell, result, write):
         trace = result.trace

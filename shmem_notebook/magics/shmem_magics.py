@@ -82,6 +82,8 @@ def _trace_args(p):
                    help="save PATH: write the last traced cell as PATH.json (Perfetto) or PATH.otf2; profile: where "
                         "each PE waited")
     p.add_argument("path", nargs="?", default=None, metavar="PATH", help="the file save writes (*.json or *.otf2)")
+    p.add_argument("--stress", action="store_true",
+                   help="the trace of the last cell's first stress rerun (`%%%%pxshmem --race --stress --trace`)")
 
 
 def _replay_args(p):
@@ -365,20 +367,24 @@ class ShmemMagics(Magics):
 
     def _trace(self, args):
         result = self._job("%shmem trace").last_result
-        if result is None or result.trace is None:
+        trace = result and (getattr(result.stages.get("stress"), "trace", None) if args.stress else result.trace)
+        if trace is None and args.stress:
+            raise UsageError("%shmem trace --stress: the last cell's first stress rerun was not traced; run it with "
+                             "`%%pxshmem --race --stress --trace` first")
+        if trace is None:
             raise UsageError("%shmem trace: the last cell was not traced; run it with `%%pxshmem --trace` first")
         if args.action == "profile":
-            print(result.trace.waits())
-            result.trace.profile(show=True)
+            print(trace.waits())
+            trace.profile(show=True)
             return None
         if args.path is None:
             raise UsageError("%shmem trace save: say where, e.g. `%shmem trace save run.json` (Perfetto) or run.otf2")
         try:
-            path = result.trace.save(args.path)
+            path = trace.save(args.path)
         except InputError as exc:
             raise UsageError(f"%shmem trace save: {exc}") from None
         opened = "open it in ui.perfetto.dev" if path.lower().endswith(".json") else "open it in Vampir"
-        print(f"trace saved: {path} ({plural(len(result.trace.events), 'call')} on {plural(result.trace.npes, 'PE')}; "
+        print(f"trace saved: {path} ({plural(len(trace.events), 'call')} on {plural(trace.npes, 'PE')}; "
               f"{opened})")
         return None
 

@@ -15,7 +15,7 @@ each PE writes its recording, its files, what it printed and how it ended to
 ``$SHMEM_NOTEBOOK_RACE_DIR/pe<N>.pickle`` for the runner (:mod:`shmem_notebook.race`).
 With ``SHMEM_NOTEBOOK_RACE_TRACE=1`` it also traces the calls (``--trace``: the recording's
 ``timeline``). With ``SHMEM_NOTEBOOK_RACE_STRESS=SEED:MAX_DELAY`` it only delays every shmem call at random
-(a stress rerun) and writes what it printed.
+(a stress rerun) and writes what it printed (and, with the trace variable too, the timeline).
 """
 
 import ast
@@ -252,6 +252,9 @@ def main(argv=None):
     if stress:
         seed, _, delay = stress.partition(":")
         stress_start(int(seed), float(delay or 0.02))
+        if os.environ.get(RACE_ENV["trace"]):  # --stress with --trace: the first rerun's timeline
+            layer.cell_line = _line
+            trace_start({"cap": int(os.environ.get(RACE_ENV["cap"]) or CAP)})
     else:
         race_start({"cap": int(os.environ.get(RACE_ENV["cap"]) or CAP)})
         if os.environ.get(RACE_ENV["trace"]):  # the runner's --trace FILE: also the calls' timeline
@@ -282,6 +285,7 @@ def main(argv=None):
         sys.stdout = tee._stream
         if stress:
             stress_stop()
+            data = {"timeline": trace_stop()} if os.environ.get(RACE_ENV["trace"]) else None
         else:
             layer.detach("names")
             data = race_stop()
