@@ -51,8 +51,9 @@ def oversubscribe_args(n):
 def run_checked(cmd, timeout=120, env=None, **kwargs):
     """Run a command to completion; raise with its output if it fails."""
     try:
-        proc = subprocess.run(cmd, env=env or mpi_env(), capture_output=True, text=True, timeout=timeout,
-                              start_new_session=True, **kwargs)
+        proc = subprocess.run(
+            cmd, env=env or mpi_env(), capture_output=True, text=True, timeout=timeout, start_new_session=True, **kwargs
+        )
     except subprocess.TimeoutExpired as exc:
         raise RuntimeError(f"{' '.join(cmd)} did not finish within {timeout} s") from exc
     if proc.returncode != 0:
@@ -74,8 +75,9 @@ def machine():
     except (OSError, AttributeError):
         pass
     try:
-        ompi = re.search(r"v?(\d+\.\d+\.\d+)", subprocess.run(["ompi_info", "--version"], capture_output=True,
-                                                              text=True).stdout).group(1)
+        ompi = re.search(
+            r"v?(\d+\.\d+\.\d+)", subprocess.run(["ompi_info", "--version"], capture_output=True, text=True).stdout
+        ).group(1)
     except (OSError, AttributeError):
         ompi = "unknown"
     return {

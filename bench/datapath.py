@@ -29,8 +29,7 @@ ITERS = {8: 2000, 64 << 10: 500, 1 << 20: 100, 8 << 20: 20}
 def in_cell(plan, repeats):
     nbytes = max(size for size, _ in plan)
     code = inspect.getsource(putget_kernel) + (
-        f"\n_r = measure(shmem, src, dst, {plan!r}, {repeats})\n"
-        "if me == 0:\n    import json; print(json.dumps(_r))\n"
+        f"\n_r = measure(shmem, src, dst, {plan!r}, {repeats})\nif me == 0:\n    import json; print(json.dumps(_r))\n"
     )
     run_cell(f"%%pxshmem src=uint8[{nbytes}] dst=uint8[{nbytes}]\n{code}")
     return json.loads(current_job().last_result.stdout[0])
@@ -38,8 +37,20 @@ def in_cell(plan, repeats):
 
 def script(plan, repeats, local_only=True):
     """The plain script with the PEs' environment, or (``local_only=False``) Open MPI's default transports."""
-    out = run_checked(["oshrun", "-n", "2", *oversubscribe_args(2), PYTHON, os.path.join(HERE, "putget_script.py"),
-                       json.dumps(plan), str(repeats)], cwd=HERE, env=mpi_env(local_only=local_only))
+    out = run_checked(
+        [
+            "oshrun",
+            "-n",
+            "2",
+            *oversubscribe_args(2),
+            PYTHON,
+            os.path.join(HERE, "putget_script.py"),
+            json.dumps(plan),
+            str(repeats),
+        ],
+        cwd=HERE,
+        env=mpi_env(local_only=local_only),
+    )
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -50,8 +61,9 @@ def build_c(workdir):
 
 
 def c_loop(exe, plan, repeats):
-    out = run_checked(["oshrun", "-n", "2", *oversubscribe_args(2), exe, str(repeats),
-                       *(f"{size}:{iters}" for size, iters in plan)])
+    out = run_checked(
+        ["oshrun", "-n", "2", *oversubscribe_args(2), exe, str(repeats), *(f"{size}:{iters}" for size, iters in plan)]
+    )
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -94,6 +106,12 @@ def run(rounds, repeats, scale=1.0):
     rows = []
     for size, iters in plan:
         seconds = {impl: median(per_size[str(size)]) for impl, per_size in samples.items()}
-        rows.append({"size": size, "iters": iters, "seconds": seconds,
-                     "gbps": {impl: size / s / 1e9 for impl, s in seconds.items()}})
+        rows.append(
+            {
+                "size": size,
+                "iters": iters,
+                "seconds": seconds,
+                "gbps": {impl: size / s / 1e9 for impl, s in seconds.items()},
+            }
+        )
     return {"plan": plan, "rounds": rounds, "repeats": repeats, "rows": rows, "samples": samples}

@@ -46,6 +46,12 @@ def run(ns, cells):
         finally:
             run_cell("%shmem stop")
         ms = {name: median(v) * 1e3 for name, v in samples.items()}
-        rows.append({"n": n, **{f"{name}_ms": value for name, value in ms.items()},
-                     "ratio_magic": ms["pxshmem"] / ms["px"], "ratio_api": ms["job_run"] / ms["view_execute"]})
+        rows.append(
+            {
+                "n": n,
+                **{f"{name}_ms": value for name, value in ms.items()},
+                "ratio_magic": ms["pxshmem"] / ms["px"],
+                "ratio_api": ms["job_run"] / ms["view_execute"],
+            }
+        )
     return {"ns": list(ns), "cells": cells, "rows": rows}

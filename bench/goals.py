@@ -40,8 +40,12 @@ def _start_vs_ipp_mpi(st):
     for key, label in (("ipp_mpi_tuned", "its heartbeat = ours"), ("ipp_mpi_default", "its defaults")):
         if key in big:
             r = big["shmem_notebook"] / big[key]
-            yield Measurement(key[len("ipp_mpi"):], {"n": big["n"], "label": label}, r,
-                              f"{big['shmem_notebook']:.2f} s vs {big[key]:.2f} s = {r:.2f}x")
+            yield Measurement(
+                key[len("ipp_mpi") :],
+                {"n": big["n"], "label": label},
+                r,
+                f"{big['shmem_notebook']:.2f} s vs {big[key]:.2f} s = {r:.2f}x",
+            )
 
 
 def _start_vs_floor(st):
@@ -66,8 +70,13 @@ def _idle_cpu(st):
 
 def _dispatch(dp):
     worst = max(dp["rows"], key=lambda r: r["ratio_magic"])
-    yield Measurement("", {}, worst["ratio_magic"], f"worst at {worst['n']} PEs: {worst['pxshmem_ms']:.1f} ms vs "
-                                                    f"{worst['px_ms']:.1f} ms = {worst['ratio_magic']:.2f}x")
+    yield Measurement(
+        "",
+        {},
+        worst["ratio_magic"],
+        f"worst at {worst['n']} PEs: {worst['pxshmem_ms']:.1f} ms vs "
+        f"{worst['px_ms']:.1f} ms = {worst['ratio_magic']:.2f}x",
+    )
 
 
 def cell_vs_script(row, op, impl="cell", base="script"):
@@ -87,8 +96,12 @@ def refresh_seconds(row):
 
 def _inspector_payload(insp):
     worst = max(insp["rows"], key=lambda r: r["payload_bytes"])
-    yield Measurement("", {}, worst["payload_bytes"] / MiB,
-                      f"largest {worst['payload_bytes'] / MiB:.2f} MiB (at {_size(worst['array_bytes'])})")
+    yield Measurement(
+        "",
+        {},
+        worst["payload_bytes"] / MiB,
+        f"largest {worst['payload_bytes'] / MiB:.2f} MiB (at {_size(worst['array_bytes'])})",
+    )
 
 
 def _inspector_refresh(insp):
@@ -99,8 +112,12 @@ def _inspector_refresh(insp):
 
 def _race_puts(races):
     row = next(r for r in races["rows"] if r["workload"] == "puts")
-    yield Measurement("", {"puts": races["puts"]}, row["ratio"],
-                      f"{row['traced_s']:.2f} s vs {row['untraced_s']:.2f} s = {row['ratio']:.2f}x")
+    yield Measurement(
+        "",
+        {"puts": races["puts"]},
+        row["ratio"],
+        f"{row['traced_s']:.2f} s vs {row['untraced_s']:.2f} s = {row['ratio']:.2f}x",
+    )
 
 
 def _loops(races, keep):
@@ -109,21 +126,30 @@ def _loops(races, keep):
 
 def _race_stencil(races):
     for r in _loops(races, lambda r: r["workload"] == "stencil_loop"):
-        yield Measurement("", {"iterations": r["iterations"], "n": r["n"]}, r["ratio"],
-                          f"{r['traced_s']:.2f} s vs {r['untraced_s']:.2f} s = {r['ratio']:.2f}x")
+        yield Measurement(
+            "",
+            {"iterations": r["iterations"], "n": r["n"]},
+            r["ratio"],
+            f"{r['traced_s']:.2f} s vs {r['untraced_s']:.2f} s = {r['ratio']:.2f}x",
+        )
 
 
 def _race_scattered(races):
     for r in _loops(races, lambda r: r["workload"] == "scattered" and r["per_pe"] == 60_000):
-        yield Measurement("", {"puts": r["per_pe"]}, r["analysis_s"],
-                          f"{r['analysis_s']:.2f} s ({r['analysis_cpu_s']:.2f} s CPU) for {r['events']:,} events")
+        yield Measurement(
+            "",
+            {"puts": r["per_pe"]},
+            r["analysis_s"],
+            f"{r['analysis_s']:.2f} s ({r['analysis_cpu_s']:.2f} s CPU) for {r['events']:,} events",
+        )
 
 
 def _race_million(races):
     for r in _loops(races, lambda r: r["workload"] == "scattered" and r["per_pe"] >= 1_000_000):
         clear = r["capped"] and "in what was checked" in r["verdict"]
-        yield Measurement("", {"puts": r["per_pe"]}, float(clear),
-                          f"finished in {r['traced_s']:.1f} s: {r['verdict']!r}")
+        yield Measurement(
+            "", {"puts": r["per_pe"]}, float(clear), f"finished in {r['traced_s']:.1f} s: {r['verdict']!r}"
+        )
 
 
 def _measured(sc):
@@ -132,16 +158,24 @@ def _measured(sc):
 
 def _scale_every_n(sc):
     failed = [r for r in sc["rows"] if "error" in r]
-    yield Measurement("", {}, len(failed), "; ".join(f"{r['n']} PEs: {r['error']}" for r in failed)
-                      or f"all of {', '.join(str(r['n']) for r in sc['rows'])} PEs")
+    yield Measurement(
+        "",
+        {},
+        len(failed),
+        "; ".join(f"{r['n']} PEs: {r['error']}" for r in failed)
+        or f"all of {', '.join(str(r['n']) for r in sc['rows'])} PEs",
+    )
 
 
 def _scale_start(sc):
     for r in _measured(sc):
         if r["n"] in (1, 4, 16, 32):
             x = r["start"] / r["floor"]
-            cpu = (f"; CPU per PE to ready {r['pe_cpu']:.2f} s vs the floor's {r['floor_cpu']:.2f} s"
-                   if r.get("pe_cpu") and r.get("floor_cpu") else "")
+            cpu = (
+                f"; CPU per PE to ready {r['pe_cpu']:.2f} s vs the floor's {r['floor_cpu']:.2f} s"
+                if r.get("pe_cpu") and r.get("floor_cpu")
+                else ""
+            )
             yield Measurement(
                 f"_{r['n']}", {"n": r["n"]}, x, f"{r['start']:.2f} s vs {r['floor']:.2f} s = {x:.2f}x{cpu}"
             )
@@ -152,8 +186,13 @@ def _scale_restart(sc):
     if rows:
         worst = max(rows, key=lambda r: max(r["restart"], r["restart_crash"]) / r["start"])
         x = max(worst["restart"], worst["restart_crash"]) / worst["start"]
-        yield Measurement("", {}, x, f"worst at {worst['n']} PEs: restart {worst['restart']:.2f} s, after a crash "
-                                     f"{worst['restart_crash']:.2f} s, start {worst['start']:.2f} s ({x:.2f}x)")
+        yield Measurement(
+            "",
+            {},
+            x,
+            f"worst at {worst['n']} PEs: restart {worst['restart']:.2f} s, after a crash "
+            f"{worst['restart_crash']:.2f} s, start {worst['start']:.2f} s ({x:.2f}x)",
+        )
 
 
 def _scale_dispatch(keep):
@@ -161,8 +200,13 @@ def _scale_dispatch(keep):
         for r in _measured(sc):
             if keep(r["n"]):
                 x = r["pxshmem_ms"] / r["view_execute_ms"]
-                yield Measurement(f"_{r['n']}", {"n": r["n"]}, x,
-                                  f"{r['pxshmem_ms']:.1f} ms vs {r['view_execute_ms']:.1f} ms = {x:.2f}x")
+                yield Measurement(
+                    f"_{r['n']}",
+                    {"n": r["n"]},
+                    x,
+                    f"{r['pxshmem_ms']:.1f} ms vs {r['view_execute_ms']:.1f} ms = {x:.2f}x",
+                )
+
     return measure
 
 
@@ -170,8 +214,12 @@ def _scale_gather(sc):
     g = sc.get("gather")
     if g:
         x = g["ours_gbps"] / g["numpy_copy_gbps"]
-        yield Measurement("", {"size": _size(g["bytes_per_pe"]), "n": g["n"]}, x,
-                          f"{g['ours_gbps']:.2f} GB/s vs {g['numpy_copy_gbps']:.2f} GB/s = {x:.2f}x")
+        yield Measurement(
+            "",
+            {"size": _size(g["bytes_per_pe"]), "n": g["n"]},
+            x,
+            f"{g['ours_gbps']:.2f} GB/s vs {g['numpy_copy_gbps']:.2f} GB/s = {x:.2f}x",
+        )
 
 
 def _scale_output(sc):
@@ -180,8 +228,12 @@ def _scale_output(sc):
         x = o["pxshmem_s"] / o["px_s"]
         complete = "every line in order" if o["complete"] else "LINES MISSING OR OUT OF ORDER"
         # lines missing or out of order miss the goal whatever the time
-        yield Measurement("", {"lines": o["lines"], "n": o["n"]}, x if o["complete"] else float("inf"),
-                          f"{o['pxshmem_s']:.2f} s vs {o['px_s']:.2f} s = {x:.2f}x; {complete}")
+        yield Measurement(
+            "",
+            {"lines": o["lines"], "n": o["n"]},
+            x if o["complete"] else float("inf"),
+            f"{o['pxshmem_s']:.2f} s vs {o['px_s']:.2f} s = {x:.2f}x; {complete}",
+        )
 
 
 def _libraries_every_measure(lib):
@@ -351,12 +403,24 @@ def evaluate(results):
         found = [] if _unavailable(section) else list(goal.measure(section))
         if not found:
             reason = section.get("reason") if section and section.get("available") is False else None
-            out.append({"id": goal.id, "goal": goal.wording.format_map(_Unknown(limit=goal.limit)),
-                        "measured": f"not measured ({reason})" if reason else "not measured", "ok": None})
+            out.append(
+                {
+                    "id": goal.id,
+                    "goal": goal.wording.format_map(_Unknown(limit=goal.limit)),
+                    "measured": f"not measured ({reason})" if reason else "not measured",
+                    "ok": None,
+                }
+            )
             continue
         for m in found:
-            out.append({"id": goal.id + m.suffix, "goal": goal.wording.format(limit=goal.limit, **m.fields),
-                        "measured": m.text, "ok": met(goal, m.value)})
+            out.append(
+                {
+                    "id": goal.id + m.suffix,
+                    "goal": goal.wording.format(limit=goal.limit, **m.fields),
+                    "measured": m.text,
+                    "ok": met(goal, m.value),
+                }
+            )
     return out
 
 
@@ -369,30 +433,39 @@ def _startup_why(results):
     prof = results.get("startup", {}).get("profile", {})
     start, plain = prof.get("start", {}), prof.get("plain_processes", {})
     floor, imports = plain.get("oshrun python + shmem_init (the floor)"), plain.get("floor + a PE's imports")
-    return (f"Of `%shmem start`'s {_f(start.get('total'))} s at {prof.get('n')} PEs, "
-            f"{_f(start.get('PEs start, import, register'))} s "
-            f"are the PEs starting, importing and registering after the controller is up (its start, "
-            f"{_f(start.get('wait for controller files'))} s, runs while the PEs initialise OpenSHMEM). The PEs' own "
-            f"imports (ipyparallel, IPython, ipykernel, zmq: {_f(imports)} s for the floor plus imports against "
-            f"{_f(floor)} s for the floor) and OpenSHMEM's initialisation (floor {_f(floor)} s against "
-            f"{_f(plain.get('oshrun python -c pass'))} s for `python -c pass`) are CPU-bound, and "
-            f"{prof.get('n')} PEs share {results['meta']['machine']['cores']} cores.")
+    return (
+        f"Of `%shmem start`'s {_f(start.get('total'))} s at {prof.get('n')} PEs, "
+        f"{_f(start.get('PEs start, import, register'))} s "
+        f"are the PEs starting, importing and registering after the controller is up (its start, "
+        f"{_f(start.get('wait for controller files'))} s, runs while the PEs initialise OpenSHMEM). The PEs' own "
+        f"imports (ipyparallel, IPython, ipykernel, zmq: {_f(imports)} s for the floor plus imports against "
+        f"{_f(floor)} s for the floor) and OpenSHMEM's initialisation (floor {_f(floor)} s against "
+        f"{_f(plain.get('oshrun python -c pass'))} s for `python -c pass`) are CPU-bound, and "
+        f"{prof.get('n')} PEs share {results['meta']['machine']['cores']} cores."
+    )
 
 
 def _scale_restart_why(results):
     st = results.get("startup", {}).get("rows", [])
-    same = "".join(f" The startup section of the same run, in its own repeats, measured restart {r['restart']:.2f} s "
-                   f"against start {r['shmem_notebook']:.2f} s at {r['n']} PEs." for r in st[-1:])
-    return ("restart keeps the controller and the watchdog, kills the old PEs (their `shmem_finalize` is not "
-            "waited for) and reaps that oshrun later: it is the new PEs' start alone. A cold start hides the "
-            "controller's start behind the PEs', so the two differ by the controller's CPU, shared by the cores; "
-            "with few repeats that difference is within the spread of single starts." + same)
+    same = "".join(
+        f" The startup section of the same run, in its own repeats, measured restart {r['restart']:.2f} s "
+        f"against start {r['shmem_notebook']:.2f} s at {r['n']} PEs."
+        for r in st[-1:]
+    )
+    return (
+        "restart keeps the controller and the watchdog, kills the old PEs (their `shmem_finalize` is not "
+        "waited for) and reaps that oshrun later: it is the new PEs' start alone. A cold start hides the "
+        "controller's start behind the PEs', so the two differ by the controller's CPU, shared by the cores; "
+        "with few repeats that difference is within the spread of single starts." + same
+    )
 
 
 def _scale_failed_why(results):
     load = results["meta"]["machine"].get("load_average_1min")
-    return (f"the PEs did not all register within the start timeout (load average {_f(load)} at the start of the run); "
-            "raise it with SHMEM_NOTEBOOK_START_TIMEOUT on busy login nodes.")
+    return (
+        f"the PEs did not all register within the start timeout (load average {_f(load)} at the start of the run); "
+        "raise it with SHMEM_NOTEBOOK_START_TIMEOUT on busy login nodes."
+    )
 
 
 #: goal id prefix -> a function of the results giving the paragraph on why it is missed
@@ -401,55 +474,68 @@ WHY = {
         "ipyparallel's MPI launcher starts the same kind of engine (Python, ipyparallel, a kernel) under `mpiexec`; "
         "with the same heartbeat period both are bound by that start-up (ours runs without the nanny process each "
         "engine otherwise spawns), so half of it is out of reach while PEs are ipyparallel engines. "
-        + _startup_why(res)),
+        + _startup_why(res)
+    ),
     "start_vs_floor": lambda res: "the floor only starts Python and initialises OpenSHMEM. " + _startup_why(res),
     "restart_vs_start": lambda res: (
         "restart keeps the controller and the watchdog, kills the old PEs and starts the new ones at once; it is "
-        "bound by the new PEs' start-up, like a cold start without the controller."),
+        "bound by the new PEs' start-up, like a cold start without the controller."
+    ),
     "idle_cpu": lambda res: (
         "the heartbeat wakes the controller and every engine at each beat; `SHMEM_NOTEBOOK_HEARTBEAT_MS` trades "
-        "idle CPU against start-up time."),
+        "idle CPU against start-up time."
+    ),
     "dispatch": lambda res: (
         "`%%pxshmem` goes through `Job.run` (process checks, declared arrays, output merging, the wait for every "
         "line of output) where `%%px` only waits on the AsyncResult; on a no-op cell of a few ms that bookkeeping "
-        "shows."),
+        "shows."
+    ),
     "datapath": lambda res: (
         "the cell runs the very same shmem4py code in the same kind of process with the same environment; a miss "
-        "at one size is noise from the other processes on this machine."),
+        "at one size is noise from the other processes on this machine."
+    ),
     "inspector_payload": lambda res: "the snapshot exceeded its budget at this size.",
     "inspector_refresh": lambda res: "most of a refresh is summarising arrays on the PEs and redrawing the figures.",
     "race_puts": lambda res: (
         "every traced put goes through a Python wrapper (finding the cell line, the memory's address, merging it "
         "into the last event of that line) that costs about as much as the put itself; the loop's slicing is "
-        "instrumented too."),
+        "instrumented too."
+    ),
     "race_stencil": lambda res: (
         "the analysis after the cell is a small part of it (see the analysis column); the rest is the traced loop "
         "itself: every shmem call and every array access of each iteration goes through a Python wrapper, and "
-        "with more PEs than cores each barrier waits for PEs descheduled by the others."),
+        "with more PEs than cores each barrier waits for PEs descheduled by the others."
+    ),
     "race_scattered": lambda res: (
         "the analysis is linear in the events (one simulation step and one shadow lookup each); on a loaded "
-        "machine its wall time exceeds its CPU time, shown next to it."),
+        "machine its wall time exceeds its CPU time, shown next to it."
+    ),
     "race_million": lambda res: "the traced cell did not end with a report saying what was checked.",
     "scale_every_n": _scale_failed_why,
     "scale_start": lambda res: (
         "every PE is an ipyparallel engine: a Python process that imports ipyparallel's engine, IPython, ipykernel, "
         "tornado and zmq and builds an IPython shell after `shmem_init`; the CPU per PE measured above is that "
         "against the floor's. With more PEs than cores the CPU adds up PE by PE, so the ratio tends to the CPU "
-        "ratio. What is left is the engine itself, which goes only if PEs stop being ipyparallel engines."),
+        "ratio. What is left is the engine itself, which goes only if PEs stop being ipyparallel engines."
+    ),
     "scale_restart": _scale_restart_why,
     "scale_dispatch": lambda res: (
         "cells go to the PEs over the job's own channel, not through the controller; what is left per PE is "
-        "IPython's `run_cell` and the messages of each PE, and with more PEs than cores their CPU adds up."),
+        "IPython's `run_cell` and the messages of each PE, and with more PEs than cores their CPU adds up."
+    ),
     "scale_gather": lambda res: (
         "the one copy left is the kernel's: `process_vm_readv` walks each PE's page tables and copies into the "
         "result, whose pages are new and faulted in as they are written, while the baseline copies into memory "
-        "already mapped."),
+        "already mapped."
+    ),
     "libraries_every_measure": lambda res: (
         "a job on that library did not start or a measurement in its PEs raised; the error is listed under the "
-        "library table."),
+        "library table."
+    ),
     "scale_output": lambda res: (
         "each PE gathers output into one message per 10 ms; the kernel merges the lines across PEs and writes "
-        "them in rounds."),
+        "them in rounds."
+    ),
 }
 
 

@@ -53,8 +53,13 @@ def run(n, sizes, repeats):
         for size in sizes:
             run_cell(f"%%pxshmem A=float64[{size // 8}]\nA[:] = np.random.default_rng(me).random(A.shape)")
             seconds, snap = _median_time(lambda: gather(job), repeats)
-            row = {"n": n, "array_bytes": size, "gather_snapshot_s": seconds, "payload_bytes": snap.payload_bytes,
-                   "budget_bytes": snap.budget}
+            row = {
+                "n": n,
+                "array_bytes": size,
+                "gather_snapshot_s": seconds,
+                "payload_bytes": snap.payload_bytes,
+                "budget_bytes": snap.budget,
+            }
             if widget is not None:
                 view = widget(job, array="A")
                 row["refresh_s"], _ = _median_time(view.refresh, repeats)

@@ -40,8 +40,12 @@ from shmem_notebook.launcher.library import library as library_named  # noqa: E4
 #: the libraries compared, in table order
 LIBRARIES = ["oshmem", "sos", "oshmpi"]
 #: the configurations measured: key -> (library, SHMEM_NOTEBOOK_TEAMS or None = the job's own choice)
-CONFIGS = {"oshmem": ("oshmem", None), "sos": ("sos", None), "oshmpi": ("oshmpi", None),
-           "sos_emulated": ("sos", "emulated")}
+CONFIGS = {
+    "oshmem": ("oshmem", None),
+    "sos": ("sos", None),
+    "oshmpi": ("oshmpi", None),
+    "sos_emulated": ("sos", "emulated"),
+}
 HEAP = "64M"
 FLOOR = "from shmem4py import shmem; shmem.barrier_all()"
 
@@ -67,8 +71,9 @@ def floor(name, n):
     added = {**launcher_environment(HEAP), **{k: v for k, v in lib.env.items() if k not in os.environ}}
     cmd = lib.command(n, added, oversubscribe=n > local_slots()) + [lib.python, "-c", FLOOR]
     t = time.perf_counter()
-    proc = subprocess.run(cmd, env={**os.environ, **added}, capture_output=True, text=True, timeout=120,
-                          start_new_session=True)
+    proc = subprocess.run(
+        cmd, env={**os.environ, **added}, capture_output=True, text=True, timeout=120, start_new_session=True
+    )
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}: {proc.stderr[-500:]}")
     return time.perf_counter() - t
@@ -76,15 +81,21 @@ def floor(name, n):
 
 def _in_pes(job, call):
     """Run ``libraries_kernel.<call>`` in a cell; ``{pe: what it returned}``."""
-    job.run(inspect.getsource(libraries_kernel) + f"\n_bench = {call}\n", stdout=io.StringIO(), stderr=io.StringIO(),
-            timeout=600)
+    job.run(
+        inspect.getsource(libraries_kernel) + f"\n_bench = {call}\n",
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+        timeout=600,
+    )
     return job.pull("_bench", stack=False)
 
 
 def _mean_over_pes(per_pe):
     """{case: {statistic: mean over the PEs}}: each PE's median, fastest call, 90th percentile (microseconds)."""
-    return {case: {stat: sum(p[case][stat] for p in per_pe.values()) / len(per_pe) for stat in stats}
-            for case, stats in per_pe[0].items()}
+    return {
+        case: {stat: sum(p[case][stat] for p in per_pe.values()) / len(per_pe) for stat in stats}
+        for case, stats in per_pe[0].items()
+    }
 
 
 def measure_in_pes(job, sizes, blocks, iters, coll_iters, budget, teams_only=False):

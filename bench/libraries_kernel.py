@@ -14,8 +14,12 @@ def _stats(samples):
     samples = sorted(samples)
     k = len(samples) // 2
     middle = samples[k] if len(samples) % 2 else (samples[k - 1] + samples[k]) / 2
-    return {"us": middle * 1e6, "min_us": samples[0] * 1e6, "p90_us": samples[int(0.9 * (len(samples) - 1))] * 1e6,
-            "iters": len(samples)}
+    return {
+        "us": middle * 1e6,
+        "min_us": samples[0] * 1e6,
+        "p90_us": samples[int(0.9 * (len(samples) - 1))] * 1e6,
+        "iters": len(samples),
+    }
 
 
 def putget(shmem, sizes, iters, budget):
@@ -37,8 +41,11 @@ def putget(shmem, sizes, iters, budget):
         for op in ("put", "get"):
             shmem.barrier_all()
             if me == 0:
-                call = ((lambda d=d, s=s: (shmem.put(d, s, 1), shmem.quiet())) if op == "put"
-                        else (lambda d=d, s=s: shmem.get(s, d, 1)))
+                call = (
+                    (lambda d=d, s=s: (shmem.put(d, s, 1), shmem.quiet()))
+                    if op == "put"
+                    else (lambda d=d, s=s: shmem.get(s, d, 1))
+                )
                 for _ in range(max(2, iters // 20)):  # warm-up
                     call()
                 samples, started = [], clock()
@@ -111,8 +118,10 @@ def team_sync(shmem, iters, budget):
     job decided; ``sync_all()`` beside it. Collective. Returns this PE's ``{"team_sync": ..., "sync_all": ...}``."""
     team = shmem.TEAM_WORLD.split_strided(0, 1, shmem.n_pes())
     try:
-        return {"team_sync": _timed(shmem, team.sync, iters, budget),
-                "sync_all": _timed(shmem, shmem.sync_all, iters, budget)}
+        return {
+            "team_sync": _timed(shmem, team.sync, iters, budget),
+            "sync_all": _timed(shmem, shmem.sync_all, iters, budget),
+        }
     finally:
         team.destroy()
         shmem.barrier_all()

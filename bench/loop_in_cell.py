@@ -16,8 +16,10 @@ import shmem_notebook
 from shmem_notebook.launcher import local_slots, platform_environment
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LOOP = ("import time\nt0 = time.perf_counter()\nfor i in range(3_000_000):\n    pass\n"
-        "print('seconds', time.perf_counter() - t0)\n")
+LOOP = (
+    "import time\nt0 = time.perf_counter()\nfor i in range(3_000_000):\n    pass\n"
+    "print('seconds', time.perf_counter() - t0)\n"
+)
 PIPE = """import time, numpy
 n = 4000
 data = shmem.zeros(n, dtype='d'); flag = shmem.zeros(n, dtype='i'); one = shmem.zeros(1, dtype='i'); one[0] = 1
@@ -45,8 +47,14 @@ def plain(code):
         f.write("from shmem4py import shmem\nme, npes = shmem.my_pe(), shmem.n_pes()\n" + code)
     env = {**os.environ, **platform_environment(heap="32M", local_only=True)}
     over = ["--oversubscribe"] if 2 > local_slots() else []
-    out = subprocess.run(["oshrun", "-n", "2", *over, sys.executable, f.name], env=env, capture_output=True, text=True,
-                         timeout=300, check=True).stdout
+    out = subprocess.run(
+        ["oshrun", "-n", "2", *over, sys.executable, f.name],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
     os.unlink(f.name)
     return seconds([out])
 
@@ -59,8 +67,11 @@ def main(repeats):
             script = [plain(code) for _ in range(repeats)]
             rows[name] = {"cell_s": statistics.median(cell), "script_s": statistics.median(script)}
             rows[name]["ratio"] = rows[name]["cell_s"] / rows[name]["script_s"]
-            print(f"{name:<32} cell {rows[name]['cell_s']:.3f} s  script {rows[name]['script_s']:.3f} s  "
-                  f"ratio {rows[name]['ratio']:.2f}", flush=True)
+            print(
+                f"{name:<32} cell {rows[name]['cell_s']:.3f} s  script {rows[name]['script_s']:.3f} s  "
+                f"ratio {rows[name]['ratio']:.2f}",
+                flush=True,
+            )
     with open(os.path.join(HERE, "loop_in_cell.json"), "w") as f:
         json.dump({"repeats": repeats, "rows": rows}, f, indent=1)
 

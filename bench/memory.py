@@ -60,8 +60,14 @@ def measure(n, cells):
 
 def run(n, cells, timeout=300):
     """Measure in a fresh process; its process group is killed if it hangs."""
-    proc = subprocess.Popen([PYTHON, os.path.join(HERE, "memory.py"), str(n), str(cells)], cwd=HERE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [PYTHON, os.path.join(HERE, "memory.py"), str(n), str(cells)],
+        cwd=HERE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     finally:

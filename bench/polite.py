@@ -29,10 +29,14 @@ from shmem_notebook import rc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEASURES = ("barrier_us", "wait_us", "cpu_share", "late_ms")
-_LOOP = ("import time\nt = time.perf_counter()\nfor _ in range({iters}):\n    {call}\n"
-         "(time.perf_counter() - t) / {iters} * 1e6")
-_WAIT = ("import time\nif me == 0:\n    time.sleep({wait_s})\n    arrived = time.monotonic()\nshmem.barrier_all()\n"
-         "left = time.monotonic()\nshmem.barrier_all()\narrived if me == 0 else left")
+_LOOP = (
+    "import time\nt = time.perf_counter()\nfor _ in range({iters}):\n    {call}\n"
+    "(time.perf_counter() - t) / {iters} * 1e6"
+)
+_WAIT = (
+    "import time\nif me == 0:\n    time.sleep({wait_s})\n    arrived = time.monotonic()\nshmem.barrier_all()\n"
+    "left = time.monotonic()\nshmem.barrier_all()\narrived if me == 0 else left"
+)
 
 
 def _job(library, polite):
@@ -57,8 +61,12 @@ def _once(job, polite, iters, wait_s):
     quiet = dict(stdout=io.StringIO(), stderr=io.StringIO(), timeout=120)
     row = {
         "barrier_us": _value(job.run(_LOOP.format(iters=iters, call="shmem.barrier_all()"), **quiet), 1),
-        "wait_us": _value(job.run(_LOOP.format(iters=iters, call="shmem.wait_until(F, shmem.CMP.GE, 0)"),
-                                  arrays=["F=int64[1]"], **quiet), 1),
+        "wait_us": _value(
+            job.run(
+                _LOOP.format(iters=iters, call="shmem.wait_until(F, shmem.CMP.GE, 0)"), arrays=["F=int64[1]"], **quiet
+            ),
+            1,
+        ),
     }
     pe1 = psutil.Process(job.pes[1]["pid"])
     before = sum(pe1.cpu_times()[:2])

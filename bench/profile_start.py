@@ -42,6 +42,7 @@ STEPS = [
 
 def _timer(fn, label, calls):
     if inspect.iscoroutinefunction(fn):
+
         async def wrapper(*args, **kwargs):
             start = time.perf_counter()
             try:
@@ -49,12 +50,14 @@ def _timer(fn, label, calls):
             finally:
                 calls.append((label, time.perf_counter() - start))
     else:
+
         def wrapper(*args, **kwargs):
             start = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
                 calls.append((label, time.perf_counter() - start))
+
     return wrapper
 
 
@@ -109,9 +112,15 @@ def _start_like_job(n, overlap=False):
     """Controller, client, PEs as shmem_notebook does; seconds to ready. The candidate change:
     ``overlap`` starts oshrun without waiting for the controller's connection files (the PEs then wait
     for the file themselves). PEs run without ipyparallel's nanny process (see shmem_notebook.engine.runtime.main)."""
-    cluster = ipp.Cluster(engines=OshrunEngineSetLauncher, n=n, controller_ip=rc.ip, delay=0, log_level=logging.ERROR,
-                          controller_args=[f"--HeartMonitor.period={rc.heartbeat_ms}"],
-                          send_engines_connection_env=not overlap)
+    cluster = ipp.Cluster(
+        engines=OshrunEngineSetLauncher,
+        n=n,
+        controller_ip=rc.ip,
+        delay=0,
+        log_level=logging.ERROR,
+        controller_args=[f"--HeartMonitor.period={rc.heartbeat_ms}"],
+        send_engines_connection_env=not overlap,
+    )
     client = None
     start = time.perf_counter()
     try:

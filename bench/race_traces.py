@@ -29,8 +29,15 @@ def scattered_puts(per_pe, npes=2, race_at=None):
             lo = ARR + 8 * race_at
             events.append(["mem", "load", 7, "read", "sym", lo, lo + 8, "<i8"])
         events.append(["sync", "barrier_all", 6, 0, None])
-        traces[pe] = {"pe": pe, "npes": npes, "events": events, "names": names(), "ops": len(events),
-                      "truncated": None, "cap": None}
+        traces[pe] = {
+            "pe": pe,
+            "npes": npes,
+            "events": events,
+            "names": names(),
+            "ops": len(events),
+            "truncated": None,
+            "cap": None,
+        }
     return traces
 
 
@@ -42,22 +49,26 @@ def stencil(iterations, npes=4, n=1000):
     traces = {}
     for pe in range(npes):
         left, right = (pe - 1) % npes, (pe + 1) % npes
-        ev = [["sync", "alloc", 2, 0, None], ["mem", "store", 4, "write", "sym", u + 8, u + 8 * (n + 1), "<f8"],
-              ["sync", "barrier_all", 6, 0, None]]
+        ev = [
+            ["sync", "alloc", 2, 0, None],
+            ["mem", "store", 4, "write", "sym", u + 8, u + 8 * (n + 1), "<f8"],
+            ["sync", "barrier_all", 6, 0, None],
+        ]
         for _ in range(iterations):
-            ev += [["rma", "put", 8, left, u + 8 * (n + 1), u + 8 * (n + 2), "<f8", "sym", u + 8, u + 16, 0, [0.0]],
-                   ["rma", "put", 9, right, u, u + 8, "<f8", "sym", u + 8 * n, u + 8 * (n + 1), 0, [0.0]],
-                   ["sync", "barrier_all", 10, 0, None],
-                   ["mem", "load", 11, "read", "sym", u, u + 8 * (n + 2), "<f8"],
-                   ["mem", "store", 11, "write", "priv", new + 8, new + 8 * (n + 1), "<f8"],
-                   ["sync", "barrier_all", 12, 0, None],
-                   ["mem", "load", 13, "read", "priv", new + 8, new + 8 * (n + 1), "<f8"],
-                   ["mem", "store", 13, "write", "sym", u + 8, u + 8 * (n + 1), "<f8"],
-                   ["sync", "barrier_all", 14, 0, None]]
+            ev += [
+                ["rma", "put", 8, left, u + 8 * (n + 1), u + 8 * (n + 2), "<f8", "sym", u + 8, u + 16, 0, [0.0]],
+                ["rma", "put", 9, right, u, u + 8, "<f8", "sym", u + 8 * n, u + 8 * (n + 1), 0, [0.0]],
+                ["sync", "barrier_all", 10, 0, None],
+                ["mem", "load", 11, "read", "sym", u, u + 8 * (n + 2), "<f8"],
+                ["mem", "store", 11, "write", "priv", new + 8, new + 8 * (n + 1), "<f8"],
+                ["sync", "barrier_all", 12, 0, None],
+                ["mem", "load", 13, "read", "priv", new + 8, new + 8 * (n + 1), "<f8"],
+                ["mem", "store", 13, "write", "sym", u + 8, u + 8 * (n + 1), "<f8"],
+                ["sync", "barrier_all", 14, 0, None],
+            ]
         ev.append(["sync", "free", 15, 0, None])
         nm = [["u", "sym", u, u + 8 * (n + 2), 8, 1], ["new", "priv", new, new + 8 * (n + 2), 8, 1]]
-        traces[pe] = {"pe": pe, "npes": npes, "events": ev, "names": nm, "ops": len(ev), "truncated": None,
-                      "cap": None}
+        traces[pe] = {"pe": pe, "npes": npes, "events": ev, "names": nm, "ops": len(ev), "truncated": None, "cap": None}
     return traces
 
 
@@ -73,13 +84,17 @@ def ping_pong(rounds):
     flag, reads the data and sets PE 0's ``ack``. Race-free."""
     e0, e1 = [], []
     for k in range(1, rounds + 1):
-        e0 += [["rma", "put", 3, 1, 0, 32, "<i8", "priv", SRC, SRC + 32, 0, None, None, None],
-               ["sync", "fence", 4, 0, None],
-               ["rma", "atomic_set", 5, 1, 64, 72, "<i8", None, None, None, 0, [k], None, None],
-               ["wait", "wait_until", 6, 128, 136, "<i8", [k], "==", k, 0]]
-        e1 += [["wait", "wait_until", 9, 64, 72, "<i8", [k], "==", k, 0],
-               ["mem", "load", 10, "read", "sym", 0, 8, "<i8", None],
-               ["rma", "atomic_set", 11, 0, 128, 136, "<i8", None, None, None, 0, [k], None, None]]
+        e0 += [
+            ["rma", "put", 3, 1, 0, 32, "<i8", "priv", SRC, SRC + 32, 0, None, None, None],
+            ["sync", "fence", 4, 0, None],
+            ["rma", "atomic_set", 5, 1, 64, 72, "<i8", None, None, None, 0, [k], None, None],
+            ["wait", "wait_until", 6, 128, 136, "<i8", [k], "==", k, 0],
+        ]
+        e1 += [
+            ["wait", "wait_until", 9, 64, 72, "<i8", [k], "==", k, 0],
+            ["mem", "load", 10, "read", "sym", 0, 8, "<i8", None],
+            ["rma", "atomic_set", 11, 0, 128, 136, "<i8", None, None, None, 0, [k], None, None],
+        ]
     return _two(e0, e1, [("data", 0, 32), ("flag", 64, 72), ("ack", 128, 136)])
 
 
@@ -92,12 +107,16 @@ def credit_ring(rounds):
         if k >= 2:
             e0.append(["wait", "wait_until", 3, 128, 136, "<i8", [k - 1], ">=", k - 1, 0])
         lo = 32 * (k % 2)
-        e0 += [["rma", "put", 4, 1, lo, lo + 32, "<i8", "priv", SRC, SRC + 32, 0, None, None, None],
-               ["sync", "fence", 5, 0, None],
-               ["rma", "atomic_inc", 6, 1, 64, 72, "<i8", None, None, None, 0, [1], None, None]]
-        e1 += [["wait", "wait_until", 9, 64, 72, "<i8", [k + 1], ">=", k + 1, 0],
-               ["mem", "load", 10, "read", "sym", lo, lo + 8, "<i8", None],
-               ["rma", "atomic_inc", 11, 0, 128, 136, "<i8", None, None, None, 0, [1], None, None]]
+        e0 += [
+            ["rma", "put", 4, 1, lo, lo + 32, "<i8", "priv", SRC, SRC + 32, 0, None, None, None],
+            ["sync", "fence", 5, 0, None],
+            ["rma", "atomic_inc", 6, 1, 64, 72, "<i8", None, None, None, 0, [1], None, None],
+        ]
+        e1 += [
+            ["wait", "wait_until", 9, 64, 72, "<i8", [k + 1], ">=", k + 1, 0],
+            ["mem", "load", 10, "read", "sym", lo, lo + 8, "<i8", None],
+            ["rma", "atomic_inc", 11, 0, 128, 136, "<i8", None, None, None, 0, [1], None, None],
+        ]
     return _two(e0, e1, [("slots", 0, 64), ("filled", 64, 72), ("freed", 128, 136)])
 
 

@@ -104,8 +104,17 @@ def run(n, puts, size, sweeps, repeats, loops=None):
         events = sum(len(t["events"]) for t in traces)
         ops = sum(t["ops"] for t in traces)
         payload = sum(len(pickle.dumps(t)) for t in traces)
-    out = {"n": n, "puts": puts, "size": size, "sweeps": sweeps, "repeats": repeats, "rows": rows,
-           "put_loop_ops": ops, "put_loop_events": events, "put_loop_payload_bytes": payload}
+    out = {
+        "n": n,
+        "puts": puts,
+        "size": size,
+        "sweeps": sweeps,
+        "repeats": repeats,
+        "rows": rows,
+        "put_loop_ops": ops,
+        "put_loop_events": events,
+        "put_loop_payload_bytes": payload,
+    }
     if loops:
         loops = dict(loops)
         wait_rounds = loops.pop("wait_rounds", (500, 2000))
@@ -123,7 +132,6 @@ for i in range({count}):
     shmem.put(arr[j:j + 1], src, other)
 shmem.barrier_all()
 """
-
 
 
 def _verdict(text):
@@ -180,9 +188,15 @@ def synthetic(per_pe=(20_000, 60_000)):
         traces = race_traces.scattered_puts(count)
         cpu, start = time.process_time(), time.perf_counter()
         found = analyse(traces, 2)
-        rows.append({"per_pe": count, "events": sum(len(t["events"]) for t in traces.values()),
-                     "analysis_s": time.perf_counter() - start, "analysis_cpu_s": time.process_time() - cpu,
-                     "races": len(found.races)})
+        rows.append(
+            {
+                "per_pe": count,
+                "events": sum(len(t["events"]) for t in traces.values()),
+                "analysis_s": time.perf_counter() - start,
+                "analysis_cpu_s": time.process_time() - cpu,
+                "races": len(found.races),
+            }
+        )
     return rows
 
 
@@ -208,8 +222,9 @@ def waits(rounds=(500, 2000), repeats=3):
     return rows
 
 
-def run_loops(stencil_iterations=200, stencil_pes=4, scattered=(20_000, 60_000), big=1_000_000, repeats=3,
-              stencil_repeats=9):
+def run_loops(
+    stencil_iterations=200, stencil_pes=4, scattered=(20_000, 60_000), big=1_000_000, repeats=3, stencil_repeats=9
+):
     """The issue-20 loops, untraced vs traced (see the module docstring). The stencil's cell takes a
     tenth of a second and, with more PEs than cores, varies by half from run to run: it is
     repeated ``stencil_repeats`` times."""

@@ -32,11 +32,12 @@ def table(header, rows):
 #: how `%shmem gather` moved a large array (Job.last_gather), as the report says it
 GATHER_ROUTES = {
     "memory": "the client copies each PE's array straight from the PE's memory (`process_vm_readv`): one copy, "
-              "by the kernel, into the new result; nothing is copied on the PEs.",
+    "by the kernel, into the new result; nothing is copied on the PEs.",
     "file": "each PE writes its array, from symmetric memory, at its offset in one file in `/dev/shm` that the "
-            "result maps: one copy, on the PEs.",
+    "result maps: one copy, on the PEs.",
     "message": "ipyparallel's messages.",
 }
+
 
 # -- the tables --------------------------------------------------------------
 def startup_tables(st):
@@ -45,26 +46,58 @@ def startup_tables(st):
 
     rows = []
     for r in st["rows"]:
-        rows.append([r["n"], f(r["shmem_notebook"]), f(r["restart"]), f(r["stop"]), f(r["floor"]),
-                     f(r.get("ipp_local_tuned")), f(r.get("ipp_local_default")), f(r.get("ipp_mpi_tuned")),
-                     f(r.get("ipp_mpi_default")), f"{ratio(r, 'ipp_mpi_tuned')} / {ratio(r, 'ipp_mpi_default')}",
-                     ratio(r, "floor")])
-    text = [f"**Start to ready**, seconds, median of {st['repeats']} (every PE answered one round trip). "
-            f"*tuned*: {st['tuned']}; *defaults*: {st['default']}.\n",
-            table(["PEs", "`%shmem start`", "`%shmem restart`", "`%shmem stop`", "oshrun floor", "ipp local tuned",
-                   "ipp local defaults", "ipp MPI tuned", "ipp MPI defaults", "start / ipp MPI (tuned / defaults)",
-                   "start / floor"], rows)]
+        rows.append(
+            [
+                r["n"],
+                f(r["shmem_notebook"]),
+                f(r["restart"]),
+                f(r["stop"]),
+                f(r["floor"]),
+                f(r.get("ipp_local_tuned")),
+                f(r.get("ipp_local_default")),
+                f(r.get("ipp_mpi_tuned")),
+                f(r.get("ipp_mpi_default")),
+                f"{ratio(r, 'ipp_mpi_tuned')} / {ratio(r, 'ipp_mpi_default')}",
+                ratio(r, "floor"),
+            ]
+        )
+    text = [
+        f"**Start to ready**, seconds, median of {st['repeats']} (every PE answered one round trip). "
+        f"*tuned*: {st['tuned']}; *defaults*: {st['default']}.\n",
+        table(
+            [
+                "PEs",
+                "`%shmem start`",
+                "`%shmem restart`",
+                "`%shmem stop`",
+                "oshrun floor",
+                "ipp local tuned",
+                "ipp local defaults",
+                "ipp MPI tuned",
+                "ipp MPI defaults",
+                "start / ipp MPI (tuned / defaults)",
+                "start / floor",
+            ],
+            rows,
+        ),
+    ]
     idle = st["idle"]
-    names = {"shmem_notebook": "shmem_notebook", "ipp_local_tuned": "ipp local tuned",
-             "ipp_local_default": "ipp local defaults", "ipp_mpi_tuned": "ipp MPI tuned"}
+    names = {
+        "shmem_notebook": "shmem_notebook",
+        "ipp_local_tuned": "ipp local tuned",
+        "ipp_local_default": "ipp local defaults",
+        "ipp_mpi_tuned": "ipp MPI tuned",
+    }
     irows = [
         [label, f(idle[k]["cpu_percent"], 1), f(idle[k]["engine_rss_mib"], 1)]
         for k, label in names.items()
         if k in idle
     ]
-    text += [f"\n**Idle**, {idle['n']} engines, {idle['seconds']:g} s: CPU of controller + launcher + engines "
-             "(% of one core) and RSS of one idle engine.\n",
-             table(["running job", "idle CPU %", "engine RSS MiB"], irows)]
+    text += [
+        f"\n**Idle**, {idle['n']} engines, {idle['seconds']:g} s: CPU of controller + launcher + engines "
+        "(% of one core) and RSS of one idle engine.\n",
+        table(["running job", "idle CPU %", "engine RSS MiB"], irows),
+    ]
     prof = st["profile"]
     prows = [[f"start: {k}", f(v)] for k, v in prof["start"].items()]
     prows += [[f"restart: {k}", f(v)] for k, v in prof["restart"].items()]
@@ -100,9 +133,22 @@ def dispatch_table(dp):
         ]
         for r in dp["rows"]
     ]
-    return (f"**Dispatch**: a no-op cell, round trip in ms, median of {dp['cells']} (interleaved, same engines).\n\n"
-            + table(["PEs", "`%%pxshmem`", "`%%px`", "ratio", "`job.run`", "`view.execute`", "ratio",
-                     f"goal <= {BY_ID['dispatch'].limit}x (magics)"], rows))
+    return (
+        f"**Dispatch**: a no-op cell, round trip in ms, median of {dp['cells']} (interleaved, same engines).\n\n"
+        + table(
+            [
+                "PEs",
+                "`%%pxshmem`",
+                "`%%px`",
+                "ratio",
+                "`job.run`",
+                "`view.execute`",
+                "ratio",
+                f"goal <= {BY_ID['dispatch'].limit}x (magics)",
+            ],
+            rows,
+        )
+    )
 
 
 def datapath_table(data):
@@ -122,8 +168,17 @@ def datapath_table(data):
                 cells = [f"{row['gbps'][f'{impl}_{op}']:.2f}" for impl in impls if f"{impl}_{op}" in row["gbps"]]
                 copies = [f"{row['gbps']['c_memcpy']:.2f}", f"{row['gbps']['numpy_copy']:.2f}"]
             r = cell_vs_script(row, op, "cell")
-            rows.append([op, size_text(size), *cells, *copies, f"{r:.2f}x", f"{cell_vs_script(row, op, 'c'):.2f}x",
-                         verdict(met("datapath", r))])
+            rows.append(
+                [
+                    op,
+                    size_text(size),
+                    *cells,
+                    *copies,
+                    f"{r:.2f}x",
+                    f"{cell_vs_script(row, op, 'c'):.2f}x",
+                    verdict(met("datapath", r)),
+                ]
+            )
     return (
         "**Data path**, PE 0 -> PE 1 of 2 PEs: latency at 8 B (us per operation), else bandwidth in GB/s "
         f"(10^9 B/s); put = put + quiet; median over {data['rounds']} interleaved rounds x {data['repeats']} "
@@ -153,10 +208,20 @@ def inspector_table(insp):
         return "**Inspector**: inspector: not available"
     rows = []
     for r in insp["rows"]:
-        rows.append([size_text(r["array_bytes"]), f(r.get("refresh_s")), f(r["gather_snapshot_s"]),
-                     f"{r['payload_bytes'] / KiB:.0f} KiB", f(r["gather_s"]), size_text(r["gather_bytes"]),
-                     verdict(met("inspector_payload", r["payload_bytes"] / MiB)
-                             and (r["array_bytes"] != 8 * MiB or met("inspector_refresh", refresh_seconds(r))))])
+        rows.append(
+            [
+                size_text(r["array_bytes"]),
+                f(r.get("refresh_s")),
+                f(r["gather_snapshot_s"]),
+                f"{r['payload_bytes'] / KiB:.0f} KiB",
+                f(r["gather_s"]),
+                size_text(r["gather_bytes"]),
+                verdict(
+                    met("inspector_payload", r["payload_bytes"] / MiB)
+                    and (r["array_bytes"] != 8 * MiB or met("inspector_refresh", refresh_seconds(r)))
+                ),
+            ]
+        )
     return (
         f"**Inspector**, {insp['n']} PEs, one float64 array per PE, median of {insp['repeats']}: "
         "one widget refresh (gather + redraw), the gathering alone and the bytes the PEs sent, against "
@@ -185,18 +250,22 @@ def memory_table(mem, startup=None):
                 f(startup["idle"]["ipp_local_tuned"]["engine_rss_mib"], 1),
             ]
         )
-    rows += [["client (IPython shell) before `%shmem start`", f(mem["client_rss_before_start_mib"], 1)],
-             ["client after start", f(mem["client_rss_after_start_mib"], 1)],
-             [f"client after {mem['cells']} `%%pxshmem` cells", f(mem["client_rss_after_cells_mib"], 1)],
-             ["client growth per `%%pxshmem` cell (KiB)", f(mem["client_growth_per_cell_kib"], 1)]]
+    rows += [
+        ["client (IPython shell) before `%shmem start`", f(mem["client_rss_before_start_mib"], 1)],
+        ["client after start", f(mem["client_rss_after_start_mib"], 1)],
+        [f"client after {mem['cells']} `%%pxshmem` cells", f(mem["client_rss_after_cells_mib"], 1)],
+        ["client growth per `%%pxshmem` cell (KiB)", f(mem["client_growth_per_cell_kib"], 1)],
+    ]
     if "px_growth_per_cell_kib" in mem:
         rows.append(["client growth per `%%px` cell, same cells (KiB)", f(mem["px_growth_per_cell_kib"], 1)])
     return "**Memory**, RSS in MiB.\n\n" + table(["what", "RSS"], rows)
 
 
 def races_table(races):
-    names = {"puts": f"(a) {races['puts']:,} 8-byte puts + barrier",
-             "stencil": f"(b) 1-D stencil, {races['size']:,} elements per PE, halo puts, {races['sweeps']} sweeps"}
+    names = {
+        "puts": f"(a) {races['puts']:,} 8-byte puts + barrier",
+        "stencil": f"(b) 1-D stencil, {races['size']:,} elements per PE, halo puts, {races['sweeps']} sweeps",
+    }
     rows = [
         [
             names[r["workload"]],
@@ -225,10 +294,24 @@ def loops_table(races):
         return ""
     rows = []
     for r in races["loops"]:
-        name = (f"1-D stencil, halo exchange, {r['iterations']} iterations" if r["workload"] == "stencil_loop"
-                else f"{r['per_pe']:,} scattered puts per PE")
-        rows.append([name, str(r["n"]), f(r["untraced_s"], 2), f(r["traced_s"], 2), f"{r['ratio']:.1f}x",
-                     f(r["analysis_s"], 2), f(r["analysis_cpu_s"], 2), f"{r['events']:,}", r["verdict"]])
+        name = (
+            f"1-D stencil, halo exchange, {r['iterations']} iterations"
+            if r["workload"] == "stencil_loop"
+            else f"{r['per_pe']:,} scattered puts per PE"
+        )
+        rows.append(
+            [
+                name,
+                str(r["n"]),
+                f(r["untraced_s"], 2),
+                f(r["traced_s"], 2),
+                f"{r['ratio']:.1f}x",
+                f(r["analysis_s"], 2),
+                f(r["analysis_cpu_s"], 2),
+                f"{r['events']:,}",
+                r["verdict"],
+            ]
+        )
     load = ", ".join(f"{r['load_average_1min']}" for r in races["loops"] if "load_average_1min" in r)
     stencil = next((r for r in races["loops"] if r["workload"] == "stencil_loop" and r.get("repeats")), None)
     return (
@@ -314,11 +397,12 @@ def scale_table(sc):
         ratio("gather / pull", "gather_s", "pull_s"),
     ]
     when = f" (measured {sc['measured']}, in a run of its own)" if sc.get("measured") else ""
-    text = (f"**Scale**{when}, 1 to {max(cols)} PEs in one run: medians of {sc['repeats']} at up to 4 PEs, of 2 above "
-            f"(no-op cells: median of {sc['cells']}). Floor = `oshrun -n N python -c 'from shmem4py import shmem; "
-            "shmem.barrier_all()'`; ipp MPI = ipyparallel's `Cluster(engines='mpi')` with our heartbeat, to one "
-            "round trip. More PEs than 2 cores are oversubscribed.\n\n"
-            + table(["PEs", *map(str, cols)], rows))
+    text = (
+        f"**Scale**{when}, 1 to {max(cols)} PEs in one run: medians of {sc['repeats']} at up to 4 PEs, of 2 above "
+        f"(no-op cells: median of {sc['cells']}). Floor = `oshrun -n N python -c 'from shmem4py import shmem; "
+        "shmem.barrier_all()'`; ipp MPI = ipyparallel's `Cluster(engines='mpi')` with our heartbeat, to one "
+        "round trip. More PEs than 2 cores are oversubscribed.\n\n" + table(["PEs", *map(str, cols)], rows)
+    )
     for r in failed:
         text += f"\n\nAt {r['n']} PEs nothing could be measured: {r['error']}"
     g, o = sc.get("gather"), sc.get("output")
@@ -364,22 +448,38 @@ def scale_table(sc):
 def slurm_table(sl):
     if not sl.get("available"):
         return f"**Slurm**: not measured ({sl.get('reason', 'unavailable')})."
-    rows = [[r["nodes"], f(r["total"]), f(r["submit"]), f(r["queued"]), f(r["pes"]), f(r["stop"]),
-             f(sl["local_start"]), f"{r['total'] / sl['local_start']:.2f}x"] for r in sl["rows"]]
+    rows = [
+        [
+            r["nodes"],
+            f(r["total"]),
+            f(r["submit"]),
+            f(r["queued"]),
+            f(r["pes"]),
+            f(r["stop"]),
+            f(sl["local_start"]),
+            f"{r['total'] / sl['local_start']:.2f}x",
+        ]
+        for r in sl["rows"]
+    ]
     first = sl["first_job"]
-    return (f"**Slurm: submission to ready**, {sl['n']} PEs in a batch job (`start(n={sl['n']}, slurm=True, "
-            f"nodes=K)`), median of {sl['repeats']}, seconds, on a private Slurm whose nodes n1, n2 are this host "
-            f"(`tests/slurm_cluster.py`). *sbatch*: the local batchjob process starting and submitting; *queued*: "
-            f"until it saw RUNNING (it asks `squeue` once a second); *PEs*: the PEs starting and registering "
-            f"(`-` where every repeat was ready before RUNNING was seen). "
-            f"The first job after `slurmctld` started took {f(first['total'])} s ({f(first['queued'])} s queued).\n\n"
-            + table(["nodes", "submit to ready", "sbatch", "queued", "PEs", "stop", "same PEs on this host",
-                     "ratio"], rows))
+    return (
+        f"**Slurm: submission to ready**, {sl['n']} PEs in a batch job (`start(n={sl['n']}, slurm=True, "
+        f"nodes=K)`), median of {sl['repeats']}, seconds, on a private Slurm whose nodes n1, n2 are this host "
+        f"(`tests/slurm_cluster.py`). *sbatch*: the local batchjob process starting and submitting; *queued*: "
+        f"until it saw RUNNING (it asks `squeue` once a second); *PEs*: the PEs starting and registering "
+        f"(`-` where every repeat was ready before RUNNING was seen). "
+        f"The first job after `slurmctld` started took {f(first['total'])} s ({f(first['queued'])} s queued).\n\n"
+        + table(["nodes", "submit to ready", "sbatch", "queued", "PEs", "stop", "same PEs on this host", "ratio"], rows)
+    )
 
 
 #: column labels of the library comparison: configuration -> label
-LIBRARY_LABELS = {"oshmem": "`oshmem` (Open MPI)", "sos": "`sos` (Sandia OpenSHMEM)",
-                  "oshmpi": "`oshmpi` (OSHMPI over MPI)", "sos_emulated": "`sos`, teams emulated"}
+LIBRARY_LABELS = {
+    "oshmem": "`oshmem` (Open MPI)",
+    "sos": "`sos` (Sandia OpenSHMEM)",
+    "oshmpi": "`oshmpi` (OSHMPI over MPI)",
+    "sos_emulated": "`sos`, teams emulated",
+}
 #: the libraries side by side, in column order, each compared with the first
 COMPARED = ("oshmem", "sos", "oshmpi")
 
@@ -420,8 +520,9 @@ def library_rows(lib):
         coll, _, block = case.partition("/")
         what = f"{coll} {size_text(int(block))}/PE, us" if block else "barrier_all, us"
         for n in lib["ns"]:
-            rows.append((what, n, {c: pes.get(c, {}).get(str(n), {}).get("collectives", {}).get(case, {})
-                                   for c in names}))
+            rows.append(
+                (what, n, {c: pes.get(c, {}).get(str(n), {}).get("collectives", {}).get(case, {}) for c in names})
+            )
     return rows
 
 
@@ -445,23 +546,31 @@ def libraries_tables(lib):
         fmt = f if seconds else median_and_fastest
         plain = {c: values[c] if seconds else values[c] and values[c]["us"] for c in names}
         base = plain[names[0]]
-        rows.append([what, n, *(_library_cells(lib, c, n, values[c], fmt) for c in names),
-                     *(f"{plain[c] / base:.2f}x" if base and plain[c] else "-" for c in names[1:])])
+        rows.append(
+            [
+                what,
+                n,
+                *(_library_cells(lib, c, n, values[c], fmt) for c in names),
+                *(f"{plain[c] / base:.2f}x" if base and plain[c] else "-" for c in names[1:]),
+            ]
+        )
     said = {"oshmem": "Open MPI's OSHMEM", "sos": "Sandia OpenSHMEM", "oshmpi": "OSHMPI (over Open MPI's MPI)"}
-    text = (f"**Library against library**: {', '.join(said[c] for c in names[:-1])} and {said[names[-1]]} "
-            f"through jobs the tool starts "
-            f"(`Job(n, library=...)`, heap {lib['heap']}), interleaved. Start, stop and the floor (the library's "
-            f"launcher running `python -c 'from shmem4py import shmem; shmem.barrier_all()'`): median of "
-            f"{lib['repeats']}, seconds. Inside the PEs (shmem4py, OSU style: barrier, warm-up, each call timed, "
-            f"the median, and in brackets the fastest call): put (+ quiet) and get PE 0 -> PE 1 of 2 PEs, "
-            f"up to {lib['iters']:,} calls per size; "
-            f"collectives on TEAM_WORLD as a cell calls them, up to {lib['coll_iters']:,} calls (fewer when they "
-            f"took more than {lib['budget']:g} s), the mean over the PEs of each PE's median. More PEs than "
-            f"cores are oversubscribed; a median far above the fastest call is time spent waiting (for a core, "
-            f"for a progress thread), not moving data. On `oshmem` a cell's `alltoall` includes the "
-            f"`barrier_all` the teams emulation puts before it (Open MPI 4.1.4 loses blocks without it). "
-            f"{', '.join(f'*{r}*' for r in ratios)} compare the medians.\n\n"
-            + table(["measured", "PEs", *heads, *ratios], rows))
+    text = (
+        f"**Library against library**: {', '.join(said[c] for c in names[:-1])} and {said[names[-1]]} "
+        f"through jobs the tool starts "
+        f"(`Job(n, library=...)`, heap {lib['heap']}), interleaved. Start, stop and the floor (the library's "
+        f"launcher running `python -c 'from shmem4py import shmem; shmem.barrier_all()'`): median of "
+        f"{lib['repeats']}, seconds. Inside the PEs (shmem4py, OSU style: barrier, warm-up, each call timed, "
+        f"the median, and in brackets the fastest call): put (+ quiet) and get PE 0 -> PE 1 of 2 PEs, "
+        f"up to {lib['iters']:,} calls per size; "
+        f"collectives on TEAM_WORLD as a cell calls them, up to {lib['coll_iters']:,} calls (fewer when they "
+        f"took more than {lib['budget']:g} s), the mean over the PEs of each PE's median. More PEs than "
+        f"cores are oversubscribed; a median far above the fastest call is time spent waiting (for a core, "
+        f"for a progress thread), not moving data. On `oshmem` a cell's `alltoall` includes the "
+        f"`barrier_all` the teams emulation puts before it (Open MPI 4.1.4 loses blocks without it). "
+        f"{', '.join(f'*{r}*' for r in ratios)} compare the medians.\n\n"
+        + table(["measured", "PEs", *heads, *ratios], rows)
+    )
     for name, d in lib["libraries"].items():
         if not d["built"]:
             text += f"\n\n`{name}` is not built here: {d['reason']}"
@@ -480,15 +589,30 @@ def libraries_tables(lib):
             for c in configs
         ]
         native = sync.get("sos") and sync.get("sos_emulated")
-        trows.append([n, *cells, f"{sync['sos_emulated']['us'] / sync['sos']['us']:.2f}x" if native else "-",
-                      *(_library_cells(lib, c, n, world[c], median_and_fastest) for c in names)])
-    text += ("\n\n**Team sync, native against emulated**: `Team.sync()` on a copy of TEAM_WORLD "
-             "(`split_strided(0, 1, npes)`), us, the mean over the PEs of each PE's median (fastest call); "
-             "emulated on OSHMEM and OSHMPI "
-             "(OpenSHMEM 1.4 has no teams), native on SOS, and on SOS once more with `SHMEM_NOTEBOOK_TEAMS=emulated`; "
-             "`sync_all()` beside it.\n\n"
-             + table(["PEs", *(f"{LIBRARY_LABELS[c]}: team sync" for c in configs),
-                      "`sos` emulated / native", *(f"`{c}`: sync_all" for c in names)], trows))
+        trows.append(
+            [
+                n,
+                *cells,
+                f"{sync['sos_emulated']['us'] / sync['sos']['us']:.2f}x" if native else "-",
+                *(_library_cells(lib, c, n, world[c], median_and_fastest) for c in names),
+            ]
+        )
+    text += (
+        "\n\n**Team sync, native against emulated**: `Team.sync()` on a copy of TEAM_WORLD "
+        "(`split_strided(0, 1, npes)`), us, the mean over the PEs of each PE's median (fastest call); "
+        "emulated on OSHMEM and OSHMPI "
+        "(OpenSHMEM 1.4 has no teams), native on SOS, and on SOS once more with `SHMEM_NOTEBOOK_TEAMS=emulated`; "
+        "`sync_all()` beside it.\n\n"
+        + table(
+            [
+                "PEs",
+                *(f"{LIBRARY_LABELS[c]}: team sync" for c in configs),
+                "`sos` emulated / native",
+                *(f"`{c}`: sync_all" for c in names),
+            ],
+            trows,
+        )
+    )
     return text
 
 
@@ -500,14 +624,20 @@ def goals_table(gs):
 
 def markdown(results):
     m = results["meta"]["machine"]
-    parts = [f"Measured {results['meta']['date']} on {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, "
-             f"Open MPI {m['openmpi']}, Python {m['python']}, ipyparallel {m['ipyparallel']}, NumPy {m['numpy']}; "
-             f"load average {m['load_average_1min']} at the start (other jobs were running: read ratios, not "
-             f"absolute times). `make bench` took {results['meta']['seconds'] / 60:.1f} min"
-             + (" (--quick)" if results["meta"]["quick"] else "")
-             + (f" for {', '.join(results['meta']['only'])} only; the other sections come from an earlier run"
-                if results["meta"].get("only") else "") + ".",
-             goals_table(results["goals"])]
+    parts = [
+        f"Measured {results['meta']['date']} on {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, "
+        f"Open MPI {m['openmpi']}, Python {m['python']}, ipyparallel {m['ipyparallel']}, NumPy {m['numpy']}; "
+        f"load average {m['load_average_1min']} at the start (other jobs were running: read ratios, not "
+        f"absolute times). `make bench` took {results['meta']['seconds'] / 60:.1f} min"
+        + (" (--quick)" if results["meta"]["quick"] else "")
+        + (
+            f" for {', '.join(results['meta']['only'])} only; the other sections come from an earlier run"
+            if results["meta"].get("only")
+            else ""
+        )
+        + ".",
+        goals_table(results["goals"]),
+    ]
     if "startup" in results:
         parts.append(startup_tables(results["startup"]))
     if "dispatch" in results:
@@ -541,11 +671,13 @@ def page_block(results, image):
     for g in missed:
         reasons.setdefault(goals.why(g, results), []).append(g["goal"])
     why = "\n".join(f"- **{'; '.join(names)}**: {text}" for text, names in reasons.items())
-    return (f"`make bench` (= `.venv/bin/python bench/run.py --update-docs`) measures shmem_notebook side by "
-            f"side with what one would otherwise use, writes `bench/results.json` and `bench/results.png`, and "
-            f"rewrites this section of `docs/benchmarks.md`. `--quick` is the smoke run of the test suite.\n\n"
-            f"{markdown(results)}\n![benchmark results]({image})\n"
-            + (f"\n**Why goals are missed**\n\n{why}\n" if missed else ""))
+    return (
+        f"`make bench` (= `.venv/bin/python bench/run.py --update-docs`) measures shmem_notebook side by "
+        f"side with what one would otherwise use, writes `bench/results.json` and `bench/results.png`, and "
+        f"rewrites this section of `docs/benchmarks.md`. `--quick` is the smoke run of the test suite.\n\n"
+        f"{markdown(results)}\n![benchmark results]({image})\n"
+        + (f"\n**Why goals are missed**\n\n{why}\n" if missed else "")
+    )
 
 
 def update_page(path, block):
@@ -570,14 +702,21 @@ def plot(results, path):
 
     fig, axes = plt.subplots(5, 3, figsize=(16, 22.5))
     m = results["meta"]["machine"]
-    fig.suptitle(f"shmem_notebook benchmarks, {results['meta']['date']}: {m['cores']} cores, {m['cpu']}, "
-                 f"Open MPI {m['openmpi']}")
+    fig.suptitle(
+        f"shmem_notebook benchmarks, {results['meta']['date']}: {m['cores']} cores, {m['cpu']}, Open MPI {m['openmpi']}"
+    )
     st = results.get("startup")
     ax = axes[0, 0]
     if st:
-        keys = [("shmem_notebook", "%shmem start"), ("restart", "%shmem restart"), ("floor", "oshrun floor"),
-                ("ipp_local_tuned", "ipp local tuned"), ("ipp_local_default", "ipp local defaults"),
-                ("ipp_mpi_tuned", "ipp MPI tuned"), ("ipp_mpi_default", "ipp MPI defaults")]
+        keys = [
+            ("shmem_notebook", "%shmem start"),
+            ("restart", "%shmem restart"),
+            ("floor", "oshrun floor"),
+            ("ipp_local_tuned", "ipp local tuned"),
+            ("ipp_local_default", "ipp local defaults"),
+            ("ipp_mpi_tuned", "ipp MPI tuned"),
+            ("ipp_mpi_default", "ipp MPI defaults"),
+        ]
         x = np.arange(len(st["rows"]))
         w = 0.8 / len(keys)
         for i, (k, label) in enumerate(keys):
@@ -595,9 +734,12 @@ def plot(results, path):
         for i, (k, v) in enumerate(steps.items()):
             ax.barh(["%shmem start"], [v], left=left, color=f"C{i}", label=f"{k}: {v:.2f} s")
             left += v
-        short = {"oshrun /bin/true": "oshrun true", "oshrun python -c pass": "+ python",
-                 "oshrun python + shmem_init (the floor)": "+ shmem_init\n(floor)",
-                 "floor + a PE's imports": "+ PE imports"}
+        short = {
+            "oshrun /bin/true": "oshrun true",
+            "oshrun python -c pass": "+ python",
+            "oshrun python + shmem_init (the floor)": "+ shmem_init\n(floor)",
+            "floor + a PE's imports": "+ PE imports",
+        }
         plain = st["profile"]["plain_processes"]
         ax.barh([short.get(k, k) for k in plain], list(plain.values()), color="grey")
         ax.tick_params(axis="y", labelsize=8)
@@ -609,8 +751,14 @@ def plot(results, path):
     ax = axes[0, 2]
     if dp:
         x = np.arange(len(dp["rows"]))
-        for i, (k, label) in enumerate([("pxshmem_ms", "%%pxshmem"), ("px_ms", "%%px"), ("job_run_ms", "job.run"),
-                                        ("view_execute_ms", "view.execute")]):
+        for i, (k, label) in enumerate(
+            [
+                ("pxshmem_ms", "%%pxshmem"),
+                ("px_ms", "%%px"),
+                ("job_run_ms", "job.run"),
+                ("view_execute_ms", "view.execute"),
+            ]
+        ):
             ax.bar(x + i * 0.2, [r[k] for r in dp["rows"]], 0.2, label=label)
         ax.set_xticks(x + 0.3, [f"{r['n']} PEs" for r in dp["rows"]])
         ax.set_ylabel("ms per no-op cell")
@@ -679,8 +827,12 @@ def plot_races(races, axes):
         for a in (ax, bx):
             a.text(0.5, 0.5, "race loops: not measured", ha="center", va="center", transform=a.transAxes)
         return
-    labels = [f"stencil x{r['iterations']}\n{r['n']} PEs" if r["workload"] == "stencil_loop"
-              else f"{r['per_pe']:,} puts\nper PE" for r in loops]
+    labels = [
+        f"stencil x{r['iterations']}\n{r['n']} PEs"
+        if r["workload"] == "stencil_loop"
+        else f"{r['per_pe']:,} puts\nper PE"
+        for r in loops
+    ]
     x = np.arange(len(loops))
     ax.bar(x - 0.2, [r["untraced_s"] for r in loops], 0.4, label="untraced")
     ax.bar(x + 0.2, [r["traced_s"] for r in loops], 0.4, label="race=True")
@@ -760,8 +912,13 @@ def plot_libraries(lib, axes):
         putget = lib["pes"].get(config, {}).get("2", {}).get("putget")
         for op, style in (("put", "-o"), ("get", "--s")):
             if putget:
-                ax.plot(lib["sizes"], [putget[op][str(s)]["us"] for s in lib["sizes"]], style, color=styles[config],
-                        label=f"{op} {config}")
+                ax.plot(
+                    lib["sizes"],
+                    [putget[op][str(s)]["us"] for s in lib["sizes"]],
+                    style,
+                    color=styles[config],
+                    label=f"{op} {config}",
+                )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(lib["sizes"], [size_text(s) for s in lib["sizes"]], fontsize=7)
@@ -776,13 +933,20 @@ def plot_libraries(lib, axes):
         values = []
         for case, n in groups:
             p = got.get(str(n), {})
-            v = (p.get("teams_sync", {}).get("team_sync", {}) if case == "team_sync"
-                 else p.get("collectives", {}).get(case, {})).get("us")
+            v = (
+                p.get("teams_sync", {}).get("team_sync", {})
+                if case == "team_sync"
+                else p.get("collectives", {}).get(case, {})
+            ).get("us")
             values.append(v or 0)
         if any(values):
             ax.bar(x + (i - 1.5) * 0.2, values, 0.2, color=styles[config], label=config)
-    ax.set_xticks(x, [f"{c.replace('/', ' ')} B\n{n} PEs" if "/" in c else f"{c}\n{n} PEs" for c, n in groups],
-                  fontsize=6, rotation=45)
+    ax.set_xticks(
+        x,
+        [f"{c.replace('/', ' ')} B\n{n} PEs" if "/" in c else f"{c}\n{n} PEs" for c, n in groups],
+        fontsize=6,
+        rotation=45,
+    )
     ax.set_yscale("log")
     ax.set_ylabel("us per call (median, mean over PEs)")
     ax.legend(fontsize=7)
@@ -791,9 +955,15 @@ def plot_libraries(lib, axes):
     for i, config in enumerate(compared(lib)):
         per_n = lib["start"].get(config, {})
         for key, hatch, shift in (("start", None, 0.0), ("floor", "//", 0.2)):
-            ax.bar(x + i * 0.27 + shift * 0.65 - 0.4, [per_n.get(str(n), {}).get(key) or 0 for n in lib["ns"]], 0.13,
-                   color=styles[config], hatch=hatch, alpha=1.0 if key == "start" else 0.5,
-                   label=f"{config}: {'start to ready' if key == 'start' else 'oshrun floor'}")
+            ax.bar(
+                x + i * 0.27 + shift * 0.65 - 0.4,
+                [per_n.get(str(n), {}).get(key) or 0 for n in lib["ns"]],
+                0.13,
+                color=styles[config],
+                hatch=hatch,
+                alpha=1.0 if key == "start" else 0.5,
+                label=f"{config}: {'start to ready' if key == 'start' else 'oshrun floor'}",
+            )
     ax.set_xticks(x, [f"{n} PEs" for n in lib["ns"]])
     ax.set_ylabel("seconds (median)")
     ax.legend(fontsize=7)

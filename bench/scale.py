@@ -197,16 +197,29 @@ def _scale_row(n, repeats, cells, big_gather, curve_gather, detail_n, extra):
                     if n == detail_n:
                         ours, pull = _gather(job, big_gather, 3, routes=("shm", "file"))
                         (shm, route), (by_file, _) = ours["shm"], ours["file"]
-                        extra["gather"] = {"n": n, "bytes_per_pe": big_gather, "ours_s": shm, "route": route,
-                                           "file_s": by_file, "pull_s": pull,
-                                           "ours_gbps": n * big_gather / shm / 1e9,
-                                           "file_gbps": n * big_gather / by_file / 1e9,
-                                           "pull_gbps": n * big_gather / pull / 1e9,
-                                           "numpy_copy_gbps": numpy_copy_gbps(big_gather),
-                                           "numpy_fresh_copy_gbps": numpy_fresh_copy_gbps(n * big_gather)}
+                        extra["gather"] = {
+                            "n": n,
+                            "bytes_per_pe": big_gather,
+                            "ours_s": shm,
+                            "route": route,
+                            "file_s": by_file,
+                            "pull_s": pull,
+                            "ours_gbps": n * big_gather / shm / 1e9,
+                            "file_gbps": n * big_gather / by_file / 1e9,
+                            "pull_gbps": n * big_gather / pull / 1e9,
+                            "numpy_copy_gbps": numpy_copy_gbps(big_gather),
+                            "numpy_fresh_copy_gbps": numpy_fresh_copy_gbps(n * big_gather),
+                        }
                         ours, px, complete, px_lines = _printing(job)
-                        extra["output"] = {"n": n, "lines": LINES, "repeats": PRINT_REPEATS, "pxshmem_s": ours,
-                                           "px_s": px, "complete": complete, "px_fewest_lines": px_lines}
+                        extra["output"] = {
+                            "n": n,
+                            "lines": LINES,
+                            "repeats": PRINT_REPEATS,
+                            "pxshmem_s": ours,
+                            "px_s": px,
+                            "complete": complete,
+                            "px_fewest_lines": px_lines,
+                        }
             finally:
                 run_cell("%shmem stop")
             cpu = _children_cpu()

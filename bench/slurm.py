@@ -27,7 +27,6 @@ from slurm_cluster import SlurmCluster, slurm_missing  # noqa: E402
 HEAP = "32M"
 
 
-
 def batch_start(n, nodes):
     """One --slurm start and stop: seconds of each phase."""
     env = {"OMPI_MCA_btl": "self,tcp"} if nodes > 1 else {}  # two fake nodes on one host

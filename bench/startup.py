@@ -141,14 +141,16 @@ def run(ns, repeats, idle_seconds, profile_repeats=1, variants=tuple(IPP_VARIANT
         "repeats": repeats,
         "tuned": f"HeartMonitor.period={rc.heartbeat_ms} ms, Cluster.delay=0 (as shmem_notebook)",
         "default": "ipyparallel's defaults: HeartMonitor.period=3000 ms, Cluster.delay=1 s "
-                   "(one run below the largest N)",
+        "(one run below the largest N)",
         "rows": rows,
         "samples": {str(n): v for n, v in samples.items()},
         "idle": {"n": big, "seconds": idle_seconds, **idle_stats},
         "profile": {
             "n": big,
-            **{what: profile_start.breakdown(recorded[what], samples[big][key])
-               for what, key in (("start", "shmem_notebook"), ("restart", "restart"), ("stop", "stop"))},
+            **{
+                what: profile_start.breakdown(recorded[what], samples[big][key])
+                for what, key in (("start", "shmem_notebook"), ("restart", "restart"), ("stop", "stop"))
+            },
             "plain_processes": profile_start.plain_processes(big, max(1, profile_repeats)),
             "experiments": profile_start.experiments(big, profile_repeats) if profile_repeats else {},
         },

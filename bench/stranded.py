@@ -26,7 +26,7 @@ CASES = {
     "barrier": "import time\nif me == 0:\n    raise ValueError(repr(time.time()))\nshmem.barrier_all()",
     "team_sync": "import time\nif me == 0:\n    raise ValueError(repr(time.time()))\nteam.sync()",
     "wait_until": "import time\nif me == 0:\n    raise ValueError(repr(time.time()))\n"
-                  "shmem.wait_until(W, shmem.CMP.EQ, 1)",
+    "shmem.wait_until(W, shmem.CMP.EQ, 1)",
 }
 NEVER = "shmem.wait_until(W, shmem.CMP.EQ, 1)"  # what the CPU is measured on
 
@@ -39,8 +39,11 @@ def one(job, code):
     """(seconds to the error shown, seconds to the job ready again, restarted?) of one stranded cell."""
     if job.state != "running":
         job.restart()
-    _quiet(job, "W = shmem.zeros(1, dtype='int64')\nshmem.barrier_all()\n"
-                "if 'team' not in globals():\n    team = shmem.TEAM_WORLD.split_strided(0, 1, npes)")
+    _quiet(
+        job,
+        "W = shmem.zeros(1, dtype='int64')\nshmem.barrier_all()\n"
+        "if 'team' not in globals():\n    team = shmem.TEAM_WORLD.split_strided(0, 1, npes)",
+    )
     try:
         _quiet(job, code)
         raise RuntimeError("the cell did not raise")
@@ -132,13 +135,26 @@ if __name__ == "__main__":
     parser.add_argument("--pes", type=int, nargs="+", default=[2, 4, 8, 16])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    heads = [("PEs", ""), ("barrier", "shown s"), ("ready", "s"), ("team", "shown s"), ("ready", "s"),
-             ("wait_un.", "shown s"), ("ready", "restart s"), ("CPU wait", "before"), ("paused", "after")]
+    heads = [
+        ("PEs", ""),
+        ("barrier", "shown s"),
+        ("ready", "s"),
+        ("team", "shown s"),
+        ("ready", "s"),
+        ("wait_un.", "shown s"),
+        ("ready", "restart s"),
+        ("CPU wait", "before"),
+        ("paused", "after"),
+    ]
     for row in zip(*heads):
         print("  ".join(f"{cell:>{4 if i == 0 else 6 if i == 8 else 8}}" for i, cell in enumerate(row)))
     results = run(args.pes, args.repeats)
     with open(os.path.join(HERE, "stranded.json"), "w") as f:
         json.dump(results, f, indent=1)
     plot(results, os.path.join(HERE, "stranded.png"))
-    print("goal: the error within 2 s of the exception at every N; medians of", args.repeats, "runs;",
-          "wrote bench/stranded.json and bench/stranded.png")
+    print(
+        "goal: the error within 2 s of the exception at every N; medians of",
+        args.repeats,
+        "runs;",
+        "wrote bench/stranded.json and bench/stranded.png",
+    )

@@ -61,8 +61,15 @@ __all__ = [
 
 #: public names imported on first use: a PE (``python -m shmem_notebook.engine``) and the
 #: watchdog import this package too, and must not pay for the client side's imports
-_LAZY = {"start": "job", "current_job": "job", "Job": "job", "CellResult": "job", "ArraySpec": "specs",
-         "Race": "analysis.races", "Access": "analysis.races"}
+_LAZY = {
+    "start": "job",
+    "current_job": "job",
+    "Job": "job",
+    "CellResult": "job",
+    "ArraySpec": "specs",
+    "Race": "analysis.races",
+    "Access": "analysis.races",
+}
 
 __getattr__ = lazy_names(__name__, _LAZY)
 

@@ -123,7 +123,8 @@ class PEError(ShmemNotebookError):
 _EXPLAINED = {
     ("MemoryError", "alloc() returned NULL"): (
         " (the symmetric heap has no room for it on this PE: free arrays, allocate less, or restart "
-        "with a larger heap: `%shmem stop`, then `%shmem start -n N --heap SIZE`)"),
+        "with a larger heap: `%shmem stop`, then `%shmem start -n N --heap SIZE`)"
+    ),
 }
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

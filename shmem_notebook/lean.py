@@ -24,8 +24,12 @@ __all__ = ["install", "hold_back", "release", "lazy_names", "LAZY"]
 
 #: package -> {name: submodule defining it}: the names an engine or the controller takes from the package
 LAZY: dict[str, dict[str, str]] = {
-    "ipyparallel": {"__version__": "_version", "version_info": "_version", "dependent": "controller.dependency",
-                    "Dependency": "controller.dependency"},
+    "ipyparallel": {
+        "__version__": "_version",
+        "version_info": "_version",
+        "dependent": "controller.dependency",
+        "Dependency": "controller.dependency",
+    },
     "jupyter_client": {
         "__version__": "_version",
         "version_info": "_version",

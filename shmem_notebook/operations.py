@@ -43,20 +43,35 @@ __all__ = [
 ]
 
 Operation = namedtuple(
-    "Operation", "name kind params remote local writes fetches nbi completes collective team",
+    "Operation",
+    "name kind params remote local writes fetches nbi completes collective team",
     defaults=(None, None, False, False, False, False, False, None),
 )
 
 
 def _rma(name, params, put):
-    return Operation(name, "rma", params, "target" if put else "source", "source" if put else "target",
-                     writes=put, fetches=not put and not name.endswith("_nbi"), nbi=name.endswith("_nbi"))
+    return Operation(
+        name,
+        "rma",
+        params,
+        "target" if put else "source",
+        "source" if put else "target",
+        writes=put,
+        fetches=not put and not name.endswith("_nbi"),
+        nbi=name.endswith("_nbi"),
+    )
 
 
 def _amo(name, params):
     fetching = name == "atomic_fetch" or "fetch" in name or name in ("atomic_swap", "atomic_compare_swap")
-    return Operation(name, "amo", params, "source" if name == "atomic_fetch" else "target",
-                     writes=name != "atomic_fetch", fetches=fetching)
+    return Operation(
+        name,
+        "amo",
+        params,
+        "source" if name == "atomic_fetch" else "target",
+        writes=name != "atomic_fetch",
+        fetches=fetching,
+    )
 
 
 _PUT = ("target", "source", "pe", "size", "ctx")
@@ -77,8 +92,10 @@ _NBI_AMO_PARAMS = {
     "atomic_fetch_inc_nbi": ("fetch", "target", "pe", "ctx"),
     "atomic_compare_swap_nbi": ("fetch", "target", "cond", "value", "pe", "ctx"),
     "atomic_fetch_op_nbi": ("fetch", "target", "value", "op", "pe", "ctx"),
-    **{f"atomic_{name}_nbi": ("fetch", "target", "value", "pe", "ctx")
-       for name in ("swap", "fetch_add", "fetch_and", "fetch_or", "fetch_xor")},
+    **{
+        f"atomic_{name}_nbi": ("fetch", "target", "value", "pe", "ctx")
+        for name in ("swap", "fetch_add", "fetch_and", "fetch_or", "fetch_xor")
+    },
 }
 
 
@@ -89,14 +106,19 @@ def _amo_nbi(name, params):
 _PUT_SIGNAL = ("target", "source", "pe", "signal", "value", "sigop", "size", "ctx")
 
 _calls = [
-    _rma("put", _PUT, True), _rma("get", _PUT, False), _rma("put_nbi", _PUT, True), _rma("get_nbi", _PUT, False),
-    _rma("iput", _STRIDED, True), _rma("iget", _STRIDED, False),
+    _rma("put", _PUT, True),
+    _rma("get", _PUT, False),
+    _rma("put_nbi", _PUT, True),
+    _rma("get_nbi", _PUT, False),
+    _rma("iput", _STRIDED, True),
+    _rma("iget", _STRIDED, False),
     *(_amo(name, params) for name, params in _AMO_PARAMS.items()),
     *(_amo(f"atomic_{name}", ("target", "value", "pe", "ctx")) for name in _VALUE_AMOS),
     *(_amo_nbi(name, params) for name, params in _NBI_AMO_PARAMS.items()),
     # put_signal: the data, then the signal word (an atomic) on the same context, delivered in that
     # order; recorded as two events, the put and a signal_set / signal_add on the signal word
-    _rma("put_signal", _PUT_SIGNAL, True), _rma("put_signal_nbi", _PUT_SIGNAL, True),
+    _rma("put_signal", _PUT_SIGNAL, True),
+    _rma("put_signal_nbi", _PUT_SIGNAL, True),
     *(Operation(name, "amo", (), "signal", writes=True) for name in ("signal_set", "signal_add")),
     Operation("barrier_all", "sync", (), completes=True, collective=True),
     Operation("sync_all", "sync", (), collective=True),
@@ -112,16 +134,24 @@ _calls = [
     Operation("broadcast", "coll", ("target", "source", "root", "size", "team"), collective=True, team="team"),
     Operation("alltoalls", "coll", ("target", "source", "tst", "sst", "size", "team"), collective=True, team="team"),
     Operation("reduce", "coll", ("target", "source", "op", "size", "team"), collective=True, team="team"),
-    *(Operation(name, "coll", ("target", "source", "size", "team"), collective=True, team="team")
-      for name in ("collect", "fcollect", "alltoall")),
-    *(Operation(f"{op}_reduce", "coll", ("target", "source", "size", "team"), collective=True, team="team")
-      for op in ("and", "or", "xor", "max", "min", "sum", "prod")),
+    *(
+        Operation(name, "coll", ("target", "source", "size", "team"), collective=True, team="team")
+        for name in ("collect", "fcollect", "alltoall")
+    ),
+    *(
+        Operation(f"{op}_reduce", "coll", ("target", "source", "size", "team"), collective=True, team="team")
+        for op in ("and", "or", "xor", "max", "min", "sum", "prod")
+    ),
     *(Operation(name, "wait", ("ivar", "cmp", "value")) for name in ("wait_until", "test")),
     # waits on a signal word: signal_fetch counts when it saw a new value (a polling loop's exit)
     Operation("signal_wait_until", "wait", ("signal", "cmp", "value")),
     Operation("signal_fetch", "wait", ("signal",)),
-    *(Operation(f"{name}_{how}{vector}", "wait", ("ivars", "cmp", "values" if vector else "value", "status"))
-      for name in ("wait_until", "test") for how in ("all", "any", "some") for vector in ("", "_vector")),
+    *(
+        Operation(f"{name}_{how}{vector}", "wait", ("ivars", "cmp", "values" if vector else "value", "status"))
+        for name in ("wait_until", "test")
+        for how in ("all", "any", "some")
+        for vector in ("", "_vector")
+    ),
     *(Operation(name, "lock", ("lock",)) for name in ("set_lock", "test_lock", "clear_lock")),
 ]
 
@@ -140,8 +170,13 @@ TRANSFERS = frozenset(RMA) | frozenset(ATOMICS)
 SIGNAL_EVENTS = ("signal_set", "signal_add")
 
 #: calls recorded under another op name in the race events: one name per effect
-RECORDED_AS = {"sync": "sync_all", "Team.sync": "sync_all", "Ctx.quiet": "quiet", "Ctx.fence": "fence",
-               "Ctx.destroy": "ctx_destroy"}
+RECORDED_AS = {
+    "sync": "sync_all",
+    "Team.sync": "sync_all",
+    "Ctx.quiet": "quiet",
+    "Ctx.fence": "fence",
+    "Ctx.destroy": "ctx_destroy",
+}
 
 #: most events each PE keeps per cell and recording; beyond it the recording says where it stopped
 CAP = 50_000
@@ -179,8 +214,10 @@ EVENT_FIELDS = {
 }
 
 #: event kind -> namedtuple class (what the analysis reads); fields after ``line`` default to None
-EVENTS = {kind: namedtuple(f"{kind.capitalize()}Event", fields, defaults=(None,) * (len(fields.split()) - 3))
-          for kind, fields in EVENT_FIELDS.items()}
+EVENTS = {
+    kind: namedtuple(f"{kind.capitalize()}Event", fields, defaults=(None,) * (len(fields.split()) - 3))
+    for kind, fields in EVENT_FIELDS.items()
+}
 
 #: event kind -> {field: index}: where the PE writes each field of its event lists
 FIELD = {kind: {name: i for i, name in enumerate(fields.split())} for kind, fields in EVENT_FIELDS.items()}
@@ -189,6 +226,7 @@ FIELD = {kind: {name: i for i, name in enumerate(fields.split())} for kind, fiel
 def event(raw):
     """A PE's event list as its named tuple (``event(["sync", "quiet", 3, 0, None]).line == 3``)."""
     return EVENTS[raw[0]](*raw)
+
 
 #: world synchronisations that PEs stranded by another PE's error can be released from: the PEs
 #: whose cell raised make the same call (engine/requests "join"); "sync" is shmem.sync(TEAM_WORLD)

@@ -73,15 +73,28 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser():
-    p = _Parser(prog="python -m shmem_notebook.race", usage=USAGE, add_help=True,
-                description="Run a shmem4py program with the race recorder on every PE and report the races "
-                            "(as %%pxshmem --race does for a cell). Exit status: 0 no race, 1 races, 2 usage, "
-                            "3 the program failed.")
-    p.add_argument("--stress", type=int, default=None, metavar="SEED",
-                   help=f"then rerun it {RUNS} times with seeded random delays around every shmem call")
+    p = _Parser(
+        prog="python -m shmem_notebook.race",
+        usage=USAGE,
+        add_help=True,
+        description="Run a shmem4py program with the race recorder on every PE and report the races "
+        "(as %%pxshmem --race does for a cell). Exit status: 0 no race, 1 races, 2 usage, "
+        "3 the program failed.",
+    )
+    p.add_argument(
+        "--stress",
+        type=int,
+        default=None,
+        metavar="SEED",
+        help=f"then rerun it {RUNS} times with seeded random delays around every shmem call",
+    )
     p.add_argument("--cap", type=int, default=CAP, metavar="N", help=f"events kept per PE (default {CAP:,})")
-    p.add_argument("--trace", default=None, metavar="FILE",
-                   help="also write the program's calls as a timeline: FILE.json (Perfetto) or FILE.otf2")
+    p.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE",
+        help="also write the program's calls as a timeline: FILE.json (Perfetto) or FILE.otf2",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="the launch command, after --")
     return p
 
@@ -146,8 +159,11 @@ def analyse(reports):
         if data is None:
             continue
         local = {n: numbers[p] for n, p in report["files"].items()}
-        data = dict(data, events=[_renumber(e, local) for e in data["events"]],
-                    compiled=[_renumbered(line, local) for line in data.get("compiled") or ()])
+        data = dict(
+            data,
+            events=[_renumber(e, local) for e in data["events"]],
+            compiled=[_renumbered(line, local) for line in data.get("compiled") or ()],
+        )
         if data.get("truncated"):
             data["truncated"] = _renumbered(data["truncated"], local)
         traces[pe] = data
@@ -189,22 +205,33 @@ def where(line, files):
 
 def format_race(race, files):
     """``str(race)`` with ``file:line`` for the lines."""
+
     def side(access):
         return f"PE {pe_ranges(access.pes or (access.pe,))} {where(access.line, files)} {access.op} ({access.mode})"
 
     hint = re.sub(r"\bline (\d+)", lambda m: where(int(m.group(1)), files), race.hint)
     first, second = race.accesses
-    return (f"RACE {race.array}{format_indices(race.indices, race.shape)} on PE {pe_ranges(race.pes or (race.pe,))}: "
-            f"{side(first)} / {side(second)} are unordered; {hint}")
+    return (
+        f"RACE {race.array}{format_indices(race.indices, race.shape)} on PE {pe_ranges(race.pes or (race.pe,))}: "
+        f"{side(first)} / {side(second)} are unordered; {hint}"
+    )
 
 
 def report(races, files, traces, npes, write=print, status=None):
     """The race report, as the notebook's ``--race`` prints it after a cell (:mod:`.analysis.report`);
     ``status``: ``{pe: exit status}`` (a PE that exited with another status than 0 did not run to its end)."""
     stops = {pe: Stop(None, f"exited with status {code}") for pe, code in (status or {}).items() if code}
-    for line in report_lines(races, traces, npes, show=lambda race: format_race(race, files), checked=cut(traces)[1],
-                             stops=stops, words=PROGRAM, where=lambda line: where(line, files),
-                             notes=notes(traces, name=lambda line: where(line, files))):
+    for line in report_lines(
+        races,
+        traces,
+        npes,
+        show=lambda race: format_race(race, files),
+        checked=cut(traces)[1],
+        stops=stops,
+        words=PROGRAM,
+        where=lambda line: where(line, files),
+        notes=notes(traces, name=lambda line: where(line, files)),
+    ):
         write(line)
 
 
@@ -246,8 +273,10 @@ def _printed(before, after):
 
 def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=(), trace=None, command=()):
     """The reruns; ``trace``: the file the first rerun's timeline goes to (None: no rerun is traced)."""
-    write(f"stress: rerunning the program {RUNS} times (seeds {seed}-{seed + RUNS - 1}) with random delays of up "
-          f"to {MAX_DELAY * 1e3:.0f} ms around every shmem call: {estimate(RUNS, seconds)}; Ctrl-C stops them")
+    write(
+        f"stress: rerunning the program {RUNS} times (seeds {seed}-{seed + RUNS - 1}) with random delays of up "
+        f"to {MAX_DELAY * 1e3:.0f} ms around every shmem call: {estimate(RUNS, seconds)}; Ctrl-C stops them"
+    )
     runs, stopped, began = [], None, time.monotonic()
     for run in range(RUNS):
         started = time.monotonic()
@@ -260,21 +289,32 @@ def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=(), trace=None, 
                 reports = _collect(directory)
                 outputs = {pe: r["stdout"] for pe, r in reports.items()}
         except KeyboardInterrupt:
-            stopped = (f"interrupted during the rerun with seed {seed + run}: the reruns after it were not run and it "
-                       "is not counted")
+            stopped = (
+                f"interrupted during the rerun with seed {seed + run}: the reruns after it were not run and it "
+                "is not counted"
+            )
             break
         if trace is not None and not run:
             npes = max([r.get("npes", 0) for r in reports.values()] + [0])
-            save_timeline(reports, numbered(reports), npes, trace, command, write=lambda text: write(f"stress: {text}"),
-                          what=f"the first stress rerun (seed {seed})")
+            save_timeline(
+                reports,
+                numbered(reports),
+                npes,
+                trace,
+                command,
+                write=lambda text: write(f"stress: {text}"),
+                what=f"the first stress rerun (seed {seed})",
+            )
         found = _printed(first, outputs)
         if status != 0:
             found.insert(0, Difference(f"the program exited with status {status}", (), "exited differently"))
         runs.append((seed + run, found))
         done = time.monotonic()
         left = f", about {(done - began) / (run + 1) * (RUNS - run - 1):.1f} s left" if run + 1 < RUNS else ""
-        write(f"  seed {seed + run} (rerun {run + 1} of {RUNS}, {done - started:.1f} s{left}): "
-              f"{'; '.join(d.text for d in found) or 'same output as the run without delays'}")
+        write(
+            f"  seed {seed + run} (rerun {run + 1} of {RUNS}, {done - started:.1f} s{left}): "
+            f"{'; '.join(d.text for d in found) or 'same output as the run without delays'}"
+        )
     for line in summary(runs, races, stopped, memory=False, same="the output of the run without delays"):
         write(f"stress: {line}")
 
@@ -291,7 +331,7 @@ def main(argv=None):
             raise UsageError("the command to run comes after --")
         split = argv.index("--")
         options = _parser().parse_args(argv[:split])
-        command = argv[split + 1:]
+        command = argv[split + 1 :]
         if not command:
             raise UsageError("no command after --")
         if options.trace is not None and not options.trace.lower().endswith((".json", ".otf2")):
@@ -325,8 +365,17 @@ def main(argv=None):
     if status != 0:
         print(f"the program exited with status {status}")
     if options.stress is not None and not failed:
-        _stress(pe_cmd, env, options.stress, {pe: r["stdout"] for pe, r in reports.items()}, print, seconds, races,
-                options.trace, command)
+        _stress(
+            pe_cmd,
+            env,
+            options.stress,
+            {pe: r["stdout"] for pe, r in reports.items()},
+            print,
+            seconds,
+            races,
+            options.trace,
+            command,
+        )
     elif options.stress is not None and options.trace is not None:
         print(f"trace: not written to {options.trace}: the program failed, so it was not rerun under --stress")
     if races:

@@ -146,8 +146,10 @@ def split_declarations(text: str) -> list[str]:
 def _named(name: Any, value: Any) -> ArraySpec:
     if isinstance(value, ArraySpec):
         if value.name != name:
-            raise SpecError(f"declaration {name}={value} names another array ({value.name!r}); "
-                            f"use {name}='{value.dtype}[{','.join(value.dims)}]'")
+            raise SpecError(
+                f"declaration {name}={value} names another array ({value.name!r}); "
+                f"use {name}='{value.dtype}[{','.join(value.dims)}]'"
+            )
         return value
     if not isinstance(name, str) or not isinstance(value, str):
         raise SpecError(f"cannot read array declaration {name!r}: {value!r}; expected {FORMS}")

@@ -208,7 +208,7 @@ def refusing_path(tmp_path_factory):
         script.write_text(
             "#!/bin/sh\n"
             f"echo '{name} refused (tests/conftest.py): this test starts PEs but is not marked pe, and this run "
-            "deselects pe tests (-m \"not pe\"); mark it with @pytest.mark.pe or pytestmark = pytest.mark.pe, "
+            'deselects pe tests (-m "not pe"); mark it with @pytest.mark.pe or pytestmark = pytest.mark.pe, '
             "or use a fixture made by conftest.job_fixture' >&2\n"
             "exit 97\n"
         )

@@ -51,8 +51,12 @@ def _hint(race):
 def _still_there(race, races, code, again, fixed):
     """The races of the rerun that are ``race``: the same memory, lines and PEs, and not another race of
     the first run on the same lines (its pairs of PEs with another hint) that is still there."""
-    return [r for r in again if _same(race, code, r, fixed)
-            and not any(o is not race and _same(o, code, r, fixed) and _hint(o) == _hint(r) for o in races)]
+    return [
+        r
+        for r in again
+        if _same(race, code, r, fixed)
+        and not any(o is not race and _same(o, code, r, fixed) and _hint(o) == _hint(r) for o in races)
+    ]
 
 
 def check_each_fix(job, code, arrays, reset, timeout=60):

@@ -9,10 +9,27 @@ import shmem_notebook
 def test_public_api_is_pinned():
     assert sorted(shmem_notebook.__all__) == sorted(
         [
-            "start", "current_job", "Job", "CellResult", "Race", "Access", "ArraySpec", "rc",
-            "ShmemNotebookError", "InputError", "LaunchError", "NoJobError", "JobStateError",
-            "HeapFullError", "PEError", "PEDiedError", "CellStoppedError", "CellSyntaxError", "SpecError",
-            "load_ipython_extension", "unload_ipython_extension",
+            "start",
+            "current_job",
+            "Job",
+            "CellResult",
+            "Race",
+            "Access",
+            "ArraySpec",
+            "rc",
+            "ShmemNotebookError",
+            "InputError",
+            "LaunchError",
+            "NoJobError",
+            "JobStateError",
+            "HeapFullError",
+            "PEError",
+            "PEDiedError",
+            "CellStoppedError",
+            "CellSyntaxError",
+            "SpecError",
+            "load_ipython_extension",
+            "unload_ipython_extension",
         ]
     )
     for name in shmem_notebook.__all__:

@@ -16,7 +16,10 @@ SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "
 def test_quick_benchmark_writes_every_section_and_the_plot(tmp_path):
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "bench", "run.py"), "--quick", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=470, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=470,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())

@@ -42,8 +42,10 @@ def _seen(job, code):
         "stderr": result.stderr,
         "results": result.results,
         "displays": {pe: [d["data"] for d in ds] for pe, ds in result.displays.items()},
-        "errors": {pe: (e[0], e[1], re.sub(r"\x1b\[[0-9;]*m", "", e[2]).strip().splitlines()[-1])
-                   for pe, e in result.errors.items()},
+        "errors": {
+            pe: (e[0], e[1], re.sub(r"\x1b\[[0-9;]*m", "", e[2]).strip().splitlines()[-1])
+            for pe, e in result.errors.items()
+        },
     }
 
 
@@ -80,8 +82,10 @@ def test_fast_output_comes_in_few_messages_every_line_in_order(job, monkeypatch)
     monkeypatch.setattr(
         ChannelCell, "_apply", lambda cell, pe, message: (messages.append(pe), apply(cell, pe, message))
     )
-    code = ("import sys\nfor i in range(2000):\n    print('line', me, i)\n    if i % 500 == 0:\n"
-            "        print('at', i, file=sys.stderr)")
+    code = (
+        "import sys\nfor i in range(2000):\n    print('line', me, i)\n    if i % 500 == 0:\n"
+        "        print('at', i, file=sys.stderr)"
+    )
     result = quiet(job, code)
     for pe in range(job.n):
         assert result.stdout[pe] == "".join(f"line {pe} {i}\n" for i in range(2000))
@@ -113,8 +117,10 @@ def test_the_last_line_of_a_burst_shows_while_the_pe_is_busy(job, busy):
 
 def test_what_is_not_signed_with_the_jobs_key_is_dropped(job):
     # toward the PEs: an unsigned cell and one signed with another key never run
-    for frames in ([b"not a signature", b'{"id": 0, "code": "import os; os._exit(3)"}'],
-                   seal(b"another key", {"id": 0, "code": "import os; os._exit(3)"})):
+    for frames in (
+        [b"not a signature", b'{"id": 0, "code": "import os; os._exit(3)"}'],
+        seal(b"another key", {"id": 0, "code": "import os; os._exit(3)"}),
+    ):
         for pe in range(job.n):
             job._channel.socket.send_multipart([job._channel._routes[pe]] + frames)
     # toward the client: a stranger posing as PE 0 cannot add output
@@ -165,9 +171,11 @@ def test_an_attachment_is_unpickled_only_when_signed_and_whole():
     key = b"the job's key"
     signature, body, blob = seal(key, {"id": 1, "pe": 0, "status": "ok"}, {"record_stop": ("ok", _Unpickled())})
     assert _Unpickled.loaded == []
-    for frames in ([seal(b"another key", {"id": 1}, _Unpickled())[0], body, blob],  # signed with another key
-                   [signature, body + blob[:3], blob[3:]],  # the frames cut elsewhere
-                   [signature, body]):  # the attachment dropped
+    for frames in (
+        [seal(b"another key", {"id": 1}, _Unpickled())[0], body, blob],  # signed with another key
+        [signature, body + blob[:3], blob[3:]],  # the frames cut elsewhere
+        [signature, body],
+    ):  # the attachment dropped
         assert unseal(key, frames) is None
     assert _Unpickled.loaded == []
     assert unseal(key, [signature, body, blob])["attachment"] == {"record_stop": ("ok", None)}
@@ -192,8 +200,10 @@ def test_stage_requests_ride_with_the_cell_on_both_routes(job, monkeypatch):
         other.stop()
 
 
-ISSUE = ("shmem.barrier_all()\nif me == 0:\n    shmem.put(inbox, np.array([7]), 1)\n"
-         "if me == 1:\n    x = int(inbox[0])\nshmem.barrier_all()\n")
+ISSUE = (
+    "shmem.barrier_all()\nif me == 0:\n    shmem.put(inbox, np.array([7]), 1)\n"
+    "if me == 1:\n    x = int(inbox[0])\nshmem.barrier_all()\n"
+)
 
 
 def _stage_report(job, code, options):

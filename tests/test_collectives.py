@@ -17,8 +17,15 @@ ALGORITHMS = {
     "alltoall": ("pairwise", "linear", "library"),
 }
 OPS = ("sum", "prod", "max", "min", "and", "or", "xor")
-UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
-          "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+UFUNCS = {
+    "sum": np.add,
+    "prod": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+}
 BIG = 50_000  # float64 elements: more than the scratch holds, so reductions go in chunks
 
 
@@ -93,7 +100,7 @@ def test_every_algorithm_equals_numpy_and_the_library(job):
     checked = 0
     for me in range(n):
         text = [line for line in result.stdout[me].splitlines() if line.startswith("REPORT ")]
-        rep = json.loads(text[0][len("REPORT "):])
+        rep = json.loads(text[0][len("REPORT ") :])
         for name, pes in teams.items():
             if me not in pes:
                 assert not any(key.startswith(name + "/") for key in rep)
@@ -128,13 +135,19 @@ def test_every_algorithm_equals_numpy_and_the_library(job):
 
 def test_unknown_algorithm_is_one_line(job):
     with pytest.raises(PEError) as info:
-        job.run("x = shmem.zeros(npes, 'i8')\ntry:\n    collectives.fcollect(x, x[:1], algorithm='telepathy')\n"
-                "finally:\n    shmem.free(x)", stdout=io.StringIO())
+        job.run(
+            "x = shmem.zeros(npes, 'i8')\ntry:\n    collectives.fcollect(x, x[:1], algorithm='telepathy')\n"
+            "finally:\n    shmem.free(x)",
+            stdout=io.StringIO(),
+        )
     assert "unknown algorithm 'telepathy'; use one of ring, recursive_doubling, bruck, library" in str(info.value)
 
 
 def test_importable_as_shmem_notebook_collectives_on_the_pes(job):
     out = io.StringIO()
-    job.run("import shmem_notebook.collectives as a\nfrom shmem_notebook import collectives as b\n"
-            "print(a is b is collectives, a.__name__)", stdout=out)
+    job.run(
+        "import shmem_notebook.collectives as a\nfrom shmem_notebook import collectives as b\n"
+        "print(a is b is collectives, a.__name__)",
+        stdout=out,
+    )
     assert set(job.last_result.stdout.values()) == {"True shmem_notebook.engine.collectives\n"}

@@ -39,8 +39,9 @@ ONE_PLURAL = re.compile(r"(?<![\d.,])1 (PE|step|event|heap state|element|cell|fr
 
 
 def _record(code, count=1):
-    return CellRecord(code=code, arrays={}, options={}, count=count, number=1, outcome="ok", results={}, npes=2,
-                      pids=(1, 2))
+    return CellRecord(
+        code=code, arrays={}, options={}, count=count, number=1, outcome="ok", results={}, npes=2, pids=(1, 2)
+    )
 
 
 def _unstarted_job(n=2, code="print('hello from', me, 'of', npes)"):
@@ -69,8 +70,9 @@ def test_shmem_usage_lists_every_option_of_every_subcommand(capsys):
             options = [option for action in parser._actions for option in action.option_strings]
             assert sub == "pxshmem" or f"%shmem {sub}" in text
             for option in options:
-                assert option in (text if sub != "pxshmem" else shell.object_inspect_text("%%pxshmem")), \
+                assert option in (text if sub != "pxshmem" else shell.object_inspect_text("%%pxshmem")), (
                     f"{sub}: {option} missing from the usage"
+                )
     assert printed.strip() == overview()
 
 
@@ -122,8 +124,9 @@ def _environment_of(script, user=None):
     body = script.rsplit("\nexec ", 1)[0] + "\nexec env\n"
     prefix = [] if user is None else ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_ALLOW")}
-    ran = subprocess.run(prefix + ["bash", "-s"], input=body, capture_output=True, text=True, env=env, timeout=60,
-                         cwd="/")
+    ran = subprocess.run(
+        prefix + ["bash", "-s"], input=body, capture_output=True, text=True, env=env, timeout=60, cwd="/"
+    )
     assert ran.returncode == 0, ran.stderr
     return dict(line.split("=", 1) for line in ran.stdout.splitlines() if "=" in line)
 
@@ -134,7 +137,7 @@ def test_sbatch_script_sets_run_as_root_only_for_a_job_run_as_root(tmp_path):
     assert exec_line.startswith("exec oshrun -n 2 -x ") and "ALLOW_RUN_AS_ROOT" not in exec_line
     lines = script.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith('if [ "$(id -u)" = 0 ]; then'))
-    assert [line for line in lines if "ALLOW_RUN_AS_ROOT" in line] == lines[start + 1:start + 3]
+    assert [line for line in lines if "ALLOW_RUN_AS_ROOT" in line] == lines[start + 1 : start + 3]
     assert lines[start + 3] == "fi"
     if os.geteuid() == 0:
         as_root = _environment_of(script)
@@ -149,8 +152,19 @@ def test_sbatch_script_sets_run_as_root_only_for_a_job_run_as_root(tmp_path):
 
 # -- 8: --sbatch-prologue ----------------------------------------------------------------------
 def test_sbatch_prologue_reaches_the_batch_job_from_every_front_end(tmp_path):
-    args = PARSERS["start"].parse_args(["-n", "2", "--slurm", "--ip", "0.0.0.0", "--sbatch-prologue",
-                                        "module load openmpi/4.1", "--sbatch-prologue", "export X=1"])
+    args = PARSERS["start"].parse_args(
+        [
+            "-n",
+            "2",
+            "--slurm",
+            "--ip",
+            "0.0.0.0",
+            "--sbatch-prologue",
+            "module load openmpi/4.1",
+            "--sbatch-prologue",
+            "export X=1",
+        ]
+    )
     assert args.sbatch_prologue == ["module load openmpi/4.1", "export X=1"]
     job = shmem_notebook.Job(2, slurm=True, ip="0.0.0.0", sbatch_prologue="module load openmpi/4.1\nexport X=1")
     assert job.batch["sbatch_prologue"] == args.sbatch_prologue
@@ -195,8 +209,9 @@ def test_many_nodes_page_says_what_the_compute_nodes_need():
 @pytest.mark.skipif(slurm_missing() is not None, reason=slurm_missing() or "")
 def test_prologue_runs_in_a_real_batch_job_for_start_and_export(tmp_path):
     with SlurmCluster(nodes=1, cpus=4) as cluster:
-        job = shmem_notebook.Job(2, heap="32M", slurm=True, ip="127.0.0.1", time="10",
-                                 sbatch_prologue="export SHMEM34_SETUP=ran")
+        job = shmem_notebook.Job(
+            2, heap="32M", slurm=True, ip="127.0.0.1", time="10", sbatch_prologue="export SHMEM34_SETUP=ran"
+        )
         job.start()
         try:
             out = quiet(job, "import os\nprint(os.environ.get('SHMEM34_SETUP'))", stdout=io.StringIO())
@@ -205,10 +220,19 @@ def test_prologue_runs_in_a_real_batch_job_for_start_and_export(tmp_path):
             job.stop()
         exported = _unstarted_job()
         done = exported.export(tmp_path / "env.py", slurm={"sbatch_prologue": ["export SHMEM34_SETUP=exported"]})
-        (tmp_path / "env.py").write_text((tmp_path / "env.py").read_text().replace(
-            "print('hello from', me, 'of', npes)", "print(os.environ.get('SHMEM34_SETUP'), me)"))
-        submitted = subprocess.run(["sbatch", "--parsable", "--wait", done.sbatch], cwd=tmp_path, capture_output=True,
-                                   text=True, timeout=240, env=dict(os.environ, SLURM_CONF=cluster.conf))
+        (tmp_path / "env.py").write_text(
+            (tmp_path / "env.py")
+            .read_text()
+            .replace("print('hello from', me, 'of', npes)", "print(os.environ.get('SHMEM34_SETUP'), me)")
+        )
+        submitted = subprocess.run(
+            ["sbatch", "--parsable", "--wait", done.sbatch],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=dict(os.environ, SLURM_CONF=cluster.conf),
+        )
         assert submitted.returncode == 0, submitted.stderr + cluster.logs()
         job_id = submitted.stdout.strip().split(";")[0]
         assert sorted((tmp_path / f"env-{job_id}.out").read_text().split("\n")[:2]) == ["exported 0", "exported 1"]
@@ -237,9 +261,25 @@ PROGRAM = textwrap.dedent("""
 @pytest.mark.parametrize("sync", ["", "shmem.barrier_all()\n"], ids=["racy", "fixed"])
 def test_race_runner_labels_the_output_as_the_notebook_does(tmp_path, npes, sync):
     (tmp_path / "ring.py").write_text(PROGRAM.format(sync=sync))
-    done = subprocess.run([sys.executable, "-m", "shmem_notebook.race", "--", "oshrun", "-n", str(npes),
-                           "--oversubscribe", sys.executable, "ring.py"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=240, env=dict(os.environ, **platform_environment()))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shmem_notebook.race",
+            "--",
+            "oshrun",
+            "-n",
+            str(npes),
+            "--oversubscribe",
+            sys.executable,
+            "ring.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=dict(os.environ, **platform_environment()),
+    )
     assert done.returncode == (0 if sync else 1), done.stdout + done.stderr
     lines = done.stdout.splitlines()
     printed = [line for line in lines if line.startswith("[PE ")]

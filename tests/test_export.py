@@ -28,8 +28,17 @@ from slurm_cluster import SlurmCluster, slurm_missing
 
 def record(code, arrays=None, count=None, number=1, outcome="ok", pids=(1, 2), results=None, **options):
     arrays = arrays or {}
-    return CellRecord(code=code, arrays=dict(arrays), options=options, count=count, number=number, outcome=outcome,
-                      results=results or {}, npes=2, pids=pids)
+    return CellRecord(
+        code=code,
+        arrays=dict(arrays),
+        options=options,
+        count=count,
+        number=number,
+        outcome=outcome,
+        results=results or {},
+        npes=2,
+        pids=pids,
+    )
 
 
 FAKE_JOB = SimpleNamespace(n=2, heap="32M")
@@ -43,8 +52,11 @@ def test_plain_python_passes_unchanged():
 
 def test_magics_become_plain_python_or_say_why_they_are_left_out():
     needs = set()
-    out = plain_cell("%time x = 1\ny = %time f()\n!echo hi\nb = !pwd\n%matplotlib inline\nif me == 0:\n"
-                     "    %timeit g()\n!echo {x}\nx?", needs).splitlines()
+    out = plain_cell(
+        "%time x = 1\ny = %time f()\n!echo hi\nb = !pwd\n%matplotlib inline\nif me == 0:\n"
+        "    %timeit g()\n!echo {x}\nx?",
+        needs,
+    ).splitlines()
     assert out[0] == "x = 1  # %time: the timing is the notebook's"
     assert out[1] == "y = f()  # %time: the timing is the notebook's"
     assert out[2] == "subprocess.run('echo hi', shell=True)  # !echo hi"
@@ -87,8 +99,11 @@ def test_names_bound_at_top_level():
 
 
 def test_failed_cells_are_left_out_unless_chosen():
-    history = [record("a", count=3, number=1), record("b", count=4, number=2, outcome="timeout"),
-               record("c", count=None, number=5)]
+    history = [
+        record("a", count=3, number=1),
+        record("b", count=4, number=2, outcome="timeout"),
+        record("c", count=None, number=5),
+    ]
     chosen, left = select(history)
     assert [r.label for r in chosen] == ["In[3]", "cell 5"]
     assert left == [("In[4]", "it did not finish within its timeout in the notebook")]
@@ -118,8 +133,13 @@ def test_several_runs_in_one_notebook_cell_are_parts_of_it(count, want, monkeypa
 def test_program_declares_rebinds_frees_and_notes_options():
     history = [
         record("A[:] = me\nme = 5", arrays={"A": "A=int64[npes,2]"}, count=4, declared=["A=int64[npes,2]"], race=True),
-        record("print(A.sum(), me)\nA", arrays={"A": "A=int64[npes,2]", "B": "B=float32[3]"}, count=5,
-               results={0: "x"}, timeout=3),
+        record(
+            "print(A.sum(), me)\nA",
+            arrays={"A": "A=int64[npes,2]", "B": "B=float32[3]"},
+            count=5,
+            results={0: "x"},
+            timeout=3,
+        ),
         record("print(B)", arrays={"B": "B=float32[4]"}, count=6, pids=(7, 8)),
     ]
     text = program(history, [("In[9]", "it raised in the notebook")], FAKE_JOB, "p.py")
@@ -157,12 +177,24 @@ def test_program_without_shmem_notebook_fixes_shmem_array_itself():
 
 
 def test_sbatch_script_has_the_jobs_options_and_the_platforms_environment(tmp_path):
-    text = sbatch_script(4, tmp_path / "prog.py", "64M", {"partition": "debug", "time": "10", "nodes": 2,
-                                                          "sbatch_args": ["--qos=low"]}, python="/py")
+    text = sbatch_script(
+        4,
+        tmp_path / "prog.py",
+        "64M",
+        {"partition": "debug", "time": "10", "nodes": 2, "sbatch_args": ["--qos=low"]},
+        python="/py",
+    )
     lines = text.splitlines()
-    for line in ("#SBATCH --ntasks=4", "#SBATCH --partition=debug", "#SBATCH --time=10", "#SBATCH --nodes=2",
-                 "#SBATCH --qos=low", "#SBATCH --output=prog-%j.out", 'export OMPI_MCA_osc="${OMPI_MCA_osc-^rdma}"',
-                 'export SMA_SYMMETRIC_SIZE="${SMA_SYMMETRIC_SIZE-67108864}"'):
+    for line in (
+        "#SBATCH --ntasks=4",
+        "#SBATCH --partition=debug",
+        "#SBATCH --time=10",
+        "#SBATCH --nodes=2",
+        "#SBATCH --qos=low",
+        "#SBATCH --output=prog-%j.out",
+        'export OMPI_MCA_osc="${OMPI_MCA_osc-^rdma}"',
+        'export SMA_SYMMETRIC_SIZE="${SMA_SYMMETRIC_SIZE-67108864}"',
+    ):
         assert line in lines
     assert lines[-1].startswith("exec oshrun -n 4 -x ") and lines[-1].endswith(f"/py {tmp_path}/prog.py")
     srun = sbatch_script(4, "prog.py", "64M", runner="srun", python="/py").splitlines()[-1]
@@ -217,25 +249,41 @@ def run_program(path, n, tmp_path, extra=()):
     """``oshrun -n N python PATH`` in the platform's environment; ``{pe: stdout}``, the exit status, stderr."""
     out_dir = tmp_path / f"out-{os.path.basename(path)}"
     env = dict(os.environ, **platform_environment())
-    command = ["oshrun", "-n", str(n), "--oversubscribe", "--output-filename", str(out_dir), *extra, sys.executable,
-               str(path)]
+    command = [
+        "oshrun",
+        "-n",
+        str(n),
+        "--oversubscribe",
+        "--output-filename",
+        str(out_dir),
+        *extra,
+        sys.executable,
+        str(path),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=240)
     outputs = {}
     for pe in range(n):
         file = out_dir / "1" / f"rank.{pe}" / "stdout"
         outputs[pe] = file.read_text() if file.exists() else ""
-    errors = "".join((out_dir / "1" / f"rank.{pe}" / "stderr").read_text()
-                     for pe in range(n) if (out_dir / "1" / f"rank.{pe}" / "stderr").exists())
+    errors = "".join(
+        (out_dir / "1" / f"rank.{pe}" / "stderr").read_text()
+        for pe in range(n)
+        if (out_dir / "1" / f"rank.{pe}" / "stderr").exists()
+    )
     return outputs, done.returncode, done.stderr + errors
 
 
 def expected_output(job, labels):
     """What the exported cells printed on each PE, in order (the last expression as Out shows it)."""
     chosen = [r for r in job.history if r.label in labels]
-    printed = {pe: "".join(r.stdout.get(pe, "") + (r.results[pe] + "\n" if r.results.get(pe) else "") for r in chosen)
-               for pe in range(job.n)}
-    return {pe: "".join(line for line in text.splitlines(True) if not line.startswith(TIMINGS))
-            for pe, text in printed.items()}
+    printed = {
+        pe: "".join(r.stdout.get(pe, "") + (r.results[pe] + "\n" if r.results.get(pe) else "") for r in chosen)
+        for pe in range(job.n)
+    }
+    return {
+        pe: "".join(line for line in text.splitlines(True) if not line.startswith(TIMINGS))
+        for pe, text in printed.items()
+    }
 
 
 #: what %time prints: the notebook's, not the program's (the program runs the statement untimed)
@@ -248,10 +296,18 @@ job = job_fixture(2, heap="32M", timeout=120)
 @pytest.mark.pe
 def test_exported_program_prints_what_the_cells_printed(job, tmp_path):
     start = len(job.history)
-    quiet(job, "mine = np.full(4, me, dtype=np.int64)\nshmem.put(right, mine, (me + 1) % npes)\nshmem.barrier_all()\n"
-               "print('received', right)", arrays="right=int64[4]")
-    quiet(job, "src[0] = me * me\nshmem.barrier_all()\nshmem.fcollect(everyone, src)\nprint('squares', everyone)\n"
-               "everyone.sum()", arrays="src=int64[1] everyone=int64[npes]")
+    quiet(
+        job,
+        "mine = np.full(4, me, dtype=np.int64)\nshmem.put(right, mine, (me + 1) % npes)\nshmem.barrier_all()\n"
+        "print('received', right)",
+        arrays="right=int64[4]",
+    )
+    quiet(
+        job,
+        "src[0] = me * me\nshmem.barrier_all()\nshmem.fcollect(everyone, src)\nprint('squares', everyone)\n"
+        "everyone.sum()",
+        arrays="src=int64[1] everyone=int64[npes]",
+    )
     quiet(job, "%time total = int(right.sum())\ndef helper(a):\n    return a * 2\nprint(helper(total), me)")
     with pytest.raises(PEError):
         quiet(job, "if me == 1:\n    raise ValueError('only PE 1')\nshmem.barrier_all()")
@@ -304,9 +360,11 @@ def execute_with_export(name, tmp_path):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     stop = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.startswith("%shmem stop"))
     program, dump = tmp_path / (name.split(".")[0].replace("-", "_") + ".py"), tmp_path / "history.json"
-    nb.cells = nb.cells[:stop] + [nbformat.v4.new_code_cell(f"%shmem export {program}"),
-                                  nbformat.v4.new_code_cell(DUMP.format(path=str(dump), directory=str(tmp_path))),
-                                  nb.cells[stop]]
+    nb.cells = nb.cells[:stop] + [
+        nbformat.v4.new_code_cell(f"%shmem export {program}"),
+        nbformat.v4.new_code_cell(DUMP.format(path=str(dump), directory=str(tmp_path))),
+        nb.cells[stop],
+    ]
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     said = "".join(o.get("text", "") for o in nb.cells[stop].outputs)
     assert said.startswith(f"wrote {program}: "), said
@@ -315,8 +373,11 @@ def execute_with_export(name, tmp_path):
 
 def _racy_cells(nb):
     """In[k] of the cells whose --race report found races (their printed values may differ between runs)."""
-    return {f"In[{c.execution_count}]" for c in nb.cells
-            if c.cell_type == "code" and any("RACE " in o.get("text", "") for o in c.get("outputs", []))}
+    return {
+        f"In[{c.execution_count}]"
+        for c in nb.cells
+        if c.cell_type == "code" and any("RACE " in o.get("text", "") for o in c.get("outputs", []))
+    }
 
 
 @pytest.mark.pe
@@ -379,8 +440,9 @@ def check_races_as_in_the_notebook(nb, program_path, history, tmp_path):
             return across.sub(r"In[\1] line", line)
         return re.sub(r"line (\d+)", rf"{label} line \1", line)
 
-    assert sorted(map(accesses, found)) == sorted(accesses(as_program(label, line))
-                                                  for label, lines in reported.items() for line in lines)
+    assert sorted(map(accesses, found)) == sorted(
+        accesses(as_program(label, line)) for label, lines in reported.items() for line in lines
+    )
 
 
 def race_lines(path, tmp_path, history, cells):
@@ -428,15 +490,23 @@ def race_lines(path, tmp_path, history, cells):
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(slurm_missing() is not None, reason=slurm_missing() or "")
 def test_exported_sbatch_script_runs_in_slurm(job, tmp_path):
-    quiet(job, "src[0] = me + 1\nshmem.barrier_all()\nshmem.sum_reduce(total, src)\nprint('total', total[0], 'on', me)",
-          arrays="src=int64[1] total=int64[1]")
+    quiet(
+        job,
+        "src[0] = me + 1\nshmem.barrier_all()\nshmem.sum_reduce(total, src)\nprint('total', total[0], 'on', me)",
+        arrays="src=int64[1] total=int64[1]",
+    )
     label = job.history[-1].label
-    done = job.export(tmp_path / "reduce.py", cells=[job.history[-1].label],
-                      slurm={"nodes": 1, "time": "5"})
+    done = job.export(tmp_path / "reduce.py", cells=[job.history[-1].label], slurm={"nodes": 1, "time": "5"})
     assert done.sbatch == str(tmp_path / "reduce.sbatch") and done.cells == [label]
     with SlurmCluster(nodes=2, cpus=4) as cluster:
-        submitted = subprocess.run(["sbatch", "--parsable", "--wait", done.sbatch], cwd=tmp_path, capture_output=True,
-                                   text=True, timeout=240, env=dict(os.environ, SLURM_CONF=cluster.conf))
+        submitted = subprocess.run(
+            ["sbatch", "--parsable", "--wait", done.sbatch],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=dict(os.environ, SLURM_CONF=cluster.conf),
+        )
         assert submitted.returncode == 0, submitted.stderr + cluster.logs()
         job_id = submitted.stdout.strip().split(";")[0]
         out = (tmp_path / f"reduce-{job_id}.out").read_text()

@@ -19,8 +19,12 @@ BOARD = np.zeros((10, 10), dtype=np.int64)
 
 def _fp(view, base=BOARD):
     """``(lo, hi, footprint)`` of a view, in bytes from the start of ``base``."""
-    return of_view(view.__array_interface__["data"][0] - base.__array_interface__["data"][0], view.itemsize,
-                   view.shape, view.strides)
+    return of_view(
+        view.__array_interface__["data"][0] - base.__array_interface__["data"][0],
+        view.itemsize,
+        view.shape,
+        view.strides,
+    )
 
 
 def _bytes(access):
@@ -36,9 +40,16 @@ def _bytes(access):
 
 
 VIEWS = {
-    "column": BOARD[:, 3], "column4": BOARD[:, 4], "rows2-4 col3": BOARD[2:5, 3], "block": BOARD[2:5, 3:5],
-    "even rows": BOARD[::2], "reversed": BOARD[::-1, ::-3], "transposed": BOARD.T[3], "whole": BOARD,
-    "row": BOARD[4], "diagonal": np.lib.stride_tricks.as_strided(BOARD, (10,), (88,)),
+    "column": BOARD[:, 3],
+    "column4": BOARD[:, 4],
+    "rows2-4 col3": BOARD[2:5, 3],
+    "block": BOARD[2:5, 3:5],
+    "even rows": BOARD[::2],
+    "reversed": BOARD[::-1, ::-3],
+    "transposed": BOARD.T[3],
+    "whole": BOARD,
+    "row": BOARD[4],
+    "diagonal": np.lib.stride_tricks.as_strided(BOARD, (10,), (88,)),
     "windows": np.lib.stride_tricks.as_strided(BOARD.reshape(-1), (5, 3), (16, 8)),
 }
 
@@ -67,7 +78,7 @@ def _mask(view):
     start = view.__array_interface__["data"][0] - BOARD.__array_interface__["data"][0]
     for index in np.ndindex(view.shape):
         at = start + sum(i * s for i, s in zip(index, view.strides))
-        mask[at:at + view.itemsize] = True
+        mask[at : at + view.itemsize] = True
     return mask
 
 

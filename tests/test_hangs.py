@@ -63,8 +63,10 @@ def test_a_pe_that_finished_early_is_joined_and_the_job_stays_ready(job):
 
 def test_a_polling_loop_whose_writer_raised_ends_at_once(job):
     ready(job)
-    code = ("if me == 1:\n    raise ValueError('no flag for you')\n"
-            "if me == 0:\n    while int(F[0]) == 0:\n        pass\nshmem.barrier_all()")
+    code = (
+        "if me == 1:\n    raise ValueError('no flag for you')\n"
+        "if me == 0:\n    while int(F[0]) == 0:\n        pass\nshmem.barrier_all()"
+    )
     message, took = stopped(job, code, PEError)
     assert message.startswith("PE 1 raised ValueError at line 2: no flag for you; "), message
     assert "PE 0 waits in a polling loop at line 4 for it" in message, message

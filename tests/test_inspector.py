@@ -49,8 +49,11 @@ def clean(job4):
     if job4.state == "running":
         for name in list(job4.specs):
             job4.free(name)
-        quiet(job4, "for _n in [n for n, v in list(globals().items()) if isinstance(v, np.ndarray) and n.strip('_')]:\n"
-                  "    del globals()[_n]\nimport gc; gc.collect()")
+        quiet(
+            job4,
+            "for _n in [n for n, v in list(globals().items()) if isinstance(v, np.ndarray) and n.strip('_')]:\n"
+            "    del globals()[_n]\nimport gc; gc.collect()",
+        )
 
 
 # -- snapshot data -----------------------------------------------------------------
@@ -79,10 +82,13 @@ def test_values_equal_what_the_pes_wrote(clean):
 
 def test_arrays_allocated_directly_with_shmem4py_appear(clean):
     job = clean
-    quiet(job, "D = shmem.zeros((3, 5), dtype='float32')\nD[...] = me\n"
-             "E = shmem.array(np.arange(7.0) + me)\n"
-             "alias = E\n"
-             "_hidden = shmem.zeros(10, dtype='int16')\n")
+    quiet(
+        job,
+        "D = shmem.zeros((3, 5), dtype='float32')\nD[...] = me\n"
+        "E = shmem.array(np.arange(7.0) + me)\n"
+        "alias = E\n"
+        "_hidden = shmem.zeros(10, dtype='int16')\n",
+    )
     snap = gather_snapshot(job)
     assert {"D", "E"} <= set(snap.names()) and "alias" not in snap.names()
     for p in snap.pes:
@@ -114,17 +120,22 @@ def test_offsets_are_consistent_with_sizes_and_addresses(clean):
     out = quiet(job, "print(B.ctypes.data - A.ctypes.data, C.ctypes.data - A.ctypes.data)").stdout
     for pe in range(4):
         arrays = snap.pes[pe]["arrays"]
-        assert out[pe].split() == [str(arrays["B"]["offset"] - arrays["A"]["offset"]),
-                                   str(arrays["C"]["offset"] - arrays["A"]["offset"])]
+        assert out[pe].split() == [
+            str(arrays["B"]["offset"] - arrays["A"]["offset"]),
+            str(arrays["C"]["offset"] - arrays["A"]["offset"]),
+        ]
 
 
 def test_diff_marks_exactly_the_differing_elements(clean):
     job = clean
     job.alloc("X=float64[40]", "Y=int32[5,6]")
-    quiet(job, "X[:] = np.arange(40.0)\nY[:] = 7\n"
-             "if me == 2: X[[3, 17]] = -1\n"
-             "if me == 0: X[5] = np.nan\n"
-             "if me == 1: Y[4, 0] = 8\n")
+    quiet(
+        job,
+        "X[:] = np.arange(40.0)\nY[:] = 7\n"
+        "if me == 2: X[[3, 17]] = -1\n"
+        "if me == 0: X[5] = np.nan\n"
+        "if me == 1: Y[4, 0] = 8\n",
+    )
     snap = gather_snapshot(job)
     expected = np.zeros((4, 40), bool)
     expected[2, [3, 17]] = expected[0, 5] = True
@@ -177,11 +188,14 @@ def test_summaries_are_exact_block_statistics_and_the_diff_finds_the_block(clean
     job = clean
     n = 1 << 20  # 8 MiB of float64
     job.alloc(f"BIG=float64[{n}]", "G=float32[300,500]")
-    quiet(job, "BIG[:] = np.arange(BIG.size, dtype=np.float64) * (3 if me == 2 else 1)\n"
-             "G[:] = np.arange(G.size, dtype=np.float32).reshape(G.shape) % 97\n"
-             "if me == 3: BIG[123456] += 1\n"
-             "if me == 1: BIG[[1000, 1001]] = BIG[[1001, 1000]]   # a swap keeps min, max and mean\n"
-             "if me == 2: G[100, 7] = -5\n")
+    quiet(
+        job,
+        "BIG[:] = np.arange(BIG.size, dtype=np.float64) * (3 if me == 2 else 1)\n"
+        "G[:] = np.arange(G.size, dtype=np.float32).reshape(G.shape) % 97\n"
+        "if me == 3: BIG[123456] += 1\n"
+        "if me == 1: BIG[[1000, 1001]] = BIG[[1001, 1000]]   # a swap keeps min, max and mean\n"
+        "if me == 2: G[100, 7] = -5\n",
+    )
     snap = gather_snapshot(job)
     assert not snap.is_exact("BIG") and not snap.is_exact("G")
     info = snap.pes[0]["arrays"]["BIG"]["summary"]
@@ -224,8 +238,11 @@ def test_payload_stays_bounded(clean, mib):
 
 def test_payload_stays_bounded_with_thousands_of_arrays(clean):
     job = clean
-    quiet(job, "_keep = [shmem.zeros(8) for _ in range(1500)]\n"
-             "for _i, _a in enumerate(_keep[:1200]): globals()[f'x{_i}'] = _a\n")
+    quiet(
+        job,
+        "_keep = [shmem.zeros(8) for _ in range(1500)]\n"
+        "for _i, _a in enumerate(_keep[:1200]): globals()[f'x{_i}'] = _a\n",
+    )
     try:
         snap = gather_snapshot(job, timeout=60)
         assert snap.payload_bytes <= MiB
@@ -272,9 +289,11 @@ def test_unknown_names_and_bad_arguments_get_one_sentence_errors(clean, monkeypa
 
 
 def test_client_and_pe_sides_import_only_what_they_need(clean):
-    code = ("import sys, shmem_notebook.inspector as i\n"
-            "i.Inspector, i.static_figure, i.state_table\n"
-            "assert 'shmem4py' not in sys.modules, 'the client imported shmem4py'\n")
+    code = (
+        "import sys, shmem_notebook.inspector as i\n"
+        "i.Inspector, i.static_figure, i.state_table\n"
+        "assert 'shmem4py' not in sys.modules, 'the client imported shmem4py'\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     gather_snapshot(clean)
@@ -299,8 +318,10 @@ def test_widget_traits_follow_the_data(clean):
         assert "A" in insp.arrays_html.value and "declared" in insp.arrays_html.value
         # every PE holds something else: there is no majority, and the summary says so
         # A[:] = me: different data by design, one pattern (value = b[pe]); nothing painted red
-        assert "A: PEs hold different data by design, all in one pattern (value = a[i] + b[pe]); no element breaks it" \
+        assert (
+            "A: PEs hold different data by design, all in one pattern (value = a[i] + b[pe]); no element breaks it"
             in insp.diff_html.value
+        )
         before = insp.values_image.value
         insp.array_select.value = "T"  # as the front end does
         assert insp.array == "T" and bytes(insp.values_image.value) != bytes(before)
@@ -350,12 +371,15 @@ def test_auto_refresh_after_every_cell(clean):
 
 def test_every_dtype_and_shape_renders(clean):
     job = clean
-    quiet(job, "flags = shmem.zeros(5, dtype=bool); flags[me] = True\n"
-             "z = shmem.zeros((3, 2), dtype='complex128'); z[:] = 1j * me\n"
-             "scalar = shmem.zeros((), dtype='int64'); scalar[()] = 7\n"
-             "cube = shmem.zeros((2, 3, 4), dtype='uint8'); cube[:] = me\n"
-             "bigz = shmem.zeros(1 << 17, dtype='complex64'); bigz[:] = 1 + 1j\n"
-             "bigb = shmem.zeros((1000, 600), dtype=bool); bigb[me::7] = True\n")
+    quiet(
+        job,
+        "flags = shmem.zeros(5, dtype=bool); flags[me] = True\n"
+        "z = shmem.zeros((3, 2), dtype='complex128'); z[:] = 1j * me\n"
+        "scalar = shmem.zeros((), dtype='int64'); scalar[()] = 7\n"
+        "cube = shmem.zeros((2, 3, 4), dtype='uint8'); cube[:] = me\n"
+        "bigz = shmem.zeros(1 << 17, dtype='complex64'); bigz[:] = 1 + 1j\n"
+        "bigb = shmem.zeros((1000, 600), dtype=bool); bigb[me::7] = True\n",
+    )
     insp = Inspector(job)
     try:
         snap = insp.snapshot
@@ -374,8 +398,11 @@ def test_every_dtype_and_shape_renders(clean):
 
 def test_a_name_bound_to_different_arrays_is_reported_not_fatal(clean):
     job = clean
-    quiet(job, "a1 = shmem.zeros(4)\nmixed = shmem.zeros(6, dtype='int32')\n"
-             "if me % 2: mixed = mixed.view('int16')   # the same memory, seen differently on odd PEs")
+    quiet(
+        job,
+        "a1 = shmem.zeros(4)\nmixed = shmem.zeros(6, dtype='int32')\n"
+        "if me % 2: mixed = mixed.view('int16')   # the same memory, seen differently on odd PEs",
+    )
     insp = Inspector(job, array="a1")
     try:
         with pytest.raises(InputError, match="array 'mixed' has a different dtype, shape or summary on different PEs"):
@@ -476,8 +503,14 @@ def test_terminal_ipython_prints_tables(tmp_path):
         "    %shmem stop\n"
     )
     env = dict(os.environ, MPLBACKEND="agg")
-    done = subprocess.run([sys.executable, "-m", "IPython", "--quick", "--no-banner", "--colors=NoColor", str(script)],
-                          capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "IPython", "--quick", "--no-banner", "--colors=NoColor", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=tmp_path,
+    )
     out = done.stdout
     assert done.returncode == 0, done.stderr[-2000:]
     assert "OpenSHMEM inspector: 2 PEs" in out, out[-2000:]
@@ -515,7 +548,8 @@ def test_tour_notebook(tmp_path, every_library):
     seen = {}
     client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
     client.on_cell_executed = lambda **kw: seen.update(
-        {pid: p for pid, p in _descendants().items() if pid not in before})
+        {pid: p for pid, p in _descendants().items() if pid not in before}
+    )
     try:
         client.execute()
     finally:
@@ -540,8 +574,9 @@ def test_tour_notebook(tmp_path, every_library):
     assert "application/vnd.jupyter.widget-view+json" in shown[0].data
     assert 'src="data:image/png;base64,' in html and html.count(">idle<") == 4
     assert "squares: PE 3 differs from the consensus at 1 of 12 elements" in html
-    assert data("insp.snapshot.differing('squares')   # PE -> number of elements that differ from the consensus",
-                "text/plain") == ["{3: 1}"]
+    assert data(
+        "insp.snapshot.differing('squares')   # PE -> number of elements that differ from the consensus", "text/plain"
+    ) == ["{3: 1}"]
     assert data("live.snapshot.differing('squares')", "text/plain") == ["{}"]
     offsets = data(
         "[(a['name'], a['dtype'], a['shape'], hex(a['offset'])) for a in insp.snapshot.pes[0]['arrays'].values()]",
@@ -559,11 +594,14 @@ def test_tour_notebook(tmp_path, every_library):
     stuck = cells["stuck = %shmem inspect --array squares"].outputs[0].data["text/html"]
     assert stuck.count(">busy<") == 1 and stuck.count(">idle<") == 3
     assert data("[(p['pe'], p['state']) for p in stuck.snapshot.pes]", "text/plain") == [
-        "[(0, 'busy'), (1, 'idle'), (2, 'idle'), (3, 'idle')]"]
+        "[(0, 'busy'), (1, 'idle'), (2, 'idle'), (3, 'idle')]"
+    ]
     assert "OpenSHMEM job restarted: 4 PEs" in "".join(o.get("text", "") for o in cells["%shmem restart"].outputs)
     printed = "".join(o.get("text", "") for o in cells["print(insp.snapshot.describe_diff('squares'))"].outputs)
-    assert printed.splitlines() == ["squares: PE 3 differs from the consensus at 1 of 12 elements",
-                                   "ring: PE 1-3 differ from PE 0 (PE 1 at 8, PE 2 at 8, PE 3 at 8 of 8 elements)"]
+    assert printed.splitlines() == [
+        "squares: PE 3 differs from the consensus at 1 of 12 elements",
+        "ring: PE 1-3 differ from PE 0 (PE 1 at 8, PE 2 at 8, PE 3 at 8 of 8 elements)",
+    ]
 
 
 #: 8 PEs holding different data by design (issue 23 item 7)
@@ -576,8 +614,10 @@ def test_data_different_by_design_singles_out_the_element_that_breaks_the_patter
         quiet(job8, "P[:] = 100 * me + np.arange(16)\nif me == 3: P[5] = 10**9")
         snap = gather_snapshot(job8)
         assert np.argwhere(snap.diff("P")).tolist() == [[3, 5]]  # not PE 1-7 painted red
-        assert snap.describe_diff("P") == ("P: PEs hold different data by design (value = a[i] + b[pe] fits the rest); "
-                                           "PE 3 breaks the shared pattern at 1 of 16 elements: [5]")
+        assert snap.describe_diff("P") == (
+            "P: PEs hold different data by design (value = a[i] + b[pe] fits the rest); "
+            "PE 3 breaks the shared pattern at 1 of 16 elements: [5]"
+        )
         assert tables.values_table(snap, "P").count('class="diff') == 1
         assert snap.differing("P", reference=0)[1] == 16  # a chosen reference still compares element by element
         quiet(job8, "P[:] = 100 * me + np.arange(16)")

@@ -84,12 +84,26 @@ class Lab:
         self.log_path = root / "jupyterlab.log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
-             "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
-             f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
-             "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-             "--LabApp.extension_manager=readonly"] + (["--allow-root"] if os.geteuid() == 0 else []),
-            env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--ip=127.0.0.1",
+                f"--port={self.port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={self.token}",
+                f"--ServerApp.root_dir={root}",
+                "--LabApp.expose_app_in_browser=True",
+                "--LabApp.news_url=",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                "--LabApp.extension_manager=readonly",
+            ]
+            + (["--allow-root"] if os.geteuid() == 0 else []),
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self.descendants = {}
 
@@ -166,10 +180,20 @@ def make_driver(profile):
         assert os.access(path, os.X_OK), f"{path} is missing: {SETUP_HINT}"
     options = Options()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,3000",
-                "--force-device-scale-factor=1"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        "--window-size=1400,3000",
+        "--force-device-scale-factor=1",
+    ):
         options.add_argument(arg)
     return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
 
@@ -188,8 +212,10 @@ def wait_for(driver, script, what, timeout, lab):
         time.sleep(0.5)
     shot = ARTIFACTS / "inspector-failure.png"
     driver.save_screenshot(str(shot))
-    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {value!r}); "
-                         f"page screenshot: {shot}; JupyterLab log:\n{lab.log_tail()}")
+    raise AssertionError(
+        f"timed out after {timeout} s waiting for {what} (last: {value!r}); "
+        f"page screenshot: {shot}; JupyterLab log:\n{lab.log_tail()}"
+    )
 
 
 KERNEL_IDLE = """
@@ -225,8 +251,10 @@ return (r.heapmap && r.heatmap && r.diff && r.pe_rows === 4) ? r : null;
 def notebook_lab(tmp_path, name, cells):
     """A JupyterLab serving the notebook ``name`` made of ``cells`` (a generator, for fixtures);
     afterwards the notebook's job and the server are stopped."""
-    nb = new_notebook(cells=[new_code_cell(src) for src in cells],
-                      metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb = new_notebook(
+        cells=[new_code_cell(src) for src in cells],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
     nbformat.write(nb, tmp_path / name)
     server = Lab(tmp_path)
     try:
@@ -280,9 +308,14 @@ def test_inspector_renders_in_jupyterlab(lab, tmp_path):
 
         # a click on Refresh goes through the kernel and comes back as refresh 2
         driver.find_element(By.CSS_SELECTOR, ".shmem-inspector button").click()
-        wait_for(driver, "const t = document.querySelector('.shmem-inspector .shmem-title');"
-                         "return t && t.innerText.includes('refresh 2');",
-                 "the Refresh button to redraw the inspector (title 'refresh 2')", 120, lab)
+        wait_for(
+            driver,
+            "const t = document.querySelector('.shmem-inspector .shmem-title');"
+            "return t && t.innerText.includes('refresh 2');",
+            "the Refresh button to redraw the inspector (title 'refresh 2')",
+            120,
+            lab,
+        )
 
         inspector = driver.find_element(By.CSS_SELECTOR, ".shmem-inspector")
         driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", inspector)
@@ -319,7 +352,8 @@ def test_pe_state_table_does_not_wrap_in_a_narrow_browser(tmp_path):
             "  const r = document.createRange(); r.selectNodeContents(td);"
             "  const tops = new Set(Array.from(r.getClientRects()).map(x => Math.round(x.top)));"
             "  out[td.textContent] = tops.size; }"
-            "return out;")
+            "return out;"
+        )
     finally:
         driver.quit()
     assert "PE 0" in lines and any(text.endswith(" s") for text in lines), lines

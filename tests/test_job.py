@@ -15,6 +15,7 @@ from shmem_notebook import HeapFullError, InputError, JobStateError, PEError
 #: 1, 2 and 4 PEs on Open MPI's OSHMEM, 2 on Sandia OpenSHMEM and on OSHMPI (where they are built)
 job = job_fixture(1, 2, 4, sos=(2,), oshmpi=(2,))
 
+
 def test_engine_id_is_the_pe_number(job):
     result = quiet(job, "print(me, npes, shmem.my_pe(), shmem.n_pes())")
     for pe in range(job.n):
@@ -24,14 +25,20 @@ def test_engine_id_is_the_pe_number(job):
 
 
 def test_declared_arrays_exist_before_the_first_line(job):
-    result = quiet(job, "print(A.dtype, A.shape, flags.shape, halo.shape, int(A.sum()))",
-                       arrays="A=int64[8] flags=int32[npes] halo=float64[2,npes*4]")
+    result = quiet(
+        job,
+        "print(A.dtype, A.shape, flags.shape, halo.shape, int(A.sum()))",
+        arrays="A=int64[8] flags=int32[npes] halo=float64[2,npes*4]",
+    )
     assert set(result.stdout.values()) == {f"int64 (8,) ({job.n},) (2, {4 * job.n}) 0\n"}
 
 
 def test_put_to_right_neighbour_and_gather(job):
-    quiet(job, "src[:] = me + 1\nshmem.barrier_all()\nshmem.put(dst, src, (me + 1) % npes)\nshmem.barrier_all()",
-        arrays="src=int64[3] dst=int64[3]")
+    quiet(
+        job,
+        "src[:] = me + 1\nshmem.barrier_all()\nshmem.put(dst, src, (me + 1) % npes)\nshmem.barrier_all()",
+        arrays="src=int64[3] dst=int64[3]",
+    )
     got = job.gather("dst")
     assert got.shape == (job.n, 3)
     assert got[:, 0].tolist() == [((pe - 1) % job.n) + 1 for pe in range(job.n)]
@@ -39,8 +46,12 @@ def test_put_to_right_neighbour_and_gather(job):
 
 def test_fcollect(job):
     out = io.StringIO()
-    quiet(job, "x[0] = me * me\nshmem.barrier_all()\nshmem.fcollect(y, x)\nprint(y.tolist())",
-          arrays="x=int64[1] y=int64[npes]", stdout=out)
+    quiet(
+        job,
+        "x[0] = me * me\nshmem.barrier_all()\nshmem.fcollect(y, x)\nprint(y.tolist())",
+        arrays="x=int64[1] y=int64[npes]",
+        stdout=out,
+    )
     expected = str([pe * pe for pe in range(job.n)])
     assert out.getvalue() == f"[PE {'0' if job.n == 1 else f'0-{job.n - 1}'}] {expected}\n"
 
@@ -74,8 +85,12 @@ def test_last_expression_is_shown_per_pe(job):
 
 def test_rich_output_is_kept_per_pe(job):
     printed = io.StringIO()
-    result = quiet(job, "from IPython.display import HTML, display\ndisplay(HTML('<b>same</b>'))\n"
-                        "display(HTML(f'<i>{me}</i>'))\nHTML('<u>last</u>')", stdout=printed)
+    result = quiet(
+        job,
+        "from IPython.display import HTML, display\ndisplay(HTML('<b>same</b>'))\n"
+        "display(HTML(f'<i>{me}</i>'))\nHTML('<u>last</u>')",
+        stdout=printed,
+    )
     out = printed.getvalue()
     assert set(result.displays) == set(range(job.n))
     assert [[d["data"]["text/html"] for d in result.displays[pe]] for pe in range(job.n)] == [
@@ -141,8 +156,12 @@ def test_every_api_takes_every_form_of_declarations(job):
     job.alloc(I="int8[2]")
     shapes = {a["name"]: (a["dtype"], a["shape"]) for a in job.arrays()}
     assert {k: shapes[k] for k in "AEFGHI"} == {
-        "A": ("int64", (8,)), "E": ("int64", (8,)), "F": ("float32", (job.n,)),
-        "G": ("int64", (4,)), "H": ("int64", (4,)), "I": ("int8", (2,)),
+        "A": ("int64", (8,)),
+        "E": ("int64", (8,)),
+        "F": ("float32", (job.n,)),
+        "G": ("int64", (4,)),
+        "H": ("int64", (4,)),
+        "I": ("int8", (2,)),
     }
     result = quiet(job, "print(E.shape, F.shape, G.shape, H.shape, I.shape)")
     assert set(result.stdout.values()) == {f"(8,) ({job.n},) (4,) (4,) (2,)\n"}
@@ -166,8 +185,11 @@ def test_status_heap_use_counts_what_cells_allocated(job):
 
 
 def test_gather_any_symmetric_array_and_pull_any_value(job):
-    quiet(job, "B = shmem.zeros(8, dtype='i8'); B[:] = me\nv = B[2:5]\nword = 'pe%d' % me\ntenfold = me * 10\n"
-             "gen = (i for i in range(3))\nmine = np.arange(me + 1)")
+    quiet(
+        job,
+        "B = shmem.zeros(8, dtype='i8'); B[:] = me\nv = B[2:5]\nword = 'pe%d' % me\ntenfold = me * 10\n"
+        "gen = (i for i in range(3))\nmine = np.arange(me + 1)",
+    )
     try:
         assert job.gather("B").tolist() == [[pe] * 8 for pe in range(job.n)]
         assert job.pull("tenfold").tolist() == [pe * 10 for pe in range(job.n)]
@@ -204,9 +226,12 @@ def test_large_gathers_are_read_from_the_pes_or_come_through_dev_shm_and_leave_n
     from shmem_notebook.job.shm import transfer_prefix
 
     n, width = job.n, 1 << 17  # L 3 MiB, strided 1.5 MiB, I 2 MiB per PE
-    quiet(job, f"L = shmem.zeros((3, {width}), 'f8'); L[:] = me + np.arange({width})\nstrided = L[:, ::2]\n"
-             f"I = shmem.zeros({width * 4}, 'i4'); I[:] = -me\nT = I.view('i8') if me == 0 else I")
-    rows = np.broadcast_to(np.arange(n).reshape(n, 1, 1) + np.arange(width, dtype='f8'), (n, 3, width))
+    quiet(
+        job,
+        f"L = shmem.zeros((3, {width}), 'f8'); L[:] = me + np.arange({width})\nstrided = L[:, ::2]\n"
+        f"I = shmem.zeros({width * 4}, 'i4'); I[:] = -me\nT = I.view('i8') if me == 0 else I",
+    )
+    rows = np.broadcast_to(np.arange(n).reshape(n, 1, 1) + np.arange(width, dtype="f8"), (n, 3, width))
     ints = -np.arange(n, dtype="i4").repeat(width * 4).reshape(n, -1)
     left = lambda: glob.glob(glob.escape(transfer_prefix(job._token)) + "*")  # noqa: E731
     try:
@@ -257,8 +282,11 @@ def test_redeclaring_retires_names_pointing_into_the_old_array(job, capfd):
     err = capfd.readouterr().err
     assert "`old` referred to the old A, which was re-allocated; `old` is now a read-only copy" in err
     assert "`view` referred to the old A" in err
-    with pytest.raises(PEError, match="FreedArrayError: 'old' referred to symmetric memory that was freed "
-                                      r"\(A was re-allocated as int64\[5\]\)"):
+    with pytest.raises(
+        PEError,
+        match="FreedArrayError: 'old' referred to symmetric memory that was freed "
+        r"\(A was re-allocated as int64\[5\]\)",
+    ):
         quiet(job, "old[:] = 7")
     with pytest.raises(PEError, match="read-only"):
         quiet(job, "view += 1")
@@ -277,9 +305,11 @@ def test_redeclaring_retires_names_pointing_into_the_old_array(job, capfd):
 def test_an_openshmem_15_routine_says_what_the_library_lacks(job):
     if job.library.name == "sos":
         pytest.skip("Sandia OpenSHMEM implements OpenSHMEM 1.5: nothing of it is missing")
-    code = ("sig = shmem.new_signal(); dst = shmem.zeros(2, dtype='i8')\n"
-            "try:\n    shmem.put_signal(dst, np.ones(2, dtype='i8'), (me + 1) % npes, sig, 1, shmem.SIGNAL_SET)\n"
-            "finally:\n    shmem.free(dst); shmem.del_signal(sig)")
+    code = (
+        "sig = shmem.new_signal(); dst = shmem.zeros(2, dtype='i8')\n"
+        "try:\n    shmem.put_signal(dst, np.ones(2, dtype='i8'), (me + 1) % npes, sig, 1, shmem.SIGNAL_SET)\n"
+        "finally:\n    shmem.free(dst); shmem.del_signal(sig)"
+    )
     with pytest.raises(PEError) as info:
         quiet(job, code)
     text = str(info.value)

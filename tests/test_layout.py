@@ -56,8 +56,10 @@ def _import_without_shmem4py(names, then="print('ok')"):
 
 
 def test_client_modules_import_neither_shmem4py_nor_the_engine():
-    imported = ("print('imported:', sorted(m for m in sys.modules "
-                "if m.startswith(('shmem_notebook.engine', 'shmem4py')) and sys.modules[m]))")
+    imported = (
+        "print('imported:', sorted(m for m in sys.modules "
+        "if m.startswith(('shmem_notebook.engine', 'shmem4py')) and sys.modules[m]))"
+    )
     assert _import_without_shmem4py(_modules("client"), imported) == "imported: []"
 
 
@@ -66,8 +68,11 @@ def test_engine_helpers_import_without_initialising_openshmem():
     The rest (pure helpers such as teams.decide) are imported by tests in the client's process,
     where an init would start a singleton orted and segfault at exit (ompi#11604)."""
     pe_only = {"runtime", "recorder", "snapshot", "trace", "requests", "__main__"}
-    helpers = [n for n in _modules("engine")
-               if n.rsplit(".", 1)[-1] not in pe_only and not n.startswith("shmem_notebook.engine.record")]
+    helpers = [
+        n
+        for n in _modules("engine")
+        if n.rsplit(".", 1)[-1] not in pe_only and not n.startswith("shmem_notebook.engine.record")
+    ]
     assert "shmem_notebook.engine.teams" in helpers
     assert _import_without_shmem4py(helpers) == "ok"
 

@@ -28,8 +28,18 @@ def test_an_unknown_library_is_one_sentence_naming_the_known_ones():
 
 def test_a_sites_file_adds_libraries_and_a_bad_one_says_what_is_wrong(tmp_path, monkeypatch):
     path = tmp_path / "libraries.json"
-    path.write_text(json.dumps({"cray": {"oshrun": "/opt/cray/bin/oshrun", "python": "/venv/bin/python",
-                                         "launcher": "hydra", "env": {"X": "1"}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "cray": {
+                    "oshrun": "/opt/cray/bin/oshrun",
+                    "python": "/venv/bin/python",
+                    "launcher": "hydra",
+                    "env": {"X": "1"},
+                }
+            }
+        )
+    )
     monkeypatch.setenv("SHMEM_NOTEBOOK_LIBRARIES", str(path))
     cray = library("cray")
     assert (cray.oshrun, cray.python, cray.launcher, cray.env) == (
@@ -52,7 +62,17 @@ def test_a_sites_file_adds_libraries_and_a_bad_one_says_what_is_wrong(tmp_path, 
 def test_command_lines_per_launcher():
     openmpi = Library("o", "oshrun")
     assert openmpi.command(4, {"B": "1", "A": "2"}, oversubscribe=True, hostfile="h") == [
-        "oshrun", "-n", "4", "--oversubscribe", "--hostfile", "h", "-x", "A", "-x", "B"]
+        "oshrun",
+        "-n",
+        "4",
+        "--oversubscribe",
+        "--hostfile",
+        "h",
+        "-x",
+        "A",
+        "-x",
+        "B",
+    ]
     hydra = Library("s", "/sos/bin/oshrun", launcher="hydra")
     assert hydra.command(4, {"A": "2"}, oversubscribe=True, hostfile="h") == ["/sos/bin/oshrun", "-n", "4", "-f", "h"]
 

@@ -87,8 +87,11 @@ def test_too_small_a_heap_is_refused_before_launch_in_one_sentence(heap, shown):
     import time
 
     started = time.monotonic()
-    with pytest.raises(shmem_notebook.SpecError, match=rf"a symmetric heap of {shown} .* per PE is too small: "
-                                                       r"the smallest that works is 1\.0 MiB"):
+    with pytest.raises(
+        shmem_notebook.SpecError,
+        match=rf"a symmetric heap of {shown} .* per PE is too small: "
+        r"the smallest that works is 1\.0 MiB",
+    ):
         shmem_notebook.Job(2, heap=heap)
     assert time.monotonic() - started < 1  # nothing was launched
 
@@ -137,11 +140,22 @@ def test_a_syntax_error_is_caught_in_the_notebook_before_any_pe_runs_the_cell(jo
 
 def test_a_routine_the_library_lacks_is_named_as_itself_and_refused_in_one_sentence(job3):
     """Item 8: the stub's repr names the routine, not the tool's inner function."""
-    assert job3.pes[0]["shims"] == ["numpy2_array", "numpy2_scalars", "missing", "pitfalls", "teams", "signals",
-                                    "mistakes", "diagnostics"]
+    assert job3.pes[0]["shims"] == [
+        "numpy2_array",
+        "numpy2_scalars",
+        "missing",
+        "pitfalls",
+        "teams",
+        "signals",
+        "mistakes",
+        "diagnostics",
+    ]
     out = job3.run("print(repr(shmem.atomic_fetch_inc_nbi))", stdout=__import__("io").StringIO()).stdout
     assert all(text.startswith("<function atomic_fetch_inc_nbi at ") for text in out.values()), out
-    with pytest.raises(shmem_notebook.PEError, match=r"PE 0-2: UnsupportedError: shmem.atomic_fetch_inc_nbi is an "
-                       r"OpenSHMEM 1.5 routine, but Open MPI 4.1.4's OSHMEM implements OpenSHMEM 1.4 and lacks it; "
-                       r"instead, use the blocking form"):
+    with pytest.raises(
+        shmem_notebook.PEError,
+        match=r"PE 0-2: UnsupportedError: shmem.atomic_fetch_inc_nbi is an "
+        r"OpenSHMEM 1.5 routine, but Open MPI 4.1.4's OSHMEM implements OpenSHMEM 1.4 and lacks it; "
+        r"instead, use the blocking form",
+    ):
         job3.run("x = shmem.zeros(1, dtype='int64')\nshmem.atomic_fetch_inc_nbi(x, 0)")

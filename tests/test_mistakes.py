@@ -15,8 +15,10 @@ from shmem_notebook.launcher.library import SOS_DIR, Library
 
 job = job_fixture(2, 4, heap="16M", timeout=60, sos=(2, 4))
 
-SETUP = ("kept = 10 + me\nx = shmem.zeros(4)\nu = shmem.zeros(16)\nn8 = shmem.zeros(1, dtype=np.int64)\n"
-         "i3 = shmem.zeros(3, dtype=np.int64)\nright = (me + 1) % npes\nshmem.barrier_all()")
+SETUP = (
+    "kept = 10 + me\nx = shmem.zeros(4)\nu = shmem.zeros(16)\nn8 = shmem.zeros(1, dtype=np.int64)\n"
+    "i3 = shmem.zeros(3, dtype=np.int64)\nright = (me + 1) % npes\nshmem.barrier_all()"
+)
 
 
 @pytest.fixture
@@ -53,16 +55,19 @@ def test_a_put_to_a_pe_that_does_not_exist(fresh):
     assert fresh.pull("x")[n - 1][0] in range(1, n + 1)  # some PE's value arrived
 
 
-@pytest.mark.parametrize("call", [
-    "shmem.get(np.zeros(1), x[0:1], -1)",
-    "shmem.put_nbi(x[0:1], x[1:2], -1)",
-    "shmem.get_nbi(np.zeros(1), x[0:1], -1)",
-    "shmem.iput(x, u[:4], -1)",
-    "shmem.iget(np.zeros(4), x, -1)",
-    "shmem.atomic_add(n8, 1, -1)",
-    "shmem.atomic_fetch_inc(n8, pe=-1)",
-    "shmem.atomic_compare_swap(n8, 0, 1, -1)",
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "shmem.get(np.zeros(1), x[0:1], -1)",
+        "shmem.put_nbi(x[0:1], x[1:2], -1)",
+        "shmem.get_nbi(np.zeros(1), x[0:1], -1)",
+        "shmem.iput(x, u[:4], -1)",
+        "shmem.iget(np.zeros(4), x, -1)",
+        "shmem.atomic_add(n8, 1, -1)",
+        "shmem.atomic_fetch_inc(n8, pe=-1)",
+        "shmem.atomic_compare_swap(n8, 0, 1, -1)",
+    ],
+)
 def test_every_rma_and_atomic_names_a_pe_out_of_range(fresh, call):
     name = call.split("(")[0]
     message = refused(fresh, call)
@@ -78,27 +83,38 @@ def test_int64_into_float64(fresh):
 
 def test_slices_of_different_lengths(fresh):
     message = refused(fresh, "shmem.put(u[11:13], u[9:11][:1], right)")
-    assert message == everyone(fresh, "shmem.put at line 1 copies 1 element into 2 (source 1, target 2), and shmem4py "
-                                      "would silently use only 1; make both the same length, or pass size=1")
+    assert message == everyone(
+        fresh,
+        "shmem.put at line 1 copies 1 element into 2 (source 1, target 2), and shmem4py "
+        "would silently use only 1; make both the same length, or pass size=1",
+    )
     message = refused(fresh, "shmem.get(x[0:1], u[0:2], right)")
     assert "shmem.get at line 1 copies 2 elements into 1 (source 2, target 1)" in message
     # fixed: the same lengths, or size= says that fewer are meant; a whole array as the longer side is
     # shmem4py's meaning (its first elements)
-    quiet(fresh, "u[9:11] = me + 1\nshmem.barrier_all()\nshmem.put(u[11:13], u[9:11], right)\n"
-                 "shmem.put(u[0:2], u[9:11], right, size=1)\nshmem.put(x, np.ones(1), right)\nshmem.barrier_all()")
+    quiet(
+        fresh,
+        "u[9:11] = me + 1\nshmem.barrier_all()\nshmem.put(u[11:13], u[9:11], right)\n"
+        "shmem.put(u[0:2], u[9:11], right, size=1)\nshmem.put(x, np.ones(1), right)\nshmem.barrier_all()",
+    )
     u, x = fresh.pull("u"), fresh.pull("x")
     for pe in range(fresh.n):
         left = (pe - 1) % fresh.n + 1
         assert u[pe][[0, 1, 11, 12]].tolist() == [left, 0, left, left] and x[pe].tolist() == [1, 0, 0, 0]
 
 
-@pytest.mark.parametrize("call, what", [
-    ("shmem.put(np.zeros(4), x, right)", "shmem.put at line 1 has a target that is not symmetric"),
-    ("shmem.get(x, np.zeros(4), right)", "shmem.get at line 1 has a source that is not symmetric"),
-    ("shmem.atomic_inc(np.zeros(1, dtype=np.int64), right)",
-     "shmem.atomic_inc at line 1 has a target that is not symmetric"),
-    ("shmem.broadcast(x, np.zeros(4), 0)", "shmem.broadcast at line 1 has a source that is not symmetric"),
-])
+@pytest.mark.parametrize(
+    "call, what",
+    [
+        ("shmem.put(np.zeros(4), x, right)", "shmem.put at line 1 has a target that is not symmetric"),
+        ("shmem.get(x, np.zeros(4), right)", "shmem.get at line 1 has a source that is not symmetric"),
+        (
+            "shmem.atomic_inc(np.zeros(1, dtype=np.int64), right)",
+            "shmem.atomic_inc at line 1 has a target that is not symmetric",
+        ),
+        ("shmem.broadcast(x, np.zeros(4), 0)", "shmem.broadcast at line 1 has a source that is not symmetric"),
+    ],
+)
 def test_a_remote_buffer_that_is_not_symmetric(fresh, call, what):
     message = refused(fresh, call)
     assert message.startswith(everyone(fresh, what)) and message.endswith("the library would kill the PE"), message
@@ -106,20 +122,29 @@ def test_a_remote_buffer_that_is_not_symmetric(fresh, call, what):
 
 def test_an_atomic_on_more_than_one_element_and_its_fixed_twin(fresh):
     message = refused(fresh, "shmem.atomic_add(i3, 1, 0)")
-    assert message == everyone(fresh, "shmem.atomic_add at line 1 works on one element, but its target has 3; "
-                                      "pass a 1-element slice such as a[0:1]")
+    assert message == everyone(
+        fresh,
+        "shmem.atomic_add at line 1 works on one element, but its target has 3; pass a 1-element slice such as a[0:1]",
+    )
     quiet(fresh, "shmem.atomic_add(i3[1:2], 1, 0)\nshmem.barrier_all()")
     assert fresh.pull("i3")[0].tolist() == [0, fresh.n, 0]
 
 
-@pytest.mark.parametrize("call, what", [
-    ("shmem.broadcast(x, x, npes)", "shmem.broadcast at line 1 has root {n}, but valid PEs are 0-{last}"),
-    ("shmem.broadcast(u[:4], x[:2], 0)", "shmem.broadcast at line 1 copies 2 elements into 4"),
-    ("shmem.sum_reduce(x[:1], n8)",
-     "shmem.sum_reduce at line 1 reduces int64 into float64; give both arrays one dtype"),
-    ("shmem.fcollect(x, u[:3])", ("shmem.fcollect at line 1 gathers 3 elements from each of {n} PEs ({n3}), but its "
-                                  "target holds only 4")),
-])
+@pytest.mark.parametrize(
+    "call, what",
+    [
+        ("shmem.broadcast(x, x, npes)", "shmem.broadcast at line 1 has root {n}, but valid PEs are 0-{last}"),
+        ("shmem.broadcast(u[:4], x[:2], 0)", "shmem.broadcast at line 1 copies 2 elements into 4"),
+        (
+            "shmem.sum_reduce(x[:1], n8)",
+            "shmem.sum_reduce at line 1 reduces int64 into float64; give both arrays one dtype",
+        ),
+        (
+            "shmem.fcollect(x, u[:3])",
+            ("shmem.fcollect at line 1 gathers 3 elements from each of {n} PEs ({n3}), but its target holds only 4"),
+        ),
+    ],
+)
 def test_collectives_are_refused_on_every_pe(fresh, call, what):
     n = fresh.n
     message = refused(fresh, call)
@@ -140,8 +165,9 @@ def test_one_pe_mistaken_while_the_others_wait(fresh):
     with pytest.raises(PEError) as info:
         quiet(fresh, "shmem.put(x[0:1], x[1:2], me + 1)\nshmem.barrier_all()")
     message = str(info.value)
-    assert message.startswith(f"PE {n - 1} raised ShmemArgumentError: shmem.put at line 1 names PE {n}, "
-                              f"but valid PEs are 0-{n - 1}; PE 0"), message
+    assert message.startswith(
+        f"PE {n - 1} raised ShmemArgumentError: shmem.put at line 1 names PE {n}, but valid PEs are 0-{n - 1}; PE 0"
+    ), message
     assert quiet(fresh, "print(kept)").stdout == {pe: f"{10 + pe}\n" for pe in range(n)}
 
 
@@ -150,19 +176,26 @@ def test_a_numpy_array_as_put_signals_signal(fresh):
         with pytest.raises(PEError, match="UnsupportedError: shmem.put_signal is an OpenSHMEM 1.5 routine"):
             quiet(fresh, "shmem.put_signal(x, x, right, np.zeros(1, dtype=np.uint64), 1, shmem.SIGNAL_SET)")
         return
-    message = refused(fresh, "flag = shmem.zeros(1, dtype=np.uint64)\n"
-                             "shmem.put_signal(x, x, right, flag, 1, shmem.SIGNAL_SET)")
-    assert message == everyone(fresh, "shmem.put_signal at line 2 has a NumPy array as its signal; pass a signal word "
-                                      "made by sig = shmem.new_signal() and wait for it with "
-                                      "shmem.signal_wait_until(sig, ...)")
+    message = refused(
+        fresh, "flag = shmem.zeros(1, dtype=np.uint64)\nshmem.put_signal(x, x, right, flag, 1, shmem.SIGNAL_SET)"
+    )
+    assert message == everyone(
+        fresh,
+        "shmem.put_signal at line 2 has a NumPy array as its signal; pass a signal word "
+        "made by sig = shmem.new_signal() and wait for it with "
+        "shmem.signal_wait_until(sig, ...)",
+    )
     message = refused(fresh, "shmem.signal_wait_until(flag, shmem.CMP.EQ, 1)")
     assert message.startswith(everyone(fresh, "shmem.signal_wait_until at line 1 has a NumPy array as its signal")), (
         message
     )
-    out = quiet(fresh, "sig = shmem.new_signal()\nshmem.barrier_all()\nx[:] = me + 1\n"
-                       "shmem.put_signal(u[:4], x, right, sig, 1, shmem.SIGNAL_SET)\n"
-                       "shmem.signal_wait_until(sig, shmem.CMP.EQ, 1)\nprint(int(u[0]))\nshmem.barrier_all()\n"
-                       "shmem.del_signal(sig)\nu[:] = 0\nx[:] = 0").stdout
+    out = quiet(
+        fresh,
+        "sig = shmem.new_signal()\nshmem.barrier_all()\nx[:] = me + 1\n"
+        "shmem.put_signal(u[:4], x, right, sig, 1, shmem.SIGNAL_SET)\n"
+        "shmem.signal_wait_until(sig, shmem.CMP.EQ, 1)\nprint(int(u[0]))\nshmem.barrier_all()\n"
+        "shmem.del_signal(sig)\nu[:] = 0\nx[:] = 0",
+    ).stdout
     assert out == {pe: f"{(pe - 1) % fresh.n + 1}\n" for pe in range(fresh.n)}
 
 
@@ -171,16 +204,23 @@ def test_a_context_of_a_team_counts_the_teams_pes(fresh):
     if fresh.library.name != "sos":
         pytest.skip("contexts of teams other than the world need OpenSHMEM 1.5 (Sandia OpenSHMEM here)")
     n, half = fresh.n, fresh.n // 2
-    code = ("t = shmem.TEAM_WORLD.split_strided(0, 1, npes // 2)\nc = t.create_ctx() if t else None\n"
-            "if t:\n    shmem.put(x[0:1], x[1:2], npes // 2, ctx=c)")
+    code = (
+        "t = shmem.TEAM_WORLD.split_strided(0, 1, npes // 2)\nc = t.create_ctx() if t else None\n"
+        "if t:\n    shmem.put(x[0:1], x[1:2], npes // 2, ctx=c)"
+    )
     with pytest.raises(PEError) as info:
         quiet(fresh, code)
     valid = "the only valid PE is 0" if half == 1 else f"valid PEs are 0-{half - 1}"
     members = "0" if half == 1 else f"0-{half - 1}"
-    assert str(info.value) == (f"the cell raised on {half} of {n} PEs: PE {members}: ShmemArgumentError: shmem.put at "
-                               f"line 4 names PE {half}, but {valid} (its context's team)")
-    quiet(fresh, "if t:\n    shmem.put(x[0:1], x[1:2], npes // 2 - 1, ctx=c)\n    c.destroy()\n    t.destroy()\n"
-                 "shmem.barrier_all()")
+    assert str(info.value) == (
+        f"the cell raised on {half} of {n} PEs: PE {members}: ShmemArgumentError: shmem.put at "
+        f"line 4 names PE {half}, but {valid} (its context's team)"
+    )
+    quiet(
+        fresh,
+        "if t:\n    shmem.put(x[0:1], x[1:2], npes // 2 - 1, ctx=c)\n    c.destroy()\n    t.destroy()\n"
+        "shmem.barrier_all()",
+    )
 
 
 # -- item 6: a site library set up by hand -----------------------------------------------------------
@@ -211,8 +251,11 @@ def start_refused(n, library):
 def test_sos_oshrun_without_its_launcher_is_refused_at_start(tmp_path, monkeypatch, n):
     """libraries.json pointing at Sandia OpenSHMEM's oshrun without OSHRUN_LAUNCHER: oshrun runs Open
     MPI's mpirun, which starts N one-PE jobs (or refuses to oversubscribe this host)."""
-    path = hand_made(tmp_path, monkeypatch, mysos={"oshrun": SOS_OSHRUN, "python": SOS_PYTHON, "launcher": "hydra",
-                                                   "env": {"FI_PROVIDER": "sockets"}})
+    path = hand_made(
+        tmp_path,
+        monkeypatch,
+        mysos={"oshrun": SOS_OSHRUN, "python": SOS_PYTHON, "launcher": "hydra", "env": {"FI_PROVIDER": "sockets"}},
+    )
     message, seconds = start_refused(n, "mysos")
     hint = (
         "Sandia OpenSHMEM's oshrun without OSHRUN_LAUNCHER runs /usr/bin/mpirun, most likely not the launcher it "
@@ -223,8 +266,16 @@ def test_sos_oshrun_without_its_launcher_is_refused_at_start(tmp_path, monkeypat
     ) or message.startswith(f"oshrun ended before all {n} PEs started; {hint}; its output:"), message
     assert seconds < 10, seconds
     # fixed: the same entry with the launcher named starts one job of n PEs
-    hand_made(tmp_path, monkeypatch, mysos={"oshrun": SOS_OSHRUN, "python": SOS_PYTHON, "launcher": "hydra",
-                                            "env": {"FI_PROVIDER": "sockets", "OSHRUN_LAUNCHER": "mpiexec.hydra"}})
+    hand_made(
+        tmp_path,
+        monkeypatch,
+        mysos={
+            "oshrun": SOS_OSHRUN,
+            "python": SOS_PYTHON,
+            "launcher": "hydra",
+            "env": {"FI_PROVIDER": "sockets", "OSHRUN_LAUNCHER": "mpiexec.hydra"},
+        },
+    )
     with shmem_notebook.Job(n, heap="16M", library="mysos").start() as job:
         assert sorted(info["npes"] for info in job.pes.values()) == [n] * n
 
@@ -233,8 +284,9 @@ def test_sos_oshrun_without_its_launcher_is_refused_at_start(tmp_path, monkeypat
 @needs_sos
 @pytest.mark.parametrize("n", [2, 4])
 def test_open_mpis_oshrun_with_pes_of_another_library_is_refused_at_start(tmp_path, monkeypatch, n):
-    path = hand_made(tmp_path, monkeypatch, mixed={"oshrun": "oshrun", "python": SOS_PYTHON,
-                                                   "env": {"FI_PROVIDER": "sockets"}})
+    path = hand_made(
+        tmp_path, monkeypatch, mixed={"oshrun": "oshrun", "python": SOS_PYTHON, "env": {"FI_PROVIDER": "sockets"}}
+    )
     message, seconds = start_refused(n, "mixed")
     assert message == (
         f"the {n} PEs of 'mixed' are not one OpenSHMEM job: they report n_pes() == 1, not {n}; oshrun is "

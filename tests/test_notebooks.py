@@ -16,8 +16,11 @@ NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
 
 
 #: what `%shmem status` says of teams, per library
-TEAMS = {"oshmem": "teams: emulated (OpenSHMEM 1.4 library", "sos": "teams: native (the library's OpenSHMEM 1.5 teams)",
-         "oshmpi": "teams: emulated (OpenSHMEM 1.4 library"}
+TEAMS = {
+    "oshmem": "teams: emulated (OpenSHMEM 1.4 library",
+    "sos": "teams: native (the library's OpenSHMEM 1.5 teams)",
+    "oshmpi": "teams: emulated (OpenSHMEM 1.4 library",
+}
 
 
 def execute(name, tmp_path):
@@ -85,8 +88,11 @@ def test_races(tmp_path, library):
     # a race across two cells (%shmem race on): found, naming both cells, then fixed by a quiet
     reading = [text_of(c) for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%pxshmem\nif me == 1:")]
     across, across_fixed = reading
-    found = re.search(r"RACE inbox\[0\] on PE 1: PE 0 In \[(\d+)\] line 3 put \(write\) / PE 1 In \[(\d+)\] line 2 "
-                      r"load \(read\) are unordered; ", across)
+    found = re.search(
+        r"RACE inbox\[0\] on PE 1: PE 0 In \[(\d+)\] line 3 put \(write\) / PE 1 In \[(\d+)\] line 2 "
+        r"load \(read\) are unordered; ",
+        across,
+    )
     assert found and int(found.group(2)) == int(found.group(1)) + 1, across
     assert f"shmem.quiet() at the end of In [{found.group(1)}]" in across and "1 race found (cell traced:" in across
     assert "no races found (cell traced:" in across_fixed and "RACE" not in across_fixed
@@ -106,7 +112,9 @@ def test_teams_and_collectives(tmp_path, every_library):
     assert "[PE 1] odd team: my_pe 0 of 2, its PE 0 is world PE 1" in split
     assert "[PE 2] even team: my_pe 1 of 2, its PE 0 is world PE 0" in split
     assert text_of(cell_starting(nb, "%%pxshmem x=")).splitlines() == [
-        "[PE 0,2] even: fcollect [10, 30], sum 40", "[PE 1,3] odd: fcollect [20, 40], sum 60"]
+        "[PE 0,2] even: fcollect [10, 30], sum 40",
+        "[PE 1,3] odd: fcollect [20, 40], sum 60",
+    ]
     grid = text_of(cell_starting(nb, "%%pxshmem rowsum"))
     assert "[PE 3] row 1 sum 5, column 1 sum 4" in grid and "[PE 0] row 0 sum 1, column 0 sum 2" in grid
     heap_line = text_of(cell_starting(nb, "%%pxshmem\nfrom shmem_notebook.engine import heap"))
@@ -118,8 +126,12 @@ def test_teams_and_collectives(tmp_path, every_library):
     ring = text_of(cell_starting(nb, "ring = %shmem replay"))
     assert [line for line in ring.splitlines() if line.startswith("step")] == [
         "step 1: fcollect (ring): ring, step 1 of 3: PE i puts its own block to PE i+1",
-        *(f"step {k}: fcollect (ring): ring, step {k} of 3: PE i puts block i-{k - 1} (received in step {k - 1}) "
-          f"to PE i+1" for k in (2, 3))]
+        *(
+            f"step {k}: fcollect (ring): ring, step {k} of 3: PE i puts block i-{k - 1} (received in step {k - 1}) "
+            f"to PE i+1"
+            for k in (2, 3)
+        ),
+    ]
     assert "[[1 2 3 4]\n [1 2 3 4]\n [1 2 3 4]\n [1 2 3 4]]" in text_of(
         cell_starting(nb, "import shmem_notebook\ntrace")
     )

@@ -64,8 +64,14 @@ def test_the_same_program_as_a_plain_script_fails_under_numpy2(tmp_path):
     script.write_text("from shmem4py import shmem\nme, npes = shmem.my_pe(), shmem.n_pes()\n" + code)
     env = {**os.environ, **platform_environment(heap="16M", local_only=True)}
     over = ["--oversubscribe"] if 2 > local_slots() else []
-    proc = subprocess.run(["oshrun", "-n", "2", *over, sys.executable, str(script)], env=env, capture_output=True,
-                          text=True, timeout=120, start_new_session=True)
+    proc = subprocess.run(
+        ["oshrun", "-n", "2", *over, sys.executable, str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,
+    )
     assert proc.returncode != 0
     assert "only 0-dimensional arrays can be converted to Python scalars" in proc.stderr + proc.stdout
 

@@ -48,8 +48,11 @@ def test_the_launch_line_is_open_mpis_mpirun_with_the_platforms_environment(monk
 
 def test_an_mpich_built_oshmpi_comes_from_a_sites_file(tmp_path, monkeypatch):
     path = tmp_path / "libraries.json"
-    path.write_text(json.dumps({"oshmpi-mpich": {"oshrun": "mpiexec.hydra", "python": "/opt/oshmpi-mpich/bin/python",
-                                                 "launcher": "hydra"}}))
+    path.write_text(
+        json.dumps(
+            {"oshmpi-mpich": {"oshrun": "mpiexec.hydra", "python": "/opt/oshmpi-mpich/bin/python", "launcher": "hydra"}}
+        )
+    )
     monkeypatch.setenv("SHMEM_NOTEBOOK_LIBRARIES", str(path))
     args = OshrunEngineSetLauncher(library="oshmpi-mpich", n=4).find_args()
     assert args == ["mpiexec.hydra", "-n", "4", "/opt/oshmpi-mpich/bin/python", "-m", "shmem_notebook.engine"]
@@ -57,14 +60,28 @@ def test_an_mpich_built_oshmpi_comes_from_a_sites_file(tmp_path, monkeypatch):
 
 def test_not_built_says_how_to_build_it(monkeypatch, tmp_path):
     monkeypatch.setenv("SHMEM_NOTEBOOK_OSHMPI_DIR", str(tmp_path))
-    with pytest.raises(LaunchError, match=r"\(the Python of oshmpi's PEs\) was not found; build it with "
-                                          r"`scripts/setup.sh --with-oshmpi oshmpi-ee5cf11.tar.gz`"):
+    with pytest.raises(
+        LaunchError,
+        match=r"\(the Python of oshmpi's PEs\) was not found; build it with "
+        r"`scripts/setup.sh --with-oshmpi oshmpi-ee5cf11.tar.gz`",
+    ):
         library("oshmpi").check()
 
 
 def test_status_names_the_library_its_mpi_and_its_version():
-    row = {"pe": 0, "state": "idle", "pid": 7, "host": "h", "heap_used": 0, "heap_size": 1 << 20,
-           "library": "oshmpi", "vendor": "OSHMPI", "spec": "1.4", "mpi": "Open MPI v4.1.4", "teams": "emulated"}
+    row = {
+        "pe": 0,
+        "state": "idle",
+        "pid": 7,
+        "host": "h",
+        "heap_used": 0,
+        "heap_size": 1 << 20,
+        "library": "oshmpi",
+        "vendor": "OSHMPI",
+        "spec": "1.4",
+        "mpi": "Open MPI v4.1.4",
+        "teams": "emulated",
+    }
     assert "library: oshmpi (OSHMPI over Open MPI v4.1.4, OpenSHMEM 1.4)" in format_status([row])
     oshmem = dict(row, library="oshmem", vendor="http://www.open-mpi.org/")  # Open MPI's own: no "over"
     assert "library: oshmem (Open MPI's OSHMEM, OpenSHMEM 1.4)" in format_status([oshmem])
@@ -124,17 +141,28 @@ def test_magics_start_run_status_restart_and_stop_on_oshmpi(capsys):
 @pytest.mark.pe
 @built
 def test_an_exported_program_names_mpirun_and_runs_under_it(job, tmp_path):
-    quiet(job, "mine = np.full(2, me, dtype=np.int64)\nshmem.put(right, mine, (me + 1) % npes)\nshmem.barrier_all()\n"
-               "print('received', right.tolist())", arrays="right=int64[2]")
+    quiet(
+        job,
+        "mine = np.full(2, me, dtype=np.int64)\nshmem.put(right, mine, (me + 1) % npes)\nshmem.barrier_all()\n"
+        "print('received', right.tolist())",
+        arrays="right=int64[2]",
+    )
     done = job.export(tmp_path / "ring.py", cells=[job.history[-1].label])
     oshmpi = library("oshmpi")
     assert done.command.startswith(f"{oshmpi.oshrun} -n 2 {oshmpi.python} "), done.command
     env = dict(os.environ, **platform_environment())
-    ran = subprocess.run([oshmpi.oshrun, "-n", "2", "--oversubscribe", "--tag-output", oshmpi.python,
-                          str(tmp_path / "ring.py")], capture_output=True, text=True, env=env, timeout=120)
+    ran = subprocess.run(
+        [oshmpi.oshrun, "-n", "2", "--oversubscribe", "--tag-output", oshmpi.python, str(tmp_path / "ring.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert ran.returncode == 0, ran.stderr
     assert sorted(line.split("<stdout>:")[1] for line in ran.stdout.splitlines() if "received" in line) == [
-        "received [0, 0]", "received [1, 1]"]
+        "received [0, 0]",
+        "received [1, 1]",
+    ]
 
 
 REUSED = """import numpy as np
@@ -166,8 +194,11 @@ def test_the_race_runner_checks_a_program_under_mpirun(tmp_path, sync, races):
     command = [sys.executable, "-m", "shmem_notebook.race", "--", oshmpi.oshrun, "-n", "2", oshmpi.python, "prog.py"]
     ran = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     if races:
-        assert ran.returncode == 1 and "RACE first[0] on PE 1: PE 0 prog.py:11 put (write) / PE 1 prog.py:14 " \
-            "load (read) are unordered" in ran.stdout, ran.stdout + ran.stderr
+        assert (
+            ran.returncode == 1
+            and "RACE first[0] on PE 1: PE 0 prog.py:11 put (write) / PE 1 prog.py:14 load (read) are unordered"
+            in ran.stdout
+        ), ran.stdout + ran.stderr
     else:
         assert ran.returncode == 0 and "no races found" in ran.stdout, ran.stdout + ran.stderr
 
@@ -201,8 +232,11 @@ def test_a_slurm_batch_job_runs_its_pes_on_oshmpi():
         job = shmem_notebook.Job(2, heap="32M", slurm=True, ip="127.0.0.1", time="10", library="oshmpi").start()
         try:
             assert {(row["node"], row["vendor"]) for row in job.status()} == {("n1", "OSHMPI")}
-            quiet(job, "shmem.put(right, np.full(2, me, dtype=np.int64), (me + 1) % npes)\nshmem.barrier_all()",
-                  arrays="right=int64[2]")
+            quiet(
+                job,
+                "shmem.put(right, np.full(2, me, dtype=np.int64), (me + 1) % npes)\nshmem.barrier_all()",
+                arrays="right=int64[2]",
+            )
             assert job.gather("right").tolist() == [[1, 1], [0, 0]]
         finally:
             job.stop()

@@ -90,8 +90,11 @@ def test_cswap32_raises_on_every_pe_and_the_job_survives(guarded, dtype, ctx):
 
 @pytest.mark.parametrize(
     "call",
-    ["shmem.atomic_fetch_{op}(U, V, right)", "shmem.atomic_fetch_op(U, V, '{op}', right)",
-     "shmem.atomic_fetch_op(U, V, shmem.AMO_{OP}, right, ctx=ctx)"],
+    [
+        "shmem.atomic_fetch_{op}(U, V, right)",
+        "shmem.atomic_fetch_op(U, V, '{op}', right)",
+        "shmem.atomic_fetch_op(U, V, shmem.AMO_{OP}, right, ctx=ctx)",
+    ],
     ids=["atomic_fetch_OP", "atomic_fetch_op_str", "atomic_fetch_op_AMO_ctx"],
 )
 @pytest.mark.parametrize("op", ["and", "or", "xor"])
@@ -243,9 +246,13 @@ def fake_shmem(contend=0):
 
     mod = types.ModuleType("fake_shmem")
     mod.__dict__.update(
-        info_get_name=lambda: "http://www.open-mpi.org/", atomic_fetch=atomic_fetch,
-        atomic_compare_swap=atomic_compare_swap, atomic_fetch_op=atomic_fetch_op,
-        atomic_fetch_and=buggy("and"), atomic_fetch_or=buggy("or"), atomic_fetch_xor=buggy("xor"),
+        info_get_name=lambda: "http://www.open-mpi.org/",
+        atomic_fetch=atomic_fetch,
+        atomic_compare_swap=atomic_compare_swap,
+        atomic_fetch_op=atomic_fetch_op,
+        atomic_fetch_and=buggy("and"),
+        atomic_fetch_or=buggy("or"),
+        atomic_fetch_xor=buggy("xor"),
         calls=calls,
     )
     return mod

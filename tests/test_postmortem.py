@@ -47,7 +47,7 @@ def test_describe_exit():
     assert describe_exit(3) == "exit code 3"
 
 
-DUMP = '''Thread 0x00007f0000000001 (most recent call first):
+DUMP = """Thread 0x00007f0000000001 (most recent call first):
   File "/venv/lib/python3.11/site-packages/zmq/devices/basedevice.py", line 248 in run
   File "/usr/lib/python3.11/threading.py", line 982 in run
 
@@ -56,7 +56,7 @@ Current thread 0x00007f0000000002 (most recent call first):
   File "/tmp/ipykernel_123/3725.py", line 3 in <module>
   File "/venv/lib/python3.11/site-packages/IPython/core/interactiveshell.py", line 3577 in run_code
   File "/venv/lib/python3.11/site-packages/IPython/core/interactiveshell.py", line 3517 in run_ast_nodes
-'''
+"""
 
 
 def test_cell_location():
@@ -64,7 +64,7 @@ def test_cell_location():
     assert cell_location(
         DUMP.replace('  File "/venv/lib/python3.11/site-packages/shmem4py/shmem.py", line 2480 in barrier_all\n', "")
     ) == (3, None)
-    assert cell_location("Thread 0x1 (most recent call first):\n  File \"x.py\", line 1 in f\n") is None
+    assert cell_location('Thread 0x1 (most recent call first):\n  File "x.py", line 1 in f\n') is None
 
 
 def test_where_report_groups_pes_and_quotes_the_line():

@@ -16,8 +16,10 @@ A = [["A", "sym", 0, 64, 8, 0], ["buf", "priv", 1000, 1008, 8, 1]]
 
 
 def _traces(*per_pe, truncated=None):
-    return {pe: {"events": events, "names": A, "ops": len(events), "truncated": (truncated or {}).get(pe), "cap": 9}
-            for pe, events in enumerate(per_pe)}
+    return {
+        pe: {"events": events, "names": A, "ops": len(events), "truncated": (truncated or {}).get(pe), "cap": 9}
+        for pe, events in enumerate(per_pe)
+    }
 
 
 PUT = ["rma", "put", 2, 1, 0, 8, "<i8", "priv", 1000, 1008, 0, [1]]  # PE 0: shmem.put(A[0:1], buf, 1)
@@ -43,7 +45,9 @@ def test_same_line_many_times_reports_once_with_every_element():
     races = find_races(_traces(puts, [["mem", "load", 4, "read", "sym", 0, 64, "<i8"]]), 2)
     # the puts of one line to one PE, unfenced, also race each other (delivery order)
     assert [(r.accesses[0].line, r.accesses[1].line, r.indices) for r in races] == [
-        (2, 2, (range(0, 8),)), (2, 4, (range(0, 8),))]
+        (2, 2, (range(0, 8),)),
+        (2, 4, (range(0, 8),)),
+    ]
 
 
 def test_capped_trace_is_checked_up_to_the_cap_and_says_so():
@@ -71,7 +75,8 @@ def test_put_in_one_cell_load_in_the_next_races():
     assert one.races == [] and len(one.carry) == 1 and one.carry.cells() == ["In [4]"]
     (race,) = two.races
     assert str(race).startswith(
-        "RACE A[0] on PE 1: PE 0 In [4] line 2 put (write) / PE 1 In [5] line 1 load (read) are unordered; ")
+        "RACE A[0] on PE 1: PE 0 In [4] line 2 put (write) / PE 1 In [5] line 1 load (read) are unordered; "
+    )
     assert "shmem.quiet() at the end of In [4]" in race.hint and "barrier_all" in race.hint
     assert [a.cell for a in race.accesses] == ["In [4]", "In [5]"]
 
@@ -118,7 +123,6 @@ class _Job:
             {0: {"pid": 1}, 1: {"pid": 2}},
             {},
         )
-
 
 
 class _Request:
@@ -188,8 +192,10 @@ def test_stage_carries_between_cells_and_reset_forgets(monkeypatch):
 def test_stage_says_a_capped_check_is_partial():
     _, _, text = _stage(_traces(PUTS, [BARRIER, LOAD], truncated={0: 2}))
     assert "no races found (" not in text and "RACE" not in text  # never the plain verdict
-    assert text.startswith("no races found in what was checked: PE 0 up to line 2; PE 1 up to line 1; accesses after "
-                           "that were not checked (a PE's trace reached the cap of 9 events")
+    assert text.startswith(
+        "no races found in what was checked: PE 0 up to line 2; PE 1 up to line 1; accesses after "
+        "that were not checked (a PE's trace reached the cap of 9 events"
+    )
 
 
 def test_stage_progress_line_and_interrupt(monkeypatch):
@@ -204,7 +210,8 @@ def test_stage_progress_line_and_interrupt(monkeypatch):
     job, result, text = _stage(_traces([PUT], [LOAD]))
     assert text.strip().splitlines() == [
         "race check: interrupted after 0.0 s of analysis; the cell ran, its races were not checked and earlier "
-        "cells' operations in flight are forgotten"]
+        "cells' operations in flight are forgotten"
+    ]
     assert result.races == [] and race_stage.RaceStage.state(job) is None
 
 
@@ -223,8 +230,10 @@ def test_a_strided_access_supersedes_only_the_same_footprint():
     it does not hide the first from PE 1's put into A[2]; the same strided write repeated is kept
     once and still races."""
     two = ["mem", "store", 3, "write", "sym", 16, 24, "<i8"]
-    evens, odds = ["mem", "store", 3, "write", "sym", 0, 56, "<i8", (8, ((4, 16),))], \
-        ["mem", "store", 3, "write", "sym", 8, 64, "<i8", (8, ((4, 16),))]
+    evens, odds = (
+        ["mem", "store", 3, "write", "sym", 0, 56, "<i8", (8, ((4, 16),))],
+        ["mem", "store", 3, "write", "sym", 8, 64, "<i8", (8, ((4, 16),))],
+    )
     (race,) = find_races(_traces([two, odds], [["rma", "put", 5, 0, 16, 24, "<i8", "priv", 1000, 1008, 0, [1]]]), 2)
     assert (race.accesses[0].line, race.accesses[1].line, race.indices) == (3, 5, (range(2, 3),))
     put = ["rma", "put", 5, 0, 0, 8, "<i8", "priv", 1000, 1008, 0, [1]]

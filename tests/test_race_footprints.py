@@ -36,8 +36,11 @@ def test_a_column_loop_is_one_strided_event(job2):
     """``board[i, 3]`` for every row, as stores and as puts: one event each, not one per row."""
     quiet(job2, "shmem.barrier_all()", arrays=ARRAYS)
     job2.ask("race_start", {})
-    quiet(job2, "src = np.arange(8, dtype=np.int64)\nfor i in range(8):\n    board[i, 3] = i\n"
-                "    shmem.put(board[i, 3:4], src[i:i + 1], 1 - me)\n")
+    quiet(
+        job2,
+        "src = np.arange(8, dtype=np.int64)\nfor i in range(8):\n    board[i, 3] = i\n"
+        "    shmem.put(board[i, 3:4], src[i:i + 1], 1 - me)\n",
+    )
     for data in job2.ask("race_stop").values():
         stores = [e for e in data["events"] if e[0] == "mem" and e[1] == "store"]
         puts = [e for e in data["events"] if e[0] == "rma"]
@@ -80,8 +83,9 @@ def test_strided_accesses_race_where_they_meet_only(job2):
 
 
 def test_add_at_against_a_remote_get_is_found(job2):
-    code = STRIDED.format(local="np.add.at(hist, np.array([1, 3, 3]), 1)",
-                          remote="shmem.get(np.zeros(16, dtype=np.int64), hist, 0)")
+    code = STRIDED.format(
+        local="np.add.at(hist, np.array([1, 3, 3]), 1)", remote="shmem.get(np.zeros(16, dtype=np.int64), hist, 0)"
+    )
     (race,) = _races(job2, code)
     assert race.array == "hist" and {a.line for a in race.accesses} == {3, 5}
     assert race.accesses[0].mode == "write"
@@ -89,21 +93,59 @@ def test_add_at_against_a_remote_get_is_found(job2):
 
 #: in-place NumPy calls on the symmetric S (float64[16]) or M (float64[4,4]): each is a write
 WRITES = [
-    "S.sort()", "S.partition(3)", "S.fill(0)", "S.put([1], [2.0])", "S.setfield(1.0, np.float64)",
-    "S.byteswap(inplace=True)", "np.copyto(S, 1.0)", "np.put(S, [1], 2)", "np.place(S, S > 3, [0])",
-    "np.putmask(S, S > 3, 0)", "np.fill_diagonal(M, 0)", "np.put_along_axis(S, np.array([1]), 5.0, 0)",
-    "np.nan_to_num(S, copy=False)", "np.add.at(S, [1, 1], 1)", "np.negative(T, S)", "np.add(T, T, S)",
-    "np.add(T, 1, out=S)", "np.divmod(T, 2, S, T2)", "np.multiply.accumulate(T, 0, None, S)",
-    "np.add.reduce(T4, 0, None, S[:4])", "np.cumsum(T, out=S)", "np.clip(T, 0, 1, out=S)",
-    "np.sum(np.ones((2, 16)), axis=0, out=S)", "np.matmul(np.eye(4), np.ones((4, 4)), M)", "rng.shuffle(S)",
-    "np.random.shuffle(S)", "rng.permuted(T, out=S)", "rng.random(out=S)", "S.__iadd__(1)",
+    "S.sort()",
+    "S.partition(3)",
+    "S.fill(0)",
+    "S.put([1], [2.0])",
+    "S.setfield(1.0, np.float64)",
+    "S.byteswap(inplace=True)",
+    "np.copyto(S, 1.0)",
+    "np.put(S, [1], 2)",
+    "np.place(S, S > 3, [0])",
+    "np.putmask(S, S > 3, 0)",
+    "np.fill_diagonal(M, 0)",
+    "np.put_along_axis(S, np.array([1]), 5.0, 0)",
+    "np.nan_to_num(S, copy=False)",
+    "np.add.at(S, [1, 1], 1)",
+    "np.negative(T, S)",
+    "np.add(T, T, S)",
+    "np.add(T, 1, out=S)",
+    "np.divmod(T, 2, S, T2)",
+    "np.multiply.accumulate(T, 0, None, S)",
+    "np.add.reduce(T4, 0, None, S[:4])",
+    "np.cumsum(T, out=S)",
+    "np.clip(T, 0, 1, out=S)",
+    "np.sum(np.ones((2, 16)), axis=0, out=S)",
+    "np.matmul(np.eye(4), np.ones((4, 4)), M)",
+    "rng.shuffle(S)",
+    "np.random.shuffle(S)",
+    "rng.permuted(T, out=S)",
+    "rng.random(out=S)",
+    "S.__iadd__(1)",
 ]
 #: calls that only read S
 READS = [
-    "np.sum(S)", "S.sum()", "np.sort(S)", "np.cumsum(S)", "np.add(S, 1)", "np.add.reduce(S)", "S.copy()",
-    "np.mean(S)", "np.dot(S, S)", "np.where(S > 0)", "np.concatenate([S, S])", "np.linalg.norm(S)",
-    "S.astype(np.int64)", "np.unique(S)", "rng.permutation(S)", "np.argsort(S)", "np.add(S, 1, out=T)",
-    "np.copyto(T, S)", "rng.permuted(S, out=T)", "np.add.at(T, [1], S[:1])", "np.histogram(S, bins=4)",
+    "np.sum(S)",
+    "S.sum()",
+    "np.sort(S)",
+    "np.cumsum(S)",
+    "np.add(S, 1)",
+    "np.add.reduce(S)",
+    "S.copy()",
+    "np.mean(S)",
+    "np.dot(S, S)",
+    "np.where(S > 0)",
+    "np.concatenate([S, S])",
+    "np.linalg.norm(S)",
+    "S.astype(np.int64)",
+    "np.unique(S)",
+    "rng.permutation(S)",
+    "np.argsort(S)",
+    "np.add(S, 1, out=T)",
+    "np.copyto(T, S)",
+    "rng.permuted(S, out=T)",
+    "np.add.at(T, [1], S[:1])",
+    "np.histogram(S, bins=4)",
 ]
 #: the probe changes nothing the cell can see (each line raises if it did)
 AFTER = """R = np.zeros(3); R.flags.writeable = False; R.sum(); np.sum(R); assert not R.flags.writeable

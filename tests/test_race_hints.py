@@ -41,9 +41,11 @@ def test_a_collective_passes_over_a_line_inside_a_function():
 def test_move_copy_before_and_the_context_of_the_call():
     code = "a = 1\nif me:\n    b = 2\n    c = 3\n"
     assert apply_fix(code, Fix((Edit((4,), "shmem.fence()", move=1),))) == (
-        "if me:\n    b = 2\n    c = 3\n    shmem.fence()\n    a = 1\n")
+        "if me:\n    b = 2\n    c = 3\n    shmem.fence()\n    a = 1\n"
+    )
     assert apply_fix(code, Fix((Edit((3,), copy=1, before=True), Edit((4,), copy=1)))) == (
-        "a = 1\nif me:\n    a = 1\n    b = 2\n    c = 3\n    a = 1\n")
+        "a = 1\nif me:\n    a = 1\n    b = 2\n    c = 3\n    a = 1\n"
+    )
     assert "        shmem.put(remote, lb, 1, ctx=c)\n        c.quiet()\n" in apply_fix(
         CELL, Fix((Edit((6,), "{ctx}.quiet()"),))
     )
@@ -84,14 +86,22 @@ def test_acknowledging_before_reading_is_not_a_flag_before_data():
     assert race.fix == Fix((Edit((10,), move=9),))
 
 
-@pytest.mark.parametrize("members, said", [(None, "shmem.sync_all() completes nothing"),
-                                           ([0, 1], "Team.sync() completes nothing")])
+@pytest.mark.parametrize(
+    "members, said", [(None, "shmem.sync_all() completes nothing"), ([0, 1], "Team.sync() completes nothing")]
+)
 def test_completion_hint_names_the_synchronisation_the_cell_uses(members, said):
     """A put not completed before a sync: the hint names that sync (it proposed `sync_all` in cells that never
     call it)."""
-    races = _races({0: [_put(2, 1, 1), ["sync", "sync_all", 3, 0, members], ["sync", "barrier_all", 5, 0, None]],
-                    1: [["sync", "sync_all", 3, 0, members], ["mem", "load", 4, "read", "sym", 0, 16, "<i4"],
-                        ["sync", "barrier_all", 5, 0, None]]})
+    races = _races(
+        {
+            0: [_put(2, 1, 1), ["sync", "sync_all", 3, 0, members], ["sync", "barrier_all", 5, 0, None]],
+            1: [
+                ["sync", "sync_all", 3, 0, members],
+                ["mem", "load", 4, "read", "sym", 0, 16, "<i4"],
+                ["sync", "barrier_all", 5, 0, None],
+            ],
+        }
+    )
     (race,) = races
     assert said in race.hint and race.hint.count("sync_all") == (members is None)
     assert race.fix == Fix((Edit((2,), "shmem.quiet()"),))
@@ -100,13 +110,20 @@ def test_completion_hint_names_the_synchronisation_the_cell_uses(members, said):
 def test_no_fix_for_an_update_every_pe_makes():
     events = {}
     for pe in (0, 1):
-        events[pe] = [["sync", "barrier_all", 1, 0, None],
-                      ["rma", "get", 3, 0, 0, 4, "<i4", "priv", 1000, 1004, 0, None],
-                      ["rma", "put", 5, 0, 0, 4, "<i4", "priv", 1000, 1004, 0, [pe]],
-                      ["sync", "barrier_all", 6, 0, None]]
+        events[pe] = [
+            ["sync", "barrier_all", 1, 0, None],
+            ["rma", "get", 3, 0, 0, 4, "<i4", "priv", 1000, 1004, 0, None],
+            ["rma", "put", 5, 0, 0, 4, "<i4", "priv", 1000, 1004, 0, [pe]],
+            ["sync", "barrier_all", 6, 0, None],
+        ]
     races = _races(events)
-    shared = [r for r in races if {a.line for a in r.accesses} == {3, 5} and r.accesses[0].pe != r.accesses[1].pe
-              or len(r.accesses[0].pes + r.accesses[1].pes) > 2]
+    shared = [
+        r
+        for r in races
+        if {a.line for a in r.accesses} == {3, 5}
+        and r.accesses[0].pe != r.accesses[1].pe
+        or len(r.accesses[0].pes + r.accesses[1].pes) > 2
+    ]
     assert shared and all(r.fix is None and "atomic" in r.hint for r in shared)
 
 
@@ -202,8 +219,14 @@ shmem.barrier_all()
 shmem.del_signal(sig)
 """
 
-FIX_ARRAYS = ["inbox=int64[1]", "inflag=int64[1]", "inboxes=int64[8]", "inflags=int64[8]", "ghost=float64[1]",
-              "acked=int64[1]"]
+FIX_ARRAYS = [
+    "inbox=int64[1]",
+    "inflag=int64[1]",
+    "inboxes=int64[8]",
+    "inflags=int64[8]",
+    "ghost=float64[1]",
+    "acked=int64[1]",
+]
 FIX_RESET = "".join(f"{a.split('=')[0]}[...] = 0\n" for a in FIX_ARRAYS) + "shmem.barrier_all()\n"
 
 #: (racy, fixed twin or None, fewest PEs it races at, OpenSHMEM 1.5)
@@ -235,10 +258,12 @@ def _halo_events(me, steps=3):
     other = 1 - me
     evs = [["sync", "barrier_all", 5, 0, None]]
     for it in range(1, steps + 1):
-        evs += [["rma", "put_signal", 8, other, 0, 8, "<f8", "priv", 1000, 1008, 0, [float(it)]],
-                ["rma", "signal_set", 8, other, 16, 24, "<u8", None, None, None, 0, [it]],
-                ["wait", "signal_wait_until", 9, 16, 24, "<u8", [it], ">=", it, 0],
-                ["mem", "load", 10, "read", "sym", 0, 8, "<f8"]]
+        evs += [
+            ["rma", "put_signal", 8, other, 0, 8, "<f8", "priv", 1000, 1008, 0, [float(it)]],
+            ["rma", "signal_set", 8, other, 16, 24, "<u8", None, None, None, 0, [it]],
+            ["wait", "signal_wait_until", 9, 16, 24, "<u8", [it], ">=", it, 0],
+            ["mem", "load", 10, "read", "sym", 0, 8, "<f8"],
+        ]
     return evs + [["sync", "barrier_all", 11, 0, None], ["sync", "free", 12, 0, None]]
 
 
@@ -283,14 +308,18 @@ def test_no_fix_when_no_barrier_in_the_cell_orders_the_race():
     producer, consumer = [["sync", "barrier_all", 1, 0, None]], [["sync", "barrier_all", 1, 0, None]]
     for k in (1, 2):
         producer += [_put(5, 1, k), ["sync", "fence", 6, 0, None], _set(7, 1, 16, k)]
-        consumer += [["wait", "wait_until", 9, 16, 24, "<i8", [k], ">=", k, 0],
-                     ["mem", "load", 10, "read", "sym", 0, 16, "<i4"]]
+        consumer += [
+            ["wait", "wait_until", 9, 16, 24, "<i8", [k], ">=", k, 0],
+            ["mem", "load", 10, "read", "sym", 0, 16, "<i4"],
+        ]
     end = [["sync", "barrier_all", 12, 0, None]]
     races = _analyse({0: producer + end, 1: consumer + end}, 2, WHILE_SLOT)
     (race,) = [r for r in races if {a.line for a in r.accesses} == {5, 10}]
     assert race.fix is None
-    assert race.hint.startswith("no barrier or quiet placed next to either line orders line 5's put on PE 0 and line "
-                                "10's load on PE 1: give each round its own buffer")
+    assert race.hint.startswith(
+        "no barrier or quiet placed next to either line orders line 5's put on PE 0 and line "
+        "10's load on PE 1: give each round its own buffer"
+    )
     # the guess it replaces: write the flag after the data, which the producer already does
     guessed = [r for r in _races({0: producer + end, 1: consumer + end}) if {a.line for a in r.accesses} == {5, 10}]
     assert [r.fix for r in guessed] == [Fix((Edit((5,), "shmem.fence()", move=7),))]
@@ -311,8 +340,10 @@ shmem.barrier_all()
 def _helper_events(extra_call=False):
     end = [["sync", "barrier_all", 9, 0, None]]
     later = [["mem", "load", 4, "read", "sym", 0, 4, "<i4"]] if extra_call else []
-    return {0: [["sync", "barrier_all", 2, 0, None], _put(6, 1, 1)] + end + later,
-            1: [["sync", "barrier_all", 2, 0, None], ["mem", "load", 4, "read", "sym", 0, 4, "<i4"]] + end + later}
+    return {
+        0: [["sync", "barrier_all", 2, 0, None], _put(6, 1, 1)] + end + later,
+        1: [["sync", "barrier_all", 2, 0, None], ["mem", "load", 4, "read", "sym", 0, 4, "<i4"]] + end + later,
+    }
 
 
 def test_a_function_body_is_placed_at_its_call():

@@ -5,8 +5,24 @@ from shmem_notebook.operations import event
 
 
 def inc(pe_target=0, n=None):
-    return event(["rma", "atomic_inc" if n is None else "atomic_add", 1, pe_target, 0, 8, "<i8", None, None, None, 0,
-                  [1 if n is None else n], None, None])
+    return event(
+        [
+            "rma",
+            "atomic_inc" if n is None else "atomic_add",
+            1,
+            pe_target,
+            0,
+            8,
+            "<i8",
+            None,
+            None,
+            None,
+            0,
+            [1 if n is None else n],
+            None,
+            None,
+        ]
+    )
 
 
 def put(value):

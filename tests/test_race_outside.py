@@ -134,8 +134,11 @@ def test_closures_defaults_and_methods_of_an_earlier_cell(job, traced):
     races, out = _race(job, "g[0] = me\nring.exchange(g)\nshmem.barrier_all()\n")
     assert _places(races) == {f"{label} line 11", f"{label} line 12"}, out
     quiet(job, SHAPES.format(sync="shmem.barrier_all()\n        ", super_sync="super().sync()\n        "), race=traced)
-    races, out = _race(job, "g[0] = me\nassert shift(2) == 2 * left\nshmem.barrier_all()\n"
-                            "assert ring.exchange(g) == left\nassert ring._Ring__seen == left\n")
+    races, out = _race(
+        job,
+        "g[0] = me\nassert shift(2) == 2 * left\nshmem.barrier_all()\n"
+        "assert ring.exchange(g) == left\nassert ring._Ring__seen == left\n",
+    )
     assert races == [], out
 
 
@@ -211,8 +214,10 @@ def test_execd_code_is_recorded_at_its_own_lines(job):
 
 
 def test_texts_execd_in_a_loop_share_the_place_of_their_exec(job):
-    loop = ("g[0] = me\nfor k in range(3):\n"
-            "    exec(f'shmem.put(g[1:2], g[0:1], right)\\nv{k} = int(g[1])\\nshmem.barrier_all()')\n")
+    loop = (
+        "g[0] = me\nfor k in range(3):\n"
+        "    exec(f'shmem.put(g[1:2], g[0:1], right)\\nv{k} = int(g[1])\\nshmem.barrier_all()')\n"
+    )
     races, out = _race(job, loop)
     assert _places(races) == {f"exec'd code line {n} (called at line 3)" for n in (1, 2)}, out
     races, out = _race(job, loop.replace("right)", "right); shmem.barrier_all()"))
@@ -220,10 +225,13 @@ def test_texts_execd_in_a_loop_share_the_place_of_their_exec(job):
 
 
 def test_exec_in_a_helper_with_its_own_namespace(job):
-    helper = _define(job, textwrap.dedent('''\
+    helper = _define(
+        job,
+        textwrap.dedent("""\
         def run_kernel(text, g):
             exec(text, {"shmem": shmem, "g": g, "right": right})
-    '''))
+    """),
+    )
     racy = "g[0] = me\nrun_kernel('shmem.put(g[1:2], g[0:1], right)\\nv = int(g[1])\\nshmem.barrier_all()', g)\n"
     races, out = _race(job, racy)
     assert _places(races) == {f"exec'd code line {n} (called at {helper} line 2)" for n in (1, 2)}, out
@@ -328,9 +336,15 @@ shmem.free(c)
 @pytest.mark.parametrize("sync", ["", "shmem.barrier_all()\n"], ids=["racy", "fixed"])
 def test_the_runner_notes_compiled_code_too(tmp_path, sync):
     (tmp_path / "prog.py").write_text(PROGRAM.format(sync=sync))
-    done = subprocess.run([sys.executable, "-m", "shmem_notebook.race", "--", "oshrun", "-n", "2", sys.executable,
-                           "prog.py"], cwd=tmp_path, env=dict(os.environ, **platform_environment()),
-                          capture_output=True, text=True, timeout=240, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "shmem_notebook.race", "--", "oshrun", "-n", "2", sys.executable, "prog.py"],
+        cwd=tmp_path,
+        env=dict(os.environ, **platform_environment()),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     line = 12 if sync else 11
     assert f"prog.py:{line} calls compiled code: its arrays counted as read and written" in done.stdout, done.stderr
     assert done.returncode == (0 if sync else 1), done.stdout + done.stderr
@@ -371,8 +385,12 @@ def test_where_names_the_cell_earlier_cells_modules_and_execd_code():
 
     history = [CellRecord("def f(a):\n    a[0] = 1\n", {}, {}, count=3, number=1)]
     sha = next(iter(cell_labels(history)))
-    places = {7: ["cell", sha, 1], 8: ["file", "/tmp/x/kernels.py"], 9: ["exec", 7 * RACE_LINES + 2],
-              10: ["cell", "0" * 40, 5]}
+    places = {
+        7: ["cell", sha, 1],
+        8: ["file", "/tmp/x/kernels.py"],
+        9: ["exec", 7 * RACE_LINES + 2],
+        10: ["cell", "0" * 40, 5],
+    }
     cells = cell_labels(history)
     assert where(12, places, cells) == "line 12"
     assert where(7 * RACE_LINES + 2, places, cells) == "In [3] line 2"

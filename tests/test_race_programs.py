@@ -23,10 +23,13 @@ incoming = int(dest[:npes].sum())  # B
 shmem.alltoall(dest[:npes], src[:npes])  # A
 shmem.barrier_all()
 """
-SAMPLE_SORT_FIXED = SAMPLE_SORT_RACY.replace("""  # B
-shmem.alltoall""", """  # B
+SAMPLE_SORT_FIXED = SAMPLE_SORT_RACY.replace(
+    """  # B
+shmem.alltoall""",
+    """  # B
 shmem.sync_all()
-shmem.alltoall""")
+shmem.alltoall""",
+)
 
 #: red-black Gauss-Seidel on a 1-D field with one ghost cell each side: update one colour
 #: (reading the ghosts), send the edges to the neighbours' ghosts, wait for them. Racy: no
@@ -42,10 +45,13 @@ for it in range(3):
         shmem.put(field[0:1], field[16:17], right)
         shmem.barrier_all()
 """
-GAUSS_SEIDEL_RACY = GAUSS_SEIDEL_FIXED.replace("""  # B
+GAUSS_SEIDEL_RACY = GAUSS_SEIDEL_FIXED.replace(
+    """  # B
         shmem.barrier_all()
-""", """  # B
-""")
+""",
+    """  # B
+""",
+)
 
 #: a distributed hash table: each key goes to PE key % npes, into the first free slot found by
 #: compare-and-swap; its value is put beside it. Racy: the owner lists its table right away.
@@ -58,15 +64,24 @@ HASH_TABLE_RACY = """for j in range(3):
 stored = {int(k): int(v) for k, v in zip(table, vals) if k}  # B
 shmem.barrier_all()
 """
-HASH_TABLE_FIXED = HASH_TABLE_RACY.replace("""  # A
-stored""", """  # A
+HASH_TABLE_FIXED = HASH_TABLE_RACY.replace(
+    """  # A
+stored""",
+    """  # A
 shmem.barrier_all()
-stored""")
+stored""",
+)
 
 
-@pytest.mark.parametrize("racy, fixed", [(SAMPLE_SORT_RACY, SAMPLE_SORT_FIXED), (GAUSS_SEIDEL_RACY, GAUSS_SEIDEL_FIXED),
-                                         (HASH_TABLE_RACY, HASH_TABLE_FIXED)],
-                         ids=["sample-sort", "gauss-seidel", "hash-table"])
+@pytest.mark.parametrize(
+    "racy, fixed",
+    [
+        (SAMPLE_SORT_RACY, SAMPLE_SORT_FIXED),
+        (GAUSS_SEIDEL_RACY, GAUSS_SEIDEL_FIXED),
+        (HASH_TABLE_RACY, HASH_TABLE_FIXED),
+    ],
+    ids=["sample-sort", "gauss-seidel", "hash-table"],
+)
 def test_program_twins(job, racy, fixed):
     _assert_racy(job, racy)
     _assert_clean(job, fixed)

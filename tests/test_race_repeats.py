@@ -16,8 +16,12 @@ from shmem_notebook.operations import event
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
 import race_traces
 
-NAMES = [["A", "sym", 0, 64, 8, 0], ["flag", "sym", 64, 72, 8, 1], ["ack", "sym", 72, 80, 8, 1],
-         ["buf", "priv", 1000, 1080, 8, 1]]
+NAMES = [
+    ["A", "sym", 0, 64, 8, 0],
+    ["flag", "sym", 64, 72, 8, 1],
+    ["ack", "sym", 72, 80, 8, 1],
+    ["buf", "priv", 1000, 1080, 8, 1],
+]
 ALLOC, BARRIER, SYNC_ALL = (
     ["sync", "alloc", 1, 0, None],
     ["sync", "barrier_all", 9, 0, None],
@@ -37,15 +41,22 @@ def _mem(line, mode, lo, hi, space="sym"):
 
 
 def _traces(per_pe):
-    return {pe: {"events": evs, "names": NAMES, "ops": len(evs), "truncated": None, "cap": None}
-            for pe, evs in enumerate(per_pe)}
+    return {
+        pe: {"events": evs, "names": NAMES, "ops": len(evs), "truncated": None, "cap": None}
+        for pe, evs in enumerate(per_pe)
+    }
 
 
 def _loop(iterations, body, npes=2, first=(), last=()):
     """Every PE: ``first[pe]``, alloc, ``body(it, pe)`` for each iteration, ``last[pe]``, free."""
-    return _traces([[*(first[pe] if first else ()), ALLOC]
-                    + [e for it in range(iterations) for e in body(it, pe)]
-                    + [*(last[pe] if last else ()), ["sync", "free", 20, 0, None]] for pe in range(npes)])
+    return _traces(
+        [
+            [*(first[pe] if first else ()), ALLOC]
+            + [e for it in range(iterations) for e in body(it, pe)]
+            + [*(last[pe] if last else ()), ["sync", "free", 20, 0, None]]
+            for pe in range(npes)
+        ]
+    )
 
 
 def _both(traces, npes, monkeypatch, carry=None):
@@ -106,6 +117,7 @@ def test_the_order_the_simulation_visits_pes_in_turns_with_each_barrier(monkeypa
     """Two races on one pair of lines are reported in the order the simulation met them, which
     turns with the barriers (4 PEs: unfolded, 3 sweeps report them one way, 4 the other): kept
     copies must go through every order the dropped ones did."""
+
     def body(it, pe):
         own = {0: [_rma("put", 7, 3, 16, 40)], 3: [_rma("get_nbi", 5, 3, 8, 56), _mem(7, "write", 32, 48)]}
         return own.get(pe, []) + [BARRIER]
@@ -301,14 +313,26 @@ def _handshake(value, written=None):
     """PE 1 puts data, fences, sets the flag on PE 0 (to ``written(it)``, by default what the waits
     see) and waits for its ack, then reuses the data; PE 0 waits for the flag, loads the data,
     acks; a barrier ends the iteration."""
+
     def body(it, pe):
         v = value(it)
         if pe == 1:
             flag = _rma("put", 5, 0, FLAG, FLAG + 8, values=[(written or value)(it)])
-            return [_rma("put", 3, 0, 0, 32), ["sync", "fence", 4, 0, None], flag,
-                    ["wait", "wait_until", 6, ACK, ACK + 8, "<i8", [v]], _mem(7, "write", 0, 32, "priv"), BARRIER]
-        return [["wait", "wait_until", 10, FLAG, FLAG + 8, "<i8", [v]], _mem(11, "read", 0, 32),
-                _rma("put", 12, 1, ACK, ACK + 8, values=[v]), BARRIER]
+            return [
+                _rma("put", 3, 0, 0, 32),
+                ["sync", "fence", 4, 0, None],
+                flag,
+                ["wait", "wait_until", 6, ACK, ACK + 8, "<i8", [v]],
+                _mem(7, "write", 0, 32, "priv"),
+                BARRIER,
+            ]
+        return [
+            ["wait", "wait_until", 10, FLAG, FLAG + 8, "<i8", [v]],
+            _mem(11, "read", 0, 32),
+            _rma("put", 12, 1, ACK, ACK + 8, values=[v]),
+            BARRIER,
+        ]
+
     return body
 
 
@@ -334,8 +358,9 @@ def test_waits_matched_by_value(monkeypatch):
 def test_operations_carried_from_an_earlier_cell(monkeypatch):
     """The carried operations and the cell boundary start the trace: they stay where they are
     (their labels name the earlier cell), the loop after them folds."""
-    carry = Carry(ops={0: [(_rma("put", 3, 1, 0, 8, values=[1]), "In [4]")],
-                       1: [(_rma("put_nbi", 4, 0, 8, 16), "In [4]")]})
+    carry = Carry(
+        ops={0: [(_rma("put", 3, 1, 0, 8, values=[1]), "In [4]")], 1: [(_rma("put_nbi", 4, 0, 8, 16), "In [4]")]}
+    )
     traces = _loop(20, _puts_and_load, first=[[], [_mem(2, "read", 0, 8)]])
     reports = _same(traces, 2, monkeypatch, carry=carry)
     assert any("PE 0 In [4] line 3 put (write) / PE 1 In [5] line 2 load (read)" in r for r in reports)

@@ -32,10 +32,28 @@ PY = sys.executable
 
 # -- units: no PEs -------------------------------------------------------------------------------
 def test_the_program_is_started_through_the_recorder():
-    assert runner.pe_command(["oshrun", "-n", "4", "python", "prog.py", "a"]) == \
-        ["oshrun", "-n", "4", "python", "-m", RACE_MODULE, "prog.py", "a"]
-    assert runner.pe_command(["mpirun", "-np", "2", "/venv/bin/python3.11", "-u", "-X", "dev", "prog.py"]) == \
-        ["mpirun", "-np", "2", "/venv/bin/python3.11", "-u", "-X", "dev", "-m", RACE_MODULE, "prog.py"]
+    assert runner.pe_command(["oshrun", "-n", "4", "python", "prog.py", "a"]) == [
+        "oshrun",
+        "-n",
+        "4",
+        "python",
+        "-m",
+        RACE_MODULE,
+        "prog.py",
+        "a",
+    ]
+    assert runner.pe_command(["mpirun", "-np", "2", "/venv/bin/python3.11", "-u", "-X", "dev", "prog.py"]) == [
+        "mpirun",
+        "-np",
+        "2",
+        "/venv/bin/python3.11",
+        "-u",
+        "-X",
+        "dev",
+        "-m",
+        RACE_MODULE,
+        "prog.py",
+    ]
     assert runner.pe_command(["oshrun", "python3", "-m", "pkg.main", "x"])[2:] == [
         "-m",
         RACE_MODULE,
@@ -45,15 +63,18 @@ def test_the_program_is_started_through_the_recorder():
     ]
 
 
-@pytest.mark.parametrize("argv, said", [
-    ([], "the command to run comes after --"),
-    (["--"], "no command after --"),
-    (["--", "oshrun", "-n", "2", "./prog"], "no python in the command"),
-    (["--", "oshrun", "python", "-c", "print(1)"], "python -c CODE cannot be race-checked"),
-    (["--", "oshrun", "python"], "no program after 'python'"),
-    (["--stress", "x", "--", "oshrun", "python", "p.py"], "argument --stress: invalid int value: 'x'"),
-    (["--cap", "0", "--", "oshrun", "python", "p.py"], "--cap must be a positive number of events"),
-])
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        ([], "the command to run comes after --"),
+        (["--"], "no command after --"),
+        (["--", "oshrun", "-n", "2", "./prog"], "no python in the command"),
+        (["--", "oshrun", "python", "-c", "print(1)"], "python -c CODE cannot be race-checked"),
+        (["--", "oshrun", "python"], "no program after 'python'"),
+        (["--stress", "x", "--", "oshrun", "python", "p.py"], "argument --stress: invalid int value: 'x'"),
+        (["--cap", "0", "--", "oshrun", "python", "p.py"], "--cap must be a positive number of events"),
+    ],
+)
 def test_usage_errors_exit_2(argv, said, capsys):
     assert runner.main(argv) == 2
     err = capsys.readouterr().err
@@ -66,8 +87,16 @@ def test_help_exits_0(capsys):
 
 
 def _recording(pe, events, names=()):
-    return {"pe": pe, "npes": 2, "events": events, "names": list(names), "ops": len(events), "truncated": None,
-            "cap": 100, "seconds": 0.0}
+    return {
+        "pe": pe,
+        "npes": 2,
+        "events": events,
+        "names": list(names),
+        "ops": len(events),
+        "truncated": None,
+        "cap": 100,
+        "seconds": 0.0,
+    }
 
 
 def test_files_are_renumbered_across_pes_and_reported_as_file_lines(tmp_path):
@@ -75,15 +104,39 @@ def test_files_are_renumbered_across_pes_and_reported_as_file_lines(tmp_path):
     names = [["remote", "sym", 0, 4, 4, 1]]
     reports = {
         # PE 0 imported helper second; its put runs in helper.py line 5
-        0: {"pe": 0, "npes": 2, "status": 0, "stdout": "", "files": {1: main, 2: helper}, "data": _recording(0, [
-            ["sync", "barrier_all", 1 * RACE_LINES + 3, 0, None],
-            ["rma", "put", 2 * RACE_LINES + 5, 1, 0, 4, "<i4", "priv", 64, 68, 0, [1]],
-            ["sync", "barrier_all", 1 * RACE_LINES + 9, 0, None]], names)},
+        0: {
+            "pe": 0,
+            "npes": 2,
+            "status": 0,
+            "stdout": "",
+            "files": {1: main, 2: helper},
+            "data": _recording(
+                0,
+                [
+                    ["sync", "barrier_all", 1 * RACE_LINES + 3, 0, None],
+                    ["rma", "put", 2 * RACE_LINES + 5, 1, 0, 4, "<i4", "priv", 64, 68, 0, [1]],
+                    ["sync", "barrier_all", 1 * RACE_LINES + 9, 0, None],
+                ],
+                names,
+            ),
+        },
         # PE 1 numbered helper first
-        1: {"pe": 1, "npes": 2, "status": 0, "stdout": "", "files": {1: helper, 2: main}, "data": _recording(1, [
-            ["sync", "barrier_all", 2 * RACE_LINES + 3, 0, None],
-            ["mem", "load", 2 * RACE_LINES + 7, "read", "sym", 0, 4, "<i4"],
-            ["sync", "barrier_all", 2 * RACE_LINES + 9, 0, None]], names)},
+        1: {
+            "pe": 1,
+            "npes": 2,
+            "status": 0,
+            "stdout": "",
+            "files": {1: helper, 2: main},
+            "data": _recording(
+                1,
+                [
+                    ["sync", "barrier_all", 2 * RACE_LINES + 3, 0, None],
+                    ["mem", "load", 2 * RACE_LINES + 7, "read", "sym", 0, 4, "<i4"],
+                    ["sync", "barrier_all", 2 * RACE_LINES + 9, 0, None],
+                ],
+                names,
+            ),
+        },
     }
     races, files, traces, npes = runner.analyse(reports)
     assert files == {1: main, 2: helper} and npes == 2
@@ -107,8 +160,16 @@ def test_a_capped_recording_is_reported_as_a_partial_check(tmp_path):
     main = str(tmp_path / "main.py")
     puts = [["rma", "put", RACE_LINES + 4, 1, 4 * i, 4 * i + 4, "<i4", "priv", 64, 68, 0, [1]] for i in range(3)]
     capped = dict(_recording(0, puts, [["remote", "sym", 0, 64, 4, 1]]), truncated=RACE_LINES + 4, cap=3)
-    traces = {0: capped, 1: _recording(1, [["sync", "barrier_all", RACE_LINES + 6, 0, None],
-                                          ["mem", "load", RACE_LINES + 7, "read", "sym", 0, 4, "<i4"]])}
+    traces = {
+        0: capped,
+        1: _recording(
+            1,
+            [
+                ["sync", "barrier_all", RACE_LINES + 6, 0, None],
+                ["mem", "load", RACE_LINES + 7, "read", "sym", 0, 4, "<i4"],
+            ],
+        ),
+    }
     lines = []
     old = os.getcwd()
     os.chdir(tmp_path)
@@ -116,16 +177,20 @@ def test_a_capped_recording_is_reported_as_a_partial_check(tmp_path):
         runner.report(find_races(traces, 2), {1: main}, traces, 2, write=lines.append)
     finally:
         os.chdir(old)
-    assert lines == ["no races found in what was checked: PE 0 up to main.py:4; PE 1 up to main.py:6; accesses after "
-                     "that were not checked (a PE's recording reached the cap of 3 events: run fewer iterations, or "
-                     "raise --cap) (program traced: 5 operations on 2 PEs)"]
+    assert lines == [
+        "no races found in what was checked: PE 0 up to main.py:4; PE 1 up to main.py:6; accesses after "
+        "that were not checked (a PE's recording reached the cap of 3 events: run fewer iterations, or "
+        "raise --cap) (program traced: 5 operations on 2 PEs)"
+    ]
 
 
 def test_stress_says_what_each_pe_printed_differently():
     assert runner.differences({0: "a\nb\n", 1: "a\n"}, {0: "a\nc\n", 1: "a\n"}) == [
-        "PE 0 printed 'c' (the run without delays: 'b')"]
+        "PE 0 printed 'c' (the run without delays: 'b')"
+    ]
     assert runner.differences({0: "x\n", 1: "x\n"}, {0: "y\n", 1: "y\n"}) == [
-        "PE 0-1 printed 'y' (the run without delays: 'x')"]
+        "PE 0-1 printed 'y' (the run without delays: 'x')"
+    ]
 
 
 def test_console_script_is_declared():
@@ -136,8 +201,14 @@ def test_console_script_is_declared():
 def race_check(args, command, cwd, timeout=240):
     """The runner on ``command`` (a list after ``--``); (exit status, stdout, stderr)."""
     env = dict(os.environ, **platform_environment())
-    done = subprocess.run([PY, "-m", "shmem_notebook.race", *args, "--", *command], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [PY, "-m", "shmem_notebook.race", *args, "--", *command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return done.returncode, done.stdout, done.stderr
 
 
@@ -184,14 +255,21 @@ def test_racy_and_fixed_program(tmp_path):
 
 @pytest.mark.pe
 def test_modules_functions_classes_argv_and_main(tmp_path):
-    write(tmp_path, "app/comm.py", """
+    write(
+        tmp_path,
+        "app/comm.py",
+        """
         from shmem4py import shmem
 
 
         def send(dst, src, pe):
             shmem.put(dst, src, pe)
-        """)
-    write(tmp_path, "app/main.py", """
+        """,
+    )
+    write(
+        tmp_path,
+        "app/main.py",
+        """
         import sys
         import numpy as np
         from shmem4py import shmem
@@ -222,11 +300,13 @@ def test_modules_functions_classes_argv_and_main(tmp_path):
 
         if __name__ == "__main__":
             main(sys.argv)
-        """)
+        """,
+    )
     status, out, err = race_check([], ["oshrun", "-n", "2", PY, "app/main.py", "3", "racy"], tmp_path)
     assert status == 1, err
-    assert ("RACE buf[0:3] on PE 0-1: PE 0-1 app/main.py:19 sum (read) / PE 0-1 app/comm.py:5 put (write) are "
-            "unordered") in out.replace("_Exchange__buf", "buf").replace("dst[0:3]", "buf[0:3]")
+    assert (
+        "RACE buf[0:3] on PE 0-1: PE 0-1 app/main.py:19 sum (read) / PE 0-1 app/comm.py:5 put (write) are unordered"
+    ) in out.replace("_Exchange__buf", "buf").replace("dst[0:3]", "buf[0:3]")
     status, out, err = race_check([], ["oshrun", "-n", "2", PY, "main.py", "3", "fixed"], tmp_path / "app")
     assert status == 0, err
     assert sorted(out.splitlines()[:2]) == ["[PE 0] sum 3 True", "[PE 1] sum 0 True"] and "no races found" in out
@@ -237,12 +317,16 @@ def test_modules_functions_classes_argv_and_main(tmp_path):
 
 @pytest.mark.pe
 def test_a_failing_program_is_said_and_exits_3(tmp_path):
-    write(tmp_path, "fails.py", """
+    write(
+        tmp_path,
+        "fails.py",
+        """
         import sys
         from shmem4py import shmem
         shmem.barrier_all()
         sys.exit(3)
-        """)
+        """,
+    )
     status, out, err = race_check([], ["oshrun", "-n", "2", PY, "fails.py"], tmp_path)
     assert status == 3
     assert "the program exited with status 3" in out
@@ -254,10 +338,15 @@ def test_stress_reruns_with_seeds(tmp_path):
     status, out, err = race_check(["--stress", "5"], ["oshrun", "-n", "2", PY, "racy.py"], tmp_path)
     assert status == 1, err
     lines = out.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(
-        "stress: rerunning the program 4 times (seeds 5-8) with random delays of up to 20 ms "
-        "around every shmem call: 4 x the first run's "))
-    assert [line.split(" (")[0] for line in lines[start + 1:start + 5]] == [f"  seed {s}" for s in range(5, 9)]
+    start = next(
+        i
+        for i, line in enumerate(lines)
+        if line.startswith(
+            "stress: rerunning the program 4 times (seeds 5-8) with random delays of up to 20 ms "
+            "around every shmem call: 4 x the first run's "
+        )
+    )
+    assert [line.split(" (")[0] for line in lines[start + 1 : start + 5]] == [f"  seed {s}" for s in range(5, 9)]
     assert "(rerun 4 of 4, " in lines[start + 4] and "race is real" not in out  # printed output never makes a race real
     assert lines[-1].startswith("stress: ")
 
@@ -299,8 +388,11 @@ def cell_lines(report, program, code):
     header = next(i for i, line in enumerate(lines) if line.startswith("# ---- "))
     start = next(i for i in range(header, len(lines)) if lines[i] == code.splitlines()[0])
     name = re.escape(os.path.basename(program))
-    return [re.sub(rf"\S*{name}:(\d+)", lambda m: f"line {int(m.group(1)) - start}", line)
-            for line in report.splitlines() if line.startswith("RACE ")]
+    return [
+        re.sub(rf"\S*{name}:(\d+)", lambda m: f"line {int(m.group(1)) - start}", line)
+        for line in report.splitlines()
+        if line.startswith("RACE ")
+    ]
 
 
 @pytest.mark.pe

@@ -54,12 +54,16 @@ def test_a_cell_that_raised_on_every_pe_says_what_was_checked(job):
     every = f"PE 0-{job.n - 1}"
     result, text = run(job, RAISES_FIXED, PEError)
     assert result.races == []
-    assert verdict(text).startswith(f"no races found in what was checked: {every} up to line 5; the cell raised "
-                                    f"RuntimeError on {every} at line 5 (cell traced: "), text
+    assert verdict(text).startswith(
+        f"no races found in what was checked: {every} up to line 5; the cell raised "
+        f"RuntimeError on {every} at line 5 (cell traced: "
+    ), text
     result, text = run(job, RAISES_RACY, PEError)
     assert [sorted(a.line for a in race.accesses) for race in result.races] == [[2, 3]], [str(r) for r in result.races]
-    assert verdict(text).startswith(f"1 race found in what was checked: {every} up to line 4; the cell raised "
-                                    f"RuntimeError on {every} at line 4 (cell traced: "), text
+    assert verdict(text).startswith(
+        f"1 race found in what was checked: {every} up to line 4; the cell raised "
+        f"RuntimeError on {every} at line 4 (cell traced: "
+    ), text
 
 
 def test_pes_left_waiting_for_one_that_raised(job):
@@ -68,15 +72,18 @@ def test_pes_left_waiting_for_one_that_raised(job):
     _, text = run(job, code, PEError)
     assert verdict(text).startswith(
         f"no races found in what was checked: PE 0 up to line 3; {others} up to line 4; the cell raised ValueError on "
-        f"PE 0 at line 3; the cell was stopped on {others} at line 4, where it waited for the PEs that raised "), text
+        f"PE 0 at line 3; the cell was stopped on {others} at line 4, where it waited for the PEs that raised "
+    ), text
 
 
 def test_a_cell_stopped_at_its_timeout(job):
     code = "R[me] = me\nshmem.barrier_all()\nimport time\ntime.sleep(30)\n"
     every = f"PE 0-{job.n - 1}"
     _, text = run(job, code, CellStoppedError, timeout=2)
-    assert verdict(text).startswith(f"no races found in what was checked: {every} up to line 4; the cell was stopped "
-                                    f"by its timeout of 2 s on {every} at line 4 (cell traced: "), text
+    assert verdict(text).startswith(
+        f"no races found in what was checked: {every} up to line 4; the cell was stopped "
+        f"by its timeout of 2 s on {every} at line 4 (cell traced: "
+    ), text
     assert job.state == "running"
 
 
@@ -89,24 +96,30 @@ def test_an_interrupted_cell(job):
     finally:
         timer.cancel()
     every = f"PE 0-{job.n - 1}"
-    assert verdict(text).startswith(f"no races found in what was checked: {every} up to line 4; the cell was "
-                                    f"interrupted on {every} at line 4 (cell traced: "), text
+    assert verdict(text).startswith(
+        f"no races found in what was checked: {every} up to line 4; the cell was "
+        f"interrupted on {every} at line 4 (cell traced: "
+    ), text
 
 
 def test_a_capped_trace_of_a_cell_that_raised_says_both(job, monkeypatch):
     from shmem_notebook.cells import race as race_stage
 
     monkeypatch.setattr(race_stage, "CAP", 60)
-    code = ("src = np.ones(1, dtype=np.int64)\nfor i in range(200):\n"
-            "    j = i * i % 997  # distinct for i < 499, in no progression\n"
-            "    shmem.put(big[j:j + 1], src, (me + 1) % npes)\nshmem.barrier_all()\nraise KeyError('done')\n")
+    code = (
+        "src = np.ones(1, dtype=np.int64)\nfor i in range(200):\n"
+        "    j = i * i % 997  # distinct for i < 499, in no progression\n"
+        "    shmem.put(big[j:j + 1], src, (me + 1) % npes)\nshmem.barrier_all()\nraise KeyError('done')\n"
+    )
     out = io.StringIO()
     with pytest.raises(PEError):
         job.run(code, arrays=["big=int64[997]"], race=True, stdout=out, stderr=out)
     line = verdict(out.getvalue())
-    assert line.startswith(f"no races found in what was checked: PE 0-{job.n - 1} up to line 4; accesses after that "
-                           "were not checked (a PE's trace reached the cap of 60 events: trace fewer iterations); the "
-                           f"cell raised KeyError on PE 0-{job.n - 1} at line 6 (cell traced: "), line
+    assert line.startswith(
+        f"no races found in what was checked: PE 0-{job.n - 1} up to line 4; accesses after that "
+        "were not checked (a PE's trace reached the cap of 60 events: trace fewer iterations); the "
+        f"cell raised KeyError on PE 0-{job.n - 1} at line 6 (cell traced: "
+    ), line
 
 
 @pytest.mark.pe
@@ -114,8 +127,14 @@ def test_a_pe_that_died_checks_nothing():
     for job2 in running_job(2, heap="32M"):
         out = io.StringIO()
         with pytest.raises(PEDiedError):
-            job2.run("import os\nR[me] = me\nshmem.barrier_all()\nif me == 1:\n    os._exit(3)\nshmem.barrier_all()\n",
-                     arrays=["R=int64[4]"], race=True, stdout=out, stderr=out, timeout=60)
+            job2.run(
+                "import os\nR[me] = me\nshmem.barrier_all()\nif me == 1:\n    os._exit(3)\nshmem.barrier_all()\n",
+                arrays=["R=int64[4]"],
+                race=True,
+                stdout=out,
+                stderr=out,
+                timeout=60,
+            )
         assert "race check: no PE sent its trace, so nothing was checked" in out.getvalue(), out.getvalue()
         assert "races found" not in out.getvalue()
 
@@ -139,12 +158,20 @@ raise RuntimeError(f"saw {seen}")
 def test_the_runner_says_a_program_that_raised_was_checked_in_part(tmp_path, racy):
     code = PROGRAM.replace("shmem.barrier_all()\nseen", "seen") if racy else PROGRAM
     (tmp_path / "gives_up.py").write_text(code)
-    done = subprocess.run([sys.executable, "-m", "shmem_notebook.race", "--", "oshrun", "-n", "2", sys.executable,
-                           "gives_up.py"], cwd=tmp_path, env=dict(os.environ, **platform_environment()),
-                          capture_output=True, text=True, timeout=240, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "shmem_notebook.race", "--", "oshrun", "-n", "2", sys.executable, "gives_up.py"],
+        cwd=tmp_path,
+        env=dict(os.environ, **platform_environment()),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     lines = done.stdout.splitlines()
     found = "1 race found" if racy else "no races found"
     assert done.returncode == (1 if racy else 3), done.stdout + done.stderr
-    assert lines[-2].startswith(f"{found} in what was checked: PE 0-1 up to where it stopped; the program exited "
-                                "with status 1 on PE 0-1 (program traced: "), lines
+    assert lines[-2].startswith(
+        f"{found} in what was checked: PE 0-1 up to where it stopped; the program exited "
+        "with status 1 on PE 0-1 (program traced: "
+    ), lines
     assert lines[-1] == "the program exited with status 1"

@@ -13,9 +13,23 @@ from conftest import job_fixture, needs_sos, running_job
 
 pytestmark = pytest.mark.pe
 
-ARRAYS = ["buf=int64[4]", "slots=int64[2,4]", "ready=int64[1]", "ack=int64[1]", "filled=int64[1]",
-          "freed=int64[1]", "count=int64[1]", "flag=int64[1]", "results=int64[16]", "dest=int64[8]",
-          "total=int64[1]", "src=int64[4]", "field=float64[18]", "table=int64[8]", "vals=int64[8]"]
+ARRAYS = [
+    "buf=int64[4]",
+    "slots=int64[2,4]",
+    "ready=int64[1]",
+    "ack=int64[1]",
+    "filled=int64[1]",
+    "freed=int64[1]",
+    "count=int64[1]",
+    "flag=int64[1]",
+    "results=int64[16]",
+    "dest=int64[8]",
+    "total=int64[1]",
+    "src=int64[4]",
+    "field=float64[18]",
+    "table=int64[8]",
+    "vals=int64[8]",
+]
 RESET = (
     "for _a in (buf, slots, ready, ack, filled, freed, count, flag, results, dest, total, src, field, table, vals):\n"
     "    _a[...] = 0\nshmem.barrier_all()\n"
@@ -75,9 +89,12 @@ elif me == 1:
         got.append(int(buf[0]))  # B
 shmem.barrier_all()
 """
-ACK_FIXED = ACK_RACY.replace("""        shmem.atomic_inc(ack, 0)
-        got.append(int(buf[0]))  # B""", """        got.append(int(buf[0]))  # B
-        shmem.atomic_inc(ack, 0)""")
+ACK_FIXED = ACK_RACY.replace(
+    """        shmem.atomic_inc(ack, 0)
+        got.append(int(buf[0]))  # B""",
+    """        got.append(int(buf[0]))  # B
+        shmem.atomic_inc(ack, 0)""",
+)
 
 #: a two-slot queue with credits: PE 0 produces six items into PE 1's slots, waiting for a slot to be
 #: freed before reusing it. Racy: the credit wait is off by one (three items in flight in two slots).
@@ -175,9 +192,12 @@ elif me == 1:
 shmem.barrier_all()
 """
 #: racy: PE 1 acknowledges before it reads
-TOGGLE_RACY = TOGGLE_FIXED.replace("""        got.append(int(buf[0]))  # B
-        shmem.atomic_set(ack, 1, 0)""", """        shmem.atomic_set(ack, 1, 0)
-        got.append(int(buf[0]))  # B""")
+TOGGLE_RACY = TOGGLE_FIXED.replace(
+    """        got.append(int(buf[0]))  # B
+        shmem.atomic_set(ack, 1, 0)""",
+    """        shmem.atomic_set(ack, 1, 0)
+        got.append(int(buf[0]))  # B""",
+)
 
 #: the counters reset by the cell itself, so that it can be run again (as notebook 03 does)
 RESET_FIRST = "ready[0] = 0\nack[0] = 0\nshmem.barrier_all()\n"
@@ -270,8 +290,11 @@ for r in range(2):
 BROADCAST_FIXED = BROADCAST_RACY + "    shmem.barrier_all()\n"
 
 
-@pytest.mark.parametrize("racy, fixed", [(FCOLLECT_RACY, FCOLLECT_FIXED), (REDUCE_RACY, REDUCE_FIXED),
-                                         (BROADCAST_RACY, BROADCAST_FIXED)], ids=["fcollect", "reduce", "broadcast"])
+@pytest.mark.parametrize(
+    "racy, fixed",
+    [(FCOLLECT_RACY, FCOLLECT_FIXED), (REDUCE_RACY, REDUCE_FIXED), (BROADCAST_RACY, BROADCAST_FIXED)],
+    ids=["fcollect", "reduce", "broadcast"],
+)
 def test_collective_destination_reused(job, racy, fixed):
     _assert_racy(job, racy)
     _assert_clean(job, fixed)
@@ -302,6 +325,7 @@ shmem.barrier_all()
 shmem.del_signal(sig)
 """
 SIGNAL_FIXED = SIGNAL_RACY.replace("2 * (npes - 1) - 1)", "2 * (npes - 1))")
+
 
 @pytest.fixture(scope="module", params=[pytest.param(n, id=f"{n}pe-sos", marks=needs_sos) for n in (2, 4)])
 def sos_job(request):

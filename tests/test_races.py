@@ -17,8 +17,11 @@ NOTEBOOKS = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
 
 
 #: the libraries the catalogue is scored on, and the OpenSHMEM version each implements
-LIBRARIES = [pytest.param(("oshmem", "1.4"), id="oshmem"), pytest.param(("sos", "1.5"), id="sos", marks=needs_sos),
-             pytest.param(("oshmpi", "1.4"), id="oshmpi", marks=needs_oshmpi)]
+LIBRARIES = [
+    pytest.param(("oshmem", "1.4"), id="oshmem"),
+    pytest.param(("sos", "1.5"), id="sos", marks=needs_sos),
+    pytest.param(("oshmpi", "1.4"), id="oshmpi", marks=needs_oshmpi),
+]
 #: libraries that create no contexts: their "contexts" cases end in UnsupportedError (OSHMPI: MPI has no endpoints)
 NO_CONTEXTS = {"oshmpi"}
 
@@ -43,7 +46,8 @@ def _run_catalogue(job, spec="1.4"):
             job.restart()
             continue
         expected = case.error_on(spec) or (
-            "UnsupportedError" if case.category == "contexts" and job.library.name in NO_CONTEXTS else None)
+            "UnsupportedError" if case.category == "contexts" and job.library.name in NO_CONTEXTS else None
+        )
         if expected:
             ok = error is not None and all(e[0] == expected for e in error.errors.values())
             rows.append((case, ok, str(error)))
@@ -93,8 +97,11 @@ def test_catalogue(npes, library):
         started = time.perf_counter()
         rows, scores = _run_catalogue(job, spec)
         seconds = time.perf_counter() - started
-    wrong = [f"{case.name} ({case.category}, race={case.race}, lines={case.lines}): {detail}"
-             for case, ok, detail in rows if ok is False]
+    wrong = [
+        f"{case.name} ({case.category}, race={case.race}, lines={case.lines}): {detail}"
+        for case, ok, detail in rows
+        if ok is False
+    ]
     pending = [f"{case.name} (race={case.race}; {case.pending}): {detail}" for case, ok, detail in rows if ok is None]
     print(
         f"\nrace catalogue on {name} (OpenSHMEM {spec}) at {npes} PEs: "
@@ -112,10 +119,14 @@ def test_catalogue(npes, library):
 
 @pytest.mark.pe
 @pytest.mark.timeout(1500)
-@pytest.mark.parametrize("npes, library", [
-    pytest.param(2, ("oshmem", "1.4"), id="2-oshmem"), pytest.param(4, ("oshmem", "1.4"), id="4-oshmem"),
-    pytest.param(2, ("sos", "1.5"), id="2-sos", marks=needs_sos),
-])
+@pytest.mark.parametrize(
+    "npes, library",
+    [
+        pytest.param(2, ("oshmem", "1.4"), id="2-oshmem"),
+        pytest.param(4, ("oshmem", "1.4"), id="4-oshmem"),
+        pytest.param(2, ("sos", "1.5"), id="2-sos", marks=needs_sos),
+    ],
+)
 def test_hint_fixes_remove_the_race(npes, library):
     """Every racy case: each race's fix, applied alone, removes that race in a rerun; a race without a fix
     says what to change. A case whose fix is not an edit of the cell (``Case.no_fix`` says why) has such a race."""
@@ -267,8 +278,11 @@ def test_magics_races_across_cells(capsys):
         assert "no races found (cell traced:" in capsys.readouterr().out
         ip.run_cell(LOAD_CELL, store_history=True)
         out = capsys.readouterr().out
-        found = re.search(r"RACE inbox\[0\] on PE 1: PE 0 In \[(\d+)\] line 3 put \(write\) / PE 1 In \[(\d+)\] "
-                          r"line 2 load \(read\) are unordered; ", out)
+        found = re.search(
+            r"RACE inbox\[0\] on PE 1: PE 0 In \[(\d+)\] line 3 put \(write\) / PE 1 In \[(\d+)\] "
+            r"line 2 load \(read\) are unordered; ",
+            out,
+        )
         assert found and int(found.group(2)) == int(found.group(1)) + 1, out
         assert f"call shmem.quiet() at the end of In [{found.group(1)}]" in out and "1 race found" in out
         ip.run_cell(PUT_CELL + "shmem.quiet()\n", store_history=True)
@@ -294,15 +308,22 @@ def test_private_memory_is_recorded_only_where_a_nonblocking_call_may_use_it(job
     issued earlier (in this cell, or in flight from an earlier one) may still use it."""
     job2.race_reset()
     job2.ask("race_start", {})
-    job2.run("work = np.zeros(100)\nwork[:] = 2\nwork[3] += 1\ntotal = (work * 2).sum()\n"
-             "buf = np.ones(4)\nshmem.put_nbi(inbox, buf, (me + 1) % npes)\nbuf[1] = 5\nx = work[0]\nshmem.quiet()\n",
-             arrays=["inbox=float64[4]"], stdout=io.StringIO())
+    job2.run(
+        "work = np.zeros(100)\nwork[:] = 2\nwork[3] += 1\ntotal = (work * 2).sum()\n"
+        "buf = np.ones(4)\nshmem.put_nbi(inbox, buf, (me + 1) % npes)\nbuf[1] = 5\nx = work[0]\nshmem.quiet()\n",
+        arrays=["inbox=float64[4]"],
+        stdout=io.StringIO(),
+    )
     for data in job2.ask("race_stop").values():
         private = [(e[1], e[2]) for e in data["events"] if e[0] == "mem" and e[4] == "priv"]
         assert private == [("store", 7)], private  # buf[1] = 5 while the put_nbi reads buf; not work
     # across cells: the client tells each PE which of its private bytes are still in flight
-    first = job2.run("buf = np.ones(4)\nshmem.put_nbi(inbox, buf, (me + 1) % npes)\n", arrays=["inbox=float64[4]"],
-                     race=True, stdout=io.StringIO())
+    first = job2.run(
+        "buf = np.ones(4)\nshmem.put_nbi(inbox, buf, (me + 1) % npes)\n",
+        arrays=["inbox=float64[4]"],
+        race=True,
+        stdout=io.StringIO(),
+    )
     out = io.StringIO()
     second = job2.run("buf[0] = 5\nshmem.quiet()\nshmem.barrier_all()\n", race=True, stdout=out)
     assert first.races == [] and len(second.races) == 1, out.getvalue()
@@ -316,8 +337,11 @@ def test_a_slice_seen_again_is_placed_anew_when_its_array_changed_shape(job2):
     """A loop's slices are found again without asking NumPy, but not after the array was reshaped
     in place (the same index then means other elements)."""
     job2.ask("race_start", {})
-    job2.run("s = shmem.zeros(8, dtype=np.int64)\nfor _ in range(2):\n    x = s[0:2].sum()\n"
-             "s.shape = (2, 4)\nfor _ in range(2):\n    y = s[0:2].sum()\nshmem.free(s)\n", stdout=io.StringIO())
+    job2.run(
+        "s = shmem.zeros(8, dtype=np.int64)\nfor _ in range(2):\n    x = s[0:2].sum()\n"
+        "s.shape = (2, 4)\nfor _ in range(2):\n    y = s[0:2].sum()\nshmem.free(s)\n",
+        stdout=io.StringIO(),
+    )
     for data in job2.ask("race_stop").values():
         reads = {e[2]: e[6] - e[5] for e in data["events"] if e[0] == "mem" and e[4] == "sym"}
         assert reads == {3: 16, 6: 64}, data["events"]  # 2 elements, then 2 rows of 4
@@ -338,8 +362,10 @@ def test_capped_trace_says_what_was_checked(job2, monkeypatch):
     result = job2.run(code, arrays=["arr=int64[1009]"], race=True, stdout=out)
     text = out.getvalue()
     assert "no races found (" not in text
-    assert ("1 race found in what was checked: PE 0-1 up to line 6; accesses after that were not checked (a PE's "
-            "trace reached the cap of 100 events: trace fewer iterations) (cell traced: ") in text, text
+    assert (
+        "1 race found in what was checked: PE 0-1 up to line 6; accesses after that were not checked (a PE's "
+        "trace reached the cap of 100 events: trace fewer iterations) (cell traced: "
+    ) in text, text
     (race,) = result.races  # PE 0's put to arr[143] (i = 10) races PE 1's load at line 3
     assert [(a.line, a.op) for a in race.accesses] == [(3, "load"), (6, "put")] and race.indices == (range(143, 144),)
 
@@ -351,14 +377,17 @@ def test_stress_reruns_with_seeds(job2):
     result = job2.run(ISSUE_CELL, arrays=["remote=int32[1]"], race=True, stress=5, stdout=out)
     text = out.getvalue()
     assert len(result.races) == 1 and job2.last_result is result
-    assert ("stress: rerunning the cell 4 times (seeds 5-8) with random delays of up to 20 ms around every shmem "
-            "call, each from the arrays as they were before it") in text
+    assert (
+        "stress: rerunning the cell 4 times (seeds 5-8) with random delays of up to 20 ms around every shmem "
+        "call, each from the arrays as they were before it"
+    ) in text
     for seed in (5, 6, 7, 8):
         line = next(x for x in text.splitlines() if x.startswith(f"  seed {seed} ("))
         what = line.split("): ", 1)[1]
         # the final arrays match the cell's (restored before each rerun); only PE 1's printed value may differ
         assert what == "same output and arrays as the cell" or (
-            what.startswith("PE 1 printed 'remote is ") and "remote[" not in what), line
+            what.startswith("PE 1 printed 'remote is ") and "remote[" not in what
+        ), line
     # remote[0] ends 1 in every run: printed output alone never makes the race "real" (tests/test_stress.py)
     assert "stress: no rerun changed the memory a race above is about" in text and "real, not just" not in text
     assert len(text) < 2000, text

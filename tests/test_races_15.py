@@ -54,8 +54,12 @@ def test_signal_fetch_that_saw_the_signal_is_a_wait():
 def test_a_non_blocking_atomic_writes_its_fetch_only_at_quiet():
     amo = ["rma", "atomic_fetch_add_nbi", 2, 1, 0, 8, "<i8", "priv", 5000, 5008, 0, None]
     early = [amo, ["mem", "load", 3, "read", "priv", 5000, 5008, "<i8"], ["sync", "barrier_all", 4, 0, None]]
-    quiet = [amo, ["sync", "quiet", 3, 0, None], ["mem", "load", 4, "read", "priv", 5000, 5008, "<i8"],
-             ["sync", "barrier_all", 5, 0, None]]
+    quiet = [
+        amo,
+        ["sync", "quiet", 3, 0, None],
+        ["mem", "load", 4, "read", "priv", 5000, 5008, "<i8"],
+        ["sync", "barrier_all", 5, 0, None],
+    ]
     other = [["sync", "barrier_all", 9, 0, None]]
     assert _summary(find_races(_traces(early, other), 2)) == [("fetched", 2, "atomic_fetch_add_nbi", 3, "load")]
     assert find_races(_traces(quiet, other), 2) == []

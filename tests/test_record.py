@@ -65,8 +65,20 @@ def test_the_trace_records_every_call_the_race_check_records(job):
     result = quiet(job, EVERYTHING, arrays=ARRAYS, race=True, trace=True)
     traced = {e["op"] for e in result.trace.events if e["pe"] == 0}
     recorded_as = {RECORDED_AS.get(op, op) for op in traced}
-    expected = {"put", "fence", "atomic_add", "quiet", "barrier_all", "get", "atomic_fetch", "sync_all", "sum_reduce",
-                "wait_until", "set_lock", "clear_lock"}
+    expected = {
+        "put",
+        "fence",
+        "atomic_add",
+        "quiet",
+        "barrier_all",
+        "get",
+        "atomic_fetch",
+        "sync_all",
+        "sum_reduce",
+        "wait_until",
+        "set_lock",
+        "clear_lock",
+    }
     assert expected <= recorded_as, expected - recorded_as
     assert not result.races, [str(r) for r in result.races]
 

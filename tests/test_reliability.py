@@ -270,8 +270,11 @@ def test_kernel_end_stops_the_job(kernel, how):
     segments = Segments()
     segments.note(p.pid for p in tree)  # this job's /dev/shm files and SysV segments
     assert segments.files and segments.shmids
-    out, err = execute(kc, "from shmem_notebook import current_job\n"
-                           "print(current_job()._cluster.profile_dir, current_job()._cluster.cluster_id)")
+    out, err = execute(
+        kc,
+        "from shmem_notebook import current_job\n"
+        "print(current_job()._cluster.profile_dir, current_job()._cluster.cluster_id)",
+    )
     profile, cluster_id = out.split()
 
     def profile_files():

@@ -52,11 +52,20 @@ def test_replay_renders_in_jupyterlab(lab, tmp_path):
         state = wait_for(driver, RENDERED, "the replay widget (play button, slider, figure) to render", 300, lab)
         lab.remember_descendants()
         assert "fcollect (ring)" in state["title"], state["title"]
-        wait_for(driver, "return document.body.innerText.includes('REPLAY AT 1')",
-                 "the slider moved from the kernel to step 2", 120, lab)
-        wait_for(driver, "const r = document.querySelector('.shmem-replay');"
-                         "return r && r.innerText.includes('step 2 of 3');",
-                 "the replay's title to show the ring's step 2 of 3", 60, lab)
+        wait_for(
+            driver,
+            "return document.body.innerText.includes('REPLAY AT 1')",
+            "the slider moved from the kernel to step 2",
+            120,
+            lab,
+        )
+        wait_for(
+            driver,
+            "const r = document.querySelector('.shmem-replay');return r && r.innerText.includes('step 2 of 3');",
+            "the replay's title to show the ring's step 2 of 3",
+            60,
+            lab,
+        )
         replay = driver.find_element(By.CSS_SELECTOR, ".shmem-replay")
         driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", replay)
         time.sleep(1)

@@ -132,8 +132,11 @@ def test_a_crash_leaves_no_shared_memory():
     job = _small_job(box)
     try:
         with pytest.raises(PEDiedError):
-            job.run("if me == 1:\n    import os; os.kill(os.getpid(), 9)\nimport time; time.sleep(30)",
-                    stdout=io.StringIO(), stderr=io.StringIO())
+            job.run(
+                "if me == 1:\n    import os; os.kill(os.getpid(), 9)\nimport time; time.sleep(30)",
+                stdout=io.StringIO(),
+                stderr=io.StringIO(),
+            )
         assert box[0].stop().left() == ([], [])
     finally:
         job.stop()

@@ -20,15 +20,29 @@ def fake_shmem(version=(1, 4)):
     def put_signal(*args):
         return "the library's put_signal"
 
-    module.__dict__.update(_chkerr=_chkerr, put_signal=put_signal, atomic_fetch_inc_nbi=lambda *a: "nbi",
-                           info_get_name=lambda: "http://www.open-mpi.org/", info_get_version=lambda: version)
+    module.__dict__.update(
+        _chkerr=_chkerr,
+        put_signal=put_signal,
+        atomic_fetch_inc_nbi=lambda *a: "nbi",
+        info_get_name=lambda: "http://www.open-mpi.org/",
+        info_get_version=lambda: version,
+    )
     return module
 
 
 def test_the_table_is_ordered_and_named_once():
     names = [shim.name for shim in shims.SHIMS]
-    assert names == ["numpy2_array", "numpy2_scalars", "missing", "pitfalls", "teams", "signals", "mistakes",
-                     "board", "diagnostics"]
+    assert names == [
+        "numpy2_array",
+        "numpy2_scalars",
+        "missing",
+        "pitfalls",
+        "teams",
+        "signals",
+        "mistakes",
+        "board",
+        "diagnostics",
+    ]
     assert len(set(names)) == len(names)
     assert all(callable(s.applies) and callable(s.install) and s.adapts for s in shims.SHIMS)
 
@@ -49,8 +63,11 @@ def test_a_14_library_refuses_the_15_routines_with_one_error_class_and_their_own
     shmem = fake_shmem((1, 4))
     original = shmem.put_signal
     undo = missing.install(shmem)
-    with pytest.raises(missing.UnsupportedError, match=r"^shmem.put_signal is an OpenSHMEM 1.5 routine, but "
-                       r"Open MPI 4.1.4's OSHMEM implements OpenSHMEM 1.4 and lacks it; instead, use shmem.put"):
+    with pytest.raises(
+        missing.UnsupportedError,
+        match=r"^shmem.put_signal is an OpenSHMEM 1.5 routine, but "
+        r"Open MPI 4.1.4's OSHMEM implements OpenSHMEM 1.4 and lacks it; instead, use shmem.put",
+    ):
         shmem.put_signal(None)
     with pytest.raises(NotImplementedError, match="without _nbi"):
         shmem.atomic_fetch_inc_nbi(None, 0)

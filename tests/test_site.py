@@ -124,12 +124,16 @@ def test_admission_keeps_room_for_others():
     assert str(info.value) == (
         "not admitted: 2 PEs x heap 256.0 MiB need 768.0 MiB of memory (with the PE processes) but this server has "
         "1.0 GiB free, of which 819.2 MiB is kept for others; ask for a smaller heap or fewer PEs, or wait for "
-        "others' jobs to end")
+        "others' jobs to end"
+    )
 
 
 def test_admission_counts_dev_shm_with_room_for_others(tmp_path):
-    with pytest.raises(LaunchError, match=r"need 272\.0 MiB of /x/shm \(the heaps and transport files\) but it "
-                                          r"has 300\.0 MiB free, of which 75\.0 MiB is kept"):  # a quarter
+    with pytest.raises(
+        LaunchError,
+        match=r"need 272\.0 MiB of /x/shm \(the heaps and transport files\) but it "
+        r"has 300\.0 MiB free, of which 75\.0 MiB is kept",
+    ):  # a quarter
         site.admission(2, 128 * MiB, 64 * GiB, 64 * GiB, 300 * MiB, 300 * MiB, "/x/shm", heap_in_shm=True)
     site.admission(2, 128 * MiB, 64 * GiB, 64 * GiB, 300 * MiB, 300 * MiB, "/x/shm", heap_in_shm=False)
     with pytest.raises(LaunchError, match=r"of /x/shm \(Open MPI's transport files\)"):  # 64 PEs' 8M each
@@ -147,8 +151,11 @@ def test_admission_refuses_a_heap_beyond_the_room_before_launch(monkeypatch):
     free, _ = node_memory()
     heap = (free - PE_OVERHEAD * 2) // 2 - 64 * MiB  # fits in what is free, not with the room for others
     monkeypatch.delenv("SHMEM_NOTEBOOK_SITE", raising=False)  # no policy: admission still holds
-    _refused(r"^not admitted: 2 PEs x heap .* of memory \(with the PE processes\) but this server has .* free, of "
-             r"which .* is kept for others", heap=f"{heap >> 20}M")
+    _refused(
+        r"^not admitted: 2 PEs x heap .* of memory \(with the PE processes\) but this server has .* free, of "
+        r"which .* is kept for others",
+        heap=f"{heap >> 20}M",
+    )
 
 
 # -- running jobs per user, and real starts ------------------------------------------------------
@@ -160,8 +167,11 @@ def test_max_jobs_counts_this_users_running_jobs(write_site):
         assert job._token in mine and job.n == 2
         write_site({"max_jobs": len(mine), "max_pes": 2, "max_heap": "64M", "default_heap": "32M"})
         other = shmem_notebook.Job
-        with pytest.raises(LaunchError, match=rf"at most {len(mine)} running jobs? per user \(site\.json: "
-                                              rf"max_jobs\) and you have {len(mine)}"):
+        with pytest.raises(
+            LaunchError,
+            match=rf"at most {len(mine)} running jobs? per user \(site\.json: "
+            rf"max_jobs\) and you have {len(mine)}",
+        ):
             other(2)
         assert job.run("from shmem4py import shmem; r = shmem.my_pe()").outcome == "ok"  # the running one is untouched
     finally:

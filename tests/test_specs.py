@@ -71,8 +71,9 @@ def test_duplicate_names_on_one_line():
         parse_specs(["A=int64[8]", "A=int32[4]"])
 
 
-@pytest.mark.parametrize("text, nbytes", [("256M", 256 << 20), ("1G", 1 << 30), ("65536", 65536), ("512KiB", 512 << 10),
-                                          ("1.5g", 3 << 29)])
+@pytest.mark.parametrize(
+    "text, nbytes", [("256M", 256 << 20), ("1G", 1 << 30), ("65536", 65536), ("512KiB", 512 << 10), ("1.5g", 3 << 29)]
+)
 def test_sizes(text, nbytes):
     assert parse_size(text) == nbytes
 

@@ -20,8 +20,11 @@ def stranded(job, code):
     """Run ``code`` after setting ``kept = 7 + me``; the PEError's message."""
     if job.state != "running":
         job.restart()
-    quiet(job, "kept = 7 + me\nW = shmem.zeros(1, dtype='int64')\nshmem.barrier_all()\n"
-               "if 'half' not in globals():\n    half = shmem.TEAM_WORLD.split_strided(0, 1, npes)")
+    quiet(
+        job,
+        "kept = 7 + me\nW = shmem.zeros(1, dtype='int64')\nshmem.barrier_all()\n"
+        "if 'half' not in globals():\n    half = shmem.TEAM_WORLD.split_strided(0, 1, npes)",
+    )
     with pytest.raises(PEError) as info:
         quiet(job, code)
     return str(info.value)
@@ -56,24 +59,30 @@ def assert_paused_then_restart(job, message):
     assert quiet(job, "print('fresh', me)").stdout == {pe: f"fresh {pe}\n" for pe in range(job.n)}
 
 
-@pytest.mark.parametrize("call, shown", [
-    ("shmem.barrier_all()", "shmem.barrier_all()"),
-    ("shmem.sync_all()", "shmem.sync_all()"),
-    ("shmem.TEAM_WORLD.sync()", "shmem.TEAM_WORLD.sync()"),
-])
+@pytest.mark.parametrize(
+    "call, shown",
+    [
+        ("shmem.barrier_all()", "shmem.barrier_all()"),
+        ("shmem.sync_all()", "shmem.sync_all()"),
+        ("shmem.TEAM_WORLD.sync()", "shmem.TEAM_WORLD.sync()"),
+    ],
+)
 def test_a_raise_before_a_world_synchronisation_is_named_and_the_job_stays_ready(job, call, shown):
     message = stranded(job, f"x = 1\nif me == 0:\n    raise ValueError('boom')\n{call}\nprint('not reached')")
     if native(job) and "TEAM" in call:  # the library's own team sync: which team it is cannot be seen from here
         assert message.startswith(f"PE 0 raised ValueError at line 3: boom; PE 1 waits in {shown} at line 4 for it; ")
         return assert_paused_then_restart(job, message)
     waits = "waits" if job.n == 2 else "wait"
-    assert message == (f"PE 0 raised ValueError at line 3: boom; PE {others(job)} {waits} in {shown} at line 4 for it; "
-                       f"{RELEASED}")
+    assert message == (
+        f"PE 0 raised ValueError at line 3: boom; PE {others(job)} {waits} in {shown} at line 4 for it; {RELEASED}"
+    )
     assert_usable(job)
 
 
-@pytest.mark.parametrize("call", ["half.sync()", "shmem.broadcast(W, W, 0, team=half)",
-                                  "shmem.sum_reduce(W, W, team=half)", "shmem.sync(half)"])
+@pytest.mark.parametrize(
+    "call",
+    ["half.sync()", "shmem.broadcast(W, W, 0, team=half)", "shmem.sum_reduce(W, W, team=half)", "shmem.sync(half)"],
+)
 def test_a_raise_before_a_team_call_the_tool_emulates_releases_the_others(job, call):
     message = stranded(job, f"if me == 0:\n    raise ValueError('boom')\n{call}\nprint('not reached')")
     verb = "waits" if job.n == 2 else "wait"
@@ -87,15 +96,20 @@ def test_a_raise_before_a_team_call_the_tool_emulates_releases_the_others(job, c
     assert_usable(job)
     # the team's half-done counts were reset: its calls agree again; the waiting PEs' frames held W, and
     # rebinding it frees the old one on every PE together (shmem4py frees collectively when the last reference goes)
-    out = quiet(job, "W = shmem.zeros(1, dtype='int64')\nhalf.sync()\nW[0] = me + 1\nshmem.barrier_all()\n"
-                     "shmem.sum_reduce(W, W, team=half)\n"
-                     "print('team', W[0])").stdout
+    out = quiet(
+        job,
+        "W = shmem.zeros(1, dtype='int64')\nhalf.sync()\nW[0] = me + 1\nshmem.barrier_all()\n"
+        "shmem.sum_reduce(W, W, team=half)\n"
+        "print('team', W[0])",
+    ).stdout
     assert out == {pe: f"team {job.n * (job.n + 1) // 2}\n" for pe in range(job.n)}
 
 
 def test_inside_a_function_in_the_third_iteration_of_a_loop(job):
-    code = ("def step(i):\n    if i == 2 and me == 0:\n        raise KeyError('third')\n    shmem.barrier_all()\n"
-            "for i in range(5):\n    step(i)")
+    code = (
+        "def step(i):\n    if i == 2 and me == 0:\n        raise KeyError('third')\n    shmem.barrier_all()\n"
+        "for i in range(5):\n    step(i)"
+    )
     message = stranded(job, code)
     assert message.startswith("PE 0 raised KeyError at line 3: 'third'; PE ")
     assert (
@@ -121,15 +135,20 @@ def test_two_pes_raising_different_errors(job):
         assert message == "the cell raised on 2 of 2 PEs: PE 0: ValueError: a; PE 1: KeyError: 'b'"
     else:
         message = stranded(job, code)
-        assert message == (f"PE 0 raised ValueError at line 2: a; PE 1 raised KeyError at line 4: 'b'; "
-                           f"PE 2-3 wait in shmem.barrier_all() at line 5 for them; {RELEASED}")
+        assert message == (
+            f"PE 0 raised ValueError at line 2: a; PE 1 raised KeyError at line 4: 'b'; "
+            f"PE 2-3 wait in shmem.barrier_all() at line 5 for them; {RELEASED}"
+        )
     assert_usable(job)
 
 
-@pytest.mark.parametrize("wait, shown", [
-    ("shmem.wait_until(W, shmem.CMP.EQ, 1)", "shmem.wait_until()"),
-    ("shmem.sum_reduce(W, W)", "shmem.sum_reduce()"),  # the library's own reduction
-])
+@pytest.mark.parametrize(
+    "wait, shown",
+    [
+        ("shmem.wait_until(W, shmem.CMP.EQ, 1)", "shmem.wait_until()"),
+        ("shmem.sum_reduce(W, W)", "shmem.sum_reduce()"),  # the library's own reduction
+    ],
+)
 def test_a_wait_nobody_can_join_pauses_the_pes_and_says_restart(job, wait, shown):
     message = stranded(job, f"if me == 0:\n    raise ValueError('boom')\n{wait}")
     assert message.startswith("PE 0 raised ValueError at line 2: boom; PE ")
@@ -164,8 +183,10 @@ def test_restart_on_hang_restarts_by_itself_and_says_what_was_lost():
             quiet(job, "if me == 0:\n    raise ValueError('boom')\nshmem.wait_until(W, shmem.CMP.EQ, 1)")
         message = str(info.value)
         assert message.startswith("PE 0 raised ValueError at line 2: boom; PE 1 waits in shmem.wait_until() at line 3")
-        assert message.endswith("the job was restarted by itself (restart_on_hang): 2 fresh PEs, arrays A re-allocated "
-                                "(zeroed); every PE's variables and undeclared symmetric arrays were lost"), message
+        assert message.endswith(
+            "the job was restarted by itself (restart_on_hang): 2 fresh PEs, arrays A re-allocated "
+            "(zeroed); every PE's variables and undeclared symmetric arrays were lost"
+        ), message
         assert job.state == "running"
         out = quiet(job, "print(A.sum(), 'kept' in globals())").stdout
         assert out == {0: "0 False\n", 1: "0 False\n"}

@@ -68,9 +68,11 @@ def test_a_race_free_cell_printing_its_timing_is_not_called_racy(job):
     assert stress_lines(text)[-1].endswith("; no race found explains it"), text
     assert "real" not in text.split("no races found", 1)[1], text
     # the estimate first, then a line per rerun as it ends
-    assert stress_lines(text)[0].startswith("stress: rerunning the cell 4 times (seeds 11-14) with random delays of up "
-                                            "to 20 ms around every shmem call, each from the arrays as they were "
-                                            "before it: 4 x the first run's "), text
+    assert stress_lines(text)[0].startswith(
+        "stress: rerunning the cell 4 times (seeds 11-14) with random delays of up "
+        "to 20 ms around every shmem call, each from the arrays as they were "
+        "before it: 4 x the first run's "
+    ), text
     assert "Ctrl-C stops them" in stress_lines(text)[0]
     reruns = [line for line in text.splitlines() if line.startswith("  seed ")]
     assert [line.split(", ")[0] for line in reruns] == [f"  seed {11 + k} (rerun {k + 1} of 4" for k in range(4)], text
@@ -118,8 +120,10 @@ def test_ctrl_c_ends_every_rerun_and_the_job_stays_usable(job):
 
     out = Interrupting()
     result, text = run(job, SLOW, ["S=int64[2]"], stdout=out)
-    assert "stress: interrupted during the rerun with seed 11: the reruns after it were not run and it is not counted" \
-        in stress_lines(text), text
+    assert (
+        "stress: interrupted during the rerun with seed 11: the reruns after it were not run and it is not counted"
+        in stress_lines(text)
+    ), text
     assert not [line for line in text.splitlines() if line.startswith("  seed ")], text  # no rerun counted
     assert len(stress_lines(text)) == 2, text  # the estimate, the interrupt: no verdict from nothing
     assert job.state == "running" and job.last_result is result and result.outcome == "ok"
@@ -140,14 +144,17 @@ def test_only_the_elements_of_a_race_make_it_real():
     rerun = Run({0: "x\n", 1: "y\n"}, [{"A": np.zeros(6)}, {"A": other}], "ok")
     (found,) = compare(cell, rerun, [race])
     assert found.races == () and found.text == "PE 1: A[0] = 5 (the cell: 0)"
-    assert summary([(3, [found])], [race])[0] == ("PE 1 left other values in A (seed 3); a race above may explain "
-                                                  "it (such a difference alone does not make a race real)")
+    assert summary([(3, [found])], [race])[0] == (
+        "PE 1 left other values in A (seed 3); a race above may explain "
+        "it (such a difference alone does not make a race real)"
+    )
     raced = other.copy()
     raced[3] = 9
     found = compare(cell, Run(cell.stdout, [{"A": np.zeros(6)}, {"A": raced}], "ok"), [race])
     assert [d.races for d in found] == [(race,), ()] and found[0].text == "PE 1: A[3] = 9 (the cell: 0)"
-    assert summary([(4, found)], [race])[0] == ("seed 4 changed A[2:4] on PE 1, the memory of a race above: the race "
-                                                "is real, not just possible")
+    assert summary([(4, found)], [race])[0] == (
+        "seed 4 changed A[2:4] on PE 1, the memory of a race above: the race is real, not just possible"
+    )
     # the same element on the other PE is not the race's memory
     found = compare(cell, Run(cell.stdout, [{"A": raced}, {"A": np.zeros(6)}], "ok"), [race])
     assert [d.races for d in found] == [()]
@@ -172,9 +179,27 @@ def test_ctrl_c_ends_the_runners_reruns(tmp_path):
     reruns end, that one is not counted, nothing is left running."""
     (tmp_path / "slow.py").write_text(SLOW_PROGRAM)
     env = dict(os.environ, **dict(platform_environment(), PYTHONUNBUFFERED="1"))
-    runner = subprocess.Popen([sys.executable, "-m", "shmem_notebook.race", "--stress", "5", "--", "oshrun", "-n", "2",
-                               sys.executable, "slow.py"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "shmem_notebook.race",
+            "--stress",
+            "5",
+            "--",
+            "oshrun",
+            "-n",
+            "2",
+            sys.executable,
+            "slow.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     lines = []
     try:
         for line in runner.stdout:
@@ -188,8 +213,10 @@ def test_ctrl_c_ends_the_runners_reruns(tmp_path):
         if runner.poll() is None:
             os.killpg(runner.pid, signal.SIGKILL)
     assert any(x.startswith("stress: rerunning the program 4 times (seeds 5-8)") for x in lines), lines
-    assert ("stress: interrupted during the rerun with seed 6: the reruns after it were not run and it is not counted"
-            in lines), lines
+    assert (
+        "stress: interrupted during the rerun with seed 6: the reruns after it were not run and it is not counted"
+        in lines
+    ), lines
     assert not [x for x in lines if x.startswith(("  seed 6", "  seed 7", "  seed 8"))], lines
     assert lines[-1] == "stress: every rerun gave the output of the run without delays", lines  # the one rerun that ran
     assert runner.returncode == 0, lines  # no race: the interrupted rerun is no result

@@ -42,8 +42,11 @@ TWINS = pytest.mark.parametrize("code", [RACY, FIXED], ids=["racy", "fixed"])
 
 def calls(code):
     """``[(line, call name)]`` of the shmem calls in ``code``."""
-    return [(n, line.split("(")[0].split(".")[1]) for n, line in enumerate(code.splitlines(), 1)
-            if line.startswith("shmem.")]
+    return [
+        (n, line.split("(")[0].split(".")[1])
+        for n, line in enumerate(code.splitlines(), 1)
+        if line.startswith("shmem.")
+    ]
 
 
 @TWINS
@@ -66,8 +69,9 @@ def test_the_first_rerun_is_traced_with_the_cells_calls_and_lines(job, code, tmp
     assert len(slices) == len(made) * n
     for e in slices:
         assert e["dur"] >= 0 and e["ts"] >= 0 and e["args"]["code"] == code.splitlines()[e["args"]["line"] - 1]
-    names = {e["tid"]: e["args"]["name"] for e in document["traceEvents"]
-             if e["ph"] == "M" and e["name"] == "thread_name"}
+    names = {
+        e["tid"]: e["args"]["name"] for e in document["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"
+    }
     assert names == {pe: f"PE {pe}" for pe in range(n)}
     arrows = sorted((s["name"], s["tid"], f["tid"]) for s, f in flows(document).values())
     assert arrows == sorted(("put", pe, (pe + 1) % n) for pe in range(n))
@@ -120,9 +124,28 @@ shmem.free(box)
 def test_race_runner_writes_the_first_reruns_timeline(tmp_path, racy):
     (tmp_path / "ring.py").write_text(PROGRAM.format(order="" if racy else "shmem.barrier_all()\n"))
     env = dict(os.environ, **platform_environment())
-    done = subprocess.run([sys.executable, "-m", "shmem_notebook.race", "--stress", "5", "--trace", "out.json", "--",
-                           "oshrun", "-n", "2", sys.executable, "ring.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shmem_notebook.race",
+            "--stress",
+            "5",
+            "--trace",
+            "out.json",
+            "--",
+            "oshrun",
+            "-n",
+            "2",
+            sys.executable,
+            "ring.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == (1 if racy else 0), done.stdout + done.stderr
     assert "stress: trace: " in done.stdout and "written to out.json" in done.stdout
     document = json.loads((tmp_path / "out.json").read_text())

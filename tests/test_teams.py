@@ -116,8 +116,15 @@ def expected_for(pes, me):
     collect[: sum(p % 3 + 1 for p in pes)] = np.concatenate([src(p)[: p % 3 + 1] for p in pes])
     stacked = np.array([src(p) for p in pes])
     floats = np.array([(p + 1) * 0.5 + np.arange(3) for p in pes])
-    ops = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
-           "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+    ops = {
+        "sum": np.add,
+        "prod": np.multiply,
+        "max": np.maximum,
+        "min": np.minimum,
+        "and": np.bitwise_and,
+        "or": np.bitwise_or,
+        "xor": np.bitwise_xor,
+    }
     exp = {
         "my_pe": rank,
         "n_pes": n,
@@ -171,7 +178,9 @@ def test_status_says_how_the_library_provides_teams(job):
 
 def test_team_collectives_involve_only_members(job):
     """The odd team runs 30 collectives; the even PEs do nothing meanwhile and are not held."""
-    result = quiet(job, """
+    result = quiet(
+        job,
+        """
 import json, time
 odd = shmem.TEAM_WORLD.split_strided(1, 2) if npes > 1 else shmem.TEAM_INVALID
 x = shmem.zeros(1, "i8"); y = shmem.zeros(npes, "i8"); x[0] = me
@@ -184,7 +193,8 @@ print("REPORT", json.dumps({"member": bool(odd), "sum": int(y[0]), "s": time.mon
 odd.destroy()
 shmem.barrier_all()
 shmem.free(x); shmem.free(y)
-""")
+""",
+    )
     got = reports(result)
     for pe in range(job.n):
         assert got[pe]["member"] == (pe % 2 == 1)
@@ -196,7 +206,9 @@ shmem.free(x); shmem.free(y)
 
 def test_a_thousand_splits_and_destroys_leak_nothing(job):
     """1000 splits (100 on SOS, where each is the library's collective over sockets: ~0.2 s at 4 PEs on 2 cores)."""
-    result = quiet(job, """
+    result = quiet(
+        job,
+        """
 import json
 from shmem_notebook.engine import heap, teams
 from shmem_notebook.engine.context import this_pe
@@ -208,7 +220,8 @@ for i in range(SPLITS):
     if i % 100 == 0:
         r, c = shmem.TEAM_WORLD.split_2d(2); r.destroy(); c.destroy()
 print("REPORT", json.dumps({"same": before == (heap.heap_usage()[0], this_pe.teams.free, len(teams._teams))}))
-""".replace("SPLITS", "100" if job.library.name == "sos" else "1000"))
+""".replace("SPLITS", "100" if job.library.name == "sos" else "1000"),
+    )
     assert all(r["same"] for r in reports(result).values())
 
 

@@ -16,8 +16,14 @@ job = job_fixture(2, 4, heap="32M", sos=(2,))
 def test_ring_shift_is_recorded_with_lines_arrays_indices_and_epochs(job):
     n = job.n
     out = io.StringIO()
-    result = quiet(job, "right[:] = -1\nshmem.barrier_all()\nshmem.put(right[1:3], np.full(2, me), (me + 1) % npes)\n"
-                        "shmem.barrier_all()\nx = int(right.sum())", arrays="right=int64[4]", trace=True, stdout=out)
+    result = quiet(
+        job,
+        "right[:] = -1\nshmem.barrier_all()\nshmem.put(right[1:3], np.full(2, me), (me + 1) % npes)\n"
+        "shmem.barrier_all()\nx = int(right.sum())",
+        arrays="right=int64[4]",
+        trace=True,
+        stdout=out,
+    )
     trace = result.trace
     assert "trace: " in out.getvalue() and "replay with `%shmem replay`" in out.getvalue()
     puts = [e for e in trace.events if e["op"] == "put"]
@@ -44,12 +50,15 @@ def test_ring_shift_is_recorded_with_lines_arrays_indices_and_epochs(job):
         trace.heap(7)
 
 
-@pytest.mark.parametrize("collective, algorithm, steps", [
-    ("fcollect", "ring", lambda n: n - 1),
-    ("fcollect", "recursive_doubling", lambda n: n.bit_length() - 1),
-    ("broadcast", "binomial", lambda n: (n - 1).bit_length()),
-    ("alltoall", "pairwise", lambda n: n - 1),
-])
+@pytest.mark.parametrize(
+    "collective, algorithm, steps",
+    [
+        ("fcollect", "ring", lambda n: n - 1),
+        ("fcollect", "recursive_doubling", lambda n: n.bit_length() - 1),
+        ("broadcast", "binomial", lambda n: (n - 1).bit_length()),
+        ("alltoall", "pairwise", lambda n: n - 1),
+    ],
+)
 def test_teaching_collectives_replay_step_by_step(job, collective, algorithm, steps):
     n = job.n
     call = {
@@ -57,8 +66,12 @@ def test_teaching_collectives_replay_step_by_step(job, collective, algorithm, st
         "broadcast": f"collectives.broadcast(dst[:2], src, 0, algorithm='{algorithm}')",
         "alltoall": f"collectives.alltoall(dst, a2a, algorithm='{algorithm}')",
     }[collective]
-    result = quiet(job, f"src[:] = me + 1\na2a[:] = me * 10 + np.arange(2 * npes)\nshmem.barrier_all()\n{call}",
-                   arrays="src=int64[2] dst=int64[2*npes] a2a=int64[2*npes]", trace=True)
+    result = quiet(
+        job,
+        f"src[:] = me + 1\na2a[:] = me * 10 + np.arange(2 * npes)\nshmem.barrier_all()\n{call}",
+        arrays="src=int64[2] dst=int64[2*npes] a2a=int64[2*npes]",
+        trace=True,
+    )
     frames = [f for f in result.trace.frames() if f["label"]]
     assert len(frames) == steps(n)
     assert [f["label"]["step"] for f in frames] == list(range(1, steps(n) + 1))
@@ -89,9 +102,15 @@ def test_untraced_cells_have_no_trace(job):
 def test_race_check_and_trace_record_the_same_cell(job):
     """Both recorders wrap shmem4py at once: the race is found and the put is traced, on its line."""
     out = io.StringIO()
-    result = quiet(job, "shmem.barrier_all()\nif me == 0:\n    shmem.put(flag, np.ones(1, 'i8'), 1)\n"
-                        "if me == 1:\n    seen = int(flag[0])\nshmem.barrier_all()",
-                   arrays="flag=int64[1]", trace=True, race=True, stdout=out)
+    result = quiet(
+        job,
+        "shmem.barrier_all()\nif me == 0:\n    shmem.put(flag, np.ones(1, 'i8'), 1)\n"
+        "if me == 1:\n    seen = int(flag[0])\nshmem.barrier_all()",
+        arrays="flag=int64[1]",
+        trace=True,
+        race=True,
+        stdout=out,
+    )
     assert [str(r).split(":")[0] for r in result.races] == ["RACE flag[0] on PE 1"]
     assert "PE 0 line 3 put (write) / PE 1 line 5 load (read)" in str(result.races[0])
     puts = [e for e in result.trace.events if e["op"] == "put"]
@@ -128,13 +147,15 @@ def test_replay_reads_well_at_4_pes_with_rabenseifner(job):
         renderer = FigureCanvasAgg(fig).get_renderer()
         texts = _texts(fig)
         numbers = [t.get_window_extent(renderer) for t in texts if t.get_text().isdigit()]
-        assert all(not a.overlaps(b) for i, a in enumerate(numbers) for b in numbers[i + 1:]), f"step {index + 1}"
+        assert all(not a.overlaps(b) for i, a in enumerate(numbers) for b in numbers[i + 1 :]), f"step {index + 1}"
         boxes = [p.get_window_extent(renderer) for p in fig.axes[0].patches if type(p).__name__ == "FancyBboxPatch"]
         for t in texts:
             if t.get_text().startswith("wide ["):
                 inside = [b for b in boxes if b.x0 <= t.get_window_extent(renderer).x0 <= b.x1]
                 assert inside and t.get_window_extent(renderer).x1 <= inside[0].x1, t.get_text()
-    expected = (r"the traced cell has no array named 'nope'; its arrays: .*dst, .*ring, src, wide "
-                r"\(e.g. `%shmem replay --array ")
+    expected = (
+        r"the traced cell has no array named 'nope'; its arrays: .*dst, .*ring, src, wide "
+        r"\(e.g. `%shmem replay --array "
+    )
     with pytest.raises(InputError, match=expected):
         trace.replay(arrays=["nope"])

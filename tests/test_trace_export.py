@@ -99,8 +99,11 @@ def test_otf2_reads_back_with_a_location_per_pe_and_records_per_call(job, tmp_pa
         locations = sorted(location.name for location in archive.definitions.locations)
         read = list(archive.events)
         records = Counter(type(event).__name__ for _, event in read)
-        puts = [(location.name, event.remote, event.bytes) for location, event in read
-                if isinstance(event, otf2.events.RmaPut)]
+        puts = [
+            (location.name, event.remote, event.bytes)
+            for location, event in read
+            if isinstance(event, otf2.events.RmaPut)
+        ]
         regions = {region.name for region in archive.definitions.regions}
     assert locations == sorted(f"PE {pe}" for pe in range(n))
     assert records["Enter"] == records["Leave"] == 5 * n
@@ -135,8 +138,10 @@ def test_waits_name_the_pe_that_computes_and_those_that_wait(job, sleeper):
 # -- cut short ---------------------------------------------------------------------------------
 def test_a_cell_stopped_by_its_timeout_keeps_its_events_and_says_where_it_ends(job, tmp_path):
     out = io.StringIO()
-    code = ("import time\nshmem.barrier_all()\nfor i in range(1000):\n"
-            "    shmem.put(dst[:1], np.full(1, i), (me + 1) % npes)\n    time.sleep(0.02)\n")
+    code = (
+        "import time\nshmem.barrier_all()\nfor i in range(1000):\n"
+        "    shmem.put(dst[:1], np.full(1, i), (me + 1) % npes)\n    time.sleep(0.02)\n"
+    )
     with pytest.raises(CellStoppedError):
         quiet(job, code, arrays=ARRAYS, trace=True, timeout=2, stdout=out)
     trace = job.last_result.trace
@@ -188,9 +193,30 @@ def test_magics_trace_profile_and_save(job, tmp_path, capsys):
 
 # -- no PEs ------------------------------------------------------------------------------------
 def test_a_pe_that_sent_nothing_has_an_empty_lane(tmp_path):
-    sent = {"pe": 0, "host": "a", "started": 0, "stopped": 100, "snapshots": [{}], "events": [
-        {"pe": 0, "seq": 1, "t0": 10, "t": 20, "line": 1, "op": "put", "target": 1, "array": "x",
-         "indices": [0, 1, 1], "epoch": 0, "label": None, "values": [1], "bytes": 8}]}
+    sent = {
+        "pe": 0,
+        "host": "a",
+        "started": 0,
+        "stopped": 100,
+        "snapshots": [{}],
+        "events": [
+            {
+                "pe": 0,
+                "seq": 1,
+                "t0": 10,
+                "t": 20,
+                "line": 1,
+                "op": "put",
+                "target": 1,
+                "array": "x",
+                "indices": [0, 1, 1],
+                "epoch": 0,
+                "label": None,
+                "values": [1],
+                "bytes": 8,
+            }
+        ],
+    }
     trace = Trace([sent], "shmem.put(x, y, 1)", npes=2)
     assert trace.ends == {1: "PE 1 sent no trace"} and trace.cut
     document = chrome_trace(trace)
@@ -201,8 +227,10 @@ def test_a_pe_that_sent_nothing_has_an_empty_lane(tmp_path):
         trace.save(tmp_path / "t.csv")
     capped = ends({0: dict(sent, dropped=5)}, 1)
     assert capped == {0: "PE 0's trace reached the cap of 50,000 events at line 1 (5 later calls not kept)"}
-    assert said({0: "PE 0 was interrupted at line 4", 1: "PE 1 was interrupted at line 4", 2: "PE 2 sent no trace"}) \
+    assert (
+        said({0: "PE 0 was interrupted at line 4", 1: "PE 1 was interrupted at line 4", 2: "PE 2 sent no trace"})
         == "PE 0-1 was interrupted at line 4; PE 2 sent no trace"
+    )
 
 
 # -- the race runner ---------------------------------------------------------------------------
@@ -224,9 +252,26 @@ shmem.free(remote)
 def test_race_runner_writes_the_programs_timeline(tmp_path, fmt):
     (tmp_path / "ring.py").write_text(textwrap.dedent(PROGRAM).lstrip())
     env = dict(os.environ, **platform_environment())
-    done = subprocess.run([sys.executable, "-m", "shmem_notebook.race", "--trace", f"out.{fmt}", "--",
-                           "oshrun", "-n", "2", sys.executable, "ring.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shmem_notebook.race",
+            "--trace",
+            f"out.{fmt}",
+            "--",
+            "oshrun",
+            "-n",
+            "2",
+            sys.executable,
+            "ring.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"written to out.{fmt}" in done.stdout
     if fmt == "otf2":

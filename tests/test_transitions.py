@@ -20,9 +20,12 @@ CRASH = "import os\nif me == npes - 1:\n    os.kill(os.getpid(), 9)\nshmem.barri
 HANG = "if me == 0:\n    shmem.wait_until(W, shmem.CMP.EQ, 99)"
 
 
-@pytest.fixture(scope="module", params=[pytest.param((n, "oshmem"), id=f"{n}pe") for n in (1, 2, 4)]
-                + [pytest.param((2, "sos"), id="2pe-sos", marks=needs_sos)]
-                + [pytest.param((2, "oshmpi"), id="2pe-oshmpi", marks=needs_oshmpi)])
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param((n, "oshmem"), id=f"{n}pe") for n in (1, 2, 4)]
+    + [pytest.param((2, "sos"), id="2pe-sos", marks=needs_sos)]
+    + [pytest.param((2, "oshmpi"), id="2pe-oshmpi", marks=needs_oshmpi)],
+)
 def session(request):
     """(job, shell): a job of 1, 2 and 4 PEs (and 2 on Sandia OpenSHMEM and on OSHMPI), current for the
     magics, with A and W declared."""

@@ -79,7 +79,10 @@ def user_env():
         # the repository as the user gets it: a copy they own (repo2docker copies it into the image)
         files = subprocess.run(
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=REPO, capture_output=True, text=True, check=True,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.split("\0")
         for rel in filter(None, files):
             src = REPO / rel

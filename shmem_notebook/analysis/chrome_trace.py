@@ -17,8 +17,10 @@ from .timeline import lanes, origin
 __all__ = ["chrome_trace", "write_json", "CLOCK"]
 
 #: what the timestamps mean, said in the file and in the docs
-CLOCK = ("each node's own clock (time.time_ns): PEs on one node share it exactly; across nodes the lanes "
-         "are as aligned as the nodes' clocks are (NTP: typically within a millisecond)")
+CLOCK = (
+    "each node's own clock (time.time_ns): PEs on one node share it exactly; across nodes the lanes "
+    "are as aligned as the nodes' clocks are (NTP: typically within a millisecond)"
+)
 
 
 def _us(ns, zero):
@@ -87,8 +89,18 @@ def chrome_trace(trace):
     flow = 0
     for pe, lane in by_pe.items():
         for s in lane:
-            out.append({"ph": "X", "name": s.op, "cat": s.kind, "pid": pid_of[pe], "tid": pe, "ts": _us(s.start, zero),
-                        "dur": _us(s.end, s.start), "args": _args(trace, s.event, lines)})
+            out.append(
+                {
+                    "ph": "X",
+                    "name": s.op,
+                    "cat": s.kind,
+                    "pid": pid_of[pe],
+                    "tid": pe,
+                    "ts": _us(s.start, zero),
+                    "dur": _us(s.end, s.start),
+                    "args": _args(trace, s.event, lines),
+                }
+            )
             target = s.event.get("target")
             if s.op not in TRANSFERS or target is None or target == pe or target not in binders:
                 continue
@@ -105,12 +117,29 @@ def chrome_trace(trace):
     for pe, sentence in sorted(trace.ends.items()):
         lane = by_pe.get(pe) or []
         last = lane[-1].end if lane else (trace.pe_info.get(pe) or {}).get("stopped") or zero
-        out.append({"ph": "i", "s": "t", "name": f"trace ends: {sentence}", "cat": "end", "pid": pid_of[pe], "tid": pe,
-                    "ts": _us(last, zero)})
-    meta = {"job": trace.meta.get("job"), "library": trace.meta.get("library"), "cell": trace.meta.get("cell"),
-            "npes": trace.npes, "calls": len(trace.events), "not_kept": trace.dropped, "clock": CLOCK,
-            "complete": not trace.cut, "ends": {str(pe): text for pe, text in sorted(trace.ends.items())},
-            "code": trace.code}
+        out.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "name": f"trace ends: {sentence}",
+                "cat": "end",
+                "pid": pid_of[pe],
+                "tid": pe,
+                "ts": _us(last, zero),
+            }
+        )
+    meta = {
+        "job": trace.meta.get("job"),
+        "library": trace.meta.get("library"),
+        "cell": trace.meta.get("cell"),
+        "npes": trace.npes,
+        "calls": len(trace.events),
+        "not_kept": trace.dropped,
+        "clock": CLOCK,
+        "complete": not trace.cut,
+        "ends": {str(pe): text for pe, text in sorted(trace.ends.items())},
+        "code": trace.code,
+    }
     return {"traceEvents": out, "displayTimeUnit": "ns", "otherData": meta}
 
 

@@ -73,7 +73,7 @@ def apply_fix(code, fix):
         for other in (edit.move, edit.copy):
             if other is not None:
                 stmt = innermost(other, statements)
-                new.extend(_reindent(lines[stmt.lineno - 1:stmt.end_lineno], stmt.col_offset, indent))
+                new.extend(_reindent(lines[stmt.lineno - 1 : stmt.end_lineno], stmt.col_offset, indent))
                 if other == edit.move:
                     deleted.update(range(stmt.lineno - 1, stmt.end_lineno))
         at = anchor.lineno - 1 if edit.before else anchor.end_lineno

@@ -30,8 +30,13 @@ __all__ = ["orders", "in_loop", "CHECK_EVENTS"]
 CHECK_EVENTS = 50_000
 
 #: the code of an edit -> the event it records (``{ctx}``: the context of the call it follows)
-_CODE = {"shmem.barrier_all()": ("barrier_all", False), "shmem.quiet()": ("quiet", False),
-         "shmem.fence()": ("fence", False), "{ctx}.quiet()": ("quiet", True), "{ctx}.fence()": ("fence", True)}
+_CODE = {
+    "shmem.barrier_all()": ("barrier_all", False),
+    "shmem.quiet()": ("quiet", False),
+    "shmem.fence()": ("fence", False),
+    "{ctx}.quiet()": ("quiet", True),
+    "{ctx}.fence()": ("fence", True),
+}
 
 
 def orders(fix, a, b, sim):
@@ -172,9 +177,6 @@ def _start(evs):
     return 0
 
 
-
-
-
 def _runs(evs, stmt, layout):
     """``[(i, j)]``: the events ``[i, j)`` of each time the PE ran ``stmt`` (events of functions it calls join)."""
     lo, hi, simple, called = stmt.lineno, stmt.end_lineno, layout.simple(stmt), layout.callees(stmt)
@@ -235,8 +237,11 @@ def _passes(evs, anchor, before, layout):
         if entry is None:
             entry = i
         key = (e.kind, e.op, e.line)
-        again = not module and prev is not None and (q < prev or (q == prev and layout.simple(body[q])
-                                                                    and (key == first or line < last)))
+        again = (
+            not module
+            and prev is not None
+            and (q < prev or (q == prev and layout.simple(body[q]) and (key == first or line < last)))
+        )
         if again:  # a new iteration
             if not passed:
                 points.append(i)
@@ -252,8 +257,11 @@ def _passes(evs, anchor, before, layout):
             points.append(len(evs))
         exit_ = len(evs)
     if entry is None:  # never in the loop: where it would have been
-        after = [i for i in range(_start(evs), len(evs))
-                 if evs[i].line > getattr(loop, "end_lineno", 0) and not layout.elsewhere(evs[i].line)]
+        after = [
+            i
+            for i in range(_start(evs), len(evs))
+            if evs[i].line > getattr(loop, "end_lineno", 0) and not layout.elsewhere(evs[i].line)
+        ]
         entry = exit_ = after[0] if after else len(evs)
     if module:
         points = points[:1] or [len(evs)]
@@ -329,8 +337,10 @@ def _plans(fix, sim, layout):
             moves = _runs(evs, moved, layout) if moved is not None else []
             if moved is not None and len(moves) != len(points):
                 raise ValueError("the moved statement runs a different number of times")
-            for which, extra in ((late, [exit_] * (most - len(points)) if edit.every_pe else []),
-                                 (early, [entry] * (most - len(points)) if edit.every_pe else [])):
+            for which, extra in (
+                (late, [exit_] * (most - len(points)) if edit.every_pe else []),
+                (early, [entry] * (most - len(points)) if edit.every_pe else []),
+            ):
                 ordered = sorted(points + extra)
                 for k, point in enumerate(ordered):
                     new = _code_events(edit, evs, point, anchor)
@@ -350,8 +360,14 @@ def _code_events(edit, evs, point, anchor):
     op, own_ctx = _CODE[edit.code]
     ctx = 0
     if own_ctx:  # the context of the last call of the statement before this point
-        ctx = next((evs[i].ctx for i in range(point - 1, -1, -1)
-                    if evs[i].kind == "rma" and anchor.lineno <= evs[i].line <= anchor.end_lineno), 0)
+        ctx = next(
+            (
+                evs[i].ctx
+                for i in range(point - 1, -1, -1)
+                if evs[i].kind == "rma" and anchor.lineno <= evs[i].line <= anchor.end_lineno
+            ),
+            0,
+        )
     return [(event(["sync", op, anchor.end_lineno, ctx, None]), None)]
 
 

@@ -243,7 +243,7 @@ def _pairs(ranges):
 def _split(box):
     for k, r in enumerate(box):
         if len(r) == 2 and r.step > 1:
-            return [split for part in _pairs([r]) for split in _split((*box[:k], part, *box[k + 1:]))]
+            return [split for part in _pairs([r]) for split in _split((*box[:k], part, *box[k + 1 :]))]
     return [box]
 
 

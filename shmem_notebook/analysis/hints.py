@@ -60,79 +60,116 @@ def _barriers(a, b, sim, tried):
         seen.add(fix)
         where = f"{'before' if before else 'after'} line {line}{' in the loop' if fixcheck.in_loop(sim, line) else ''}"
         if a.line == b.line:
-            yield (f"PEs {a.pe} and {b.pe} run line {a.line} on this memory in different rounds: "
-                   f"a shmem.barrier_all() {where}, where every PE passes, separates the rounds"), fix
+            yield (
+                (
+                    f"PEs {a.pe} and {b.pe} run line {a.line} on this memory in different rounds: "
+                    f"a shmem.barrier_all() {where}, where every PE passes, separates the rounds"
+                ),
+                fix,
+            )
         else:
-            yield (f"a shmem.barrier_all() {where}, where every PE passes, orders them: line {a.line}'s {a.op} and "
-                   f"line {b.line}'s {b.op} then fall on either side of it"), fix
+            yield (
+                (
+                    f"a shmem.barrier_all() {where}, where every PE passes, orders them: line {a.line}'s {a.op} and "
+                    f"line {b.line}'s {b.op} then fall on either side of it"
+                ),
+                fix,
+            )
 
 
 def _what_to_change(a, b):
     """The prose when no edit of the cell checked on the trace orders ``a`` and ``b``."""
     both = f"line {a.line}'s {a.op} on PE {a.pe} and line {b.line}'s {b.op} on PE {b.pe}"
     if a.pe == b.pe:
-        return (f"no barrier or quiet placed next to either line orders {both}: complete line {a.line}'s {a.op} "
-                f"(shmem.quiet(), or its context's quiet) on every path before line {b.line} runs")
+        return (
+            f"no barrier or quiet placed next to either line orders {both}: complete line {a.line}'s {a.op} "
+            f"(shmem.quiet(), or its context's quiet) on every path before line {b.line} runs"
+        )
     if a.writes and b.writes:
-        return (f"no barrier or quiet placed next to either line orders {both}, which write the same memory: give each "
-                "writer (or each round) its own elements, or make one wait for the other's signal before it writes")
+        return (
+            f"no barrier or quiet placed next to either line orders {both}, which write the same memory: give each "
+            "writer (or each round) its own elements, or make one wait for the other's signal before it writes"
+        )
     writer, reader = (a, b) if a.writes else (b, a)
-    return (f"no barrier or quiet placed next to either line orders {both}: give each round its own buffer (e.g. one "
-            f"slot per step), or make PE {reader.pe} signal PE {writer.pe} after line {reader.line} and PE "
-            f"{writer.pe} wait for that signal before line {writer.line}")
+    return (
+        f"no barrier or quiet placed next to either line orders {both}: give each round its own buffer (e.g. one "
+        f"slot per step), or make PE {reader.pe} signal PE {writer.pe} after line {reader.line} and PE "
+        f"{writer.pe} wait for that signal before line {writer.line}"
+    )
 
 
 def _advise(a, b, sim):
     """The hint and fix the race's kind suggests (unchecked)."""
     issued_before = b.point[a.pe] >= a.point[a.pe]
     if a.mode == "atomic" and b.mode == "atomic":
-        text = (f"atomics on one location must all use one datatype ({a.dtype} and {b.dtype} here); "
-                "use the same dtype for every atomic on it")
+        text = (
+            f"atomics on one location must all use one datatype ({a.dtype} and {b.dtype} here); "
+            "use the same dtype for every atomic on it"
+        )
         if _interleaved(a, b, sim):
             return text, None
         lines, _ = _first_to_run(a, b, sim)
-        return (f"{text}, or call shmem.barrier_all() after line {lines[0]} and before line {lines[1]}",
-                _fix(Edit(lines, "shmem.barrier_all()", every_pe=True)))
+        return (
+            f"{text}, or call shmem.barrier_all() after line {lines[0]} and before line {lines[1]}",
+            _fix(Edit(lines, "shmem.barrier_all()", every_pe=True)),
+        )
     if a.locks or b.locks:
         return _lock_advice(a, b, sim)
     if issued_before:  # what is missing is completion
         if a.ctx:
-            return (f"the {a.op} on a context is completed only by that context's quiet (shmem.quiet() and "
-                    f"shmem.barrier_all() complete the default context only): call ctx.quiet() after line {a.line}, "
-                    "before the synchronisation"), _fix(Edit((a.line,), "{ctx}.quiet()"))
+            return (
+                f"the {a.op} on a context is completed only by that context's quiet (shmem.quiet() and "
+                f"shmem.barrier_all() complete the default context only): call ctx.quiet() after line {a.line}, "
+                "before the synchronisation"
+            ), _fix(Edit((a.line,), "{ctx}.quiet()"))
         if a.pe == b.pe:
-            return (f"the {a.op} may still be in flight: call shmem.quiet() after line {a.line}",
-                    _fix(Edit((a.line,), "shmem.quiet()")))
+            return (
+                f"the {a.op} may still be in flight: call shmem.quiet() after line {a.line}",
+                _fix(Edit((a.line,), "shmem.quiet()")),
+            )
         flags = _flag_writes(a, b, sim)
         if flags:
             call = _ordering_call(a, sim.events[flags[0][0]][flags[0][1]])
-            return (f"the {a.op} may arrive after the flag (line {_line(sim, flags[0])}): call {call} after line "
-                    f"{a.line}, between the data and the flag write"), _fix(Edit((a.line,), call))
-        return (f"the {a.op} is not complete when the other access runs{_why_not(a, b, sim)}: call shmem.quiet() after "
-                f"line {a.line}, before the synchronisation"), _fix(Edit((a.line,), "shmem.quiet()"))
+            return (
+                f"the {a.op} may arrive after the flag (line {_line(sim, flags[0])}): call {call} after line "
+                f"{a.line}, between the data and the flag write"
+            ), _fix(Edit((a.line,), call))
+        return (
+            f"the {a.op} is not complete when the other access runs{_why_not(a, b, sim)}: call shmem.quiet() after "
+            f"line {a.line}, before the synchronisation"
+        ), _fix(Edit((a.line,), "shmem.quiet()"))
     for first, second in ((a, b), (b, a)):
         flags = _flag_writes(first, second, sim, before=True)
         if flags:
             return _flag_first_advice(first, second, sim, max(flags, key=lambda f: f[1]))
     if a.pe != b.pe and a.line == b.line:
-        return (f"PEs {a.pe} and {b.pe} both run line {a.line} on this memory at the same time, which no barrier "
-                "orders: let one PE do it, give each PE its own elements, or use atomics"), None
+        return (
+            f"PEs {a.pe} and {b.pe} both run line {a.line} on this memory at the same time, which no barrier "
+            "orders: let one PE do it, give each PE its own elements, or use atomics"
+        ), None
     if a.pe != b.pe and _shared_update(a, b, sim):
-        return (f"lines {min(a.line, b.line)} and {max(a.line, b.line)} read, change and write back memory that "
-                "other PEs update the same way at the same time: make the update one atomic (e.g. "
-                "shmem.atomic_add), or hold a lock around it"), None
+        return (
+            f"lines {min(a.line, b.line)} and {max(a.line, b.line)} read, change and write back memory that "
+            "other PEs update the same way at the same time: make the update one atomic (e.g. "
+            "shmem.atomic_add), or hold a lock around it"
+        ), None
     lines, known = _first_to_run(a, b, sim)
     barrier = _fix(Edit(lines, "shmem.barrier_all()", every_pe=True))
-    where = (f"after line {lines[0]} and before line {lines[1]}" if known else
-             f"between line {lines[0]} and line {lines[1]}")
+    where = (
+        f"after line {lines[0]} and before line {lines[1]}" if known else f"between line {lines[0]} and line {lines[1]}"
+    )
     if a.mode == "atomic" or b.mode == "atomic":
         plain = b if a.mode == "atomic" else a
         if _interleaved(a, b, sim):
-            return (f"other PEs update this location with atomics while line {plain.line}'s {plain.op} "
-                    "accesses it plainly: use atomics for every access to it (on your own PE too, e.g. "
-                    "shmem.atomic_add(..., me)), or separate the phases with shmem.barrier_all()"), None
-        return (f"use atomics for every access to this location (e.g. shmem.atomic_fetch / atomic_set), "
-                f"or call shmem.barrier_all() {where}"), barrier
+            return (
+                f"other PEs update this location with atomics while line {plain.line}'s {plain.op} "
+                "accesses it plainly: use atomics for every access to it (on your own PE too, e.g. "
+                "shmem.atomic_add(..., me)), or separate the phases with shmem.barrier_all()"
+            ), None
+        return (
+            f"use atomics for every access to this location (e.g. shmem.atomic_fetch / atomic_set), "
+            f"or call shmem.barrier_all() {where}"
+        ), barrier
     return (f"a shmem.barrier_all() {where} (or put + quiet + a flag the reader waits on) orders them"), barrier
 
 
@@ -189,13 +226,16 @@ def _flag_first_advice(first, second, sim, flag):
     if first.writes:
         call = _ordering_call(first, sim.events[flag[0]][flag[1]]) if first.remote else ""
         then = f", then {call}" if call else ""
-        return (f"PE {first.pe} writes the flag (line {flag_line}) before line {first.line}'s {first.op}: "
-                f"do the {first.op} first{then}, then the flag"), _fix(Edit((first.line,), call, move=flag_line))
+        return (
+            f"PE {first.pe} writes the flag (line {flag_line}) before line {first.line}'s {first.op}: "
+            f"do the {first.op} first{then}, then the flag"
+        ), _fix(Edit((first.line,), call, move=flag_line))
     call = "shmem.quiet()" if first.op == "get_nbi" else ""
     then = f", then {call}" if call else ""
-    return (f"PE {first.pe} acknowledges (line {flag_line}) before line {first.line}'s {first.op} has read the data, "
-            f"so PE {second.pe} may overwrite it first: do the {first.op} first{then}, then the acknowledgement"), \
-        _fix(Edit((first.line,), call, move=flag_line))
+    return (
+        f"PE {first.pe} acknowledges (line {flag_line}) before line {first.line}'s {first.op} has read the data, "
+        f"so PE {second.pe} may overwrite it first: do the {first.op} first{then}, then the acknowledgement"
+    ), _fix(Edit((first.line,), call, move=flag_line))
 
 
 def _lock_advice(a, b, sim):
@@ -213,12 +253,16 @@ def _lock_advice(a, b, sim):
         return text, _fix(Edit((evs[later[0]].line,), move=other.line))
     mine = sim.events[locked.pe]
     taken = [i for i, e in enumerate(mine) if e.kind == "lock" and e.lock == lock and i < locked.index]
-    freed = [i for i, e in enumerate(mine) if e.kind == "lock" and e.lock == lock and e.op == "clear_lock"
-             and i > locked.index]
+    freed = [
+        i
+        for i, e in enumerate(mine)
+        if e.kind == "lock" and e.lock == lock and e.op == "clear_lock" and i > locked.index
+    ]
     if not (taken and freed):
         return text, None
-    return text, _fix(Edit((other.line,), copy=mine[taken[-1]].line, before=True),
-                      Edit((other.line,), copy=mine[freed[0]].line))
+    return text, _fix(
+        Edit((other.line,), copy=mine[taken[-1]].line, before=True), Edit((other.line,), copy=mine[freed[0]].line)
+    )
 
 
 def _shared_update(a, b, sim):

@@ -32,8 +32,21 @@ import operator
 
 from ..operations import CALLS, RECORDED_AS
 
-__all__ = ["COLLECTIVE_SYNCS", "COMPLETING", "FETCHES", "READS", "PUT_SIGNALS", "LOCAL_SYNCS", "CMPS",
-           "done_on_return", "written", "condition", "holds", "increments_needed", "requirement"]
+__all__ = [
+    "COLLECTIVE_SYNCS",
+    "COMPLETING",
+    "FETCHES",
+    "READS",
+    "PUT_SIGNALS",
+    "LOCAL_SYNCS",
+    "CMPS",
+    "done_on_return",
+    "written",
+    "condition",
+    "holds",
+    "increments_needed",
+    "requirement",
+]
 
 #: collective synchronisations, by the op their events name (barrier_all, sync_all, alloc, free)
 COLLECTIVE_SYNCS = frozenset(RECORDED_AS.get(n, n) for n, op in CALLS.items() if op.kind == "sync" and op.collective)
@@ -48,16 +61,33 @@ PUT_SIGNALS = ("put_signal", "put_signal_nbi")
 LOCAL_SYNCS = frozenset({"quiet", "fence", "ctx_destroy"})
 
 #: comparison name (as shmem4py's ``_str_to_cmp``) -> its test
-CMPS = {"==": operator.eq, "!=": operator.ne, ">": operator.gt, ">=": operator.ge, "<": operator.lt,
-        "<=": operator.le}
+CMPS = {"==": operator.eq, "!=": operator.ne, ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 #: waits whose event carries one word's condition (``cmp``, ``value``)
 _CONDITIONED = frozenset({"wait_until", "test", "signal_wait_until"})
 #: atomics that add to the word: op -> the increment (None: the recorded value)
-_ADDS = {"atomic_inc": 1, "atomic_fetch_inc": 1, "atomic_fetch_inc_nbi": 1, "atomic_add": None,
-         "atomic_fetch_add": None, "atomic_fetch_add_nbi": None, "signal_add": None}
+_ADDS = {
+    "atomic_inc": 1,
+    "atomic_fetch_inc": 1,
+    "atomic_fetch_inc_nbi": 1,
+    "atomic_add": None,
+    "atomic_fetch_add": None,
+    "atomic_fetch_add_nbi": None,
+    "signal_add": None,
+}
 #: writes that set the word to their recorded value
-_SETS = frozenset({"put", "put_nbi", "put_signal", "put_signal_nbi", "iput", "atomic_set", "atomic_swap",
-                   "atomic_swap_nbi", "signal_set"})
+_SETS = frozenset(
+    {
+        "put",
+        "put_nbi",
+        "put_signal",
+        "put_signal_nbi",
+        "iput",
+        "atomic_set",
+        "atomic_swap",
+        "atomic_swap_nbi",
+        "signal_set",
+    }
+)
 
 
 def done_on_return(op):

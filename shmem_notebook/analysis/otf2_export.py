@@ -18,8 +18,14 @@ __all__ = ["write_otf2", "COLLECTIVE_OPS"]
 
 #: call -> the name of its otf2.CollectiveOp
 COLLECTIVE_OPS = {
-    "barrier_all": "BARRIER", "sync_all": "BARRIER", "sync": "BARRIER", "Team.sync": "BARRIER",
-    "broadcast": "BCAST", "collect": "ALLGATHERV", "fcollect": "ALLGATHER", "alltoall": "ALLTOALL",
+    "barrier_all": "BARRIER",
+    "sync_all": "BARRIER",
+    "sync": "BARRIER",
+    "Team.sync": "BARRIER",
+    "broadcast": "BCAST",
+    "collect": "ALLGATHERV",
+    "fcollect": "ALLGATHER",
+    "alltoall": "ALLTOALL",
     "alltoalls": "ALLTOALL",
 }
 _UNDEFINED = 2**32 - 1  # OTF2_UNDEFINED_UINT32: no root
@@ -76,21 +82,38 @@ def write_otf2(trace, path):
             group = defs.location_group(f"PE {pe}", system_tree_parent=nodes[host])
             locations[pe] = defs.location(f"PE {pe}", group=group)
         members = [locations[pe] for pe in range(trace.npes)]
-        world = defs.comm("TEAM_WORLD", group=defs.group("TEAM_WORLD", group_type=GroupType.COMM_LOCATIONS,
-                                                          paradigm=Paradigm.SHMEM, members=members))
+        world = defs.comm(
+            "TEAM_WORLD",
+            group=defs.group(
+                "TEAM_WORLD", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.SHMEM, members=members
+            ),
+        )
         window = defs.rma_win("symmetric heap", comm=world)
         cell = str(trace.meta.get("cell") or "cell")
         regions, matching = {}, 0
 
         def region(op, line):
             if (op, line) not in regions:
-                role = RegionRole.BARRIER if COLLECTIVE_OPS.get(op) == "BARRIER" else (
-                    RegionRole.COLL_OTHER if op in COLLECTIVE_OPS or op.endswith("reduce") else
-                    RegionRole.DATA_TRANSFER if op in TRANSFERS else RegionRole.FUNCTION)
+                role = (
+                    RegionRole.BARRIER
+                    if COLLECTIVE_OPS.get(op) == "BARRIER"
+                    else (
+                        RegionRole.COLL_OTHER
+                        if op in COLLECTIVE_OPS or op.endswith("reduce")
+                        else RegionRole.DATA_TRANSFER
+                        if op in TRANSFERS
+                        else RegionRole.FUNCTION
+                    )
+                )
                 regions[(op, line)] = defs.region(
-                    f"{op} @ {trace.where(line)}" if line else op, canonical_name=f"shmem_{op}", region_role=role,
-                    paradigm=Paradigm.SHMEM, source_file=cell, begin_line_number=int(line or 0) % 2**32,
-                    end_line_number=int(line or 0) % 2**32)
+                    f"{op} @ {trace.where(line)}" if line else op,
+                    canonical_name=f"shmem_{op}",
+                    region_role=role,
+                    paradigm=Paradigm.SHMEM,
+                    source_file=cell,
+                    begin_line_number=int(line or 0) % 2**32,
+                    end_line_number=int(line or 0) % 2**32,
+                )
             return regions[(op, line)]
 
         for pe, lane in by_pe.items():

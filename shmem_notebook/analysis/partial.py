@@ -22,8 +22,10 @@ class Checked(dict):
         groups = {}
         for pe, line in sorted(self.items()):
             groups.setdefault(line, []).append(pe)
-        parts = [f"PE {pe_ranges(pes)} " + ("the whole cell" if line is None else f"up to line {line}")
-                 for line, pes in sorted(groups.items(), key=lambda g: min(g[1]))]
+        parts = [
+            f"PE {pe_ranges(pes)} " + ("the whole cell" if line is None else f"up to line {line}")
+            for line, pes in sorted(groups.items(), key=lambda g: min(g[1]))
+        ]
         return "; ".join(parts)
 
 

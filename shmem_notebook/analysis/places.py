@@ -33,8 +33,11 @@ def cell_labels(history):
     """``{sha1 of a cell's code: "In [3]"}`` of a job's history (``cell 3`` outside a notebook; the latest run wins)."""
     labels = {}
     for record in history or ():
-        label = f"cell {record.number}" if record.count is None else \
-            f"In [{record.count}]" + (f".{record.part}" if record.part > 1 else "")
+        label = (
+            f"cell {record.number}"
+            if record.count is None
+            else f"In [{record.count}]" + (f".{record.part}" if record.part > 1 else "")
+        )
         labels[hashlib.sha1(record.code.strip().encode()).hexdigest()] = label  # as the PEs hash it
     return labels
 
@@ -77,8 +80,9 @@ def name_places(races, traces, history=None):
         if not any(_outside(line) for line in [a.line for a in race.accesses] + named):
             out.append(race)
             continue
-        accesses = tuple(dataclasses.replace(a, place=where(a.line, places, cells)) if _outside(a.line) else a
-                         for a in race.accesses)
+        accesses = tuple(
+            dataclasses.replace(a, place=where(a.line, places, cells)) if _outside(a.line) else a for a in race.accesses
+        )
         hint = _LINE.sub(lambda m: where(int(m.group(1)), places, cells), race.hint or "")
         fix = race.fix
         if fix is not None and any(_outside(int(m.group(1))) for m in _LINE.finditer(str(fix))):

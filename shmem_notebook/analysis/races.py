@@ -127,8 +127,19 @@ class _Access:
 
     def kind(self):
         """What makes two accesses interchangeable in a report: the later supersedes the earlier."""
-        return (self.pe, self.line, self.op, self.mode, self.writes, self.dtype, self.locks, self.ctx, self.remote,
-                self.target, self.cell)
+        return (
+            self.pe,
+            self.line,
+            self.op,
+            self.mode,
+            self.writes,
+            self.dtype,
+            self.locks,
+            self.ctx,
+            self.remote,
+            self.target,
+            self.cell,
+        )
 
 
 class _Simulation:
@@ -195,7 +206,7 @@ class _Simulation:
                     self._sets.add((pe, i))
                 k = bisect.bisect_left(own, (i,)) - 1  # the PE's stores to the word before the wait
                 if k >= 0:
-                    if not all(known for _, known in own[:k + 1]):
+                    if not all(known for _, known in own[: k + 1]):
                         self._stores.add((pe, i))  # the PE stored to the word itself: a value not recorded
                     self._own[(pe, i)] = own[k][0]
                 self._writes[(pe, i)], self._by_value[(pe, i)] = by_writer, by_value
@@ -212,9 +223,12 @@ class _Simulation:
         ws = writes.get(pe, ())
         if ws:  # writes starting in [lo - longest, hi) are the only ones that may overlap
             first = bisect.bisect_left(starts[pe], lo - longest[pe])
-            ws = ws[first:bisect.bisect_left(starts[pe], hi)]
-        found = sorted((w[2], w[3], w[4]) for w in ws if w[0] < hi and lo < w[1]
-                       and (w[5] is None or overlap((w[0], w[1], w[5]), (lo, hi, None))))
+            ws = ws[first : bisect.bisect_left(starts[pe], hi)]
+        found = sorted(
+            (w[2], w[3], w[4])
+            for w in ws
+            if w[0] < hi and lo < w[1] and (w[5] is None or overlap((w[0], w[1], w[5]), (lo, hi, None)))
+        )
         overlapping = [(q, j) for q, j, _ in found]
         by_value, unknown, by_writer = defaultdict(list), [], defaultdict(list)
         for q, j, values in found:
@@ -387,13 +401,14 @@ class _Simulation:
         for q, js in writes.items():
             ndone = bisect.bisect_left(js, self.pos[q])
             k, ends, returns = ndone - 1, self.ends, self._returns
-            while k >= 0 and not ((js[k] in returns.get(q, ()) or (q, js[k]) in ends)
-                                  and self._complete_before(q, js[k], now)):
+            while k >= 0 and not (
+                (js[k] in returns.get(q, ()) or (q, js[k]) in ends) and self._complete_before(q, js[k], now)
+            ):
                 k -= 1  # only writes with an end (or complete on return) can have landed
             if k >= 0:
                 last[q] = js[k]
                 added += sums[q][k + 1] if sums else 0
-            pending += [(q, j) for j in js[k + 1:ndone]]
+            pending += [(q, j) for j in js[k + 1 : ndone]]
             later += [(q, j) for j in js[ndone:]]
         if own is not None:  # the PE's own store to the word, before the wait
             last[pe] = max(last.get(pe, own), own)
@@ -412,8 +427,11 @@ class _Simulation:
             return [], ()
         if later and len(writes) == 1 and not relaxed:  # one writer: a counter's later increments may be
             # the ones needed (program order says which); a flag's value comes from a write done already
-            required = self._one_writer(pe, i, cmp, value, base, pending + later if sums else pending, sums) \
-                if sums or pending else None
+            required = (
+                self._one_writer(pe, i, cmp, value, base, pending + later if sums else pending, sums)
+                if sums or pending
+                else None
+            )
             if not required or not required[0] or any(j >= self.pos[q] for q, j in required[0]):
                 return False  # what it needs is not written yet
             return sorted(set(required[0]) | required[1]), required[1]
@@ -436,7 +454,7 @@ class _Simulation:
                 return [satisfying[0]], {satisfying[0]} if len(satisfying) == 1 else set()
         if sums is not None and cmp in (">=", ">", "=="):
             k = len(sums[q]) - 1 - len(writes)  # increments landed before these
-            steps = {b - a for a, b in zip(sums[q][k:], sums[q][k + 1:])}
+            steps = {b - a for a, b in zip(sums[q][k:], sums[q][k + 1 :])}
             if len(steps) == 1:
                 step = steps.pop()
                 count = -(-model.increments_needed(cmp, value, base) // step)
@@ -448,8 +466,11 @@ class _Simulation:
     def _latest(self, last):
         """The value of the write of ``last`` (writer -> its last landed write) that landed after
         all the others, if it is a set; None when that is not known."""
-        latest = [(q, j) for q, j in last.items()
-                  if all(r == q or self._complete_before(r, k, self.points[q][j]) for r, k in last.items())]
+        latest = [
+            (q, j)
+            for q, j in last.items()
+            if all(r == q or self._complete_before(r, k, self.points[q][j]) for r, k in last.items())
+        ]
         if len(latest) != 1:
             return None
         found = model.written(self.events[latest[0][0]][latest[0][1]])
@@ -516,28 +537,84 @@ def _accesses(sim, labels=None):
         kind = e.kind
         if kind == "mem":  # a space that is a PE's number: that PE's symmetric memory (a shmem.ptr view)
             owner, space = (e.space, "sym") if type(e.space) is int else (pe, e.space)
-            found.append(_Access(owner, space, e.lo, e.hi, e.mode, e.mode == "write", e.dtype, pe, i, e.line, e.op,
-                                 point, here, locks, fp=e.fp))
+            found.append(
+                _Access(
+                    owner,
+                    space,
+                    e.lo,
+                    e.hi,
+                    e.mode,
+                    e.mode == "write",
+                    e.dtype,
+                    pe,
+                    i,
+                    e.line,
+                    e.op,
+                    point,
+                    here,
+                    locks,
+                    fp=e.fp,
+                )
+            )
         elif kind == "rma":
             op, target, ctx = e.op, e.pe, e.ctx
             asynchronous, returned, mode, writes, lmode = _RMA_MODES[op]
             ends = here if returned else sim.ends[(pe, i)]
             held = locks if (ctx == 0 or ends is here) else frozenset()
-            found.append(_Access(target, "sym", e.lo, e.hi, mode, writes, e.dtype, pe, i, e.line, op, point, ends, held,
-                                 ctx, remote=True, target=target, fp=e.fp))
+            found.append(
+                _Access(
+                    target,
+                    "sym",
+                    e.lo,
+                    e.hi,
+                    mode,
+                    writes,
+                    e.dtype,
+                    pe,
+                    i,
+                    e.line,
+                    op,
+                    point,
+                    ends,
+                    held,
+                    ctx,
+                    remote=True,
+                    target=target,
+                    fp=e.fp,
+                )
+            )
             if e.lspace is not None:
                 local_ends = sim.ends[(pe, i)] if asynchronous else here
-                found.append(_Access(pe, e.lspace, e.llo, e.lhi, lmode, lmode == "write", e.dtype, pe, i, e.line, op,
-                                     point, local_ends, locks if not asynchronous or ctx == 0 else frozenset(), ctx,
-                                     fp=e.lfp))
+                found.append(
+                    _Access(
+                        pe,
+                        e.lspace,
+                        e.llo,
+                        e.lhi,
+                        lmode,
+                        lmode == "write",
+                        e.dtype,
+                        pe,
+                        i,
+                        e.line,
+                        op,
+                        point,
+                        local_ends,
+                        locks if not asynchronous or ctx == 0 else frozenset(),
+                        ctx,
+                        fp=e.lfp,
+                    )
+                )
         elif kind == "coll":
             op, root = e.op, e.root
             start = sim.entered.get((pe, i), point)  # the dest may be written once any member entered
-            found.append(_Access(pe, e.tspace, e.tlo, e.thi, "write", True, e.dtype, pe, i, e.line, op, start, here,
-                                 locks))
+            found.append(
+                _Access(pe, e.tspace, e.tlo, e.thi, "write", True, e.dtype, pe, i, e.line, op, start, here, locks)
+            )
             if op != "broadcast" or root == pe:
-                found.append(_Access(pe, e.sspace, e.slo, e.shi, "read", False, e.dtype, pe, i, e.line, op, point,
-                                     here, locks))
+                found.append(
+                    _Access(pe, e.sspace, e.slo, e.shi, "read", False, e.dtype, pe, i, e.line, op, point, here, locks)
+                )
         cell = labels.get((pe, i)) if labels else None
         for k in range(first, len(found)):
             acc = found[k]
@@ -652,17 +729,30 @@ def _check(sim, accesses, progress=None):
                 before = ordered.get(id(a))
                 if before is None:
                     before = ordered[id(a)] = _before(a, b, sim) or _before(b, a, sim)
-                    if not before and (a.pe != b.pe or a.index != b.index) and _conflict(a, b) \
-                            and not (a.locks & b.locks) and not (a.cell and b.cell):  # carried pairs: checked before
+                    if (
+                        not before
+                        and (a.pe != b.pe or a.index != b.index)
+                        and _conflict(a, b)
+                        and not (a.locks & b.locks)
+                        and not (a.cell and b.cell)
+                    ):  # carried pairs: checked before
                         if (a.fp or b.fp) and whole and a.exact:
                             shared[id(a)] = (a, [])  # the bytes both touch: the segments they share
                         else:
-                            _pair(pairs, a, b, key, overlap((a.lo, a.hi, a.fp), (b.lo, b.hi, b.fp)) if (a.fp or b.fp)
-                                  else None)
+                            _pair(
+                                pairs,
+                                a,
+                                b,
+                                key,
+                                overlap((a.lo, a.hi, a.fp), (b.lo, b.hi, b.fp)) if (a.fp or b.fp) else None,
+                            )
                 if id(a) in shared:
                     shared[id(a)][1].append(s)
-                if not (before and a.sig == kind  # b covers a's bytes here: all of them, or the same footprint
-                        and (whole or (a.fp == b.fp and a.lo == b.lo and a.hi == b.hi))):
+                if not (
+                    before
+                    and a.sig == kind  # b covers a's bytes here: all of them, or the same footprint
+                    and (whole or (a.fp == b.fp and a.lo == b.lo and a.hi == b.hi))
+                ):
                     keep.append(a)
             keep.append(b)
             if (
@@ -670,7 +760,7 @@ def _check(sim, accesses, progress=None):
             ):  # unordered accesses of one kind pile up (puts without a quiet): keep the latest
                 same = [a for a in keep if a.sig == kind and a.exact]
                 if len(same) > _SAME:  # the oldest stays too: the first of a loop names the fix for the loop
-                    dropped = {id(a) for a in same[1:1 - _SAME]}
+                    dropped = {id(a) for a in same[1 : 1 - _SAME]}
                     keep = [a for a in keep if id(a) not in dropped]
             shadow[s] = keep
         for a, segs in shared.values():
@@ -741,8 +831,10 @@ def _fold(pairs, sim, traces, cell):
                 array=name,
                 pe=owners[0],
                 indices=progressions(list(dict.fromkeys(entry["indices"]))),  # pairs of one key may repeat ranges
-                accesses=(Access(apes[0], aline, aop, amode, tuple(apes), acell),
-                          Access(bpes[0], bline, bop, bmode, tuple(bpes), bcell)),
+                accesses=(
+                    Access(apes[0], aline, aop, amode, tuple(apes), acell),
+                    Access(bpes[0], bline, bop, bmode, tuple(bpes), bcell),
+                ),
                 hint=hint,
                 pes=tuple(owners),
                 shape=entry["shape"],
@@ -769,11 +861,15 @@ def _stale_note(accesses, sim, traces):
             flag = f"{name}[{(e.lo - start) // itemsize}]" if name != "symmetric memory" else "the flag"
         cmp, value = model.condition(e)
         if base == 0:  # nothing left over: the condition holds before any write
-            return (f"the wait at line {e.line} was satisfied at once ({flag} was 0 and 0 {cmp} {value}), so it orders "
-                    f"nothing: its condition must need the write it waits for")
-        return (f"the wait at line {e.line} was satisfied by the value {flag} held before the cell ({base}), so it "
-                f"orders nothing: reset {flag} first (to its starting value, then shmem.barrier_all(), before any PE "
-                f"writes it)")
+            return (
+                f"the wait at line {e.line} was satisfied at once ({flag} was 0 and 0 {cmp} {value}), so it orders "
+                f"nothing: its condition must need the write it waits for"
+            )
+        return (
+            f"the wait at line {e.line} was satisfied by the value {flag} held before the cell ({base}), so it "
+            f"orders nothing: reset {flag} first (to its starting value, then shmem.barrier_all(), before any PE "
+            f"writes it)"
+        )
     return None
 
 
@@ -781,8 +877,10 @@ def _across_hint(a, cells):
     """The fix for an operation of an earlier cell still in flight when a later cell ran."""
     then, now = cells
     complete = "ctx.quiet()" if a.ctx else "shmem.quiet()"
-    return (f"the {a.op} of {then} is not complete when {now} runs (a cell boundary completes nothing): "
-            f"call {complete} at the end of {then}, or shmem.barrier_all() there")
+    return (
+        f"the {a.op} of {then} is not complete when {now} runs (a cell boundary completes nothing): "
+        f"call {complete} at the end of {then}, or shmem.barrier_all() there"
+    )
 
 
 @dataclass

@@ -33,8 +33,13 @@ __all__ = ["fold_repeats"]
 _V, _CTX, _SCTX, _LOCK = FIELD["rma"]["values"], FIELD["rma"]["ctx"], FIELD["sync"]["ctx"], FIELD["lock"]["lock"]
 _MEMBERS = {"sync": FIELD["sync"]["members"], "coll": FIELD["coll"]["members"]}
 #: per ``values``, kind -> an event's fields as a tuple, an rma's written values only if ``values``
-_FIELDS = {values: {kind: itemgetter(*(i for i in names.values() if values or kind != "rma" or i != _V))
-                    for kind, names in FIELD.items()} for values in (False, True)}
+_FIELDS = {
+    values: {
+        kind: itemgetter(*(i for i in names.values() if values or kind != "rma" or i != _V))
+        for kind, names in FIELD.items()
+    }
+    for values in (False, True)
+}
 _NONES = [None] * max(map(len, FIELD.values()))  # a PE may leave out an event's last fields: None
 
 
@@ -72,8 +77,9 @@ def _walk(evs):
 def _balanced(counts):
     """Has each PE of each team passed as many of its collectives (``counts``: a dict or None per PE)?"""
     count = lambda pe, team: (counts[pe] or {}).get(team, 0) if pe < len(counts) else None  # noqa: E731
-    return not any(counts) or all(len({count(q, team) for q in {*team, pe}}) == 1
-                                  for pe, c in enumerate(counts) if c for team in c)
+    return not any(counts) or all(
+        len({count(q, team) for q in {*team, pe}}) == 1 for pe, c in enumerate(counts) if c for team in c
+    )
 
 
 def _frozen(x):
@@ -87,14 +93,14 @@ def _ids(lists, cuts, values):
     for frozen in (False, True):  # a list is unhashable: if there is one, lists become tuples on the second pass
         per_pe, seen = [], {}
         for evs, c in zip(lists, cuts):
-            part = evs[c[0]:c[-1]]
+            part = evs[c[0] : c[-1]]
             if frozen:
                 part = [[*map(_frozen, e), *_NONES] for e in part]
             try:
                 keys = [get[e[0]](e) for e in part]
             except IndexError:  # events without their last fields
                 keys = [get[e[0]]([*e, *_NONES]) for e in part]
-            per_pe.append([tuple(keys[a - c[0]:b - c[0]]) for a, b in zip(c, c[1:])])
+            per_pe.append([tuple(keys[a - c[0] : b - c[0]]) for a, b in zip(c, c[1:])])
         try:
             return [seen.setdefault(sig, len(seen)) for sig in zip(*per_pe)]
         except TypeError:
@@ -145,7 +151,7 @@ def _collapse(ids, copies):
         if period and match == 2 * period and g is None:
             g = copies(out[-period:])
         if g and match == 2 * g * period:
-            del out[-(g + 1) * period:-period]
+            del out[-(g + 1) * period : -period]
             for k in range(len(out) - period, len(out)):
                 last[ids[out[k]]] = k
             match = g * period
@@ -163,10 +169,12 @@ def fold_repeats(events, npes):
     if len(usable) < 2:
         return events
     cuts = list(map(itemgetter(*usable), ends))  # per PE: epoch t is its events cuts[pe][t]:cuts[pe][t + 1]
-    parts = lambda t: [evs[c[t]:c[t + 1]] for evs, c in zip(lists, cuts)]  # noqa: E731
+    parts = lambda t: [evs[c[t] : c[t + 1]] for evs, c in zip(lists, cuts)]  # noqa: E731
     ids = _ids(lists, cuts, any(waits))
     kept = _collapse(ids, lambda block: _copies([(parts(t), usable[t + 1] - usable[t]) for t in block], npes))
     if len(kept) == len(ids):
         return events
-    return {pe: [*evs[:c[0]], *chain.from_iterable(evs[c[t]:c[t + 1]] for t in kept), *evs[c[-1]:]]
-            for pe, (evs, c) in enumerate(zip(lists, cuts))}
+    return {
+        pe: [*evs[: c[0]], *chain.from_iterable(evs[c[t] : c[t + 1]] for t in kept), *evs[c[-1] :]]
+        for pe, (evs, c) in enumerate(zip(lists, cuts))
+    }

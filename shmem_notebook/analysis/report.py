@@ -100,8 +100,10 @@ def _what_was_checked(traces, missing, checked, stops, words, where):
     if checked is not None:
         caps = [data.get("cap") for data in traces.values() if data.get("truncated") is not None]
         cap = max([c for c in caps if c] or [0])
-        parts.append(f"accesses after that were not checked (a PE's {words.trace} reached the cap of {cap:,} "
-                     f"events: {words.cap_advice})")
+        parts.append(
+            f"accesses after that were not checked (a PE's {words.trace} reached the cap of {cap:,} "
+            f"events: {words.cap_advice})"
+        )
     for stop, pes in _groups(stops):
         at = f" at {where(stop.line)}" if stop.line is not None else ""
         parts.append(f"the {words.subject} {stop.what} on PE {pe_ranges(pes)}{at}{stop.after}")

@@ -13,8 +13,11 @@ from ..operations import ATOMICS, CALLS, COLLECTIVES, RMA, WAITS
 __all__ = ["Slice", "lanes", "kind_of", "WAITING", "origin"]
 
 #: calls in which a PE waits for others: barriers, team syncs, waits on memory, locks, collectives
-WAITING = frozenset(("barrier_all", "sync_all", "sync", "Team.sync", "set_lock", *WAITS, *COLLECTIVES)) - {
-    name for name in WAITS if name.startswith("test")} - {"signal_fetch"}
+WAITING = (
+    frozenset(("barrier_all", "sync_all", "sync", "Team.sync", "set_lock", *WAITS, *COLLECTIVES))
+    - {name for name in WAITS if name.startswith("test")}
+    - {"signal_fetch"}
+)
 
 
 def kind_of(op):

@@ -18,7 +18,6 @@ from .trace_ends import said
 __all__ = ["Trace", "TRANSFERS"]
 
 
-
 class Trace:
     """A traced cell: ``events``, ``epochs`` (heap states recorded), :meth:`heap`, :meth:`frames`,
     :meth:`replay`, :meth:`save` (Perfetto JSON, OTF2), :meth:`waits`, :meth:`timeline`.
@@ -32,8 +31,11 @@ class Trace:
         self.npes = max([len(per_pe), npes or 0] + [p["pe"] + 1 for p in per_pe if p.get("pe") is not None])
         self.dropped = sum(p.get("dropped", 0) for p in per_pe)
         self.events = sorted((e for p in per_pe for e in p["events"]), key=lambda e: (e["epoch"], e["t"], e["pe"]))
-        self.pe_info = {p["pe"]: {k: p.get(k) for k in ("host", "pid", "started", "stopped", "dropped")}
-                        for p in per_pe if p.get("pe") is not None}
+        self.pe_info = {
+            p["pe"]: {k: p.get(k) for k in ("host", "pid", "started", "stopped", "dropped")}
+            for p in per_pe
+            if p.get("pe") is not None
+        }
         self._snapshots = [p["snapshots"] for p in sorted(per_pe, key=lambda p: p.get("pe") or 0)]
         #: heap states recorded on every PE: the start, after each world barrier, the end
         self.epochs = min((len(s) for s in self._snapshots), default=0)
@@ -47,8 +49,10 @@ class Trace:
 
     def __repr__(self):
         cut = f", cut short: {said(self.ends)}" if self.cut else ""
-        return (f"<Trace: {plural(len(self.events), 'event')} on {plural(self.npes, 'PE')}, "
-                f"{plural(self.epochs, 'heap state')}, {plural(len(self.frames()), 'step')}{cut}>")
+        return (
+            f"<Trace: {plural(len(self.events), 'event')} on {plural(self.npes, 'PE')}, "
+            f"{plural(self.epochs, 'heap state')}, {plural(len(self.frames()), 'step')}{cut}>"
+        )
 
     @property
     def cut(self):

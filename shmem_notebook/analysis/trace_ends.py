@@ -25,8 +25,9 @@ def ends(per_pe, npes, stops=None, where=None, cap=CAP):
         elif data.get("dropped"):
             last = data["events"][-1]["line"] if data["events"] else None
             at = f" at {where(last)}" if last else ""
-            out[pe] = (f"PE {pe}'s trace reached the cap of {cap:,} events{at} "
-                       f"({data['dropped']:,} later calls not kept)")
+            out[pe] = (
+                f"PE {pe}'s trace reached the cap of {cap:,} events{at} ({data['dropped']:,} later calls not kept)"
+            )
     return out
 
 
@@ -36,6 +37,6 @@ def said(ends_by_pe):
 
     alike = {}
     for pe, sentence in sorted(ends_by_pe.items()):
-        rest = sentence[len(f"PE {pe}"):]
+        rest = sentence[len(f"PE {pe}") :]
         alike.setdefault(rest, []).append(pe)
     return "; ".join(f"PE {pe_ranges(pes)}{rest}" for rest, pes in alike.items())

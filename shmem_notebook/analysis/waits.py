@@ -82,8 +82,10 @@ class Waits:
         if top is not None and entry.share(top[1]) >= compute:
             (call, line), seconds = top
             at = f" at {where(line)}" if line else ""
-            return (f"PE {pe} waited {_percent(entry.share(seconds))} of {self.what} in {call}{at} "
-                    f"(computed {_percent(compute)})")
+            return (
+                f"PE {pe} waited {_percent(entry.share(seconds))} of {self.what} in {call}{at} "
+                f"(computed {_percent(compute)})"
+            )
         said = f"PE {pe} computed {_percent(compute)} of {self.what}"
         if top is not None and top[1] > 0:
             (call, line), seconds = top

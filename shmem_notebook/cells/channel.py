@@ -77,8 +77,15 @@ class CellChannel:
         :class:`ChannelCell` follows its answers. Collective."""
         cell = ChannelCell(self, next(self._ids), self.n)
         self._cell = cell
-        frames = seal(self.key, {"id": cell.id, "code": code, "before": [[op, list(args)] for op, args in before],
-                                 "after": [[op, list(args)] for op, args in after]})
+        frames = seal(
+            self.key,
+            {
+                "id": cell.id,
+                "code": code,
+                "before": [[op, list(args)] for op, args in before],
+                "after": [[op, list(args)] for op, args in after],
+            },
+        )
         for pe in range(self.n):
             try:
                 self.socket.send_multipart([self._routes[pe]] + frames)
@@ -117,8 +124,9 @@ class ChannelCell:
 
     def __init__(self, channel, cid, n):
         self.channel, self.id = channel, cid
-        self.metadata = [{"stdout": "", "stderr": "", "outputs": [], "execute_result": None, "status": None}
-                         for _ in range(n)]
+        self.metadata = [
+            {"stdout": "", "stderr": "", "outputs": [], "execute_result": None, "status": None} for _ in range(n)
+        ]
         self._finished = set()
         self._answers = {}  # PE -> {op: ("ok", answer) or ("error", text)}
 

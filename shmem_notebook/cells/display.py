@@ -18,8 +18,10 @@ __all__ = ["collect", "show", "is_rich"]
 def collect(result, metadata):
     """Store each PE's display outputs and rich last expression on ``result``."""
     for pe, md in enumerate(metadata):
-        outputs = [{"data": dict(o.get("data", {})), "metadata": dict(o.get("metadata") or {})}
-                   for o in md.get("outputs") or []]
+        outputs = [
+            {"data": dict(o.get("data", {})), "metadata": dict(o.get("metadata") or {})}
+            for o in md.get("outputs") or []
+        ]
         if outputs:
             result.displays[pe] = outputs
         bundle = (md.get("execute_result") or {}).get("data", {})

@@ -19,8 +19,14 @@ from ..protocol import PE_DONE, PE_LINE
 __all__ = ["OutputMerger", "merge_marked"]
 
 #: a line as a PE of the race runner marks it (protocol.PE_LINE, PE_DONE)
-_MARKED = re.compile(re.escape(PE_LINE).replace(r"\{pe\}", r"(?P<pe>\d+)").replace(r"\{npes\}", r"(?P<npes>\d+)")
-                     .replace(r"\{text\}", r"(?P<text>.*)") + r"$", re.S)
+_MARKED = re.compile(
+    re.escape(PE_LINE)
+    .replace(r"\{pe\}", r"(?P<pe>\d+)")
+    .replace(r"\{npes\}", r"(?P<npes>\d+)")
+    .replace(r"\{text\}", r"(?P<text>.*)")
+    + r"$",
+    re.S,
+)
 _DONE = re.compile(re.escape(PE_DONE).replace(r"\{pe\}", r"(?P<pe>\d+)").replace(r"\{npes\}", r"(?P<npes>\d+)") + "$")
 
 
@@ -136,4 +142,3 @@ def merge_marked(stream, write, hold=0.25):
             merger.flush()
     if merger is not None:
         merger.close()
-

@@ -69,8 +69,15 @@ def rerun(cell, before=(), after=(), write=None):
     job = cell.job
     job.prepare_cell()
     write = write or cell.write_out
-    again = Cell(job, cell.code, timeout=cell.timeout, write_out=write, write_err=write,
-                 before_requests=list(before), after_requests=list(after))
+    again = Cell(
+        job,
+        cell.code,
+        timeout=cell.timeout,
+        write_out=write,
+        write_err=write,
+        before_requests=list(before),
+        after_requests=list(after),
+    )
     result, where, pending = _run(again)
     display.show(result, write)
     error = _error(again, result, where)
@@ -244,8 +251,9 @@ def _error(cell, result, where):
         lines = where_report({**raised, **where}, cell.code, job.n)
         what = f"did not finish within {cell.timeout:g} s" if result.outcome == "timeout" else "was interrupted"
         verb = "is" if len(result.pending) == 1 else "are"
-        paused = (f"PE {pe_ranges(result.pending)} could not be interrupted (blocked in OpenSHMEM) "
-                  f"and {verb} paused (no CPU)")
+        paused = (
+            f"PE {pe_ranges(result.pending)} could not be interrupted (blocked in OpenSHMEM) and {verb} paused (no CPU)"
+        )
         if not result.pending:
             return CellStoppedError(
                 f"the cell {what}; every PE stopped at the interrupt and the job is still usable. Where every PE was:",
@@ -267,5 +275,7 @@ def _restarted(job):
     arrays = ", ".join(job.specs)
     job.restart()
     kept = f"arrays {arrays} re-allocated (zeroed)" if arrays else "no arrays were declared"
-    return (f"the job was restarted by itself (restart_on_hang): {job.n} fresh PEs, {kept}; every PE's "
-            f"variables and undeclared symmetric arrays were lost")
+    return (
+        f"the job was restarted by itself (restart_on_hang): {job.n} fresh PEs, {kept}; every PE's "
+        f"variables and undeclared symmetric arrays were lost"
+    )

@@ -102,8 +102,9 @@ class RaceStage(Stage):
             events = sum(len(data["events"]) for data in self.traces.values())
             progress = _Progress(cell.write_out, f"{plural(events, 'event')} on {plural(len(self.traces), 'PE')}")
             try:
-                found = analyse(self.traces, job.n, carry=carry, cell=label, progress=progress,
-                                source=getattr(cell, "code", None))
+                found = analyse(
+                    self.traces, job.n, carry=carry, cell=label, progress=progress, source=getattr(cell, "code", None)
+                )
             except KeyboardInterrupt:
                 self.interrupted = time.perf_counter() - started
                 progress.shown = False
@@ -119,13 +120,23 @@ class RaceStage(Stage):
 
     def report(self, cell, result, write):
         if self.interrupted is not False:
-            write(f"\rrace check: interrupted after {self.interrupted:.1f} s of analysis; the cell ran, its races "
-                  "were not checked and earlier cells' operations in flight are forgotten\n")
+            write(
+                f"\rrace check: interrupted after {self.interrupted:.1f} s of analysis; the cell ran, its races "
+                "were not checked and earlier cells' operations in flight are forgotten\n"
+            )
             return
         after = f", after what {', '.join(self.carried)} left in flight" if self.carried else ""
         stops = stops_of(result, cell.timeout, raised_line)
         name = namer(self.traces, cell.job.history)  # lines outside the cell: "In [3] line 4", "kernels.py:12"
-        for line in report_lines(result.races, self.traces, cell.job.n, checked=self.checked, stops=stops,
-                                 notes=notes(self.traces, name=name), where=name,
-                                 after=after, cost=f", +{self.overhead:.2f} s"):
+        for line in report_lines(
+            result.races,
+            self.traces,
+            cell.job.n,
+            checked=self.checked,
+            stops=stops,
+            notes=notes(self.traces, name=name),
+            where=name,
+            after=after,
+            cost=f", +{self.overhead:.2f} s",
+        ):
             write(f"{line}\n")

@@ -178,7 +178,9 @@ def message(errors, where, released, restart_hint, code=None, finished=()):
     if released:
         parts.append("the rest of the cell was abandoned on every PE; the job is ready and every PE kept its variables")
     else:
-        parts.append(f"the waiting PEs cannot be released from that call (only a world barrier or sync, or a team "
-                     f"call the tool emulates, can be), so they are paused (no CPU) and the job is marked hung: "
-                     f"{restart_hint}")
+        parts.append(
+            f"the waiting PEs cannot be released from that call (only a world barrier or sync, or a team "
+            f"call the tool emulates, can be), so they are paused (no CPU) and the job is marked hung: "
+            f"{restart_hint}"
+        )
     return "; ".join(parts)

@@ -34,8 +34,18 @@ from ..words import plural
 from .path import rerun as rerun_cell
 from .stages import Stage, register
 
-__all__ = ["StressStage", "Stressed", "seed", "RUNS", "MAX_DELAY", "Run", "Difference", "compare", "summary",
-           "estimate"]
+__all__ = [
+    "StressStage",
+    "Stressed",
+    "seed",
+    "RUNS",
+    "MAX_DELAY",
+    "Run",
+    "Difference",
+    "compare",
+    "summary",
+    "estimate",
+]
 
 #: reruns after the cell itself
 RUNS = 4
@@ -90,8 +100,14 @@ class StressStage(Stage):
 
     name = "stress"
     order = 90  # last: its reruns come after every other stage has collected the cell
-    flag = {"nargs": "?", "type": seed, "const": True, "default": None, "metavar": "SEED",
-            "help": "with --race: rerun the cell with seeded random delays around shmem calls"}
+    flag = {
+        "nargs": "?",
+        "type": seed,
+        "const": True,
+        "default": None,
+        "metavar": "SEED",
+        "help": "with --race: rerun the cell with seeded random delays around shmem calls",
+    }
     needs = ("race",)  # --stress says which races are real: the magic race-checks the cell too
 
     def __init__(self, option=True):
@@ -145,8 +161,10 @@ class StressStage(Stage):
             except KeyboardInterrupt:  # between the requests; during the rerun it is its outcome
                 outcome = "interrupted"
             if outcome == "interrupted":
-                self.stopped = (f"interrupted during the rerun with seed {seed}: the reruns after it were not run and "
-                                "it is not counted")
+                self.stopped = (
+                    f"interrupted during the rerun with seed {seed}: the reruns after it were not run and "
+                    "it is not counted"
+                )
                 return
             stdout = rerun.stdout if rerun is not None else {}
             found = compare(mine, Run(stdout, values, outcome), result.races)
@@ -154,8 +172,10 @@ class StressStage(Stage):
             done = time.monotonic()
             left = (done - started) / (run + 1) * (RUNS - run - 1)
             what = "; ".join(d.text for d in found) or "same output and arrays as the cell"
-            write(f"  seed {seed} (rerun {run + 1} of {RUNS}, {done - began:.1f} s"
-                  f"{f', about {_seconds(left)} left' if run + 1 < RUNS else ''}): {what}\n")
+            write(
+                f"  seed {seed} (rerun {run + 1} of {RUNS}, {done - began:.1f} s"
+                f"{f', about {_seconds(left)} left' if run + 1 < RUNS else ''}): {what}\n"
+            )
             if job.state != "running":
                 self.stopped = f"the rerun with seed {seed} left the job {job.state}; the reruns after it were not run"
                 return
@@ -184,8 +204,10 @@ class StressStage(Stage):
         for line in summary(self.runs, result.races, self.stopped, race_checked=checked):
             write(f"stress: {line}\n")
         if self.trace is not None:
-            write(f"stress: the first rerun's trace (seed {self.seed}): {plural(len(self.trace.events), 'call')} on "
-                  f"{plural(self.trace.npes, 'PE')}; `%shmem trace save PATH --stress` writes it\n")
+            write(
+                f"stress: the first rerun's trace (seed {self.seed}): {plural(len(self.trace.events), 'call')} on "
+                f"{plural(self.trace.npes, 'PE')}; `%shmem trace save PATH --stress` writes it\n"
+            )
 
 
 def summary(runs, races, stopped=None, memory=True, race_checked=True, same="the cell's result"):
@@ -216,16 +238,20 @@ def summary(runs, races, stopped=None, memory=True, race_checked=True, same="the
             f"{_seeds(seeds)} changed {named}, the memory of a race above: the race is real, not just possible"
         )
     for what, (pes, seeds) in explained.items():
-        lines.append(f"{_on(pes, what)} ({_seeds(seeds)}); a race above may explain it (such a difference alone "
-                     "does not make a race real)")
+        lines.append(
+            f"{_on(pes, what)} ({_seeds(seeds)}); a race above may explain it (such a difference alone "
+            "does not make a race real)"
+        )
     for what, (pes, seeds) in unexplained.items():
         why = "no race found explains it" if race_checked else "the cell was not race-checked (add --race)"
         lines.append(f"{_on(pes, what)} ({_seeds(seeds)}); {why}")
     if races and not memory:
         lines.append("only printed output was compared, not memory, so no race is shown to be real")
     elif not real and races:
-        lines.append("no rerun changed the memory a race above is about (a race above is still a race: it may need "
-                     "other timings to show)")
+        lines.append(
+            "no rerun changed the memory a race above is about (a race above is still a race: it may need "
+            "other timings to show)"
+        )
     elif not real and not explained and not unexplained:
         lines.append(f"every rerun gave {same}")
     return lines
@@ -233,8 +259,10 @@ def summary(runs, races, stopped=None, memory=True, race_checked=True, same="the
 
 def estimate(runs, seconds):
     """How long ``runs`` reruns of a run of ``seconds`` take, in words."""
-    return (f"{runs} x the first run's {_seconds(seconds)} = {_seconds(runs * seconds)}, plus about "
-            f"{MAX_DELAY * 1e3 / 2:.0f} ms per shmem call each rerun makes")
+    return (
+        f"{runs} x the first run's {_seconds(seconds)} = {_seconds(runs * seconds)}, plus about "
+        f"{MAX_DELAY * 1e3 / 2:.0f} ms per shmem call each rerun makes"
+    )
 
 
 def _named(race):
@@ -270,8 +298,9 @@ def _where(array, index):
 
 def _elements(name, a, b, indices):
     """``A[3] = 1002 (the cell: 1001)`` for up to three of ``indices``, and how many more."""
-    shown = ", ".join(f"{name}{_where(a, i)} = {_short(b.flat[i].item())} (the cell: {_short(a.flat[i].item())})"
-                      for i in indices[:3])
+    shown = ", ".join(
+        f"{name}{_where(a, i)} = {_short(b.flat[i].item())} (the cell: {_short(a.flat[i].item())})" for i in indices[:3]
+    )
     return shown + (f" and {indices.size - 3} more of {a.size}" if indices.size > 3 else "")
 
 
@@ -289,8 +318,11 @@ def compare(cell, rerun, races=(), label="the cell"):
     """What ``rerun`` (a :class:`Run`) changed against ``cell`` (called ``label``), as :class:`Difference` s:
     the outcome, the first differing printed line of each PE (folded by PE), the differing elements of
     each array (those a race of ``races`` is about apart, with that race)."""
-    found = [] if cell.outcome == rerun.outcome else [
-        Difference(f"the cell ended {rerun.outcome!r} ({label}: {cell.outcome!r})", (), "ended differently")]
+    found = (
+        []
+        if cell.outcome == rerun.outcome
+        else [Difference(f"the cell ended {rerun.outcome!r} ({label}: {cell.outcome!r})", (), "ended differently")]
+    )
     lines = {}
     for pe in sorted(set(cell.stdout) | set(rerun.stdout)):
         a, b = (cell.stdout.get(pe) or "").splitlines(), (rerun.stdout.get(pe) or "").splitlines()
@@ -299,8 +331,10 @@ def compare(cell, rerun, races=(), label="the cell"):
             here = b[first] if first < len(b) else "nothing"
             there = a[first] if first < len(a) else "nothing"
             lines[pe] = f"printed {here!r} ({label}: {there!r})"
-    found += [Difference(f"PE {pe_ranges(pes)} {text}", tuple(pes), "printed something else")
-              for text, pes in fold(lines).items()]
+    found += [
+        Difference(f"PE {pe_ranges(pes)} {text}", tuple(pes), "printed something else")
+        for text, pes in fold(lines).items()
+    ]
     for pe, (v0, v1) in enumerate(zip(cell.values, rerun.values)):
         for name in v0:
             a, b = v0[name], v1.get(name)
@@ -316,8 +350,14 @@ def compare(cell, rerun, races=(), label="the cell"):
             covering = [(race, hit) for race, hit in covering if hit.size]
             raced = np.unique(np.concatenate([hit for _, hit in covering])) if covering else diff[:0]
             if raced.size:
-                found.append(Difference(f"PE {pe}: {_elements(name, a, b, raced)}", (pe,), f"changed {name}",
-                                        tuple(race for race, _ in covering)))
+                found.append(
+                    Difference(
+                        f"PE {pe}: {_elements(name, a, b, raced)}",
+                        (pe,),
+                        f"changed {name}",
+                        tuple(race for race, _ in covering),
+                    )
+                )
             rest = diff[~np.isin(diff, raced)]
             if rest.size:
                 found.append(

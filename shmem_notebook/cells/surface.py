@@ -55,13 +55,15 @@ class JobSurface(Protocol):
         """Check that a cell can run now and allocate the arrays it declares. Collective."""
         ...
 
-    def send_cell(self, code: str, before: Iterable[tuple[str, Sequence[Any]]] = (),
-                  after: Iterable[Any] = ()) -> SentCell:
+    def send_cell(
+        self, code: str, before: Iterable[tuple[str, Sequence[Any]]] = (), after: Iterable[Any] = ()
+    ) -> SentCell:
         """Send ``code`` to every PE with the requests it carries. Collective."""
         ...
 
-    def ask(self, op: str, *args: Any, pes: Iterable[int] | None = None, timeout: float = 60.0,
-            partial: bool = False) -> dict[int, Any]:
+    def ask(
+        self, op: str, *args: Any, pes: Iterable[int] | None = None, timeout: float = 60.0, partial: bool = False
+    ) -> dict[int, Any]:
         """The request ``op(*args)`` on ``pes``: ``{pe: answer}``."""
         ...
 

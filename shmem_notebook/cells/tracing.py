@@ -37,16 +37,23 @@ def collect(cell, request, result, what=None):
     if result.outcome == "died":
         return None
     answers = request.answers(Op.TRACE_STOP)
-    sent = {pe: data for pe, data in answers.items()
-            if data is not None and data.get("pe") is not None and pe not in result.pending}
+    sent = {
+        pe: data
+        for pe, data in answers.items()
+        if data is not None and data.get("pe") is not None and pe not in result.pending
+    }
     if not sent:
         return None
     job = cell.job
     from .race import cell_label
 
     label = cell_label(job) + (f", {what}" if what else "")
-    meta = {"job": f"{plural(job.n, 'PE')} on {job.library.name}", "library": job.library.name,
-            "cell": label, "outcome": result.outcome}
+    meta = {
+        "job": f"{plural(job.n, 'PE')} on {job.library.name}",
+        "library": job.library.name,
+        "cell": label,
+        "outcome": result.outcome,
+    }
     stops = stops_of(result, cell.timeout, raised_line)
     cut = ends(sent, job.n, stops, cap=CAP)
     return Trace(list(sent.values()), cell.code, npes=job.n, meta=meta, ends=cut)
@@ -57,9 +64,15 @@ class TraceStage(Stage):
     """Record every RMA, AMO, sync and collective call of the cell on every PE."""
 
     name = "trace"
-    flag = {"nargs": "?", "type": trace_mode, "const": True, "default": False, "metavar": "profile",
-            "help": "record the cell's calls for %%shmem replay and %%shmem trace; =profile: also show where "
-                    "each PE waited"}
+    flag = {
+        "nargs": "?",
+        "type": trace_mode,
+        "const": True,
+        "default": False,
+        "metavar": "profile",
+        "help": "record the cell's calls for %%shmem replay and %%shmem trace; =profile: also show where "
+        "each PE waited",
+    }
     bare = "on"  # a bare --trace: the words after it are the cell's arrays
 
     def requests(self, cell):
@@ -76,9 +89,11 @@ class TraceStage(Stage):
             write("trace: none (the PEs did not finish the cell)\n")
             return
         dropped = f" ({trace.dropped} more not kept)" if trace.dropped else ""
-        write(f"trace: {plural(len(trace.events), 'event')}{dropped} on {plural(trace.npes, 'PE')}, "
-              f"{plural(trace.epochs, 'heap state')}, {plural(len(trace.frames()), 'step')}; "
-              "replay with `%shmem replay` or result.trace.replay()\n")
+        write(
+            f"trace: {plural(len(trace.events), 'event')}{dropped} on {plural(trace.npes, 'PE')}, "
+            f"{plural(trace.epochs, 'heap state')}, {plural(len(trace.frames()), 'step')}; "
+            "replay with `%shmem replay` or result.trace.replay()\n"
+        )
         if trace.cut:
             write(f"trace: cut short, it ends where {said(trace.ends)}\n")
         if self.option == "profile":

@@ -73,8 +73,9 @@ class _Channel:
     def _received(self, frames):
         message = unseal(self.key, frames)
         if message is not None:  # anything not signed with the job's key is dropped
-            asyncio.ensure_future(self._run(message["id"], message["code"], message.get("before", ()),
-                                            message.get("after", ())))
+            asyncio.ensure_future(
+                self._run(message["id"], message["code"], message.get("before", ()), message.get("after", ()))
+            )
 
     async def _run(self, cid, code, before=(), after=()):
         """Run the requests ``before`` (``[[op, args]]``), then one cell as ``execute_request`` would,
@@ -98,8 +99,12 @@ class _Channel:
             signal.signal(signal.SIGINT, saved[2])
             out.flush()
             err.flush()
-        done = {"id": cid, "status": reply.get("status", "error"), "outputs": captured.outputs,
-                "execute_result": captured.result}
+        done = {
+            "id": cid,
+            "status": reply.get("status", "error"),
+            "outputs": captured.outputs,
+            "execute_result": captured.result,
+        }
         if done["status"] == "error":
             done["error"] = {k: reply.get(k) for k in ("ename", "evalue", "traceback", "engine_info")}
         self.outbox.send(done, _answers(answer, after) if after else None)

@@ -152,8 +152,13 @@ def broadcast(target, source, root, size=None, team=None, algorithm=None):
                 teams.wait_signal(m, k)  # my data arrives in this round
             if v < d and v + d < n:
                 dest = (v + d + root) % n
-                _step("broadcast", "binomial", k + 1, rounds,
-                      f"binomial tree, step {k + 1} of {rounds}: the {d} PE(s) holding the data put to PE i+{d}")
+                _step(
+                    "broadcast",
+                    "binomial",
+                    k + 1,
+                    rounds,
+                    f"binomial tree, step {k + 1} of {rounds}: the {d} PE(s) holding the data put to PE i+{d}",
+                )
                 _put(t, t, m.pes[dest])
                 teams.signal(m, k, m.pes[dest])
     _done(m)
@@ -200,9 +205,14 @@ def fcollect(target, source, size=None, team=None, algorithm=None):
         for k in range(rounds):
             d = 1 << k
             count = min(d, n - d)  # blocks rank .. rank+count-1 go to rank-d
-            _step("fcollect", "bruck", k + 1, rounds,
-                  f"Bruck, step {k + 1} of {rounds}: PE i puts "
-                  f"{'its own block' if count == 1 else f'blocks i..i+{count - 1}'} to PE i-{d}")
+            _step(
+                "fcollect",
+                "bruck",
+                k + 1,
+                rounds,
+                f"Bruck, step {k + 1} of {rounds}: PE i puts "
+                f"{'its own block' if count == 1 else f'blocks i..i+{count - 1}'} to PE i-{d}",
+            )
             dest = m.pes[(rank - d) % n]
             for j in range(rank, rank + count):
                 _put(block(j), block(j), dest)
@@ -236,8 +246,13 @@ def _recursive_doubling_fcollect(m, block):
             d = 1 << k
             partner = rank ^ d
             base = rank - rank % d
-            _step("fcollect", "recursive_doubling", k + 1 + bool(r), of,
-                  f"recursive doubling, step {k + 1} of {steps}: PE i exchanges with PE i XOR {d}")
+            _step(
+                "fcollect",
+                "recursive_doubling",
+                k + 1 + bool(r),
+                of,
+                f"recursive doubling, step {k + 1} of {steps}: PE i exchanges with PE i XOR {d}",
+            )
             for j in range(base, base + d):
                 for owner in (j, j + p):
                     if owner < n:
@@ -351,8 +366,13 @@ def _recursive_doubling_reduce(m, work, region, ufunc):
     for k in range(steps):
         d = 1 << k
         partner = rank ^ d
-        _step("reduce", "recursive_doubling", k + 1 + bool(r), of,
-              f"recursive doubling, step {k + 1} of {steps}: PE i exchanges with PE i XOR {d}")
+        _step(
+            "reduce",
+            "recursive_doubling",
+            k + 1 + bool(r),
+            of,
+            f"recursive doubling, step {k + 1} of {steps}: PE i exchanges with PE i XOR {d}",
+        )
         _put(region[k + 1], work, m.pes[partner])
         teams.signal(m, 1 + k, m.pes[partner])
         teams.wait_signal(m, 1 + k)
@@ -376,8 +396,13 @@ def _rabenseifner(m, work, region, ufunc, t):
         partner = rank ^ d
         mid = (lo + hi) // 2
         keep, send = ((mid, hi), (lo, mid)) if rank & d else ((lo, mid), (mid, hi))
-        _step("reduce", "rabenseifner", k + 1 + bool(r), of,
-              f"Rabenseifner reduce-scatter, step {k + 1} of {steps}: PE i sends half of its part to PE i XOR {d}")
+        _step(
+            "reduce",
+            "rabenseifner",
+            k + 1 + bool(r),
+            of,
+            f"Rabenseifner reduce-scatter, step {k + 1} of {steps}: PE i sends half of its part to PE i XOR {d}",
+        )
         a, b = bounds[send[0]], bounds[send[1]]
         _put(region[k + 1][: b - a], work[a:b], m.pes[partner])
         teams.signal(m, 1 + k, m.pes[partner])
@@ -389,8 +414,13 @@ def _rabenseifner(m, work, region, ufunc, t):
     for k in range(steps):
         d = 1 << k
         partner = rank ^ d
-        _step("reduce", "rabenseifner", steps + k + 1 + bool(r), of,
-              f"Rabenseifner allgather, step {k + 1} of {steps}: PE i exchanges its reduced part with PE i XOR {d}")
+        _step(
+            "reduce",
+            "rabenseifner",
+            steps + k + 1 + bool(r),
+            of,
+            f"Rabenseifner allgather, step {k + 1} of {steps}: PE i exchanges its reduced part with PE i XOR {d}",
+        )
         a, b = bounds[lo], bounds[hi]
         _put(t[a:b], t[a:b], m.pes[partner])
         teams.signal(m, 1 + steps + k, m.pes[partner])

@@ -15,8 +15,22 @@ import numpy as np
 
 from .context import this_pe
 
-__all__ = ["arrays", "reserved", "reserve", "alloc", "free", "gather", "place", "pull", "heap_usage", "allocations",
-           "is_symmetric", "retire", "FreedArray", "FreedArrayError"]
+__all__ = [
+    "arrays",
+    "reserved",
+    "reserve",
+    "alloc",
+    "free",
+    "gather",
+    "place",
+    "pull",
+    "heap_usage",
+    "allocations",
+    "is_symmetric",
+    "retire",
+    "FreedArray",
+    "FreedArrayError",
+]
 
 #: declared symmetric arrays, name -> ndarray on the symmetric heap
 arrays = {}
@@ -110,8 +124,10 @@ def retire(old, what):
     retired = []
     for key, value in list(this_pe.namespace.items()):
         if points_in(value):
-            note = (f"{key!r} referred to symmetric memory that was freed ({what}); it is a read-only copy "
-                    f"of the old values now: write to the new array, or copy with np.array(...) first")
+            note = (
+                f"{key!r} referred to symmetric memory that was freed ({what}); it is a read-only copy "
+                f"of the old values now: write to the new array, or copy with np.array(...) first"
+            )
             value.flags.writeable = False
             this_pe.namespace[key] = _freeze(value, note)
             if not key.startswith("_"):

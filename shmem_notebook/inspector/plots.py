@@ -43,8 +43,22 @@ FONT = 11
 ANNOTATE_MAX = 24  # annotate numbers when a PE row has at most this many elements
 DIFF_CMAP = ListedColormap(["#e8e8e8", "#d62728"])
 _PALETTE = [
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
-    "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2", "#9edae5", "#dbdb8d",
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#c5b0d5",
+    "#c49c94",
+    "#f7b6d2",
+    "#9edae5",
+    "#dbdb8d",
 ]
 
 
@@ -106,24 +120,57 @@ def plot_heap(snapshot: "Snapshot", ax: Axes | None = None, layout: bool = False
                 ax.add_patch(Rectangle((0, y - 0.35), p["heap"]["size"] or xmax, 0.7, color="#e8e8e8", zorder=1))
             )
         if not p["reachable"]:
-            artists.append(ax.text(xmax / 2, y, f"PE {y}: {_missing_label(p)}", ha="center", va="center",
-                                   fontsize=FONT, color="#b00000", weight="bold", zorder=4))
+            artists.append(
+                ax.text(
+                    xmax / 2,
+                    y,
+                    f"PE {y}: {_missing_label(p)}",
+                    ha="center",
+                    va="center",
+                    fontsize=FONT,
+                    color="#b00000",
+                    weight="bold",
+                    zorder=4,
+                )
+            )
             continue
         for i, b in enumerate(p["blocks"]):
             if b["offset"] is None and not layout:
                 continue
             colour = colours.get(b["name"], "white")
             x, width = (i + 0.03, 0.94) if layout else (b["offset"], max(b["bytes"], xmax * 0.004))
-            artists.append(ax.add_patch(Rectangle((x, y - 0.35), width, 0.7, facecolor=colour, linewidth=0.6,
-                                                  edgecolor="black" if b["name"] else "#999999", zorder=2,
-                                                  hatch=None if b["name"] else "//")))
+            artists.append(
+                ax.add_patch(
+                    Rectangle(
+                        (x, y - 0.35),
+                        width,
+                        0.7,
+                        facecolor=colour,
+                        linewidth=0.6,
+                        edgecolor="black" if b["name"] else "#999999",
+                        zorder=2,
+                        hatch=None if b["name"] else "//",
+                    )
+                )
+            )
             if layout:
                 label = f"{b['name'] or 'unnamed'}\n{format_size(b['bytes'])} @ {b['offset'] or 0:#x}"
                 if blocks > 8:
                     label = (b["name"] or "") if blocks <= 24 else ""
-                artists.append(ax.text(x + 0.47, y, label, ha="center", va="center", fontsize=FONT - 1,
-                                       color="black" if b["name"] is None else "white", weight="bold",
-                                       zorder=3, clip_on=True))
+                artists.append(
+                    ax.text(
+                        x + 0.47,
+                        y,
+                        label,
+                        ha="center",
+                        va="center",
+                        fontsize=FONT - 1,
+                        color="black" if b["name"] is None else "white",
+                        weight="bold",
+                        zorder=3,
+                        clip_on=True,
+                    )
+                )
         if not layout:
             used, size = p["heap"]["used"] or 0, p["heap"]["size"] or 0
             pct = "?" if not size else (f"{100 * used / size:.2g}%" if used >= size / 1000 or not used else "<0.1%")
@@ -134,13 +181,15 @@ def plot_heap(snapshot: "Snapshot", ax: Axes | None = None, layout: bool = False
     ax.spines[["top", "right"]].set_visible(False)
     if layout:
         ax.set_xticks([])
-        ax.set_title("allocations in heap order (equal widths, not to scale): name, size @ offset",
-                     fontsize=FONT, loc="left")
+        ax.set_title(
+            "allocations in heap order (equal widths, not to scale): name, size @ offset", fontsize=FONT, loc="left"
+        )
     else:
         _size_ticks(ax)
         ax.tick_params(axis="x", labelsize=FONT - 1)
-        ax.set_title(f"symmetric heap to scale: {format_size(max(sizes or [0]))} per PE, grey = free",
-                     fontsize=FONT, loc="left")
+        ax.set_title(
+            f"symmetric heap to scale: {format_size(max(sizes or [0]))} per PE, grey = free", fontsize=FONT, loc="left"
+        )
     return artists
 
 
@@ -219,8 +268,9 @@ def _outline(ax, mask, artists, colour="#d62728"):
         )
 
 
-def plot_values(snapshot: "Snapshot", name: str, ax: Axes | None = None, reference: int | None = None,
-                outline: bool = True) -> list[Artist]:
+def plot_values(
+    snapshot: "Snapshot", name: str, ax: Axes | None = None, reference: int | None = None, outline: bool = True
+) -> list[Artist]:
     """Heatmap of array ``name``: PE x element for 1-D arrays, one panel per PE otherwise.
 
     Small rows get their numbers written in; cells where a PE differs
@@ -248,8 +298,18 @@ def plot_values(snapshot: "Snapshot", name: str, ax: Axes | None = None, referen
             _outline(a, mask, artists)
         for p in snapshot.pes:
             if name not in p["arrays"]:
-                artists.append(a.text(shown.shape[1] / 2 - 0.5, p["pe"], _missing_label(p), ha="center", va="center",
-                                      fontsize=FONT, color="#b00000", weight="bold"))
+                artists.append(
+                    a.text(
+                        shown.shape[1] / 2 - 0.5,
+                        p["pe"],
+                        _missing_label(p),
+                        ha="center",
+                        va="center",
+                        fontsize=FONT,
+                        color="#b00000",
+                        weight="bold",
+                    )
+                )
         cb = a.figure.colorbar(im, ax=a, pad=0.01)
         cb.ax.tick_params(labelsize=FONT - 1)
         a.set_title(_title(snapshot, name) + clipped, fontsize=FONT + 1, loc="left")
@@ -271,7 +331,7 @@ def plot_values(snapshot: "Snapshot", name: str, ax: Axes | None = None, referen
             artists += _annotate(a, values.reshape(panels.shape)[pe], panels[pe], vmin, vmax)
         if outline:
             _outline(a, masks[pe], artists)
-    for a in axes[snapshot.npes:]:
+    for a in axes[snapshot.npes :]:
         a.set_visible(False)
     fig = axes[0].figure
     cb = fig.colorbar(im, ax=axes[: snapshot.npes], shrink=0.85, pad=0.01)
@@ -298,7 +358,7 @@ def colour_range(values):
         inner = finite[(finite >= q1 - 3 * (q3 - q1)) & (finite <= q3 + 3 * (q3 - q1))]
         rlo, rhi = float(inner.min()), float(inner.max())
         if rhi > rlo and hi - lo > 10 * (rhi - rlo):
-            note = (f"\ncolours span {rlo:.4g}..{rhi:.4g} (outliers saturate); true min {lo:.4g}, max {hi:.4g}")
+            note = f"\ncolours span {rlo:.4g}..{rhi:.4g} (outliers saturate); true min {lo:.4g}, max {hi:.4g}"
             lo, hi = rlo, rhi
     if lo == hi:
         lo, hi = lo - 0.5, hi + 0.5
@@ -321,8 +381,11 @@ def _annotate(ax, raw, shown, vmin, vmax):
         if not np.isfinite(shown[y, x]):
             continue
         text = f"{v:.3g}" if raw.dtype.kind in "fc" else str(v)
-        artists.append(ax.text(x, y, text, ha="center", va="center", fontsize=FONT - 2,
-                               color="white" if shown[y, x] < mid else "black"))
+        artists.append(
+            ax.text(
+                x, y, text, ha="center", va="center", fontsize=FONT - 2, color="white" if shown[y, x] < mid else "black"
+            )
+        )
     return artists
 
 
@@ -339,8 +402,15 @@ def _pooled(mask, max_rows, max_cols):
 
 def _mask_image(ax, mask, max_rows, max_cols, **kw):
     rows, cols = mask.shape
-    return ax.imshow(_pooled(mask, max_rows, max_cols), cmap=DIFF_CMAP, vmin=0, vmax=1, interpolation="nearest",
-                     extent=(-0.5, cols - 0.5, rows - 0.5, -0.5), **kw)
+    return ax.imshow(
+        _pooled(mask, max_rows, max_cols),
+        cmap=DIFF_CMAP,
+        vmin=0,
+        vmax=1,
+        interpolation="nearest",
+        extent=(-0.5, cols - 0.5, rows - 0.5, -0.5),
+        **kw,
+    )
 
 
 def plot_diff(snapshot: "Snapshot", name: str, reference: int | None = None, ax: Axes | None = None) -> list[Artist]:
@@ -362,8 +432,11 @@ def plot_diff(snapshot: "Snapshot", name: str, reference: int | None = None, ax:
         a.set_xlabel(_x_label(snapshot, name).replace(": block means", ""), fontsize=FONT)
         _index_ticks(a, _block(snapshot, name), rows=False)
         a.tick_params(axis="x", labelsize=FONT - 1)
-        a.set_title(f"diff of {name} against {against}: red = differs ({unit} per PE in brackets)",
-                    fontsize=FONT + 1, loc="left")
+        a.set_title(
+            f"diff of {name} against {against}: red = differs ({unit} per PE in brackets)",
+            fontsize=FONT + 1,
+            loc="left",
+        )
         return artists
     panels_mask = mask.reshape(panels.shape)
     for pe in range(snapshot.npes):
@@ -377,7 +450,7 @@ def plot_diff(snapshot: "Snapshot", name: str, reference: int | None = None, ax:
         a.set_title(f"PE {pe}: {label}", fontsize=FONT + 1, color="#d62728" if counts[pe] else "black")
         a.tick_params(labelsize=FONT - 2)
         _index_ticks(a, _block(snapshot, name))
-    for a in axes[snapshot.npes:]:
+    for a in axes[snapshot.npes :]:
         a.set_visible(False)
     axes[0].figure.suptitle(f"diff of {name} against {against}: red = differs", fontsize=FONT + 1, x=0.01, ha="left")
     return artists
@@ -426,8 +499,9 @@ def diff_figure(snapshot, name, reference=None):
     return fig
 
 
-def static_figure(snapshot: "Snapshot", name: str | None = None, reference: int | None = None,
-                  fig: Figure | None = None) -> Figure:
+def static_figure(
+    snapshot: "Snapshot", name: str | None = None, reference: int | None = None, fig: Figure | None = None
+) -> Figure:
     """Heap map, then values and diff of ``name`` (default: the first array), on one figure.
 
     Draws on ``fig`` when given (e.g. a pyplot figure, to show it), else on a new ``Figure``.

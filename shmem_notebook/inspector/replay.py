@@ -102,18 +102,38 @@ def draw_frame(trace, index, fig=None, arrays=None):
         (x0, y0), (x1, y1) = _box_xy(src, trace.npes), _box_xy(dst, trace.npes)
         start, end = (x0 + 1.3, y0 + 1.85), (x1 + 1.3, y1 + 1.85)  # from the top of one box to another's
         rad = -0.3 if x1 >= x0 else 0.3  # arcs bow upwards, above the boxes
-        ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=14, color="#c4302b", lw=1.4,
-                                     connectionstyle=f"arc3,rad={rad}", shrinkA=2, shrinkB=2))
+        ax.add_patch(
+            FancyArrowPatch(
+                start,
+                end,
+                arrowstyle="-|>",
+                mutation_scale=14,
+                color="#c4302b",
+                lw=1.4,
+                connectionstyle=f"arc3,rad={rad}",
+                shrinkA=2,
+                shrinkB=2,
+            )
+        )
         distance = ((x1 - x0) ** 2 + (y1 - y0) ** 2) ** 0.5
-        label = ax.text((x0 + x1) / 2 + 1.3, max(y0, y1) + 1.9 + 0.15 * distance, str(number), fontsize=7,
-                        color="white", ha="center", va="bottom", fontweight="bold",
-                        bbox={"boxstyle": "circle,pad=0.2", "fc": "#c4302b", "ec": "none"})
+        label = ax.text(
+            (x0 + x1) / 2 + 1.3,
+            max(y0, y1) + 1.9 + 0.15 * distance,
+            str(number),
+            fontsize=7,
+            color="white",
+            ha="center",
+            va="bottom",
+            fontweight="bold",
+            bbox={"boxstyle": "circle,pad=0.2", "fc": "#c4302b", "ec": "none"},
+        )
         _place(label, placed, renderer, 0.25)
     lines = [f"{number:>2}  PE {src} \u2192 PE {dst}: {text}" for number, (src, dst, text) in enumerate(arrows, 1)]
     for column, chunk in enumerate((lines[:legend], lines[legend:])):
         if chunk:
-            fig.text(0.02 + 0.5 * column, share, "\n".join(chunk), fontsize=7, family="monospace", va="top",
-                     color="#7a1f1b")
+            fig.text(
+                0.02 + 0.5 * column, share, "\n".join(chunk), fontsize=7, family="monospace", va="top", color="#7a1f1b"
+            )
     more = len(transfers(trace, frame)) - len(arrows)
     extra = f" ({more} more transfers not drawn)" if more > 0 else ""
     fig.suptitle(f"step {index + 1} of {len(frames)}: {frame['title']}{extra}", fontsize=10)
@@ -165,8 +185,10 @@ class Replay(widgets.VBox):
 
     def static_text(self):
         """The steps as text: title, then one line per transfer."""
-        lines = [f"replay: {plural(len(self.trace.frames()), 'step')}, {plural(len(self.trace.events), 'event')}, "
-                 f"{plural(self.trace.npes, 'PE')}"]
+        lines = [
+            f"replay: {plural(len(self.trace.frames()), 'step')}, {plural(len(self.trace.events), 'event')}, "
+            f"{plural(self.trace.npes, 'PE')}"
+        ]
         for i, frame in enumerate(self.trace.frames()):
             lines.append(f"step {i + 1}: {frame['title']}")
             arrows = transfers(self.trace, frame)
@@ -176,8 +198,7 @@ class Replay(widgets.VBox):
     def static_html(self):
         png = base64.b64encode(self.image.value).decode()
         steps = "".join(f"<li>{html.escape(f['title'])}</li>" for f in self.trace.frames())
-        return (f'<div class="shmem-replay-static"><img src="data:image/png;base64,{png}"/>'
-                f"<ol>{steps}</ol></div>")
+        return f'<div class="shmem-replay-static"><img src="data:image/png;base64,{png}"/><ol>{steps}</ol></div>'
 
     def _repr_mimebundle_(self, **kwargs):
         data = super()._repr_mimebundle_(**kwargs) or {}

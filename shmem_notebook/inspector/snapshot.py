@@ -212,7 +212,7 @@ class Snapshot:
             verb = "agrees" if len(holders) == 1 else "agree"
             return f"{name}: PE {pe_ranges(holders)} {verb} with {against} on all {total} {what}"
         if len(counts) == 1:
-            (pe, c), = counts.items()
+            ((pe, c),) = counts.items()
             text = f"{name}: PE {pe} differs from {against} at {c} of {total} {what}"
         else:
             parts = ", ".join(f"PE {pe} at {c}" for pe, c in counts.items())
@@ -222,9 +222,11 @@ class Snapshot:
             _, held = _consensus(keys)
             split = int((2 * held <= len(keys)).sum())
             if split:
-                text = (f"{name}: no majority: no value is held by more than half of the PEs at {split} of {total} "
-                        f"{what}, so the consensus there is only the most common value (ties: the lowest PE's); "
-                        f"choose a reference PE to compare with. " + text[len(name) + 2:])
+                text = (
+                    f"{name}: no majority: no value is held by more than half of the PEs at {split} of {total} "
+                    f"{what}, so the consensus there is only the most common value (ties: the lowest PE's); "
+                    f"choose a reference PE to compare with. " + text[len(name) + 2 :]
+                )
         return text
 
 
@@ -232,8 +234,10 @@ def _describe_pattern(name, mask, counts, total):
     """``name: PEs hold different data by design (...); PE 3 breaks the shared pattern at 1 of 16 elements: [5]``"""
     by_design = f"{name}: PEs hold different data by design (value = a[i] + b[pe] fits the rest)"
     if not counts:
-        return (f"{name}: PEs hold different data by design, all in one pattern (value = a[i] + b[pe]); "
-                "no element breaks it")
+        return (
+            f"{name}: PEs hold different data by design, all in one pattern (value = a[i] + b[pe]); "
+            "no element breaks it"
+        )
     parts = []
     for pe, count in counts.items():
         where = [tuple(int(i) for i in np.unravel_index(k, mask.shape[1:])) for k in np.flatnonzero(mask[pe])[:3]]

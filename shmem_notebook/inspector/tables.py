@@ -73,17 +73,19 @@ def state_table(snapshot: "Snapshot", html_out: bool = True) -> str:
             tail_cell = f"<pre>{_e(tail)}</pre>" if tail else ""
         else:
             state_cell, outcome_cell, tail_cell = state, outcome, tail.splitlines()[-1] if tail else ""
-        rows.append([
-            (f"PE {p['pe']}", ""),
-            (state_cell, "l"),
-            (outcome_cell, "l"),
-            (seconds, ""),
-            (format_size(p["rss"]) if p["rss"] else "-", ""),
-            (p["pid"] or "-", ""),
-            (_e(p["host"] or "-") if html_out else p["host"] or "-", "l"),
-            (used, ""),
-            (tail_cell, "l"),
-        ])
+        rows.append(
+            [
+                (f"PE {p['pe']}", ""),
+                (state_cell, "l"),
+                (outcome_cell, "l"),
+                (seconds, ""),
+                (format_size(p["rss"]) if p["rss"] else "-", ""),
+                (p["pid"] or "-", ""),
+                (_e(p["host"] or "-") if html_out else p["host"] or "-", "l"),
+                (used, ""),
+                (tail_cell, "l"),
+            ]
+        )
     header = ["PE", "state", "last cell", "took", "RSS", "pid", "host", "heap used / size", "output (tail)"]
     return _table("shmem-pe-state", header, rows, html_out)
 
@@ -102,8 +104,15 @@ def arrays_table(snapshot, html_out=True):
             origin = "declared" if info["declared"] else "shmem4py"
             if b["aliases"]:
                 origin += f" (also {', '.join(b['aliases'])})"
-            cells = [b["name"], info["dtype"], list(info["shape"]), info["bytes"], f"{b['offset']:#x}", origin,
-                     how + ("" if len(holders) == snapshot.npes else f" (PE {','.join(map(str, holders))})")]
+            cells = [
+                b["name"],
+                info["dtype"],
+                list(info["shape"]),
+                info["bytes"],
+                f"{b['offset']:#x}",
+                origin,
+                how + ("" if len(holders) == snapshot.npes else f" (PE {','.join(map(str, holders))})"),
+            ]
         rows.append([(_e(c) if html_out else c, "l" if i in (0, 1, 5, 6) else "") for i, c in enumerate(cells)])
     if first and first["omitted"]["count"]:
         more = f"(+{first['omitted']['count']} more)"
@@ -148,7 +157,7 @@ def values_table(snapshot, name, reference=None, html_out=True, races=None, flat
     if columns == per_pe:
         header = ["PE"] + [index(i) for i in range(per_pe)]
     else:
-        header = ["PE", "[" + ", ".join("ijklmnop"[:len(shape) - 1]) + ", :]"] + [str(j) for j in range(columns)]
+        header = ["PE", "[" + ", ".join("ijklmnop"[: len(shape) - 1]) + ", :]"] + [str(j) for j in range(columns)]
     rows = []
     for pe in range(snapshot.npes):
         label = f"PE {pe}" + (" (ref)" if pe == reference else "")

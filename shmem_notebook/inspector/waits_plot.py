@@ -31,8 +31,10 @@ def draw_waits(waits, fig=None):
     for row, entry in enumerate(entries):
         left = 0.0
         parts = [("computing", entry.compute, "#bbbbbb")]
-        parts += [(f"{call} at {where(line)}" if line else call, entry.waiting.get((call, line), 0.0), colour)
-                  for (call, line), colour in zip(shown, _COLOURS)]
+        parts += [
+            (f"{call} at {where(line)}" if line else call, entry.waiting.get((call, line), 0.0), colour)
+            for (call, line), colour in zip(shown, _COLOURS)
+        ]
         parts.append(("other waits", entry.waited - sum(entry.waiting.get(k, 0.0) for k in shown), "#8c564b"))
         parts.append(("other calls", entry.calls, "#56b4e9"))
         for label, seconds, colour in parts:
@@ -65,8 +67,9 @@ def draw_timeline(trace, fig=None, ax=None):
     for pe, lane in by_pe.items():
         for s in lane:
             colour = _KIND.get(kind_of(s.op), "#888888")
-            ax.broken_barh([((s.start - zero) / 1e6, max((s.end - s.start) / 1e6, 1e-3))], (pe - 0.35, 0.7),
-                           facecolors=colour)
+            ax.broken_barh(
+                [((s.start - zero) / 1e6, max((s.end - s.start) / 1e6, 1e-3))], (pe - 0.35, 0.7), facecolors=colour
+            )
             target = s.event.get("target")
             if s.op in TRANSFERS and target is not None and target != pe:
                 a, b = (target, pe) if s.op in READS else (pe, target)

@@ -73,18 +73,21 @@ class Inspector(widgets.VBox):
             description="Refresh", icon="refresh", tooltip="gather from every PE again"
         )
         self.auto_box = widgets.Checkbox(description="refresh after every %%pxshmem cell", indent=False)
-        self.flat_box = widgets.Checkbox(description="flat (one row per PE)", indent=False,
-                                         layout=widgets.Layout(width="200px"))
+        self.flat_box = widgets.Checkbox(
+            description="flat (one row per PE)", indent=False, layout=widgets.Layout(width="200px")
+        )
         self.heap_image = _image("shmem-heapmap")
         self.arrays_html = _html("shmem-arrays-html")
         self.array_select = widgets.Dropdown(description="array", layout=widgets.Layout(width="220px"))
-        self.reference_select = widgets.Dropdown(description="diff against", layout=widgets.Layout(width="300px"),
-                                                 style={"description_width": "initial"})
+        self.reference_select = widgets.Dropdown(
+            description="diff against", layout=widgets.Layout(width="300px"), style={"description_width": "initial"}
+        )
         self.values_image = _image("shmem-heatmap")
         self.values_html = _html("shmem-values-html")
         self.diff_image = _image("shmem-diff")
         self.diff_html = _html("shmem-diff-summary")
         self.state_html = _html("shmem-pe-state-html")
+
         def heading(text):
             return widgets.HTML(f"<h4 style='margin:8px 0 2px 0'>{html.escape(text)}</h4>")
 
@@ -96,8 +99,10 @@ class Inspector(widgets.VBox):
                 self.heap_image,
                 self.arrays_html,
                 heading("Values"),
-                widgets.HBox([self.array_select, self.reference_select, self.flat_box],
-                             layout=widgets.Layout(align_items="center")),
+                widgets.HBox(
+                    [self.array_select, self.reference_select, self.flat_box],
+                    layout=widgets.Layout(align_items="center"),
+                ),
                 self.diff_html,
                 self.values_image,
                 self.values_html,
@@ -275,8 +280,11 @@ class Inspector(widgets.VBox):
         snap = self.snapshot
         png = plots.figure_png(self.figure())
         diff = f"<p><b>{html.escape(snap.describe_diff(self.array, self.reference))}</b></p>" if self.array else ""
-        values = (tables.values_table(snap, self.array, self.reference, races=self._races(), flat=self.flat)
-                  if self.array else "")
+        values = (
+            tables.values_table(snap, self.array, self.reference, races=self._races(), flat=self.flat)
+            if self.array
+            else ""
+        )
         return (
             f'<div class="shmem-inspector-static"><p>{self._title_html()}</p>'
             f'<img class="shmem-static-figure" src="data:image/png;base64,{base64.b64encode(png).decode()}"/>'
@@ -290,8 +298,9 @@ class Inspector(widgets.VBox):
         parts = [f"OpenSHMEM inspector: {tables.summary_line(snap)}", tables.arrays_table(snap, html_out=False)]
         if self.array:
             parts.append(snap.describe_diff(self.array, self.reference))
-            numbers = tables.values_table(snap, self.array, self.reference, html_out=False, races=self._races(),
-                                          flat=self.flat)
+            numbers = tables.values_table(
+                snap, self.array, self.reference, html_out=False, races=self._races(), flat=self.flat
+            )
             if numbers:
                 parts.append(numbers)
         parts.append(tables.state_table(snap, html_out=False))
@@ -352,14 +361,25 @@ class Inspector(widgets.VBox):
 def _heap_key(snap):
     """What the heap map shows: per PE its reachability, heap use and allocations."""
     return tuple(
-        (p["state"], p["reachable"], p["heap"]["used"], p["heap"]["size"],
-         tuple((b["name"], b["offset"], b["bytes"]) for b in p["blocks"]))
+        (
+            p["state"],
+            p["reachable"],
+            p["heap"]["used"],
+            p["heap"]["size"],
+            tuple((b["name"], b["offset"], b["bytes"]) for b in p["blocks"]),
+        )
         for p in snap.pes
     )
 
 
-def inspect(job: "Job | None" = None, auto: bool = False, array: str | None = None, reference: int | None = None,
-            timeout: float = DEFAULT_TIMEOUT, budget: int = DEFAULT_BUDGET) -> "Inspector":
+def inspect(
+    job: "Job | None" = None,
+    auto: bool = False,
+    array: str | None = None,
+    reference: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    budget: int = DEFAULT_BUDGET,
+) -> "Inspector":
     """Display the inspector of ``job`` (default: the current job) and return it.
 
     ``auto=True`` refreshes it after every ``%%pxshmem`` cell; ``array``

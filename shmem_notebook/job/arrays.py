@@ -181,8 +181,10 @@ class SymmetricArrays:
         """Whether gather may hand arrays over in shared memory: every PE on this host, rc.gather
         'shm' or 'file'."""
         here = socket.gethostname()
-        return rc.gather in ("shm", "file") and os.path.isdir(SHM_DIR) and all(
-            info.get("host") == here for info in self.pes.values()
+        return (
+            rc.gather in ("shm", "file")
+            and os.path.isdir(SHM_DIR)
+            and all(info.get("host") == here for info in self.pes.values())
         )
 
     def pull(self: JobMembers, name: str, stack: bool | None = None) -> np.ndarray | dict[int, Any]:
@@ -194,9 +196,10 @@ class SymmetricArrays:
         """
         self._require_running("pull")
         values = self._values("pull", name)
-        stackable = all(isinstance(v, (np.ndarray, np.generic, int, float, complex)) for v in values.values()) and len(
-            {np.shape(v) for v in values.values()}
-        ) == 1
+        stackable = (
+            all(isinstance(v, (np.ndarray, np.generic, int, float, complex)) for v in values.values())
+            and len({np.shape(v) for v in values.values()}) == 1
+        )
         if stack and not stackable:
             raise InputError(
                 f"{name!r} cannot be stacked: the PEs hold values that are not arrays or numbers of one shape; "
@@ -223,8 +226,11 @@ class SymmetricArrays:
         (status, detail), pes = next(iter(problems.items()))
         where = "any PE" if len(pes) == self.n else f"PE {pe_ranges(pes)}"
         if status == "missing":
-            hint = (f"declared arrays: {', '.join(self.specs) or 'none'}; names exist once a cell assigned them"
-                    if op == "gather" else "names exist once a cell assigned them")
+            hint = (
+                f"declared arrays: {', '.join(self.specs) or 'none'}; names exist once a cell assigned them"
+                if op == "gather"
+                else "names exist once a cell assigned them"
+            )
             raise InputError(f"no variable named {name!r} on {where}; {hint}")
         if status == "not symmetric":
             raise InputError(

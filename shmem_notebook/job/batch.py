@@ -67,8 +67,10 @@ def prologue_lines(prologue):
     if isinstance(prologue, str):
         prologue = [prologue]
     if not all(isinstance(line, str) for line in prologue):
-        raise InputError(f"sbatch_prologue is shell lines (a string or a list of strings), got {prologue!r}; "
-                         "e.g. 'module load openmpi/4.1'")
+        raise InputError(
+            f"sbatch_prologue is shell lines (a string or a list of strings), got {prologue!r}; "
+            "e.g. 'module load openmpi/4.1'"
+        )
     return [line for text in prologue for line in text.splitlines() if line.strip()]
 
 
@@ -102,8 +104,11 @@ def sbatch_script(n, program_path, heap, options=None, runner=None, python=None)
     if prologue:
         lines += ["", "# the site's setup (--sbatch-prologue): the same Open MPI as where the notebook ran", *prologue]
     env = {k: v for k, v in platform_environment(environ={}, heap=heap).items() if k not in AS_ROOT}
-    lines += ["", "# what shmem_notebook's launcher gives the PEs on this platform (Open MPI 4.1.x OSHMEM); "
-              "what is set already wins"]
+    lines += [
+        "",
+        "# what shmem_notebook's launcher gives the PEs on this platform (Open MPI 4.1.x OSHMEM); "
+        "what is set already wins",
+    ]
     lines += [f'export {k}="${{{k}-{v}}}"' for k, v in env.items()]
     lines += ['if [ "$(id -u)" = 0 ]; then  # only a job that really runs as root: Open MPI refuses root unless told']
     lines += [f'    export {k}="${{{k}-1}}"' for k in AS_ROOT]

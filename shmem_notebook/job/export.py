@@ -40,9 +40,9 @@ FAILED = {
 #: what a cell option becomes in a program
 OPTION_NOTES = {
     "race": "--race: the race check is the notebook's; run this program under `python -m shmem_notebook.race -- "
-            "oshrun ...` for it",
+    "oshrun ...` for it",
     "stress": "--stress: the reruns with random delays are the notebook's (`python -m shmem_notebook.race --stress "
-              "SEED -- ...` does them for a program)",
+    "SEED -- ...` does them for a program)",
     "trace": "--trace: the recording for %shmem replay is the notebook's; left out",
     "timeout": "--timeout: a program has no per-cell timeout; give the batch job a time limit (sbatch --time)",
 }
@@ -91,8 +91,10 @@ def export(job, path, cells=None, slurm=False):
     path = os.fspath(path)
     library = getattr(job, "library", None)
     if slurm and library is not None and library.launcher != "openmpi":
-        raise InputError(f"--slurm writes an sbatch script for Open MPI's oshrun or srun; the {library.name} library "
-                         f"is not supported there yet: export without --slurm and run the program with its oshrun")
+        raise InputError(
+            f"--slurm writes an sbatch script for Open MPI's oshrun or srun; the {library.name} library "
+            f"is not supported there yet: export without --slurm and run the program with its oshrun"
+        )
     chosen, left_out = select(job.history, cells)
     if not chosen:
         said = "no cell has run in this job yet" if not job.history else "none of the cells ran without an error"
@@ -146,8 +148,10 @@ def _wanted(cells):
             else:
                 found.update(range(int(first), int(last or first) + 1))
         except ValueError:
-            raise InputError(f"cannot read cells {cells!r}: use numbers and ranges of In[k], e.g. '4,6-8' "
-                             "(In[k].2 for the second job.run of a cell)") from None
+            raise InputError(
+                f"cannot read cells {cells!r}: use numbers and ranges of In[k], e.g. '4,6-8' "
+                "(In[k].2 for the second job.run of a cell)"
+            ) from None
     return found
 
 
@@ -188,8 +192,7 @@ def _alloc(spec):
 
 def _header(record):
     declared = " ".join(record.options.get("declared", []))
-    flags = " ".join(f"--{k}" if v is True else f"--{k} {v}" for k, v in record.options.items()
-                     if k in OPTION_NOTES)
+    flags = " ".join(f"--{k}" if v is True else f"--{k} {v}" for k, v in record.options.items() if k in OPTION_NOTES)
     magic = " ".join(filter(None, ["%%pxshmem", declared, flags]))
     title = f"# ---- {record.label}: {magic} "
     return title + "-" * max(4, 96 - len(title))
@@ -201,11 +204,13 @@ def _cell_block(record, prev, stored, bound_names, needs):
     if prev is not None:  # every PE ended the cell before: ordered as in the notebook, nothing completed
         out[1:1] = ["shmem.sync_all()  # the cell boundary: every PE finished the cell above before the next starts"]
     if prev is not None and prev.pids and record.pids and prev.pids != record.pids:
-        out += ["# the job was restarted before this cell (%shmem restart): its PEs started afresh with the declared",
-                "# arrays zeroed; here the variables stay and the arrays are zeroed",
-                "for _name in _declared:",
-                "    _declared[_name][...] = 0",
-                "shmem.barrier_all()"]
+        out += [
+            "# the job was restarted before this cell (%shmem restart): its PEs started afresh with the declared",
+            "# arrays zeroed; here the variables stay and the arrays are zeroed",
+            "for _name in _declared:",
+            "    _declared[_name][...] = 0",
+            "shmem.barrier_all()",
+        ]
     before = prev.arrays if prev is not None else {}
     now = {name: parse_spec(text) for name, text in record.arrays.items()}
     for name in reversed(list(before)):
@@ -241,8 +246,10 @@ def _cell_block(record, prev, stored, bound_names, needs):
     try:
         compile(text, record.label, "exec")
     except SyntaxError as exc:
-        text = "\n".join([f"pass  # left out: not valid Python once the notebook's syntax is gone ({exc.msg})"]
-                         + [f"# {line}" for line in text.splitlines()])
+        text = "\n".join(
+            [f"pass  # left out: not valid Python once the notebook's syntax is gone ({exc.msg})"]
+            + [f"# {line}" for line in text.splitlines()]
+        )
     out.append(text)
     stored.update(names_stored(text))
     return out
@@ -323,8 +330,9 @@ def _preamble(name, records, left_out, job, needs, used):
             "",
             "        shmem.array = _array",
         ]
-    if "collectives" in used or any("shmem_notebook.collectives" in r.code or "import collectives" in r.code
-                                    for r in records):
+    if "collectives" in used or any(
+        "shmem_notebook.collectives" in r.code or "import collectives" in r.code for r in records
+    ):
         lines += [
             "",
             "# the teaching collectives the cells call (shmem_notebook must be installed for them)",

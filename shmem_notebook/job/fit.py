@@ -22,8 +22,15 @@ from ..errors import LaunchError
 from ..specs import format_size
 from .shm import SHM_DIR, sysv_segments
 
-__all__ = ["PE_OVERHEAD", "TRANSPORT_SHM", "node_memory", "pes_per_node", "largest_heap", "heap_to_ask",
-           "check_heap_fits"]
+__all__ = [
+    "PE_OVERHEAD",
+    "TRANSPORT_SHM",
+    "node_memory",
+    "pes_per_node",
+    "largest_heap",
+    "heap_to_ask",
+    "check_heap_fits",
+]
 
 #: memory a PE process needs beside its heap (Python, ipyparallel, OSHMEM; ~85 MiB measured)
 PE_OVERHEAD = 128 << 20
@@ -157,8 +164,10 @@ def heap_to_ask(needed, n, hostfile=None):
     per_node = pes_per_node(n, hostfile, os.environ)
     if memory is not None and per_node * (needed + PE_OVERHEAD) > memory:
         most = largest_heap(per_node, memory)
-        return (f"no heap this node can give {per_node} PEs holds it (the largest is {most or 'none'} per PE): "
-                f"declare a smaller array or use fewer PEs per node")
+        return (
+            f"no heap this node can give {per_node} PEs holds it (the largest is {most or 'none'} per PE): "
+            f"declare a smaller array or use fewer PEs per node"
+        )
     return f"or start with a larger heap (`%shmem stop`, then `%shmem start -n {n} --heap {size}`)"
 
 

@@ -70,7 +70,10 @@ class Governor:
         pid_list = ",".join(f"{pe}:{pid}" for pe, pid in sorted(self.pids.items()))
         self.process = subprocess.Popen(
             [sys.executable, "-S", os.path.abspath(__file__), path, str(n), pid_list, str(after), str(BOARD_STRIDE)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=False,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=False,
         )
 
     @property

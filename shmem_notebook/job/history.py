@@ -68,16 +68,18 @@ class History(list):
         part = self[-1].part + 1 if count is not None and self and self[-1].count == count else 1
         if "declared" in options:  # as the notebook wrote them: "right=int64[4]"
             options = dict(options, declared=[str(spec) for spec in as_specs(options["declared"])])
-        self.append(CellRecord(
-            code=code,
-            arrays={name: str(spec) for name, spec in job.specs.items()},
-            options={k: v for k, v in options.items() if v not in (None, False)},
-            count=count,
-            part=part,
-            number=len(self) + 1,
-            outcome=result.outcome,
-            stdout=dict(result.stdout),
-            results=dict(result.results),
-            npes=job.n,
-            pids=tuple(info.get("pid") for _, info in sorted(job.pes.items())),
-        ))
+        self.append(
+            CellRecord(
+                code=code,
+                arrays={name: str(spec) for name, spec in job.specs.items()},
+                options={k: v for k, v in options.items() if v not in (None, False)},
+                count=count,
+                part=part,
+                number=len(self) + 1,
+                outcome=result.outcome,
+                stdout=dict(result.stdout),
+                results=dict(result.results),
+                npes=job.n,
+                pids=tuple(info.get("pid") for _, info in sorted(job.pes.items())),
+            )
+        )

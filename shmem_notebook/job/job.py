@@ -1,11 +1,9 @@
 """The :class:`Job`: one OpenSHMEM job of N PEs, each an ipyparallel engine whose id is its PE.
 
-Client side only: nothing here imports shmem4py. This module holds the process
-lifecycle (controller, ``oshrun``, restart, reaping); heap bookkeeping is in
-:mod:`.arrays`, failure diagnosis in :mod:`.health`, the cell path in
-:mod:`shmem_notebook.cells`. Calls that touch every PE (``run``, ``alloc``,
-``free``) are collective on the PEs: they go to all engines at once, in the
-same order.
+Client side only: nothing here imports shmem4py. This module holds the process lifecycle (controller,
+``oshrun``, restart, reaping); heap bookkeeping is in :mod:`.arrays`, failure diagnosis in :mod:`.health`,
+the cell path in :mod:`shmem_notebook.cells`. Calls that touch every PE (``run``, ``alloc``, ``free``)
+are collective on the PEs: they go to all engines at once, in the same order.
 """
 
 import contextlib
@@ -70,8 +68,10 @@ class Job(SymmetricArrays, Health, Asking):
         self.n, self.library = positive_int(n), library_named(o.library)  # one sentence now for a bad n or library
         self.slurm = bool(o.slurm)
         if self.slurm and self.library.launcher != "openmpi":
-            raise InputError(f"Slurm batch jobs start the PEs with Open MPI's oshrun or srun; the {self.library.name} "
-                             f"library is not supported there yet: start it without --slurm, inside an allocation")
+            raise InputError(
+                f"Slurm batch jobs start the PEs with Open MPI's oshrun or srun; the {self.library.name} "
+                f"library is not supported there yet: start it without --slurm, inside an allocation"
+            )
         self.restart_on_hang = bool(o.restart_on_hang)  # a hung cell restarts the job by itself
         asked_ip = o.ip or (rc.ip if rc.ip not in LOOPBACK else None)  # a SHMEM_NOTEBOOK_IP counts
         self.batch = batch_options(o, asked_ip)

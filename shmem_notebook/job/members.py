@@ -33,8 +33,9 @@ class JobMembers(Protocol):
     _cluster: Any  # ipyparallel.Cluster, None when stopped
     _pe_procs: dict[int, Any]  # PE -> psutil.Process, for PEs on this host
 
-    def ask(self, op: str, *args: Any, pes: Iterable[int] | None = None, timeout: float = 60.0,
-            partial: bool = False) -> dict[int, Any]: ...
+    def ask(
+        self, op: str, *args: Any, pes: Iterable[int] | None = None, timeout: float = 60.0, partial: bool = False
+    ) -> dict[int, Any]: ...
 
     def dead_pes(self, each: bool = True) -> list[int]: ...
 

@@ -20,8 +20,12 @@ def _ipython_call(line):
         return None
     stmt = tree.body[0]
     call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-            and isinstance(call.func.value, ast.Call) and getattr(call.func.value.func, "id", None) == "get_ipython"):
+    if not (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Call)
+        and getattr(call.func.value.func, "id", None) == "get_ipython"
+    ):
         return None
     try:
         args = [ast.literal_eval(a) for a in call.args]
@@ -59,8 +63,10 @@ def _plain_line(original, transformed, needs):
         needs.add("subprocess")
         if method == "system":
             return f"{indent}{assign}subprocess.run({command!r}, shell=True)  # {original.strip()}"
-        return (f"{indent}{assign}subprocess.run({command!r}, shell=True, capture_output=True, text=True)"
-                f".stdout.splitlines()  # {original.strip()}")
+        return (
+            f"{indent}{assign}subprocess.run({command!r}, shell=True, capture_output=True, text=True)"
+            f".stdout.splitlines()  # {original.strip()}"
+        )
     return _left_out(indent, original, "IPython syntax")
 
 
@@ -99,10 +105,16 @@ def _without_get_ipython(lines):
     except SyntaxError:
         return lines
     for node in ast.walk(tree):
-        if (isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                                                                  ast.If, ast.For, ast.While, ast.With, ast.Try))
-                and node.lineno == node.end_lineno and "get_ipython" in lines[node.lineno - 1]
-                and any(isinstance(n, ast.Name) and n.id == "get_ipython" for n in ast.walk(node))):
+        if (
+            isinstance(node, ast.stmt)
+            and not isinstance(
+                node,
+                (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.While, ast.With, ast.Try),
+            )
+            and node.lineno == node.end_lineno
+            and "get_ipython" in lines[node.lineno - 1]
+            and any(isinstance(n, ast.Name) and n.id == "get_ipython" for n in ast.walk(node))
+        ):
             line = lines[node.lineno - 1]
             indent = line[: len(line) - len(line.lstrip())]
             if line.strip() == ast.get_source_segment("\n".join(lines), node):
@@ -126,7 +138,7 @@ def show_last(text):
     if lines[last.end_lineno - 1].rstrip().endswith(";"):  # IPython shows nothing after a ';'
         return None
     segment = ast.get_source_segment(text, last.value)
-    rest = lines[last.end_lineno:]
+    rest = lines[last.end_lineno :]
     return "\n".join(
         lines[: last.lineno - 1] + [f"_show({segment})  # the last expression: Out[PE k] in the notebook"] + rest
     )

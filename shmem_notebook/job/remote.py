@@ -22,8 +22,14 @@ class _IOVec(ctypes.Structure):
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.process_vm_readv.restype = ctypes.c_ssize_t
-_libc.process_vm_readv.argtypes = [ctypes.c_int, ctypes.POINTER(_IOVec), ctypes.c_ulong,
-                                   ctypes.POINTER(_IOVec), ctypes.c_ulong, ctypes.c_ulong]
+_libc.process_vm_readv.argtypes = [
+    ctypes.c_int,
+    ctypes.POINTER(_IOVec),
+    ctypes.c_ulong,
+    ctypes.POINTER(_IOVec),
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+]
 
 
 def _namespace():

@@ -40,9 +40,13 @@ MIN_RESERVE = 256 << 20
 #: the site key of each start option a site may cap (``max_<name>``, ``max_pes`` for ``n``)
 KEYS = {f.name: "max_pes" if f.name == "n" else f"max_{f.name}" for f, o in declared() if o.limit}
 #: how a refusal says each limit (value, formatted)
-SAID = {"n": "at most {} PEs per job", "heap": "a heap of at most {} per PE",
-        "timeout": "a cell timeout of at most {} s", "nodes": "at most {} nodes per batch job",
-        "time": "a batch time limit of at most {}"}
+SAID = {
+    "n": "at most {} PEs per job",
+    "heap": "a heap of at most {} per PE",
+    "timeout": "a cell timeout of at most {} s",
+    "nodes": "at most {} nodes per batch job",
+    "time": "a batch time limit of at most {}",
+}
 
 
 class Policy:
@@ -72,7 +76,7 @@ def policy():
     except (OSError, ValueError) as e:
         raise LaunchError(f"the site policy {path} cannot be read ({e}); no job starts until it is fixed") from None
     if not isinstance(text, dict):
-        raise LaunchError(f"the site policy {path} must be a JSON object such as {{\"max_pes\": 4}}; no job starts")
+        raise LaunchError(f'the site policy {path} must be a JSON object such as {{"max_pes": 4}}; no job starts')
     return _read(path, text)
 
 
@@ -89,8 +93,11 @@ def _read(path, text):
         if key in text:
             value = text[key]
             limit = dict(declared())[_field(name)].limit
-            ok = isinstance(value, int) and not isinstance(value, bool) if name in ("n", "nodes") else (
-                isinstance(value, (str, int, float)) and not isinstance(value, bool))
+            ok = (
+                isinstance(value, int) and not isinstance(value, bool)
+                if name in ("n", "nodes")
+                else (isinstance(value, (str, int, float)) and not isinstance(value, bool))
+            )
             try:
                 number = limit(value) if ok else None
             except (ValueError, ArithmeticError):
@@ -137,14 +144,18 @@ def within_site(options, site=None):
             asked[name] = given(**{name: getattr(options, name)}).limits()[name]
     for name, (most, written) in site.limits.items():
         if name in asked and asked[name] > most:
-            raise LaunchError(f"this site allows {SAID.get(name, f'{name} of at most {{}}').format(written)} "
-                              f"{site.where(KEYS[name])}; you asked for {_asked(name, options, heap)}")
+            raise LaunchError(
+                f"this site allows {SAID.get(name, f'{name} of at most {{}}').format(written)} "
+                f"{site.where(KEYS[name])}; you asked for {_asked(name, options, heap)}"
+            )
     if site.max_jobs is not None:
         mine = running_jobs()
         if len(mine) >= site.max_jobs:
-            raise LaunchError(f"this site allows at most {plural(site.max_jobs, 'running job')} per user "
-                              f"{site.where('max_jobs')} and you have {len(mine)}: stop one (`%shmem stop` in its "
-                              f"notebook, or shut its kernel down) first")
+            raise LaunchError(
+                f"this site allows at most {plural(site.max_jobs, 'running job')} per user "
+                f"{site.where('max_jobs')} and you have {len(mine)}: stop one (`%shmem stop` in its "
+                f"notebook, or shut its kernel down) first"
+            )
     return heap
 
 
@@ -185,8 +196,16 @@ def admit(n, heap_bytes, hostfile=None, library="oshmem", shm_dir=SHM_DIR, memor
     else:
         free, total = memory
     st = os.statvfs(shm_dir)
-    admission(per_node, heap_bytes, free, total, st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize, shm_dir,
-              heap_in_shm=library != "oshmem")
+    admission(
+        per_node,
+        heap_bytes,
+        free,
+        total,
+        st.f_bavail * st.f_frsize,
+        st.f_blocks * st.f_frsize,
+        shm_dir,
+        heap_in_shm=library != "oshmem",
+    )
 
 
 def admission(per_node, heap_bytes, free, total, shm_free, shm_size, shm_dir=SHM_DIR, heap_in_shm=True):
@@ -202,7 +221,8 @@ def admission(per_node, heap_bytes, free, total, shm_free, shm_size, shm_dir=SHM
             raise LaunchError(
                 f"not admitted: {asked} need {format_size(needed)} of memory (with the PE processes) but this server "
                 f"has {format_size(free)} free, of which {format_size(keep)} is kept for others; ask for a smaller "
-                f"heap or fewer PEs, or wait for others' jobs to end")
+                f"heap or fewer PEs, or wait for others' jobs to end"
+            )
     keep = max(int(RESERVE * shm_size), min(MIN_RESERVE, shm_size // 4))
     needed = heaps * heap_in_shm + per_node * TRANSPORT_SHM
     if needed > shm_free - keep:
@@ -210,4 +230,5 @@ def admission(per_node, heap_bytes, free, total, shm_free, shm_size, shm_dir=SHM
         raise LaunchError(
             f"not admitted: {asked} need {format_size(needed)} of {shm_dir} ({what}) but it has "
             f"{format_size(shm_free)} free, of which {format_size(keep)} is kept for others; ask for a smaller heap "
-            f"or fewer PEs, or wait for others' jobs to end")
+            f"or fewer PEs, or wait for others' jobs to end"
+        )

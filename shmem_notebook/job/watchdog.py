@@ -20,8 +20,17 @@ import time
 
 import psutil
 
-__all__ = ["OWNER", "owned_by", "start_watchdog", "tell_watchdog", "stop_watchdog", "owned_processes", "kill_owned",
-           "cancel_batch_jobs", "remove_profile_files"]
+__all__ = [
+    "OWNER",
+    "owned_by",
+    "start_watchdog",
+    "tell_watchdog",
+    "stop_watchdog",
+    "owned_processes",
+    "kill_owned",
+    "cancel_batch_jobs",
+    "remove_profile_files",
+]
 
 OWNER = "SHMEM_NOTEBOOK_OWNER"
 

@@ -87,14 +87,18 @@ class Library:
         said = " and ".join(str(k) for k in sorted(set(npes)))
         chosen = self.env.get("OSHRUN_LAUNCHER") or os.environ.get("OSHRUN_LAUNCHER")
         if chosen:
-            cause = (f"its OSHRUN_LAUNCHER={chosen} is not the launcher this library was built for "
-                     f"(mpiexec.hydra for Sandia OpenSHMEM built with PMI); {self.hint}")
+            cause = (
+                f"its OSHRUN_LAUNCHER={chosen} is not the launcher this library was built for "
+                f"(mpiexec.hydra for Sandia OpenSHMEM built with PMI); {self.hint}"
+            )
         else:
             cause = self.launcher_problem() or (
                 f"{self.oshrun} is most likely not the launcher of the OpenSHMEM that {self.python}'s shmem4py "
-                f"was built against; {self.hint}")
-        raise LaunchError(f"the {n} PEs of {self.name!r} are not one OpenSHMEM job: they report n_pes() == {said}, "
-                          f"not {n}; {cause}")
+                f"was built against; {self.hint}"
+            )
+        raise LaunchError(
+            f"the {n} PEs of {self.name!r} are not one OpenSHMEM job: they report n_pes() == {said}, not {n}; {cause}"
+        )
 
     def launcher_problem(self):
         """Why this library's ``oshrun`` may not start its PEs as one job, or None: Sandia OpenSHMEM's
@@ -103,8 +107,10 @@ class Library:
             return None
         found = next((shutil.which(name) for name in SOS_SEARCH if shutil.which(name)), None)
         runs = found or "the first of " + ", ".join(SOS_SEARCH)
-        return (f"Sandia OpenSHMEM's oshrun without OSHRUN_LAUNCHER runs {runs}, most likely not the launcher it was "
-                f"built for: add \"OSHRUN_LAUNCHER\": \"mpiexec.hydra\" to the \"env\" of {self.name!r} ({self.hint})")
+        return (
+            f"Sandia OpenSHMEM's oshrun without OSHRUN_LAUNCHER runs {runs}, most likely not the launcher it was "
+            f'built for: add "OSHRUN_LAUNCHER": "mpiexec.hydra" to the "env" of {self.name!r} ({self.hint})'
+        )
 
     def command(self, n, env_names, oversubscribe=False, hostfile=""):
         """The launcher's arguments before the program: ``oshrun -n N ...``."""
@@ -201,9 +207,15 @@ def described(entries, path, key=""):
         for name, d in entries.items():
             if d.get("launcher", "openmpi") not in LAUNCHERS:
                 raise ValueError(f"launcher {d['launcher']!r} of {name!r} is not one of {', '.join(LAUNCHERS)}")
-            libraries[name] = Library(name, d["oshrun"], d.get("python", sys.executable), d.get("launcher", "openmpi"),
-                                      dict(d.get("env", {})), hint=f"fix its entry in {path}",
-                                      polls=bool(d.get("polls", True)))
+            libraries[name] = Library(
+                name,
+                d["oshrun"],
+                d.get("python", sys.executable),
+                d.get("launcher", "openmpi"),
+                dict(d.get("env", {})),
+                hint=f"fix its entry in {path}",
+                polls=bool(d.get("polls", True)),
+            )
         return libraries
     except (ValueError, KeyError, AttributeError, TypeError) as e:
         reason = f"an entry has no {e}" if isinstance(e, KeyError) else e
@@ -224,6 +236,7 @@ def library(name=None):
     name = name or rc.library
     libraries = known()
     if name not in libraries:
-        raise InputError(f"unknown OpenSHMEM library {name!r}; use one of {', '.join(libraries)} "
-                         f"(a site's own go in {_site()[1]})")
+        raise InputError(
+            f"unknown OpenSHMEM library {name!r}; use one of {', '.join(libraries)} (a site's own go in {_site()[1]})"
+        )
     return libraries[name]

@@ -32,6 +32,7 @@ from .slurm import sbatch_command
 
 __all__ = ["OshrunEngineSetLauncher", "check_oshrun", "check_shmem4py"]
 
+
 def check_oshrun(cmd=None, hostfile=None, library=None):
     """Fail early, in one sentence, when the library's ``oshrun`` (or ``cmd``), its PEs' Python or
     the hostfile is missing."""
@@ -80,8 +81,9 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
     nodes = Integer(None, allow_none=True, config=True, help="sbatch --nodes (None: Slurm decides).")
     account = Unicode("", config=True, help="sbatch --account ('' = your default account).")
     sbatch_args = List(Unicode(), config=True, help="More sbatch arguments, e.g. ['--qos=debug'].")
-    sbatch_prologue = List(Unicode(), config=True,
-                           help="Shell lines the batch job runs before oshrun, e.g. ['module load openmpi/4.1'].")
+    sbatch_prologue = List(
+        Unicode(), config=True, help="Shell lines the batch job runs before oshrun, e.g. ['module load openmpi/4.1']."
+    )
     batch_name = Unicode("shmem_notebook", config=True, help="Name of the batch job (sbatch --job-name).")
     batch_poll = Integer(1000, config=True, help="Milliseconds between queue queries while the batch job lives.")
     batch_runner = Unicode(config=True, help="What starts the PEs in the batch job: 'oshrun' or 'srun' (--mpi=pmix).")

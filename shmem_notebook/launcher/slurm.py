@@ -41,8 +41,9 @@ def check_slurm():
         raise LaunchError(f"--slurm needs {', '.join(missing)} on PATH; {SLURM_HINT}")
 
 
-def sbatch_command(n, command, name, output, partition=None, time=None, nodes=None, account=None, extra=(),
-                   prologue=()):
+def sbatch_command(
+    n, command, name, output, partition=None, time=None, nodes=None, account=None, extra=(), prologue=()
+):
     """``sbatch`` submitting ``command`` (a list) as a batch job of ``n`` tasks; prints the job id.
     ``prologue``: shell lines the job's script runs first (``module load ...``)."""
     args = ["sbatch", "--parsable", f"--job-name={name}", f"--ntasks={n}", f"--output={output}"]

@@ -2,6 +2,9 @@
 
 Each magic only parses its line, then calls one method of the current
 :class:`~shmem_notebook.job.Job`. Errors from shmem_notebook render as one line.
+
+Longer than 420 lines once formatted: one parser per ``%shmem`` subcommand, a few lines each,
+in one place.
 """
 
 import argparse
@@ -78,12 +81,19 @@ def _cell_parser():
 
 
 def _trace_args(p):
-    p.add_argument("action", choices=("save", "profile"), metavar="save|profile",
-                   help="save PATH: write the last traced cell as PATH.json (Perfetto) or PATH.otf2; profile: where "
-                        "each PE waited")
+    p.add_argument(
+        "action",
+        choices=("save", "profile"),
+        metavar="save|profile",
+        help="save PATH: write the last traced cell as PATH.json (Perfetto) or PATH.otf2; profile: where "
+        "each PE waited",
+    )
     p.add_argument("path", nargs="?", default=None, metavar="PATH", help="the file save writes (*.json or *.otf2)")
-    p.add_argument("--stress", action="store_true",
-                   help="the trace of the last cell's first stress rerun (`%%%%pxshmem --race --stress --trace`)")
+    p.add_argument(
+        "--stress",
+        action="store_true",
+        help="the trace of the last cell's first stress rerun (`%%%%pxshmem --race --stress --trace`)",
+    )
 
 
 def _replay_args(p):
@@ -141,8 +151,11 @@ PARSERS = {
         "operations earlier cells left in flight.",
     ),
     "replay": _parser("%shmem replay", _replay_args, "Replay the last --trace cell step by step."),
-    "trace": _parser("%shmem trace", _trace_args, "Save the last --trace cell for Perfetto or OTF2 tools, or show "
-                     "where each PE waited in it."),
+    "trace": _parser(
+        "%shmem trace",
+        _trace_args,
+        "Save the last --trace cell for Perfetto or OTF2 tools, or show where each PE waited in it.",
+    ),
     "export": _parser(
         "%shmem export",
         _export_args,
@@ -186,10 +199,14 @@ def overview(width=100):
             if sub == next(iter(ABOUT)):
                 lines.append("%shmem " + " | ".join(ABOUT))
             continue
-        lines += textwrap.wrap(_one_line(sub), width, subsequent_indent="    ", break_on_hyphens=False,
-                               break_long_words=False)
-    lines += ["", "%shmem SUBCOMMAND --help: what a subcommand does and each option's meaning",
-              "%%pxshmem --help: the cell magic's options"]
+        lines += textwrap.wrap(
+            _one_line(sub), width, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False
+        )
+    lines += [
+        "",
+        "%shmem SUBCOMMAND --help: what a subcommand does and each option's meaning",
+        "%%pxshmem --help: the cell magic's options",
+    ]
     return "\n".join(lines)
 
 
@@ -225,20 +242,23 @@ def format_status(rows):
     note = "".join(f"\nlibrary: {name} ({vendor}, OpenSHMEM {spec})" for name, vendor, spec in libraries)
     modes = sorted({r.get("teams") for r in rows} - {None})
     note += "".join(f"\n{TEAMS_NOTE.get(m, 'teams: ' + m)}" for m in modes)
-    return _table(
-        ("PE", "state", "pid", "host", "heap used / size"),
-        [
-            (
-                r["pe"],
-                r["state"],
-                r["pid"] or "-",
-                _host(r),
-                ("unknown" if r["heap_used"] is None else format_size(r["heap_used"]))
-                + f" / {format_size(r['heap_size'])}",
-            )
-            for r in rows
-        ],
-    ) + note
+    return (
+        _table(
+            ("PE", "state", "pid", "host", "heap used / size"),
+            [
+                (
+                    r["pe"],
+                    r["state"],
+                    r["pid"] or "-",
+                    _host(r),
+                    ("unknown" if r["heap_used"] is None else format_size(r["heap_used"]))
+                    + f" / {format_size(r['heap_size'])}",
+                )
+                for r in rows
+            ],
+        )
+        + note
+    )
 
 
 def format_arrays(rows):
@@ -369,8 +389,10 @@ class ShmemMagics(Magics):
         result = self._job("%shmem trace").last_result
         trace = result and (getattr(result.stages.get("stress"), "trace", None) if args.stress else result.trace)
         if trace is None and args.stress:
-            raise UsageError("%shmem trace --stress: the last cell's first stress rerun was not traced; run it with "
-                             "`%%pxshmem --race --stress --trace` first")
+            raise UsageError(
+                "%shmem trace --stress: the last cell's first stress rerun was not traced; run it with "
+                "`%%pxshmem --race --stress --trace` first"
+            )
         if trace is None:
             raise UsageError("%shmem trace: the last cell was not traced; run it with `%%pxshmem --trace` first")
         if args.action == "profile":
@@ -384,8 +406,7 @@ class ShmemMagics(Magics):
         except InputError as exc:
             raise UsageError(f"%shmem trace save: {exc}") from None
         opened = "open it in ui.perfetto.dev" if path.lower().endswith(".json") else "open it in Vampir"
-        print(f"trace saved: {path} ({plural(len(trace.events), 'call')} on {plural(trace.npes, 'PE')}; "
-              f"{opened})")
+        print(f"trace saved: {path} ({plural(len(trace.events), 'call')} on {plural(trace.npes, 'PE')}; {opened})")
         return None
 
     def _export(self, args):

@@ -7,12 +7,12 @@ npes = shmem.n_pes()
 
 count = 2
 
-source = shmem.zeros(count*npes, dtype="int32")
-dest = shmem.full(count*npes, 9999, dtype="int32")
+source = shmem.zeros(count * npes, dtype="int32")
+dest = shmem.full(count * npes, 9999, dtype="int32")
 
 for pe in range(0, npes):
     for i in range(0, count):
-        source[(pe*count) + i] = mype*npes + pe
+        source[(pe * count) + i] = mype * npes + pe
 
 print(f"{mype}: source = {source}")
 
@@ -26,8 +26,8 @@ print(f"{mype}: dest = {dest}")
 # verify results
 for pe in range(0, npes):
     for i in range(0, count):
-        if dest[(pe*count) + i] != pe*npes + mype:
-            print(f"[{mype}] ERROR: dest[{(pe*count) + i}]={dest[(pe*count) + i]}, should be {pe*npes + mype}")
+        if dest[(pe * count) + i] != pe * npes + mype:
+            print(f"[{mype}] ERROR: dest[{(pe * count) + i}]={dest[(pe * count) + i]}, should be {pe * npes + mype}")
 
 shmem.free(dest)
 shmem.free(source)

@@ -6,11 +6,11 @@ npes = shmem.n_pes()
 me = shmem.my_pe()
 
 src = shmem.array([11, 12, 13, 14])
-dst = shmem.full(npes*(1+npes)//2, -1)
+dst = shmem.full(npes * (1 + npes) // 2, -1)
 
 shmem.barrier_all()
 
-shmem.collect(dst, src, me+1)
+shmem.collect(dst, src, me + 1)
 
 print(f"AFTER: dst[{me}/{npes}] = {dst}")
 

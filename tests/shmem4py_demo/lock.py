@@ -5,8 +5,8 @@ from shmem4py import shmem
 lock = shmem.new_lock()
 mype = shmem.my_pe()
 
-count = shmem.array([0], dtype='i')
-val = shmem.array([0], dtype='i')
+count = shmem.array([0], dtype="i")
+val = shmem.array([0], dtype="i")
 
 shmem.set_lock(lock)
 shmem.get(val, count, 0)

@@ -5,10 +5,10 @@ mype = shmem.my_pe()
 npes = shmem.n_pes()
 nextpe = (mype + 1) % npes
 
-src = np.empty(1, dtype='i')
+src = np.empty(1, dtype="i")
 src[0] = nextpe
 
-dst = shmem.empty(1, dtype='i')
+dst = shmem.empty(1, dtype="i")
 dst[0] = -1
 
 shmem.barrier_all()

@@ -22,8 +22,19 @@ from .races import RaceRecording
 from .stress import StressDelays, declared_values, restore_arrays, save_arrays
 from .trace import TraceRecording
 
-__all__ = ["CAP", "race_start", "race_stop", "trace_start", "trace_stop", "stress_start", "stress_stop",
-           "save_arrays", "restore_arrays", "declared_values", "active"]
+__all__ = [
+    "CAP",
+    "race_start",
+    "race_stop",
+    "trace_start",
+    "trace_stop",
+    "stress_start",
+    "stress_stop",
+    "save_arrays",
+    "restore_arrays",
+    "declared_values",
+    "active",
+]
 
 from ...operations import CAP  # one cap for every recording, shared with the client
 

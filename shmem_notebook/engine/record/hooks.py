@@ -5,6 +5,9 @@
 access in the active race recording (:func:`install` sets it) and do what the cell
 asked. Accesses made inside a recorded shmem call are the layer's to record.
 
+Longer than 420 lines once formatted: a hook for each access the transformer rewrites and the
+search for what a call writes belong together.
+
 What a call writes is found, not listed: a ufunc writes its outputs (positional after
 ``nin``, or ``out=``) and ``ufunc.at`` its first argument; any other NumPy (or SciPy) call
 or method is called with its array arguments and receiver read-only (``out=`` is a write):
@@ -67,12 +70,37 @@ _BASIC = (int, slice, type(Ellipsis), type(None), np.integer)
 _NO_READ_METHODS = frozenset(
     "reshape view ravel transpose swapaxes squeeze __array__ __array_interface__ nonzero".split()
 )
-_NO_READ_FUNCS = {len, isinstance, type, id, hasattr, getattr, callable, np.shape, np.ndim, np.size,
-                  np.frombuffer, np.asarray, np.asanyarray, np.may_share_memory, np.shares_memory}
+_NO_READ_FUNCS = {
+    len,
+    isinstance,
+    type,
+    id,
+    hasattr,
+    getattr,
+    callable,
+    np.shape,
+    np.ndim,
+    np.size,
+    np.frombuffer,
+    np.asarray,
+    np.asanyarray,
+    np.may_share_memory,
+    np.shares_memory,
+}
 _AUG = {
-    "+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv, "//": operator.ifloordiv,
-    "%": operator.imod, "**": operator.ipow, "<<": operator.ilshift, ">>": operator.irshift, "|": operator.ior,
-    "^": operator.ixor, "&": operator.iand, "@": operator.imatmul,
+    "+": operator.iadd,
+    "-": operator.isub,
+    "*": operator.imul,
+    "/": operator.itruediv,
+    "//": operator.ifloordiv,
+    "%": operator.imod,
+    "**": operator.ipow,
+    "<<": operator.ilshift,
+    ">>": operator.irshift,
+    "|": operator.ior,
+    "^": operator.ixor,
+    "&": operator.iand,
+    "@": operator.imatmul,
 }
 
 
@@ -257,7 +285,7 @@ def _call(line, f, *args, **kwargs):
         for key, a in kwargs.items():
             if isinstance(a, _ndarray) and key != "out":
                 arrays.append(a)
-        for a in (out if isinstance(out, tuple) else (out,)):
+        for a in out if isinstance(out, tuple) else (out,):
             if isinstance(a, _ndarray):
                 rec.access(a, name, "write", line)
     if not arrays:
@@ -300,11 +328,11 @@ _UFUNC_OUT = {"reduce": 3, "accumulate": 3, "reduceat": 4}  # positional `out` o
 def _call_ufunc(rec, line, f, owner, name, args, kwargs):
     """A ufunc writes its outputs (positional after ``nin``, or ``out=``); ``ufunc.at`` its first argument."""
     if owner is None:
-        outputs = args[f.nin:]
-        reads = args[:f.nin]
+        outputs = args[f.nin :]
+        reads = args[: f.nin]
     else:
         at = _UFUNC_OUT.get(name)
-        outputs = args[:1] if name == "at" else (args[at:at + 1] if at is not None else ())
+        outputs = args[:1] if name == "at" else (args[at : at + 1] if at is not None else ())
         reads = args[:at] if at is not None else args
         name = f"{owner.__name__}.{name}"
     out = kwargs.get("out")
@@ -325,8 +353,11 @@ def _compiled(f, kind, module):
         return (module or "builtins").partition(".")[0] not in _SEEN_INTO
     if kind is _Function or kind is _Method:
         return False
-    return (isinstance(f, _CFuncPtr) or kind.__name__ in _CYTHON
-            or kind.__module__.partition(".")[0] in ("numba", "_cffi_backend"))
+    return (
+        isinstance(f, _CFuncPtr)
+        or kind.__name__ in _CYTHON
+        or kind.__module__.partition(".")[0] in ("numba", "_cffi_backend")
+    )
 
 
 def _key(f, owner, name, args, kwargs):
@@ -348,7 +379,7 @@ def _probe(f, key, args, kwargs, arrays):
     protected = [i for i, a in enumerate(arrays) if i not in written and a.flags.writeable]
     while True:
         done, result = _attempt(f, args, kwargs, arrays, protected)
-        for j in (protected if not done else ()):
+        for j in protected if not done else ():
             done, result = _attempt(f, args, kwargs, arrays, [i for i in protected if i != j])
             if done:
                 written.append(j)
@@ -380,7 +411,7 @@ def _attempt(f, args, kwargs, arrays, protected):
 
 def _writable_views(result, arrays):
     """Views ``f`` returned of an array it saw read-only are made writable again, as without the probe."""
-    for r in (result if isinstance(result, (list, tuple)) and len(result) <= 64 else (result,)):
+    for r in result if isinstance(result, (list, tuple)) and len(result) <= 64 else (result,):
         if isinstance(r, _ndarray) and not r.flags.writeable and r.base is not None:
             if any(np.may_share_memory(r, a) and a.flags.writeable for a in arrays):
                 try:
@@ -415,5 +446,15 @@ def _fn(f):
     return f
 
 
-FUNCS = {"mark": _mark, "get": _get, "set": _set, "aug": _aug, "read": _read, "rw": _rw,
-         "write": _write, "call": _call, "fn": _fn, "exec": _exec}
+FUNCS = {
+    "mark": _mark,
+    "get": _get,
+    "set": _set,
+    "aug": _aug,
+    "read": _read,
+    "rw": _rw,
+    "write": _write,
+    "call": _call,
+    "fn": _fn,
+    "exec": _exec,
+}

@@ -33,9 +33,19 @@ _LINE_FIRST = {HOOKS["call"], HOOKS["exec"]}
 _LINE_LAST = {HOOKS[h] for h in ("get", "set", "aug", "read", "rw", "write")}
 
 _AUG_OPS = {
-    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
-    ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|", ast.BitXor: "^",
-    ast.BitAnd: "&", ast.MatMult: "@",
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.BitOr: "|",
+    ast.BitXor: "^",
+    ast.BitAnd: "&",
+    ast.MatMult: "@",
 }
 
 
@@ -145,8 +155,11 @@ class AccessTransformer(MarkTransformer):
             scopes = [
                 ast.Call(func=ast.Name(id=n, ctx=ast.Load()), args=[], keywords=[]) for n in ("globals", "locals")
             ]
-            new = ast.Call(func=_name("exec"), args=[ast.Constant(node.lineno), node.func, *scopes, *node.args],
-                           keywords=node.keywords)
+            new = ast.Call(
+                func=_name("exec"),
+                args=[ast.Constant(node.lineno), node.func, *scopes, *node.args],
+                keywords=node.keywords,
+            )
             return ast.copy_location(new, node)
         if _is_shmem_call(node.func) or (isinstance(node.func, ast.Name) and node.func.id in _FRAME_BUILTINS):
             return node

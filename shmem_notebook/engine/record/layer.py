@@ -66,8 +66,11 @@ def original(name):
 def _refresh():
     _before.clear()
     for name in CALLS:
-        wanted = [c for c in _consumers.values() if getattr(c, "before", None) is not None
-                  and name in getattr(c, "before_calls", (name,))]
+        wanted = [
+            c
+            for c in _consumers.values()
+            if getattr(c, "before", None) is not None and name in getattr(c, "before_calls", (name,))
+        ]
         if wanted:
             _before[name] = wanted
     _after[:] = list(_consumers.values())

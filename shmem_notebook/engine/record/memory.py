@@ -141,8 +141,18 @@ class AddressBook:
 
     def _keep(self, a, space, addr, lo, hi, fp):
         ndim = a.ndim
-        found = (_weakref(a), space, addr, lo, hi, a.itemsize, a.dtype.str, a.strides[0] if ndim == 1 else 0,
-                 a.shape[0] if ndim == 1 else 0, fp)
+        found = (
+            _weakref(a),
+            space,
+            addr,
+            lo,
+            hi,
+            a.itemsize,
+            a.dtype.str,
+            a.strides[0] if ndim == 1 else 0,
+            a.shape[0] if ndim == 1 else 0,
+            fp,
+        )
         cache = self.cache
         if len(cache) > 100_000:
             cache.clear()

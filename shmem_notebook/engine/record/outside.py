@@ -97,8 +97,9 @@ def rewritten(f):
         return f if plan else None
     new, cells = plan
     closure = func.__closure__
-    g = types.FunctionType(new, func.__globals__, func.__name__, func.__defaults__,
-                           tuple(closure[i] for i in cells) if cells else None)
+    g = types.FunctionType(
+        new, func.__globals__, func.__name__, func.__defaults__, tuple(closure[i] for i in cells) if cells else None
+    )
     if func.__kwdefaults__:
         g.__kwdefaults__ = func.__kwdefaults__
     return _MethodType(g, f.__self__) if func is not f else g
@@ -168,11 +169,20 @@ def _definition(tree, code):
 
 def _same(a, b):
     """Do code objects ``a`` and ``b`` do the same (bytecode, names, constants)?"""
-    if (a.co_code, a.co_names, a.co_varnames, a.co_freevars, len(a.co_consts)) != \
-            (b.co_code, b.co_names, b.co_varnames, b.co_freevars, len(b.co_consts)):
+    if (a.co_code, a.co_names, a.co_varnames, a.co_freevars, len(a.co_consts)) != (
+        b.co_code,
+        b.co_names,
+        b.co_varnames,
+        b.co_freevars,
+        len(b.co_consts),
+    ):
         return False
-    return all(_same(x, y) if isinstance(x, types.CodeType) and isinstance(y, types.CodeType)
-               else type(x) is type(y) and x == y for x, y in zip(a.co_consts, b.co_consts))
+    return all(
+        _same(x, y)
+        if isinstance(x, types.CodeType) and isinstance(y, types.CodeType)
+        else type(x) is type(y) and x == y
+        for x, y in zip(a.co_consts, b.co_consts)
+    )
 
 
 def _compile(node, code, filename, offset, imports=(), rewrite=True):
@@ -181,8 +191,9 @@ def _compile(node, code, filename, offset, imports=(), rewrite=True):
     class's name for a method (private names are mangled by it); its code object. Free variables
     are local variables of an enclosing function, so the new code has them free too."""
     if isinstance(node, ast.Lambda):
-        node = ast.Assign(targets=[ast.Name(id="_shmem_race_lambda", ctx=ast.Store())], value=node,
-                          lineno=node.lineno, col_offset=0)
+        node = ast.Assign(
+            targets=[ast.Name(id="_shmem_race_lambda", ctx=ast.Store())], value=node, lineno=node.lineno, col_offset=0
+        )
     if rewrite:
         node = _transformer.visit(node)
     body = [node]
@@ -196,9 +207,12 @@ def _compile(node, code, filename, offset, imports=(), rewrite=True):
             ast.copy_location(ast.Assign(targets=[ast.Name(id=v, ctx=ast.Store())], value=ast.Constant(None)), node)
             for v in code.co_freevars
         ]
-        outer = ast.FunctionDef(name="_shmem_race_outer", args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[],
-                                                                            kw_defaults=[], defaults=[]),
-                                body=binds + body, decorator_list=[])
+        outer = ast.FunctionDef(
+            name="_shmem_race_outer",
+            args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+            body=binds + body,
+            decorator_list=[],
+        )
         body = [ast.copy_location(outer, node)]
     tree = ast.Module(body=[*imports, *body], type_ignores=[])
     if offset:
@@ -242,8 +256,9 @@ def exec_code(source, line):
         filename = f"<exec'd code {number}:{hashlib.sha1(text.encode()).hexdigest()[:12]}>"
         try:
             tree = _transformer.generic_visit(ast.parse(text, filename))  # no mark statement: not the cell's lines
-            code = compile(ast.fix_missing_locations(renumber(tree, number * RACE_LINES)), filename, "exec",
-                           dont_inherit=True)
+            code = compile(
+                ast.fix_missing_locations(renumber(tree, number * RACE_LINES)), filename, "exec", dont_inherit=True
+            )
         except Exception:  # a syntax error: exec raises it itself
             return None
         _remember(code)

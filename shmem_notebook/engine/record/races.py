@@ -7,6 +7,9 @@ merged into one event (a range), so loops stay small; a synchronisation ends mer
 :meth:`RaceRecording.data` is what the client's :func:`~shmem_notebook.analysis.races.find_races`
 reads: ``pe``, ``npes``, ``events``, ``names``, ``ops`` (calls and accesses seen, before
 merging), ``truncated`` (None or the line where ``cap`` was hit), ``cap``, ``seconds``.
+
+Longer than 420 lines once formatted: every kind of event (RMA, atomics, waits, collectives,
+signals, loads and stores) is written by one class, in the one form the client reads.
 """
 
 import bisect
@@ -32,12 +35,23 @@ _R_LSPACE, _R_VALUES = _R["lspace"], _R["values"]
 _FP_OF = {_M_LO: _M_FP, _R_LO: _R_FP, _R_LLO: _R_LFP}
 assert _M["hi"] == _M_LO + 1 and _R_HI == _R_LO + 1 and _R_LHI == _R_LLO + 1
 #: atomics whose recorded value is an increment: merged events add them up (a counter's count matters)
-_ADDING = frozenset({"atomic_inc", "atomic_fetch_inc", "atomic_fetch_inc_nbi", "atomic_add", "atomic_fetch_add",
-                     "atomic_fetch_add_nbi", "signal_add"})
+_ADDING = frozenset(
+    {
+        "atomic_inc",
+        "atomic_fetch_inc",
+        "atomic_fetch_inc_nbi",
+        "atomic_add",
+        "atomic_fetch_add",
+        "atomic_fetch_add_nbi",
+        "signal_add",
+    }
+)
 _PUT_SIGNALS = frozenset({"put_signal", "put_signal_nbi"})
 _INCREMENTS = {"atomic_inc": 1, "atomic_fetch_inc": 1, "atomic_fetch_inc_nbi": 1}
-_CMP_NAMES = {int(getattr(shmem.CMP, name)): sym for name, sym in
-              (("EQ", "=="), ("NE", "!="), ("GT", ">"), ("GE", ">="), ("LT", "<"), ("LE", "<="))}
+_CMP_NAMES = {
+    int(getattr(shmem.CMP, name)): sym
+    for name, sym in (("EQ", "=="), ("NE", "!="), ("GT", ">"), ("GE", ">="), ("LT", "<"), ("LE", "<="))
+}
 #: the snapshot of small symmetric allocations (flags, counters, signals) taken when a recording starts
 _SNAPSHOT_LARGEST, _SNAPSHOT_TOTAL = 4096, 1 << 20
 
@@ -223,8 +237,14 @@ class RaceRecording:
             self.ops += 1
             return
         self.n_local += 1
-        if value is not None and space == "sym" and dtype[1] in "iu" and hi - lo == info[5] and fp is None \
-                and ahi - alo <= 16 * info[5]:  # flags and counters: arrays of a few elements
+        if (
+            value is not None
+            and space == "sym"
+            and dtype[1] in "iu"
+            and hi - lo == info[5]
+            and fp is None
+            and ahi - alo <= 16 * info[5]
+        ):  # flags and counters: arrays of a few elements
             value = _integer(value)
             if value is not None:  # not merged: the value belongs to this element
                 self._add(["mem", op, line, mode, space, lo, hi, dtype, fp, [value]])
@@ -278,8 +298,11 @@ class RaceRecording:
             tst = sst = 1
             if count is None:
                 count = min(target.size, source.size)
-        values = [source.item(0)] if count == 1 and op.writes and isinstance(source, np.ndarray) and source.size == 1 \
-            else None  # the value a 1-element put writes (a wait may be matched to it)
+        values = (
+            [source.item(0)]
+            if count == 1 and op.writes and isinstance(source, np.ndarray) and source.size == 1
+            else None
+        )  # the value a 1-element put writes (a wait may be matched to it)
         if op.writes:
             self._rma_event(op.name, line, target, args["pe"], count, source, get("ctx"), values, op.nbi, tst, sst)
         else:
@@ -350,8 +373,22 @@ class RaceRecording:
         info = self.memory.info
         _, tspace, _, tlo, thi, _, dtype = info(args["target"])[:7]
         _, sspace, _, slo, shi = info(args["source"])[:5]
-        self._sync_event(["coll", op.name, line, tspace, tlo, thi, sspace, slo, shi, dtype, args.get("root"),
-                          _members(args.get("team"))])
+        self._sync_event(
+            [
+                "coll",
+                op.name,
+                line,
+                tspace,
+                tlo,
+                thi,
+                sspace,
+                slo,
+                shi,
+                dtype,
+                args.get("root"),
+                _members(args.get("team")),
+            ]
+        )
 
     def _on_wait(self, op, args, result, line):
         if op.name.startswith("test") and (result is None or result is False or result == []):
@@ -363,15 +400,28 @@ class RaceRecording:
                     return  # a poll that saw no signal, or nothing new, orders nothing
                 self.fetched[lo] = result
             cmp, value = (_cmp_name(args.get("cmp")), _integer(args.get("value"))) if "cmp" in args else (None, None)
-            self._sync_event(["wait", op.name, line, lo, lo + 8, "<u8", [int(result)], cmp, value,
-                              self._before(lo, lo + 8, "<u8")])
+            self._sync_event(
+                ["wait", op.name, line, lo, lo + 8, "<u8", [int(result)], cmp, value, self._before(lo, lo + 8, "<u8")]
+            )
             return
         ivar = args.get("ivar", args.get("ivars"))
         space, lo, hi, dtype, _ = self.memory.sym(ivar)
         one = hi - lo == np.dtype(dtype).itemsize and "value" in args
         cmp, value = (_cmp_name(args.get("cmp")), _integer(args.get("value"))) if one else (None, None)
-        self._sync_event(["wait", op.name, line, lo, hi, dtype, np.asarray(ivar).reshape(-1)[:64].tolist(), cmp, value,
-                          self._before(lo, hi, dtype) if one else None])
+        self._sync_event(
+            [
+                "wait",
+                op.name,
+                line,
+                lo,
+                hi,
+                dtype,
+                np.asarray(ivar).reshape(-1)[:64].tolist(),
+                cmp,
+                value,
+                self._before(lo, hi, dtype) if one else None,
+            ]
+        )
 
     def _before(self, lo, hi, dtype):
         """The value bytes ``[lo, hi)`` of the heap held when the recording began, None if not known."""
@@ -388,7 +438,7 @@ class RaceRecording:
             return 0  # allocated since the recording began: shmem4py clears what it allocates
         if isinstance(data, int) or hi > start + size:
             return None  # a large array's word: its old value is not kept
-        return _integer(np.frombuffer(data[lo - start:hi - start], dtype=dtype)[0])
+        return _integer(np.frombuffer(data[lo - start : hi - start], dtype=dtype)[0])
 
     def _on_lock(self, op, args, result, line):
         if op.name == "test_lock" and result:
@@ -396,8 +446,7 @@ class RaceRecording:
         lock = self.memory.offset(int(shmem.ffi.cast("uintptr_t", args["lock"])))
         self._sync_event(["lock", "clear_lock" if op.name == "clear_lock" else "set_lock", line, lock])
 
-    _handlers = {"rma": _on_rma, "amo": _on_amo, "sync": _on_sync, "coll": _on_coll, "wait": _on_wait,
-                 "lock": _on_lock}
+    _handlers = {"rma": _on_rma, "amo": _on_amo, "sync": _on_sync, "coll": _on_coll, "wait": _on_wait, "lock": _on_lock}
 
     # -- the plain data -----------------------------------------------------------------
     def data(self):

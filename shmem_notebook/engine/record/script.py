@@ -190,12 +190,14 @@ class _Namer:
         arrays), then the memory named at calls (priority 1, before the namespace's at the end)."""
         declared = namespace.get("_declared")
         found = []
-        for name, value in (declared.items() if isinstance(declared, dict) else ()):
+        for name, value in declared.items() if isinstance(declared, dict) else ():
             if isinstance(value, np.ndarray) and value.size:
                 _, space, _, lo, hi, itemsize = self.memory.info(value)[:6]
                 found.append([name, space, lo, hi, itemsize, 0, self.memory.layout(value)])
-        return found + [[name, space, lo, hi, itemsize, 1, layout]
-                        for (space, lo, hi), (name, itemsize, layout) in self.seen.items()]
+        return found + [
+            [name, space, lo, hi, itemsize, 1, layout]
+            for (space, lo, hi), (name, itemsize, layout) in self.seen.items()
+        ]
 
 
 # -- running the program ---------------------------------------------------------------------
@@ -240,8 +242,13 @@ def main(argv=None):
     shims.install(shmem, exclude=("diagnostics",))  # collective; a program exported from a notebook skips its own
 
     module = types.ModuleType("__main__")
-    module.__dict__.update(__file__=path, __builtins__=builtins, __spec__=spec, __package__=package,
-                           __loader__=spec.loader if spec else None)
+    module.__dict__.update(
+        __file__=path,
+        __builtins__=builtins,
+        __spec__=spec,
+        __package__=package,
+        __loader__=spec.loader if spec else None,
+    )
     sys.modules["__main__"] = module
     sys.argv = [path, *args]
     if spec is None:
@@ -292,8 +299,17 @@ def main(argv=None):
             data["timeline"] = trace_stop() if os.environ.get(RACE_ENV["trace"]) else None
             data["names"] = namer.names(module.__dict__) + data["names"]
         if out_dir:
-            _write(out_dir, {"pe": shmem.my_pe(), "npes": shmem.n_pes(), "status": status, "data": data,
-                             "files": {number: p for p, number in _files.items()}, "stdout": "".join(tee.kept)})
+            _write(
+                out_dir,
+                {
+                    "pe": shmem.my_pe(),
+                    "npes": shmem.n_pes(),
+                    "status": status,
+                    "data": data,
+                    "files": {number: p for p, number in _files.items()},
+                    "stdout": "".join(tee.kept),
+                },
+            )
     sys.exit(status)
 
 

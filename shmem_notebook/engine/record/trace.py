@@ -114,12 +114,23 @@ class TraceRecording:
             self.dropped += 1
             return
         label = collectives.label
-        self.events.append({
-            "pe": self.me, "seq": self.seq, "t0": self.t0, "t": time.time_ns(), "line": line or None, "op": op,
-            "target": target, "bytes": nbytes,
-            "array": array, "indices": indices, "epoch": self.epoch,
-            "label": dict(label, call=this_pe.collective_calls) if label else None, "values": values,
-        })
+        self.events.append(
+            {
+                "pe": self.me,
+                "seq": self.seq,
+                "t0": self.t0,
+                "t": time.time_ns(),
+                "line": line or None,
+                "op": op,
+                "target": target,
+                "bytes": nbytes,
+                "array": array,
+                "indices": indices,
+                "epoch": self.epoch,
+                "label": dict(label, call=this_pe.collective_calls) if label else None,
+                "values": values,
+            }
+        )
 
     def after(self, op, args, result, line):
         kind = op.kind
@@ -143,8 +154,15 @@ class TraceRecording:
             elif op.name == "atomic_set":
                 values = [args.get("value")]
             itemsize = getattr(args.get(op.remote), "itemsize", 0)
-            self._record(op.name, line, int(args["pe"]), array, [int(start), int(start + count * step), step], values,
-                         count * itemsize)
+            self._record(
+                op.name,
+                line,
+                int(args["pe"]),
+                array,
+                [int(start), int(start + count * step), step],
+                values,
+                count * itemsize,
+            )
         elif kind == "coll":
             self._record(op.name, line, None, self._locate(args.get("target"))[0])
         elif kind == "wait" and self._locate(args.get("ivar", args.get("ivars")))[0] == "(sync)":
@@ -152,7 +170,8 @@ class TraceRecording:
         else:
             self._record(op.name, line)
             world = op.name in ("barrier_all", "sync_all") or (
-                op.name in _WORLD_SYNCS and args.get("team") in (None, shmem.TEAM_WORLD))
+                op.name in _WORLD_SYNCS and args.get("team") in (None, shmem.TEAM_WORLD)
+            )
             if world:
                 self.epoch += 1
                 self.snapshot()
@@ -164,5 +183,13 @@ class TraceRecording:
         """The plain data (see the module docstring); takes the final heap state."""
         stopped = time.time_ns()
         self.snapshot()
-        return {"pe": self.me, "events": self.events, "snapshots": self.snapshots, "dropped": self.dropped,
-                "host": socket.gethostname(), "pid": os.getpid(), "started": self.started, "stopped": stopped}
+        return {
+            "pe": self.me,
+            "events": self.events,
+            "snapshots": self.snapshots,
+            "dropped": self.dropped,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started": self.started,
+            "stopped": stopped,
+        }

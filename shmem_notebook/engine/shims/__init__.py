@@ -45,17 +45,33 @@ def _teams(shmem):
 #: in the order they are installed
 SHIMS = [
     Shim("numpy2_array", "shmem.array under NumPy 2", numpy2.applies, numpy2.install),
-    Shim("numpy2_scalars", "1-element arrays passed as numbers (NumPy 1 era code) under NumPy 2",
-         scalars.applies, scalars.install),
+    Shim(
+        "numpy2_scalars",
+        "1-element arrays passed as numbers (NumPy 1 era code) under NumPy 2",
+        scalars.applies,
+        scalars.install,
+    ),
     Shim("missing", "routines the library lacks", _always, missing.install),
     Shim("pitfalls", "Open MPI 4.1.4's atomic bugs (guards chosen by pitfalls.decide)", _always, _pitfalls),
     Shim("teams", "teams: native on 1.5, emulated on 1.4 (collective)", _always, _teams),
-    Shim("signals", "signal words noted as they are made (a race-checked cell reads their values first)", _always,
-         signals.install),
-    Shim("mistakes", "calls the library would crash on or truncate silently, refused before it sees them",
-         _always, mistakes.install),
-    Shim("board", "blocking calls noted on the wait board, so that the client lets long waits sleep", _always,
-         board.install),
+    Shim(
+        "signals",
+        "signal words noted as they are made (a race-checked cell reads their values first)",
+        _always,
+        signals.install,
+    ),
+    Shim(
+        "mistakes",
+        "calls the library would crash on or truncate silently, refused before it sees them",
+        _always,
+        mistakes.install,
+    ),
+    Shim(
+        "board",
+        "blocking calls noted on the wait board, so that the client lets long waits sleep",
+        _always,
+        board.install,
+    ),
     Shim("diagnostics", "stack dumps and global_exit notes for the client", _always, diagnostics.install),
 ]
 

@@ -19,12 +19,20 @@ __all__ = ["UnsupportedError", "ALTERNATIVES", "LACKING", "explain", "explain_no
 
 #: (pattern on the routine's name, what to use instead), first match wins
 ALTERNATIVES = [
-    (r"put_signal_nbi", "use shmem.put_nbi(...), then shmem.fence(), then shmem.atomic_set(flag, value, pe) "
-                        "on a symmetric int64/uint64 flag, and shmem.wait_until(flag, ...) on the receiver"),
-    (r"put_signal", "use shmem.put(...), then shmem.fence(), then shmem.atomic_set(flag, value, pe) "
-                    "on a symmetric int64/uint64 flag, and shmem.wait_until(flag, ...) on the receiver"),
-    (r"signal_(fetch|wait_until)", "keep the signal in a symmetric int64/uint64 array and use "
-                                   "shmem.atomic_fetch / shmem.wait_until on it"),
+    (
+        r"put_signal_nbi",
+        "use shmem.put_nbi(...), then shmem.fence(), then shmem.atomic_set(flag, value, pe) "
+        "on a symmetric int64/uint64 flag, and shmem.wait_until(flag, ...) on the receiver",
+    ),
+    (
+        r"put_signal",
+        "use shmem.put(...), then shmem.fence(), then shmem.atomic_set(flag, value, pe) "
+        "on a symmetric int64/uint64 flag, and shmem.wait_until(flag, ...) on the receiver",
+    ),
+    (
+        r"signal_(fetch|wait_until)",
+        "keep the signal in a symmetric int64/uint64 array and use shmem.atomic_fetch / shmem.wait_until on it",
+    ),
     (r"atomic_.*_nbi|_nbi.*atomic", "use the blocking form of the atomic (the same name without _nbi)"),
     (r"(wait_until|test)_(all|any|some)(_vector)?", "loop over the elements with shmem.wait_until / shmem.test"),
     (r"team_|ctx_get_team", "use the default team, shmem.TEAM_WORLD, or the active-set forms"),
@@ -33,9 +41,24 @@ ALTERNATIVES = [
 
 #: shmem4py functions an OpenSHMEM 1.4 library lacks, refused before they reach it
 LACKING = (
-    *(f"atomic_{op}_nbi" for op in ("fetch", "swap", "compare_swap", "fetch_inc", "fetch_add",
-                                    "fetch_and", "fetch_or", "fetch_xor", "fetch_op")),
-    "put_signal", "put_signal_nbi", "signal_wait_until", "signal_fetch",
+    *(
+        f"atomic_{op}_nbi"
+        for op in (
+            "fetch",
+            "swap",
+            "compare_swap",
+            "fetch_inc",
+            "fetch_add",
+            "fetch_and",
+            "fetch_or",
+            "fetch_xor",
+            "fetch_op",
+        )
+    ),
+    "put_signal",
+    "put_signal_nbi",
+    "signal_wait_until",
+    "signal_fetch",
 )
 
 #: the error code shmem4py's C layer gives for a routine the library lacks (see shmem4py's _chkerr)
@@ -48,8 +71,10 @@ CTX_CREATORS = ("shmem_ctx_create", "shmem_team_create_ctx")
 
 def explain_no_ctx(routine, library):
     """One sentence on a context the library could not create, and what to use instead."""
-    return (f"{library} could not create a context ({routine}; OSHMPI never can, as MPI has no endpoints); "
-            "use the default context instead: drop ctx= and complete the puts with shmem.quiet()")
+    return (
+        f"{library} could not create a context ({routine}; OSHMPI never can, as MPI has no endpoints); "
+        "use the default context instead: drop ctx= and complete the puts with shmem.quiet()"
+    )
 
 
 class UnsupportedError(ShmemNotebookError, NotImplementedError):
@@ -58,10 +83,14 @@ class UnsupportedError(ShmemNotebookError, NotImplementedError):
 
 def explain(routine, library="Open MPI 4.1.4's OSHMEM", spec="1.4"):
     """One sentence on the missing ``routine`` and what to use instead."""
-    instead = next((alt for pattern, alt in ALTERNATIVES if re.search(pattern, routine)),
-                   f"see the OpenSHMEM {spec} specification for a routine that does the same")
-    return (f"{routine} is an OpenSHMEM 1.5 routine, but {library} implements OpenSHMEM {spec} and lacks it; "
-            f"instead, {instead}")
+    instead = next(
+        (alt for pattern, alt in ALTERNATIVES if re.search(pattern, routine)),
+        f"see the OpenSHMEM {spec} specification for a routine that does the same",
+    )
+    return (
+        f"{routine} is an OpenSHMEM 1.5 routine, but {library} implements OpenSHMEM {spec} and lacks it; "
+        f"instead, {instead}"
+    )
 
 
 def install(shmem):

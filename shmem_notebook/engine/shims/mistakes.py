@@ -9,6 +9,9 @@ such call raises :class:`ShmemArgumentError` in one sentence naming the call, it
 was wrong ("shmem.put at line 3 names PE 4, but valid PEs are 0-2"); nothing reached the library,
 so the job stays usable. A call that passes costs a few comparisons (put/get: about 0.3 us);
 only a failing one is explained (:func:`explain_rma` and friends).
+
+Longer than 420 lines once formatted: each family of calls (RMA, strided, signals, atomics,
+collectives) has its check and its explanation here, against one table of calls.
 """
 
 import functools
@@ -25,8 +28,15 @@ from .. import heap
 from .missing import LACKING
 from .patches import Patches
 
-__all__ = ["CHECKED", "ShmemArgumentError", "explain_amo", "explain_collective", "explain_rma", "explain_signal",
-           "install"]
+__all__ = [
+    "CHECKED",
+    "ShmemArgumentError",
+    "explain_amo",
+    "explain_collective",
+    "explain_rma",
+    "explain_signal",
+    "install",
+]
 
 
 class ShmemArgumentError(InputError):
@@ -104,8 +114,10 @@ def _copy_problem(verb, target, source, size, tst=1, sst=1, npes=1, per_pe=False
         if per_pe:
             return None
         if tlen != slen and type((target if tlen > slen else source).base) is _ndarray:
-            return (f"{verb} {_elements(slen)} into {tlen} (source {slen}, target {tlen}), and shmem4py would "
-                    f"silently use only {min(tlen, slen)}; make both the same length, or pass size={min(tlen, slen)}")
+            return (
+                f"{verb} {_elements(slen)} into {tlen} (source {slen}, target {tlen}), and shmem4py would "
+                f"silently use only {min(tlen, slen)}; make both the same length, or pass size={min(tlen, slen)}"
+            )
         return None
     for side, n in (("target", tlen), ("source", slen)):
         if size * npes > n:
@@ -144,8 +156,10 @@ def explain_rma(name, target, source, pe, size=None, ctx=None, tst=1, sst=1, sig
     problem = _pe_problem(pe, n, "" if n == _npes else " (its context's team)")
     remote, side = (target, "target") if name.startswith(("put", "iput")) else (source, "source")
     if problem is None and not _is_symmetric(remote):
-        problem = (f"has a {side} that is not symmetric (the remote side of a {name.removesuffix('_nbi')} must be "
-                   f"made by shmem.zeros/shmem.array or declared); the library would kill the PE")
+        problem = (
+            f"has a {side} that is not symmetric (the remote side of a {name.removesuffix('_nbi')} must be "
+            f"made by shmem.zeros/shmem.array or declared); the library would kill the PE"
+        )
     if problem is None and name in _SIGNAL and isinstance(signal, np.ndarray):
         problem = _NOT_A_SIGNAL
     if problem is None:
@@ -160,11 +174,12 @@ def explain_amo(name, remote, pe, ctx=None, fetch=None):
     n = _npes if ctx is None else _ctx_npes(ctx)
     problem = _pe_problem(pe, n, "" if n == _npes else " (its context's team)")
     if problem is None and remote.size != 1:
-        problem = (f"works on one element, but its target has {remote.size}; pass a 1-element slice "
-                   f"such as a[0:1]")
+        problem = f"works on one element, but its target has {remote.size}; pass a 1-element slice such as a[0:1]"
     elif problem is None and not _is_symmetric(remote):
-        problem = ("has a target that is not symmetric (made by shmem.zeros/shmem.array or declared); "
-                   "the library would kill the PE")
+        problem = (
+            "has a target that is not symmetric (made by shmem.zeros/shmem.array or declared); "
+            "the library would kill the PE"
+        )
     elif problem is None and isinstance(fetch, np.ndarray):
         if fetch.size != 1:
             problem = f"fetches one element, but its fetch array has {fetch.size}; pass a 1-element array"
@@ -173,8 +188,10 @@ def explain_amo(name, remote, pe, ctx=None, fetch=None):
     return None if problem is None else f"shmem.{name}{_where()} {problem}"
 
 
-_NOT_A_SIGNAL = ("has a NumPy array as its signal; pass a signal word made by sig = shmem.new_signal() "
-                 "and wait for it with shmem.signal_wait_until(sig, ...)")
+_NOT_A_SIGNAL = (
+    "has a NumPy array as its signal; pass a signal word made by sig = shmem.new_signal() "
+    "and wait for it with shmem.signal_wait_until(sig, ...)"
+)
 
 
 def explain_signal(name, signal):
@@ -199,8 +216,10 @@ def explain_collective(name, target, source, size=None, team=None, root=None, ts
         problem = problem and problem.replace("names PE", "has root", 1)
     for side, a in (("target", target), ("source", source)):
         if problem is None and not _is_symmetric(a):
-            problem = (f"has a {side} that is not symmetric (made by shmem.zeros/shmem.array or declared); "
-                       "the library would kill the PE")
+            problem = (
+                f"has a {side} that is not symmetric (made by shmem.zeros/shmem.array or declared); "
+                "the library would kill the PE"
+            )
     if problem is None:
         if name in ("collect", "fcollect"):
             per = source.size if size is None else size  # collect: sizes may differ from PE to PE
@@ -210,14 +229,18 @@ def explain_collective(name, target, source, size=None, team=None, root=None, ts
                 side, held = ("source", source.size) if per > source.size else ("target", target.size)
                 problem = f"has size={per}, but its {side} holds only {_elements(held)}"
             elif name == "fcollect" and per * n > target.size:
-                problem = (f"gathers {_elements(per)} from each of {n} PEs ({per * n}), but its target holds only "
-                           f"{target.size}")
+                problem = (
+                    f"gathers {_elements(per)} from each of {n} PEs ({per * n}), but its target holds only "
+                    f"{target.size}"
+                )
         elif name in ("alltoall", "alltoalls"):
             problem = _copy_problem("exchanges", target, source, size, tst, sst, n, per_pe=True)
             tlen, slen = -(-target.size // tst), -(-source.size // sst)
             if problem is None and size is None and min(tlen, slen) % n:
-                problem = (f"exchanges {_elements(min(tlen, slen))}, which {n} PEs cannot share evenly; "
-                           f"pass size= (elements per PE)")
+                problem = (
+                    f"exchanges {_elements(min(tlen, slen))}, which {n} PEs cannot share evenly; "
+                    f"pass size= (elements per PE)"
+                )
         else:
             problem = _copy_problem("reduces" if name.endswith("reduce") else "copies", target, source, size)
     return None if problem is None else f"shmem.{name}{_where()} {problem}"
@@ -231,10 +254,15 @@ def _contiguous(name, original):
     def call(target, source, pe, size=None, ctx=None):
         try:  # the usual call, in a few comparisons: shmem4py's own arrays, one dtype, one length
             tsize, ssize = target.size, source.size
-            ok = (0 <= pe < (_npes if ctx is None else _ctx_npes(ctx))
-                  and target.dtype is source.dtype
-                  and (size <= tsize and size <= ssize if size is not None
-                       else tsize == ssize or type((target if tsize > ssize else source).base) is not _ndarray))
+            ok = (
+                0 <= pe < (_npes if ctx is None else _ctx_npes(ctx))
+                and target.dtype is source.dtype
+                and (
+                    size <= tsize and size <= ssize
+                    if size is not None
+                    else tsize == ssize or type((target if tsize > ssize else source).base) is not _ndarray
+                )
+            )
             if ok:
                 base = (target if remote_is_target else source).base
                 if type(base) is _ndarray:
@@ -259,10 +287,16 @@ def _signalled(name, original):
     def call(target, source, pe, signal, value, sigop, size=None, ctx=None):
         try:
             tsize, ssize = target.size, source.size
-            ok = (0 <= pe < (_npes if ctx is None else _ctx_npes(ctx))
-                  and target.dtype is source.dtype and not isinstance(signal, np.ndarray)
-                  and (size <= tsize and size <= ssize if size is not None
-                       else tsize == ssize or type((target if tsize > ssize else source).base) is not _ndarray))
+            ok = (
+                0 <= pe < (_npes if ctx is None else _ctx_npes(ctx))
+                and target.dtype is source.dtype
+                and not isinstance(signal, np.ndarray)
+                and (
+                    size <= tsize and size <= ssize
+                    if size is not None
+                    else tsize == ssize or type((target if tsize > ssize else source).base) is not _ndarray
+                )
+            )
             if ok:
                 base = target.base
                 if type(base) is _ndarray:
@@ -321,8 +355,12 @@ def _amo(name, original):
                 base = target.base
                 if type(base) is _ndarray:
                     base = base.base
-                ok = (0 <= args[pe_at] < (_npes if ctx is None else _ctx_npes(ctx)) and target.size == 1
-                      and type(base) is memoryview and type(base.obj) is _buffer_type)
+                ok = (
+                    0 <= args[pe_at] < (_npes if ctx is None else _ctx_npes(ctx))
+                    and target.size == 1
+                    and type(base) is memoryview
+                    and type(base.obj) is _buffer_type
+                )
             except (AttributeError, TypeError, IndexError):
                 ok = True
             message = None if ok else explain_amo(name, args[at], args[pe_at], ctx)
@@ -343,8 +381,15 @@ def _bind(function, args, kwargs):
 
 _RMA_FIELDS = {"target": "target", "source": "source", "pe": "pe", "size": "size", "ctx": "ctx"}
 _STRIDED_FIELDS = {**_RMA_FIELDS, "tst": "tst", "sst": "sst"}
-_COLLECTIVE_FIELDS = {"target": "target", "source": "source", "size": "size", "team": "team", "root": "root",
-                      "tst": "tst", "sst": "sst"}
+_COLLECTIVE_FIELDS = {
+    "target": "target",
+    "source": "source",
+    "size": "size",
+    "team": "team",
+    "root": "root",
+    "tst": "tst",
+    "sst": "sst",
+}
 
 # set by install: this PE's world, its shmem4py's types
 _npes = 1
