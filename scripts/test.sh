@@ -17,5 +17,6 @@ if [ -n "$OSHMPI_TARBALL" ] && [ -f "$OSHMPI_TARBALL" ]; then
 fi
 # the fast tier first (seconds): lint and types; the suite runs only when they pass (make lint)
 .venv/bin/ruff check . || { echo "== ruff check failed (above): fix the code, then run the tests again" >&2; exit 1; }
+.venv/bin/ruff format --check . || { echo "== ruff format --check failed (above): run .venv/bin/ruff format ." >&2; exit 1; }
 .venv/bin/mypy || { echo "== mypy failed (above): fix the types, then run the tests again" >&2; exit 1; }
 exec .venv/bin/python -m pytest -ra "$@"

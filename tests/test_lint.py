@@ -1,4 +1,4 @@
-"""The fast tier as tests: ruff's lint and mypy pass under pyproject.toml's config (a few seconds).
+"""The fast tier as tests: ruff's lint and format check and mypy pass under pyproject.toml's config.
 
 scripts/test.sh runs both before the suite; these make a regression fail ``make test-quick`` too.
 """
@@ -19,6 +19,11 @@ def _run(tool, *args):
 def test_ruff_finds_nothing():
     out = _run("ruff", "check", "--output-format", "concise", ".")
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_tree_is_formatted():
+    out = _run("ruff", "format", "--check", ".")
+    assert out.returncode == 0, out.stdout + out.stderr + "\nrun: .venv/bin/ruff format ."
 
 
 def test_mypy_finds_nothing():
