@@ -148,6 +148,7 @@ def test_a_routine_the_library_lacks_is_named_as_itself_and_refused_in_one_sente
         "teams",
         "signals",
         "mistakes",
+        "board",
         "diagnostics",
     ]
     out = job3.run("print(repr(shmem.atomic_fetch_inc_nbi))", stdout=__import__("io").StringIO()).stdout

@@ -32,12 +32,26 @@ def write_site(tmp_path, monkeypatch):
     return write
 
 
+_before = {}
+
+
+@pytest.fixture(autouse=True)
+def _current_job_before():
+    """The current job before the test (a job another test module stopped may still be current)."""
+    _before["job"] = shmem_notebook.current_job()
+
+
+def _no_new_job():
+    """No job became the current one during the test."""
+    return shmem_notebook.current_job() is _before["job"]
+
+
 def _refused(match, n=2, **options):
     """``start()`` is refused with ``match`` at once, and nothing of a job was launched."""
     t0 = time.monotonic()
     with pytest.raises(LaunchError, match=match) as info:
         shmem_notebook.start(n, **options)
-    assert time.monotonic() - t0 < 2.0 and shmem_notebook.current_job() is None
+    assert time.monotonic() - t0 < 2.0 and _no_new_job()
     message = str(info.value)
     assert "\n" not in message and message.count("; ") <= 2
     return message
@@ -99,7 +113,7 @@ def test_a_malformed_policy_names_the_file_and_the_key_and_nothing_starts(write_
         shmem_notebook.start(2)
     message = str(info.value)
     assert path in message and "\n" not in message and "no job starts" in message
-    assert shmem_notebook.current_job() is None
+    assert _no_new_job()
 
 
 def test_a_missing_policy_named_by_the_environment_refuses(tmp_path, monkeypatch):
@@ -200,4 +214,4 @@ def test_shmem_start_shows_a_refusal_as_one_line(write_site, capsys):
     lines = [line for line in (captured.out + captured.err).splitlines() if line.strip()]
     assert not result.success and len(lines) == 1, lines
     assert lines[0].endswith("this site allows at most 4 PEs per job (site.json: max_pes); you asked for 8 PEs")
-    assert shmem_notebook.current_job() is None
+    assert _no_new_job()

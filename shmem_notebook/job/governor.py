@@ -40,7 +40,9 @@ _IDLE_LOOK = 0.005  # seconds between looks at the board while nobody waits long
 #: when every PE of the job is in a noted call, they are let run until the last came 1 s ago: a
 #: collective may take that long (Sandia OpenSHMEM's sum_reduce at 4 PEs on 2 cores: ~150 ms)
 _ALL_WAIT_NS = 1_000_000_000
-_STATS = 3  # cycles, ns the PEs were let run between stops, ns they were stopped
+_STATS = 4  # cycles, ns the PEs were let run between stops, ns they were stopped; the client's nudges
+#: after a nudge (the client signals PEs: an interrupt, a stack dump) no PE is stopped for this long
+_NUDGED = 0.5
 
 
 def board_size(n, stride):
@@ -94,6 +96,11 @@ class Governor:
     def serves(self, set_id):
         """Whether this governor still runs for engine set ``set_id``."""
         return self.set_id == set_id and self.process.poll() is None
+
+    def nudge(self):
+        """Wake the PEs it stopped now and stop none for half a second: the client is about to signal
+        them (an interrupt, a stack dump), which a stopped PE would take only when woken."""
+        self._board[self._held + self.n + 3] += 1
 
     def hold(self, pes):
         """Stop ``pes`` for good: the governor will not wake them (:meth:`Job.pause`)."""
@@ -149,11 +156,31 @@ def _govern(path, n, pids, after, stride):
     after_ns, stopped, woken, budget = int(after * 1e9), [], None, _Budget()
     stdin = sys.stdin.fileno()
 
+    nudges, quiet_until = board[stats + 3], 0.0
+
     def sleep(seconds):
         """Sleep; False once the client closed stdin (or died)."""
         return not select.select([stdin], [], [], seconds)[0]
 
+    def rest(seconds):
+        """Keep the stopped PEs stopped up to ``seconds``, looking every 5 ms whether to wake them
+        sooner: the client nudged, or every PE now waits (the one they waited for came). False
+        once the client closed stdin."""
+        nonlocal nudges, quiet_until
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if not sleep(min(left, _IDLE_LOOK)):
+                return False
+            if board[stats + 3] != nudges:
+                nudges, quiet_until = board[stats + 3], time.monotonic() + _NUDGED
+                return True
+            if stopped and not waiting_long():
+                return True
+        return True
+
     def waiting_long():
+        if time.monotonic() < quiet_until or board[stats + 3] != nudges:
+            return []
         now = time.monotonic_ns()
         entered = {pe: board[pe * stride] for pe in pids if not board[held + pe]}
         if len(pids) == n and all(entered.values()) and max(entered.values(), default=0) >= now - _ALL_WAIT_NS:
@@ -182,7 +209,7 @@ def _govern(path, n, pids, after, stride):
             # a late wake-up let them run longer, a PE with threads of its own (a progress thread)
             # used more than the time it ran: they sleep the longer for it
             over = max(budget.over(pe, pids[pe], t_stop) for pe in slow)
-            if not sleep(max(PERIOD - RUN, ran * (1 - SHARE) / SHARE, over / SHARE)):
+            if not rest(max(PERIOD - RUN, ran * (1 - SHARE) / SHARE, over / SHARE)):
                 break
             woken = time.monotonic()
             wake()

@@ -68,7 +68,9 @@ class Health:
         return "; ".join(f"PE {pe_ranges(pes)} died of {cause}" for cause, pes in fold(self.crash).items())
 
     def _signal(self, pes, signum):
-        """Send ``signum`` to those of ``pes`` that run on this host."""
+        """Send ``signum`` to those of ``pes`` that run on this host (the governor wakes them first)."""
+        if self._governor and signum != signal.SIGSTOP:
+            self._governor.nudge()
         here = socket.gethostname()
         for pe in pes:
             info = self.pes.get(pe, {})
@@ -77,7 +79,10 @@ class Health:
                     os.kill(info["pid"], signum)
 
     def locate(self: JobMembers, pes: Iterable[int]) -> dict[int, Any]:
-        """Where each of ``pes`` is in the cell: dump their stacks with SIGUSR1 and read them."""
+        """Where each of ``pes`` is in the cell: dump their stacks with SIGUSR1 and read them (the
+        governor lets them run first: a PE stopped mid-dump would leave half a stack)."""
+        if self._governor:
+            self._governor.nudge()
         here, paths, where = socket.gethostname(), {}, {}
         for pe in pes:
             info = self.pes.get(pe, {})

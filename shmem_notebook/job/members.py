@@ -32,6 +32,7 @@ class JobMembers(Protocol):
     last_gather: Any  # the last gather's route, "memory", "file" or "message" (None before one)
     _cluster: Any  # ipyparallel.Cluster, None when stopped
     _pe_procs: dict[int, Any]  # PE -> psutil.Process, for PEs on this host
+    _governor: Any  # the polite-waiting Governor of this host's PEs, None before a cell
 
     def ask(
         self, op: str, *args: Any, pes: Iterable[int] | None = None, timeout: float = 60.0, partial: bool = False
