@@ -4,19 +4,15 @@ runner's ``--stress N --trace FILE`` writes the first rerun's timeline. Racy and
 
 import io
 import json
-import os
 import pathlib
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
-from test_trace_export import flows
+from test_trace_export import flows, run_race_runner
 
 from conftest import ipython_shell, job_fixture, quiet
 from shmem_notebook.analysis.trace import Trace
 from shmem_notebook.cells.stress import Stressed
-from shmem_notebook.launcher.environment import platform_environment
 
 job = job_fixture(2, heap="32M", timeout=120)
 
@@ -123,29 +119,7 @@ shmem.free(box)
 @pytest.mark.parametrize("racy", [True, False], ids=["racy", "fixed"])
 def test_race_runner_writes_the_first_reruns_timeline(tmp_path, racy):
     (tmp_path / "ring.py").write_text(PROGRAM.format(order="" if racy else "shmem.barrier_all()\n"))
-    env = dict(os.environ, **platform_environment())
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "shmem_notebook.race",
-            "--stress",
-            "5",
-            "--trace",
-            "out.json",
-            "--",
-            "oshrun",
-            "-n",
-            "2",
-            sys.executable,
-            "ring.py",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_race_runner(tmp_path, "--stress", "5", "--trace", "out.json")
     assert done.returncode == (1 if racy else 0), done.stdout + done.stderr
     assert "stress: trace: " in done.stdout and "written to out.json" in done.stdout
     document = json.loads((tmp_path / "out.json").read_text())

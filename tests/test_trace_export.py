@@ -247,31 +247,29 @@ shmem.free(remote)
 """
 
 
+def run_race_runner(tmp_path, *options, timeout=300):
+    """``python -m shmem_notebook.race OPTIONS -- oshrun -n 2 python ring.py`` in ``tmp_path``."""
+    command = [
+        sys.executable,
+        "-m",
+        "shmem_notebook.race",
+        *options,
+        "--",
+        "oshrun",
+        "-n",
+        "2",
+        sys.executable,
+        "ring.py",
+    ]
+    env = dict(os.environ, **platform_environment())
+    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+
+
 @pytest.mark.pe
 @pytest.mark.parametrize("fmt", ["json", "otf2"])
 def test_race_runner_writes_the_programs_timeline(tmp_path, fmt):
     (tmp_path / "ring.py").write_text(textwrap.dedent(PROGRAM).lstrip())
-    env = dict(os.environ, **platform_environment())
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "shmem_notebook.race",
-            "--trace",
-            f"out.{fmt}",
-            "--",
-            "oshrun",
-            "-n",
-            "2",
-            sys.executable,
-            "ring.py",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    done = run_race_runner(tmp_path, "--trace", f"out.{fmt}", timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"written to out.{fmt}" in done.stdout
     if fmt == "otf2":
