@@ -166,7 +166,11 @@ def test_while_dead_after_a_crash(session, magic):
     snap = gather_snapshot(job)
     assert {p["state"] for p in snap.pes} == {"dead"}
     outcomes = [p["last_cell"]["outcome"] for p in snap.pes]
-    assert outcomes[-1] == "died (signal 9 (SIGKILL))", outcomes
+    if job.library.name == "sos":
+        # MPICH's hydra names one PID, and under load sometimes a PE its cleanup killed (SIGKILL too)
+        assert outcomes.count("died (signal 9 (SIGKILL))") == 1, outcomes
+    else:
+        assert outcomes[-1] == "died (signal 9 (SIGKILL))", outcomes
     assert all(o.startswith("died (") for o in outcomes), outcomes
     assert_refused(job, magic, PEDiedError, "the job is dead")
 
