@@ -6,6 +6,8 @@
 #                               from its source tarball (scripts/build_sos.sh), for --library sos
 #   scripts/setup.sh --with-oshmpi TARBALL   also build OSHMPI (OpenSHMEM 1.4 over Open MPI's MPI) into
 #                               .oshmpi/ from its source tarball (scripts/build_oshmpi.sh), for --library oshmpi
+# A class on one server (docs/classroom.md): JupyterHub comes with the [hub] extra into .venv, its proxy
+# (configurable-http-proxy, from npm) into .hub/ (Debian's nodejs and npm are installed when missing).
 # Idempotent: Debian packages are installed only when missing; the virtualenv is .venv/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +32,8 @@ for pkg in $APT_PACKAGES; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing="$missing $pkg"
 done
 if ! "$PYTHON" -c "import venv, ensurepip" 2>/dev/null; then missing="$missing python3-venv python3-dev"; fi
+command -v node >/dev/null || missing="$missing nodejs"  # JupyterHub's proxy runs on Node.js
+command -v npm >/dev/null || missing="$missing npm"
 if [ -n "$missing" ]; then
     echo "== installing Debian packages:$missing"
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
@@ -44,6 +48,13 @@ fi
 # shmem4py builds against Open MPI's OpenSHMEM (oshcc)
 if ! .venv/bin/pip install -q -e ".[test]" ; then
     echo "pip install failed: see the messages above" >&2; exit 1
+fi
+# JupyterHub's proxy, local to the checkout (.hub/ is ignored by git); the hub finds it there (shmem_notebook/hub)
+CHP_VERSION=4.6.3
+if [ "$(.hub/node_modules/.bin/configurable-http-proxy --version 2>/dev/null)" != "$CHP_VERSION" ]; then
+    echo "== installing configurable-http-proxy $CHP_VERSION into .hub/"
+    npm install --prefix .hub --no-fund --no-audit --loglevel=error "configurable-http-proxy@$CHP_VERSION" \
+        || { echo "npm install of configurable-http-proxy failed: see the messages above" >&2; exit 1; }
 fi
 echo "== installed: $(.venv/bin/python -c 'import shmem_notebook, ipyparallel, numpy; print("shmem_notebook", shmem_notebook.__version__, "ipyparallel", ipyparallel.__version__, "numpy", numpy.__version__)')"
 
