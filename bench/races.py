@@ -20,7 +20,7 @@ import time
 
 import shmem_notebook
 from common import median
-from shmem_notebook.analysis.races import analyse
+from shmem_notebook.analysis.happens_before import analyse
 
 PUTS = """import time as _t
 _buf = np.ones(1, dtype=np.int64)

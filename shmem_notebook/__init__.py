@@ -21,13 +21,13 @@ from .errors import (
     ShmemNotebookError,
     SpecError,
 )
-from .lean import lazy_names
+from .lazy_imports import lazy_names
 from .rc import rc
 
 if TYPE_CHECKING:  # for the type checker only: importing them runs the client side
     from IPython.core.interactiveshell import InteractiveShell
 
-    from .analysis.races import Access, Race
+    from .analysis.happens_before import Access, Race
     from .cells.result import CellResult
     from .job import Job, current_job, start
     from .specs import ArraySpec
@@ -67,8 +67,8 @@ _LAZY = {
     "Job": "job",
     "CellResult": "job",
     "ArraySpec": "specs",
-    "Race": "analysis.races",
-    "Access": "analysis.races",
+    "Race": "analysis.happens_before",
+    "Access": "analysis.happens_before",
 }
 
 __getattr__ = lazy_names(__name__, _LAZY)

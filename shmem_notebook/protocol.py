@@ -7,7 +7,7 @@ object travels to a PE and back. Requests asked on their own and those riding wi
 have the same form.
 
 Cells take a route of their own (:mod:`shmem_notebook.cells.channel` on the client,
-:mod:`shmem_notebook.engine.channel` on the PEs): JSON messages signed with a key only
+:mod:`shmem_notebook.engine.cell_receiver` on the PEs): JSON messages signed with a key only
 the client and its PEs know (:func:`seal`, :func:`unseal`); the requests a cell's stages
 make before and after it ride with it, and the PEs' answers come back pickled in the
 final message's signed attachment.

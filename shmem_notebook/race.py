@@ -37,12 +37,12 @@ import sys
 import tempfile
 import time
 
+from .analysis.happens_before import find_races, format_indices
 from .analysis.partial import cut
 from .analysis.places import notes
-from .analysis.races import find_races, format_indices
 from .analysis.report import PROGRAM, Stop, report_lines
 from .cells.output import merge_marked
-from .cells.stress import Difference, Run, compare, estimate, summary
+from .cells.stress_stage import Difference, Run, compare, estimate, summary
 from .folding import pe_ranges
 from .launcher.environment import platform_environment
 from .operations import CAP
@@ -267,7 +267,7 @@ def differences(before, after):
 
 
 def _printed(before, after):
-    """The :class:`~shmem_notebook.cells.stress.Difference` s of what the PEs printed."""
+    """The :class:`~shmem_notebook.cells.stress_stage.Difference` s of what the PEs printed."""
     return compare(Run(before, [], "ok"), Run(after, [], "ok"), label="the run without delays")
 
 

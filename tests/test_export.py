@@ -19,9 +19,9 @@ import pytest
 
 from conftest import job_fixture, quiet
 from shmem_notebook.errors import InputError, PEError, notebook_count
-from shmem_notebook.job.export import program, sbatch_script, select
 from shmem_notebook.job.history import CellRecord
-from shmem_notebook.job.plain import plain_cell, show_last, stored
+from shmem_notebook.job.plain_python import plain_cell, show_last, stored
+from shmem_notebook.job.script_export import program, sbatch_script, select
 from shmem_notebook.launcher.environment import platform_environment
 from slurm_cluster import SlurmCluster, slurm_missing
 

@@ -12,7 +12,7 @@ from shmem_notebook.analysis.footprint import (
     progressions,
     strided,
 )
-from shmem_notebook.analysis.races import find_races
+from shmem_notebook.analysis.happens_before import find_races
 
 BOARD = np.zeros((10, 10), dtype=np.int64)
 

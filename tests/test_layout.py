@@ -10,7 +10,7 @@ import shmem_notebook
 
 PACKAGE = pathlib.Path(shmem_notebook.__file__).parent
 #: plain definitions both sides may import
-SHARED = {"errors", "specs", "folding", "protocol", "arguments", "rc", "lean", "operations", "words"}
+SHARED = {"errors", "specs", "folding", "protocol", "arguments", "rc", "lazy_imports", "operations", "words"}
 #: plain modules of a client package the PEs import too (each imports nothing at all)
 SHARED_MODULES = {"analysis.footprint"}
 
@@ -67,7 +67,7 @@ def test_engine_helpers_import_without_initialising_openshmem():
     """Importing shmem4py calls shmem_init: only the modules a running PE loads may do it at import.
     The rest (pure helpers such as teams.decide) are imported by tests in the client's process,
     where an init would start a singleton orted and segfault at exit (ompi#11604)."""
-    pe_only = {"runtime", "recorder", "snapshot", "trace", "requests", "__main__"}
+    pe_only = {"runtime", "recorder", "heap_summary", "requests", "__main__"}
     helpers = [
         n
         for n in _modules("engine")

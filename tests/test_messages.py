@@ -106,7 +106,7 @@ def test_too_small_a_heap_in_the_magic_is_one_line(cell):
 
 
 def test_heap_advice_is_a_size_that_holds_the_array_or_says_none_can():
-    from shmem_notebook.job.fit import heap_to_ask
+    from shmem_notebook.job.heap_fit import heap_to_ask
 
     assert heap_to_ask(300 << 20, 2).endswith("--heap 512M`)")
     assert heap_to_ask(2 << 30, 1).endswith("--heap 4G`)")
@@ -114,7 +114,7 @@ def test_heap_advice_is_a_size_that_holds_the_array_or_says_none_can():
 
 
 def test_too_many_pes_says_how_many_fit():
-    from shmem_notebook.job.fit import check_heap_fits
+    from shmem_notebook.job.heap_fit import check_heap_fits
 
     with pytest.raises(shmem_notebook.LaunchError, match=r"at most 14 PEs per node fit with a heap of 1\.0 GiB"):
         check_heap_fits(10000, 1 << 30, memory=16 << 30, shm_free=1 << 40)

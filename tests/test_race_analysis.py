@@ -5,8 +5,8 @@ import io
 import os
 import sys
 
-from shmem_notebook.analysis.races import analyse, find_races
-from shmem_notebook.cells import race as race_stage
+from shmem_notebook.analysis.happens_before import analyse, find_races
+from shmem_notebook.cells import race_stage
 from shmem_notebook.cells.result import CellResult
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))

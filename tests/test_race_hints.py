@@ -4,8 +4,8 @@ import pytest
 
 from conftest import job_fixture
 from race_fixes import check_each_fix, run_checked
+from shmem_notebook.analysis.happens_before import find_races
 from shmem_notebook.analysis.hints import Edit, Fix, apply_fix
-from shmem_notebook.analysis.races import find_races
 
 CELL = """def show(a):
     print(a[0])
@@ -268,7 +268,7 @@ def _halo_events(me, steps=3):
 
 
 def _analyse(events, npes, source):
-    from shmem_notebook.analysis.races import analyse
+    from shmem_notebook.analysis.happens_before import analyse
 
     traces = {pe: {"events": evs, "names": NAMES, "ops": len(evs)} for pe, evs in events.items()}
     return analyse(traces, npes, source=source).races

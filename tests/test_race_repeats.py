@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from shmem_notebook.analysis import races
+from shmem_notebook.analysis import happens_before as races
 from shmem_notebook.analysis.carry import Carry
-from shmem_notebook.analysis.races import analyse
+from shmem_notebook.analysis.happens_before import analyse
 from shmem_notebook.analysis.repeats import fold_repeats
 from shmem_notebook.operations import event
 

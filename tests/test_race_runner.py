@@ -20,7 +20,7 @@ import pytest
 from conftest import job_fixture, quiet
 from race_catalogue import ARRAYS, CASES, RESET
 from shmem_notebook import race as runner
-from shmem_notebook.analysis.races import find_races
+from shmem_notebook.analysis.happens_before import find_races
 from shmem_notebook.errors import PEError
 from shmem_notebook.launcher.environment import platform_environment
 from shmem_notebook.protocol import RACE_LINES, RACE_MODULE

@@ -103,7 +103,7 @@ def test_an_interrupted_cell(job):
 
 
 def test_a_capped_trace_of_a_cell_that_raised_says_both(job, monkeypatch):
-    from shmem_notebook.cells import race as race_stage
+    from shmem_notebook.cells import race_stage
 
     monkeypatch.setattr(race_stage, "CAP", 60)
     code = (

@@ -11,7 +11,7 @@ from conftest import job_fixture, needs_oshmpi, needs_sos, running_job
 from race_catalogue import ARRAYS, CASES, RESET
 from race_fixes import check_each_fix, notebook_race_cells
 from shmem_notebook import Access, PEError, Race
-from shmem_notebook.analysis.races import find_races
+from shmem_notebook.analysis.happens_before import find_races
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -350,7 +350,7 @@ def test_a_slice_seen_again_is_placed_anew_when_its_array_changed_shape(job2):
 def test_capped_trace_says_what_was_checked(job2, monkeypatch):
     """Past the cap the verdict is partial: which PEs were checked up to which line, never a plain
     "no races found"; a race before the cap is still found."""
-    from shmem_notebook.cells import race as race_stage
+    from shmem_notebook.cells import race_stage
 
     monkeypatch.setattr(race_stage, "CAP", 100)
     # elements in no arithmetic progression, so the puts do not summarise into strided events

@@ -10,7 +10,7 @@ import io
 import pytest
 
 from conftest import job_fixture
-from shmem_notebook.analysis.races import find_races
+from shmem_notebook.analysis.happens_before import find_races
 
 NAMES = [["A", "sym", 0, 64, 8, 0], ["B", "sym", 64, 128, 8, 0], ["fetched", "priv", 5000, 5008, 8, 1]]
 

@@ -18,7 +18,7 @@ import pytest
 import shmem_notebook
 from conftest import ShmTracker
 from shmem_notebook import LaunchError, PEDiedError
-from shmem_notebook.job import fit
+from shmem_notebook.job import heap_fit as fit
 from shmem_notebook.job.processes import alive, wait
 from shmem_notebook.job.watchdog import owned_processes
 from shmem_notebook.rc import rc

@@ -160,7 +160,7 @@ def test_admission_counts_dev_shm_with_room_for_others(tmp_path):
 
 
 def test_admission_refuses_a_heap_beyond_the_room_before_launch(monkeypatch):
-    from shmem_notebook.job.fit import PE_OVERHEAD, node_memory
+    from shmem_notebook.job.heap_fit import PE_OVERHEAD, node_memory
 
     free, _ = node_memory()
     heap = (free - PE_OVERHEAD * 2) // 2 - 64 * MiB  # fits in what is free, not with the room for others

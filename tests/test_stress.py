@@ -16,7 +16,7 @@ import pytest
 
 from conftest import job_fixture
 from shmem_notebook import Access, Race
-from shmem_notebook.cells.stress import Run, compare, summary
+from shmem_notebook.cells.stress_stage import Run, compare, summary
 from shmem_notebook.launcher.environment import platform_environment
 
 job = job_fixture(2, 4, heap="32M", timeout=120)

@@ -12,7 +12,7 @@ from test_trace_export import flows, run_race_runner
 
 from conftest import ipython_shell, job_fixture, quiet
 from shmem_notebook.analysis.trace import Trace
-from shmem_notebook.cells.stress import Stressed
+from shmem_notebook.cells.stress_stage import Stressed
 
 job = job_fixture(2, heap="32M", timeout=120)
 

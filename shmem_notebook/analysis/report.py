@@ -1,6 +1,6 @@
 """The race report (client side): one line per race, then the verdict.
 
-Written here once for the ``race`` stage of a cell (:mod:`shmem_notebook.cells.race`) and for
+Written here once for the ``race`` stage of a cell (:mod:`shmem_notebook.cells.race_stage`) and for
 the command-line runner (:mod:`shmem_notebook.race`). The verdict is a plain ``no races found``
 (``3 races found``) only when every PE sent its trace, ran to the end and no trace reached the
 cap; otherwise it says what was checked and why the rest was not::

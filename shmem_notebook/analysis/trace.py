@@ -1,5 +1,5 @@
 """What a traced cell did (client side): events in happens-before order, the heap per epoch,
-and the replay's frames. Built from what each PE's trace sent (``engine/record/trace.py``).
+and the replay's frames. Built from what each PE's trace sent (``engine/record/trace_log.py``).
 
 ``Trace.events``: every recorded call of every PE, ordered by (epoch, time):
 epochs are separated by world barriers, and within an epoch a put is followed
@@ -62,7 +62,7 @@ class Trace:
     def save(self, path):
         """Write the trace to ``path`` by its extension: ``.json`` (Chrome trace events: Perfetto,
         ui.perfetto.dev) or ``.otf2`` (an OTF2 archive: Vampir, Score-P tools); returns ``path``."""
-        from .export import save
+        from .trace_save import save
 
         return save(self, path)
 

@@ -11,7 +11,7 @@
 - :mod:`.stress`: the ``stress`` stage (``--stress [SEED]``): reruns with seeded delays.
 """
 
-from . import race, stress, tracing  # noqa: F401  (register the "race", "stress" and "trace" stages)
+from . import race_stage, stress_stage, trace_stage  # noqa: F401  (register the "race", "stress" and "trace" stages)
 from .path import Cell, run_cell
 from .result import CellResult
 from .stages import STAGES, Stage, register

@@ -1,7 +1,7 @@
 """How a cell reaches the PEs and how their answers come back (client side).
 
 ``rc.dispatch = "direct"`` (the default): the job's *cell channel*, one ROUTER socket
-in this process and a DEALER on every PE (:mod:`shmem_notebook.engine.channel`). The
+in this process and a DEALER on every PE (:mod:`shmem_notebook.engine.cell_receiver`). The
 client sends the cell to each PE; each PE sends its output as lines and then one final
 message. ``DirectView.execute`` instead passes the cell through the controller and has
 every PE answer with four or five messages that the controller relays, which with many
@@ -166,7 +166,7 @@ class ChannelCell:
 
 class ExecuteCell:
     """One cell sent with ``DirectView.execute`` (``rc.dispatch = "ipyparallel"``); ``ask`` is the
-    job's :meth:`~shmem_notebook.job.asking.Asking.ask`, for the requests made before and after it."""
+    job's :meth:`~shmem_notebook.job.pe_requests.Asking.ask`, for the requests made before and after it."""
 
     def __init__(self, view, code, before=(), ask=None, after=()):
         for op, args in before:

@@ -7,7 +7,7 @@ Collective on the PEs: the cell goes to every PE at once.
 
 The path uses only the job's public surface: ``prepare_cell``, ``send_cell``,
 ``dead_pes``, ``locate``, ``interrupt``, ``mark_dead`` and ``ask`` (see
-:mod:`shmem_notebook.job.asking`), and its attributes ``n``, ``pes``, ``timeout``,
+:mod:`shmem_notebook.job.pe_requests`), and its attributes ``n``, ``pes``, ``timeout``,
 ``state``, ``last_result`` and ``cell_callbacks``.
 """
 

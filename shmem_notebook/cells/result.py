@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..analysis.races import Race
+    from ..analysis.happens_before import Race
     from ..analysis.trace import Trace
 
 __all__ = ["CellResult"]

@@ -41,7 +41,7 @@ class SentCell(Protocol):
 
 
 class JobSurface(Protocol):
-    """The job as the cell path uses it (see :mod:`shmem_notebook.job.asking`)."""
+    """The job as the cell path uses it (see :mod:`shmem_notebook.job.pe_requests`)."""
 
     n: int
     pes: dict[int, dict[str, Any]]

@@ -19,5 +19,5 @@ this package (a test enforces it). Modules:
 
 From the engine, only the plain shared definitions of the package are
 imported (``errors``, ``specs``, ``folding``, ``protocol``, ``arguments``, ``rc``,
-``lean``, ``operations``).
+``lazy_imports``, ``operations``).
 """

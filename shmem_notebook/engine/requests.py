@@ -6,7 +6,7 @@ on its own and for one riding with a cell alike; the answer is plain data. Those
 """
 
 from ..protocol import Op, serve
-from . import channel, heap, record, runtime, snapshot
+from . import cell_receiver, heap, heap_summary, record, runtime
 
 __all__ = ["HANDLERS", "handle", "start"]
 
@@ -19,8 +19,8 @@ HANDLERS = {
     Op.PULL: heap.pull,
     Op.HEAP_USAGE: heap.heap_usage,
     Op.INFO: runtime.info,
-    Op.CELLS_CONNECT: channel.connect,
-    Op.SNAPSHOT: snapshot.snapshot,
+    Op.CELLS_CONNECT: cell_receiver.connect,
+    Op.SNAPSHOT: heap_summary.snapshot,
     Op.RACE_START: record.race_start,
     Op.RACE_STOP: record.race_stop,
     Op.TRACE_START: record.trace_start,

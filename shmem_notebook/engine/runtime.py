@@ -16,7 +16,7 @@ import time
 import numpy as np
 from shmem4py import shmem
 
-from .. import lean
+from .. import lazy_imports
 from ..rc import rc
 from . import collectives, heap, shims, teams
 from .context import this_pe
@@ -58,7 +58,7 @@ def _after_cell(result):
 def bind(shell):
     """Install the namespace and the per-cell hooks in the engine's shell."""
     this_pe.shell = shell  # the one place the PE keeps it: namespace, recordings, snapshot, channel
-    lean.release("debugpy")
+    lazy_imports.release("debugpy")
     for stream in (sys.stdout, sys.stderr):
         # send output at once: when a PE dies, oshrun kills the others within ~0.1 s,
         # and output still buffered (0.2 s by default) would be lost
@@ -169,8 +169,8 @@ def main(argv=None):
     shims.install(shmem)  # collective: the teams shim reserves its synchronisation words
     collectives.install(shmem)  # collective: reserves the teaching collectives' scratch
     _publish_collectives()
-    lean.install()
-    lean.hold_back("debugpy")  # until bind()
+    lazy_imports.install()
+    lazy_imports.hold_back("debugpy")  # until bind()
     from ipyparallel.engine.app import IPEngine  # imports while the controller starts
 
     _wait_for_connection_file(rc.start_timeout)

@@ -1,7 +1,7 @@
 """Gather what every PE holds into a :class:`Snapshot` (client side, no shmem4py).
 
 ``gather_snapshot(job)`` asks each live PE for a summary of its symmetric heap
-(:func:`shmem_notebook.engine.snapshot.snapshot`), waits at most ``timeout``
+(:func:`shmem_notebook.engine.heap_summary.snapshot`), waits at most ``timeout``
 seconds, and marks PEs that did not answer as unreachable. It is not
 collective: PEs answer independently, so a dead or stuck PE never blocks the
 others. The whole job's reply is kept under ``budget`` bytes (1 MiB by

@@ -14,7 +14,7 @@ from ..errors import HeapFullError, InputError
 from ..folding import pe_ranges
 from ..rc import rc
 from ..specs import SpecError, as_specs, format_size
-from .fit import heap_to_ask
+from .heap_fit import heap_to_ask
 from .members import JobMembers
 from .remote import read_from_pes
 from .shm import SHM_DIR, transfer_prefix

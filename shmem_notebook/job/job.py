@@ -30,11 +30,11 @@ from ..rc import rc
 from ..specs import check_heap
 from ..words import plural
 from .arrays import SymmetricArrays
-from .asking import Asking
 from .batch import QueueProgress, batch_options
 from .health import Health
 from .history import History
 from .options import given, signature
+from .pe_requests import Asking
 from .processes import alive, process, wait
 from .shm import Segments
 from .site import admit, within_site
@@ -42,7 +42,7 @@ from .watchdog import owned_by, remove_profile_files, start_watchdog, stop_watch
 
 if TYPE_CHECKING:
     from ..inspector.widget import Inspector
-    from .export import Exported
+    from .script_export import Exported
 
 __all__ = ["Job"]
 
@@ -412,7 +412,7 @@ class Job(SymmetricArrays, Health, Asking):
         """Write the cells run so far (``cells``: those chosen, e.g. ``"4,6-8"``, by their In[k]) as one
         standalone shmem4py program at ``path``; ``slurm=True`` (or a dict of sbatch options) also writes
         an sbatch script next to it. Not collective: nothing reaches the PEs. See :mod:`.export`."""
-        from .export import export
+        from .script_export import export
 
         return export(self, path, cells=cells, slurm=slurm)
 

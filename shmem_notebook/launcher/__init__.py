@@ -9,7 +9,7 @@
 - :mod:`.controller`: the job's ``ipcontroller``, whose heart monitor registers PEs at once.
 """
 
-from ..lean import lazy_names
+from ..lazy_imports import lazy_names
 
 __all__ = [
     "OshrunEngineSetLauncher",
@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 #: name -> module, imported on first use: ``python -m shmem_notebook.launcher.controller``
-#: imports this package and must not pay for ipyparallel's client side (see :mod:`shmem_notebook.lean`)
+#: imports this package and must not pay for ipyparallel's client side (see :mod:`shmem_notebook.lazy_imports`)
 _LAZY = {
     "OshrunEngineSetLauncher": "oshrun",
     "check_oshrun": "oshrun",

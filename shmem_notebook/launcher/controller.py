@@ -13,7 +13,7 @@ that fork (with another multiprocessing start method it is not, and registration
 as ipyparallel's).
 
 The controller's start is on the way of every job's start: it imports only what a controller
-uses (:mod:`shmem_notebook.lean`) and skips the fixed 0.25 s sleep ipcontroller takes before it
+uses (:mod:`shmem_notebook.lazy_imports`) and skips the fixed 0.25 s sleep ipcontroller takes before it
 writes the connection files the PEs wait for.
 """
 
@@ -21,11 +21,11 @@ import sys
 import time
 import types
 
-from .. import lean
+from .. import lazy_imports
 
-lean.install()  # this module is the controller's process (python -m); nothing else imports it
+lazy_imports.install()  # this module is the controller's process (python -m); nothing else imports it
 
-from ipyparallel.controller import heartmonitor  # noqa: E402  (after lean.install)
+from ipyparallel.controller import heartmonitor  # noqa: E402  (after lazy_imports.install)
 
 __all__ = ["EagerHeartMonitor", "main"]
 

@@ -17,10 +17,10 @@ from shmem4py import shmem
 
 from ..context import this_pe
 from . import hooks, layer, outside
+from .accesses import RaceRecording
 from .instrument import AccessTransformer, MarkTransformer
-from .races import RaceRecording
-from .stress import StressDelays, declared_values, restore_arrays, save_arrays
-from .trace import TraceRecording
+from .perturb import StressDelays, declared_values, restore_arrays, save_arrays
+from .trace_log import TraceRecording
 
 __all__ = [
     "CAP",

@@ -4,7 +4,7 @@
 A consumer of the :mod:`.layer` (every shmem4py call) and of the load/store hooks of the
 rewritten cell (:mod:`.hooks`). Repeated accesses from one line to adjacent memory are
 merged into one event (a range), so loops stay small; a synchronisation ends merging.
-:meth:`RaceRecording.data` is what the client's :func:`~shmem_notebook.analysis.races.find_races`
+:meth:`RaceRecording.data` is what the client's :func:`~shmem_notebook.analysis.happens_before.find_races`
 reads: ``pe``, ``npes``, ``events``, ``names``, ``ops`` (calls and accesses seen, before
 merging), ``truncated`` (None or the line where ``cap`` was hit), ``cap``, ``seconds``.
 

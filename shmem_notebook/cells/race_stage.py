@@ -2,7 +2,7 @@
 
 Every PE starts its race recording (:mod:`shmem_notebook.engine.record`) right before the
 cell and sends its trace back with the cell's outcome (the requests ride with the cell), and
-:func:`shmem_notebook.analysis.races.analyse` sets ``result.races``. The
+:func:`shmem_notebook.analysis.happens_before.analyse` sets ``result.races``. The
 report (:mod:`shmem_notebook.analysis.report`, shared with the command-line runner) prints one
 line per race and the verdict. A cell that raised, was stopped or whose PE sent no trace still
 reports the races traced up to there, and its verdict says what was checked.
@@ -16,8 +16,8 @@ takes more than a second; an interrupt stops it with one line, and the job stays
 
 import time
 
+from ..analysis.happens_before import analyse
 from ..analysis.places import name_places, namer, notes
-from ..analysis.races import analyse
 from ..analysis.report import report_lines, stops_of
 from ..errors import notebook_count
 from ..operations import CAP

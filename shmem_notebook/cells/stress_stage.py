@@ -1,7 +1,7 @@
 """The ``stress`` stage: ``%%pxshmem --race --stress [SEED]`` / ``job.run(code, race=True, stress=SEED)``.
 
 After the cell, it reruns it :data:`RUNS` times with seeded random delays before and after every
-shmem call (:mod:`shmem_notebook.engine.record.stress`), each rerun starting from the declared
+shmem call (:mod:`shmem_notebook.engine.record.perturb`), each rerun starting from the declared
 arrays as they were before the cell; the same seed gives the same delays. It first says how long
 the reruns should take (from the cell's own time), then a line per rerun as soon as it ended,
 saying what differs from the cell (printed lines, outcome, elements with both values).
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.races import format_indices
+from ..analysis.happens_before import format_indices
 from ..errors import InputError, ShmemNotebookError
 from ..folding import fold, pe_ranges
 from ..protocol import Op
@@ -194,7 +194,7 @@ class StressStage(Stage):
             return str(exc).splitlines()[0], None
         sent.request.answers(Op.STRESS_STOP)  # with rc.dispatch = "ipyparallel" the PEs are asked now
         if traced:
-            from .tracing import collect as collect_trace  # here: "trace" registers after "stress"
+            from .trace_stage import collect as collect_trace  # here: "trace" registers after "stress"
 
             self.trace = collect_trace(cell, sent.request, result, what=f"stress rerun with seed {seed}")
         return ("ok" if error is None else result.outcome), result

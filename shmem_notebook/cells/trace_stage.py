@@ -1,6 +1,6 @@
 """The ``trace`` stage: ``job.run(code, trace=True)`` / ``%%pxshmem --trace`` (client side).
 
-Right before the cell every PE starts its trace (``engine/record/trace.py``, request
+Right before the cell every PE starts its trace (``engine/record/trace_log.py``, request
 ``trace_start``); right after it, the PEs send their events and heap snapshots
 (``trace_stop``, both riding with the cell) and ``result.trace`` becomes an
 :class:`~shmem_notebook.analysis.trace.Trace`. A cell that raised, was interrupted or
@@ -45,7 +45,7 @@ def collect(cell, request, result, what=None):
     if not sent:
         return None
     job = cell.job
-    from .race import cell_label
+    from .race_stage import cell_label
 
     label = cell_label(job) + (f", {what}" if what else "")
     meta = {

@@ -24,7 +24,7 @@ from ..launcher.environment import platform_environment
 from ..specs import parse_size, parse_spec
 from ..words import plural
 from .batch import sbatch_script
-from .plain import plain_cell, show_last, stored as names_stored, used as names_used
+from .plain_python import plain_cell, show_last, stored as names_stored, used as names_used
 
 __all__ = ["export", "Exported", "select", "program", "sbatch_script"]
 

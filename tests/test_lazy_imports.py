@@ -1,5 +1,5 @@
 """PEs and the controller import only the parts of ipyparallel and jupyter_client they use
-(shmem_notebook.lean); the rest of both packages still comes on first use."""
+(shmem_notebook.lazy_imports); the rest of both packages still comes on first use."""
 
 import io
 import subprocess
@@ -19,9 +19,9 @@ def _python(code):
 def test_an_engine_and_a_controller_import_no_client_side_and_the_rest_comes_on_first_use():
     out = _python(
         "import sys\n"
-        "from shmem_notebook import lean\n"
-        "lean.install()\n"
-        "lean.hold_back('debugpy')\n"
+        "from shmem_notebook import lazy_imports\n"
+        "lazy_imports.install()\n"
+        "lazy_imports.hold_back('debugpy')\n"
         "from ipyparallel.engine.app import IPEngine\n"
         "import ipyparallel, jupyter_client, ipykernel.debugger\n"
         f"print(sorted(m for m in {CLIENT_SIDE!r} if m in sys.modules))\n"
@@ -29,7 +29,7 @@ def test_an_engine_and_a_controller_import_no_client_side_and_the_rest_comes_on_
         f"print(sorted(m for m in {CLIENT_SIDE[1:]!r} if m in sys.modules))\n"
         "print(ipykernel.debugger._is_debugpy_available,\n"
         "      ipyparallel.__version__ == __import__('ipyparallel._version').__version__)\n"
-        "lean.release('debugpy')\n"
+        "lazy_imports.release('debugpy')\n"
         "import debugpy\n"
         "print(ipyparallel.Client.__name__, jupyter_client.KernelManager.__name__,\n"
         "      'ipyparallel.client' in sys.modules)\n"
@@ -42,9 +42,9 @@ def test_an_engine_and_a_controller_import_no_client_side_and_the_rest_comes_on_
 def test_install_leaves_a_package_that_is_imported_already():
     out = _python(
         "import sys, ipyparallel\n"
-        "from shmem_notebook import lean\n"
+        "from shmem_notebook import lazy_imports\n"
         "real = sys.modules['ipyparallel']\n"
-        "lean.install()\n"
+        "lazy_imports.install()\n"
         "print(sys.modules['ipyparallel'] is real, hasattr(real, 'Client'))\n"
     )
     assert out == ["True True"]
