@@ -172,3 +172,14 @@ def test_no_module_is_long_without_saying_why():
         if text.count("\n") > 420 and "Longer than" not in doc:
             long.append(f"{path.relative_to(PACKAGE)}: {text.count(chr(10))} lines")
     assert long == []
+
+
+def test_no_two_modules_share_a_name():
+    """A module's name says what it holds: two modules of one name in different rooms (a
+    ``races.py`` of the PE's recording and one of the client's analysis) read as one."""
+    root = pathlib.Path(shmem_notebook.__file__).parent
+    names: dict[str, list[str]] = {}
+    for path in root.rglob("*.py"):
+        if path.stem not in ("__init__", "__main__"):
+            names.setdefault(path.stem, []).append(str(path.relative_to(root)))
+    assert {n: p for n, p in names.items() if len(p) > 1} == {}

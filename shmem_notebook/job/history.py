@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ..errors import notebook_count
 from ..specs import as_specs
+from .state_file import note_state
 
 __all__ = ["CellRecord", "History"]
 
@@ -48,16 +49,19 @@ class History(list):
     def __init__(self, job):
         super().__init__()
         self._running = []  # (code, options) of the cells running now; more than one: a stage's rerun
+        self._job = job
         job.cell_callbacks.append(self.record)
 
     @contextlib.contextmanager
     def running(self, code, arrays, options):
         """While ``Job.run`` runs ``code``: what the cell callback records with its result."""
         self._running.append((code, dict(options, declared=arrays) if arrays else dict(options)))
+        note_state(self._job, "busy")  # for the instructor's view (.state_file)
         try:
             yield
         finally:
             self._running.pop()
+            note_state(self._job)
 
     def record(self, job, result):
         """The cell callback: append the cell that just finished (not a stage's rerun of it)."""
