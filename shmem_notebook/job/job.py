@@ -260,8 +260,8 @@ class Job(SymmetricArrays, Health, Asking):
 
     def _release_pes(self, polite=True):
         """Ask the PEs to exit, politely if the job is healthy (and ``polite``), by SIGKILL otherwise; don't wait."""
-        engines = self._engine_set()
-        if engines is None:
+        self._end_governor()  # it wakes the PEs it stopped: they take the shutdown (or die) at once
+        if (engines := self._engine_set()) is None:
             return
         self._note_segments()
         if polite and self.state == "running" and self._oshrun_running():

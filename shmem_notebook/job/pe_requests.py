@@ -140,6 +140,12 @@ class Asking:
         self.paused.update(pes)
         self.state = "hung"
 
+    def _end_governor(self):
+        """Close the governor of the PEs being released and reap its process."""
+        if self._governor is not None:
+            self._governor.close(wait=1.0)
+            self._governor = None
+
     def _govern(self):
         """Let the PEs of this host that wait long in a blocking call sleep (see :mod:`.governor`),
         from the first cell of each start on, where the library polls while it waits;
