@@ -55,11 +55,51 @@ def wait_for_no_processes(timeout=15.0):
         time.sleep(0.2)
 
 
+def shared_memory():
+    """This user's shared memory that no process maps: the names in /dev/shm, SysV segment ids
+    (what other jobs running on the machine use is mapped, so it is not counted)."""
+    names = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    for maps in _readable("/proc/*/maps"):
+        names -= {line.rsplit("/dev/shm/", 1)[1].split(" (")[0] for line in maps if "/dev/shm/" in line}
+    with open("/proc/sysvipc/shm") as f:
+        rows = [line.split() for line in f.readlines()[1:]]
+    return names | {f"SysV shmid {row[1]}" for row in rows if int(row[7]) == os.getuid() and row[6] == "0"}
+
+
+def _readable(pattern):
+    """The lines of each file matching ``pattern`` that can still be read (processes come and go)."""
+    import glob
+
+    for path in glob.glob(pattern):
+        try:
+            with open(path) as f:
+                yield f.read().splitlines()
+        except OSError:
+            continue
+
+
+#: (test module, shared memory it left) for the session's summary
+SHARED_MEMORY_LEFT = []
+
+
 @pytest.fixture(scope="module", autouse=True)
-def no_leftover_processes():
-    """After each test module, nothing it started may still run."""
+def no_leftover_processes(request):
+    """After each test module, nothing it started may still run; shared memory it left (which
+    a job's clean-up should have removed) is listed at the end of the session."""
+    before = shared_memory()
     yield
     assert wait_for_no_processes() == [], "processes left behind by this test module"
+    left = shared_memory() - before
+    if left:
+        SHARED_MEMORY_LEFT.append((request.module.__name__, sorted(left)))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Name the modules after which shared memory was left (other users of the machine can add to it)."""
+    if SHARED_MEMORY_LEFT:
+        terminalreporter.section("shared memory left after a test module")
+        for module, names in SHARED_MEMORY_LEFT:
+            terminalreporter.write_line(f"{module}: {', '.join(names)}")
 
 
 def ipython_shell():
