@@ -31,12 +31,26 @@ from .options import declared, given
 from .shm import SHM_DIR
 from .watchdog import OWNER
 
-__all__ = ["SITE_FILE", "RESERVE", "Policy", "policy", "within_site", "running_jobs", "admit", "admission"]
+__all__ = [
+    "SITE_FILE",
+    "RESERVE",
+    "HEAP_NOT_IN_SHM",
+    "Policy",
+    "policy",
+    "within_site",
+    "running_jobs",
+    "admit",
+    "admission",
+]
 
 #: the share of memory and of ``/dev/shm`` a start leaves free for others (other students' jobs
 #: grow as they touch their heaps, notebook servers and kernels need memory too): 10%, at least 256 MiB
 RESERVE = 0.10
 MIN_RESERVE = 256 << 20
+#: the built-in libraries whose heaps are not in ``/dev/shm`` (measured, 2 PEs on one node): OSHMEM's
+#: are SysV segments, SOS's private anonymous memory; OSHMPI's is one MPI shared-memory window, an
+#: unlinked ``/dev/shm/osc_sm.*`` file, and a site's library is counted there too, to be safe
+HEAP_NOT_IN_SHM = ("oshmem", "sos")
 #: the site key of each start option a site may cap (``max_<name>``, ``max_pes`` for ``n``)
 KEYS = {f.name: "max_pes" if f.name == "n" else f"max_{f.name}" for f, o in declared() if o.limit}
 #: how a refusal says each limit (value, formatted)
@@ -184,7 +198,7 @@ def running_jobs(uid=None):
 def admit(n, heap_bytes, hostfile=None, library="oshmem", shm_dir=SHM_DIR, memory=None):
     """Refuse in one sentence (:class:`LaunchError`) a job whose heaps do not fit, with room for others,
     in what this node's memory and ``shm_dir`` have free (after :func:`~.fit.check_heap_fits`). The heaps
-    of ``library`` "oshmem" are SysV segments (memory, not ``/dev/shm``); others' count in ``shm_dir`` too.
+    count in ``shm_dir`` too except :data:`HEAP_NOT_IN_SHM`'s (measured: docs/oshmpi.md, "The heap").
     ``shm_dir`` and ``memory`` (``(free, total)`` bytes) are the test seam: a small directory, a small memory."""
     check_heap_fits(n, heap_bytes, hostfile, memory=memory and memory[0])  # no room at all: the largest heap
     if os.environ.get("SHMEM_NOTEBOOK_HEAP_CHECK", "on").lower() in ("off", "0", "no", "false") and not policy().path:
@@ -204,7 +218,7 @@ def admit(n, heap_bytes, hostfile=None, library="oshmem", shm_dir=SHM_DIR, memor
         st.f_bavail * st.f_frsize,
         st.f_blocks * st.f_frsize,
         shm_dir,
-        heap_in_shm=library != "oshmem",
+        heap_in_shm=library not in HEAP_NOT_IN_SHM,
     )
 
 
@@ -226,7 +240,7 @@ def admission(per_node, heap_bytes, free, total, shm_free, shm_size, shm_dir=SHM
     keep = max(int(RESERVE * shm_size), min(MIN_RESERVE, shm_size // 4))
     needed = heaps * heap_in_shm + per_node * TRANSPORT_SHM
     if needed > shm_free - keep:
-        what = "the heaps and transport files" if heap_in_shm else "Open MPI's transport files"
+        what = "the heaps and transport files" if heap_in_shm else "the transport files"
         raise LaunchError(
             f"not admitted: {asked} need {format_size(needed)} of {shm_dir} ({what}) but it has "
             f"{format_size(shm_free)} free, of which {format_size(keep)} is kept for others; ask for a smaller heap "
