@@ -9,18 +9,21 @@ submodules import as usual, and the first use of a name of the package itself ru
 the package's real ``__init__``, so ``import ipyparallel as ipp; ipp.Client`` in a
 cell still works. :func:`hold_back` keeps debugpy out of the engine's start (ipykernel
 imports it for a debugger that PEs do not serve) until :func:`release`. :func:`lazy_names`
-does the same for our own packages' public names (``shmem_notebook``, ``launcher``).
+does the same for our own packages' public names (``shmem_notebook``, ``launcher``). :func:`preload`
+imports modules in a thread: a PE's engine imports while ``shmem_init`` waits for the other PEs.
 """
 
+import contextlib
 import importlib
 import importlib.machinery
 import importlib.util
 import sys
+import threading
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["install", "hold_back", "release", "lazy_names", "LAZY"]
+__all__ = ["install", "hold_back", "release", "lazy_names", "preload", "LAZY"]
 
 #: package -> {name: submodule defining it}: the names an engine or the controller takes from the package
 LAZY: dict[str, dict[str, str]] = {
@@ -97,3 +100,18 @@ def release(name: str) -> None:
     """Undo :func:`hold_back`."""
     if name in sys.modules and sys.modules[name] is None:
         del sys.modules[name]
+
+
+def preload(modules: Iterable[str]) -> threading.Thread:
+    """Import ``modules`` in a daemon thread started now; join it before relying on them. Worth it
+    while this thread waits in C with the GIL released (``shmem_init``). A module that fails to import
+    there is left out: its importer meets the error again, where it belongs."""
+
+    def run() -> None:
+        for name in modules:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+
+    thread = threading.Thread(target=run, name="preload", daemon=True)
+    thread.start()
+    return thread

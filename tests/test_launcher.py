@@ -184,3 +184,24 @@ def test_slurm_runner_srun_starts_the_pes_with_pmix(monkeypatch):
     assert script.endswith("-m shmem_notebook.engine")
     with pytest.raises(LaunchError, match="unknown Slurm runner 'mpirun'; use 'oshrun' or 'srun'"):
         args_for(4, slurm=True, batch_runner="mpirun")
+
+
+def test_bytecode_warm_compiles_stale_modules_once_even_when_python_writes_none(tmp_path):
+    import importlib.util
+    import pathlib
+    import subprocess
+    import sys
+
+    from shmem_notebook.launcher import bytecode
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "mod.py").write_text("X = 1\n")
+    (package / "broken.py").write_text("def (:\n")  # cannot compile: warm says so, the rest is compiled
+    code = f"from shmem_notebook.launcher import bytecode; print(bytecode.warm({str(package)!r}))"
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False"]
+    pyc = pathlib.Path(importlib.util.cache_from_source(str(package / "mod.py")))
+    written = pyc.stat().st_mtime_ns
+    assert not bytecode.warm(str(package)) and pyc.stat().st_mtime_ns == written  # fresh: left as it is

@@ -61,3 +61,14 @@ def test_a_running_pe_has_no_client_side_yet_a_cell_may_use_it_all(job):
         "print(ipp.Client.__name__)"
     )
     assert job.run(code, stdout=io.StringIO()).stdout[0] == "[]\nClient\n"
+
+
+def test_preload_imports_in_a_thread_and_leaves_a_failing_module_to_its_importer():
+    out = _python(
+        "import sys\n"
+        "from shmem_notebook import lazy_imports\n"
+        "thread = lazy_imports.preload(['colorsys', 'no_such_module_anywhere', 'fractions'])\n"
+        "thread.join()\n"
+        "print(thread.daemon, [m in sys.modules for m in ('colorsys', 'no_such_module_anywhere', 'fractions')])\n"
+    )
+    assert out == ["True [True, False, True]"]

@@ -1,5 +1,33 @@
-"""``python -m shmem_notebook.engine <ipengine args>``: what ``oshrun`` starts on each PE."""
+"""``python -m shmem_notebook.engine <ipengine args>``: what ``oshrun`` starts on each PE.
 
-from .runtime import main
+``shmem_init`` (importing :mod:`.runtime`) mostly waits for the other PEs and oshrun, with the GIL
+released: the engine's own imports (:data:`PRELOAD`, most of a PE's CPU before it registers) run
+meanwhile in a thread (``bench/profile_start.py`` measures both).
+"""
 
+from .. import lazy_imports
+
+#: what the engine imports before it answers its first request, none of it ours or shmem4py
+#: (a thread importing a module the main thread imports in turn could deadlock)
+PRELOAD = (
+    "ipyparallel.engine.app",
+    "ipyparallel.engine.kernel",
+    "ipyparallel.controller.dependency",
+    "ipykernel.ipkernel",
+    "ipykernel.zmqshell",
+    "ipykernel.debugger",
+    "IPython.core.oinspect",
+    "IPython.core.completerlib",
+    "IPython.extensions.storemagic",
+    "jupyter_client.blocking",
+    "sqlite3",
+)
+
+lazy_imports.install()
+lazy_imports.hold_back("debugpy")  # until runtime.bind()
+preloading = lazy_imports.preload(PRELOAD)
+
+from .runtime import main  # noqa: E402  (shmem_init, while the thread imports)
+
+preloading.join()
 main()

@@ -7,6 +7,7 @@
 - :mod:`.batchjob`: the small local process that submits a batch job and follows it.
 - :mod:`.environment`: the platform environment the PEs need.
 - :mod:`.controller`: the job's ``ipcontroller``, whose heart monitor registers PEs at once.
+- :mod:`.bytecode`: the PEs' compiled bytecode, kept warm.
 """
 
 from ..lazy_imports import lazy_names

@@ -26,7 +26,7 @@ from traitlets import Bool, Integer, List, Unicode, default
 from ..errors import LaunchError
 from ..protocol import ENGINE_MODULE
 from ..rc import rc
-from . import environment
+from . import bytecode, environment
 from .library import library as library_named
 from .slurm import sbatch_command
 
@@ -188,6 +188,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
         if not self.slurm:
             check_oshrun(self.mpi_cmd[0], self.hostfile, self.library or None)
         check_shmem4py(self.python)
+        bytecode.warm()  # each PE would compile what has no current .pyc
         return super().start(n)
 
 
