@@ -1,0 +1,58 @@
+"""The JupyterHub configuration of a class on one server (``jupyterhub -f`` this file; docs/classroom.md).
+
+Each student is a real system user; LocalProcessSpawner starts their server as them. What varies
+between sites comes from the environment of the hub:
+
+- ``SHMEM_NOTEBOOK_HUB_DIR``: where the hub keeps its database, cookie secret and pid file;
+- ``SHMEM_NOTEBOOK_HUB_PORT``: the port of the proxy (the hub's API is on the next one), on 127.0.0.1;
+- ``SHMEM_NOTEBOOK_HUB_PASSWORD``: the class's shared password (at least 8 characters);
+- ``SHMEM_NOTEBOOK_HUB_TOKEN``: the API token of the ``instructor`` service (an admin of the hub);
+- ``SHMEM_NOTEBOOK_HUB_PYTHON``: the Python that runs each student's server and kernels, one every
+  student may execute (default: the hub's own);
+- ``SHMEM_NOTEBOOK_SITE``: the site policy every student's jobs get (:mod:`shmem_notebook.job.site`).
+"""
+
+import os
+import sys
+
+from shmem_notebook.hub import PROXY
+
+try:
+    c = get_config()  # type: ignore[name-defined]  # JupyterHub's config loader provides it
+except NameError:  # imported as a plain module (the layout tests import every module): a Config to fill
+    from traitlets.config import Config
+
+    c = Config()
+
+state = os.environ.get("SHMEM_NOTEBOOK_HUB_DIR", os.getcwd())
+port = int(os.environ.get("SHMEM_NOTEBOOK_HUB_PORT", "8000"))
+c.JupyterHub.ip, c.JupyterHub.port = "127.0.0.1", port
+c.JupyterHub.hub_ip, c.JupyterHub.hub_port = "127.0.0.1", port + 1
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{port + 2}"
+c.ConfigurableHTTPProxy.command = [PROXY]
+c.ConfigurableHTTPProxy.pid_file = os.path.join(state, "proxy.pid")
+c.JupyterHub.db_url = "sqlite:///" + os.path.join(state, "jupyterhub.sqlite")
+c.JupyterHub.cookie_secret_file = os.path.join(state, "jupyterhub_cookie_secret")
+c.JupyterHub.pid_file = os.path.join(state, "jupyterhub.pid")
+c.JupyterHub.cleanup_servers = True  # stopping the hub stops every student's server (and so their jobs)
+
+# students: real system users (LocalProcessSpawner runs their servers as them), one shared password
+c.JupyterHub.authenticator_class = "shared-password"
+c.SharedPasswordAuthenticator.user_password = os.environ.get("SHMEM_NOTEBOOK_HUB_PASSWORD", "")
+c.Authenticator.allow_all = True  # the system users are the class
+
+c.JupyterHub.spawner_class = "localprocess"
+c.Spawner.cmd = [os.environ.get("SHMEM_NOTEBOOK_HUB_PYTHON", sys.executable), "-m", "jupyterhub.singleuser"]
+c.Spawner.notebook_dir = "~"
+c.Spawner.default_url = "/lab"
+# a 2-core server starting thirty servers at once: be patient
+c.Spawner.start_timeout = c.Spawner.http_timeout = 300
+c.JupyterHub.concurrent_spawn_limit = 0
+if "SHMEM_NOTEBOOK_SITE" in os.environ:
+    c.Spawner.environment = {"SHMEM_NOTEBOOK_SITE": os.environ["SHMEM_NOTEBOOK_SITE"]}
+
+# the instructor: a service that is an admin of the hub (creates students, starts and stops servers)
+token = os.environ.get("SHMEM_NOTEBOOK_HUB_TOKEN")
+if token:
+    c.JupyterHub.services = [{"name": "instructor", "api_token": token}]
+    c.JupyterHub.load_roles = [{"name": "admin", "services": ["instructor"]}]

@@ -1,0 +1,50 @@
+"""The job's state file, for the instructor's view (``python -m shmem_notebook.jobs``; client side).
+
+Around every cell the job notes its state (``busy`` while the cell runs, then ``idle``, ``hung`` or
+``dead``), its size, library and kernel in ``<profile>/log/shmem_notebook-state-<cluster id>.json``:
+written by its user only, readable by them and root (mode 0600). It goes with the job's other
+profile files (named by its cluster id) when the job stops or its watchdog cleans up.
+"""
+
+import contextlib
+import json
+import os
+import time
+
+__all__ = ["PREFIX", "state_path", "note_state", "read_state"]
+
+PREFIX = "shmem_notebook-state-"
+
+
+def state_path(profile_dir, cluster_id):
+    """Where the job of ``cluster_id`` notes its state."""
+    return os.path.join(profile_dir, "log", f"{PREFIX}{cluster_id}.json")
+
+
+def note_state(job, state=None):
+    """Note ``state`` (default: the job's own, ``running`` said as ``idle``); never fails a cell."""
+    cluster = getattr(job, "_cluster", None)  # None: not started (or a stand-in job of a test)
+    if cluster is None:
+        return
+    path = state_path(cluster.profile_dir, cluster.cluster_id)
+    note = {
+        "state": state or {"running": "idle"}.get(job.state, job.state),
+        "since": time.time(),
+        "n": job.n,
+        "library": job.library.name,
+        "kernel": os.getpid(),
+    }
+    with contextlib.suppress(OSError):
+        fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(note, fh)
+        os.replace(path + ".tmp", path)
+
+
+def read_state(profile_dir, cluster_id):
+    """The job's last note (a dict), or None when it noted nothing yet."""
+    try:
+        with open(state_path(profile_dir, cluster_id)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,207 @@
+"""The instructor's view: the jobs running on this server, read-only (``python -m shmem_notebook.jobs``).
+
+For each job: its user, PEs, library, state, CPU and age, from what the jobs already leave on the
+server: every process of a job carries its token (``SHMEM_NOTEBOOK_OWNER``, :mod:`.job.watchdog`),
+and around every cell the job notes its state (:mod:`.job.state_file`). The state is
+
+- ``dead``: PEs are gone (fewer alive than the job has), or the notebook's kernel is;
+- ``busy``: a cell runs (for how long: ``since``); ``hung``: the last cell left PEs blocked for good
+  (``%shmem restart`` in the notebook);
+- ``idle``: otherwise (the job waits for its next cell).
+
+Root (or the instructor through sudo) sees every user's jobs; an ordinary user sees their own only,
+since the tokens are in the processes' environments and the state files are private (mode 0600).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+
+import psutil
+
+from .job.state_file import read_state
+from .job.watchdog import OWNER
+from .launcher.library import known, library
+
+__all__ = ["JobView", "jobs", "table", "main"]
+
+#: how long CPU use is sampled, seconds
+SAMPLE = 0.5
+
+
+class JobView:
+    """What the instructor sees of one job."""
+
+    def __init__(self, token, user, pes, n, library, state, since, cpu_seconds, cpu_percent, started, kernel):
+        self.token, self.user, self.pes, self.n, self.library = token, user, pes, n, library
+        self.state, self.since, self.cpu_seconds, self.cpu_percent = state, since, cpu_seconds, cpu_percent
+        self.started, self.kernel = started, kernel
+
+    def as_dict(self):
+        return dict(vars(self))
+
+    def __repr__(self):
+        return f"<JobView {self.user} {self.pes}/{self.n} PEs {self.state}>"
+
+
+def _owned():
+    """token -> [psutil.Process] of every process that carries a job's token (those we may read)."""
+    groups = {}
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            token = proc.environ().get(OWNER)
+        except (psutil.Error, OSError):
+            continue
+        if token and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            groups.setdefault(token, []).append(proc)
+    return groups
+
+
+def _role(proc):
+    """watchdog, controller, pe or launcher (what started the PEs: oshrun, mpirun, ...)."""
+    cmdline = proc.info["cmdline"] or []
+    module = cmdline[2] if cmdline[1:2] == ["-m"] and len(cmdline) > 2 else ""
+    if module == "shmem_notebook.engine":
+        return "pe"
+    if module == "shmem_notebook.launcher.controller":
+        return "controller"
+    return "watchdog" if "shmem_notebook.job.watchdog" in " ".join(cmdline[:3]) else "launcher"
+
+
+def _size(launchers):
+    """The PEs the launcher was asked for (``-n N``/``-np N``), or None."""
+    for proc in launchers:
+        cmdline = proc.info["cmdline"] or []
+        for flag, value in zip(cmdline, cmdline[1:]):
+            if flag in ("-n", "-np") and value.isdigit():
+                return int(value)
+    return None
+
+
+def _library_of(launchers, pes):
+    """The library whose launcher (and PEs' Python) these are: libraries may share a launcher (OSHMPI
+    runs Open MPI's mpirun), so their Python decides; the first known (the default) when all match."""
+
+    def real(path):
+        return os.path.realpath(shutil.which(path) or path)
+
+    started = {real((p.info["cmdline"] or ["?"])[0]) for p in launchers}
+    pythons = {real((p.info["cmdline"] or ["?"])[0]) for p in pes}
+    names = [name for name, lib in known().items() if real(lib.oshrun) in started]
+    return next((n for n in names if real(library(n).python) in pythons), names[0] if names else "?")
+
+
+def jobs(sample=SAMPLE):
+    """A :class:`JobView` of every job this user may see (all of them as root), oldest first."""
+    groups = _owned()
+    procs = [p for group in groups.values() for p in group]
+    for proc in procs:  # CPU over the sample
+        try:
+            proc.cpu_percent(None)
+        except psutil.Error:
+            pass
+    time.sleep(sample)
+    views = []
+    for token, group in groups.items():
+        view = _view(token, group)
+        if view is not None:
+            views.append(view)
+    return sorted(views, key=lambda v: v.started)
+
+
+def _view(token, group):
+    roles = {}
+    for proc in group:
+        roles.setdefault(_role(proc), []).append(proc)
+    watchdog = (roles.get("watchdog") or [None])[0]
+    try:
+        anchor = watchdog or min(group, key=lambda p: p.create_time())
+        user, started = anchor.username(), anchor.create_time()
+        kernel = watchdog.ppid() if watchdog else None
+        cpu_seconds = cpu_percent = 0.0
+        for proc in group:
+            with proc.oneshot():
+                times = proc.cpu_times()
+                cpu_seconds += times.user + times.system
+                cpu_percent += proc.cpu_percent(None)
+    except psutil.Error:
+        return None  # the job ended while we looked
+    note = None
+    for proc in roles.get("controller", []):
+        try:
+            env = proc.environ()
+        except psutil.Error:
+            continue
+        note = read_state(env.get("IPP_PROFILE_DIR", ""), env.get("IPP_CLUSTER_ID", ""))
+        break
+    pes = roles.get("pe", [])
+    n = (note or {}).get("n") or _size(roles.get("launcher", [])) or len(pes)
+    state, since = "idle", None
+    newest_pe = max((p.create_time() for p in pes), default=0.0)
+    if note and note.get("since", 0) >= newest_pe:  # a note before a restart speaks of PEs that are gone
+        state, since = note.get("state", "idle"), note.get("since")
+    kernel_gone = kernel is not None and not _alive(kernel, watchdog)
+    if len(pes) < n or kernel_gone or (not pes and "controller" in roles):
+        state = "dead"
+    lib = (note or {}).get("library") or _library_of(roles.get("launcher", []), pes)
+    return JobView(token, user, len(pes), n, lib, state, since, cpu_seconds, cpu_percent, started, kernel)
+
+
+def _alive(kernel, watchdog):
+    """The watchdog's parent is the notebook's kernel while it lives (then it is reparented)."""
+    return kernel > 1 and psutil.pid_exists(kernel) and watchdog is not None
+
+
+def _duration(seconds):
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def table(views, now=None):
+    """The jobs as a text table, one line each."""
+    now = time.time() if now is None else now
+    rows = [("USER", "PES", "LIBRARY", "STATE", "FOR", "CPU", "CPU NOW", "UP")]
+    for v in views:
+        rows.append(
+            (
+                v.user,
+                f"{v.pes}/{v.n}",
+                v.library,
+                v.state,
+                _duration(now - v.since) if v.since else "-",
+                _duration(v.cpu_seconds),
+                f"{v.cpu_percent:.0f}%",
+                _duration(now - v.started),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m shmem_notebook.jobs",
+        description="List the OpenSHMEM jobs running on this server (every user's as root; read-only).",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object per job instead of the table")
+    args = parser.parse_args(argv)
+    views = jobs()
+    if args.json:
+        for view in views:
+            print(json.dumps(view.as_dict()))
+    else:
+        print(table(views))
+        if not views:
+            print("(no jobs" + ("" if os.geteuid() == 0 else " of yours: run as root to see every user's") + ")")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
