@@ -25,6 +25,12 @@ lint:
 bench:
 	.venv/bin/python bench/run.py --update-docs $(BENCH_ARGS)
 
+# a class on a real JupyterHub (root: it makes system users): 1, 10, 20 and 30 students at once running
+# notebook 01; writes bench/hub.json and the table in docs/classroom.md (about 15 min on 2 cores)
+.PHONY: bench-hub
+bench-hub:
+	.venv/bin/python bench/hub.py --update-docs $(BENCH_ARGS)
+
 # the documentation site (Sphinx + MyST) into build/docs/html, warnings as errors; the notebooks
 # are rendered from their executed copies in docs/notebooks/ (make docs-notebooks rewrites them)
 .PHONY: docs

@@ -49,19 +49,44 @@ def _port():
 
 
 class Sampler:
-    """System-wide CPU (% of all cores), memory used and /dev/shm used, every ``period`` seconds."""
+    """Every ``period`` seconds: the memory (RSS) of the class's processes (the students' and the hub's
+    session), the CPU time they used so far (processes that ended keep their last reading), and
+    /dev/shm's use; plus the whole machine's CPU use, which other work on the machine shares."""
 
-    def __init__(self, period=1.0):
-        self.period, self.cpu, self.memory, self.shm = period, [], [], []
+    def __init__(self, uids, hub_pid, period=1.0):
+        self.uids, self.hub_pid, self.period = uids, hub_pid, period
+        self.memory, self.shm, self.machine, self.cpu_seconds = [], [], [], {}
+
+    def processes(self):
+        for proc in psutil.process_iter(["uids"]):
+            try:
+                if proc.info["uids"] and proc.info["uids"].real in self.uids or os.getsid(proc.pid) == self.hub_pid:
+                    yield proc
+            except (psutil.Error, OSError):
+                continue
+
+    def look(self):
+        rss = 0
+        for proc in self.processes():
+            try:
+                with proc.oneshot():
+                    rss += proc.memory_info().rss
+                    t = proc.cpu_times()
+                    self.cpu_seconds[(proc.pid, proc.create_time())] = t.user + t.system
+            except psutil.Error:
+                continue
+        self.memory.append(rss)
+        self.shm.append(shutil.disk_usage("/dev/shm").used)
 
     async def run(self):
         psutil.cpu_percent(None)
         while True:
             await asyncio.sleep(self.period)
-            self.cpu.append(psutil.cpu_percent(None))
-            vm = psutil.virtual_memory()
-            self.memory.append(vm.total - vm.available)
-            self.shm.append(shutil.disk_usage("/dev/shm").used)
+            self.machine.append(psutil.cpu_percent(None))
+            self.look()
+
+    def cpu(self):
+        return sum(self.cpu_seconds.values())
 
 
 async def student(hub, name, deadline):
@@ -109,8 +134,11 @@ async def server_stopped(hub, names, timeout=180.0):
 
 
 async def round_of(hub, names, deadline):
-    before = psutil.virtual_memory()
-    sampler = Sampler()
+    import pwd
+
+    sampler = Sampler({pwd.getpwnam(n).pw_uid for n in names}, hub.process.pid)
+    sampler.look()
+    cpu_before = sampler.cpu()
     sampling = asyncio.ensure_future(sampler.run())
     t0 = time.monotonic()
     try:
@@ -122,7 +150,6 @@ async def round_of(hub, names, deadline):
     ready = [r["ready"] for r in results if r["ready"] is not None]
     servers = [r["server"] for r in results if r["server"] is not None]
     cells = [c for r in results for c in r["cells"]]
-    idle = before.total - before.available
     return {
         "n": len(names),
         "wall": wall,
@@ -132,8 +159,9 @@ async def round_of(hub, names, deadline):
         "ready_max": max(ready) if ready else None,
         "cell_median": statistics.median(cells) if cells else None,
         "cell_max": max(cells) if cells else None,
-        "cpu_mean": statistics.mean(sampler.cpu) if sampler.cpu else None,
-        "memory_peak": (max(sampler.memory) - idle) if sampler.memory else None,
+        "cpu_cores": (sampler.cpu() - cpu_before) / wall,  # the class's CPU time over the round's wall time
+        "machine_cpu": statistics.mean(sampler.machine) if sampler.machine else None,
+        "memory_peak": max(sampler.memory) if sampler.memory else None,
         "shm_peak": max(sampler.shm) if sampler.shm else None,
     }
 
@@ -151,13 +179,13 @@ def table(rounds):
 
     lines = [
         "| students | server ready (median) | job ready: median | max | slowest vs alone | cell: median | max "
-        "| failures | CPU (mean, 2 cores) | memory (peak, above idle) | /dev/shm (peak) |",
+        "| failures | class CPU (cores, mean) | class memory (RSS sum, peak) | /dev/shm (peak) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rounds:
         mib = "-" if r["memory_peak"] is None else f"{r['memory_peak'] / 2**30:.1f} GiB"
         shm = "-" if r["shm_peak"] is None else f"{r['shm_peak'] / 2**20:.0f} MiB"
-        cpu = "-" if r["cpu_mean"] is None else f"{r['cpu_mean']:.0f}%"
+        cpu = f"{r['cpu_cores']:.2f}"
         cell_med = "-" if r["cell_median"] is None else f"{r['cell_median'] * 1000:.0f} ms"
         lines.append(
             f"| {r['n']} | {s(r['server_median'])} | {s(r['ready_median'])} | {s(r['ready_max'])} | {ratio(r)} "

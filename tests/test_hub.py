@@ -357,17 +357,19 @@ def test_the_instructor_sees_every_students_job_and_max_jobs_counts_per_user(hub
         "idle": "%%pxshmem\nprint(me)",
     }
 
+    async def job(who, state):
+        k = await who.kernel()
+        await k.execute("%load_ext shmem_notebook\n")
+        started = await k.execute("%shmem start -n 2")
+        assert started.error is None, started
+        if state != "busy":
+            ran = await k.execute(code[state])
+            assert (ran.error is None) == (state == "idle"), (state, ran)
+        return k
+
     async def setup():
-        kernels = {}
-        for who, states in ((a, ("hung", "idle")), (b, ("dead", "busy"))):
-            for state in states:
-                k = kernels[state] = await who.kernel()
-                await k.execute("%load_ext shmem_notebook\n")
-                started = await k.execute("%shmem start -n 2")
-                assert started.error is None, started
-                if state != "busy":
-                    ran = await k.execute(code[state])
-                    assert (ran.error is None) == (state == "idle"), (state, ran)
+        states = {"hung": a, "idle": a, "dead": b, "busy": b}
+        kernels = dict(zip(states, await asyncio.gather(*(job(who, state) for state, who in states.items()))))
         busy = asyncio.ensure_future(kernels["busy"].execute("%%pxshmem\nimport time\ntime.sleep(40)"))
         await asyncio.sleep(3)
         return kernels, busy
@@ -384,6 +386,7 @@ def test_the_instructor_sees_every_students_job_and_max_jobs_counts_per_user(hub
             [sys.executable, "-m", "shmem_notebook.jobs"], capture_output=True, text=True, check=True
         ).stdout
         assert text.splitlines()[0].split()[:4] == ["USER", "PES", "LIBRARY", "STATE"], text
+        print(text)
 
         async def third_start():
             k = await a.kernel()
