@@ -8,7 +8,8 @@ from elsewhere hits both alike:
   (its ``oshrun`` running ``python -c "from shmem4py import shmem; shmem.barrier_all()"``);
 - inside the PEs (``libraries_kernel``, shmem4py only, the median of many calls): put/get
   latency PE 0 -> PE 1 at 2 PEs, 8 B to 1 MiB; ``barrier_all``, ``fcollect`` and ``alltoall``
-  at every N (the mean over the PEs of each PE's median);
+  at every N (the mean over the PEs of each PE's median); in every repeat, the table taking the
+  median of the repeats;
 - team sync on a copy of TEAM_WORLD: emulated on OSHMEM and OSHMPI (OpenSHMEM 1.4), native on SOS, and on
   SOS once more with the emulation forced (``SHMEM_NOTEBOOK_TEAMS=emulated``), so native and
   emulated meet on the same library.
@@ -109,17 +110,15 @@ def measure_in_pes(job, sizes, blocks, iters, coll_iters, budget, teams_only=Fal
     return out
 
 
-def one_job(config, n, measure, params):
-    """Start a job of ``config`` at ``n`` PEs, measure in it when ``measure``, stop it: a dict of seconds and
-    results."""
+def one_job(config, n, params):
+    """Start a job of ``config`` at ``n`` PEs, measure in it, stop it: a dict of seconds and results."""
     name, teams = CONFIGS[config]
     with common.env(**({"SHMEM_NOTEBOOK_TEAMS": teams} if teams else {})):
         t = time.perf_counter()
         job = shmem_notebook.Job(n, heap=HEAP, library=name).start()
         out = {"start": time.perf_counter() - t}
         try:
-            if measure:
-                out["pes"] = measure_in_pes(job, teams_only=teams is not None, **params)
+            out["pes"] = measure_in_pes(job, teams_only=teams is not None, **params)
         finally:
             t = time.perf_counter()
             job.stop()
@@ -127,9 +126,19 @@ def one_job(config, n, measure, params):
     return out
 
 
+def median_of_runs(runs):
+    """One measurement from several repeats of it: the median of each number, the first of anything else."""
+    first = runs[0]
+    if isinstance(first, dict):
+        return {k: median_of_runs([r[k] for r in runs if isinstance(r, dict) and k in r]) for k in first}
+    if isinstance(first, (int, float)) and not isinstance(first, bool):
+        return median(runs)
+    return first
+
+
 def run(ns, repeats, sizes, blocks, iters, coll_iters, budget):
-    """Every library at every N, interleaved, ``repeats`` times (start, stop, floor); the PEs' measurements
-    in the first repeat; SOS with its teams emulated once per N (team sync only).
+    """Every library at every N, interleaved, ``repeats`` times (start, stop, floor, the PEs' measurements,
+    each number the median over the repeats); SOS with its teams emulated once per N (team sync only).
 
     ``sizes``: put/get bytes; ``blocks``: fcollect/alltoall bytes per PE; ``iters``/``coll_iters``: calls
     per measurement at most, fewer when they take more than ``budget`` seconds (run.py's FULL and QUICK)."""
@@ -138,7 +147,7 @@ def run(ns, repeats, sizes, blocks, iters, coll_iters, budget):
     built = {name: not_built(name) for name in LIBRARIES}
     configs = [c for c, (name, _) in CONFIGS.items() if built[name] is None]
     samples = {c: {str(n): {"start": [], "stop": [], "floor": []} for n in ns} for c in configs}
-    pes, errors = {c: {} for c in configs}, {c: {} for c in configs}
+    runs, errors = {c: {str(n): [] for n in ns} for c in configs}, {c: {} for c in configs}
     for rep in range(repeats):
         for n in ns:
             for config in configs:
@@ -147,11 +156,10 @@ def run(ns, repeats, sizes, blocks, iters, coll_iters, budget):
                     continue  # the forced emulation is measured for its team sync, once
                 s = samples[config][str(n)]
                 try:
-                    got = one_job(config, n, rep == 0, params)
+                    got = one_job(config, n, params)
                     s["start"].append(got["start"])
                     s["stop"].append(got["stop"])
-                    if "pes" in got:
-                        pes[config][str(n)] = got["pes"]
+                    runs[config][str(n)].append(got["pes"])
                     if not forced:
                         s["floor"].append(floor(CONFIGS[config][0], n))
                 except Exception as e:  # any failure is recorded, reported in the table
@@ -176,7 +184,8 @@ def run(ns, repeats, sizes, blocks, iters, coll_iters, budget):
             c: {n: {k: median(v) for k, v in per.items()} for n, per in by_n.items()} for c, by_n in samples.items()
         },
         "samples": samples,
-        "pes": pes,
+        "pes": {c: {n: median_of_runs(r) for n, r in by_n.items() if r} for c, by_n in runs.items()},
+        "pes_repeats": runs,
         "errors": {c: e for c, e in errors.items() if e},
     }
 
