@@ -55,7 +55,7 @@ class Sampler:
 
     def __init__(self, uids, hub_pid, period=1.0):
         self.uids, self.hub_pid, self.period = uids, hub_pid, period
-        self.memory, self.shm, self.machine, self.cpu_seconds = [], [], [], {}
+        self.memory, self.shm, self.machine, self.cpu_seconds, self.used = [], [], [], {}, []
 
     def processes(self):
         for proc in psutil.process_iter(["uids"]):
@@ -76,6 +76,8 @@ class Sampler:
             except psutil.Error:
                 continue
         self.memory.append(rss)
+        vm = psutil.virtual_memory()
+        self.used.append(vm.total - vm.available)  # the machine's, shared pages once (and others' work)
         self.shm.append(shutil.disk_usage("/dev/shm").used)
 
     async def run(self):
@@ -110,6 +112,7 @@ async def student(hub, name, deadline):
                 out["ready"] = time.monotonic() - t0
             elif not code.startswith(("%load_ext", "%shmem stop")):
                 out["cells"].append(reply.seconds)
+        out["reconnects"] = kernel.reconnects
         await kernel.shutdown()
     except TimeoutError:
         out["failure"] = f"not done within {deadline:g} s"
@@ -154,6 +157,7 @@ async def round_of(hub, names, deadline):
         "n": len(names),
         "wall": wall,
         "failures": [r["failure"] for r in results if r["failure"]],
+        "reconnects": sum(r.get("reconnects", 0) for r in results),  # websockets the server closed
         "server_median": statistics.median(servers) if servers else None,
         "ready_median": statistics.median(ready) if ready else None,
         "ready_max": max(ready) if ready else None,
@@ -162,6 +166,7 @@ async def round_of(hub, names, deadline):
         "cpu_cores": (sampler.cpu() - cpu_before) / wall,  # the class's CPU time over the round's wall time
         "machine_cpu": statistics.mean(sampler.machine) if sampler.machine else None,
         "memory_peak": max(sampler.memory) if sampler.memory else None,
+        "used_peak": max(sampler.used) - sampler.used[0],  # above the round's start
         "shm_peak": max(sampler.shm) if sampler.shm else None,
     }
 
@@ -179,17 +184,18 @@ def table(rounds):
 
     lines = [
         "| students | server ready (median) | job ready: median | max | slowest vs alone | cell: median | max "
-        "| failures | class CPU (cores, mean) | class memory (RSS sum, peak) | /dev/shm (peak) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| failures | class CPU (cores, mean) | memory used (peak) | class RSS sum (peak) | /dev/shm (peak) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rounds:
         mib = "-" if r["memory_peak"] is None else f"{r['memory_peak'] / 2**30:.1f} GiB"
+        used = f"{r['used_peak'] / 2**30:.1f} GiB"
         shm = "-" if r["shm_peak"] is None else f"{r['shm_peak'] / 2**20:.0f} MiB"
         cpu = f"{r['cpu_cores']:.2f}"
         cell_med = "-" if r["cell_median"] is None else f"{r['cell_median'] * 1000:.0f} ms"
         lines.append(
             f"| {r['n']} | {s(r['server_median'])} | {s(r['ready_median'])} | {s(r['ready_max'])} | {ratio(r)} "
-            f"| {cell_med} | {s(r['cell_max'])} | {len(r['failures'])}/{r['n']} | {cpu} | {mib} | {shm} |"
+            f"| {cell_med} | {s(r['cell_max'])} | {len(r['failures'])}/{r['n']} | {cpu} | {used} | {mib} | {shm} |"
         )
     return "\n".join(lines)
 

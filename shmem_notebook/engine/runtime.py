@@ -182,6 +182,10 @@ def main(argv=None):
         "--IPEngine.log_level=WARN",
         # the client signals PEs itself and notices deaths through oshrun: no nanny process
         "--IPEngine.enable_nanny=False",
+        # a PE quits when the controller's heartbeats stop for max_heartbeat_misses checks (750 ms each
+        # here): 50 (37 s) was too few on a crowded server (a class of 20-30 on 2 cores: bench/hub.py);
+        # a job whose kernel dies is ended by its watchdog anyway, so a PE waits 5 minutes
+        "--IPEngine.max_heartbeat_misses=400",
         # oshrun and the controller start together: the connection file may come after us
         f"--IPEngine.wait_for_url_file={rc.start_timeout}",
         # bind this module to the engine's shell and answer requests (requests imports this module)

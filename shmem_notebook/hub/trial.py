@@ -208,7 +208,7 @@ class Kernel:
 
     def __init__(self, student, kernel_id):
         self.student, self.id = student, kernel_id
-        self.session, self.ws = uuid.uuid4().hex, None
+        self.session, self.ws, self.reconnects = uuid.uuid4().hex, None, 0
 
     async def connect(self):
         url = (
@@ -228,8 +228,12 @@ class Kernel:
         while not (replied and idle):
             left = timeout - (time.monotonic() - t0)
             raw = await asyncio.wait_for(self.ws.read_message(), max(left, 0.01))
-            if raw is None:
-                raise ConnectionError(f"{self.student.name}'s kernel {self.id} closed its websocket")
+            if raw is None:  # as JupyterLab does: reconnect; the server kept this session's messages
+                self.reconnects += 1
+                if self.reconnects > 3:
+                    raise ConnectionError(f"{self.student.name}'s kernel {self.id} closed its websocket 4 times")
+                await self.connect()
+                continue
             msg = json.loads(raw)
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
