@@ -142,6 +142,25 @@ def test_closures_defaults_and_methods_of_an_earlier_cell(job, traced):
     assert races == [], out
 
 
+SHIFTER = """\
+class Shifter:
+    def __init__(self, g, scale=1):
+        shmem.put(g[1:2], g[0:1], right)
+        {sync}self.v = int(g[1]) * scale
+        shmem.barrier_all()
+"""
+
+
+def test_a_constructor_of_an_earlier_cell_is_looked_into(job):
+    """``Shifter(g)`` of a class defined in an earlier cell: its ``__init__``'s put and load, racy and fixed."""
+    label = _define(job, SHIFTER.format(sync=""))
+    races, out = _race(job, "g[0] = me\ns = Shifter(g)\n")
+    assert _places(races) == {f"{label} line 3", f"{label} line 4"}, out
+    _define(job, SHIFTER.format(sync="shmem.barrier_all()\n        "))
+    races, out = _race(job, "g[0] = me\ns = Shifter(g, scale=2)\nassert s.v == 2 * left\n")
+    assert races == [], out
+
+
 # -- a kernel in the user's module, edited and reloaded ----------------------------------------------
 KERNEL = """\
 try:  # an import in a block: the compiler still calls the module's functions its own way
@@ -237,6 +256,29 @@ def test_exec_in_a_helper_with_its_own_namespace(job):
     assert _places(races) == {f"exec'd code line {n} (called at {helper} line 2)" for n in (1, 2)}, out
 
 
+EXEC_KERNEL = "shmem.put(g[1:2], g[0:1], right)\n{sync}v = int(g[1])\nshmem.barrier_all()\n"
+
+
+def test_execd_code_objects_compiled_in_the_cell_are_recorded_at_their_own_lines(job):
+    cell = "k = compile({text!r}, '<kernel>', 'exec')\ng[0] = me\nexec(k)\n"
+    races, out = _race(job, cell.format(text=EXEC_KERNEL.format(sync="")))
+    assert _places(races) == {"exec'd code line 1 (called at line 3)", "exec'd code line 2 (called at line 3)"}, out
+    races, out = _race(job, cell.format(text=EXEC_KERNEL.format(sync="shmem.barrier_all()\n")))
+    assert races == [], out
+
+
+def test_execd_code_objects_of_a_file_compiled_in_an_earlier_cell(job, tmp_path):
+    for name, sync in (("racy", ""), ("fixed", "shmem.barrier_all()\n")):
+        path = tmp_path / f"kernel_{name}_{job.n}.py"
+        path.write_text(EXEC_KERNEL.format(sync=sync))
+        quiet(job, f"kernel = compile(open({str(path)!r}).read(), {str(path)!r}, 'exec')")  # not race-checked
+        races, out = _race(job, "g[0] = me\nexec(kernel)\n")
+        if sync:
+            assert races == [], out
+        else:
+            assert _places(races) == {f"exec'd code line {n} (called at line 2)" for n in (1, 2)}, out
+
+
 # -- shmem.ptr views ---------------------------------------------------------------------------------
 PTR = """\
 near = shmem.ptr(p, left)
@@ -260,6 +302,26 @@ def test_a_load_through_shmem_ptr_races_with_a_remote_put_to_that_pe(job):
 
 def test_a_load_through_shmem_ptr_after_a_barrier_does_not_race(job):
     races, out = _race(job, PTR.format(sync="shmem.barrier_all()\n"))
+    assert races == [], out
+
+
+PTR_SOURCE = """\
+near = shmem.ptr(p, left)
+assert near is not None, "shmem.ptr gave no view of a PE of this node"
+p[0] = me + 1
+{sync}shmem.put(g[0:1], near[0:1], right)
+shmem.barrier_all()
+"""
+
+
+def test_a_shmem_ptr_view_as_a_puts_source_is_a_read_of_that_pes_memory(job):
+    races, out = _race(job, PTR_SOURCE.format(sync=""))
+    assert races and all(race.array == "p" and race.indices == (range(0, 1),) for race in races), out
+    for race in races:  # PE owner's p[0]: stored by owner, read by its right neighbour's put
+        writer, reader = sorted(race.accesses, key=lambda a: a.line)
+        assert (writer.line, writer.op, reader.line, reader.op) == (3, "store", 4, "put"), out
+        assert all(owner in writer.pes and (owner + 1) % job.n in reader.pes for owner in race.pes), out
+    races, out = _race(job, PTR_SOURCE.format(sync="shmem.barrier_all()\n"))
     assert races == [], out
 
 

@@ -585,10 +585,12 @@ def _accesses(sim, labels=None):
             )
             if e.lspace is not None:
                 local_ends = sim.ends[(pe, i)] if asynchronous else here
+                # a local buffer that is a shmem.ptr view: the viewed PE's symmetric memory, as for a load
+                lowner, lspace = (e.lspace, "sym") if type(e.lspace) is int else (pe, e.lspace)
                 found.append(
                     _Access(
-                        pe,
-                        e.lspace,
+                        lowner,
+                        lspace,
                         e.llo,
                         e.lhi,
                         lmode,

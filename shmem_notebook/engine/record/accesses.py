@@ -47,6 +47,7 @@ _ADDING = frozenset(
     }
 )
 _PUT_SIGNALS = frozenset({"put_signal", "put_signal_nbi"})
+_PLAIN_RMA = CALLS["put"].params  # put, get, put_nbi, get_nbi: their calls with three arguments have a short path
 _INCREMENTS = {"atomic_inc": 1, "atomic_fetch_inc": 1, "atomic_fetch_inc_nbi": 1}
 _CMP_NAMES = {
     int(getattr(shmem.CMP, name)): sym
@@ -91,6 +92,20 @@ def _join(last, event, at):
     if fp is None and efp is None and elo <= hi and ehi >= lo:  # touching ranges: the usual case
         return (lo if lo < elo else elo), (hi if hi > ehi else ehi), None
     return extend(lo, hi, fp, elo, ehi, efp)
+
+
+def _merge_values(last, more):
+    """The values of an RMA event merged into ``last``: increments add up, other values are kept (up to 16)."""
+    values = last[_R_VALUES]
+    if more is None:
+        last[_R_VALUES] = None
+    elif last[1] in _ADDING:  # increments merged: their sum
+        if values is not None:
+            values[0] += more[0]
+    elif values is not None and len(values) < 16:
+        for v in more:
+            if v not in values:
+                values.append(v)
 
 
 def _ctx_key(ctx):
@@ -204,16 +219,7 @@ class RaceRecording:
                 return False
             last[_R_LLO], last[_R_LHI], last[_R_LFP] = local
         last[_R_LO], last[_R_HI], last[_R_FP] = remote
-        values, more = last[_R_VALUES], event[_R_VALUES]
-        if more is None:
-            last[_R_VALUES] = None
-        elif last[1] in _ADDING:  # increments merged: their sum
-            if values is not None:
-                values[0] += more[0]
-        elif values is not None and len(values) < 16:
-            for v in more:
-                if v not in values:
-                    values.append(v)
+        _merge_values(last, event[_R_VALUES])
         return True
 
     def access(self, a, op, mode, line, lo=None, hi=None, fp=None, info=None, value=None):
@@ -249,9 +255,23 @@ class RaceRecording:
             if value is not None:  # not merged: the value belongs to this element
                 self._add(["mem", op, line, mode, space, lo, hi, dtype, fp, [value]])
                 return
-        self._add(
-            ["mem", op, line, mode, space, lo, hi, dtype, fp], ("mem", op, line, mode, space, dtype, self.n_async)
-        )
+        key = ("mem", op, line, mode, space, dtype, self.n_async)
+        last = self.merge.get(key)
+        if (
+            last is not None
+            and self.truncated is None
+            and fp is None
+            and last[_M_FP] is None
+            and lo <= last[_M_HI]
+            and hi >= last[_M_LO]
+        ):  # touching the last access of this line: :meth:`_add` would merge it so, without the event
+            self.ops += 1
+            if lo < last[_M_LO]:
+                last[_M_LO] = lo
+            if hi > last[_M_HI]:
+                last[_M_HI] = hi
+            return
+        self._add(["mem", op, line, mode, space, lo, hi, dtype, fp], key)
 
     def _rma_event(self, op, line, target, pe, count, local, ctx, values, asynchronous, stride=1, lstride=1):
         space, lo, hi, dtype, fp = self.memory.sym(target, count, stride)
@@ -285,6 +305,105 @@ class RaceRecording:
 
     def after(self, op, args, result, line):
         self._handlers[op.kind](self, op, args, result, line)
+
+    def after_for(self, op):
+        """The handler of ``op``'s calls (see :mod:`.layer`): plain puts and gets, and the world's
+        synchronisations, have their own short paths (a recorded put costs most of a traced loop)."""
+        if op.kind == "rma" and op.params == _PLAIN_RMA:
+            return self._on_plain_rma
+        if op.kind == "sync" and not op.params:
+            return self._world_sync(_RECORDED[op.name])
+        return self._handlers[op.kind].__get__(self)
+
+    def _world_sync(self, recorded):
+        """The handler of ``barrier_all``, ``sync_all``, ``quiet`` or ``fence`` (named ``recorded``)
+        called with no argument: :meth:`_on_sync`'s first case."""
+        events, merge = self.events, self.merge
+
+        def on_world_sync(op, args, result, line):
+            if args:
+                return self._on_sync(op, args, result, line)
+            merge.clear()
+            self.ops += 1
+            if self.truncated is None:
+                if len(events) >= self.cap:
+                    self.truncated = line
+                else:
+                    events.append(["sync", recorded, line, 0, None])
+
+        return on_world_sync
+
+    def _on_plain_rma(self, op, args, result, line):
+        """``put``/``get``/``put_nbi``/``get_nbi`` of whole arrays on the default context: what
+        :meth:`_on_rma` records, with a repeated put merged without building its event."""
+        if len(args) != 3:
+            return self._on_rma(op, args, result, line)
+        target, source, pe = args["target"], args["source"], args["pe"]
+        writes, cache = op.writes, self.memory.cache
+        remote, local = (target, source) if writes else (source, target)
+        count = min(target.size, source.size)
+        ri, li = cache.get(id(remote)), cache.get(id(local))  # AddressBook.info, its lookup inline
+        if ri is None or ri[0]() is not remote:
+            ri = self.memory.info(remote)
+        if li is None or li[0]() is not local:
+            li = self.memory.info(local)
+        dtype, lspace = ri[6], li[1]
+        if ri[7] == ri[5] or remote.flags.contiguous:  # 1-D of unit stride: no flags object needed
+            lo, hi, fp = ri[2], ri[2] + count * ri[5], None
+        else:
+            lo, hi, fp = ri[3], ri[4], ri[9]
+        if li[7] == li[5] or local.flags.contiguous:
+            llo, lhi, lfp = li[2], li[2] + count * li[5], None
+        else:
+            llo, lhi, lfp = li[3], li[4], li[9]
+        values = (
+            [source.item(0)] if count == 1 and writes and isinstance(source, np.ndarray) and source.size == 1 else None
+        )
+        if op.nbi:
+            if lspace == "priv":
+                self.private.add(llo, lhi)
+            self.n_async += 1
+            key = ("rma", op.name, line, pe, dtype, lspace, 0, self.n_local)
+        elif pe == self.me:
+            self.n_async += 1
+            key = ("rma", op.name, line, pe, dtype, lspace, 0, self.n_local)
+        else:
+            key = ("rma", op.name, line, pe, dtype, lspace, 0)
+        self.ops += 1
+        if self.truncated is not None:
+            return
+        last = self.merge.get(key)
+        if last is not None:
+            if (
+                fp is None
+                and lfp is None
+                and last[_R_FP] is None
+                and last[_R_LFP] is None
+                and lo <= last[_R_HI]
+                and hi >= last[_R_LO]
+                and llo <= last[_R_LHI]
+                and lhi >= last[_R_LLO]
+            ):  # touching ranges on both sides, the usual repeated put: :meth:`_extend`'s first case
+                if lo < last[_R_LO]:
+                    last[_R_LO] = lo
+                if hi > last[_R_HI]:
+                    last[_R_HI] = hi
+                if llo < last[_R_LLO]:
+                    last[_R_LLO] = llo
+                if lhi > last[_R_LHI]:
+                    last[_R_LHI] = lhi
+                _merge_values(last, values)
+                return
+            event = ["rma", op.name, line, pe, lo, hi, dtype, lspace, llo, lhi, 0, values, fp, lfp]
+            if self._extend(last, event):
+                return
+        else:
+            event = ["rma", op.name, line, pe, lo, hi, dtype, lspace, llo, lhi, 0, values, fp, lfp]
+        if len(self.events) >= self.cap:
+            self.truncated = line
+            return
+        self.events.append(event)
+        self.merge[key] = event
 
     def _on_rma(self, op, args, result, line):
         target, source = args["target"], args["source"]

@@ -16,11 +16,12 @@ time until it succeeds: that one is written (NumPy checks before it changes anyt
 writing two arguments would run twice). What a call wrote is remembered for calls of the same
 callable, argument count and keywords, which are not probed again. Arrays the cell made
 read-only stay so; views returned of a probed array are writable, as without the probe.
-Python functions defined outside the cell run rewritten (:mod:`.outside`), and so does code given
-to ``exec``. Compiled code the recording cannot see into (numba, Cython, ctypes and cffi functions,
-C extensions but NumPy's and SciPy's) reads and writes its array arguments: its line is noted in
-the recording's ``compiled``. Other calls only read their arrays. ``x.flat[i]`` reads and writes
-element ``i`` of ``x`` in C order.
+Python functions defined outside the cell run rewritten (:mod:`.outside`), and so do the
+``__init__`` of classes defined there and code given to ``exec`` (text, or a code object whose text
+is known: ``compile`` called by rewritten code is noted). Compiled code the recording cannot see
+into (numba, Cython, ctypes and cffi functions, C extensions but NumPy's and SciPy's) reads and
+writes its array arguments: its line is noted in the recording's ``compiled``. Other calls only read
+their arrays. ``x.flat[i]`` reads and writes element ``i`` of ``x`` in C order.
 """
 
 import builtins
@@ -183,8 +184,9 @@ def _get(x, index, line):
     rec = _rec
     if rec is not None and not _depth[0]:
         if isinstance(x, _ndarray):
-            if isinstance(r, _ndarray) and _basic(index):
-                if rec.private.starts or not numpy_owned(x):
+            if isinstance(r, _ndarray) and (type(index) is slice or _basic(index)):
+                base = x.base  # numpy_owned(x), inline: most views a loop takes are of NumPy's memory
+                if rec.private.starts or not (base is None or (isinstance(base, _ndarray) and base.base is None)):
                     rec.memory.view(x, index, r)
                 return r  # a view: memory is counted when the view is used
             info = _wanted(rec, x)
@@ -256,6 +258,10 @@ def _call(line, f, *args, **kwargs):
     rec = _rec
     if rec is None or _depth[0] or getattr(f, "__shmem_race_skip__", False):
         return f(*args, **kwargs)
+    if f is _compile_builtin:  # its text is run rewritten if the code object goes to exec
+        code = f(*args, **kwargs)
+        outside.compiled(code, args[0] if args else kwargs.get("source"))
+        return code
     kind = type(f)
     if kind is _Function or kind is _Method:
         if outside.enabled:
@@ -264,6 +270,10 @@ def _call(line, f, *args, **kwargs):
                 return g(*args, **kwargs)
         elif getattr(f, "__shmem_race_cell__", False):
             return f(*args, **kwargs)
+    elif kind is type and outside.enabled:
+        made = _construct(f, args, kwargs)
+        if made is not _NOT_MADE:
+            return made
     owner = getattr(f, "__self__", None)
     name = getattr(f, "__name__", "call")
     if isinstance(f, _ufunc) or isinstance(owner, _ufunc):
@@ -312,6 +322,25 @@ def _call(line, f, *args, **kwargs):
     return result
 
 
+_NOT_MADE = object()
+
+
+def _construct(cls, args, kwargs):
+    """``cls(*args, **kwargs)`` with its ``__init__`` rewritten (a class defined in an earlier cell or the
+    user's module), as ``type.__call__`` makes it: ``object.__new__`` then ``__init__``. Only for a plain
+    class (no metaclass, no ``__new__`` of its own); :data:`_NOT_MADE` when not (the call is made as before)."""
+    init = cls.__init__
+    if type(init) is not _Function or cls.__new__ is not _object_new:
+        return _NOT_MADE
+    g = outside.rewritten(init)
+    if g is None or g is init:  # library code, or rewritten already (defined in the cell)
+        return _NOT_MADE
+    made = _object_new(cls)
+    g(made, *args, **kwargs)
+    return made
+
+
+_object_new = object.__new__
 _ufunc = np.ufunc
 _flatiter = np.flatiter
 _Function, _Method, _Builtin = types.FunctionType, types.MethodType, types.BuiltinFunctionType
@@ -422,19 +451,23 @@ def _writable_views(result, arrays):
 
 
 _exec_builtin = builtins.exec
+_compile_builtin = builtins.compile
 
 
 def _exec(line, f, g, loc, *args, **kwargs):
     """``f(*args)`` called by rewritten code at ``line`` with ``globals()`` and ``locals()`` there: when
-    ``f`` is ``exec`` and it is given text, the text runs rewritten (see :mod:`.outside`)."""
+    ``f`` is ``exec`` and it is given text, or a code object whose text is known (:func:`.outside.code_text`),
+    the text runs rewritten (see :mod:`.outside`)."""
     if f is not _exec_builtin:
         return f(*args, **kwargs)
     if len(args) == 1 and not kwargs:  # exec's default: the namespaces of its caller
         args = (args[0], g, loc)
-    if _rec is not None and not _depth[0] and outside.enabled and args and isinstance(args[0], (str, bytes)):
-        code = outside.exec_code(args[0], line)
-        if code is not None:
-            args = (code, *args[1:])
+    if _rec is not None and not _depth[0] and outside.enabled and args:
+        text = outside.code_text(args[0]) if type(args[0]) is types.CodeType else args[0]
+        if isinstance(text, (str, bytes)):
+            code = outside.exec_code(text, line)
+            if code is not None:
+                args = (code, *args[1:])
     return _exec_builtin(*args, **kwargs)
 
 

@@ -9,7 +9,9 @@ not seen again. With no consumer attached nothing is wrapped: off means off.
 
 A consumer has ``before(op, args, line)`` (or None) and ``after(op, args, result, line)``;
 ``op`` is the :class:`~shmem_notebook.operations.Operation`, ``args`` a dict by parameter name.
-A consumer with ``before_calls`` (a set of call names) has its ``before`` called for those only.
+A consumer with ``before_calls`` (a set of call names) has its ``before`` called for those only;
+one with ``after_for(op)`` is asked once per call, at attach, for the function that handles that
+call (None: none), so that a recorded call finds its handlers without a lookup.
 """
 
 import sys
@@ -22,12 +24,14 @@ from . import state
 __all__ = ["attach", "detach", "attached", "original", "cell_line", "depth"]
 
 _consumers = {}  # name -> consumer, in attach order
-_before = {}  # call name -> the consumers whose before() it goes to
-_after = []
+#: call name -> [befores, afters]: the functions each recorded call goes to (filled by _refresh; one
+#: list per call, held by its wrapper, so a call finds its handlers without a lookup)
+_slots = {name: [(), ()] for name in CALLS}
 _originals = {}  # (owner, attribute) -> the function wrapped
 #: >0 while inside a wrapped call (a list, so that the hooks read it without a call)
 depth = [0]
 _getframe = sys._getframe
+_cell_files = state.cell_files  # one set for the whole process (cleared, never replaced)
 
 
 def _owner(name):
@@ -64,16 +68,23 @@ def original(name):
 
 
 def _refresh():
-    _before.clear()
-    for name in CALLS:
-        wanted = [
-            c
+    for name, op in CALLS.items():
+        befores = tuple(
+            c.before
             for c in _consumers.values()
             if getattr(c, "before", None) is not None and name in getattr(c, "before_calls", (name,))
-        ]
-        if wanted:
-            _before[name] = wanted
-    _after[:] = list(_consumers.values())
+        )
+        afters = []
+        for c in _consumers.values():
+            handler = c.after_for(op) if hasattr(c, "after_for") else c.after
+            if handler is not None:
+                afters.append(handler)
+        # a call with no consumer still needs one entry to be recorded at all (its inner calls are not)
+        _slots[name][:] = befores, tuple(afters) if afters or not _consumers else (_ignore,)
+
+
+def _ignore(op, args, result, line):
+    """The handler of a call no consumer wants (it still hides its inner calls)."""
 
 
 def _wrap_all():
@@ -84,7 +95,7 @@ def _wrap_all():
             continue
         func = owner.__dict__[attr]
         _originals[(owner, attr)] = func
-        setattr(owner, attr, _wrapper(op, func))
+        setattr(owner, attr, _wrapper(op, func, _slots[name]))
 
 
 def _unwrap_all():
@@ -93,30 +104,35 @@ def _unwrap_all():
     _originals.clear()
 
 
-def _wrapper(op, func):
-    params, name = op.params, op.name
+def _wrapper(op, func, slot):
+    params = op.params
 
     def wrapper(*args, **kwargs):
-        if depth[0] or not _after:
+        befores, afters = slot
+        if depth[0] or not afters:
             return func(*args, **kwargs)
-        line = cell_line(_getframe(1))  # a global: the race runner numbers its programs' lines its own way
-        bound = dict(zip(params, args))
+        frame = _getframe(1)  # the cell's own frame, usually: its line without a call
+        if frame.f_code.co_filename in _cell_files and cell_line is _cell_line:
+            line = frame.f_lineno
+        else:  # cell_line is a global: the race runner numbers its programs' lines its own way
+            line = cell_line(frame)
+        bound = dict(zip(params, args)) if args else {}
         if kwargs:
             bound.update(kwargs)
-        for consumer in _before.get(name, ()):
-            consumer.before(op, bound, line)
+        for before in befores:
+            before(op, bound, line)
         depth[0] += 1
         try:
             result = func(*args, **kwargs)
         except BaseException:
             # the traceback keeps this frame: it must not keep the call's symmetric arrays alive, or
             # dropping it later frees them (a collective shmem_free) on this PE alone
-            del args, kwargs, bound
+            del args, kwargs, bound, frame
             raise
         finally:
             depth[0] -= 1
-        for consumer in _after:
-            consumer.after(op, bound, result, line)
+        for after in afters:
+            after(op, bound, result, line)
         return result
 
     wrapper.__name__ = wrapper.__qualname__ = func.__name__
@@ -156,3 +172,6 @@ def cell_line(frame):
             return cell_line(frame)
         f = back
     return 0
+
+
+_cell_line = cell_line  # the notebook's (the race runner replaces cell_line)

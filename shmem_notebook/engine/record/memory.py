@@ -130,7 +130,7 @@ class AddressBook:
         key = (id(x), index.start, index.stop, index.step) if type(index) is slice else (id(x), _slice_key(index))
         known = self.slices.get(key)
         if known is not None and known[0]() is x and known[1] == x.shape and known[2] == x.strides:
-            found = (_weakref(r),) + known[3]
+            found = (_weakref(r), *known[3])
             self.cache[id(r)] = found
             return found
         found = self.info(r)

@@ -5,9 +5,10 @@ module, also after ``importlib.reload``) is rewritten by the same
 :class:`~.instrument.AccessTransformer` from its source (IPython keeps cells' sources in
 :mod:`linecache`), compiled with its file name and lines, and run as a function with the
 original's globals, defaults and closure; code given to ``exec`` as text is rewritten the
-same way. Each code object (each ``exec``'d text) is rewritten once. Library code (the
-standard library, site-packages, NumPy, shmem4py, shmem_notebook) and functions whose source
-is not found are not: the hooks treat them as before.
+same way, and so is a code object given to ``exec`` whose text is known (``compile`` called by
+recorded code, or a file or earlier cell compiled whole). Each code object (each ``exec``'d text)
+is rewritten once. Library code (the standard library, site-packages, NumPy, shmem4py,
+shmem_notebook) and functions whose source is not found are not: the hooks treat them as before.
 
 Lines outside the cell are recorded as ``place * RACE_LINES + line``: a place's number is a
 hash of what it is (the same on every PE) and :func:`places` says what each one is, for the
@@ -24,6 +25,7 @@ import os
 import site
 import sys
 import types
+import weakref
 import zlib
 
 from ...protocol import RACE_LINES
@@ -31,7 +33,7 @@ from ..context import this_pe
 from . import state
 from .instrument import AccessTransformer, renumber
 
-__all__ = ["enabled", "exec_code", "offsets", "places", "rewritten"]
+__all__ = ["enabled", "code_text", "compiled", "exec_code", "offsets", "places", "rewritten"]
 
 #: off in the race runner, which numbers its program's files itself (see .script)
 enabled = True
@@ -43,6 +45,8 @@ _plans = {}  # (code object, its file is the cell's) -> (new code, closure posit
 _made = set()  # code objects made here (and the functions defined in them): run as they are
 _exec = {}  # (source, line) -> (code object, its file name)
 _EXEC_KEPT = 1000  # texts kept rewritten (a loop may exec a new text each time)
+#: code object -> the text it was compiled from (False: not known), while the code object lives
+_texts: "weakref.WeakKeyDictionary[types.CodeType, str | bytes | bool]" = weakref.WeakKeyDictionary()
 _transformer = AccessTransformer()
 _MethodType = types.MethodType
 
@@ -239,6 +243,30 @@ def _remember(code):
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             _remember(const)
+
+
+def compiled(code, text):
+    """Note that ``compile`` made ``code`` from ``text`` in recorded code: ``exec`` of that code object
+    then runs the text rewritten (see :func:`code_text`)."""
+    if isinstance(code, types.CodeType) and isinstance(text, (str, bytes)):
+        _texts[code] = text
+
+
+def code_text(code):
+    """The text the code object ``code`` given to ``exec`` was compiled from, or None if not known: noted
+    by :func:`compiled`, or its file's lines (a file compiled whole, an earlier cell) when compiling
+    them again gives the same code."""
+    text = _texts.get(code)
+    if text is None:
+        lines = linecache.getlines(code.co_filename) if code.co_name == "<module>" else None
+        text = "".join(lines) if lines else False
+        try:
+            if text and not _same(compile(text, code.co_filename, "exec", dont_inherit=True), code):
+                text = False
+        except Exception:  # the file changed since and does not compile: its code is run as it is
+            text = False
+        _texts[code] = text
+    return text or None
 
 
 def exec_code(source, line):
