@@ -30,7 +30,7 @@ PAGES = {
     "races": ["Race detector", "How it works", "Hints and fixes", "Stress mode", "Races across cells",
               "What the detector models, and what it does not", "Exact footprints", "precision / recall"],
     "teams": ["Teams and collectives", "Native or emulated", "Collectives step by step", "%shmem replay"],
-    "libraries": ["Two libraries", "--library sos", "libraries.json", "OSHRUN_LAUNCHER"],
+    "libraries": ["Three libraries", "--library sos", "libraries.json", "OSHRUN_LAUNCHER"],
     "many-nodes": ["Many nodes", "Inside a Slurm allocation", "From a login node", "With a hostfile",
                    "--sbatch-prologue"],
     "export": ["From notebook to batch job", "%shmem export", "Race-check any shmem4py program"],
