@@ -3,23 +3,17 @@
 For a large contiguous array a PE answers ``gather`` with where it lies (its pid namespace,
 pid and address, see :func:`shmem_notebook.engine.heap.place`); the client copies each PE's
 bytes into the result with ``process_vm_readv``: one copy in all, none on the PEs, and no
-mapping of their heap here; a large result is copied by a few threads at once, a PE each.
-It needs the right to trace the PEs (same user; the PEs are this process's descendants),
-which containers without ``CAP_SYS_PTRACE`` under strict seccomp profiles may deny: then
-the caller takes another route.
+mapping of their heap here. It needs the right to trace the PEs (same user; the PEs are
+this process's descendants), which containers without ``CAP_SYS_PTRACE`` under strict
+seccomp profiles may deny: then the caller takes another route.
 """
 
 import ctypes
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 __all__ = ["read_from_pes"]
-
-#: copies of results this large (bytes) run in threads, up to MAX_THREADS, one PE at a time each
-PARALLEL_BYTES = 4 << 20
-MAX_THREADS = 4
 
 
 class _IOVec(ctypes.Structure):
@@ -54,23 +48,12 @@ def read_from_pes(places, dtype, shape):
         return None
     out = np.empty((len(places), *shape), dtype)
     rows = out.reshape(len(places), -1).view(np.uint8)
-    jobs = [(row, pid, address) for row, (_, pid, address) in zip(rows, places)]
-    workers = min(len(jobs), os.cpu_count() or 1, MAX_THREADS)
-    if workers > 1 and out.nbytes >= PARALLEL_BYTES:  # ctypes lets go of the GIL: the copies run at once
-        with ThreadPoolExecutor(workers) as pool:
-            ok = all(pool.map(lambda job: _read_row(*job), jobs))
-    else:
-        ok = all(_read_row(*job) for job in jobs)
-    return out if ok else None
-
-
-def _read_row(row, pid, address):
-    """Copy ``row.nbytes`` bytes at ``address`` of process ``pid`` into ``row``; False if it cannot be read."""
-    done, size, base = 0, row.nbytes, row.ctypes.data
-    while done < size:
-        local, remote = _IOVec(base + done, size - done), _IOVec(address + done, size - done)
-        n = _libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
-        if n <= 0:
-            return False
-        done += n
-    return True
+    for row, (_, pid, address) in zip(rows, places):
+        done, size, base = 0, row.nbytes, row.ctypes.data
+        while done < size:
+            local, remote = _IOVec(base + done, size - done), _IOVec(address + done, size - done)
+            n = _libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+            if n <= 0:
+                return None
+            done += n
+    return out
