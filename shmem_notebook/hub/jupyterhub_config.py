@@ -12,8 +12,12 @@ between sites comes from the environment of the hub:
 - ``SHMEM_NOTEBOOK_SITE``: the site policy every student's jobs get (:mod:`shmem_notebook.job.site`).
 """
 
+import contextlib
 import os
+import pwd
 import sys
+
+import psutil
 
 from shmem_notebook.hub import PROXY
 
@@ -23,6 +27,17 @@ except NameError:  # imported as a plain module (the layout tests import every m
     from traitlets.config import Config
 
     c = Config()
+
+
+def end_orphan_kernels(spawner):
+    """Once a student's server stopped, end their kernels that outlived it (one that hung on its way
+    out, or whose server was killed): each job's watchdog then cleans up after its kernel."""
+    uid = pwd.getpwnam(spawner.user.name).pw_uid
+    for proc in psutil.process_iter(["uids", "cmdline"]):
+        if proc.info["uids"] and proc.info["uids"].real == uid and "ipykernel_launcher" in (proc.info["cmdline"] or []):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+
 
 state = os.environ.get("SHMEM_NOTEBOOK_HUB_DIR", os.getcwd())
 port = int(os.environ.get("SHMEM_NOTEBOOK_HUB_PORT", "8000"))
@@ -45,6 +60,11 @@ c.JupyterHub.spawner_class = "localprocess"
 c.Spawner.cmd = [os.environ.get("SHMEM_NOTEBOOK_HUB_PYTHON", sys.executable), "-m", "jupyterhub.singleuser"]
 c.Spawner.notebook_dir = "~"
 c.Spawner.default_url = "/lab"
+# kernels talk to their server over Unix sockets in the student's runtime folder, not TCP ports: with
+# thirty servers starting kernels and jobs at once, a port the server picked for a kernel was taken
+# before the kernel bound it (measured: bench/hub.py), and no other user can reach a socket there
+c.Spawner.args = ["--KernelManager.transport=ipc"]
+c.Spawner.post_stop_hook = end_orphan_kernels
 # a 2-core server starting thirty servers at once: be patient
 c.Spawner.start_timeout = c.Spawner.http_timeout = 300
 c.JupyterHub.concurrent_spawn_limit = 0
