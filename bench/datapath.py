@@ -86,21 +86,34 @@ def merge(into, result, prefix=""):
             into.setdefault(prefix + op, {}).setdefault(size, []).extend(values)
 
 
+def _per_round(by_round, size, impl, base):
+    """Per round, how fast ``impl`` ran against ``base`` at ``size`` (>1: faster), each the median of its round."""
+    key = str(size)
+    return {
+        op: [median(r[f"{base}_{op}"][key]) / median(r[f"{impl}_{op}"][key]) for r in by_round] for op in ("put", "get")
+    }
+
+
 def run(rounds, repeats, scale=1.0):
     """``scale`` shrinks the iteration counts (the smoke test uses a tiny one)."""
     plan = [(size, max(2, int(ITERS[size] * scale))) for size in SIZES]
     shell()
-    samples = {}
+    samples, by_round = {}, []
     with tempfile.TemporaryDirectory() as tmp:
         exe = build_c(tmp)
         run_cell("%shmem start -n 2")
         try:
             for _ in range(rounds):
-                merge(samples, in_cell(plan, repeats), "cell_")
-                merge(samples, script(plan, repeats), "script_")
-                merge(samples, script(plan, repeats, local_only=False), "ompidefault_")
-                merge(samples, c_loop(exe, plan, repeats), "c_")
-                merge(samples, numpy_copy(plan, repeats), "numpy_")
+                this_round = {}
+                merge(this_round, in_cell(plan, repeats), "cell_")
+                merge(this_round, script(plan, repeats), "script_")
+                merge(this_round, script(plan, repeats, local_only=False), "ompidefault_")
+                merge(this_round, c_loop(exe, plan, repeats), "c_")
+                merge(this_round, numpy_copy(plan, repeats), "numpy_")
+                merge(this_round, script(plan, repeats), "scriptagain_")  # the script against itself: the noise
+                by_round.append(this_round)
+                for impl, per_size in this_round.items():
+                    merge(samples, {impl: per_size})
         finally:
             run_cell("%shmem stop")
     rows = []
@@ -112,6 +125,8 @@ def run(rounds, repeats, scale=1.0):
                 "iters": iters,
                 "seconds": seconds,
                 "gbps": {impl: size / s / 1e9 for impl, s in seconds.items()},
+                "cell_vs_script_by_round": _per_round(by_round, size, "cell", "script"),
+                "script_vs_itself_by_round": _per_round(by_round, size, "scriptagain", "script"),
             }
         )
     return {"plan": plan, "rounds": rounds, "repeats": repeats, "rows": rows, "samples": samples}

@@ -4,12 +4,12 @@
 methods, the launcher's wait for the controller's connection files, and
 shmem_notebook.job's own steps, whichever exist) with timers; nothing in
 shmem_notebook is changed. :func:`plain_processes` times what the PEs do
-without ipyparallel; :func:`experiments` times candidate changes side by side.
+without ipyparallel; :func:`experiments` times the PE's start as it is and as it was
+(imports after ``shmem_init``, bytecode compiled in every PE) side by side.
 """
 
 import contextlib
 import inspect
-import logging
 import time
 
 import ipyparallel as ipp
@@ -18,8 +18,8 @@ from ipyparallel.cluster.launcher import ControllerLauncher
 
 import shmem_notebook.job.job as job_module
 from common import PYTHON, median, oversubscribe_args, run_checked, timed
+from shmem_notebook.job import Job
 from shmem_notebook.launcher import OshrunEngineSetLauncher
-from shmem_notebook.rc import rc
 
 FLOOR = "from shmem4py import shmem; shmem.barrier_all()"
 # what a shmem_notebook PE imports on top of the floor
@@ -108,53 +108,58 @@ def plain_processes(n, repeats):
     return {k: median(v) for k, v in samples.items()}
 
 
-def _start_like_job(n, overlap=False):
-    """Controller, client, PEs as shmem_notebook does; seconds to ready. The candidate change:
-    ``overlap`` starts oshrun without waiting for the controller's connection files (the PEs then wait
-    for the file themselves). PEs run without ipyparallel's nanny process (see shmem_notebook.engine.runtime.main)."""
-    cluster = ipp.Cluster(
-        engines=OshrunEngineSetLauncher,
-        n=n,
-        controller_ip=rc.ip,
-        delay=0,
-        log_level=logging.ERROR,
-        controller_args=[f"--HeartMonitor.period={rc.heartbeat_ms}"],
-        send_engines_connection_env=not overlap,
-    )
-    client = None
-    start = time.perf_counter()
-    try:
-        cluster.start_controller_sync()
-        if overlap:
-            cluster.start_engines_sync(n)
-            client = cluster.connect_client_sync()
-        else:
-            client = cluster.connect_client_sync()
-            cluster.start_engines_sync(n)
-        while len(client.ids) < n:
-            time.sleep(0.005)
-        client[:].execute("pass", block=True)
-        return time.perf_counter() - start
-    finally:
-        if client is not None:  # let the PEs finalize, as Job.stop() does
-            client.shutdown(targets="all", block=False)
-            engines = next(iter(cluster.engines.values()), None)
-            if engines is not None and engines.process is not None:
-                psutil.wait_procs([engines.process], timeout=3)
-            client.close()
-        cluster.stop_cluster_sync()
+#: the PE's program before issue 36: no preloading thread, and (``cold``) shmem_notebook's modules compiled
+#: from source in every PE, as when no current .pyc exists (PYTHONDONTWRITEBYTECODE, a tree edited since)
+_COLD = """
+import importlib._bootstrap_external as be, importlib.util
+root = importlib.util.find_spec("shmem_notebook").submodule_search_locations[0]
+get_code = be.SourceFileLoader.get_code
+be.SourceFileLoader.get_code = lambda self, name: (
+    compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)
+    if self.path.startswith(root) else get_code(self, name))
+"""
+_SEQUENTIAL = "from shmem_notebook.engine.runtime import main\nmain()\n"
 
-
+#: variant -> the PE's program after ``python``: None = as the launcher runs it
 EXPERIMENTS = {
-    "as job.py": {},
-    "overlap controller and oshrun": {"overlap": True},
+    "PE now (imports overlap shmem_init, warm bytecode)": None,
+    "PE imports after shmem_init": ["-c", _SEQUENTIAL],
+    "PE imports after shmem_init, cold bytecode": ["-c", _COLD + _SEQUENTIAL],
 }
 
 
+@contextlib.contextmanager
+def _program(args):
+    """The launcher runs ``python ARGS`` on each PE (``None``: its own program) inside the block."""
+    saved = OshrunEngineSetLauncher.__dict__["program"]
+    if args is not None:
+        OshrunEngineSetLauncher.program = property(lambda self: [self.python, *args])
+    try:
+        yield
+    finally:
+        OshrunEngineSetLauncher.program = saved
+
+
+def _start_with(n, args):
+    """Start-to-ready of a job whose PEs run ``python ARGS``; (seconds, median CPU seconds per PE to ready)."""
+    with _program(args):
+        seconds, job = timed(Job(n).start)
+    try:
+        return seconds, median([sum(psutil.Process(i["pid"]).cpu_times()[:2]) for i in job.pes.values()])
+    finally:
+        job.stop()
+
+
 def experiments(n, repeats):
-    """Start-to-ready with each candidate change, interleaved, side by side."""
+    """Start-to-ready (and CPU per PE to ready) with each PE program, interleaved, side by side."""
     samples = {k: [] for k in EXPERIMENTS}
+    cpu = {k: [] for k in EXPERIMENTS}
     for _ in range(repeats):
-        for name, kwargs in EXPERIMENTS.items():
-            samples[name].append(_start_like_job(n, **kwargs))
-    return {k: median(v) for k, v in samples.items()}
+        for name, args in EXPERIMENTS.items():
+            seconds, per_pe = _start_with(n, args)
+            samples[name].append(seconds)
+            cpu[name].append(per_pe)
+    return {
+        **{k: median(v) for k, v in samples.items()},
+        **{f"{k}: CPU per PE": median(v) for k, v in cpu.items()},
+    }

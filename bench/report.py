@@ -130,9 +130,11 @@ def dispatch_table(dp):
             f(r["view_execute_ms"]),
             f"{r['ratio_api']:.2f}x",
             verdict(met("dispatch", r["ratio_magic"])),
+            *([f(r["zmq_ms"]), f(r["zmq_ipython_ms"]), f"{r['ratio_zmq']:.1f}x"] if "zmq_ms" in r else []),
         ]
         for r in dp["rows"]
     ]
+    zmq = "zmq_ms" in dp["rows"][0]
     return (
         f"**Dispatch**: a no-op cell, round trip in ms, median of {dp['cells']} (interleaved, same engines).\n\n"
         + table(
@@ -145,8 +147,15 @@ def dispatch_table(dp):
                 "`view.execute`",
                 "ratio",
                 f"goal <= {BY_ID['dispatch'].limit}x (magics)",
+                *(["bare ZeroMQ trip", "ZeroMQ + IPython `run_cell`", "`%%pxshmem` / bare"] if zmq else []),
             ],
             rows,
+        )
+        + (
+            "\n\n*bare ZeroMQ trip*: this process's ROUTER to as many plain Python processes' DEALERs, each "
+            "answering at once; *+ IPython `run_cell`*: each runs `run_cell('pass')` first (bench/dispatch.py).\n"
+            if zmq
+            else ""
         )
     )
 
