@@ -106,7 +106,7 @@ async def student(hub, name, deadline):
             left = deadline - (time.monotonic() - t0)
             reply = await kernel.execute(code, timeout=max(left, 1.0))
             if reply.error:
-                out["failure"] = f"{reply.error}: {reply.text[-300:]}"
+                out["failure"] = reply.text[:400] + (" ... " + reply.text[-200:] if len(reply.text) > 600 else "")
                 break
             if code.startswith("%shmem start"):
                 out["ready"] = time.monotonic() - t0

@@ -10,6 +10,7 @@ between sites comes from the environment of the hub:
 - ``SHMEM_NOTEBOOK_HUB_PYTHON``: the Python that runs each student's server and kernels, one every
   student may execute (default: the hub's own);
 - ``SHMEM_NOTEBOOK_SITE``: the site policy every student's jobs get (:mod:`shmem_notebook.job.site`).
+- ``SHMEM_NOTEBOOK_START_TIMEOUT``: how long a student's job may take to start (default here 180 s).
 """
 
 import contextlib
@@ -68,8 +69,11 @@ c.Spawner.post_stop_hook = end_orphan_kernels
 # a 2-core server starting thirty servers at once: be patient
 c.Spawner.start_timeout = c.Spawner.http_timeout = 300
 c.JupyterHub.concurrent_spawn_limit = 0
+# a job's PEs get 180 s to register, not 60: thirty jobs starting at once on 2 cores took up to ~130 s
+# (bench/hub.py; a start that ran out of time failed)
+c.Spawner.environment = {"SHMEM_NOTEBOOK_START_TIMEOUT": os.environ.get("SHMEM_NOTEBOOK_START_TIMEOUT", "180")}
 if "SHMEM_NOTEBOOK_SITE" in os.environ:
-    c.Spawner.environment = {"SHMEM_NOTEBOOK_SITE": os.environ["SHMEM_NOTEBOOK_SITE"]}
+    c.Spawner.environment["SHMEM_NOTEBOOK_SITE"] = os.environ["SHMEM_NOTEBOOK_SITE"]
 
 # the instructor: a service that is an admin of the hub (creates students, starts and stops servers)
 token = os.environ.get("SHMEM_NOTEBOOK_HUB_TOKEN")
