@@ -315,6 +315,21 @@ class RaceRecording:
             return self._world_sync(_RECORDED[op.name])
         return self._handlers[op.kind].__get__(self)
 
+    def fast_for(self, op):
+        """The handler of ``op``'s calls made without keywords, given their arguments as they came (see
+        :mod:`.layer`): plain puts and gets; None for the others."""
+        if op.kind == "rma" and op.params == _PLAIN_RMA:
+            plain, on_rma, params = self._plain_rma, self._on_rma, op.params
+
+            def fast_rma(args, result, line):
+                if len(args) == 3:
+                    plain(op, args[0], args[1], args[2], line)
+                else:
+                    on_rma(op, dict(zip(params, args)), result, line)
+
+            return fast_rma
+        return None
+
     def _world_sync(self, recorded):
         """The handler of ``barrier_all``, ``sync_all``, ``quiet`` or ``fence`` (named ``recorded``)
         called with no argument: :meth:`_on_sync`'s first case."""
@@ -338,7 +353,10 @@ class RaceRecording:
         :meth:`_on_rma` records, with a repeated put merged without building its event."""
         if len(args) != 3:
             return self._on_rma(op, args, result, line)
-        target, source, pe = args["target"], args["source"], args["pe"]
+        self._plain_rma(op, args["target"], args["source"], args["pe"], line)
+
+    def _plain_rma(self, op, target, source, pe, line):
+        """:meth:`_on_plain_rma` of the call's three arguments."""
         writes, cache = op.writes, self.memory.cache
         remote, local = (target, source) if writes else (source, target)
         count = min(target.size, source.size)

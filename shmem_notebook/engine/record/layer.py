@@ -11,7 +11,9 @@ A consumer has ``before(op, args, line)`` (or None) and ``after(op, args, result
 ``op`` is the :class:`~shmem_notebook.operations.Operation`, ``args`` a dict by parameter name.
 A consumer with ``before_calls`` (a set of call names) has its ``before`` called for those only;
 one with ``after_for(op)`` is asked once per call, at attach, for the function that handles that
-call (None: none), so that a recorded call finds its handlers without a lookup.
+call (None: none), so that a recorded call finds its handlers without a lookup. When that consumer
+is the only one wanting a call, its ``fast_for(op)`` may give a ``handler(args, result, line)``
+taking the call's positional arguments as they came (calls without keywords only): no dict is made.
 """
 
 import sys
@@ -24,9 +26,9 @@ from . import state
 __all__ = ["attach", "detach", "attached", "original", "cell_line", "depth"]
 
 _consumers = {}  # name -> consumer, in attach order
-#: call name -> [befores, afters]: the functions each recorded call goes to (filled by _refresh; one
-#: list per call, held by its wrapper, so a call finds its handlers without a lookup)
-_slots = {name: [(), ()] for name in CALLS}
+#: call name -> [befores, afters, fast]: the functions each recorded call goes to (filled by _refresh;
+#: one list per call, held by its wrapper, so a call finds its handlers without a lookup)
+_slots = {name: [(), (), None] for name in CALLS}
 _originals = {}  # (owner, attribute) -> the function wrapped
 #: >0 while inside a wrapped call (a list, so that the hooks read it without a call)
 depth = [0]
@@ -74,13 +76,16 @@ def _refresh():
             for c in _consumers.values()
             if getattr(c, "before", None) is not None and name in getattr(c, "before_calls", (name,))
         )
-        afters = []
+        afters, wanting = [], []
         for c in _consumers.values():
             handler = c.after_for(op) if hasattr(c, "after_for") else c.after
             if handler is not None:
                 afters.append(handler)
+                wanting.append(c)
+        one = wanting[0] if len(wanting) == 1 and not befores else None
+        fast = one.fast_for(op) if one is not None and hasattr(one, "fast_for") else None
         # a call with no consumer still needs one entry to be recorded at all (its inner calls are not)
-        _slots[name][:] = befores, tuple(afters) if afters or not _consumers else (_ignore,)
+        _slots[name][:] = befores, tuple(afters) if afters or not _consumers else (_ignore,), fast
 
 
 def _ignore(op, args, result, line):
@@ -108,7 +113,7 @@ def _wrapper(op, func, slot):
     params = op.params
 
     def wrapper(*args, **kwargs):
-        befores, afters = slot
+        befores, afters, fast = slot
         if depth[0] or not afters:
             return func(*args, **kwargs)
         frame = _getframe(1)  # the cell's own frame, usually: its line without a call
@@ -116,6 +121,17 @@ def _wrapper(op, func, slot):
             line = frame.f_lineno
         else:  # cell_line is a global: the race runner numbers its programs' lines its own way
             line = cell_line(frame)
+        if fast is not None and not kwargs:  # the one consumer takes the arguments as they came
+            depth[0] += 1
+            try:
+                result = func(*args)
+            except BaseException:
+                del args, frame  # as below: the traceback must not keep the call's arrays
+                raise
+            finally:
+                depth[0] -= 1
+            fast(args, result, line)
+            return result
         bound = dict(zip(params, args)) if args else {}
         if kwargs:
             bound.update(kwargs)
