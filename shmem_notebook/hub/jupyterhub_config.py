@@ -40,6 +40,13 @@ def end_orphan_kernels(spawner):
                 proc.kill()
 
 
+def fixed_port(spawner):
+    """Each student's server listens on a port of their own, 10000 + uid % 20000, below the ports the
+    kernel hands out (32768 and up): with thirty servers, controllers and PEs starting at once, a
+    random port the hub picked was taken before the server bound it, and that server never came up."""
+    spawner.port = 10000 + pwd.getpwnam(spawner.user.name).pw_uid % 20000
+
+
 state = os.environ.get("SHMEM_NOTEBOOK_HUB_DIR", os.getcwd())
 port = int(os.environ.get("SHMEM_NOTEBOOK_HUB_PORT", "8000"))
 c.JupyterHub.ip, c.JupyterHub.port = "127.0.0.1", port
@@ -66,6 +73,7 @@ c.Spawner.default_url = "/lab"
 # before the kernel bound it (measured: bench/hub.py), and no other user can reach a socket there
 c.Spawner.args = ["--KernelManager.transport=ipc"]
 c.Spawner.post_stop_hook = end_orphan_kernels
+c.Spawner.pre_spawn_hook = fixed_port
 # a 2-core server starting thirty servers at once: be patient
 c.Spawner.start_timeout = c.Spawner.http_timeout = 300
 c.JupyterHub.concurrent_spawn_limit = 0
