@@ -131,6 +131,38 @@ def test_ctrl_c_ends_every_rerun_and_the_job_stays_usable(job):
     assert job.run("print(me)", stdout=io.StringIO()).stdout == {pe: f"{pe}\n" for pe in range(job.n)}
 
 
+BLOCKED = """import time
+if me == 0:
+    shmem.wait_until(F, shmem.CMP.GE, 1)
+else:
+    time.sleep(0.6)
+    shmem.atomic_set(F, 1, 0)
+"""
+
+
+def test_ctrl_c_that_leaves_a_pe_blocked_says_the_job_is_hung(job):
+    """Ctrl-C while PE 0 waits in wait_until (which no signal ends) during a rerun: the stress line
+    says the job is hung and how to get a fresh one (the rerun's own message goes to no one)."""
+
+    class Interrupting(io.StringIO):
+        def write(self, text):
+            if text.startswith("stress: rerunning"):
+                threading.Timer(0.3, _thread.interrupt_main).start()
+            return super().write(text)
+
+    out = Interrupting()
+    try:
+        run(job, BLOCKED, ["F=int64[1]"], stdout=out)
+        text = out.getvalue()
+        assert job.state == "hung", text
+        assert any(
+            "interrupted during the rerun with seed 11" in line and "left the job hung" in line and "restart" in line
+            for line in stress_lines(text)
+        ), text
+    finally:
+        job.restart()
+
+
 # -- what a rerun changed, without PEs -------------------------------------------------------------
 def _race(array, pe, indices):
     return Race(array, pe, indices, (Access(0, 4, "put", "write"), Access(pe, 6, "load", "read")), "hint")

@@ -165,6 +165,8 @@ class StressStage(Stage):
                     f"interrupted during the rerun with seed {seed}: the reruns after it were not run and "
                     "it is not counted"
                 )
+                if job.state != "running":  # the rerun's own message went to no one: say it here
+                    self.stopped += f"; PEs that could not be interrupted left the job {job.state}: {job.RESTART_HINT}"
                 return
             stdout = rerun.stdout if rerun is not None else {}
             found = compare(mine, Run(stdout, values, outcome), result.races)
