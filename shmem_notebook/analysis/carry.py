@@ -2,7 +2,7 @@
 
 A cell boundary orders everything (every PE finished the cell before the next starts) but
 completes no put or ``*_nbi``: an operation no ``quiet``, barrier or matched wait completed
-by the end of its cell may still race with the next cell. :func:`~.races.analyse` starts
+by the end of its cell may still race with the next cell. :func:`~.happens_before.analyse` starts
 the next cell's trace with them (each labelled with the cell it was issued in) and returns
 what is still in flight after that cell.
 """

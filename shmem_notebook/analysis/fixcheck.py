@@ -66,7 +66,7 @@ def orders(fix, a, b, sim):
 
 
 def _kind(x):
-    """What an access is in any run of the cell: who, where in the cell, what (:meth:`.races._Access.kind`
+    """What an access is in any run of the cell: who, where in the cell, what (:meth:`.happens_before._Access.kind`
     without the locks, which a fix may add)."""
     return x.pe, x.line, x.op, x.mode, x.remote, x.target, x.owner, x.space
 

@@ -1,4 +1,4 @@
-"""The fix a race report proposes (client side, for :mod:`.races`).
+"""The fix a race report proposes (client side, for :mod:`.happens_before`).
 
 :func:`advice` gives the prose (``Race.hint``) and, where the fix is an edit of the
 cell, the same fix as data (``Race.fix``, a :class:`Fix`): statements to insert after

@@ -1,6 +1,6 @@
 """The memory model the race analysis simulates: what completes, orders and satisfies what (client side).
 
-One statement of OpenSHMEM 1.5's rules, read by the simulation (:mod:`.races`), the folding of
+One statement of OpenSHMEM 1.5's rules, read by the simulation (:mod:`.happens_before`), the folding of
 repeated epochs (:mod:`.repeats`), the capped-trace cut (:mod:`.partial`) and the hints:
 
 - **Completion.** A blocking ``get`` or a fetching atomic is complete when it returns

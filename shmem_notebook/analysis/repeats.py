@@ -1,6 +1,6 @@
-"""Repeated epochs of a race trace, folded away before :func:`~.races.analyse` simulates them.
+"""Repeated epochs of a race trace, folded away before :func:`~.happens_before.analyse` simulates them.
 
-The rule. World collectives match by count, as in :mod:`.races`. The m-th is a *boundary* when
+The rule. World collectives match by count, as in :mod:`.happens_before`. The m-th is a *boundary* when
 on every PE it is a synchronisation (no collective accessing memory) after which the PE is
 *clean* by the simulation's rules: nothing pending on any context (barriers and allocation
 complete the default one, ``quiet``/``Ctx.destroy`` theirs, ``clear_lock`` the default one,
@@ -111,7 +111,7 @@ def _ids(lists, cuts, values):
 def _copies(block, npes):
     """``g`` for ``block`` (per epoch: per PE its events, its world collectives); 0: keep every copy.
 
-    :meth:`~.races._Simulation.run` visits the PEs in turn from the one that finished the last
+    :meth:`~.happens_before._Simulation.run` visits the PEs in turn from the one that finished the last
     world collective: each kept copy must be visited as unfolded, and in every order dropped ones
     were. If PEs block at world collectives only, the last to arrive, the one before the previous
     finisher, finishes one: the order turns by a copy's collectives, back after ``g``. A wait for

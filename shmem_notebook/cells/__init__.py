@@ -6,9 +6,9 @@
 - :mod:`.output`: per-PE streams merged into ``[PE 0-3] text`` lines, live.
 - :mod:`.display`: the PEs' rich output (display(), figures) shown labelled by PE.
 - :mod:`.result`: :class:`CellResult`, what one cell did on every PE.
-- :mod:`.race`: the ``race`` stage (``job.run(code, race=True)``, ``%%pxshmem --race``).
-- :mod:`.tracing`: the ``trace`` stage (``job.run(code, trace=True)``).
-- :mod:`.stress`: the ``stress`` stage (``--stress [SEED]``): reruns with seeded delays.
+- :mod:`.race_stage`: the ``race`` stage (``job.run(code, race=True)``, ``%%pxshmem --race``).
+- :mod:`.trace_stage`: the ``trace`` stage (``job.run(code, trace=True)``).
+- :mod:`.stress_stage`: the ``stress`` stage (``--stress [SEED]``): reruns with seeded delays.
 """
 
 from . import race_stage, stress_stage, trace_stage  # noqa: F401  (register the "race", "stress" and "trace" stages)

@@ -10,7 +10,7 @@ this package (a test enforces it). Modules:
 - :mod:`.heap`: the declared symmetric arrays and the heap's use.
 - :mod:`.requests`: the operations the client may ask of a PE
   (named in :class:`shmem_notebook.protocol.Op`; see :func:`shmem_notebook.protocol.answer`).
-- :mod:`.snapshot`: the inspector's per-PE summary.
+- :mod:`.heap_summary`: the inspector's per-PE summary.
 - :mod:`.shims`: every adaptation of shmem4py to the library, in one ordered
   table (NumPy 2, routines the library lacks, bug guards, teams, diagnostics).
 - :mod:`.teams`, :mod:`.collectives`: teams (native or emulated), the teaching collectives.

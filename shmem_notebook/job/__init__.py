@@ -6,7 +6,7 @@
 - :mod:`.watchdog`: ends a job's processes (and batch jobs) when the kernel dies.
 - :mod:`.options`: :class:`JobOptions`, every start option declared once.
 - :mod:`.batch`: a Slurm batch job's options and its progress line while it waits.
-- :mod:`.asking`: :meth:`Job.ask`, the one way to ask PEs, and the cell path's surface.
+- :mod:`.pe_requests`: :meth:`Job.ask`, the one way to ask PEs, and the cell path's surface.
 - :mod:`.processes`: small process and waiting helpers.
 
 :func:`start` and :func:`current_job` keep the job the magics act on.

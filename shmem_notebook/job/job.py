@@ -411,7 +411,7 @@ class Job(SymmetricArrays, Health, Asking):
     def export(self, path: str | os.PathLike, cells: str | None = None, slurm: bool | dict = False) -> "Exported":
         """Write the cells run so far (``cells``: those chosen, e.g. ``"4,6-8"``, by their In[k]) as one
         standalone shmem4py program at ``path``; ``slurm=True`` (or a dict of sbatch options) also writes
-        an sbatch script next to it. Not collective: nothing reaches the PEs. See :mod:`.export`."""
+        an sbatch script next to it. Not collective: nothing reaches the PEs. See :mod:`.script_export`."""
         from .script_export import export
 
         return export(self, path, cells=cells, slurm=slurm)

@@ -1,4 +1,4 @@
-"""A ``%%pxshmem`` cell's code as plain Python, for :mod:`.export` (client side).
+"""A ``%%pxshmem`` cell's code as plain Python, for :mod:`.script_export` (client side).
 
 IPython syntax (magics, shell escapes, ``get_ipython()``) becomes plain Python where one
 exists, else ``pass`` with a comment saying why; a cell's last expression, which the notebook

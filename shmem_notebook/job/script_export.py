@@ -10,7 +10,7 @@ allocated zeroed before it, IPython syntax made plain Python or left out with th
 and at the end a barrier and the declared arrays freed. Cells that failed in the notebook
 are left out (named in the program's docstring) unless chosen with ``cells``.
 
-:mod:`.plain` is the cell-to-Python step; :func:`.batch.sbatch_script` writes the batch script.
+:mod:`.plain_python` is the cell-to-Python step; :func:`.batch.sbatch_script` writes the batch script.
 Nothing here reaches the PEs.
 """
 

@@ -197,7 +197,7 @@ def running_jobs(uid=None):
 
 def admit(n, heap_bytes, hostfile=None, library="oshmem", shm_dir=SHM_DIR, memory=None):
     """Refuse in one sentence (:class:`LaunchError`) a job whose heaps do not fit, with room for others,
-    in what this node's memory and ``shm_dir`` have free (after :func:`~.fit.check_heap_fits`). The heaps
+    in what this node's memory and ``shm_dir`` have free (after :func:`~.heap_fit.check_heap_fits`). The heaps
     count in ``shm_dir`` too except :data:`HEAP_NOT_IN_SHM`'s (measured: docs/oshmpi.md, "The heap").
     ``shm_dir`` and ``memory`` (``(free, total)`` bytes) are the test seam: a small directory, a small memory."""
     check_heap_fits(n, heap_bytes, hostfile, memory=memory and memory[0])  # no room at all: the largest heap

@@ -2,10 +2,10 @@
 
 - :mod:`.layer`: wraps every call of :data:`shmem_notebook.operations.CALLS` once while
   a consumer is attached, decodes each call once and hands it to the consumers.
-- :mod:`.races`: the race recording (events of :data:`~shmem_notebook.operations.EVENT_FIELDS`),
+- :mod:`.accesses`: the race recording (events of :data:`~shmem_notebook.operations.EVENT_FIELDS`),
   fed also by :mod:`.hooks`, the loads and stores of the cell rewritten by :mod:`.instrument`.
-- :mod:`.trace`: the ``--trace`` recording (calls and heap states per epoch).
-- :mod:`.stress`: seeded delays around every call, and the arrays saved for reruns.
+- :mod:`.trace_log`: the ``--trace`` recording (calls and heap states per epoch).
+- :mod:`.perturb`: seeded delays around every call, and the arrays saved for reruns.
 - :mod:`.memory`: where memory is and what the cell calls it; :mod:`.state`: the recordings' state.
 
 The functions below are the requests the client sends (see ``engine/requests.py``); each
@@ -73,7 +73,7 @@ def race_start(options=None):
 
 
 def race_stop():
-    """Stop the race recording; its plain data (see :mod:`.races`), or None if none ran."""
+    """Stop the race recording; its plain data (see :mod:`.accesses`), or None if none ran."""
     recording = layer.detach("race")
     if recording is None:
         return None
@@ -90,7 +90,7 @@ def race_stop():
 
 
 def trace_start(options=None):
-    """Trace the next cell: its calls and the heap between world barriers (see :mod:`.trace`)."""
+    """Trace the next cell: its calls and the heap between world barriers (see :mod:`.trace_log`)."""
     options = dict(options or {})
     layer.detach("trace")
     layer.attach("trace", TraceRecording(int(options.get("cap") or CAP)))
@@ -106,7 +106,7 @@ def trace_stop():
 
 
 def stress_start(seed, max_delay):
-    """Delay every shmem call of the next cell at random, seeded by ``seed`` (see :mod:`.stress`)."""
+    """Delay every shmem call of the next cell at random, seeded by ``seed`` (see :mod:`.perturb`)."""
     layer.attach("stress", StressDelays(seed, max_delay))
     return True
 

@@ -113,7 +113,7 @@ def _basic(index):
 
 def _wanted(rec, x):
     """``x``'s :meth:`~.memory.AddressBook.info`, or None when no access to it can matter: private
-    memory while no non-blocking call uses any (see :meth:`.races.RaceRecording.access`)."""
+    memory while no non-blocking call uses any (see :meth:`.accesses.RaceRecording.access`)."""
     if not rec.private.starts and numpy_owned(x):
         return None
     info = rec.memory.info(x)
