@@ -109,15 +109,17 @@ def test_the_fixed_twin_gives_the_cell_result_every_time(job):
     assert (job.gather("W") == 100 + np.arange(job.n)[:, None]).all()
 
 
+class Interrupting(io.StringIO):
+    """The cell's output, which presses the stop button 0.3 s into the first rerun (once the
+    estimate line is out)."""
+
+    def write(self, text):
+        if text.startswith("stress: rerunning"):
+            threading.Timer(0.3, _thread.interrupt_main).start()
+        return super().write(text)
+
+
 def test_ctrl_c_ends_every_rerun_and_the_job_stays_usable(job):
-    class Interrupting(io.StringIO):
-        """The stop button 0.3 s into the first rerun (once the estimate line is out)."""
-
-        def write(self, text):
-            if text.startswith("stress: rerunning"):
-                threading.Timer(0.3, _thread.interrupt_main).start()
-            return super().write(text)
-
     out = Interrupting()
     result, text = run(job, SLOW, ["S=int64[2]"], stdout=out)
     assert (
@@ -143,13 +145,6 @@ else:
 def test_ctrl_c_that_leaves_a_pe_blocked_says_the_job_is_hung(job):
     """Ctrl-C while PE 0 waits in wait_until (which no signal ends) during a rerun: the stress line
     says the job is hung and how to get a fresh one (the rerun's own message goes to no one)."""
-
-    class Interrupting(io.StringIO):
-        def write(self, text):
-            if text.startswith("stress: rerunning"):
-                threading.Timer(0.3, _thread.interrupt_main).start()
-            return super().write(text)
-
     out = Interrupting()
     try:
         run(job, BLOCKED, ["F=int64[1]"], stdout=out)
