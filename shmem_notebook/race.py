@@ -45,6 +45,7 @@ from .cells.output import merge_marked
 from .cells.stress_stage import Difference, Run, compare, estimate, summary
 from .folding import pe_ranges
 from .launcher.environment import platform_environment
+from .launcher.shm import SharedMemoryOf
 from .operations import CAP
 from .protocol import RACE_ENV, RACE_LINES, RACE_MODULE
 from .words import plural
@@ -122,18 +123,19 @@ def _launch(command, env, quiet=False, labelled=False):
         env = dict(env, **{RACE_ENV["label"]: "1"})
     if os.path.basename(command[0]) in _X_LAUNCHERS:
         command = command[:1] + [x for name in RACE_ENV.values() if name in env for x in ("-x", name)] + command[1:]
+    out = subprocess.PIPE if labelled else subprocess.DEVNULL if quiet else None
     try:
-        if not labelled:
-            return subprocess.run(command, env=env, stdout=subprocess.DEVNULL if quiet else None).returncode
-        with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True, errors="replace") as process:
-            try:
-                merge_marked(process.stdout, lambda text: print(text, end="", flush=True))
-            except BaseException:  # Ctrl-C: as subprocess.run, nothing of the command is left running
-                process.kill()
-                raise
-            return process.wait()
+        process = subprocess.Popen(command, env=env, stdout=out, text=True, errors="replace")
     except FileNotFoundError:
         raise UsageError(f"{command[0]!r} was not found on PATH") from None
+    with process, SharedMemoryOf(process):
+        try:
+            if labelled:
+                merge_marked(process.stdout, lambda text: print(text, end="", flush=True))
+            return process.wait()
+        except BaseException:  # Ctrl-C: nothing of the command is left running
+            process.kill()
+            raise
 
 
 def _collect(directory):

@@ -273,7 +273,7 @@ class ShmTracker:
     def __init__(self, token):
         import threading
 
-        from shmem_notebook.job.shm import Segments
+        from shmem_notebook.launcher.shm import Segments
 
         self.token, self.segments = token, Segments(token)
         self._stop = threading.Event()

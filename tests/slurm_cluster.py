@@ -81,7 +81,7 @@ class ShmWatch:
     def __init__(self, conf):
         import threading
 
-        from shmem_notebook.job.shm import Segments
+        from shmem_notebook.launcher.shm import Segments
 
         self.conf, self.segments = conf, Segments()
         self._stop = threading.Event()

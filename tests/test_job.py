@@ -223,7 +223,7 @@ def test_large_gathers_are_read_from_the_pes_or_come_through_dev_shm_and_leave_n
     the file, 'pickle' sends them in the reply; every route gives the same; no file is left."""
     import glob
 
-    from shmem_notebook.job.shm import transfer_prefix
+    from shmem_notebook.launcher.shm import transfer_prefix
 
     n, width = job.n, 1 << 17  # L 3 MiB, strided 1.5 MiB, I 2 MiB per PE
     quiet(

@@ -18,8 +18,8 @@ import shmem_notebook
 from conftest import job_fixture, needs_sos, quiet
 from shmem_notebook import CellStoppedError, JobStateError, PEDiedError
 from shmem_notebook.job.processes import wait
-from shmem_notebook.job.shm import Segments
 from shmem_notebook.job.watchdog import owned_processes
+from shmem_notebook.launcher.shm import Segments
 
 pytestmark = pytest.mark.pe  # every test starts PEs (a job, or a kernel that starts one)
 

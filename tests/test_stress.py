@@ -3,6 +3,7 @@ the memory the race is about; printed output and timing never count; Ctrl-C ends
 once, is not a result and leaves the job (its arrays, ``job.last_result``) as the cell left it."""
 
 import _thread
+import contextlib
 import io
 import os
 import signal
@@ -12,9 +13,10 @@ import threading
 import time
 
 import numpy as np
+import psutil
 import pytest
 
-from conftest import job_fixture
+from conftest import job_fixture, shared_memory
 from shmem_notebook import Access, Race
 from shmem_notebook.cells.stress_stage import Run, compare, summary
 from shmem_notebook.launcher.environment import platform_environment
@@ -203,8 +205,10 @@ print("done", shmem.my_pe())
 @pytest.mark.pe
 def test_ctrl_c_ends_the_runners_reruns(tmp_path):
     """Ctrl-C in the terminal (SIGINT to the runner's process group) during the second rerun: the
-    reruns end, that one is not counted, nothing is left running."""
+    reruns end, that one is not counted, nothing is left running, and no shared memory of the
+    interrupted PEs (Open MPI's vader files) is left behind."""
     (tmp_path / "slow.py").write_text(SLOW_PROGRAM)
+    before = shared_memory()
     env = dict(os.environ, **dict(platform_environment(), PYTHONUNBUFFERED="1"))
     runner = subprocess.Popen(
         [
@@ -247,3 +251,18 @@ def test_ctrl_c_ends_the_runners_reruns(tmp_path):
     assert not [x for x in lines if x.startswith(("  seed 6", "  seed 7", "  seed 8"))], lines
     assert lines[-1] == "stress: every rerun gave the output of the run without delays", lines  # the one rerun that ran
     assert runner.returncode == 0, lines  # no race: the interrupted rerun is no result
+    assert _session_ended(runner.pid) and shared_memory() - before == set()
+
+
+def _session_ended(sid, timeout=15.0):
+    """Whether every process of session ``sid`` (the runner, its oshrun, the PEs) is gone within ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = False
+        for pid in psutil.pids():
+            with contextlib.suppress(OSError, psutil.Error):
+                alive = alive or (os.getsid(pid) == sid and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+        if not alive:
+            return True
+        time.sleep(0.1)
+    return False

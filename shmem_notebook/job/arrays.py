@@ -12,12 +12,12 @@ import numpy as np
 
 from ..errors import HeapFullError, InputError
 from ..folding import pe_ranges
+from ..launcher.shm import SHM_DIR, transfer_prefix
 from ..rc import rc
 from ..specs import SpecError, as_specs, format_size
 from .heap_fit import heap_to_ask
 from .members import JobMembers
 from .remote import read_from_pes
-from .shm import SHM_DIR, transfer_prefix
 
 __all__ = ["SymmetricArrays", "GATHER"]
 

@@ -19,8 +19,8 @@ import os
 import re
 
 from ..errors import LaunchError
+from ..launcher.shm import SHM_DIR, sysv_segments
 from ..specs import format_size
-from .shm import SHM_DIR, sysv_segments
 
 __all__ = [
     "PE_OVERHEAD",

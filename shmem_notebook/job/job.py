@@ -26,6 +26,7 @@ from ..cells.syntax import check_syntax
 from ..errors import InputError, JobStateError, LaunchError
 from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, check_slurm
 from ..launcher.library import library as library_named
+from ..launcher.shm import Segments
 from ..rc import rc
 from ..specs import check_heap
 from ..words import plural
@@ -36,7 +37,6 @@ from .history import History
 from .options import given, signature
 from .pe_requests import Asking
 from .processes import alive, process, wait
-from .shm import Segments
 from .site import admit, within_site
 from .watchdog import owned_by, remove_profile_files, start_watchdog, stop_watchdog, tell_watchdog
 

@@ -23,12 +23,12 @@ import psutil
 
 from ..errors import LaunchError
 from ..launcher.library import SITE_FILE, described
+from ..launcher.shm import SHM_DIR
 from ..rc import rc
 from ..specs import check_heap, format_size, parse_size
 from ..words import plural
 from .heap_fit import PE_OVERHEAD, TRANSPORT_SHM, check_heap_fits, node_memory, pes_per_node
 from .options import declared, given
-from .shm import SHM_DIR
 from .watchdog import OWNER
 
 __all__ = [

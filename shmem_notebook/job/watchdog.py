@@ -123,7 +123,7 @@ def cancel_batch_jobs(name):
 
 
 def main(token, batch_name=None):
-    from .shm import Segments
+    from ..launcher.shm import Segments
 
     told = sys.stdin.buffer.read()  # returns when the kernel is gone or the job stopped
     time.sleep(0.1)

@@ -1,4 +1,4 @@
-"""Shared memory a job's PEs hold, and its removal once they are gone (client side, Linux).
+"""Shared memory launched processes hold, and its removal once they are gone (client side, Linux).
 
 OSHMEM over UCX gives each PE SysV segments (the symmetric heap and UCX's
 transport buffers, created then marked for removal, so they vanish with their
@@ -17,8 +17,13 @@ import ctypes
 import ctypes.util
 import glob
 import os
+import subprocess
+import threading
+import time
 
-__all__ = ["SHM_DIR", "transfer_prefix", "segments_of", "sysv_segments", "release", "Segments"]
+import psutil
+
+__all__ = ["SHM_DIR", "transfer_prefix", "segments_of", "sysv_segments", "release", "Segments", "SharedMemoryOf"]
 
 SHM_DIR = "/dev/shm"
 _IPC_RMID = 0
@@ -136,3 +141,36 @@ def release(files, shmids):
         if _shmctl_rmid(shmid):
             removed_ids.add(shmid)
     return removed_files, removed_ids
+
+
+class SharedMemoryOf:
+    """``with SharedMemoryOf(process):`` notes the shared memory a launched command's processes map
+    while it runs (every 0.2 s), and removes what of it is left once they are gone: Open MPI's vader
+    files outlive PEs that a Ctrl-C or a crash ended (the race runner's ``oshrun``)."""
+
+    def __init__(self, process):
+        self.process, self.segments, self.done = process, Segments(), threading.Event()
+        self.noting = threading.Thread(target=self._note, daemon=True)
+
+    def _tree(self):
+        with contextlib.suppress(psutil.Error):
+            return [self.process.pid] + [p.pid for p in psutil.Process(self.process.pid).children(recursive=True)]
+        return []
+
+    def _note(self):
+        while not self.done.wait(0.2):
+            self.segments.note(self._tree())
+
+    def __enter__(self):
+        self.noting.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.noting.join()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(5.0)  # killed by a Ctrl-C: reaped here, not counted as alive below
+        deadline = time.monotonic() + 5.0
+        while any(psutil.pid_exists(pid) for pid in self.segments.pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.segments.release()
