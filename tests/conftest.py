@@ -16,6 +16,7 @@ the marker fails at once, saying so.
 import io
 import os
 import stat
+import subprocess
 import sys
 import time
 import uuid
@@ -100,6 +101,17 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("shared memory left after a test module")
         for module, names in SHARED_MEMORY_LEFT:
             terminalreporter.write_line(f"{module}: {', '.join(names)}")
+
+
+def run_race_runner(cwd, program, *options, npes=2, oversubscribe=False, timeout=300):
+    """``python -m shmem_notebook.race OPTIONS -- oshrun -n NPES [--oversubscribe] python PROGRAM`` in
+    ``cwd`` with the platform's environment: the finished process, its output captured as text."""
+    from shmem_notebook.launcher.environment import platform_environment
+
+    launch = ["oshrun", "-n", str(npes)] + (["--oversubscribe"] if oversubscribe else [])
+    command = [sys.executable, "-m", "shmem_notebook.race", *options, "--", *launch, sys.executable, program]
+    env = dict(os.environ, **platform_environment())
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def ipython_shell():

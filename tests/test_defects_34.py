@@ -22,7 +22,7 @@ import textwrap
 import pytest
 
 import shmem_notebook
-from conftest import ipython_shell, job_fixture, quiet
+from conftest import ipython_shell, job_fixture, quiet, run_race_runner
 from shmem_notebook.analysis.footprint import format_indices
 from shmem_notebook.errors import InputError
 from shmem_notebook.inspector import Inspector, gather_snapshot, tables
@@ -261,25 +261,7 @@ PROGRAM = textwrap.dedent("""
 @pytest.mark.parametrize("sync", ["", "shmem.barrier_all()\n"], ids=["racy", "fixed"])
 def test_race_runner_labels_the_output_as_the_notebook_does(tmp_path, npes, sync):
     (tmp_path / "ring.py").write_text(PROGRAM.format(sync=sync))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "shmem_notebook.race",
-            "--",
-            "oshrun",
-            "-n",
-            str(npes),
-            "--oversubscribe",
-            sys.executable,
-            "ring.py",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=dict(os.environ, **platform_environment()),
-    )
+    done = run_race_runner(tmp_path, "ring.py", npes=npes, oversubscribe=True, timeout=240)
     assert done.returncode == (0 if sync else 1), done.stdout + done.stderr
     lines = done.stdout.splitlines()
     printed = [line for line in lines if line.startswith("[PE ")]

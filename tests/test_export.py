@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import job_fixture, quiet
+from conftest import job_fixture, quiet, run_race_runner
 from shmem_notebook.errors import InputError, PEError, notebook_count
 from shmem_notebook.job.history import CellRecord
 from shmem_notebook.job.plain_python import plain_cell, show_last, stored
@@ -448,25 +448,7 @@ def check_races_as_in_the_notebook(nb, program_path, history, tmp_path):
 def race_lines(path, tmp_path, history, cells):
     """The runner's RACE lines for the exported program at ``path`` (of ``cells``), with ``In[k] line N``
     for its lines."""
-    env = dict(os.environ, **platform_environment())
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "shmem_notebook.race",
-            "--",
-            "oshrun",
-            "-n",
-            str(history["n"]),
-            sys.executable,
-            path.name,
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    done = run_race_runner(tmp_path, path.name, npes=history["n"], timeout=240)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = path.read_text().splitlines()
     starts = []  # (program line where the cell's code starts, label)

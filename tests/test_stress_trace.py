@@ -8,9 +8,9 @@ import pathlib
 from collections import Counter
 
 import pytest
-from test_trace_export import flows, run_race_runner
+from test_trace_export import flows
 
-from conftest import ipython_shell, job_fixture, quiet
+from conftest import ipython_shell, job_fixture, quiet, run_race_runner
 from shmem_notebook.analysis.trace import Trace
 from shmem_notebook.cells.stress_stage import Stressed
 
@@ -119,7 +119,7 @@ shmem.free(box)
 @pytest.mark.parametrize("racy", [True, False], ids=["racy", "fixed"])
 def test_race_runner_writes_the_first_reruns_timeline(tmp_path, racy):
     (tmp_path / "ring.py").write_text(PROGRAM.format(order="" if racy else "shmem.barrier_all()\n"))
-    done = run_race_runner(tmp_path, "--stress", "5", "--trace", "out.json")
+    done = run_race_runner(tmp_path, "ring.py", "--stress", "5", "--trace", "out.json")
     assert done.returncode == (1 if racy else 0), done.stdout + done.stderr
     assert "stress: trace: " in done.stdout and "written to out.json" in done.stdout
     document = json.loads((tmp_path / "out.json").read_text())

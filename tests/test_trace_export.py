@@ -5,22 +5,18 @@ runner's ``--trace FILE``. Real jobs at 2 and 4 PEs (Sandia OpenSHMEM at 2 where
 
 import io
 import json
-import os
 import pathlib
-import subprocess
-import sys
 import textwrap
 from collections import Counter
 
 import pytest
 
-from conftest import ipython_shell, job_fixture, quiet
+from conftest import ipython_shell, job_fixture, quiet, run_race_runner
 from shmem_notebook import InputError
 from shmem_notebook.analysis.chrome_trace import chrome_trace
 from shmem_notebook.analysis.trace import Trace
 from shmem_notebook.analysis.trace_ends import ends, said
 from shmem_notebook.errors import CellStoppedError, PEError
-from shmem_notebook.launcher.environment import platform_environment
 
 job = job_fixture(2, 4, heap="32M", sos=(2,), timeout=120)
 
@@ -247,29 +243,11 @@ shmem.free(remote)
 """
 
 
-def run_race_runner(tmp_path, *options, timeout=300):
-    """``python -m shmem_notebook.race OPTIONS -- oshrun -n 2 python ring.py`` in ``tmp_path``."""
-    command = [
-        sys.executable,
-        "-m",
-        "shmem_notebook.race",
-        *options,
-        "--",
-        "oshrun",
-        "-n",
-        "2",
-        sys.executable,
-        "ring.py",
-    ]
-    env = dict(os.environ, **platform_environment())
-    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
-
-
 @pytest.mark.pe
 @pytest.mark.parametrize("fmt", ["json", "otf2"])
 def test_race_runner_writes_the_programs_timeline(tmp_path, fmt):
     (tmp_path / "ring.py").write_text(textwrap.dedent(PROGRAM).lstrip())
-    done = run_race_runner(tmp_path, "--trace", f"out.{fmt}", timeout=240)
+    done = run_race_runner(tmp_path, "ring.py", "--trace", f"out.{fmt}", timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"written to out.{fmt}" in done.stdout
     if fmt == "otf2":
