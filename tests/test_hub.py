@@ -153,7 +153,10 @@ def assert_quickstart(replies, who):
     text = _text(replies)
     assert not [r for r in replies if r.error], f"{who}: {[r for r in replies if r.error]}"
     assert "OpenSHMEM job ready: 2 PEs, heap 16M per PE" in text, f"{who}: {text[:800]}"  # the site's default heap
-    assert "[PE 0-1] squares of all PE numbers: [0 1]" in text, f"{who}: {text[:800]}"
+    # folded as a rule; on two cores shared by six students a PE's line can arrive later than the
+    # merger's wait (cells/output.busy_hold), and each PE's line is then shown on its own
+    squares = "squares of all PE numbers: [0 1]"
+    assert f"[PE 0-1] {squares}" in text or all(f"[PE {pe}] {squares}" in text for pe in (0, 1)), text[:800]
     assert "OpenSHMEM job stopped: 2 PEs" in text, f"{who}: {text[-800:]}"
 
 

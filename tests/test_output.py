@@ -90,3 +90,21 @@ def test_a_pid_inside_a_longer_number_is_not_replaced():
     m.feed(1, "x 123 13\n")
     m.close()
     assert lines == ["[PE 0-1] x 123 <pid>\n"]
+
+
+def test_a_busy_machine_holds_lines_longer():
+    """Thirty students' PEs on two cores print the same line seconds apart: the wait scales with the
+    load per core, up to a bound, so that their lines still fold."""
+    from shmem_notebook.cells.output import HOLD, MAX_HOLD, busy_hold
+
+    assert busy_hold(load=0.1, cpus=2) == HOLD
+    assert busy_hold(load=12.0, cpus=2) == 6 * HOLD
+    assert busy_hold(load=70.0, cpus=2) == MAX_HOLD
+    m, lines, clock = merger(2, hold=busy_hold(load=12.0, cpus=2))
+    m.feed(1, "squares: [0 1]\n")
+    clock.t = 1.0  # PE 0's line is a second late
+    m.flush()
+    assert lines == []
+    m.feed(0, "squares: [0 1]\n")
+    m.flush()
+    assert lines == ["[PE 0-1] squares: [0 1]\n"]

@@ -4,9 +4,11 @@ Lines are emitted as they arrive, labelled ``[PE 2]``; the n-th line of
 several PEs, when identical, is emitted once as ``[PE 0-3] text``; so are
 lines that differ only by each PE's own pid (``own``), shown as ``<pid>``
 (PE numbers are not folded: ``print(me)`` must stay per PE). A line
-waits at most ``hold`` seconds for the other running PEs to print theirs.
+waits at most ``hold`` seconds for the other running PEs to print theirs:
+0.25 s, longer on a busy machine, where PEs' lines arrive further apart.
 """
 
+import os
 import queue
 import re
 import threading
@@ -16,7 +18,9 @@ from collections import deque
 from ..folding import pe_ranges
 from ..protocol import PE_DONE, PE_LINE
 
-__all__ = ["OutputMerger", "merge_marked"]
+__all__ = ["OutputMerger", "busy_hold", "merge_marked"]
+
+HOLD, MAX_HOLD = 0.25, 2.0  # seconds a line waits for the other PEs', on an idle and a busy machine
 
 #: a line as a PE of the race runner marks it (protocol.PE_LINE, PE_DONE)
 _MARKED = re.compile(
@@ -30,10 +34,18 @@ _MARKED = re.compile(
 _DONE = re.compile(re.escape(PE_DONE).replace(r"\{pe\}", r"(?P<pe>\d+)").replace(r"\{npes\}", r"(?P<npes>\d+)") + "$")
 
 
+def busy_hold(load=None, cpus=None):
+    """How long a line waits for the other PEs': ``HOLD`` scaled by the run queue per core (the last
+    minute's load average), at most ``MAX_HOLD`` (thirty students' PEs on two cores print seconds apart)."""
+    load = os.getloadavg()[0] if load is None else load
+    cpus = cpus or len(os.sched_getaffinity(0))
+    return min(MAX_HOLD, HOLD * max(1.0, load / cpus))
+
+
 class OutputMerger:
     """Turn per-PE text chunks of one stream into grouped, labelled lines."""
 
-    def __init__(self, pes, write, hold=0.25, clock=time.monotonic, own=None):
+    def __init__(self, pes, write, hold=None, clock=time.monotonic, own=None):
         self.write = write
         # PE -> [(pattern, placeholder)]: numbers only that PE prints (its pid), so that lines
         # differing only by them fold, e.g. "[PE 0-3] warning in process <pid>"
@@ -45,7 +57,7 @@ class OutputMerger:
             ]
             for pe, values in (own or {}).items()
         }
-        self.hold = hold
+        self.hold = busy_hold() if hold is None else hold
         self.clock = clock
         self.lines = {pe: deque() for pe in pes}  # complete lines: (arrival, text)
         self.partial = {pe: "" for pe in pes}
@@ -107,7 +119,7 @@ class OutputMerger:
         self.flush(final=True)
 
 
-def merge_marked(stream, write, hold=0.25):
+def merge_marked(stream, write, hold=None):
     """Read the lines of ``stream`` (one pipe the PEs of the race runner share) until it ends and
     ``write`` them as the notebook shows a cell's output: lines the PEs marked (``PE_LINE``) labelled
     ``[PE 2]`` and folded (``[PE 0-3] text``), other lines (the launcher's) as they come."""
@@ -119,6 +131,7 @@ def merge_marked(stream, write, hold=0.25):
         lines.put(None)
 
     threading.Thread(target=read, daemon=True).start()
+    hold = busy_hold() if hold is None else hold
     merger = None
     while True:
         try:
