@@ -5,6 +5,8 @@ polite waiting (``rc.polite_ms = 10``, the default), one without (``SHMEM_NOTEBO
 no board on the PEs, no governor), measured in turns, ``repeats`` times:
 
 - ``barrier_us``: one ``barrier_all`` in a loop of ``iters`` (both PEs arrive together: never governed);
+- ``barrier_own_us``: the same with shmem4py's own ``barrier_all`` (what the board wraps), in the same
+  job, in turns with ``barrier_us``: the board's cost without the noise between two jobs;
 - ``wait_us``: one ``wait_until`` already satisfied, in a loop of ``iters``;
 - ``cpu_share``: the share of a core PE 1 uses while it waits ``wait_s`` seconds in ``barrier_all``
   for PE 0, which sleeps (from the PE's own /proc counters);
@@ -28,11 +30,12 @@ import shmem_notebook
 from shmem_notebook import rc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MEASURES = ("barrier_us", "wait_us", "cpu_share", "late_ms")
+MEASURES = ("barrier_us", "barrier_own_us", "wait_us", "cpu_share", "late_ms")
 _LOOP = (
     "import time\nt = time.perf_counter()\nfor _ in range({iters}):\n    {call}\n"
     "(time.perf_counter() - t) / {iters} * 1e6"
 )
+_NOTED, _OWN = "shmem.barrier_all", "getattr(shmem.barrier_all, '__wrapped__', shmem.barrier_all)"
 _WAIT = (
     "import time\nif me == 0:\n    time.sleep({wait_s})\n    arrived = time.monotonic()\nshmem.barrier_all()\n"
     "left = time.monotonic()\nshmem.barrier_all()\narrived if me == 0 else left"
@@ -60,7 +63,10 @@ def _once(job, polite, iters, wait_s):
     rc.polite_ms = 10 if polite else 0
     quiet = dict(stdout=io.StringIO(), stderr=io.StringIO(), timeout=120)
     row = {
-        "barrier_us": _value(job.run(_LOOP.format(iters=iters, call="shmem.barrier_all()"), **quiet), 1),
+        measure: _value(job.run(f"barrier = {function}\n" + _LOOP.format(iters=iters, call="barrier()"), **quiet), 1)
+        for measure, function in (("barrier_us", _NOTED), ("barrier_own_us", _OWN))
+    }
+    row |= {
         "wait_us": _value(
             job.run(
                 _LOOP.format(iters=iters, call="shmem.wait_until(F, shmem.CMP.GE, 0)"), arrays=["F=int64[1]"], **quiet
@@ -117,6 +123,8 @@ def table(result):
             fmt = "{:.0%}" if m == "cpu_share" else "{:.2f}"
             ratio = f"{on / off:.2f}x" if off else "-"
             lines.append(f"| {name} | {m} | {fmt.format(on)} | {fmt.format(off)} | {ratio} |")
+        noted, own = modes["on"]["barrier_us"], modes["on"]["barrier_own_us"]
+        lines.append(f"| {name} | barrier_us / barrier_own_us, one job | {noted / own:.2f}x | | |")
     return "\n".join(lines)
 
 

@@ -10,7 +10,18 @@ import shmem_notebook
 
 PACKAGE = pathlib.Path(shmem_notebook.__file__).parent
 #: plain definitions both sides may import
-SHARED = {"errors", "specs", "folding", "protocol", "arguments", "rc", "lazy_imports", "operations", "words"}
+SHARED = {
+    "errors",
+    "specs",
+    "folding",
+    "protocol",
+    "arguments",
+    "rc",
+    "lazy_imports",
+    "operations",
+    "words",
+    "native_board",
+}
 #: plain modules of a client package the PEs import too (each imports nothing at all)
 SHARED_MODULES = {"analysis.footprint"}
 

@@ -180,3 +180,30 @@ def test_a_call_that_raised_on_one_pe_keeps_no_symmetric_object_alive(job):
     again = "tmp = shmem.zeros(1, dtype=np.int64)\nshmem.barrier_all()\nprint('paired')\nshmem.barrier_all()"
     job.run(again, stdout=out, timeout=20)
     assert "paired" in out.getvalue() and job.state == "running"
+
+
+#: how a PE notes barrier_all and sync_all: "C" (native_board: shmem4py's own code with a lib whose
+#: calls note in C) or "Python" (the wrapper of engine/shims/board.py)
+NOTED_IN = (
+    "[('C' if f.__code__ is f.__wrapped__.__code__ and f.__globals__.get('lib') is not shmem.lib else 'Python')\n"
+    " for f in (shmem.barrier_all, shmem.sync_all)]"
+)
+
+
+def test_barrier_all_and_sync_all_note_in_c(job):
+    """Built by the start (native_board.build), loaded by every PE: the board is written in C around
+    shmem4py's own function, whose frame still names the call in a stack dump (test_stranded)."""
+    assert set(job.run(NOTED_IN).results.values()) == {"['C', 'C']"}, job.last_result.results
+
+
+@pytest.mark.pe
+def test_without_the_c_bookkeeping_a_long_wait_is_still_governed(monkeypatch):
+    """The twin: ``SHMEM_NOTEBOOK_NATIVE=0`` (as where no compiler is) leaves the Python wrapper,
+    which notes the same waits."""
+    from shmem_notebook import start
+
+    monkeypatch.setenv("SHMEM_NOTEBOOK_NATIVE", "0")
+    with start(2, heap="8M", timeout=60) as j:
+        assert set(j.run(NOTED_IN).results.values()) == {"['Python', 'Python']"}, j.last_result.results
+        shares, took = run_measured(j, RELEASE["barrier_all"])
+        assert shares[1] <= 0.10 and shares.stopped[1] >= 0.5 and took < SLEEP + 1.0, (shares, shares.stopped)

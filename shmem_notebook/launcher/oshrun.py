@@ -23,6 +23,7 @@ import psutil
 from ipyparallel.cluster.launcher import MPIEngineSetLauncher
 from traitlets import Bool, Integer, List, Unicode, default
 
+from .. import native_board
 from ..errors import LaunchError
 from ..protocol import ENGINE_MODULE
 from ..rc import rc
@@ -189,6 +190,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
             check_oshrun(self.mpi_cmd[0], self.hostfile, self.library or None)
         check_shmem4py(self.python)
         bytecode.warm()  # each PE would compile what has no current .pyc
+        native_board.build()  # barrier_all's board bookkeeping in C (once per user)
         return super().start(n)
 
 

@@ -7,16 +7,19 @@ locks, and collectives on at most :data:`SMALL` bytes, which wait far longer tha
 each writes ``time.monotonic_ns()`` into this PE's slot of the wait board (a small file on this host,
 :func:`shmem_notebook.protocol.board_path`) on entry and 0 on return; the client's governor
 (:mod:`shmem_notebook.job.governor`) lets PEs that have waited long run only a little. A call costs
-one clock read and two stores more: about 0.15 us for ``barrier_all`` and ``sync_all``, 0.2 us for
-the others. Nothing happens when the
-board cannot be made or ``SHMEM_NOTEBOOK_POLITE_MS=0`` is in the PEs' environment.
+one clock read and two stores more: for ``barrier_all`` and ``sync_all`` done in C where it is built
+(:mod:`shmem_notebook.native_board`: about 0.03 us), else a Python wrapper (0.15 us); 0.2 us for the
+others. Nothing happens when the board cannot be made or ``SHMEM_NOTEBOOK_POLITE_MS=0`` is in the
+PEs' environment.
 """
 
 import functools
 import mmap
 import os
 import time
+import types
 
+from ... import native_board
 from ...operations import CALLS
 from ...protocol import BOARD_STRIDE, board_path
 from .patches import Patches
@@ -95,18 +98,55 @@ def install(shmem):
 
         return waiting
 
+    native = _native(shmem, pages, me)
     patches = Patches()
     for name in NOTED:
         original = getattr(shmem, name, None)
         if original is not None and name in ("barrier_all", "sync_all"):
-            patches.set(shmem, name, noted_bare(original))
+            patches.set(shmem, name, native.get(name) or noted_bare(original))
         elif original is not None:
             patches.set(shmem, name, noted(original, small_only=CALLS[name].kind == "coll"))
     patches.set(shmem.Team, "sync", noted(shmem.Team.sync))
 
     def undo():
         patches.undo()
+        if native:
+            native["release"]()
         board.release()
         pages.close()
 
     return undo
+
+
+def _native(shmem, pages, me):
+    """``{name: function}`` for barrier_all and sync_all noted in C, and ``release`` (the board is no
+    longer written, even by a function a cell kept); empty where the C module is not built."""
+    module = native_board.load()
+    functions = {name: getattr(shmem, name, None) for name in ("barrier_all", "sync_all")}
+    # shmem4py's own functions, each one call of lib.shmem_<name>(): run the same code with our lib
+    if module is None or not all(
+        isinstance(f, types.FunctionType) and f.__code__.co_names == ("lib", f"shmem_{name}")
+        for name, f in functions.items()
+    ):
+        return {}
+    theirs, ours = functions["barrier_all"].__globals__["lib"], module.lib
+
+    def pointer(name):
+        address = int(shmem.ffi.cast("uintptr_t", shmem.ffi.addressof(theirs, name)))
+        return module.ffi.cast("void (*)(void)", address)
+
+    slots = module.ffi.from_buffer(pages)
+    ours.noted_init(module.ffi.cast("int64_t *", slots) + me, pointer("shmem_barrier_all"), pointer("shmem_sync_all"))
+    lib = types.SimpleNamespace(shmem_barrier_all=ours.noted_barrier_all, shmem_sync_all=ours.noted_sync_all)
+    noted = {}
+    for name, original in functions.items():
+        noted[name] = functools.update_wrapper(
+            types.FunctionType(original.__code__, {"lib": lib, "__builtins__": __builtins__}, name), original
+        )
+
+    def release():
+        ours.noted_init(module.ffi.NULL, pointer("shmem_barrier_all"), pointer("shmem_sync_all"))
+        module.ffi.release(slots)
+
+    noted["release"] = release
+    return noted
