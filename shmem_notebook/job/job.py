@@ -24,7 +24,7 @@ from ..cells import STAGES, CellResult, run_cell
 from ..cells.channel import DISPATCH, CellChannel
 from ..cells.syntax import check_syntax
 from ..errors import InputError, JobStateError, LaunchError
-from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, check_slurm
+from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, check_slurm, listen_privately
 from ..launcher.library import library as library_named
 from ..launcher.shm import Segments
 from ..rc import rc
@@ -139,12 +139,11 @@ class Job(SymmetricArrays, Health, Asking):
 
     def _start_controller(self):
         """Spawn the controller; don't wait for it (the PEs and the client wait for its files)."""
-        everywhere = self.ip in ("0.0.0.0", "*")
         self._cluster = ipp.Cluster(
             engines=OshrunEngineSetLauncher,
             n=self.n,
             controller_ip=self.ip,
-            controller_location=socket.gethostname() if everywhere else "",
+            controller_location=socket.gethostname() if self.ip in ("0.0.0.0", "*") else "",
             controller_args=[f"--HeartMonitor.period={rc.heartbeat_ms}", "--nodb"],
             delay=0,
             # on one node oshrun starts while the controller starts: each PE reads the
@@ -152,7 +151,8 @@ class Job(SymmetricArrays, Health, Asking):
             # PEs on other nodes may not see this file system: they get it in their environment
             send_engines_connection_env=bool(self.slurm or self.hostfile),
             log_level=logging.ERROR,  # we report failures ourselves
-        )
+        )  # one host: it listens on Unix sockets in the private profile (no TCP port to lose to another job)
+        listen_privately(self._cluster, one_host=self.ip in LOOPBACK and not (self.slurm or self.hostfile))
         tell_watchdog(self._watchdog, self._cluster.profile_dir, self._cluster.cluster_id)
         with owned_by(self._token):  # ipcontroller, with a heart monitor that registers PEs at once
             self._cluster.start_controller_sync(

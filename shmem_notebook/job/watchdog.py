@@ -69,7 +69,7 @@ def tell_watchdog(watchdog, profile_dir, cluster_id):
 
 def remove_profile_files(profile_dir, cluster_id):
     """Remove what a job left in its ipyparallel profile: the controller's engines<ID>.json, the
-    PEs' stack and exit notes, logs and connection files (all named by the cluster id)."""
+    PEs' stack and exit notes, logs, connection files and the controller's sockets (all named by the cluster id)."""
     for folder in ("log", "security"):
         for path in glob.glob(os.path.join(profile_dir, folder, f"*{glob.escape(cluster_id)}*")):
             with contextlib.suppress(OSError):

@@ -7,6 +7,7 @@
 - :mod:`.batchjob`: the small local process that submits a batch job and follows it.
 - :mod:`.environment`: the platform environment the PEs need.
 - :mod:`.controller`: the job's ``ipcontroller``, whose heart monitor registers PEs at once.
+- :mod:`.listen`: where it listens: Unix sockets in the private profile on one host, else TCP.
 - :mod:`.bytecode`: the PEs' compiled bytecode, kept warm.
 """
 
@@ -21,6 +22,7 @@ __all__ = [
     "local_slots",
     "in_allocation",
     "LOCAL_ONLY",
+    "listen_privately",
 ]
 
 #: name -> module, imported on first use: ``python -m shmem_notebook.launcher.controller``
@@ -34,6 +36,7 @@ _LAZY = {
     "local_slots": "environment",
     "in_allocation": "environment",
     "LOCAL_ONLY": "environment",
+    "listen_privately": "listen",
 }
 
 __getattr__ = lazy_names(__name__, _LAZY)

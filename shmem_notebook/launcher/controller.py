@@ -15,6 +15,11 @@ as ipyparallel's).
 The controller's start is on the way of every job's start: it imports only what a controller
 uses (:mod:`shmem_notebook.lazy_imports`) and skips the fixed 0.25 s sleep ipcontroller takes before it
 writes the connection files the PEs wait for.
+
+Over IPC (``--IPController.transport=ipc``, a job on one host: :mod:`.listen`) a socket's "port" is only
+the end of its path: they are numbered 1, 2, ... instead of probed as free TCP ports, and joined to the
+path with ``:`` as ipyparallel's clients and engines join them (its controller joins them with ``-``,
+where no client finds them).
 """
 
 import sys
@@ -27,7 +32,7 @@ lazy_imports.install()  # this module is the controller's process (python -m); n
 
 from ipyparallel.controller import heartmonitor  # noqa: E402  (after lazy_imports.install)
 
-__all__ = ["EagerHeartMonitor", "main"]
+__all__ = ["EagerHeartMonitor", "ipc_names", "main"]
 
 
 class EagerHeartMonitor(heartmonitor.HeartMonitor):
@@ -68,6 +73,25 @@ class EagerHeartMonitor(heartmonitor.HeartMonitor):
         return super()._check_missed(unheard, on_probation, hearts)
 
 
+def ipc_names(controller_class):
+    """Make ``controller_class`` (ipyparallel's IPController) name its IPC sockets ``<path>:1``, ``<path>:2``, ...
+    (see the module's docstring); TCP is left as it is."""
+    pick_port = controller_class.next_port
+
+    def next_port(self, pool_name="common"):
+        if "tcp" in (self.engine_transport, self.client_transport, self.monitor_transport):
+            return pick_port(self, pool_name)
+        self._ipc_sockets = getattr(self, "_ipc_sockets", 0) + 1
+        return self._ipc_sockets
+
+    def construct_url(self, kind, channel, index=None):
+        info = {"engine": self.engine_info, "client": self.client_info, "internal": self.internal_info}[kind]
+        port = info[channel] if index is None else info[channel][index]
+        return f"{info['interface']}:{port}"
+
+    controller_class.next_port, controller_class.construct_url = next_port, construct_url
+
+
 def main(argv=None):
     """Run ipcontroller with :class:`EagerHeartMonitor`; ``--pes N`` (first) is the job's size."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -79,6 +103,7 @@ def main(argv=None):
 
     # ipcontroller's one use of `time`: a fixed time.sleep(0.25) in init_hub, before the connection files
     app.time = types.SimpleNamespace(**{**vars(time), "sleep": lambda seconds: None})
+    ipc_names(app.IPController)
     app.main(argv)
 
 

@@ -1,0 +1,37 @@
+"""Where a job's controller listens (client side).
+
+On one host it listens on Unix sockets (ZeroMQ ``ipc://``) in its profile's security folder, which
+IPython keeps private (0700): no other user can reach them, and no TCP port is picked before it is
+bound. ipyparallel picks a TCP controller's ports (``select_random_ports``) before its scheduler
+processes bind them, so among thirty controllers starting at once one may take another's port and
+leave it without a scheduler or a heart monitor (a job whose PEs never register). PEs on other hosts
+(a hostfile, Slurm, an allocation) reach the controller over TCP on the job's ``ip``.
+"""
+
+import os
+
+from .environment import in_allocation
+
+__all__ = ["SOCKET_PATH_MAX", "listen_privately", "socket_prefix"]
+
+#: the longest path of a Unix socket (``sun_path`` less its NUL)
+SOCKET_PATH_MAX = 107
+
+
+def socket_prefix(profile_dir, cluster_id):
+    """The path the controller's sockets start with (each ends in ``:<number>``), or None where it
+    would be too long for a Unix socket."""
+    prefix = os.path.join(os.path.abspath(profile_dir), "security", f"controller-{cluster_id}")
+    return prefix if len(os.fsencode(prefix)) + len(":999") <= SOCKET_PATH_MAX else None
+
+
+def listen_privately(cluster, one_host):
+    """Make ``cluster``'s controller (an ``ipp.Cluster`` not started) listen on Unix sockets when the
+    PEs all run on this host (``one_host``, and not inside a Slurm allocation, where ``oshrun`` may
+    spread them) and its profile's path is short enough; else leave TCP. Returns whether it did."""
+    here = one_host and not in_allocation()
+    prefix = socket_prefix(cluster.profile_dir, cluster.cluster_id) if here else None
+    if prefix is not None:
+        cluster.controller_ip = prefix
+        cluster.controller_args = [*cluster.controller_args, "--IPController.transport=ipc"]
+    return prefix is not None

@@ -1,0 +1,98 @@
+"""Where a job's controller listens (shmem_notebook.launcher.listen, issue 31): on one host, Unix
+sockets in the profile's private security folder, which another user cannot reach and no other job
+can take (a TCP port picked before it is bound can be); with a hostfile, TCP as before."""
+
+import glob
+import json
+import os
+import shutil
+import stat
+import subprocess
+
+import ipyparallel as ipp
+import psutil
+import pytest
+
+import shmem_notebook
+from conftest import job_fixture
+from shmem_notebook.launcher.listen import SOCKET_PATH_MAX, listen_privately, socket_prefix
+
+job = job_fixture(2, heap="8M")
+
+
+def _cluster(profile_dir):
+    return ipp.Cluster(profile_dir=str(profile_dir), controller_ip="127.0.0.1", controller_args=["--nodb"])
+
+
+def _connection(cluster, kind):
+    path = os.path.join(cluster.profile_dir, "security", f"ipcontroller-{cluster.cluster_id}-{kind}.json")
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def _controller_processes(job):
+    controller = psutil.Process(job._cluster.controller.process.pid)
+    return [controller, *controller.children(recursive=True)]  # its schedulers and heart monitor
+
+
+def test_one_host_listens_on_sockets_in_the_security_folder(tmp_path):
+    cluster = _cluster(tmp_path)
+    assert listen_privately(cluster, one_host=True)
+    assert cluster.controller_ip == str(tmp_path / "security" / f"controller-{cluster.cluster_id}")
+    assert cluster.controller_args == ["--nodb", "--IPController.transport=ipc"]
+
+
+@pytest.mark.parametrize("why", ["other hosts", "inside an allocation", "a path too long for a socket"])
+def test_tcp_stays_where_pes_may_be_elsewhere_or_the_path_is_too_long(tmp_path, monkeypatch, why):
+    profile = tmp_path / ("p" * SOCKET_PATH_MAX if why == "a path too long for a socket" else "p")
+    if why == "inside an allocation":
+        monkeypatch.setenv("SLURM_JOB_ID", "7")
+    cluster = _cluster(profile)
+    assert not listen_privately(cluster, one_host=why != "other hosts")
+    assert (cluster.controller_ip, cluster.controller_args) == ("127.0.0.1", ["--nodb"])
+    assert (socket_prefix(profile, cluster.cluster_id) is None) == (why == "a path too long for a socket")
+
+
+def test_a_local_jobs_controller_listens_on_no_tcp_port(job):
+    cluster = job._cluster
+    prefix = os.path.join(cluster.profile_dir, "security", f"controller-{cluster.cluster_id}")
+    for kind in ("engine", "client"):
+        assert _connection(cluster, kind)["interface"] == f"ipc://{prefix}", kind
+    assert stat.S_IMODE(os.stat(os.path.dirname(prefix)).st_mode) == 0o700
+    sockets = glob.glob(glob.escape(prefix) + ":*")
+    assert len(sockets) >= 10 and all(stat.S_ISSOCK(os.stat(s).st_mode) for s in sockets), sockets
+    listening = [c for p in _controller_processes(job) for c in p.net_connections("tcp") if c.status == "LISTEN"]
+    assert listening == []
+    job.run("x = me")
+    assert job.pull("x").tolist() == [0, 1]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runuser") is None, reason="needs root to act as nobody")
+def test_another_user_cannot_reach_its_sockets(job):
+    (sock, *_) = glob.glob(os.path.join(job._cluster.profile_dir, "security", "controller-*:*"))
+    probe = "import socket, sys\ntry:\n    socket.socket(socket.AF_UNIX).connect(sys.argv[1])\nexcept OSError as e:\n"
+    probe += "    print(type(e).__name__)\nelse:\n    print('connected')"
+    said = subprocess.run(
+        ["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", probe, sock],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert said.stdout.strip() == "PermissionError", said
+
+
+@pytest.mark.pe
+def test_its_sockets_go_with_the_job():
+    with shmem_notebook.Job(2, heap="8M").start() as started:
+        cluster = started._cluster
+    assert glob.glob(os.path.join(cluster.profile_dir, "security", f"*{glob.escape(cluster.cluster_id)}*")) == []
+
+
+@pytest.mark.pe
+def test_a_hostfile_job_listens_on_tcp(tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost slots=2\n")
+    with shmem_notebook.Job(2, heap="8M", hostfile=str(hostfile)).start() as started:
+        assert _connection(started._cluster, "engine")["interface"] == "tcp://127.0.0.1"
+        started.run("x = me")
+        assert started.pull("x").tolist() == [0, 1]
