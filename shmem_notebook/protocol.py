@@ -47,13 +47,15 @@ GLOBAL_EXIT_MARK = "shmem_notebook: PE {pe} called shmem.global_exit({status})"
 RACE_MODULE = "shmem_notebook.engine.record.script"
 #: the runner tells its PEs through these environment variables: the directory each PE writes its
 #: recording to, ``SEED:MAX_DELAY`` of a stress rerun (delays only, nothing recorded), the event cap,
-#: and (``label``) that each PE marks the lines it prints with :data:`PE_LINE` for the runner to fold
+#: (``label``) that each PE marks the lines it prints with :data:`PE_LINE` for the runner to fold, and
+#: (``memory``, JSON) the symmetric memory a stress rerun reports at its end: the raced arrays'
 RACE_ENV = {
     "dir": "SHMEM_NOTEBOOK_RACE_DIR",
     "stress": "SHMEM_NOTEBOOK_RACE_STRESS",
     "cap": "SHMEM_NOTEBOOK_RACE_CAP",
     "label": "SHMEM_NOTEBOOK_RACE_LABEL",
     "trace": "SHMEM_NOTEBOOK_RACE_TRACE",
+    "memory": "SHMEM_NOTEBOOK_RACE_MEMORY",
 }
 #: a line PE ``pe`` of ``npes`` printed, as it reaches the runner; then PE_DONE: that PE prints no more
 PE_LINE = "[shmem-race PE {pe}/{npes}] {text}"

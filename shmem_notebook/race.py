@@ -16,8 +16,10 @@ The runner then prints the same race report as ``--race`` with ``file:line`` for
 ``FILE.otf2`` (as ``result.trace.save`` does for a cell; :func:`save_timeline`).
 
 ``--stress SEED`` then reruns the program 4 times with seeded random delays around every
-shmem call (seeds SEED..SEED+3) and says what each PE printed differently; it compares printed
-output only, so it never calls a race real (a notebook cell's ``--stress`` compares memory).
+shmem call (seeds SEED..SEED+3) and says what each PE printed differently and which elements of
+the arrays the races are about each PE held differently at the end: as a notebook cell's
+``--stress``, a race is "real" only when a rerun changed its elements (a race on memory the
+program no longer names at its end, or on OSHMPI, is judged by printed output only).
 With both, ``--trace FILE`` holds the timeline of the first rerun (seed SEED), not of the run
 without delays.
 
@@ -28,6 +30,7 @@ where it is not set. Client side: nothing here imports shmem4py.
 """
 
 import argparse
+import json
 import os
 import pickle
 import re
@@ -50,7 +53,10 @@ from .operations import CAP
 from .protocol import RACE_ENV, RACE_LINES, RACE_MODULE
 from .words import plural
 
-__all__ = ["main", "pe_command", "analyse", "report", "save_timeline", "numbered", "UsageError", "RUNS", "MAX_DELAY"]
+__all__ = [
+    *("main", "pe_command", "analyse", "report", "save_timeline", "numbered", "raced_memory", "UsageError"),
+    *("RUNS", "MAX_DELAY"),
+]
 
 #: stress reruns, and the longest delay around a call (as the notebook's --stress)
 RUNS = 4
@@ -268,28 +274,50 @@ def differences(before, after):
     return [d.text for d in _printed(before, after)]
 
 
-def _printed(before, after):
-    """The :class:`~shmem_notebook.cells.stress_stage.Difference` s of what the PEs printed."""
-    return compare(Run(before, [], "ok"), Run(after, [], "ok"), label="the run without delays")
+def _printed(before, after, races=()):
+    """The :class:`~shmem_notebook.cells.stress_stage.Difference` s of what the PEs printed (``{pe: text}``)
+    or, given as ``(printed, values)`` (``values``: ``{pe: {name: ndarray}}``), also held at the end."""
+    (before, held), (after, holds) = (x if isinstance(x, tuple) else (x, {}) for x in (before, after))
+    npes = max([*held, *holds, -1]) + 1
+    runs = [Run(out, [vals.get(pe, {}) for pe in range(npes)], "ok") for out, vals in ((before, held), (after, holds))]
+    return compare(*runs, races, label="the run without delays")
 
 
-def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=(), trace=None, command=()):
-    """The reruns; ``trace``: the file the first rerun's timeline goes to (None: no rerun is traced)."""
+def raced_memory(reports, races):
+    """``{name: (lo, hi, dtype, layout)}``: where the arrays the races are about lie (from the recorded
+    run's reports), for the stress reruns to report at their end."""
+    named = {race.array for race in races}
+    return {
+        name: where
+        for report in sorted(reports.values(), key=lambda r: r["pe"])
+        for name, where in (report.get("ranges") or {}).items()
+        if name in named
+    }
+
+
+def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=(), trace=None, command=(), memory=None):
+    """The reruns; ``first``: ``{pe: printed}``, or ``(printed, values)`` with ``memory`` (the raced arrays'
+    ranges) to compare what each PE held at the end; ``trace``: the file the first rerun's timeline goes
+    to (None: no rerun is traced)."""
     write(
         f"stress: rerunning the program {RUNS} times (seeds {seed}-{seed + RUNS - 1}) with random delays of up "
         f"to {MAX_DELAY * 1e3:.0f} ms around every shmem call: {estimate(RUNS, seconds)}; Ctrl-C stops them"
     )
     runs, stopped, began = [], None, time.monotonic()
+    same = "output and raced memory" if memory else "output"
     for run in range(RUNS):
         started = time.monotonic()
         try:
             with tempfile.TemporaryDirectory(prefix="shmem-race-") as directory:
                 run_env = dict(env, **{RACE_ENV["dir"]: directory, RACE_ENV["stress"]: f"{seed + run}:{MAX_DELAY}"})
+                if memory:
+                    run_env[RACE_ENV["memory"]] = json.dumps(memory)
                 if trace is not None and not run:
                     run_env[RACE_ENV["trace"]] = "1"
                 status = _launch(pe_cmd, run_env, quiet=True)
                 reports = _collect(directory)
                 outputs = {pe: r["stdout"] for pe, r in reports.items()}
+                held = {pe: r.get("values") or {} for pe, r in reports.items()}
         except KeyboardInterrupt:
             stopped = (
                 f"interrupted during the rerun with seed {seed + run}: the reruns after it were not run and it "
@@ -307,7 +335,7 @@ def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=(), trace=None, 
                 write=lambda text: write(f"stress: {text}"),
                 what=f"the first stress rerun (seed {seed})",
             )
-        found = _printed(first, outputs)
+        found = _printed(first, (outputs, held) if memory else outputs, races)
         if status != 0:
             found.insert(0, Difference(f"the program exited with status {status}", (), "exited differently"))
         runs.append((seed + run, found))
@@ -315,9 +343,11 @@ def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=(), trace=None, 
         left = f", about {(done - began) / (run + 1) * (RUNS - run - 1):.1f} s left" if run + 1 < RUNS else ""
         write(
             f"  seed {seed + run} (rerun {run + 1} of {RUNS}, {done - started:.1f} s{left}): "
-            f"{'; '.join(d.text for d in found) or 'same output as the run without delays'}"
+            f"{'; '.join(d.text for d in found) or f'same {same} as the run without delays'}"
         )
-    for line in summary(runs, races, stopped, memory=False, same="the output of the run without delays"):
+    for line in summary(
+        runs, races, stopped, memory=bool(memory) or not races, same=f"the {same} of the run without delays"
+    ):
         write(f"stress: {line}")
 
 
@@ -367,16 +397,20 @@ def main(argv=None):
     if status != 0:
         print(f"the program exited with status {status}")
     if options.stress is not None and not failed:
+        memory = raced_memory(reports, races)
+        printed = {pe: r["stdout"] for pe, r in reports.items()}
+        held = {pe: {n: v for n, v in (r.get("values") or {}).items() if n in memory} for pe, r in reports.items()}
         _stress(
             pe_cmd,
             env,
             options.stress,
-            {pe: r["stdout"] for pe, r in reports.items()},
+            (printed, held) if memory else printed,
             print,
             seconds,
             races,
             options.trace,
             command,
+            memory=memory,
         )
     elif options.stress is not None and options.trace is not None:
         print(f"trace: not written to {options.trace}: the program failed, so it was not rerun under --stress")

@@ -16,7 +16,7 @@ import numpy as np
 import psutil
 import pytest
 
-from conftest import job_fixture, shared_memory
+from conftest import job_fixture, run_race_runner, shared_memory
 from shmem_notebook import Access, Race
 from shmem_notebook.cells.stress_stage import Run, compare, summary
 from shmem_notebook.launcher.environment import platform_environment
@@ -266,3 +266,30 @@ def _session_ended(sid, timeout=15.0):
             return True
         time.sleep(0.1)
     return False
+
+
+#: CLOBBER as a program of its own: the runner's --stress compares the raced array's elements too
+CLOBBER_PROGRAM = (
+    "import numpy as np\nfrom shmem4py import shmem\n\nme, npes = shmem.my_pe(), shmem.n_pes()\n"
+    "W = shmem.zeros(8, dtype=np.int64)\n" + CLOBBER + "shmem.free(W)\n"
+)
+
+
+@pytest.mark.pe
+@pytest.mark.parametrize("npes", [2, 4])
+def test_the_runners_stress_calls_a_race_real_when_its_elements_differ(tmp_path, npes):
+    """The runner's PEs report the raced array at their end: seeds that changed W's elements make the
+    race real (as a cell's --stress); the fixed twin has no race and every rerun ends as the first run."""
+    (tmp_path / "clobber.py").write_text(CLOBBER_PROGRAM)
+    done = run_race_runner(tmp_path, "clobber.py", "--stress", "11", npes=npes, oversubscribe=npes > 2)
+    lines = stress_lines(done.stdout)
+    assert done.returncode == 1 and "1 race found" in done.stdout, done.stdout + done.stderr
+    real = [line for line in lines if line.endswith("the race is real, not just possible")]
+    assert len(real) == 1 and " changed W[" in real[0], done.stdout
+    assert any(": W[" in x and "(the run without delays: " in x for x in done.stdout.splitlines()), done.stdout
+    assert not [x for x in lines if "only printed output was compared" in x], done.stdout
+
+    (tmp_path / "fixed.py").write_text(CLOBBER_PROGRAM.replace(CLOBBER, CLOBBER_FIXED))
+    done = run_race_runner(tmp_path, "fixed.py", "--stress", "11", npes=npes, oversubscribe=npes > 2)
+    assert done.returncode == 0 and "no races found" in done.stdout, done.stdout + done.stderr
+    assert stress_lines(done.stdout)[-1] == "stress: every rerun gave the output of the run without delays", done.stdout

@@ -298,10 +298,10 @@ def _where(array, index):
     return "[" + ", ".join(map(str, np.unravel_index(index, array.shape))) + "]"
 
 
-def _elements(name, a, b, indices):
+def _elements(name, a, b, indices, label="the cell"):
     """``A[3] = 1002 (the cell: 1001)`` for up to three of ``indices``, and how many more."""
     shown = ", ".join(
-        f"{name}{_where(a, i)} = {_short(b.flat[i].item())} (the cell: {_short(a.flat[i].item())})" for i in indices[:3]
+        f"{name}{_where(a, i)} = {_short(b.flat[i].item())} ({label}: {_short(a.flat[i].item())})" for i in indices[:3]
     )
     return shown + (f" and {indices.size - 3} more of {a.size}" if indices.size > 3 else "")
 
@@ -354,7 +354,7 @@ def compare(cell, rerun, races=(), label="the cell"):
             if raced.size:
                 found.append(
                     Difference(
-                        f"PE {pe}: {_elements(name, a, b, raced)}",
+                        f"PE {pe}: {_elements(name, a, b, raced, label)}",
                         (pe,),
                         f"changed {name}",
                         tuple(race for race, _ in covering),
@@ -363,6 +363,6 @@ def compare(cell, rerun, races=(), label="the cell"):
             rest = diff[~np.isin(diff, raced)]
             if rest.size:
                 found.append(
-                    Difference(f"PE {pe}: {_elements(name, a, b, rest)}", (pe,), f"left other values in {name}")
+                    Difference(f"PE {pe}: {_elements(name, a, b, rest, label)}", (pe,), f"left other values in {name}")
                 )
     return found

@@ -12,7 +12,7 @@ from shmem4py import shmem
 from ...analysis.footprint import of_view, strided
 from ..context import this_pe
 
-__all__ = ["heap_range", "heap_start", "peer_heaps", "extent", "numpy_owned", "AddressBook"]
+__all__ = ["heap_range", "heap_start", "anonymous_heap", "peer_heaps", "extent", "numpy_owned", "AddressBook"]
 
 _ffi = shmem.ffi
 _cast, _from_buffer = _ffi.cast, _ffi.from_buffer
@@ -38,13 +38,13 @@ def heap_start(mapping, lowest):
     on each PE: its offsets count from the page of the lowest allocation, at the same offset in every
     PE's heap as allocations are symmetric (the engine's own, made at start and kept, is in the heap's
     first page). Other libraries' heaps are mappings of their own."""
-    if _anonymous_heap():
+    if anonymous_heap():
         return max(mapping, lowest - lowest % mmap.PAGESIZE)
     return mapping
 
 
 @functools.cache
-def _anonymous_heap():
+def anonymous_heap():
     return "OSHMPI" in shmem.info_get_name()
 
 

@@ -16,12 +16,17 @@ each PE writes its recording, its files, what it printed and how it ended to
 With ``SHMEM_NOTEBOOK_RACE_TRACE=1`` it also traces the calls (``--trace``: the recording's
 ``timeline``). With ``SHMEM_NOTEBOOK_RACE_STRESS=SEED:MAX_DELAY`` it only delays every shmem call at random
 (a stress rerun) and writes what it printed (and, with the trace variable too, the timeline).
+The report's ``values`` are this PE's symmetric memory at the end, by name: a recorded run's named
+arrays (``ranges``: where each lies, up to :data:`_VALUES_CAP` bytes in all), a stress rerun's
+``SHMEM_NOTEBOOK_RACE_MEMORY`` (the ranges of the arrays the races are about): the runner compares them.
 """
 
 import ast
 import builtins
+import ctypes
 import importlib.machinery
 import importlib.util
+import json
 import os
 import pickle
 import sys
@@ -38,11 +43,13 @@ from ..context import this_pe
 from . import layer, outside, race_start, race_stop, stress_start, stress_stop, trace_start, trace_stop
 from .hooks import FUNCS
 from .instrument import HOOKS, renumber
+from .memory import anonymous_heap, heap_range
 
 __all__ = ["main", "instrument"]
 
 _files = {}  # absolute path of a rewritten file -> its number (from 1)
 _STDOUT_CAP = 1 << 20  # what a PE printed is kept up to this many characters (for stress runs)
+_VALUES_CAP = 16 << 20  # bytes of named symmetric memory a recorded run keeps for the stress reruns' verdict
 
 
 class _Shell:
@@ -179,10 +186,10 @@ class _Namer:
         for name, value in list(frame.f_locals.items()):
             if name.startswith("_") or not isinstance(value, np.ndarray) or not value.size:
                 continue
-            _, space, _, lo, hi, itemsize = info(value)[:6]
+            _, space, _, lo, hi, itemsize, dtype = info(value)[:7]
             if any(s == space and lo <= slo and shi <= hi for s, _, slo, shi in spans):
                 self.seen.pop((space, lo, hi), None)  # the last name, and last in the order
-                self.seen[(space, lo, hi)] = (name, itemsize, self.memory.layout(value))
+                self.seen[(space, lo, hi)] = (name, itemsize, self.memory.layout(value), dtype)
 
     def names(self, namespace):
         """``[name, space, lo, hi, itemsize, priority, layout]`` (see ``AddressBook.names``): first the arrays of a
@@ -196,8 +203,44 @@ class _Namer:
                 found.append([name, space, lo, hi, itemsize, 0, self.memory.layout(value)])
         return found + [
             [name, space, lo, hi, itemsize, 1, layout]
-            for (space, lo, hi), (name, itemsize, layout) in self.seen.items()
+            for (space, lo, hi), (name, itemsize, layout, _) in self.seen.items()
         ]
+
+    def ranges(self):
+        """``{name: (lo, hi, dtype, layout)}``: the symmetric memory last named so at a call (heap offsets),
+        as long as they add up to at most :data:`_VALUES_CAP` bytes."""
+        last = {}
+        for (space, lo, hi), (name, _, layout, dtype) in self.seen.items():
+            if space == "sym":
+                last.pop(name, None)
+                last[name] = (lo, hi, dtype, layout)
+        kept, size = {}, 0
+        for name, (lo, hi, dtype, layout) in reversed(last.items()):  # the latest first
+            if size + hi - lo <= _VALUES_CAP:
+                kept[name], size = (lo, hi, dtype, layout), size + hi - lo
+        return kept
+
+
+def _heap_values(ranges, heap):
+    """``{name: ndarray}``: copies of this PE's symmetric memory in ``ranges`` (see :meth:`_Namer.ranges`),
+    ``heap`` the ``(lo, hi)`` its offsets count in. Empty on OSHMPI, whose heap offsets count from
+    the lowest live allocation, which differs between runs."""
+    lo_heap, hi_heap = heap
+    if not lo_heap or anonymous_heap():
+        return {}
+    memory = (ctypes.c_char * (hi_heap - lo_heap)).from_address(lo_heap)
+    values = {}
+    for name, (lo, hi, dtype, layout) in ranges.items():
+        try:
+            if layout:
+                origin, shape, strides = layout
+                values[name] = np.ndarray(tuple(shape), dtype, buffer=memory, offset=origin, strides=tuple(strides))
+            else:
+                values[name] = np.ndarray(((hi - lo) // np.dtype(dtype).itemsize,), dtype, buffer=memory, offset=lo)
+            values[name] = values[name].copy()
+        except (TypeError, ValueError):  # outside the heap, or a layout NumPy refuses: not compared
+            values.pop(name, None)
+    return values
 
 
 # -- running the program ---------------------------------------------------------------------
@@ -283,7 +326,7 @@ def main(argv=None):
 
     with open(path, encoding="utf-8") as f:
         source = f.read()
-    status, data = 1, None
+    status, data, ranges, values = 1, None, {}, {}
     try:
         status = _run(instrument(source, path, transformer), module.__dict__)
     finally:
@@ -293,8 +336,12 @@ def main(argv=None):
         if stress:
             stress_stop()
             data = {"timeline": trace_stop()} if os.environ.get(RACE_ENV["trace"]) else None
+            ranges = json.loads(os.environ.get(RACE_ENV["memory"]) or "{}")
+            values = _heap_values(ranges, heap_range())
         else:
             layer.detach("names")
+            ranges = namer.ranges()
+            values = _heap_values(ranges, namer.memory.heap)
             data = race_stop()
             data["timeline"] = trace_stop() if os.environ.get(RACE_ENV["trace"]) else None
             data["names"] = namer.names(module.__dict__) + data["names"]
@@ -308,6 +355,8 @@ def main(argv=None):
                     "data": data,
                     "files": {number: p for p, number in _files.items()},
                     "stdout": "".join(tee.kept),
+                    "ranges": ranges,
+                    "values": values,
                 },
             )
     sys.exit(status)
