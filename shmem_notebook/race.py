@@ -285,8 +285,9 @@ def _printed(before, after, races=()):
 
 def raced_memory(reports, races):
     """``{name: (lo, hi, dtype, layout)}``: where the arrays the races are about lie (from the recorded
-    run's reports), for the stress reruns to report at their end."""
-    named = {race.array for race in races}
+    run's reports), for the stress reruns to report at their end; only those whose values the recorded
+    run reported (none on OSHMPI)."""
+    named = {race.array for race in races} & {name for r in reports.values() for name in r.get("values") or ()}
     return {
         name: where
         for report in sorted(reports.values(), key=lambda r: r["pe"])

@@ -293,3 +293,16 @@ def test_the_runners_stress_calls_a_race_real_when_its_elements_differ(tmp_path,
     done = run_race_runner(tmp_path, "fixed.py", "--stress", "11", npes=npes, oversubscribe=npes > 2)
     assert done.returncode == 0 and "no races found" in done.stdout, done.stdout + done.stderr
     assert stress_lines(done.stdout)[-1] == "stress: every rerun gave the output of the run without delays", done.stdout
+
+
+def test_the_runner_compares_only_memory_its_recorded_run_reported():
+    """Ranges without values (OSHMPI's heap, whose offsets move between runs) are not passed to the
+    reruns: the verdict then says only printed output was compared."""
+    from shmem_notebook.race import raced_memory
+
+    race = _race("W", 1, (range(0, 8),))
+    reports = {pe: {"pe": pe, "ranges": {"W": (0, 64, "<i8", None), "V": (64, 72, "<i8", None)}} for pe in (0, 1)}
+    assert raced_memory(reports, [race]) == {}
+    reports[1]["values"] = {"W": np.zeros(8, np.int64), "V": np.zeros(1, np.int64)}
+    assert raced_memory(reports, [race]) == {"W": (0, 64, "<i8", None)}  # V is no race's memory
+    assert summary([(3, [])], [race], memory=False)[-1].startswith("only printed output was compared")
