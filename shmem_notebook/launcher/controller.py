@@ -22,6 +22,7 @@ path with ``:`` as ipyparallel's clients and engines join them (its controller j
 where no client finds them).
 """
 
+import os
 import sys
 import time
 import types
@@ -104,6 +105,7 @@ def main(argv=None):
     # ipcontroller's one use of `time`: a fixed time.sleep(0.25) in init_hub, before the connection files
     app.time = types.SimpleNamespace(**{**vars(time), "sleep": lambda seconds: None})
     ipc_names(app.IPController)
+    os.umask(0o077)  # its sockets (and files) are the user's only, as the connection files are
     app.main(argv)
 
 
