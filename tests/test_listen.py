@@ -15,7 +15,7 @@ import pytest
 
 import shmem_notebook
 from conftest import job_fixture
-from shmem_notebook.launcher.listen import SOCKET_PATH_MAX, listen_privately, socket_prefix
+from shmem_notebook.launcher.listen import SOCKET_PATH_MAX, holds_sockets, listen_privately, socket_prefix
 
 job = job_fixture(2, heap="8M")
 
@@ -42,15 +42,19 @@ def test_one_host_listens_on_sockets_in_the_security_folder(tmp_path):
     assert cluster.controller_args == ["--nodb", "--IPController.transport=ipc"]
 
 
-@pytest.mark.parametrize("why", ["other hosts", "inside an allocation", "a path too long for a socket"])
-def test_tcp_stays_where_pes_may_be_elsewhere_or_the_path_is_too_long(tmp_path, monkeypatch, why):
-    profile = tmp_path / ("p" * SOCKET_PATH_MAX if why == "a path too long for a socket" else "p")
+@pytest.mark.parametrize("why", ["other hosts", "inside an allocation", "a path too long", "a folder without sockets"])
+def test_tcp_stays_where_pes_may_be_elsewhere_or_sockets_cannot_be(tmp_path, monkeypatch, why):
+    profile = tmp_path / ("p" * SOCKET_PATH_MAX if why == "a path too long" else "p")
+    if why == "a folder without sockets":
+        profile = "/proc/self/profile"  # procfs makes no files (nor folders), not even for root
     if why == "inside an allocation":
         monkeypatch.setenv("SLURM_JOB_ID", "7")
     cluster = _cluster(profile)
     assert not listen_privately(cluster, one_host=why != "other hosts")
     assert (cluster.controller_ip, cluster.controller_args) == ("127.0.0.1", ["--nodb"])
-    assert (socket_prefix(profile, cluster.cluster_id) is None) == (why == "a path too long for a socket")
+    assert (socket_prefix(profile, cluster.cluster_id) is None) == (why == "a path too long")
+    assert holds_sockets(tmp_path / "security") and not holds_sockets("/proc/self")
+    assert os.listdir(tmp_path / "security") == []  # the probe is gone
 
 
 def test_a_local_jobs_controller_listens_on_no_tcp_port(job):
