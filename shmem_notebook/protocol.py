@@ -21,6 +21,8 @@ __all__ = [
     "GLOBAL_EXIT_MARK",
     "RACE_MODULE",
     "RACE_ENV",
+    "SPARE_ENV",
+    "SPARE_GO",
     "RACE_LINES",
     "PE_LINE",
     "PE_DONE",
@@ -57,6 +59,10 @@ RACE_ENV = {
     "trace": "SHMEM_NOTEBOOK_RACE_TRACE",
     "memory": "SHMEM_NOTEBOOK_RACE_MEMORY",
 }
+#: a spare PE's lock file (job/spare.py): the PE waits for its shared lock, then starts if the file
+#: says :data:`SPARE_GO` (the client took the spare set) and exits otherwise (the client is gone)
+SPARE_ENV = "SHMEM_NOTEBOOK_SPARE"
+SPARE_GO = b"go"
 #: a line PE ``pe`` of ``npes`` printed, as it reaches the runner; then PE_DONE: that PE prints no more
 PE_LINE = "[shmem-race PE {pe}/{npes}] {text}"
 PE_DONE = "[shmem-race PE {pe}/{npes} done]"

@@ -297,28 +297,32 @@ def raced_memory(reports, races):
 
 
 def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=(), trace=None, command=(), memory=None):
-    """The reruns; ``first``: ``{pe: printed}``, or ``(printed, values)`` with ``memory`` (the raced arrays'
-    ranges) to compare what each PE held at the end; ``trace``: the file the first rerun's timeline goes
-    to (None: no rerun is traced)."""
+    """The reruns; ``first``: ``(printed, values)`` of the recorded run, ``memory``: the raced arrays'
+    ranges, whose values each rerun reports at its end; ``trace``: the file the first rerun's timeline
+    goes to (None: no rerun is traced)."""
     write(
         f"stress: rerunning the program {RUNS} times (seeds {seed}-{seed + RUNS - 1}) with random delays of up "
         f"to {MAX_DELAY * 1e3:.0f} ms around every shmem call: {estimate(RUNS, seconds)}; Ctrl-C stops them"
     )
     runs, stopped, began = [], None, time.monotonic()
-    same = "output and raced memory" if memory else "output"
+    same, env = (
+        ("output and raced memory", dict(env, **{RACE_ENV["memory"]: json.dumps(memory)}))
+        if memory
+        else ("output", env)
+    )
     for run in range(RUNS):
         started = time.monotonic()
         try:
             with tempfile.TemporaryDirectory(prefix="shmem-race-") as directory:
                 run_env = dict(env, **{RACE_ENV["dir"]: directory, RACE_ENV["stress"]: f"{seed + run}:{MAX_DELAY}"})
-                if memory:
-                    run_env[RACE_ENV["memory"]] = json.dumps(memory)
                 if trace is not None and not run:
                     run_env[RACE_ENV["trace"]] = "1"
                 status = _launch(pe_cmd, run_env, quiet=True)
                 reports = _collect(directory)
-                outputs = {pe: r["stdout"] for pe, r in reports.items()}
-                held = {pe: r.get("values") or {} for pe, r in reports.items()}
+                rerun = (
+                    {pe: r["stdout"] for pe, r in reports.items()},
+                    {pe: r.get("values") or {} for pe, r in reports.items()},
+                )
         except KeyboardInterrupt:
             stopped = (
                 f"interrupted during the rerun with seed {seed + run}: the reruns after it were not run and it "
@@ -327,16 +331,9 @@ def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=(), trace=None, 
             break
         if trace is not None and not run:
             npes = max([r.get("npes", 0) for r in reports.values()] + [0])
-            save_timeline(
-                reports,
-                numbered(reports),
-                npes,
-                trace,
-                command,
-                write=lambda text: write(f"stress: {text}"),
-                what=f"the first stress rerun (seed {seed})",
-            )
-        found = _printed(first, (outputs, held) if memory else outputs, races)
+            what = f"the first stress rerun (seed {seed})"
+            save_timeline(reports, numbered(reports), npes, trace, command, lambda text: write(f"stress: {text}"), what)
+        found = _printed(first, rerun, races)
         if status != 0:
             found.insert(0, Difference(f"the program exited with status {status}", (), "exited differently"))
         runs.append((seed + run, found))
@@ -401,18 +398,7 @@ def main(argv=None):
         memory = raced_memory(reports, races)
         printed = {pe: r["stdout"] for pe, r in reports.items()}
         held = {pe: {n: v for n, v in (r.get("values") or {}).items() if n in memory} for pe, r in reports.items()}
-        _stress(
-            pe_cmd,
-            env,
-            options.stress,
-            (printed, held) if memory else printed,
-            print,
-            seconds,
-            races,
-            options.trace,
-            command,
-            memory=memory,
-        )
+        _stress(pe_cmd, env, options.stress, (printed, held), print, seconds, races, options.trace, command, memory)
     elif options.stress is not None and options.trace is not None:
         print(f"trace: not written to {options.trace}: the program failed, so it was not rerun under --stress")
     if races:

@@ -13,6 +13,7 @@ import shmem_notebook
 from conftest import ipython_shell, needs_oshmpi, needs_sos
 from shmem_notebook import CellStoppedError, JobStateError, NoJobError, PEDiedError
 from shmem_notebook.inspector import gather_snapshot
+from shmem_notebook.job.processes import wait
 from shmem_notebook.words import plural
 
 HEAP = "32M"
@@ -22,17 +23,18 @@ HANG = "if me == 0:\n    shmem.wait_until(W, shmem.CMP.EQ, 99)"
 
 @pytest.fixture(
     scope="module",
-    params=[pytest.param((n, "oshmem"), id=f"{n}pe") for n in (1, 2, 4)]
-    + [pytest.param((2, "sos"), id="2pe-sos", marks=needs_sos)]
-    + [pytest.param((2, "oshmpi"), id="2pe-oshmpi", marks=needs_oshmpi)],
+    params=[pytest.param((n, "oshmem", False), id=f"{n}pe") for n in (1, 2, 4)]
+    + [pytest.param((2, "oshmem", True), id="2pe-spare")]
+    + [pytest.param((2, "sos", False), id="2pe-sos", marks=needs_sos)]
+    + [pytest.param((2, "oshmpi", False), id="2pe-oshmpi", marks=needs_oshmpi)],
 )
 def session(request):
-    """(job, shell): a job of 1, 2 and 4 PEs (and 2 on Sandia OpenSHMEM and on OSHMPI), current for the
-    magics, with A and W declared."""
+    """(job, shell): a job of 1, 2 and 4 PEs (and 2 with spare PEs, 2 on Sandia OpenSHMEM and on
+    OSHMPI), current for the magics, with A and W declared."""
     shmem_notebook.job._current = None
     shell = ipython_shell()
-    n, library = request.param
-    job = shmem_notebook.start(n, heap=HEAP, library=library)
+    n, library, spare = request.param
+    job = shmem_notebook.start(n, heap=HEAP, library=library, spare=spare)
     job.alloc("A=int64[4]", "W=int64[1]")
     try:
         yield job, shell
@@ -111,6 +113,9 @@ def assert_usable(job, magic, pids_before=()):
     assert err is None, printed
     err, printed = magic("_replay = %shmem replay")
     assert err is None, printed
+    if job.spares.wanted:  # a spare set is launched after every start and restart, and comes to wait
+        assert wait(lambda: job.spares.waiting() == n, 60), job.spares.waiting()
+        assert f"spare: {plural(n, 'PE')} of {n} waiting for the next restart" in magic("%shmem status")[1]
 
 
 def assert_refused(job, magic, error, message):

@@ -38,6 +38,7 @@ from .options import given, signature
 from .pe_requests import Asking
 from .processes import alive, process, wait
 from .site import admit, within_site
+from .spare import Spares
 from .watchdog import owned_by, remove_profile_files, start_watchdog, stop_watchdog, tell_watchdog
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.heap = within_site(o)  # the site's default heap, its limits (one sentence), before launch
         self.heap_bytes = check_heap(self.heap)  # one sentence before launch, e.g. for heap=0
         self.oversubscribe, self.hostfile, self.ip = o.oversubscribe, o.hostfile, o.ip or rc.ip
+        self.spares = Spares(self, o.spare)  # a spare set of PEs the next restart takes
         self.timeout = check_timeout(rc.timeout if o.timeout is None else o.timeout)
         if rc.dispatch not in DISPATCH:
             raise InputError(f"rc.dispatch is {rc.dispatch!r}; use one of {', '.join(map(repr, DISPATCH))}")
@@ -164,18 +166,16 @@ class Job(SymmetricArrays, Health, Asking):
         """The name of this job's Slurm batch jobs: it carries the job's token."""
         return f"shmem_notebook-{self._token[:12]}"
 
+    def _set_options(self):
+        """The launcher's options for an engine set of this job's PEs."""
+        batch = dict(self.batch, batch_name=self._batch_name) if self.slurm else {}
+        local, hostfile = self.ip in LOOPBACK and not self.slurm, self.hostfile or ""
+        return dict(heap=self.heap, oversubscribe=self.oversubscribe, hostfile=hostfile, **batch) | dict(
+            library=self.library.name, local_only=local)  # fmt: skip
+
     def _start_pes(self):
-        options = dict(self.batch, batch_name=self._batch_name) if self.slurm else {}
-        with owned_by(self._token):
-            self._engine_set_id = self._cluster.start_engines_sync(
-                self.n,
-                heap=self.heap,
-                oversubscribe=self.oversubscribe,
-                hostfile=self.hostfile or "",
-                library=self.library.name,
-                local_only=self.ip in LOOPBACK and not self.slurm,
-                **options,
-            )
+        with owned_by(self._token):  # the spare set, if one waits (see .spare)
+            self._engine_set_id = self.spares.take() or self._cluster.start_engines_sync(self.n, **self._set_options())
         if self._client is None:  # the controller shares the CPU with the starting PEs: be patient
             self._client = self._cluster.connect_client_sync(timeout=max(10.0, rc.start_timeout))
         self._private_files()
@@ -195,6 +195,7 @@ class Job(SymmetricArrays, Health, Asking):
         self._note_segments()
         if self.specs:
             self._alloc_on_pes(list(self.specs.values()))
+        self.spares.keep()
 
     def _private_files(self):
         """Connection and cluster files readable by the owner only."""
@@ -311,12 +312,12 @@ class Job(SymmetricArrays, Health, Asking):
                 self._reap(set_id)
 
     def _left_behind(self):
-        """Engine sets other than the current one (a restart's old PEs)."""
+        """Engine sets other than the current one and the spare (a restart's old PEs)."""
         engines = self._cluster.engines if self._cluster else {}
-        return [set_id for set_id in engines if set_id != self._engine_set_id]
+        return [set_id for set_id in engines if set_id not in (self._engine_set_id, self.spares.set_id)]
 
     def _stop_pes(self):
-        """End the PEs and wait until they are gone, with those a restart left behind."""
+        """End the PEs and wait until they are gone, with those a restart left behind (not the spare set)."""
         self._release_pes()
         for set_id in self._left_behind():
             self._reap(set_id)
@@ -332,6 +333,7 @@ class Job(SymmetricArrays, Health, Asking):
         self._close_channel()
         if self._cluster is not None:
             self._stop_pes()
+            self.spares.discard()
             if self._client is not None:
                 self._client.close()
             with contextlib.suppress(Exception):
@@ -392,13 +394,11 @@ class Job(SymmetricArrays, Health, Asking):
             stderr: TextIO | None = None, **options: Any) -> CellResult:  # fmt: skip
         """Run ``code`` on every PE; stream its output labelled by PE. Collective.
 
-        Arrays declared in ``arrays`` are allocated first unless already
-        allocated with the same spec. After all output was shown, raises
-        :class:`CellSyntaxError` before sending a cell that is not valid Python,
-        :class:`PEError` if the cell raised on any PE, :class:`PEDiedError`
-        if PEs died, :class:`CellStoppedError` on timeout or interrupt (with
-        where every PE was). Keyword ``options`` switch on optional stages of
-        the cell path by name (see :mod:`shmem_notebook.cells.stages`)."""
+        Arrays declared in ``arrays`` are allocated first unless already allocated with the same spec.
+        After all output was shown, raises :class:`CellSyntaxError` before sending a cell that is not
+        valid Python, :class:`PEError` if the cell raised on any PE, :class:`PEDiedError` if PEs died,
+        :class:`CellStoppedError` on timeout or interrupt (with where every PE was). Keyword ``options``
+        switch on optional stages of the cell path by name (see :mod:`shmem_notebook.cells.stages`)."""
         check_syntax(code)  # before anything reaches the PEs
         with self.history.running(code, arrays, dict(options, timeout=timeout)):  # recorded by a cell callback
             return run_cell(self, code, arrays=arrays, timeout=timeout, stdout=stdout, stderr=stderr, **options)

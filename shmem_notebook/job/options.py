@@ -127,6 +127,12 @@ class JobOptions:
         metavar="NAME",
         rc="library",
     )
+    spare: bool = option(
+        False,
+        "keep a spare set of PEs waiting, imports done, for the next restart to take (about half the time of a "
+        "start, for N more idle processes; PEs on this host only)",
+        action="store_true",
+    )
     sbatch_prologue: tuple = option(
         (),
         "a shell line the batch job runs before the PEs start (repeatable), e.g. "

@@ -25,7 +25,7 @@ from traitlets import Bool, Integer, List, Unicode, default
 
 from .. import native_board
 from ..errors import LaunchError
-from ..protocol import ENGINE_MODULE
+from ..protocol import ENGINE_MODULE, SPARE_ENV
 from ..rc import rc
 from . import bytecode, environment
 from .library import library as library_named
@@ -74,6 +74,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
         True, config=True, help="Single node: PEs use shared memory only and listen on no network interface."
     )
     library = Unicode("", config=True, help="The OpenSHMEM library ('' = rc.library): see launcher.library.")
+    spare = Unicode("", config=True, help="A spare set's lock file: the PEs wait on it before shmem_init (job.spare).")
     python = Unicode(config=True, help="Python that runs each PE (default: the library's).")
     # -- a Slurm batch job (slurm=True); the controller must listen where compute nodes reach it
     slurm = Bool(False, config=True, help="Run the PEs in a Slurm batch job submitted with sbatch.")
@@ -122,6 +123,8 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
         local = self.local_only and not (self.hostfile or self.slurm or environment.in_allocation())
         env.update(environment.platform_environment(heap=self.heap, local_only=local))
         env.update({k: v for k, v in self.shmem_library.env.items() if k not in os.environ})  # what the user set wins
+        if self.spare:
+            env[SPARE_ENV] = self.spare
         return env
 
     def oshrun_args(self):

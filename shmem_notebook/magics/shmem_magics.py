@@ -342,7 +342,10 @@ class ShmemMagics(Magics):
         )
 
     def _status(self):
-        print(format_status(self._job("status").status()))
+        job = self._job("status")
+        print(format_status(job.status()))
+        if job.spares.wanted:  # the spare set a restart takes (--spare)
+            print(f"spare: {plural(job.spares.waiting(), 'PE')} of {job.n} waiting for the next restart")
 
     def _arrays(self):
         print(format_arrays(self._job("arrays").arrays()))
