@@ -1,7 +1,8 @@
 """Scale: what a job costs from 1 to 32 PEs, each beside its baseline measured in the same run.
 
 Per N (interleaved, medians): ``%shmem start``, ``%shmem restart`` on a healthy job and after a
-PE crashed, the bare ``oshrun`` floor (Python + ``shmem_init`` + a barrier) and ipyparallel's MPI
+PE crashed, the same two restarts of a job started with ``--spare`` (once its spare PEs wait), the
+bare ``oshrun`` floor (Python + ``shmem_init`` + a barrier) and ipyparallel's MPI
 launcher (same heartbeat); the CPU a PE used to ready against the floor's CPU per PE; a no-op
 ``%%pxshmem`` against ``DirectView.execute`` on the same engines; ``%shmem gather`` of a 4 MiB array
 per PE against ``DirectView.pull`` of the same array.
@@ -56,6 +57,23 @@ def _crash_then_restart():
     with contextlib.suppress(Exception):
         run_cell(CRASH)  # PEDiedError
     return _timed_cell("%shmem restart")
+
+
+def _spare_restarts(n):
+    """Seconds of ``%shmem restart`` of a job started with ``--spare``, healthy and after a crash, each
+    once its spare PEs wait."""
+    from shmem_notebook.job.processes import wait
+
+    run_cell(f"%shmem start -n {n} --heap 32M --spare")
+    try:
+        times = []
+        for restart in (lambda: _timed_cell("%shmem restart"), _crash_then_restart):
+            if not wait(lambda: _job().spares.waiting() == n, 120):
+                raise RuntimeError(f"the spare PEs did not all wait within 120 s ({_job().spares.waiting()} of {n})")
+            times.append(restart())
+        return times
+    finally:
+        run_cell("%shmem stop")
 
 
 def _dispatch(job, cells):
@@ -180,7 +198,8 @@ def run(ns, repeats, cells, big_gather=64 << 20, curve_gather=4 << 20, detail_n=
 def _scale_row(n, repeats, cells, big_gather, curve_gather, detail_n, extra):
     if True:
         reps = repeats if n <= 4 else 2  # medians of 2 above 4 PEs: a 32-PE start takes ~12 s
-        s = {k: [] for k in ("start", "restart", "restart_crash", "floor", "ipp_mpi", "pe_cpu", "floor_cpu")}
+        names = ("start", "restart", "restart_crash", "restart_spare", "restart_crash_spare", "floor", "ipp_mpi")
+        s = {k: [] for k in names + ("pe_cpu", "floor_cpu")}
         row = {"n": n}
         for rep in range(reps):
             heap = f"{max(32, 5 * big_gather >> 20)}M" if n == detail_n and rep == 0 else "32M"
@@ -222,6 +241,9 @@ def _scale_row(n, repeats, cells, big_gather, curve_gather, detail_n, extra):
                         }
             finally:
                 run_cell("%shmem stop")
+            spare, crash_spare = _spare_restarts(n)
+            s["restart_spare"].append(spare)
+            s["restart_crash_spare"].append(crash_spare)
             cpu = _children_cpu()
             s["floor"].append(floor(n))
             s["floor_cpu"].append((_children_cpu() - cpu) / n)
