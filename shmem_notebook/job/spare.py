@@ -3,7 +3,7 @@
 A restart spends most of its time starting the new PEs: Python, its imports (most of a PE's
 CPU before it registers), ``shmem_init``, registering. A job started with ``spare=True`` keeps
 one more ``oshrun`` with N PEs that have done the first two and wait before ``shmem_init``,
-blocked on the lock of a file in the profile's private folder (no CPU; about 60 MiB of memory
+blocked on the lock of a file in the profile's private folder (no CPU; about 50 MiB of memory
 each, no symmetric heap). A restart writes "go" into the file and lets go of the lock
 (:meth:`Spares.take`): those PEs initialise and register as the job's PEs, and a new spare set
 is launched once they have. Stopping lets go of the lock without "go": the spare PEs exit by
