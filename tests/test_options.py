@@ -42,9 +42,9 @@ def test_an_unknown_option_is_one_sentence():
 
 def test_a_policy_reads_which_options_are_limits_and_measures_them():
     limited = {f.name for f, o in declared() if o.limit}
-    assert limited == {"n", "heap", "timeout", "time", "nodes"}
+    assert limited == {"n", "heap", "timeout", "time", "nodes", "spare"}
     given = JobOptions(n=8, heap="1G", timeout=30, slurm=True, time="1-00:30:00", nodes=2)
-    assert given.limits() == {"n": 8, "heap": 1 << 30, "timeout": 30.0, "time": 88200, "nodes": 2}
+    assert given.limits() == {"n": 8, "heap": 1 << 30, "timeout": 30.0, "time": 88200, "nodes": 2, "spare": 0}
     assert {f.name: o.rc for f, o in declared() if o.rc} == {
         "heap": "heap",
         "timeout": "timeout",

@@ -64,6 +64,9 @@ def test_a_start_beyond_a_limit_is_refused_naming_the_sites_limit(write_site):
     assert said == "this site allows at most 4 PEs per job (site.json: max_pes); you asked for 8 PEs"
     _refused(r"a heap of at most 512M per PE \(site\.json: max_heap\); you asked for 1G", heap="1G")
     _refused(r"a cell timeout of at most 60 s \(site\.json: max_timeout\)", timeout=120)
+    write_site({"max_spare": 0})  # a class server that cannot afford idle spare PEs
+    said = _refused(r"at most 0 spare sets of PEs per job \(site\.json: max_spare\)", spare=True)
+    assert said.endswith("you asked for one (--spare)"), said
 
 
 def test_the_users_own_settings_may_lower_the_limits_never_raise_them(write_site, monkeypatch):

@@ -132,6 +132,7 @@ class JobOptions:
         "keep a spare set of PEs waiting, imports done, for the next restart to take (about half the time of a "
         "start, for N more idle processes; PEs on this host only)",
         action="store_true",
+        limit=int,  # a site's max_spare: 0 forbids it
     )
     sbatch_prologue: tuple = option(
         (),

@@ -7,7 +7,7 @@ An administrator writes one JSON file, ``$SHMEM_NOTEBOOK_SITE`` or ``/etc/shmem_
 
 ``max_pes`` (per job), ``max_heap`` and ``default_heap`` (per PE), ``max_jobs`` (running jobs per user),
 ``libraries`` (entries as in libraries.json), and ``max_<option>`` for the other start options a site
-may cap (:meth:`JobOptions.limits`: ``max_timeout``, ``max_nodes``, ``max_time``). The user's own
+may cap (:meth:`JobOptions.limits`: ``max_timeout``, ``max_nodes``, ``max_time``, ``max_spare``). The user's own
 settings may ask for less, never for more: a start beyond a limit is refused in one sentence
 (:func:`within_site`). A malformed file refuses every start, naming the file and the key.
 
@@ -60,6 +60,7 @@ SAID = {
     "timeout": "a cell timeout of at most {} s",
     "nodes": "at most {} nodes per batch job",
     "time": "a batch time limit of at most {}",
+    "spare": "at most {} spare sets of PEs per job",
 }
 
 
@@ -107,17 +108,19 @@ def _read(path, text):
         if key in text:
             value = text[key]
             limit = dict(declared())[_field(name)].limit
+            counted = name in ("n", "nodes", "spare")
             ok = (
                 isinstance(value, int) and not isinstance(value, bool)
-                if name in ("n", "nodes")
+                if counted
                 else (isinstance(value, (str, int, float)) and not isinstance(value, bool))
             )
             try:
                 number = limit(value) if ok else None
             except (ValueError, ArithmeticError):
                 number = None
-            if number is None or number <= 0:
-                raise bad(key, f"must be a positive {'integer' if name in ('n', 'nodes') else 'value'}, got {value!r}")
+            if number is None or (number not in (0, 1) if name == "spare" else number <= 0):  # max_spare 0 forbids
+                kind = "0 or 1" if name == "spare" else "a positive integer" if counted else "a positive value"
+                raise bad(key, f"must be {kind}, got {value!r}")
             limits[name] = (number, value)
     default_heap = text.get("default_heap")
     if default_heap is not None:
@@ -175,7 +178,7 @@ def within_site(options, site=None):
 
 def _asked(name, options, heap):
     value = heap if name == "heap" else getattr(options, name)
-    return plural(value, "PE") if name == "n" else str(value)
+    return plural(value, "PE") if name == "n" else "one (--spare)" if name == "spare" else str(value)
 
 
 def running_jobs(uid=None):
