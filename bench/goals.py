@@ -402,7 +402,7 @@ GOALS = [
         _scale_restart(spare=False),
     ),
     Goal(
-        "scale_restart_spare",
+        "restart_with_spare",
         "scale",
         "restart of a job started with --spare, at every N (healthy and after a crash): < {limit}x start",
         0.7,
@@ -645,7 +645,7 @@ WHY = {
     ),
     "start_few_pes": lambda res: WHY["scale_start"](res),
     "scale_restart": _scale_restart_why,
-    "scale_restart_spare": lambda res: (
+    "restart_with_spare": lambda res: (
         "the spare PEs still run `shmem_init` and register after the restart asks them: on 2 cores the N new "
         "PEs' initialisation shares the CPU with the old PEs' end and the next spare set's imports."
     ),

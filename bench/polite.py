@@ -4,9 +4,9 @@ Two jobs of 2 PEs per library that polls (Open MPI's OSHMEM; OSHMPI where it is 
 polite waiting (``rc.polite_ms = 10``, the default), one without (``SHMEM_NOTEBOOK_POLITE_MS=0``:
 no board on the PEs, no governor), measured in turns, ``repeats`` times:
 
-- ``barrier_us``: one ``barrier_all`` in a loop of ``iters`` (both PEs arrive together: never governed);
+- ``barrier_us``: one ``barrier_all`` in a loop of ``10 * iters`` (both PEs arrive together: never governed);
 - ``barrier_own_us``: the same with shmem4py's own ``barrier_all`` (what the board wraps), in the same
-  job, in turns with ``barrier_us``: the board's cost without the noise between two jobs;
+  cell, the two loops in turns 5 times (medians): the board's cost without the noise between two jobs;
 - ``wait_us``: one ``wait_until`` already satisfied, in a loop of ``iters``;
 - ``cpu_share``: the share of a core PE 1 uses while it waits ``wait_s`` seconds in ``barrier_all``
   for PE 0, which sleeps (from the PE's own /proc counters);
@@ -17,6 +17,7 @@ bench/polite.json and (``--update-docs``) the table of docs/waiting.md.
 """
 
 import argparse
+import ast
 import io
 import json
 import os
@@ -35,7 +36,18 @@ _LOOP = (
     "import time\nt = time.perf_counter()\nfor _ in range({iters}):\n    {call}\n"
     "(time.perf_counter() - t) / {iters} * 1e6"
 )
-_NOTED, _OWN = "shmem.barrier_all", "getattr(shmem.barrier_all, '__wrapped__', shmem.barrier_all)"
+_BARRIERS = (
+    "import statistics, time\n"
+    "calls = {{'noted': shmem.barrier_all, 'own': getattr(shmem.barrier_all, '__wrapped__', shmem.barrier_all)}}\n"
+    "took = {{name: [] for name in calls}}\n"
+    "for _ in range(5):\n"
+    "    for name, barrier in calls.items():\n"
+    "        t = time.perf_counter()\n"
+    "        for _ in range({iters}):\n"
+    "            barrier()\n"
+    "        took[name].append((time.perf_counter() - t) / {iters} * 1e6)\n"
+    "statistics.median(took['noted']), statistics.median(took['own'])"
+)
 _WAIT = (
     "import time\nif me == 0:\n    time.sleep({wait_s})\n    arrived = time.monotonic()\nshmem.barrier_all()\n"
     "left = time.monotonic()\nshmem.barrier_all()\narrived if me == 0 else left"
@@ -62,10 +74,8 @@ def _value(result, pe):
 def _once(job, polite, iters, wait_s):
     rc.polite_ms = 10 if polite else 0
     quiet = dict(stdout=io.StringIO(), stderr=io.StringIO(), timeout=120)
-    row = {
-        measure: _value(job.run(f"barrier = {function}\n" + _LOOP.format(iters=iters, call="barrier()"), **quiet), 1)
-        for measure, function in (("barrier_us", _NOTED), ("barrier_own_us", _OWN))
-    }
+    noted, own = ast.literal_eval(job.run(_BARRIERS.format(iters=10 * iters), **quiet).results[1])
+    row = {"barrier_us": noted, "barrier_own_us": own}
     row |= {
         "wait_us": _value(
             job.run(
