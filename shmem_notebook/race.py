@@ -271,13 +271,13 @@ def save_timeline(reports, files, npes, path, command, write=print, what="the pr
 # -- stress --------------------------------------------------------------------------------------
 def differences(before, after):
     """The first differing printed line of each PE, folded by PE (as the notebook's --stress says it)."""
-    return [d.text for d in _printed(before, after)]
+    return [d.text for d in _compared((before, {}), (after, {}))]
 
 
-def _printed(before, after, races=()):
-    """The :class:`~shmem_notebook.cells.stress_stage.Difference` s of what the PEs printed (``{pe: text}``)
-    or, given as ``(printed, values)`` (``values``: ``{pe: {name: ndarray}}``), also held at the end."""
-    (before, held), (after, holds) = (x if isinstance(x, tuple) else (x, {}) for x in (before, after))
+def _compared(before, after, races=()):
+    """The :class:`~shmem_notebook.cells.stress_stage.Difference` s between two runs, each ``(printed,
+    values)``: what each PE printed (``{pe: text}``) and held at the end (``{pe: {name: ndarray}}``)."""
+    (before, held), (after, holds) = before, after
     npes = max([*held, *holds, -1]) + 1
     runs = [Run(out, [vals.get(pe, {}) for pe in range(npes)], "ok") for out, vals in ((before, held), (after, holds))]
     return compare(*runs, races, label="the run without delays")
@@ -333,7 +333,7 @@ def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=(), trace=None, 
             npes = max([r.get("npes", 0) for r in reports.values()] + [0])
             what = f"the first stress rerun (seed {seed})"
             save_timeline(reports, numbered(reports), npes, trace, command, lambda text: write(f"stress: {text}"), what)
-        found = _printed(first, rerun, races)
+        found = _compared(first, rerun, races)
         if status != 0:
             found.insert(0, Difference(f"the program exited with status {status}", (), "exited differently"))
         runs.append((seed + run, found))

@@ -21,7 +21,7 @@ from ..arguments import check_timeout
 from ..errors import CellStoppedError, PEDiedError, PEError
 from ..folding import pe_ranges
 from . import display, stranded
-from .output import OutputMerger
+from .output import OutputMerger, busy_hold
 from .result import CellResult
 from .stages import stages_for
 from .surface import JobSurface, SentCell
@@ -141,7 +141,8 @@ def _stream(cell, started):
     finished ('ok'), the timeout passed ('timeout') or PEs died ('died')."""
     job, request, timeout = cell.job, cell.request, cell.timeout
     own = {pe: {"pid": info.get("pid")} for pe, info in job.pes.items()}  # lines differing by pid fold
-    out, err = (OutputMerger(range(job.n), w, own=own) for w in (cell.write_out, cell.write_err))
+    hold = busy_hold()  # the load, read once for both streams
+    out, err = (OutputMerger(range(job.n), w, hold=hold, own=own) for w in (cell.write_out, cell.write_err))
     seen = {}
 
     def feed():

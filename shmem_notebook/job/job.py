@@ -169,9 +169,8 @@ class Job(SymmetricArrays, Health, Asking):
     def _set_options(self):
         """The launcher's options for an engine set of this job's PEs."""
         batch = dict(self.batch, batch_name=self._batch_name) if self.slurm else {}
-        local, hostfile = self.ip in LOOPBACK and not self.slurm, self.hostfile or ""
-        return dict(heap=self.heap, oversubscribe=self.oversubscribe, hostfile=hostfile, **batch) | dict(
-            library=self.library.name, local_only=local)  # fmt: skip
+        return dict(batch, heap=self.heap, oversubscribe=self.oversubscribe, hostfile=self.hostfile or "",
+                    library=self.library.name, local_only=self.ip in LOOPBACK and not self.slurm)  # fmt: skip
 
     def _start_pes(self):
         with owned_by(self._token):  # the spare set, if one waits (see .spare)

@@ -50,7 +50,6 @@ class Spares:
             with owned_by(job._token):
                 self.set_id = job._cluster.start_engines_sync(job.n, spare=path, **job._set_options())
         except Exception:
-            self._taken.append(path)
             self._let_go()
             self._remove_taken()
 
@@ -69,7 +68,6 @@ class Spares:
             self.discard()
             return None
         os.pwrite(self._fd, SPARE_GO, 0)
-        self._taken.append(self._path)
         self._let_go()
         self.set_id = None
         return set_id
@@ -79,15 +77,16 @@ class Spares:
         set_id, self.set_id = self.set_id, None
         if self._fd is not None:
             os.ftruncate(self._fd, 0)
-            self._taken.append(self._path)
             self._let_go()
         if set_id is not None and self.job._cluster is not None:
             self.job._reap(set_id)
         self._remove_taken()
 
     def _let_go(self):
+        """Release the lock (the PEs read the file now); the file goes once no PE needs it."""
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
+        self._taken.append(self._path)
         self._fd = self._path = None
 
     def _remove_taken(self):

@@ -234,12 +234,12 @@ def _heap_values(ranges, heap):
         try:
             if layout:
                 origin, shape, strides = layout
-                values[name] = np.ndarray(tuple(shape), dtype, buffer=memory, offset=origin, strides=tuple(strides))
+                view = np.ndarray(tuple(shape), dtype, buffer=memory, offset=origin, strides=tuple(strides))
             else:
-                values[name] = np.ndarray(((hi - lo) // np.dtype(dtype).itemsize,), dtype, buffer=memory, offset=lo)
-            values[name] = values[name].copy()
+                view = np.ndarray(((hi - lo) // np.dtype(dtype).itemsize,), dtype, buffer=memory, offset=lo)
         except (TypeError, ValueError):  # outside the heap, or a layout NumPy refuses: not compared
-            values.pop(name, None)
+            continue
+        values[name] = view.copy()
     return values
 
 
