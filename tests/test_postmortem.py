@@ -1,6 +1,19 @@
 """Reading oshrun's output and PE stack dumps: pure text, no OpenSHMEM."""
 
-from shmem_notebook.analysis.postmortem import cell_location, crash_causes, describe_exit, where_report
+import os
+import signal
+import subprocess
+import sys
+
+from shmem_notebook.analysis.postmortem import (
+    UNREPORTED,
+    cell_location,
+    crash_causes,
+    describe_exit,
+    where_report,
+    with_first_deaths,
+)
+from shmem_notebook.job.processes import LocalPEs, wait
 from shmem_notebook.protocol import GLOBAL_EXIT_MARK
 
 EXIT_CODE = """--------------------------------------------------------------------------
@@ -32,6 +45,43 @@ def test_crash_causes_in_mpich_hydras_words():
     exited = HYDRA.replace("EXIT CODE: 9", "EXIT CODE: 3").split("YOUR APPLICATION TERMINATED")[0]
     assert crash_causes(exited, pids={0: 6125, 1: 6126}) == {1: "exit code 3"}
     assert crash_causes(HYDRA, pids={0: 1, 1: 2}) == {}
+
+
+def test_the_pes_seen_ending_first_correct_a_report_that_names_a_pe_killed_after():
+    """Under load hydra may name PE 0, which it killed once PE 1 had died: the PE seen ending first wins."""
+    killed, segv = signal.SIGKILL, signal.SIGSEGV
+    hydra_blames_0 = crash_causes(HYDRA, pids={0: 6126, 1: 6127})
+    assert hydra_blames_0 == {0: "signal 9 (SIGKILL)"}
+    assert with_first_deaths(hydra_blames_0, {1: killed}, watched={0, 1}) == {1: "signal 9 (SIGKILL)"}
+    assert with_first_deaths(hydra_blames_0, {1: None}, watched={0, 1}) == {1: UNREPORTED}
+    # the report agrees with what was seen, or both were seen ended at once: keep it, add what was seen
+    assert with_first_deaths({1: "signal 9 (SIGKILL)"}, {1: None}, {0, 1}) == {1: "signal 9 (SIGKILL)"}
+    both = with_first_deaths(hydra_blames_0, {0: killed, 1: killed}, {0, 1})
+    assert both == {0: "signal 9 (SIGKILL)", 1: "signal 9 (SIGKILL)"}
+    assert with_first_deaths({1: "exit code 3"}, {1: 3 << 8}, {0, 1}) == {1: "exit code 3"}
+    # not corrected: a cause other than the launcher's SIGKILL, a PE on another host, nothing seen
+    assert with_first_deaths({0: "signal 11 (SIGSEGV)"}, {1: segv}, {0, 1}) == {0: "signal 11 (SIGSEGV)"}
+    assert with_first_deaths({3: "signal 9 (SIGKILL)"}, {0: killed}, {0, 1}) == {3: "signal 9 (SIGKILL)"}
+    assert with_first_deaths(hydra_blames_0, {}, {0, 1}) == hydra_blames_0
+
+
+def test_local_pes_note_which_pe_ended_first_and_how():
+    """The watcher reads how the first PE ended from its zombie, before its parent reaps it."""
+    sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(3)]
+    try:
+        pes = LocalPEs({pe: p.pid for pe, p in enumerate(sleepers)})
+        assert pes.first == {} and sorted(pes) == [0, 1, 2]
+        os.kill(sleepers[2].pid, signal.SIGSEGV)
+        assert wait(lambda: pes.first, 5.0), "the watcher did not wake"
+        seen = dict(pes.first)
+        assert list(seen) == [2] and with_first_deaths({}, seen, pes) == {2: "signal 11 (SIGSEGV)"}
+        sleepers[1].kill()
+        sleepers[1].wait()
+        assert pes.first == seen, "only the first wake counts"
+    finally:
+        for p in sleepers:
+            p.kill()
+            p.wait()
 
 
 def test_crash_causes():

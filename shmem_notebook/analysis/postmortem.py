@@ -4,7 +4,8 @@ Pure text analysis, testable without OpenSHMEM:
 
 - :func:`crash_causes` reads ``oshrun``'s (or ``srun``'s) output (Open MPI's abort messages,
   UCX's signal reports, our ``global_exit`` marker,
-  :data:`shmem_notebook.protocol.GLOBAL_EXIT_MARK`) into a cause per PE.
+  :data:`shmem_notebook.protocol.GLOBAL_EXIT_MARK`) into a cause per PE;
+  :func:`with_first_deaths` corrects it by the PEs seen to end first.
 - :func:`cell_location` reads a ``faulthandler`` dump of a PE (taken with
   SIGUSR1, which works while the PE is blocked inside a shmem call) into the
   line of the user's cell it is on and the shmem call it is blocked in.
@@ -16,7 +17,7 @@ import signal
 from ..folding import pe_ranges
 from ..operations import EMULATED_WAIT
 
-__all__ = ["crash_causes", "describe_exit", "cell_location", "where_report", "cell_error"]
+__all__ = ["crash_causes", "with_first_deaths", "describe_exit", "cell_location", "where_report", "cell_error"]
 
 _SIGNAL_RANK = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
 _EXIT_RANK = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)")
@@ -73,6 +74,33 @@ def crash_causes(output, pids=None):
     for rank, code in _SRUN_EXIT.findall(output):
         causes.setdefault(int(rank), f"exit code {code}")
     return causes
+
+
+UNREPORTED = "a cause the launcher did not report"
+
+
+def with_first_deaths(causes, first, watched):
+    """``causes`` (from :func:`crash_causes`) corrected by ``first``: PE -> wait status (or None) of
+    the PEs of ``watched`` (those on this host) seen ended first.
+
+    Once a PE died the launcher kills the others with SIGKILL, and MPICH's hydra may then report one
+    of those instead: a report naming only watched PEs killed that way, none of them first, is
+    replaced by the first PEs; a report naming only first PEs gains the other first PEs' causes.
+    """
+    if not first or not set(causes) <= set(watched):
+        return causes
+    seen = {pe: _status_text(status) for pe, status in first.items()}
+    if set(causes) <= set(first):
+        return {**{pe: cause for pe, cause in seen.items() if cause}, **causes}
+    if causes and set(causes).isdisjoint(first) and set(causes.values()) == {_signal_text(int(signal.SIGKILL))}:
+        return {pe: cause or UNREPORTED for pe, cause in seen.items()}
+    return causes
+
+
+def _status_text(status):
+    if status is None:
+        return None
+    return _signal_text(status & 0x7F) if status & 0x7F else f"exit code {status >> 8 & 0xFF}"
 
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..analysis.postmortem import cell_location, crash_causes
+from ..analysis.postmortem import cell_location, crash_causes, with_first_deaths
 from ..errors import JobStateError, NoJobError, PEDiedError
 from ..folding import fold, pe_ranges
 from ..protocol import exit_path, stack_path
@@ -46,6 +46,7 @@ class Health:
         wait(lambda: not self._oshrun_running(), 3.0)  # oshrun reports, then exits
         output = self._oshrun_output(lines=400)
         self.crash = crash_causes(output, {pe: info.get("pid") for pe, info in self.pes.items()})
+        self.crash = with_first_deaths(self.crash, self._pe_procs.first, self._pe_procs)
         self.crash.update(self._global_exits())  # oshrun's output may have lost the PE's own note
         self.state = "dead"
         self._stop_pes()

@@ -36,7 +36,7 @@ from .health import Health
 from .history import History
 from .options import given, signature
 from .pe_requests import Asking
-from .processes import alive, process, wait
+from .processes import LocalPEs, alive, process, wait
 from .site import admit, within_site
 from .spare import Spares
 from .watchdog import owned_by, remove_profile_files, start_watchdog, stop_watchdog, tell_watchdog
@@ -96,7 +96,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.stage_state = {}  # stage name -> what it keeps between cells (race: operations in flight)
         self._token = uuid.uuid4().hex  # marks every process of this job (see watchdog)
         self._cluster = self._client = self._view = self._watchdog = self._channel = self._engine_set_id = None
-        self._pe_procs = {}  # PE -> psutil.Process, for PEs on this host
+        self._pe_procs = LocalPEs({})  # PE -> psutil.Process, for PEs on this host
         self._segments = {}  # engine set id -> Segments: shared memory to remove once it ended
         self._heap_stale, self._gathers = False, 0
 
@@ -190,7 +190,7 @@ class Job(SymmetricArrays, Health, Asking):
             self._channel = CellChannel(self.n, self.ip)
             self._channel.connect(self.ask)
         here = socket.gethostname()
-        self._pe_procs = {pe: process(i["pid"]) for pe, i in self.pes.items() if i["host"] == here}
+        self._pe_procs = LocalPEs({pe: i["pid"] for pe, i in self.pes.items() if i["host"] == here})
         self._note_segments()
         if self.specs:
             self._alloc_on_pes(list(self.specs.values()))

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ..launcher.library import Library
     from ..specs import ArraySpec
     from .job import Job
+    from .processes import LocalPEs
 
 __all__ = ["JobMembers"]
 
@@ -31,7 +32,7 @@ class JobMembers(Protocol):
     library: Library
     last_gather: Any  # the last gather's route, "memory", "file" or "message" (None before one)
     _cluster: Any  # ipyparallel.Cluster, None when stopped
-    _pe_procs: dict[int, Any]  # PE -> psutil.Process, for PEs on this host
+    _pe_procs: LocalPEs  # PE -> psutil.Process, for PEs on this host
     _governor: Any  # the polite-waiting Governor of this host's PEs, None before a cell
 
     def ask(

@@ -1,10 +1,14 @@
 """Small helpers over processes and waiting (client side)."""
 
+import contextlib
+import os
+import select
+import threading
 import time
 
 import psutil
 
-__all__ = ["alive", "process", "wait"]
+__all__ = ["LocalPEs", "alive", "process", "wait"]
 
 
 def alive(proc):
@@ -29,3 +33,40 @@ def wait(condition, timeout, step=0.02):
     while not (ok := condition()) and time.monotonic() < deadline:
         time.sleep(step)
     return ok
+
+
+class LocalPEs(dict):
+    """PE -> psutil process, for the PEs on this host; ``first`` tells which of them died first.
+
+    A thread waits on the PEs' pidfds and, when it wakes, notes the PEs found ended and how each
+    ended, read from its zombie's ``/proc/PID/stat`` before the launcher reaps it (None once reaped).
+    The launcher's own report may name a PE it killed afterwards (MPICH's hydra, under load).
+    """
+
+    def __init__(self, pids: dict[int, int]):
+        super().__init__({pe: process(pid) for pe, pid in pids.items()})
+        self.first: dict[int, int | None] = {}  # PE -> its wait status (as waitpid gives it), or None
+        fds = {}
+        for pe, pid in pids.items():
+            with contextlib.suppress(OSError, AttributeError):  # gone already; no pidfd before Linux 5.3
+                fds[os.pidfd_open(pid)] = (pe, pid)
+        if fds:
+            threading.Thread(target=self._watch, args=(fds,), name="shmem-notebook-deaths", daemon=True).start()
+
+    def _watch(self, fds):
+        try:
+            ended, _, _ = select.select(list(fds), [], [])
+            self.first = {fds[fd][0]: _wait_status(fds[fd][1]) for fd in ended}
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+
+def _wait_status(pid):
+    """The wait status of zombie ``pid`` (``/proc/PID/stat`` field 52), or None once it was reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return int(fields[49]) if fields[0] == "Z" and len(fields) > 49 else None
