@@ -10,7 +10,7 @@ import pytest
 
 import shmem_notebook
 from conftest import job_fixture, quiet
-from shmem_notebook import HeapFullError, InputError, JobStateError, PEError
+from shmem_notebook import HeapFullError, InputError, JobStateError, PEDiedError, PEError
 
 #: 1, 2 and 4 PEs on Open MPI's OSHMEM, 2 on Sandia OpenSHMEM and on OSHMPI (where they are built)
 job = job_fixture(1, 2, 4, sos=(2,), oshmpi=(2,))
@@ -261,18 +261,58 @@ def test_large_gathers_are_read_from_the_pes_or_come_through_dev_shm_and_leave_n
 
 def test_reading_a_gone_pe_gives_none_not_a_crash():
     """The memory route returns None (the caller takes the file route) for a pid that cannot be read."""
-    from shmem_notebook.job.remote import read_from_pes
+    from shmem_notebook.job.remote import HeapReader
 
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
-    namespace = os.readlink("/proc/self/ns/pid")
-    assert read_from_pes([(namespace, proc.pid, 4096)], np.dtype("f8"), (1 << 17,)) is None
-    assert read_from_pes([(namespace, os.getpid(), 8)], np.dtype("f8"), (4,)) is None  # unmapped address
-    assert read_from_pes([("pid:[0]", os.getpid(), 8)], np.dtype("f8"), (4,)) is None  # another namespace
+    namespace, reader = os.readlink("/proc/self/ns/pid"), HeapReader()
+    assert reader.read([(namespace, proc.pid, 4096)], np.dtype("f8"), (1 << 17,)) is None
+    assert reader.read([(namespace, os.getpid(), 8)], np.dtype("f8"), (4,)) is None  # unmapped address
+    assert reader.read([("pid:[0]", os.getpid(), 8)], np.dtype("f8"), (4,)) is None  # another namespace
     here = np.arange(4.0)
-    assert read_from_pes([(namespace, os.getpid(), here.ctypes.data)], here.dtype, here.shape).tolist() == [
-        [0, 1, 2, 3]
-    ]
+    assert reader.read([(namespace, os.getpid(), here.ctypes.data)], here.dtype, here.shape).tolist() == [[0, 1, 2, 3]]
+
+
+def _sysv_ids(pid):
+    """The shmids of the SysV segments ``pid`` maps (``/proc/PID/maps`` gives them as the inode)."""
+    with open(f"/proc/{pid}/maps") as f:
+        return {int(fields[4]) for fields in map(str.split, f) if len(fields) > 5 and fields[5].startswith("/SYSV")}
+
+
+def _existing_sysv_ids():
+    with open("/proc/sysvipc/shm") as f:
+        return {int(line.split()[1]) for line in list(f)[1:]}
+
+
+@pytest.mark.pe
+def test_a_gather_from_oshmems_sysv_heap_is_live_and_lets_go_of_it_at_restart_crash_and_stop():
+    """OSHMEM's heap is a SysV segment: the client attaches it once and copies from it; every
+    gather sees the last cell's writes; restart, a crash and stop detach it, and none is left."""
+    job = shmem_notebook.Job(2, heap="8M").start()
+    heaps = set()
+    try:
+        for step in ("start", "again", "restart", "crash + restart"):
+            if step == "restart":
+                job.restart()
+            elif step == "crash + restart":
+                with pytest.raises(PEDiedError):
+                    quiet(job, "import os\nif me == 1:\n    os.kill(os.getpid(), 9)\nshmem.barrier_all()")
+                job.restart()
+            base = 10 if step == "again" else 0
+            declare = "" if step == "again" else "H = shmem.zeros(1 << 18, 'f8')\n"
+            quiet(job, f"{declare}H[:] = {base} + me + np.arange(1 << 18)")
+            got = job.gather("H")
+            assert job.last_gather == "memory", step
+            assert np.array_equal(got, base + np.arange(2).reshape(2, 1) + np.arange(1 << 18)), step
+            pe_heaps = set().union(*(_sysv_ids(job.pes[pe]["pid"]) for pe in range(job.n)))
+            attached = _sysv_ids(os.getpid())
+            assert attached & pe_heaps, f"{step}: the client attached none of the PEs' SysV segments"
+            assert attached & (heaps - pe_heaps) == set(), f"{step}: an old PE's heap is still attached"
+            heaps |= attached & pe_heaps
+    finally:
+        job.stop()
+    assert _sysv_ids(os.getpid()) & heaps == set(), "stop left a PE heap attached to the client"
+    assert heaps & _existing_sysv_ids() == set(), "a PE heap outlived the job"
 
 
 def test_redeclaring_retires_names_pointing_into_the_old_array(job, capfd):

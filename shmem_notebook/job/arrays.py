@@ -17,7 +17,6 @@ from ..rc import rc
 from ..specs import SpecError, as_specs, format_size
 from .heap_fit import heap_to_ask
 from .members import JobMembers
-from .remote import read_from_pes
 
 __all__ = ["SymmetricArrays", "GATHER"]
 
@@ -145,7 +144,7 @@ class SymmetricArrays:
             )
         first = values[0]
         if isinstance(first, _Large) and rc.gather == "shm":
-            stacked = read_from_pes([values[pe].place for pe in range(self.n)], first.dtype, first.shape)
+            stacked = self._pe_procs.heaps.read([values[pe].place for pe in range(self.n)], first.dtype, first.shape)
             if stacked is not None:
                 self.last_gather = "memory"
                 return stacked

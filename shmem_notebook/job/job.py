@@ -261,6 +261,7 @@ class Job(SymmetricArrays, Health, Asking):
     def _release_pes(self, polite=True):
         """Ask the PEs to exit, politely if the job is healthy (and ``polite``), by SIGKILL otherwise; don't wait."""
         self._end_governor()  # it wakes the PEs it stopped: they take the shutdown (or die) at once
+        self._pe_procs.heaps.close()  # an attached segment would outlive its PEs
         if (engines := self._engine_set()) is None:
             return
         self._note_segments()

@@ -8,6 +8,8 @@ import time
 
 import psutil
 
+from .remote import HeapReader
+
 __all__ = ["LocalPEs", "alive", "process", "wait"]
 
 
@@ -36,7 +38,8 @@ def wait(condition, timeout, step=0.02):
 
 
 class LocalPEs(dict):
-    """PE -> psutil process, for the PEs on this host; ``first`` tells which of them died first.
+    """PE -> psutil process, for the PEs on this host; ``first`` tells which of them died first,
+    ``heaps`` reads their arrays from their memory (close it before they end).
 
     A thread waits on the PEs' pidfds and, when it wakes, notes the PEs found ended and how each
     ended, read from its zombie's ``/proc/PID/stat`` before the launcher reaps it (None once reaped).
@@ -46,6 +49,7 @@ class LocalPEs(dict):
     def __init__(self, pids: dict[int, int]):
         super().__init__({pe: process(pid) for pe, pid in pids.items()})
         self.first: dict[int, int | None] = {}  # PE -> its wait status (as waitpid gives it), or None
+        self.heaps = HeapReader()
         fds = {}
         for pe, pid in pids.items():
             with contextlib.suppress(OSError, AttributeError):  # gone already; no pidfd before Linux 5.3
