@@ -31,8 +31,9 @@ def table(header, rows):
 
 #: how `%shmem gather` moved a large array (Job.last_gather), as the report says it
 GATHER_ROUTES = {
-    "memory": "the client copies each PE's array straight from the PE's memory (`process_vm_readv`): one copy, "
-    "by the kernel, into the new result; nothing is copied on the PEs.",
+    "memory": "the client copies each PE's array straight from the PE's memory (OSHMEM's SysV heap segments "
+    "attached here read-only; `process_vm_readv` for the other libraries): one copy, into the new result; "
+    "nothing is copied on the PEs.",
     "file": "each PE writes its array, from symmetric memory, at its offset in one file in `/dev/shm` that the "
     "result maps: one copy, on the PEs.",
     "message": "ipyparallel's messages.",

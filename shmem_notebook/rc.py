@@ -48,8 +48,9 @@ class _RC:
         # for sites where Open MPI's oshrun cannot be used inside jobs)
         "slurm_runner": "oshrun",
         # how gather moves arrays of 1 MiB and more from PEs on this host: "shm" (copied
-        # straight from the PEs' memory with process_vm_readv, else as "file"), "file" (the PEs write them
-        # into one file in /dev/shm that the result maps) or "pickle" (ipyparallel's messages)
+        # straight from the PEs' memory: their SysV heap attached, or process_vm_readv; else as "file"),
+        # "file" (the PEs write them into one file in /dev/shm that the result maps) or "pickle"
+        # (ipyparallel's messages)
         "gather": "shm",
         # milliseconds a PE of this host may wait in a barrier, wait_until, team sync or small
         # collective before it is let sleep: it then runs 0.4 ms of every 5 ms (about 8% of a core);
