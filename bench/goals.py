@@ -616,9 +616,9 @@ WHY = {
     "datapath": lambda res: (
         "the cell runs the same shmem4py code in the same kind of process with the same environment, behind the "
         "tool's argument checks (a PE that does not exist, mismatched dtypes or lengths, a remote buffer that is "
-        "not symmetric: one sentence instead of a dead job), about 0.3 us a call measured in a cell against "
-        "0.03 us for a wrapper that only passes the call on: a tenth of an 8-byte put and its quiet, nothing at "
-        "64 KiB and above. Otherwise a miss is noise from the other processes on this machine: per round (the "
+        "not symmetric: one sentence instead of a dead job), ten times what a wrapper that only passes the call "
+        "on costs (docs/benchmarks.md measures both): a tenth of an 8-byte put and its quiet, nothing at 64 KiB "
+        "and above. Otherwise a miss is noise from the other processes on this machine: per round (the "
         "goals table), the plain script run twice differs from itself as much as the cell differs from it."
     ),
     "inspector_payload": lambda res: "the snapshot exceeded its budget at this size.",

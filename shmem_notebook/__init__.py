@@ -65,7 +65,7 @@ _LAZY = {
     "start": "job",
     "current_job": "job",
     "Job": "job",
-    "CellResult": "job",
+    "CellResult": "cells.result",
     "ArraySpec": "specs",
     "Race": "analysis.happens_before",
     "Access": "analysis.happens_before",

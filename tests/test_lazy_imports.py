@@ -72,3 +72,17 @@ def test_preload_imports_in_a_thread_and_leaves_a_failing_module_to_its_importer
         "print(thread.daemon, [m in sys.modules for m in ('colorsys', 'no_such_module_anywhere', 'fractions')])\n"
     )
     assert out == ["True [True, False, True]"]
+
+
+def test_the_watchdog_imports_neither_ipyparallel_nor_numpy():
+    """Every job starts a watchdog process: importing the client side made it 0.5 CPU-s of a
+    2-PE job's 2.5-3 (a class of thirty starts thirty); its job package and options are light."""
+    out = _python(
+        "import sys\n"
+        "from shmem_notebook.job.watchdog import main\n"
+        "import shmem_notebook.launcher.shm\n"  # what main() imports when it runs
+        "print(sorted(m for m in ('ipyparallel', 'numpy', 'IPython', 'zmq') if m in sys.modules))\n"
+        "import shmem_notebook.job as job\n"
+        "print(job.Job.__name__, job.JobOptions.__name__, job.start.__signature__.parameters['heap'].default)"
+    )
+    assert out == ["[]", "Job JobOptions None"]

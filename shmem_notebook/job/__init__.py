@@ -12,26 +12,34 @@
 :func:`start` and :func:`current_job` keep the job the magics act on.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..cells.result import CellResult
 from ..errors import JobStateError
+from ..lazy_imports import lazy_names
 from ..words import plural
-from .job import Job
 from .options import JobOptions, signature
 
-__all__ = ["Job", "JobOptions", "CellResult", "start", "current_job"]
+if TYPE_CHECKING:
+    from .job import Job
 
-_current: Job | None = None
+__all__ = ["Job", "JobOptions", "start", "current_job"]
+
+#: :class:`Job` is imported on first use: the watchdog (``python -c "from shmem_notebook.job.watchdog
+#: import main; ..."``) imports this package, and ipyparallel's client side is most of a watchdog's start
+__getattr__ = lazy_names(__name__, {"Job": "job"})
+
+_current: "Job | None" = None
 
 
-def start(n: int = 4, **options: Any) -> Job:
+def start(n: int = 4, **options: Any) -> "Job":
     """Start an OpenSHMEM job of ``n`` PEs and make it the current job.
 
     Inside a Slurm allocation the PEs go on its nodes; ``slurm=True`` submits a
     batch job for them instead; ``library`` names the OpenSHMEM library (see :class:`Job`).
     The options are declared in :mod:`.options`.
     """
+    from .job import Job
+
     global _current
     if _current is not None and _current.state != "stopped":
         raise JobStateError(
@@ -47,6 +55,6 @@ def start(n: int = 4, **options: Any) -> Job:
 start.__signature__ = signature()  # type: ignore[attr-defined]  # every option, from the declaration
 
 
-def current_job() -> Job | None:
+def current_job() -> "Job | None":
     """The job started last by :func:`start` (``None`` if none)."""
     return _current

@@ -18,7 +18,6 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import InputError
-from ..specs import parse_size
 
 __all__ = [
     "JobOptions",
@@ -86,6 +85,14 @@ class Option:
     batch: bool = False  #: an option of the Slurm batch job (also ``%shmem export --slurm``)
 
 
+def _heap_bytes(size):
+    """Bytes in a heap size (the specs, and NumPy with them, are imported on first use: the watchdog
+    imports this module through its package and needs neither)."""
+    from ..specs import parse_size
+
+    return parse_size(size)
+
+
 def option(default, help, **said):
     """A field of :class:`JobOptions`: its ``default``, and its :class:`Option` (``help`` and the rest)."""
     return field(default=default, metadata={"option": Option(help=help, **said)})
@@ -96,7 +103,7 @@ class JobOptions:
     """The options one job is started with (:func:`~shmem_notebook.start`, :class:`~shmem_notebook.Job`)."""
 
     n: int = option(4, "number of PEs", flag="-n", parse=count, required=True, limit=int)
-    heap: str = option(None, "symmetric heap per PE, e.g. 256M, 1G", metavar="SIZE", limit=parse_size, rc="heap")
+    heap: str = option(None, "symmetric heap per PE, e.g. 256M, 1G", metavar="SIZE", limit=_heap_bytes, rc="heap")
     oversubscribe: bool = option(None, "more PEs than cores (oshrun --oversubscribe)", action="store_true")
     hostfile: str = option(None, "oshrun's hostfile: the nodes the PEs run on", metavar="FILE")
     timeout: float = option(
