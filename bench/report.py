@@ -427,7 +427,7 @@ def scale_table(sc):
             f"the client: {g['numpy_copy_gbps']:.2f} GB/s into memory already touched"
             + (
                 f", {g['numpy_fresh_copy_gbps']:.2f} GB/s for `.copy()` of all {g['n']} PEs' bytes into new memory, "
-                "as any gather's result is"
+                "as any gather's result is, timed after each gather (medians of 5)"
                 if "numpy_fresh_copy_gbps" in g
                 else ""
             )

@@ -91,9 +91,15 @@ def _dispatch(job, cells):
     return {f"{k}_ms": median(v) * 1e3 for k, v in samples.items()}
 
 
-def _gather(job, nbytes, repeats, routes=("shm",)):
+def _gather(job, nbytes, repeats, routes=("shm",), fresh=None):
     """Seconds of job.gather (per rc.gather route in ``routes``: (seconds, route taken)) and of
-    view.pull + np.stack, same array."""
+    view.pull + np.stack, same array. With a list ``fresh``: after each gather of the first route,
+    the seconds of ``ndarray.copy()`` of as many bytes into new memory, appended to it.
+
+    Each route's gathers, then the pulls, run in a row, each a fresh result: on this machine (a
+    virtual machine) new memory is up to ten times slower to touch the first times after other
+    large allocations were freed (measured: 0.45 against 6 GB/s, the same copy), so a gather taken
+    between pulls of hundreds of MiB, or a copy timed minutes apart, compares other memory."""
     from shmem_notebook import rc
 
     n = nbytes // 8
@@ -102,16 +108,23 @@ def _gather(job, nbytes, repeats, routes=("shm",)):
     view = job._client[list(range(job.n))]
     ours, pull = {route: [] for route in routes}, []
     taken = {}
+    source = np.ones(job.n * n) if fresh is not None else None
     try:
-        for _ in range(repeats):
-            for route in routes:
-                rc.gather = route
+        for route in routes:
+            rc.gather = route
+            for _ in range(repeats):
                 t = time.perf_counter()
                 g = job.gather("G")
                 ours[route].append(time.perf_counter() - t)
                 taken[route] = job.last_gather
                 assert g.shape == (job.n, n) and (g[:, 0] == np.arange(job.n)).all()
                 del g
+                if fresh is not None and route == routes[0]:
+                    t = time.perf_counter()
+                    copied = source.copy()
+                    fresh.append(time.perf_counter() - t)
+                    del copied
+        for _ in range(repeats):
             t = time.perf_counter()
             p = np.stack(view.pull("G", block=True))
             pull.append(time.perf_counter() - t)
@@ -131,18 +144,6 @@ def numpy_copy_gbps(nbytes, repeats=5):
         t = time.perf_counter()
         np.copyto(dst, src)
         times.append(time.perf_counter() - t)
-    return nbytes / median(times) / 1e9
-
-
-def numpy_fresh_copy_gbps(nbytes, repeats=5):
-    """``ndarray.copy()`` into new memory (its page faults included), as any gather's result is."""
-    src = np.ones(nbytes // 8)
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        dst = src.copy()
-        times.append(time.perf_counter() - t)
-        del dst
     return nbytes / median(times) / 1e9
 
 
@@ -214,7 +215,8 @@ def _scale_row(n, repeats, cells, big_gather, curve_gather, detail_n, extra):
                     ours, row["pull_s"] = _gather(job, curve_gather, 3)
                     row["gather_s"] = ours["shm"][0]
                     if n == detail_n:
-                        ours, pull = _gather(job, big_gather, 3, routes=("shm", "file"))
+                        fresh = []
+                        ours, pull = _gather(job, big_gather, 5, routes=("shm", "file"), fresh=fresh)
                         (shm, route), (by_file, _) = ours["shm"], ours["file"]
                         extra["gather"] = {
                             "n": n,
@@ -227,7 +229,7 @@ def _scale_row(n, repeats, cells, big_gather, curve_gather, detail_n, extra):
                             "file_gbps": n * big_gather / by_file / 1e9,
                             "pull_gbps": n * big_gather / pull / 1e9,
                             "numpy_copy_gbps": numpy_copy_gbps(big_gather),
-                            "numpy_fresh_copy_gbps": numpy_fresh_copy_gbps(n * big_gather),
+                            "numpy_fresh_copy_gbps": n * big_gather / median(fresh) / 1e9,
                         }
                         ours, px, complete, px_lines = _printing(job)
                         extra["output"] = {

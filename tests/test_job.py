@@ -10,7 +10,7 @@ import pytest
 
 import shmem_notebook
 from conftest import job_fixture, quiet
-from shmem_notebook import HeapFullError, InputError, JobStateError, PEDiedError, PEError
+from shmem_notebook import CellStoppedError, HeapFullError, InputError, JobStateError, PEDiedError, PEError
 
 #: 1, 2 and 4 PEs on Open MPI's OSHMEM, 2 on Sandia OpenSHMEM and on OSHMPI (where they are built)
 job = job_fixture(1, 2, 4, sos=(2,), oshmpi=(2,))
@@ -285,18 +285,22 @@ def _existing_sysv_ids():
 
 
 @pytest.mark.pe
-def test_a_gather_from_oshmems_sysv_heap_is_live_and_lets_go_of_it_at_restart_crash_and_stop():
+def test_a_gather_from_oshmems_sysv_heap_is_live_and_lets_go_of_it_at_restart_crash_hang_and_stop():
     """OSHMEM's heap is a SysV segment: the client attaches it once and copies from it; every
-    gather sees the last cell's writes; restart, a crash and stop detach it, and none is left."""
+    gather sees the last cell's writes; restart, a crash, a hang and stop detach it, and none is left."""
     job = shmem_notebook.Job(2, heap="8M").start()
     heaps = set()
     try:
-        for step in ("start", "again", "restart", "crash + restart"):
+        for step in ("start", "again", "restart", "crash + restart", "hang + restart"):
             if step == "restart":
                 job.restart()
             elif step == "crash + restart":
                 with pytest.raises(PEDiedError):
                     quiet(job, "import os\nif me == 1:\n    os.kill(os.getpid(), 9)\nshmem.barrier_all()")
+                job.restart()
+            elif step == "hang + restart":
+                with pytest.raises(CellStoppedError):
+                    quiet(job, "import time\nif me == 0:\n    time.sleep(60)", timeout=2)
                 job.restart()
             base = 10 if step == "again" else 0
             declare = "" if step == "again" else "H = shmem.zeros(1 << 18, 'f8')\n"
