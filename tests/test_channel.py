@@ -221,3 +221,61 @@ def test_a_request_before_the_cell_that_fails_is_the_cells_error(job):
         assert "the request info before the cell failed on this PE: TypeError: " in str(md["error"]), md["error"]
     assert sorted(request.answers("heap_usage")) == [0, 1]  # the requests after it are answered all the same
     assert quiet(job, "print('ran' in globals())").stdout == {0: "False\n", 1: "False\n"}
+
+
+# -- requests asked on their own --------------------------------------------------------------
+def test_requests_take_the_channel_and_answer_as_through_the_controller(job, monkeypatch):
+    """The same answers, values and errors by both routes; the channel's is the one taken."""
+    import ipyparallel as ipp
+
+    quiet(job, "W = shmem.zeros(3, 'i8'); W[:] = me")
+    asked = []
+    monkeypatch.setattr(job._channel, "ask", _spy(job._channel.ask, asked))
+    by_channel = (job.ask("info"), job.pull("W"), job.gather("W"))
+    with pytest.raises(ipp.error.CompositeError) as channel_error:
+        job.ask("gather_into", "W", "/nonexistent/folder/file", pes=[1])
+    assert [request[0] for request, *_ in asked] == ["info", "pull", "gather", "gather_into"]
+    monkeypatch.setattr(job, "_channel", None)  # through the controller, as before
+    by_controller = (job.ask("info"), job.pull("W"), job.gather("W"))
+    with pytest.raises(ipp.error.CompositeError) as controller_error:
+        job.ask("gather_into", "W", "/nonexistent/folder/file", pes=[1])
+    assert by_channel[0] == by_controller[0] and list(by_channel[0]) == [0, 1]
+    for i in (1, 2):  # pull, gather
+        assert by_channel[i].tolist() == by_controller[i].tolist() == [[0, 0, 0], [1, 1, 1]]
+    assert str(channel_error.value) == str(controller_error.value), (channel_error.value, controller_error.value)
+    quiet(job, "shmem.free(W); del W")
+
+
+def _spy(ask, asked):
+    def spying(request, targets, timeout):
+        asked.append((request, targets, timeout))
+        return ask(request, targets, timeout)
+
+    return spying
+
+
+def test_a_request_that_comes_while_a_cell_runs_is_answered_after_it(job):
+    """A PE answers between cells, as ipyparallel's apply: what the cell set is there."""
+    quiet(job, "late = 0")
+    cell = job._channel.send("import time\ntime.sleep(0.5)\nlate = 7 + me")
+    started = time.monotonic()
+    assert job.pull("late").tolist() == [7, 8]
+    assert time.monotonic() - started > 0.3
+    cell.wait(10)
+    assert cell.pending() == [] and [md["status"] for md in cell.metadata] == ["ok", "ok"]
+
+
+@pytest.mark.pe
+def test_a_request_unanswered_in_time_marks_the_job_hung_and_restart_recovers():
+    from shmem_notebook import JobStateError
+
+    job = shmem_notebook.Job(2, heap="8M").start()
+    try:
+        job._channel.send("import time\ntime.sleep(5)")
+        with pytest.raises(JobStateError, match=r"the PEs did not answer info within 1 s; run `%shmem restart`"):
+            job.ask("info", timeout=1)
+        assert job.state == "hung"
+        job.restart()
+        assert sorted(job.ask("info")) == [0, 1] and job.state == "running"
+    finally:
+        job.stop()

@@ -14,6 +14,10 @@ requests asked on their own have (``[name, args]``: :func:`shmem_notebook.protoc
 answers those made after it in the final message's attachment, so a stage costs the
 client no round trip of its own.
 
+A request asked on its own (``{"ask": True}``, the request pickled as the attachment) is answered
+as ipyparallel's ``apply`` would answer it: between cells (one that comes while a cell runs waits
+for its end), an error as ``apply`` reports it.
+
 A line goes out at once when the PE sent nothing in the last ``WINDOW`` seconds;
 faster output is gathered and sent once per window (by a flusher thread when the
 cell prints nothing more), so 2,000 lines cost a few messages, not 2,000.
@@ -28,6 +32,7 @@ import threading
 import time
 
 import zmq
+from ipyparallel.error import wrap_exception
 from zmq.eventloop.zmqstream import ZMQStream
 
 from ..protocol import answer, seal, unseal
@@ -65,6 +70,7 @@ class _Channel:
         self.stream.on_recv(self._received)
         socket.send_multipart(seal(key, {"hello": True, "pe": self.pe}))  # the client routes cells to this socket
         self.outbox = _Outbox(url, key, self.pe)
+        self.running, self.waiting = False, []  # a cell runs; the requests that came meanwhile
 
     def close(self):
         self.stream.close()
@@ -72,15 +78,40 @@ class _Channel:
 
     def _received(self, frames):
         message = unseal(self.key, frames)
-        if message is not None:  # anything not signed with the job's key is dropped
-            asyncio.ensure_future(
-                self._run(message["id"], message["code"], message.get("before", ()), message.get("after", ()))
-            )
+        if message is None:  # anything not signed with the job's key is dropped
+            return
+        if message.get("ask"):
+            if self.running:
+                self.waiting.append(message)
+            else:
+                self._answer(message)
+            return
+        self.running = True  # from now: a request that comes before the cell starts waits for its end too
+        asyncio.ensure_future(
+            self._run(message["id"], message["code"], message.get("before", ()), message.get("after", ()))
+        )
+
+    def _answer(self, message):
+        """Answer a request asked on its own: its value, or its error as ``apply`` reports one."""
+        try:
+            self.outbox.send({"id": message["id"]}, answer(message["attachment"]))
+        except (Exception, KeyboardInterrupt):  # an interrupt meant for a cell, come late, is this request's
+            error = wrap_exception(self.shell.kernel.get_engine_info(method="apply"))
+            self.outbox.send({"id": message["id"], "error": error})
 
     async def _run(self, cid, code, before=(), after=()):
         """Run the requests ``before`` (``[[op, args]]``), then one cell as ``execute_request`` would,
         then the requests ``after`` (the same form); send the cell's output, then its outcome with the
-        answers of ``after`` (``{op: ("ok", answer)}`` or ``("error", "Type: message")``)."""
+        answers of ``after`` (``{op: ("ok", answer)}`` or ``("error", "Type: message")``); then answer
+        the requests that came meanwhile."""
+        try:
+            await self._cell(cid, code, before, after)
+        finally:
+            self.running = False
+            while self.waiting and not self.running:
+                self._answer(self.waiting.pop(0))
+
+    async def _cell(self, cid, code, before, after):
         shell = self.shell
         out, err = _Lines(self, cid, "stdout", sys.stdout), _Lines(self, cid, "stderr", sys.stderr)
         captured = _Captured(shell)

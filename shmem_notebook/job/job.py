@@ -260,8 +260,7 @@ class Job(SymmetricArrays, Health, Asking):
 
     def _release_pes(self, polite=True):
         """Ask the PEs to exit, politely if the job is healthy (and ``polite``), by SIGKILL otherwise; don't wait."""
-        self._end_governor()  # it wakes the PEs it stopped: they take the shutdown (or die) at once
-        self._pe_procs.heaps.close()  # an attached segment would outlive its PEs
+        self._let_go()
         if (engines := self._engine_set()) is None:
             return
         self._note_segments()
@@ -323,11 +322,6 @@ class Job(SymmetricArrays, Health, Asking):
             self._reap(set_id)
         self._reap(self._engine_set_id)
         self._engine_set_id = None
-
-    def _close_channel(self):
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
 
     def _teardown(self):
         self._close_channel()

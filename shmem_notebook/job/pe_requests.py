@@ -64,6 +64,16 @@ class Asking:
             self._require_running(f"the request {request[0]!r}")  # one sentence: stopped, dead or hung
         if partial:
             return self._ask_each(request, targets, timeout)
+        if self._channel is not None:
+            try:
+                found = self._channel.ask(request, targets, timeout)
+            except TimeoutError:
+                self.state = "hung"
+                raise JobStateError(
+                    f"the PEs did not answer {request[0]} within {timeout:.0f} s; {self.RESTART_HINT}"
+                ) from None
+            if found is not None:
+                return Answers(found)
         ar = (self._view if pes is None else self._client[targets]).apply_async(answer, request)
         try:
             return Answers(zip(targets, ar.get(timeout)))
@@ -140,11 +150,20 @@ class Asking:
         self.paused.update(pes)
         self.state = "hung"
 
-    def _end_governor(self):
-        """Close the governor of the PEs being released and reap its process."""
+    def _let_go(self):
+        """Stop reaching the PEs being released: close their governor (it wakes the PEs it stopped,
+        so they take the shutdown, or die, at once) and reap its process, close the cell channel
+        (no request reaches them; the next PEs get a channel of their own) and detach their heaps."""
         if self._governor is not None:
             self._governor.close(wait=1.0)
             self._governor = None
+        self._close_channel()
+        self._pe_procs.heaps.close()  # an attached segment would outlive its PEs
+
+    def _close_channel(self):
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
 
     def _govern(self):
         """Let the PEs of this host that wait long in a blocking call sleep (see :mod:`.governor`),
