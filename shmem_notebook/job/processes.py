@@ -1,4 +1,4 @@
-"""Small helpers over processes and waiting (client side)."""
+"""Small helpers over processes and waiting, and :class:`LocalPEs`, the PEs of this host (client side)."""
 
 import contextlib
 import os
