@@ -279,3 +279,25 @@ def test_a_request_unanswered_in_time_marks_the_job_hung_and_restart_recovers():
         assert sorted(job.ask("info")) == [0, 1] and job.state == "running"
     finally:
         job.stop()
+
+
+@pytest.mark.pe
+def test_a_request_to_a_pe_that_just_died_says_so_at_once():
+    """No 60 s wait for an answer that never comes: the job is dead, in one sentence naming the PE."""
+    import os
+    import signal
+
+    from shmem_notebook import PEDiedError
+
+    job = shmem_notebook.Job(2, heap="8M").start()
+    try:
+        quiet(job, "pass")
+        os.kill(job.pes[1]["pid"], signal.SIGKILL)
+        started = time.monotonic()
+        with pytest.raises(PEDiedError, match=r"the job is dead \(PE 1 died of signal 9 \(SIGKILL\)\)"):
+            job.ask("info")
+        assert time.monotonic() - started < 10 and job.state == "dead"
+        job.restart()
+        assert sorted(job.ask("info")) == [0, 1]
+    finally:
+        job.stop()

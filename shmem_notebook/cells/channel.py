@@ -98,12 +98,13 @@ class CellChannel:
                 pass
         return cell
 
-    def ask(self, request, targets, timeout):
+    def ask(self, request, targets, timeout, check=None):
         """``{pe: answer}`` of ``request`` (:func:`~shmem_notebook.protocol.encode`) asked of ``targets``
         on its own; None when one of them cannot be reached this way (not connected, gone): ask through
         ipyparallel then. A PE that raised makes it raise :class:`~ipyparallel.error.CompositeError`,
         as ipyparallel's ``apply`` does; no answer from every PE within ``timeout`` seconds raises
-        :class:`TimeoutError`. Collective when the request is."""
+        :class:`TimeoutError`. ``check()`` is called every 0.25 s while answers are missing (it raises
+        when a PE died). Collective when the request is."""
         if self.socket.closed or request[0] == Op.CELLS_CONNECT or any(pe not in self._routes for pe in targets):
             return None  # a PE answers cells_connect by replacing the channel it would answer through
         rid = next(self._ids)
@@ -114,13 +115,17 @@ class CellChannel:
                 try:
                     self.socket.send_multipart([self._routes[pe]] + frames)
                 except zmq.ZMQError:  # its PE is gone; those asked already answer into nothing
+                    if check is not None:
+                        check()
                     return None
             deadline = time.monotonic() + timeout
             while len(replies) < len(targets):
                 left = deadline - time.monotonic()
                 if left <= 0 or self.socket.closed:
                     raise TimeoutError(f"no answer to {request[0]} from every PE within {timeout:g} s")
-                self.receive(left)
+                self.receive(min(left, 0.25))
+                if check is not None and len(replies) < len(targets):
+                    check()
         finally:
             del self._asked[rid]
         errors = [unwrap_exception(r["error"]) for r in replies.values() if "error" in r]

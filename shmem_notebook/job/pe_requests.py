@@ -66,7 +66,7 @@ class Asking:
             return self._ask_each(request, targets, timeout)
         if self._channel is not None:
             try:
-                found = self._channel.ask(request, targets, timeout)
+                found = self._channel.ask(request, targets, timeout, check=self._require_alive)
             except TimeoutError:
                 self.state = "hung"
                 raise JobStateError(
@@ -85,6 +85,12 @@ class Asking:
         finally:
             with contextlib.suppress(Exception):
                 self._client.purge_local_results(ar)
+
+    def _require_alive(self):
+        """Raise :class:`~shmem_notebook.PEDiedError` once a PE of this host ended: its answer never comes."""
+        if self.dead_pes():
+            self.mark_dead()
+            self._require_running("a request")
 
     def _ask_each(self, request, targets, timeout):
         answers, pending = Answers(), {}
