@@ -247,9 +247,9 @@ def test_requests_take_the_channel_and_answer_as_through_the_controller(job, mon
 
 
 def _spy(ask, asked):
-    def spying(request, targets, timeout):
+    def spying(request, targets, timeout, **options):
         asked.append((request, targets, timeout))
-        return ask(request, targets, timeout)
+        return ask(request, targets, timeout, **options)
 
     return spying
 
