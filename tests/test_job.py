@@ -274,14 +274,10 @@ def test_reading_a_gone_pe_gives_none_not_a_crash():
 
 
 def _sysv_ids(pid):
-    """The shmids of the SysV segments ``pid`` maps (``/proc/PID/maps`` gives them as the inode)."""
-    with open(f"/proc/{pid}/maps") as f:
-        return {int(fields[4]) for fields in map(str.split, f) if len(fields) > 5 and fields[5].startswith("/SYSV")}
+    """The shmids of the SysV segments ``pid`` maps."""
+    from shmem_notebook.launcher.shm import segments_of
 
-
-def _existing_sysv_ids():
-    with open("/proc/sysvipc/shm") as f:
-        return {int(line.split()[1]) for line in list(f)[1:]}
+    return segments_of([pid])[1]
 
 
 @pytest.mark.pe
@@ -316,7 +312,9 @@ def test_a_gather_from_oshmems_sysv_heap_is_live_and_lets_go_of_it_at_restart_cr
     finally:
         job.stop()
     assert _sysv_ids(os.getpid()) & heaps == set(), "stop left a PE heap attached to the client"
-    assert heaps & _existing_sysv_ids() == set(), "a PE heap outlived the job"
+    from shmem_notebook.launcher.shm import sysv_segments
+
+    assert heaps & set(sysv_segments()) == set(), "a PE heap outlived the job"
 
 
 def test_redeclaring_retires_names_pointing_into_the_old_array(job, capfd):

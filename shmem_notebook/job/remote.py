@@ -10,11 +10,12 @@ Either way: one copy in all, none on the PEs. Both need the rights of the PEs' o
 may be denied in containers without ``CAP_SYS_PTRACE``: then the caller takes another route.
 """
 
-import contextlib
 import ctypes
 import os
 
 import numpy as np
+
+from ..launcher.shm import sysv_mappings
 
 __all__ = ["HeapReader"]
 
@@ -109,17 +110,10 @@ class HeapReader:
 
 
 def _sysv_segment(pid, address, nbytes):
-    """``(lo, hi, shmid, offset)`` of the SysV mapping of ``pid`` holding ``[address, address + nbytes)``
-    (``/proc/PID/maps`` gives a SysV mapping's shmid as its inode), or None."""
-    with contextlib.suppress(OSError, ValueError):
-        with open(f"/proc/{pid}/maps") as f:
-            for line in f:
-                fields = line.split()
-                lo, hi = (int(x, 16) for x in fields[0].split("-"))
-                if lo <= address < hi:
-                    if len(fields) > 5 and fields[5].startswith("/SYSV") and address + nbytes <= hi:
-                        return lo, hi, int(fields[4]), int(fields[2], 16)
-                    return None
+    """``(lo, hi, shmid, offset)`` of the SysV mapping of ``pid`` holding ``[address, address + nbytes)``, or None."""
+    for lo, hi, shmid, offset in sysv_mappings(pid):
+        if lo <= address and address + nbytes <= hi:
+            return lo, hi, shmid, offset
     return None
 
 

@@ -23,7 +23,16 @@ import time
 
 import psutil
 
-__all__ = ["SHM_DIR", "transfer_prefix", "segments_of", "sysv_segments", "release", "Segments", "SharedMemoryOf"]
+__all__ = [
+    "SHM_DIR",
+    "transfer_prefix",
+    "segments_of",
+    "sysv_mappings",
+    "sysv_segments",
+    "release",
+    "Segments",
+    "SharedMemoryOf",
+]
 
 SHM_DIR = "/dev/shm"
 _IPC_RMID = 0
@@ -57,6 +66,17 @@ def segments_of(pids):
             elif path.startswith(SHM_DIR + "/") and not path.endswith("(deleted)"):
                 files.add(path)
     return files, shmids
+
+
+def sysv_mappings(pid):
+    """``[(lo, hi, shmid, offset)]``: the SysV segments ``pid`` maps, where and from which offset."""
+    found = []
+    for line in _segment_lines(_maps(pid)):
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/SYSV"):
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            found.append((lo, hi, int(parts[4]), int(parts[2], 16)))
+    return found
 
 
 def _segment_lines(maps):
