@@ -11,8 +11,12 @@ halo exchange, 200 iterations on 4 PEs; puts to scattered elements ``arr[(i * 79
 on 2 PEs, 20,000 and 60,000 per PE and a cell of 1,000,000: the whole ``job.run``
 untraced and traced, the analysis alone (``analyse`` on the same cell's traces, in this
 process) and the traced cell's verdict line.
+
+Beside each ratio, the same measured in a job whose PEs record in Python
+(``SHMEM_NOTEBOOK_NATIVE=no-record``): the baseline of the recording's C hot path.
 """
 
+import contextlib
 import io
 import os
 import pickle
@@ -66,11 +70,42 @@ def _time(job, code, race):
     return time.perf_counter() - start, _loop_seconds(job), result
 
 
+@contextlib.contextmanager
+def python_recording():
+    """Jobs started inside record in Python, not with the C hot path (``native_record``): the
+    baseline the C path is measured against."""
+    before = os.environ.get("SHMEM_NOTEBOOK_NATIVE")
+    os.environ["SHMEM_NOTEBOOK_NATIVE"] = "no-record"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["SHMEM_NOTEBOOK_NATIVE"]
+        else:
+            os.environ["SHMEM_NOTEBOOK_NATIVE"] = before
+
+
+def _python_ratios(n, cells, repeats):
+    """``{name: traced / untraced}`` of each ``(name, code)`` in a job recording in Python."""
+    ratios = {}
+    with python_recording(), shmem_notebook.start(n=n, heap="64M") as job:
+        job.alloc("cell8=int64[8]")
+        for name, code in cells:
+            _time(job, code, True)
+            samples = {False: [], True: []}
+            for _ in range(repeats):
+                for race in (False, True):
+                    samples[race].append(_time(job, code, race)[0])
+            ratios[name] = median(samples[True]) / median(samples[False])
+    return ratios
+
+
 def run(n, puts, size, sweeps, repeats, loops=None):
     rows = []
+    cells = (("puts", PUTS.format(count=puts)), ("stencil", STENCIL.format(size=size, sweeps=sweeps)))
     with shmem_notebook.start(n=n, heap="64M") as job:
         job.alloc("cell8=int64[8]")
-        for name, code in (("puts", PUTS.format(count=puts)), ("stencil", STENCIL.format(size=size, sweeps=sweeps))):
+        for name, code in cells:
             _time(job, code, False)  # warm up both paths
             _time(job, code, True)
             samples = {False: [], True: []}
@@ -104,6 +139,8 @@ def run(n, puts, size, sweeps, repeats, loops=None):
         events = sum(len(t["events"]) for t in traces)
         ops = sum(t["ops"] for t in traces)
         payload = sum(len(pickle.dumps(t)) for t in traces)
+    for row, ratio in zip(rows, _python_ratios(n, cells, repeats).values()):
+        row["python_ratio"] = ratio
     out = {
         "n": n,
         "puts": puts,
@@ -229,10 +266,13 @@ def run_loops(
     tenth of a second and, with more PEs than cores, varies by half from run to run: it is
     repeated ``stencil_repeats`` times."""
     rows = []
+    code = STENCIL.format(size=1000, sweeps=stencil_iterations)
     with shmem_notebook.start(n=stencil_pes, heap="64M") as job:
-        code = STENCIL.format(size=1000, sweeps=stencil_iterations)
         job.run(code, stdout=io.StringIO())  # warm up
         rows.append(_side_by_side(job, "stencil_loop", code, None, stencil_repeats, iterations=stencil_iterations))
+    with python_recording(), shmem_notebook.start(n=stencil_pes, heap="64M") as job:
+        job.run(code, stdout=io.StringIO())
+        rows[-1]["python_ratio"] = _side_by_side(job, "stencil_loop", code, None, stencil_repeats)["ratio"]
     with shmem_notebook.start(n=2, heap="64M") as job:
         job.alloc("arr=int64[100003]")
         for count in scattered:

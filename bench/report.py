@@ -271,6 +271,16 @@ def memory_table(mem, startup=None):
     return "**Memory**, RSS in MiB.\n\n" + table(["what", "RSS"], rows)
 
 
+PYTHON_RATIO = (
+    "*ratio, Python*: the same ratio in a job whose PEs record in Python (`SHMEM_NOTEBOOK_NATIVE=no-record`), "
+    "the baseline of the recording's C hot path (`native_record`)."
+)
+
+
+def _python_ratio(row):
+    return f"{row['python_ratio']:.2f}x" if "python_ratio" in row else "-"
+
+
 def races_table(races):
     names = {
         "puts": f"(a) {races['puts']:,} 8-byte puts + barrier",
@@ -282,6 +292,7 @@ def races_table(races):
             f(r["untraced_s"], 3),
             f(r["traced_s"], 3),
             f"{r['ratio']:.2f}x",
+            _python_ratio(r),
             f(r["untraced_loop_s"] * 1e3, 1),
             f(r["traced_loop_s"] * 1e3, 1),
             f"{r['loop_ratio']:.1f}x",
@@ -292,8 +303,20 @@ def races_table(races):
         f"**Race check**, {races['n']} PEs, median of {races['repeats']} interleaved runs: the whole `job.run` "
         f"(s) with and without `race=True`, and the loop alone timed inside the cell (ms). The put loop's "
         f"{races['put_loop_ops']:,} recorded operations came back as {races['put_loop_events']} events "
-        f"({races['put_loop_payload_bytes']:,} bytes) after summarising by ranges.\n\n"
-        + table(["cell", "untraced s", "traced s", "ratio", "loop untraced ms", "loop traced ms", "loop ratio"], rows)
+        f"({races['put_loop_payload_bytes']:,} bytes) after summarising by ranges. {PYTHON_RATIO}\n\n"
+        + table(
+            [
+                "cell",
+                "untraced s",
+                "traced s",
+                "ratio",
+                "ratio, Python",
+                "loop untraced ms",
+                "loop traced ms",
+                "loop ratio",
+            ],
+            rows,
+        )
         + loops_table(races)
     )
 
@@ -316,6 +339,7 @@ def loops_table(races):
                 f(r["untraced_s"], 2),
                 f(r["traced_s"], 2),
                 f"{r['ratio']:.1f}x",
+                _python_ratio(r),
                 f(r["analysis_s"], 2),
                 f(r["analysis_cpu_s"], 2),
                 f"{r['events']:,}",
@@ -333,7 +357,18 @@ def loops_table(races):
         + (f"; measured {races['loops_date']}, apart from the rest of the section" if races.get("loops_date") else "")
         + ").\n\n"
         + table(
-            ["cell", "PEs", "untraced s", "traced s", "ratio", "analysis s", "analysis CPU s", "events", "verdict"],
+            [
+                "cell",
+                "PEs",
+                "untraced s",
+                "traced s",
+                "ratio",
+                "ratio, Python",
+                "analysis s",
+                "analysis CPU s",
+                "events",
+                "verdict",
+            ],
             rows,
         )
         + "".join(

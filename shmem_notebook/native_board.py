@@ -8,18 +8,12 @@ Here the bookkeeping is C: shmem4py's own ``barrier_all`` runs with a ``lib`` wh
 stack dump still shows shmem4py's ``barrier_all`` frame, which tells the client where a PE waits.
 
 :func:`build` compiles it once per user, source and Python, with cffi and the C compiler
-shmem4py's own build needed, into the user's cache (``$XDG_CACHE_HOME`` or ``~/.cache``), before
-``oshrun`` starts; :func:`load` imports it on a PE. Where it cannot be built or loaded (no
-compiler, a read-only home, ``SHMEM_NOTEBOOK_NATIVE=0``) the PEs keep the Python wrapper.
+shmem4py's own build needed, into the user's cache (:mod:`.native_cache`), before ``oshrun``
+starts; :func:`load` imports it on a PE. Where it cannot be built or loaded (no compiler, a
+read-only home, ``SHMEM_NOTEBOOK_NATIVE=0``) the PEs keep the Python wrapper.
 """
 
-import glob
-import hashlib
-import importlib.util
-import os
-import subprocess
-import sys
-import tempfile
+from .native_cache import CachedModule
 
 __all__ = ["CDEF", "SOURCE", "build", "directory", "load"]
 
@@ -59,64 +53,32 @@ NOTED(sync_all)
 """
 
 
-def _enabled():
-    return os.environ.get("SHMEM_NOTEBOOK_NATIVE", "").strip() != "0"
+_MODULE = CachedModule(NAME, "board", f"{CDEF}{SOURCE}", __name__)
 
 
 def directory():
     """Where this source's build for this Python lives (in the user's cache)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    digest = hashlib.sha256(f"{CDEF}{SOURCE}".encode()).hexdigest()[:16]
-    return os.path.join(cache, "shmem_notebook", f"board-{sys.implementation.cache_tag}-{digest}")
-
-
-def _built():
-    found = glob.glob(os.path.join(glob.escape(directory()), f"{NAME}.*.so"))
-    return found[0] if found else None
+    return _MODULE.directory()
 
 
 def build():
     """The path of the built module, compiled first if missing (in a process of its own, about 1 s
     once); None where it cannot be built. A stat when it is there."""
-    if not _enabled():
-        return None
-    path = _built()
-    if path is None:
-        try:
-            subprocess.run([sys.executable, "-m", __name__], capture_output=True, timeout=120, check=False)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        path = _built()
-    return path
+    return _MODULE.build()
 
 
 def load():
     """The built module (``ffi``, ``lib``) on a PE, or None (not built, or switched off)."""
-    path = _built() if _enabled() else None
-    if path is None:
-        return None
-    try:
-        spec = importlib.util.spec_from_file_location(NAME, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except (ImportError, OSError):
-        return None
-    return module
+    return _MODULE.load()
 
 
 def _compile():
-    """Compile into a scratch directory beside the final one, then move the module in (two jobs
-    of one user may start at once)."""
     import cffi
 
-    target = directory()
-    os.makedirs(target, exist_ok=True)
     ffi = cffi.FFI()
     ffi.cdef(CDEF)
     ffi.set_source(NAME, SOURCE, extra_compile_args=["-O2"])
-    with tempfile.TemporaryDirectory(dir=target) as scratch:
-        built = ffi.compile(tmpdir=scratch)
-        os.replace(built, os.path.join(target, os.path.basename(built)))
+    _MODULE.compile_into(lambda scratch: ffi.compile(tmpdir=scratch))
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 
+from . import native_record
 from .analysis.happens_before import find_races, format_indices
 from .analysis.partial import cut
 from .analysis.places import notes
@@ -374,6 +375,7 @@ def main(argv=None):
         return 2
     env = dict(os.environ)
     env.update({k: v for k, v in platform_environment(environ=os.environ).items() if k not in os.environ})
+    native_record.build()  # the recording's hot path in C, as a notebook job's start builds it (once per user)
     with tempfile.TemporaryDirectory(prefix="shmem-race-") as directory:
         env_run = dict(env, **{RACE_ENV["dir"]: directory, RACE_ENV["cap"]: str(options.cap)})
         if options.trace is not None and options.stress is None:  # with --stress: the first rerun's

@@ -69,7 +69,7 @@ def test_a_section_not_measured_is_listed_as_not_measured_never_as_met(results):
     assert {r["id"] for r in others} == {g.id for g in goals.GOALS} - measured
     assert all(r["ok"] is None and r["measured"] == "not measured" for r in others)
     assert row(rows, "start_vs_floor")["goal"] == "start, N PEs: <= 1.5x the bare oshrun floor"
-    assert row(rows, "race_puts")["goal"] == "race check on N 8-byte puts + barrier: <= 3x the untraced cell"
+    assert row(rows, "race_puts")["goal"] == "race check on N 8-byte puts + barrier: <= 1.5x the untraced cell"
     partial["goals"] = rows
     text = report.markdown(partial)
     assert "| start, N PEs: <= 0.5x ipyparallel's MPI launcher (N) | not measured | - |" in text

@@ -21,6 +21,8 @@ SHARED = {
     "operations",
     "words",
     "native_board",
+    "native_cache",
+    "native_record",
 }
 #: plain modules of a client package the PEs import too (each imports nothing at all)
 SHARED_MODULES = {"analysis.footprint"}

@@ -23,7 +23,7 @@ import psutil
 from ipyparallel.cluster.launcher import MPIEngineSetLauncher
 from traitlets import Bool, Integer, List, Unicode, default
 
-from .. import native_board
+from .. import native_board, native_record
 from ..errors import LaunchError
 from ..protocol import ENGINE_MODULE, SPARE_ENV
 from ..rc import rc
@@ -194,6 +194,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
         check_shmem4py(self.python)
         bytecode.warm()  # each PE would compile what has no current .pyc
         native_board.build()  # barrier_all's board bookkeeping in C (once per user)
+        native_record.build()  # the race recording's hot path in C (once per user)
         return super().start(n)
 
 

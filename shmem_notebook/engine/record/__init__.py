@@ -18,7 +18,7 @@ import gc
 from shmem4py import shmem
 
 from ..context import this_pe
-from . import hooks, layer, outside
+from . import hooks, in_c, layer, outside, state
 from .accesses import RaceRecording
 from .instrument import AccessTransformer, MarkTransformer
 from .perturb import StressDelays, declared_values, restore_arrays, save_arrays
@@ -39,6 +39,9 @@ __all__ = [
 ]
 
 from ...operations import CAP  # one cap for every recording, shared with the client
+
+# what the recording's C hot path reads, where it is built (loaded at its first use)
+in_c.give(layer.depth, state.cell_files, vars(layer), vars(hooks), hooks.get_rest, hooks.FUNCS["read"])
 
 
 def active():

@@ -22,6 +22,7 @@ from ...analysis.footprint import extend
 from ...operations import CALLS, FIELD, RECORDED_AS, SIGNAL_EVENTS
 from .. import teams
 from ..shims import signals
+from . import in_c
 from .memory import AddressBook, numpy_owned
 
 __all__ = ["RaceRecording"]
@@ -182,6 +183,9 @@ class RaceRecording:
         self.signals_made = signals.made()  # signals made after this start at zero
         self.fresh = _Ranges()  # symmetric memory allocated since the recording began (zeroed)
         self.started = time.perf_counter()
+        native = in_c.module()
+        if native is not None:  # the usual loads and stores in C, the others given to the method
+            self.access = native.Access(self, RaceRecording.access.__get__(self), _M)
 
     # -- events ----------------------------------------------------------------------
     def _add(self, event, key=None):
@@ -312,7 +316,8 @@ class RaceRecording:
         if op.kind == "rma" and op.params == _PLAIN_RMA:
             return self._on_plain_rma
         if op.kind == "sync" and not op.params:
-            return self._world_sync(_RECORDED[op.name])
+            native, python = in_c.module(), self._world_sync(_RECORDED[op.name])
+            return python if native is None else native.WorldSync(self, _RECORDED[op.name], python)
         return self._handlers[op.kind].__get__(self)
 
     def fast_for(self, op):
@@ -327,7 +332,8 @@ class RaceRecording:
                 else:
                     on_rma(op, dict(zip(params, args)), result, line)
 
-            return fast_rma
+            native = in_c.module()  # the same in C, handing it what is not two arrays and a PE
+            return fast_rma if native is None else native.PlainRMA(self, op, fast_rma, _R)
         return None
 
     def _world_sync(self, recorded):

@@ -38,7 +38,7 @@ from . import outside, state
 from .layer import depth as _depth  # >0 inside a recorded call (a list: read without a call)
 from .memory import extent, numpy_owned
 
-__all__ = ["install", "uninstall", "FUNCS"]
+__all__ = ["install", "uninstall", "get_rest", "FUNCS"]
 
 _rec = None  # the RaceRecording the hooks feed, or None
 
@@ -46,6 +46,7 @@ _rec = None  # the RaceRecording the hooks feed, or None
 def install(recording):
     """Feed ``recording`` from now on; the hook functions go into the shell's namespace."""
     global _rec
+    from . import in_c
     from .instrument import HOOKS
 
     _rec = recording
@@ -53,7 +54,9 @@ def install(recording):
     state.outside.update(outside.offsets)  # the layer's lines of calls made by code outside the cell
     _written.clear()
     ns = this_pe.namespace
-    for hook, func in FUNCS.items():
+    native = in_c.module()
+    hooks = {**FUNCS, "get": native.get, "set": native.set, "read": native.read} if native is not None else FUNCS
+    for hook, func in hooks.items():
         ns[HOOKS[hook]] = func
         setattr(builtins, HOOKS[hook], func)  # for rewritten code outside the cell (other globals)
 
@@ -180,7 +183,11 @@ def _flat_range(rec, x, index):
 
 
 def _get(x, index, line):
-    r = x[index]
+    return get_rest(x, index, line, x[index])
+
+
+def get_rest(x, index, line, r):
+    """What :func:`_get` notes of ``r = x[index]`` (the C ``get`` takes slices of arrays itself)."""
     rec = _rec
     if rec is not None and not _depth[0]:
         if isinstance(x, _ndarray):

@@ -5,7 +5,9 @@ While at least one consumer is attached, every call of
 is decoded once (its arguments bound to the catalogue's parameter names), its cell line
 found once, and handed to every consumer: the race recording, the trace, the stress
 delays. Calls made from inside a recorded call (the teams emulation's own puts) are
-not seen again. With no consumer attached nothing is wrapped: off means off.
+not seen again. With no consumer attached nothing is wrapped: off means off. Where the C hot path
+is built (:mod:`shmem_notebook.native_record`) a function of the shmem module is wrapped in C, which
+does what :func:`_wrapper`'s wrapper does and hands it the calls with keywords.
 
 A consumer has ``before(op, args, line)`` (or None) and ``after(op, args, result, line)``;
 ``op`` is the :class:`~shmem_notebook.operations.Operation`, ``args`` a dict by parameter name.
@@ -93,14 +95,27 @@ def _ignore(op, args, result, line):
 
 
 def _wrap_all():
+    from .in_c import module
+
     state.cell_files.clear()
+    native = module()
     for name, op in CALLS.items():
         owner, attr = _owner(name)
         if attr not in owner.__dict__:
             continue
         func = owner.__dict__[attr]
         _originals[(owner, attr)] = func
-        setattr(owner, attr, _wrapper(op, func, _slots[name]))
+        wrapper = _wrapper(op, func, _slots[name])
+        if native is not None and owner is shmem:  # a method's wrapper must bind: those stay Python
+            wrapper = _like(native.Recorded(op, func, _slots[name], op.params, wrapper), wrapper)
+        setattr(owner, attr, wrapper)
+
+
+def _like(recorded, wrapper):
+    """The C wrapper ``recorded`` named and marked as the Python ``wrapper`` it stands for."""
+    for attr in ("__name__", "__qualname__", "__module__", "__doc__", "__wrapped__", "__shmem_race_skip__"):
+        setattr(recorded, attr, getattr(wrapper, attr))
+    return recorded
 
 
 def _unwrap_all():

@@ -1,0 +1,28 @@
+"""The recording's hot path in C (:mod:`shmem_notebook.native_record`) on this PE: the module,
+loaded at its first use and given what its functions read, or None where it is not built (PE side).
+
+Imports nothing of the recording: the record package gives it the layer's and the hooks' parts
+(:func:`give`) once they are imported."""
+
+from ... import native_record
+
+__all__ = ["give", "module"]
+
+_given = []  # what the C functions read: see give()
+_loaded = []  # [the module, or None] once loaded
+
+
+def give(depth, cell_files, layer_globals, hooks_globals, get_rest, read):
+    """What the C functions read: the layer's depth list, the cell files, the layer's and the hooks'
+    module namespaces (``cell_line``, ``_rec``...), the hooks' Python ``get_rest`` and ``read``."""
+    _given[:] = [depth, cell_files, layer_globals, hooks_globals, get_rest, read]
+
+
+def module():
+    """The C module, set up at its first use; None where it is not built or is switched off."""
+    if not _loaded:
+        found = native_record.load() if _given else None
+        if found is not None:
+            found.setup(*_given)
+        _loaded.append(found)
+    return _loaded[0]
