@@ -8,12 +8,15 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
-/* set by setup(): layer.depth, state.cell_files, layer's and hooks' module dicts, hooks' Python
- * functions (_get_rest, _read) */
-static PyObject *depth, *cell_files, *layer_globals, *hooks_globals, *get_rest, *read_py;
-static PyObject *s_cell_line, *s__cell_line, *s__rec, *s_private, *s_starts, *s_memory, *s_slices,
+/* set by setup(): layer.depth, state.cell_files, the layer's namespace (whose cell_line the race
+ * runner replaces) and its own cell_line, the Python hooks the C ones hand other cases to */
+static PyObject *depth, *cell_files, *layer_globals, *own_cell_line, *get_rest, *read_py, *set_py,
+    *element_range_py;
+/* the recording the hooks feed (feed()), or NULL */
+static PyObject *fed;
+static PyObject *s_cell_line, *s_starts, *s_slices,
     *s_cache, *s_view, *s_ops, *s_truncated, *s_n_async, *s_n_local, *s_cap, *s_rma, *s_priv, *s_zero, *s_mem,
-    *s_access, *s_info, *s_load, *s_read, *s_store, *s_write, *s__element_range, *s__set, *s_sync;
+    *s_access, *s_load, *s_read, *s_store, *s_write, *s_sync;
 
 static int ready(void) {
     if (depth == NULL) {
@@ -49,12 +52,11 @@ static PyObject *caller_line(void) {
     PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller's (C functions have none) */
     if (frame == NULL) return PyLong_FromLong(0);
     PyObject *cell_line = PyDict_GetItemWithError(layer_globals, s_cell_line);
-    PyObject *own = PyDict_GetItemWithError(layer_globals, s__cell_line);
-    if (cell_line == NULL || own == NULL) {
+    if (cell_line == NULL) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "layer.cell_line is missing");
         return NULL;
     }
-    if (cell_line == own) {
+    if (cell_line == own_cell_line) {
         PyCodeObject *code = PyFrame_GetCode(frame);
         int found = PySet_Contains(cell_files, code->co_filename);
         Py_DECREF(code);
@@ -834,12 +836,8 @@ static PyObject *hook_get(PyObject *module, PyObject *const *args, Py_ssize_t na
     PyObject *x = args[0], *index = args[1];
     PyObject *r = PyObject_GetItem(x, index);
     if (r == NULL) return NULL;
-    PyObject *rec = PyDict_GetItemWithError(hooks_globals, s__rec);
-    if (rec == NULL) {
-        if (PyErr_Occurred()) goto fail;
-        return r;
-    }
-    if (rec == Py_None || inside()) return r;
+    PyObject *rec = fed;
+    if (rec == NULL || inside()) return r;
     int c = ours(rec);
     if (c < 0) goto fail;
     if (c && PyArray_Check(x) && !PyArray_Check(r)) { /* an element */
@@ -898,7 +896,7 @@ static int note(PyObject *rec, PyObject *a, PyObject *op, PyObject *mode, PyObje
     return done < 0 ? -1 : 0;
 }
 
-/* the bytes of x[index] for 1-D x and an int or a unit-strided slice, as hooks._element_range
+/* the bytes of x[index] for 1-D x and an int or a unit-strided slice, as hooks.element_range
  * finds them; other indices are its to find. *lo NULL: nothing touched. 0, or -1 */
 static int element_range(PyObject *rec, PyObject *x, PyObject *index, PyObject *info, PyObject **lo, PyObject **hi,
                          PyObject **fp) {
@@ -928,13 +926,8 @@ static int element_range(PyObject *rec, PyObject *x, PyObject *index, PyObject *
             return *lo && *hi ? 0 : -1;
         }
     }
-    PyObject *python = PyDict_GetItemWithError(hooks_globals, s__element_range);
-    if (python == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "hooks._element_range is missing");
-        return -1;
-    }
     PyObject *args[4] = {rec, x, index, info};
-    PyObject *span = PyObject_Vectorcall(python, args, 4, NULL);
+    PyObject *span = PyObject_Vectorcall(element_range_py, args, 4, NULL);
     if (span == NULL) return -1;
     int r = 0;
     if (PyTuple_Check(span) && PyTuple_GET_SIZE(span) == 3) {
@@ -942,7 +935,7 @@ static int element_range(PyObject *rec, PyObject *x, PyObject *index, PyObject *
         *hi = Py_NewRef(PyTuple_GET_ITEM(span, 1));
         *fp = Py_NewRef(PyTuple_GET_ITEM(span, 2));
     } else if (span != Py_None) {
-        PyErr_SetString(PyExc_TypeError, "hooks._element_range gave no (lo, hi, footprint)");
+        PyErr_SetString(PyExc_TypeError, "hooks.element_range gave no (lo, hi, footprint)");
         r = -1;
     }
     Py_DECREF(span);
@@ -986,17 +979,13 @@ done:
     return r;
 }
 
-/* the recording the hooks feed, or NULL (borrowed; NULL with an error set on failure) */
-static PyObject *recording(void) {
-    PyObject *rec = PyDict_GetItemWithError(hooks_globals, s__rec);
-    return rec == Py_None || (rec != NULL && inside()) ? NULL : rec;
-}
+/* the recording the hooks feed, or NULL when none is or a recorded call runs (borrowed) */
+static PyObject *recording(void) { return fed == NULL || inside() ? NULL : fed; }
 
 static PyObject *hook_read(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) return PyObject_Vectorcall(read_py, args, nargs, NULL);
     if (PyArray_Check(args[0])) {
         PyObject *rec = recording();
-        if (rec == NULL && PyErr_Occurred()) return NULL;
         if (rec != NULL) {
             Py_INCREF(rec);
             int r = note(rec, args[0], s_load, s_read, args[1], NULL, NULL, NULL, NULL, NULL);
@@ -1014,17 +1003,10 @@ static PyObject *hook_set(PyObject *module, PyObject *const *args, Py_ssize_t na
     }
     PyObject *x = args[0], *index = args[1], *value = args[2], *line = args[3];
     PyObject *rec = recording();
-    if (rec == NULL && PyErr_Occurred()) return NULL;
     int c = rec != NULL ? ours(rec) : 1;
     if (c < 0) return NULL;
-    if (rec != NULL && (!c || !PyArray_Check(x))) { /* a flat iterator, not NumPy's, or not ours: Python's */
-        PyObject *python = PyDict_GetItemWithError(hooks_globals, s__set);
-        if (python == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "hooks._set is missing");
-            return NULL;
-        }
-        return PyObject_Vectorcall(python, args, nargs, NULL);
-    }
+    if (rec != NULL && (!c || !PyArray_Check(x))) /* a flat iterator, not NumPy's, or not ours: Python's */
+        return PyObject_Vectorcall(set_py, args, nargs, NULL);
     if (rec != NULL) {
         Py_INCREF(rec);
         int r = PyArray_Check(value) ? note(rec, value, s_load, s_read, line, NULL, NULL, NULL, NULL, NULL) : 0;
@@ -1038,26 +1020,42 @@ static PyObject *hook_set(PyObject *module, PyObject *const *args, Py_ssize_t na
 }
 
 static PyObject *setup(PyObject *module, PyObject *args) {
-    PyObject *d, *files, *lg, *hg, *rest, *rd;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OO:setup", &PyList_Type, &d, &PySet_Type, &files, &PyDict_Type, &lg,
-                          &PyDict_Type, &hg, &rest, &rd))
+    PyObject *d, *files, *lg, *own, *python, *rest, *rd, *st, *er;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!:setup", &PyList_Type, &d, &PySet_Type, &files, &PyDict_Type, &lg, &own,
+                          &PyDict_Type, &python))
         return NULL;
     if (PyList_GET_SIZE(d) != 1) {
         PyErr_SetString(PyExc_ValueError, "depth must be a list of one int");
         return NULL;
     }
+    if ((rest = PyDict_GetItemString(python, "get_rest")) == NULL || (rd = PyDict_GetItemString(python, "read")) == NULL ||
+        (st = PyDict_GetItemString(python, "set")) == NULL ||
+        (er = PyDict_GetItemString(python, "element_range")) == NULL) {
+        PyErr_SetString(PyExc_ValueError, "python must give get_rest, read, set and element_range");
+        return NULL;
+    }
     Py_XSETREF(depth, Py_NewRef(d));
     Py_XSETREF(cell_files, Py_NewRef(files));
     Py_XSETREF(layer_globals, Py_NewRef(lg));
-    Py_XSETREF(hooks_globals, Py_NewRef(hg));
+    Py_XSETREF(own_cell_line, Py_NewRef(own));
     Py_XSETREF(get_rest, Py_NewRef(rest));
     Py_XSETREF(read_py, Py_NewRef(rd));
+    Py_XSETREF(set_py, Py_NewRef(st));
+    Py_XSETREF(element_range_py, Py_NewRef(er));
+    Py_RETURN_NONE;
+}
+
+static PyObject *feed(PyObject *module, PyObject *rec) {
+    if (!ready()) return NULL;
+    Py_XSETREF(fed, rec == Py_None ? NULL : Py_NewRef(rec));
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
-     "setup(depth, cell_files, layer_globals, hooks_globals, get_rest, read): what the functions read."},
+     "setup(depth, cell_files, layer_globals, cell_line, python): what the functions read (python: the hooks "
+     "get_rest, read, set and element_range that take the cases C leaves)."},
+    {"feed", feed, METH_O, "feed(recording): the recording the hooks note into from now on (None: none)."},
     {"get", (PyCFunction)(void (*)(void))hook_get, METH_FASTCALL, "get(x, index, line) -> x[index], noted."},
     {"read", (PyCFunction)(void (*)(void))hook_read, METH_FASTCALL, "read(value, line) -> value, noted."},
     {"set", (PyCFunction)(void (*)(void))hook_set, METH_FASTCALL, "set(x, index, value, line): x[index] = value, noted."},
@@ -1074,15 +1072,14 @@ PyMODINIT_FUNC PyInit__shmem_notebook_record(void) {
     struct {
         PyObject **to;
         const char *s;
-    } names[] = {{&s_cell_line, "cell_line"}, {&s__cell_line, "_cell_line"}, {&s__rec, "_rec"},
-                 {&s_private, "private"},     {&s_starts, "starts"},          {&s_memory, "memory"},
+    } names[] = {{&s_cell_line, "cell_line"},
+                 {&s_starts, "starts"},
                  {&s_slices, "slices"},       {&s_cache, "cache"},            {&s_view, "view"},
                  {&s_ops, "ops"},             {&s_truncated, "truncated"},    {&s_n_async, "n_async"},
                  {&s_n_local, "n_local"},     {&s_cap, "cap"},                {&s_rma, "rma"},
                  {&s_priv, "priv"},           {&s_mem, "mem"},                {&s_access, "access"},
-                 {&s_info, "info"},           {&s_load, "load"},              {&s_read, "read"},
-                 {&s_store, "store"},         {&s_write, "write"},            {&s__element_range, "_element_range"},
-                 {&s__set, "_set"},           {&s_sync, "sync"}};
+                 {&s_load, "load"},              {&s_read, "read"},
+                 {&s_store, "store"},         {&s_write, "write"},            {&s_sync, "sync"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].to = PyUnicode_InternFromString(names[i].s)) == NULL) return NULL;
     s_zero = PyLong_FromLong(0);

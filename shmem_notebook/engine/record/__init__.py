@@ -41,7 +41,18 @@ __all__ = [
 from ...operations import CAP  # one cap for every recording, shared with the client
 
 # what the recording's C hot path reads, where it is built (loaded at its first use)
-in_c.give(layer.depth, state.cell_files, vars(layer), vars(hooks), hooks.get_rest, hooks.FUNCS["read"])
+in_c.give(
+    layer.depth,
+    state.cell_files,
+    vars(layer),
+    layer.cell_line,
+    {
+        "get_rest": hooks.get_rest,
+        "read": hooks.FUNCS["read"],
+        "set": hooks.FUNCS["set"],
+        "element_range": hooks.element_range,
+    },
+)
 
 
 def active():

@@ -38,7 +38,7 @@ from . import outside, state
 from .layer import depth as _depth  # >0 inside a recorded call (a list: read without a call)
 from .memory import extent, numpy_owned
 
-__all__ = ["install", "uninstall", "get_rest", "FUNCS"]
+__all__ = ["install", "uninstall", "get_rest", "element_range", "FUNCS"]
 
 _rec = None  # the RaceRecording the hooks feed, or None
 
@@ -56,6 +56,8 @@ def install(recording):
     ns = this_pe.namespace
     native = in_c.module()
     hooks = {**FUNCS, "get": native.get, "set": native.set, "read": native.read} if native is not None else FUNCS
+    if native is not None:
+        native.feed(recording)
     for hook, func in hooks.items():
         ns[HOOKS[hook]] = func
         setattr(builtins, HOOKS[hook], func)  # for rewritten code outside the cell (other globals)
@@ -64,7 +66,12 @@ def install(recording):
 def uninstall():
     """Stop feeding (the hooks stay in the namespace: functions the cell defined still call them)."""
     global _rec
+    from . import in_c
+
     _rec = None
+    native = in_c.module()
+    if native is not None:
+        native.feed(None)
     state.outside.clear()  # other consumers (the trace) name cell lines only
 
 
@@ -123,7 +130,7 @@ def _wanted(rec, x):
     return None if info[1] == "priv" and not rec.private.starts else info
 
 
-def _element_range(rec, x, index, info):
+def element_range(rec, x, index, info):
     """``(lo, hi, footprint)`` of the bytes ``x[index]`` touches (bounds for fancy indexing)."""
     if info[7] and isinstance(index, (int, np.integer)):  # 1-D, one element: the fast path
         i = int(index)
@@ -197,7 +204,7 @@ def get_rest(x, index, line, r):
                     rec.memory.view(x, index, r)
                 return r  # a view: memory is counted when the view is used
             info = _wanted(rec, x)
-            span = info and _element_range(rec, x, index, info)
+            span = info and element_range(rec, x, index, info)
             if span:
                 rec.access(x, "load", "read", line, *span, info)
         elif type(x) is _flatiter:
@@ -214,7 +221,7 @@ def _set(x, index, value, line):
             if isinstance(value, _ndarray):
                 rec.access(value, "load", "read", line)
             info = _wanted(rec, x)
-            span = info and _element_range(rec, x, index, info)
+            span = info and element_range(rec, x, index, info)
             if span:
                 rec.access(x, "store", "write", line, *span, info, value if isinstance(value, _SCALARS) else None)
         elif type(x) is _flatiter:
@@ -233,7 +240,7 @@ def _aug(x, index, op, value, line):
             rec.access(value, "load", "read", line)
         if isinstance(x, _ndarray):
             info = _wanted(rec, x)
-            span = info and _element_range(rec, x, index, info)
+            span = info and element_range(rec, x, index, info)
             a = x
         else:
             found = _flat_range(rec, x, index)

@@ -12,10 +12,12 @@ _given = []  # what the C functions read: see give()
 _loaded = []  # [the module, or None] once loaded
 
 
-def give(depth, cell_files, layer_globals, hooks_globals, get_rest, read):
-    """What the C functions read: the layer's depth list, the cell files, the layer's and the hooks'
-    module namespaces (``cell_line``, ``_rec``...), the hooks' Python ``get_rest`` and ``read``."""
-    _given[:] = [depth, cell_files, layer_globals, hooks_globals, get_rest, read]
+def give(depth, cell_files, layer_globals, cell_line, python):
+    """What the C functions read: the layer's depth list, the cell files, the layer's namespace and its
+    own ``cell_line`` (the race runner replaces it there: then the C wrapper calls the runner's), and
+    ``python``, the hooks that take the cases C leaves (``get_rest``, ``read``, ``set``,
+    ``element_range``). The recording the hooks note into is given by ``hooks.install`` (``feed``)."""
+    _given[:] = [depth, cell_files, layer_globals, cell_line, python]
 
 
 def module():
