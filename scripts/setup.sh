@@ -31,7 +31,11 @@ missing=""
 for pkg in $APT_PACKAGES; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing="$missing $pkg"
 done
-if ! "$PYTHON" -c "import venv, ensurepip" 2>/dev/null; then missing="$missing python3-venv python3-dev"; fi
+if ! "$PYTHON" -c "import venv, ensurepip" 2>/dev/null; then missing="$missing python3-venv python3-dev"
+# C extensions (shmem4py's, the race recording's) need Python's headers
+elif ! "$PYTHON" -c "import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h'))" 2>/dev/null; then
+    missing="$missing python3-dev"
+fi
 command -v node >/dev/null || missing="$missing nodejs"  # JupyterHub's proxy runs on Node.js
 command -v npm >/dev/null || missing="$missing npm"
 if [ -n "$missing" ]; then
