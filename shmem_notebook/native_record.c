@@ -47,6 +47,28 @@ typedef struct {
     PyObject *dict, *op, *func, *slot, *params, *fallback;
 } Recorded;
 
+/* The line of an instruction, remembered: finding it walks the code's line table from its start
+ * (as frame.f_lineno does), which a loop of short iterations would pay at every call. Direct-mapped
+ * by (code, instruction); an entry holds its code object, so its address is not reused meanwhile. */
+#define LINES 1024
+static struct {
+    PyCodeObject *code;
+    int lasti, line;
+} lines[LINES];
+
+static int line_of(PyFrameObject *frame) {
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    int lasti = PyFrame_GetLasti(frame);
+    size_t slot = (((size_t)code >> 4) * 31 + (size_t)lasti) % LINES;
+    if (lines[slot].code != code || lines[slot].lasti != lasti) {
+        Py_XSETREF(lines[slot].code, (PyCodeObject *)Py_NewRef(code));
+        lines[slot].lasti = lasti;
+        lines[slot].line = PyFrame_GetLineNumber(frame);
+    }
+    Py_DECREF(code);
+    return lines[slot].line;
+}
+
 /* the line of the recorded cell the caller runs, as layer.wrapper finds it; NULL on error */
 static PyObject *caller_line(void) {
     PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller's (C functions have none) */
@@ -61,7 +83,7 @@ static PyObject *caller_line(void) {
         int found = PySet_Contains(cell_files, code->co_filename);
         Py_DECREF(code);
         if (found < 0) return NULL;
-        if (found) return PyLong_FromLong(PyFrame_GetLineNumber(frame));
+        if (found) return PyLong_FromLong(line_of(frame));
     }
     return PyObject_CallOneArg(cell_line, (PyObject *)frame);
 }
@@ -85,6 +107,11 @@ static PyObject *recorded_vectorcall(Recorded *self, PyObject *const *args, size
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
     PyObject *line = caller_line();
     if (line == NULL) return NULL;
+    /* held while the call runs, as the Python wrapper's locals are: a consumer attached meanwhile
+     * replaces the slot's items */
+    Py_INCREF(befores);
+    Py_INCREF(afters);
+    Py_INCREF(fast);
     PyObject *result = NULL, *bound = NULL, *all = NULL;
     if (fast != Py_None) {
         if (depth_add(1) < 0) goto done;
@@ -123,6 +150,9 @@ done:
     Py_XDECREF(all);
     Py_XDECREF(bound);
     Py_DECREF(line);
+    Py_DECREF(befores);
+    Py_DECREF(afters);
+    Py_DECREF(fast);
     return result;
 }
 

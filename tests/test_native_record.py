@@ -246,3 +246,17 @@ def test_its_functions_refuse_to_run_before_setup(cache):
     module = native_record.load()  # a fresh import: setup() not called in this process
     with pytest.raises(RuntimeError, match="setup"):
         module.Recorded(None, print, [(), (), None], (), print)
+
+
+def test_a_stopped_recording_is_freed_at_once(with_helper):
+    """The C access handler holds its recording; the stop lets go of it, so the recording and its
+    events go when the stop drops them, not at some later collection (the collector is off here)."""
+    job = with_helper
+    quiet(job, "import gc as _gc\n_gc.collect()\n_gc.disable()")
+    try:
+        job.run(PROGRAMS["a stencil"], arrays=ARRAYS, race=True)
+        left = job.run('print(sum(type(o).__name__ == "RaceRecording" for o in _gc.get_objects()))')
+    finally:
+        quiet(job, "_gc.enable()")
+        job.race_reset()
+    assert set(left.stdout.values()) == {"0\n"}

@@ -100,6 +100,7 @@ def race_stop():
     data["places"] = outside.places()  # lines outside the cell: what their places are
     data["compiled"] = sorted(getattr(recording, "compiled", ()))  # lines calling compiled code
     recording.memory.cache.clear()
+    recording.release()
     return data
 
 

@@ -591,6 +591,11 @@ class RaceRecording:
 
     _handlers = {"rma": _on_rma, "amo": _on_amo, "sync": _on_sync, "coll": _on_coll, "wait": _on_wait, "lock": _on_lock}
 
+    def release(self):
+        """Drop the C handler of accesses, which holds this recording: a cycle the collector would
+        free late, and with it the events (the recording has stopped)."""
+        vars(self).pop("access", None)
+
     # -- the plain data -----------------------------------------------------------------
     def data(self):
         """What the client analyses (see the module docstring)."""
