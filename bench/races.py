@@ -85,18 +85,31 @@ def python_recording():
             os.environ["SHMEM_NOTEBOOK_NATIVE"] = before
 
 
+def _interleaved(job, code, repeats):
+    """``(walls, loops, races)`` of ``code`` untraced and traced in turns, ``repeats`` times each after a
+    warm-up of both: ``{traced?: [job.run seconds]}``, ``{traced?: [the loop's own seconds]}``, and the
+    races the last traced run found."""
+    _time(job, code, False)  # warm up both paths
+    _time(job, code, True)
+    walls, loops, races = {False: [], True: []}, {False: [], True: []}, None
+    for _ in range(repeats):
+        for race in (False, True):
+            wall, loop, result = _time(job, code, race)
+            walls[race].append(wall)
+            loops[race].append(loop)
+            if race:
+                races = len(result.races)
+    return walls, loops, races
+
+
 def _python_ratios(n, cells, repeats):
     """``{name: traced / untraced}`` of each ``(name, code)`` in a job recording in Python."""
     ratios = {}
     with python_recording(), shmem_notebook.start(n=n, heap="64M") as job:
         job.alloc("cell8=int64[8]")
         for name, code in cells:
-            _time(job, code, True)
-            samples = {False: [], True: []}
-            for _ in range(repeats):
-                for race in (False, True):
-                    samples[race].append(_time(job, code, race)[0])
-            ratios[name] = median(samples[True]) / median(samples[False])
+            walls, _, _ = _interleaved(job, code, repeats)
+            ratios[name] = median(walls[True]) / median(walls[False])
     return ratios
 
 
@@ -106,18 +119,7 @@ def run(n, puts, size, sweeps, repeats, loops=None):
     with shmem_notebook.start(n=n, heap="64M") as job:
         job.alloc("cell8=int64[8]")
         for name, code in cells:
-            _time(job, code, False)  # warm up both paths
-            _time(job, code, True)
-            samples = {False: [], True: []}
-            in_loop = {False: [], True: []}
-            races = None
-            for _ in range(repeats):
-                for race in (False, True):
-                    wall, loop, result = _time(job, code, race)
-                    samples[race].append(wall)
-                    in_loop[race].append(loop)
-                    if race:
-                        races = len(result.races)
+            samples, in_loop, races = _interleaved(job, code, repeats)
             stage = job.last_result
             row = {
                 "workload": name,
