@@ -16,7 +16,7 @@ static PyObject *depth, *cell_files, *layer_globals, *own_cell_line, *get_rest, 
 static PyObject *fed;
 static PyObject *s_cell_line, *s_starts, *s_slices,
     *s_cache, *s_view, *s_ops, *s_truncated, *s_n_async, *s_n_local, *s_cap, *s_rma, *s_priv, *s_zero, *s_mem,
-    *s_access, *s_load, *s_read, *s_store, *s_write, *s_sync;
+    *s_access, *s_load, *s_read, *s_store, *s_write, *s_sync, *s_heap, *s_peers, *s_sym;
 
 static int ready(void) {
     if (depth == NULL) {
@@ -226,8 +226,96 @@ static int numpy_owned(PyObject *a) {
     return base == NULL || (PyArray_Check(base) && PyArray_BASE((PyArrayObject *)base) == NULL);
 }
 
-/* AddressBook.info(a) through the recording's cache (new reference) */
-static PyObject *cached_info(PyObject *cache, PyObject *info, PyObject *a) {
+/* Where a recording's heaps are mapped (its AddressBook's heap and peers, fixed when it starts) */
+typedef struct {
+    long long lo, hi;
+    PyObject *peers; /* [(lo, hi, pe)]; NULL: not read, every info is Python's */
+} Layout;
+
+static int layout_read(Layout *layout, PyObject *memory) {
+    PyObject *heap = PyObject_GetAttr(memory, s_heap), *peers = PyObject_GetAttr(memory, s_peers);
+    int ok = heap && peers && PyTuple_Check(heap) && PyTuple_GET_SIZE(heap) == 2 && PyList_Check(peers);
+    for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(peers); i++) {
+        PyObject *p = PyList_GET_ITEM(peers, i);
+        ok = PyTuple_Check(p) && PyTuple_GET_SIZE(p) == 3;
+    }
+    if (ok) {
+        layout->lo = PyLong_AsLongLong(PyTuple_GET_ITEM(heap, 0));
+        layout->hi = PyLong_AsLongLong(PyTuple_GET_ITEM(heap, 1));
+        ok = !PyErr_Occurred();
+    }
+    if (ok) Py_XSETREF(layout->peers, Py_NewRef(peers));
+    else if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "AddressBook.heap/peers are not (lo, hi) and a list");
+    Py_XDECREF(heap);
+    Py_XDECREF(peers);
+    return ok ? 0 : -1;
+}
+
+/* dtype.str of a descr, remembered by the descr (which the entry holds); borrowed */
+static PyObject *dtype_strs;
+static PyObject *dtype_str(PyArray_Descr *descr) {
+    PyObject *key = PyLong_FromVoidPtr(descr);
+    if (key == NULL) return NULL;
+    PyObject *known = PyDict_GetItemWithError(dtype_strs, key);
+    if (known == NULL && !PyErr_Occurred()) {
+        PyObject *str = PyObject_GetAttrString((PyObject *)descr, "str");
+        PyObject *entry = str ? PyTuple_Pack(2, (PyObject *)descr, str) : NULL;
+        if (entry != NULL && PyDict_SetItem(dtype_strs, key, entry) == 0) known = entry;
+        Py_XDECREF(entry); /* the dict holds it */
+        Py_XDECREF(str);
+    }
+    Py_DECREF(key);
+    return known == NULL ? NULL : PyTuple_GET_ITEM(known, 1);
+}
+
+/* AddressBook.info(a) of a C-contiguous, non-empty ndarray, found here as memory.py finds it (no
+ * cache needed: its address, size and dtype are at hand); NULL without an error: Python's to find */
+static PyObject *fast_info(Layout *layout, PyObject *a) {
+    if (layout->peers == NULL || !PyArray_Check(a)) return NULL;
+    PyArrayObject *x = (PyArrayObject *)a;
+    if (!PyArray_IS_C_CONTIGUOUS(x) || PyArray_SIZE(x) == 0) return NULL;
+    long long addr = (long long)(intptr_t)PyArray_DATA(x), base = 0;
+    long long lo = addr, hi = addr + (long long)PyArray_NBYTES(x);
+    PyObject *space = s_priv;
+    if (layout->lo <= lo && lo < layout->hi) {
+        space = s_sym, base = layout->lo;
+    } else {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(layout->peers); i++) {
+            PyObject *p = PyList_GET_ITEM(layout->peers, i);
+            long long plo = PyLong_AsLongLong(PyTuple_GET_ITEM(p, 0)), phi = PyLong_AsLongLong(PyTuple_GET_ITEM(p, 1));
+            if (PyErr_Occurred()) return NULL;
+            if (plo <= lo && lo < phi) {
+                space = PyTuple_GET_ITEM(p, 2), base = plo;
+                break;
+            }
+        }
+    }
+    PyObject *dtype = dtype_str(PyArray_DESCR(x));
+    if (dtype == NULL) return NULL;
+    int one = PyArray_NDIM(x) == 1;
+    PyObject *items[10] = {PyWeakref_NewRef(a, NULL),
+                           Py_NewRef(space),
+                           PyLong_FromLongLong(addr - base),
+                           PyLong_FromLongLong(lo - base),
+                           PyLong_FromLongLong(hi - base),
+                           PyLong_FromSsize_t(PyArray_ITEMSIZE(x)),
+                           Py_NewRef(dtype),
+                           PyLong_FromSsize_t(one ? PyArray_STRIDE(x, 0) : 0),
+                           PyLong_FromSsize_t(one ? PyArray_DIM(x, 0) : 0),
+                           Py_NewRef(Py_None)};
+    PyObject *found = PyTuple_New(10);
+    for (int i = 0; i < 10; i++) {
+        if (items[i] == NULL) Py_CLEAR(found);
+        if (found != NULL) PyTuple_SET_ITEM(found, i, items[i]);
+        else Py_XDECREF(items[i]);
+    }
+    return found;
+}
+
+/* AddressBook.info(a): found here for plain arrays, else through the recording's cache (new reference) */
+static PyObject *cached_info(Layout *layout, PyObject *cache, PyObject *info, PyObject *a) {
+    PyObject *quick = fast_info(layout, a);
+    if (quick != NULL || PyErr_Occurred()) return quick;
     PyObject *key = PyLong_FromVoidPtr(a);
     if (key == NULL) return NULL;
     PyObject *found = PyDict_GetItemWithError(cache, key);
@@ -245,6 +333,7 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *rec, *name, *me, *fallback, *info, *cache, *merge, *events, *private_add, *extend;
+    Layout layout;
     int writes, nbi;
     Py_ssize_t lo, hi, fp, llo, lhi, lfp, values;
 } PlainRMA;
@@ -316,8 +405,8 @@ static PyObject *plain(PlainRMA *self, PyObject *target, PyObject *source, PyObj
     Py_ssize_t count = ts < ss ? ts : ss;
     PyObject *ri = NULL, *li = NULL, *lo = NULL, *hi = NULL, *fp = NULL, *llo = NULL, *lhi = NULL, *lfp = NULL;
     PyObject *values = NULL, *key = NULL, *event = NULL, *out = NULL;
-    if ((ri = cached_info(self->cache, self->info, remote)) == NULL ||
-        (li = cached_info(self->cache, self->info, local)) == NULL)
+    if ((ri = cached_info(&self->layout, self->cache, self->info, remote)) == NULL ||
+        (li = cached_info(&self->layout, self->cache, self->info, local)) == NULL)
         goto done;
     if (!PyTuple_Check(ri) || PyTuple_GET_SIZE(ri) != 10 || !PyTuple_Check(li) || PyTuple_GET_SIZE(li) != 10) {
         PyErr_SetString(PyExc_TypeError, "AddressBook.info gave no 10-tuple");
@@ -473,7 +562,8 @@ static int plain_init(PlainRMA *self, PyObject *args, PyObject *kwds) {
         Py_XSETREF(self->events, PyObject_GetAttrString(rec, "events"));
         Py_XSETREF(self->private_add, PyObject_GetAttrString(private, "add"));
         Py_XSETREF(self->extend, PyObject_GetAttrString(rec, "_extend"));
-        ok = self->writes >= 0 && self->nbi >= 0 && self->me && self->info && self->cache && PyDict_Check(self->cache) &&
+        ok = layout_read(&self->layout, memory) == 0 && self->writes >= 0 && self->nbi >= 0 && self->me && self->info &&
+             self->cache && PyDict_Check(self->cache) &&
              self->merge && PyDict_Check(self->merge) && self->events && PyList_Check(self->events) &&
              self->private_add && self->extend;
         if (!ok && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "not a RaceRecording");
@@ -498,6 +588,7 @@ static int plain_traverse(PlainRMA *self, visitproc visit, void *arg) {
     Py_VISIT(self->events);
     Py_VISIT(self->private_add);
     Py_VISIT(self->extend);
+    Py_VISIT(self->layout.peers);
     return 0;
 }
 
@@ -512,6 +603,7 @@ static int plain_clear(PlainRMA *self) {
     Py_CLEAR(self->events);
     Py_CLEAR(self->private_add);
     Py_CLEAR(self->extend);
+    Py_CLEAR(self->layout.peers);
     return 0;
 }
 
@@ -628,7 +720,8 @@ static PyTypeObject WorldSyncType = {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *rec, *fallback, *memory, *info, *cache, *slices, *merge, *starts, *add;
+    PyObject *rec, *fallback, *memory, *info, *cache, *slices, *merge, *starts, *add, *events;
+    Layout layout;
     Py_ssize_t lo, hi, fp;
 } Access;
 
@@ -640,7 +733,7 @@ static int access_c(Access *self, PyObject *a, PyObject *op, PyObject *mode, PyO
     int none_in_flight = PyList_Check(self->starts) && PyList_GET_SIZE(self->starts) == 0;
     if (!none_in_flight || !PyArray_Check(a)) return 0;
     if (info == NULL && numpy_owned(a)) return add_to(self->rec, s_ops, 1) < 0 ? -1 : 1;
-    PyObject *own = info == NULL ? cached_info(self->cache, self->info, a) : Py_NewRef(info);
+    PyObject *own = info == NULL ? cached_info(&self->layout, self->cache, self->info, a) : Py_NewRef(info);
     if (own == NULL) return -1;
     int done = 0;
     PyObject *key = NULL, *event = NULL, *n_async = NULL, *truncated = NULL;
@@ -676,6 +769,19 @@ static int access_c(Access *self, PyObject *a, PyObject *op, PyObject *mode, PyO
     if ((event = PyList_New(9)) == NULL) goto out;
     PyObject *items[9] = {s_mem, op, line, mode, space, lo, hi, dtype, fp};
     for (int i = 0; i < 9; i++) PyList_SET_ITEM(event, i, Py_NewRef(items[i]));
+    if (last == NULL && truncated == Py_None) { /* RaceRecording._add of an event with a new key */
+        PyObject *cap = PyObject_GetAttr(self->rec, s_cap);
+        PyObject *n = cap ? PyLong_FromSsize_t(PyList_GET_SIZE(self->events)) : NULL;
+        int full = n ? PyObject_RichCompareBool(n, cap, Py_GE) : -1;
+        Py_XDECREF(n);
+        Py_XDECREF(cap);
+        if (full < 0 || add_to(self->rec, s_ops, 1) < 0) goto out;
+        if (full) /* the cap: nothing more is recorded, and the check says where it stopped */
+            done = PyObject_SetAttr(self->rec, s_truncated, line) == 0 ? 1 : -1;
+        else
+            done = PyList_Append(self->events, event) == 0 && PyDict_SetItem(self->merge, key, event) == 0 ? 1 : -1;
+        goto out;
+    }
     PyObject *r = PyObject_CallFunctionObjArgs(self->add, event, key, NULL);
     if (r != NULL) {
         Py_DECREF(r);
@@ -738,7 +844,9 @@ static int access_init(Access *self, PyObject *args, PyObject *kwds) {
         Py_XSETREF(self->merge, PyObject_GetAttrString(rec, "merge"));
         Py_XSETREF(self->starts, PyObject_GetAttr(private, s_starts));
         Py_XSETREF(self->add, PyObject_GetAttrString(rec, "_add"));
-        ok = self->info && self->cache && PyDict_Check(self->cache) && self->slices && PyDict_Check(self->slices) &&
+        Py_XSETREF(self->events, PyObject_GetAttrString(rec, "events"));
+        ok = self->events && PyList_Check(self->events) && layout_read(&self->layout, memory) == 0 && self->info && self->cache && PyDict_Check(self->cache) &&
+             self->slices && PyDict_Check(self->slices) &&
              self->merge && PyDict_Check(self->merge) && self->starts && PyList_Check(self->starts) && self->add;
         if (!ok && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "not a RaceRecording");
     }
@@ -758,6 +866,8 @@ static int access_traverse(Access *self, visitproc visit, void *arg) {
     Py_VISIT(self->merge);
     Py_VISIT(self->starts);
     Py_VISIT(self->add);
+    Py_VISIT(self->events);
+    Py_VISIT(self->layout.peers);
     return 0;
 }
 
@@ -771,6 +881,8 @@ static int access_clear(Access *self) {
     Py_CLEAR(self->merge);
     Py_CLEAR(self->starts);
     Py_CLEAR(self->add);
+    Py_CLEAR(self->events);
+    Py_CLEAR(self->layout.peers);
     return 0;
 }
 
@@ -883,7 +995,10 @@ static PyObject *hook_get(PyObject *module, PyObject *const *args, Py_ssize_t na
         Py_DECREF(r);
         return out;
     }
-    /* a view: memory is counted when the view is used; noted unless NumPy owns it and nothing is in flight */
+    /* a view: memory is counted when the view is used; noted unless NumPy owns it and nothing is in
+     * flight, or unless it is C-contiguous (fast_info finds where it is when it is used) */
+    PyArrayObject *view = (PyArrayObject *)r;
+    if (PyArray_IS_C_CONTIGUOUS(view) && PyArray_SIZE(view) > 0) return r;
     PyObject *book = PyObject_GetAttr(rec, s_access);
     if (book == NULL) goto fail;
     Access *a = (Access *)book;
@@ -988,7 +1103,7 @@ static int note_element(PyObject *rec, PyObject *x, PyObject *index, PyObject *l
     int r = 0;
     if (none_in_flight && numpy_owned(x)) goto done;
     r = -1;
-    if ((info = cached_info(a->cache, a->info, x)) == NULL) goto done;
+    if ((info = cached_info(&a->layout, a->cache, a->info, x)) == NULL) goto done;
     if (!PyTuple_Check(info) || PyTuple_GET_SIZE(info) != 10) {
         PyErr_SetString(PyExc_TypeError, "AddressBook.info gave no 10-tuple");
         goto done;
@@ -1109,10 +1224,12 @@ PyMODINIT_FUNC PyInit__shmem_notebook_record(void) {
                  {&s_n_local, "n_local"},     {&s_cap, "cap"},                {&s_rma, "rma"},
                  {&s_priv, "priv"},           {&s_mem, "mem"},                {&s_access, "access"},
                  {&s_load, "load"},              {&s_read, "read"},
-                 {&s_store, "store"},         {&s_write, "write"},            {&s_sync, "sync"}};
+                 {&s_store, "store"},         {&s_write, "write"},            {&s_sync, "sync"},
+                 {&s_heap, "heap"},           {&s_peers, "peers"},            {&s_sym, "sym"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].to = PyUnicode_InternFromString(names[i].s)) == NULL) return NULL;
     s_zero = PyLong_FromLong(0);
+    if ((dtype_strs = PyDict_New()) == NULL) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "Recorded", (PyObject *)&RecordedType) < 0 ||

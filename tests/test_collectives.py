@@ -92,7 +92,8 @@ print("REPORT " + json.dumps(rep))
 
 def test_every_algorithm_equals_numpy_and_the_library(job):
     out = io.StringIO()
-    result = job.run(CELL.replace("BIG", str(BIG)).replace("OPS", repr(OPS)), stdout=out, timeout=300)
+    # the cell's limit is below pytest's (300 s): a hang ends in the tool's report of where each PE waits
+    result = job.run(CELL.replace("BIG", str(BIG)).replace("OPS", repr(OPS)), stdout=out, timeout=200)
     n = job.n
     teams = {"world": list(range(n))}
     if n > 2:
