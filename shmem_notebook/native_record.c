@@ -227,10 +227,23 @@ static int numpy_owned(PyObject *a) {
 }
 
 /* Where a recording's heaps are mapped (its AddressBook's heap and peers, fixed when it starts) */
+#define RECENT 16
 typedef struct {
     long long lo, hi;
     PyObject *peers; /* [(lo, hi, pe)]; NULL: not read, every info is Python's */
+    PyObject *recent[RECENT]; /* fast_info's last answers, by the array's address */
 } Layout;
+
+static int layout_traverse(Layout *layout, visitproc visit, void *arg) {
+    Py_VISIT(layout->peers);
+    for (int i = 0; i < RECENT; i++) Py_VISIT(layout->recent[i]);
+    return 0;
+}
+
+static void layout_clear(Layout *layout) {
+    Py_CLEAR(layout->peers);
+    for (int i = 0; i < RECENT; i++) Py_CLEAR(layout->recent[i]);
+}
 
 static int layout_read(Layout *layout, PyObject *memory) {
     PyObject *heap = PyObject_GetAttr(memory, s_heap), *peers = PyObject_GetAttr(memory, s_peers);
@@ -312,13 +325,21 @@ static PyObject *fast_info(Layout *layout, PyObject *a) {
     return found;
 }
 
-/* AddressBook.info(a): found here for plain arrays, else through the recording's cache (new reference) */
+/* AddressBook.info(a) (new reference): found here for plain arrays (the last few kept by address,
+ * so that an array used again is a lookup; a slice taken anew is not worth a dict entry), else
+ * through the recording's cache, else Python's */
 static PyObject *cached_info(Layout *layout, PyObject *cache, PyObject *info, PyObject *a) {
-    PyObject *quick = fast_info(layout, a);
-    if (quick != NULL || PyErr_Occurred()) return quick;
+    PyObject **slot = &layout->recent[((uintptr_t)a >> 4) % RECENT];
+    if (*slot != NULL && PyWeakref_GetObject(PyTuple_GET_ITEM(*slot, 0)) == a) return Py_NewRef(*slot);
+    PyObject *found = fast_info(layout, a);
+    if (found != NULL) {
+        Py_XSETREF(*slot, Py_NewRef(found));
+        return found;
+    }
+    if (PyErr_Occurred()) return NULL;
     PyObject *key = PyLong_FromVoidPtr(a);
     if (key == NULL) return NULL;
-    PyObject *found = PyDict_GetItemWithError(cache, key);
+    found = PyDict_GetItemWithError(cache, key);
     Py_DECREF(key);
     if (found != NULL && PyTuple_Check(found) && PyTuple_GET_SIZE(found) == 10 &&
         PyWeakref_GetObject(PyTuple_GET_ITEM(found, 0)) == a)
@@ -588,7 +609,8 @@ static int plain_traverse(PlainRMA *self, visitproc visit, void *arg) {
     Py_VISIT(self->events);
     Py_VISIT(self->private_add);
     Py_VISIT(self->extend);
-    Py_VISIT(self->layout.peers);
+    int visited = layout_traverse(&self->layout, visit, arg);
+    if (visited) return visited;
     return 0;
 }
 
@@ -603,7 +625,7 @@ static int plain_clear(PlainRMA *self) {
     Py_CLEAR(self->events);
     Py_CLEAR(self->private_add);
     Py_CLEAR(self->extend);
-    Py_CLEAR(self->layout.peers);
+    layout_clear(&self->layout);
     return 0;
 }
 
@@ -867,7 +889,8 @@ static int access_traverse(Access *self, visitproc visit, void *arg) {
     Py_VISIT(self->starts);
     Py_VISIT(self->add);
     Py_VISIT(self->events);
-    Py_VISIT(self->layout.peers);
+    int visited = layout_traverse(&self->layout, visit, arg);
+    if (visited) return visited;
     return 0;
 }
 
@@ -882,7 +905,7 @@ static int access_clear(Access *self) {
     Py_CLEAR(self->starts);
     Py_CLEAR(self->add);
     Py_CLEAR(self->events);
-    Py_CLEAR(self->layout.peers);
+    layout_clear(&self->layout);
     return 0;
 }
 

@@ -56,3 +56,23 @@ def test_slurm_phases_without_a_running_state_line_are_unknown_not_an_error():
     marks.append({"state": "RUNNING", "t": "101.5"})
     got = phases(marks, t0_wall=100.0, total=3.0, stop=0.4)
     assert got["queued"] == 1.0 and got["pes"] == 1.5
+
+
+@pytest.mark.pe
+@pytest.mark.timeout(300)
+def test_race_statements_prints_each_statement_three_ways_and_saves_json_and_plot(tmp_path):
+    out = tmp_path / "race_statements.json"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "race_statements.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=290,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())["result"]
+    assert set(result) >= {"stencil line", "stencil iteration", "put of one element"}
+    for name, ways in result.items():
+        assert set(ways) == {"untraced", "C", "Python"} and all(v > 0 for v in ways.values()), (name, ways)
+        assert f"| {name} |" in proc.stdout
+    assert (tmp_path / "race_statements.png").stat().st_size > 1000
