@@ -867,8 +867,8 @@ static int access_init(Access *self, PyObject *args, PyObject *kwds) {
         Py_XSETREF(self->starts, PyObject_GetAttr(private, s_starts));
         Py_XSETREF(self->add, PyObject_GetAttrString(rec, "_add"));
         Py_XSETREF(self->events, PyObject_GetAttrString(rec, "events"));
-        ok = self->events && PyList_Check(self->events) && layout_read(&self->layout, memory) == 0 && self->info && self->cache && PyDict_Check(self->cache) &&
-             self->slices && PyDict_Check(self->slices) &&
+        ok = self->events && PyList_Check(self->events) && layout_read(&self->layout, memory) == 0 && self->info &&
+             self->cache && PyDict_Check(self->cache) && self->slices && PyDict_Check(self->slices) &&
              self->merge && PyDict_Check(self->merge) && self->starts && PyList_Check(self->starts) && self->add;
         if (!ok && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "not a RaceRecording");
     }

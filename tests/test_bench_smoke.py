@@ -11,17 +11,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale", "slurm", "libraries", "polite"]
 
 
-@pytest.mark.pe
-@pytest.mark.timeout(480)
-def test_quick_benchmark_writes_every_section_and_the_plot(tmp_path):
+def _quick(script, out, timeout):
+    """``bench/SCRIPT --quick --out OUT`` run to its end (it must exit 0); the finished process."""
     proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "bench", "run.py"), "--quick", "--out", str(tmp_path)],
+        [sys.executable, os.path.join(ROOT, "bench", script), "--quick", "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=470,
+        timeout=timeout,
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.pe
+@pytest.mark.timeout(480)
+def test_quick_benchmark_writes_every_section_and_the_plot(tmp_path):
+    proc = _quick("run.py", tmp_path, timeout=470)
     results = json.loads((tmp_path / "results.json").read_text())
     for section in SECTIONS + ["meta", "goals"]:
         assert section in results, f"results.json has no {section!r} section"
@@ -62,14 +68,7 @@ def test_slurm_phases_without_a_running_state_line_are_unknown_not_an_error():
 @pytest.mark.timeout(300)
 def test_race_statements_prints_each_statement_three_ways_and_saves_json_and_plot(tmp_path):
     out = tmp_path / "race_statements.json"
-    proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "bench", "race_statements.py"), "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=290,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _quick("race_statements.py", out, timeout=290)
     result = json.loads(out.read_text())["result"]
     assert set(result) >= {"stencil line", "stencil iteration", "put of one element"}
     for name, ways in result.items():
