@@ -58,6 +58,10 @@ shmem.barrier_all()
 shmem.free(u)
 print("CPU", _cpu)
 """
+_BUILT = """import shmem_notebook.engine.record
+from shmem_notebook.engine.record import in_c as _in_c
+print("C recording:", "yes" if _in_c.module() is not None else "no")
+"""
 _SWITCH = """import shmem_notebook.engine.record.in_c as _in_c
 if not hasattr(_in_c, "_bench_module"):
     _in_c._bench_module = _in_c.module
@@ -79,6 +83,10 @@ def run(pes=1, iters=20_000, repeats=5):
     """``{statement: {way: median µs}}`` (see the module docstring). Collective jobs of ``pes`` PEs."""
     samples = {name: {way: [] for way in WAYS} for name in STATEMENTS}
     with shmem_notebook.start(n=pes, heap="16M") as job:
+        out = io.StringIO()
+        job.run(_BUILT, stdout=out)
+        if "C recording: no" in out.getvalue():
+            raise SystemExit("the race recording's C module is not built on the PEs: both columns would be Python's")
         for statement in STATEMENTS.values():  # warm-up: both recordings built and loaded
             for way in WAYS:
                 _cpu_us(job, statement, way, max(1, iters // 20))
