@@ -166,3 +166,15 @@ def env(**values):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def update_between(path, name, text):
+    """Put ``text`` between the ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` markers of the page at ``path``."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    with open(path) as fh:
+        page = fh.read()
+    if start not in page or end not in page:
+        raise SystemExit(f"{path} has no {start} ... {end} markers: add them where the table goes")
+    head, rest = page.split(start, 1)
+    with open(path, "w") as fh:
+        fh.write(f"{head}{start}\n{text}\n{end}{rest.split(end, 1)[1]}")

@@ -28,6 +28,7 @@ import time
 import psutil
 
 import shmem_notebook
+from common import update_between
 from shmem_notebook import rc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -138,16 +139,6 @@ def table(result):
     return "\n".join(lines)
 
 
-def update_page(path, text):
-    """Put ``text`` between the page's ``<!-- polite:start -->`` and ``<!-- polite:end -->``."""
-    with open(path) as fh:
-        page = fh.read()
-    head, rest = page.split("<!-- polite:start -->\n", 1)
-    _, tail = rest.split("<!-- polite:end -->", 1)
-    with open(path, "w") as fh:
-        fh.write(f"{head}<!-- polite:start -->\n{text}\n<!-- polite:end -->{tail}")
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="1 repeat, 200 iterations, 0.3 s waits")
@@ -163,7 +154,7 @@ def main(argv=None):
         json.dump({"result": result, "params": params, "load_average_1min_end": load}, fh, indent=1)
     if args.update_docs and not args.quick:
         stamp = f"{time.strftime('%Y-%m-%d')}, load average {load:.2f} at the end"
-        update_page(os.path.join(HERE, "..", "docs", "waiting.md"), f"{table(result)}\n\n({stamp})")
+        update_between(os.path.join(HERE, "..", "docs", "waiting.md"), "polite", f"{table(result)}\n\n({stamp})")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import sys
 import time
 
 import shmem_notebook
+from common import update_between
 from shmem_notebook.words import plural
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -136,18 +137,6 @@ def plot(result, path):
     plt.close(fig)
 
 
-def update_page(path, text):
-    """Replace what is between the race-statements markers of ``path`` with ``text``."""
-    start, end = "<!-- race-statements:start -->", "<!-- race-statements:end -->"
-    with open(path) as fh:
-        page = fh.read()
-    if start not in page or end not in page:
-        raise SystemExit(f"{path} has no {start} ... {end} markers: add them where the table goes")
-    head, rest = page.split(start, 1)
-    with open(path, "w") as fh:
-        fh.write(f"{head}{start}\n{text}\n{end}{rest.split(end, 1)[1]}")
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short run (smoke test): numbers mean nothing")
@@ -166,7 +155,7 @@ def main(argv=None):
     if args.update_docs and not args.quick:
         stamp = time.strftime("%Y-%m-%d", time.localtime())
         note = f"({stamp}, {plural(params['pes'], 'PE')}, load average {load:.2f} at the end)"
-        update_page(os.path.join(HERE, "..", "docs", "races.md"), f"{text}\n\n{note}")
+        update_between(os.path.join(HERE, "..", "docs", "races.md"), "race-statements", f"{text}\n\n{note}")
     return result
 
 
