@@ -12,8 +12,8 @@
  * runner replaces) and its own cell_line, the Python hooks the C ones hand other cases to */
 static PyObject *depth, *cell_files, *layer_globals, *own_cell_line, *get_rest, *read_py, *set_py,
     *element_range_py;
-/* the recording the hooks feed (feed()), or NULL */
-static PyObject *fed;
+/* the recording the hooks feed (feed()), or NULL; its access when that is an Access, else NULL */
+static PyObject *fed, *fed_access;
 static PyObject *s_cell_line, *s_starts, *s_slices,
     *s_cache, *s_view, *s_ops, *s_truncated, *s_n_async, *s_n_local, *s_cap, *s_rma, *s_priv, *s_zero, *s_mem,
     *s_access, *s_load, *s_read, *s_store, *s_write, *s_sync, *s_heap, *s_peers, *s_sym;
@@ -227,22 +227,34 @@ static int numpy_owned(PyObject *a) {
 }
 
 /* Where a recording's heaps are mapped (its AddressBook's heap and peers, fixed when it starts) */
-#define RECENT 16
+#define RECENT 64
+typedef struct {
+    long long addr, nbytes, stride, dim;
+    PyObject *descr, *info; /* NULL: empty */
+} Known;
 typedef struct {
     long long lo, hi;
     PyObject *peers; /* [(lo, hi, pe)]; NULL: not read, every info is Python's */
-    PyObject *recent[RECENT]; /* fast_info's last answers, by the array's address */
+    /* fast_info's last answers, by what they are made of (address, size, dtype, 1-D stride and
+     * length): a slice taken anew at each iteration of a loop is the same memory as the last one */
+    Known recent[RECENT];
 } Layout;
 
 static int layout_traverse(Layout *layout, visitproc visit, void *arg) {
     Py_VISIT(layout->peers);
-    for (int i = 0; i < RECENT; i++) Py_VISIT(layout->recent[i]);
+    for (int i = 0; i < RECENT; i++) {
+        Py_VISIT(layout->recent[i].descr);
+        Py_VISIT(layout->recent[i].info);
+    }
     return 0;
 }
 
 static void layout_clear(Layout *layout) {
     Py_CLEAR(layout->peers);
-    for (int i = 0; i < RECENT; i++) Py_CLEAR(layout->recent[i]);
+    for (int i = 0; i < RECENT; i++) {
+        Py_CLEAR(layout->recent[i].descr);
+        Py_CLEAR(layout->recent[i].info);
+    }
 }
 
 static int layout_read(Layout *layout, PyObject *memory) {
@@ -325,19 +337,32 @@ static PyObject *fast_info(Layout *layout, PyObject *a) {
     return found;
 }
 
-/* AddressBook.info(a) (new reference): found here for plain arrays (the last few kept by address,
- * so that an array used again is a lookup; a slice taken anew is not worth a dict entry), else
- * through the recording's cache, else Python's */
+/* AddressBook.info(a) (new reference): found here for plain arrays (the last few kept by what
+ * they are made of, so that the same memory seen again is a lookup; a slice taken anew is not
+ * worth a dict entry), else through the recording's cache, else Python's. An answer kept so
+ * holds a weak reference to the first array it was made for: no caller reads it. */
 static PyObject *cached_info(Layout *layout, PyObject *cache, PyObject *info, PyObject *a) {
-    PyObject **slot = &layout->recent[((uintptr_t)a >> 4) % RECENT];
-    if (*slot != NULL && PyWeakref_GetObject(PyTuple_GET_ITEM(*slot, 0)) == a) return Py_NewRef(*slot);
-    PyObject *found = fast_info(layout, a);
-    if (found != NULL) {
-        Py_XSETREF(*slot, Py_NewRef(found));
-        return found;
+    if (layout->peers != NULL && PyArray_Check(a) && PyArray_IS_C_CONTIGUOUS((PyArrayObject *)a) &&
+        PyArray_SIZE((PyArrayObject *)a) > 0) {
+        PyArrayObject *x = (PyArrayObject *)a;
+        int one = PyArray_NDIM(x) == 1;
+        long long addr = (long long)(intptr_t)PyArray_DATA(x), nbytes = (long long)PyArray_NBYTES(x);
+        long long stride = one ? (long long)PyArray_STRIDE(x, 0) : 0, dim = one ? (long long)PyArray_DIM(x, 0) : 0;
+        PyObject *descr = (PyObject *)PyArray_DESCR(x);
+        Known *k = &layout->recent[(((unsigned long long)addr >> 3) * 31 + (unsigned long long)nbytes) % RECENT];
+        if (k->info != NULL && k->addr == addr && k->nbytes == nbytes && k->descr == descr && k->stride == stride &&
+            k->dim == dim)
+            return Py_NewRef(k->info);
+        PyObject *made = fast_info(layout, a);
+        if (made != NULL) {
+            k->addr = addr, k->nbytes = nbytes, k->stride = stride, k->dim = dim;
+            Py_XSETREF(k->descr, Py_NewRef(descr));
+            Py_XSETREF(k->info, Py_NewRef(made));
+            return made;
+        }
+        if (PyErr_Occurred()) return NULL;
     }
-    if (PyErr_Occurred()) return NULL;
-    PyObject *key = PyLong_FromVoidPtr(a);
+    PyObject *found, *key = PyLong_FromVoidPtr(a);
     if (key == NULL) return NULL;
     found = PyDict_GetItemWithError(cache, key);
     Py_DECREF(key);
@@ -353,7 +378,7 @@ static PyObject *cached_info(Layout *layout, PyObject *cache, PyObject *info, Py
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *rec, *name, *me, *fallback, *info, *cache, *merge, *events, *private_add, *extend;
+    PyObject *rec, *vars, *name, *me, *fallback, *info, *cache, *merge, *events, *private_add, *extend;
     Layout layout;
     int writes, nbi;
     Py_ssize_t lo, hi, fp, llo, lhi, lfp, values;
@@ -380,17 +405,58 @@ static int span(PyObject *a, PyObject *info, Py_ssize_t count, PyObject **lo, Py
     return (*lo && *hi) ? 0 : -1;
 }
 
-static int add_to(PyObject *obj, PyObject *name, long d) {
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (v == NULL) return -1;
+/* The recording's attributes (ops, n_local, n_async, truncated, cap) are read and written in its
+ * __dict__ (``vars``), which is what its attributes are: no look-up through its type at each access */
+
+/* vars[name] (new reference); NULL with an AttributeError when it is missing */
+static PyObject *item(PyObject *vars, PyObject *name) {
+    PyObject *v = PyDict_GetItemWithError(vars, name);
+    if (v == NULL && !PyErr_Occurred()) PyErr_Format(PyExc_AttributeError, "the recording has no %U", name);
+    return v == NULL ? NULL : Py_NewRef(v);
+}
+
+/* vars[name] += d for an int attribute */
+static int add_to(PyObject *vars, PyObject *name, long d) {
+    PyObject *v = PyDict_GetItemWithError(vars, name);
+    if (v == NULL) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_AttributeError, "the recording has no %U", name);
+        return -1;
+    }
     long now = PyLong_AsLong(v);
-    Py_DECREF(v);
     if (now == -1 && PyErr_Occurred()) return -1;
     v = PyLong_FromLong(now + d);
     if (v == NULL) return -1;
-    int r = PyObject_SetAttr(obj, name, v);
+    int r = PyDict_SetItem(vars, name, v);
     Py_DECREF(v);
     return r;
+}
+
+/* is the recording full (len(events) >= cap)? 1, 0, or -1 on error */
+static int full(PyObject *vars, PyObject *events) {
+    PyObject *cap = PyDict_GetItemWithError(vars, s_cap);
+    if (cap == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_AttributeError, "the recording has no cap");
+        return -1;
+    }
+    long long c = PyLong_AsLongLong(cap);
+    if (c == -1 && PyErr_Occurred()) return -1;
+    return PyList_GET_SIZE(events) >= c;
+}
+
+/* the recording's __dict__ (new reference), checked to hold the attributes the functions use */
+static PyObject *vars_of(PyObject *rec) {
+    PyObject *vars = PyObject_GetAttrString(rec, "__dict__");
+    if (vars == NULL) return NULL;
+    PyObject *names[5] = {s_ops, s_n_local, s_n_async, s_truncated, s_cap};
+    for (int i = 0; i < 5; i++) {
+        int has = PyDict_Check(vars) ? PyDict_Contains(vars, names[i]) : 0;
+        if (has <= 0) {
+            if (has == 0) PyErr_Format(PyExc_TypeError, "not a RaceRecording: no %U", names[i]);
+            Py_DECREF(vars);
+            return NULL;
+        }
+    }
+    return vars;
 }
 
 /* a <= b for two Python ints (-1 on error) */
@@ -458,16 +524,16 @@ static PyObject *plain(PlainRMA *self, PyObject *target, PyObject *source, PyObj
         Py_DECREF(r);
     }
     if (local_too) {
-        if (add_to(self->rec, s_n_async, 1) < 0) goto done;
-        PyObject *n_local = PyObject_GetAttr(self->rec, s_n_local);
+        if (add_to(self->vars, s_n_async, 1) < 0) goto done;
+        PyObject *n_local = item(self->vars, s_n_local);
         if (n_local == NULL) goto done;
         key = PyTuple_Pack(8, s_rma, self->name, line, pe, dtype, lspace, s_zero, n_local);
         Py_DECREF(n_local);
     } else {
         key = PyTuple_Pack(7, s_rma, self->name, line, pe, dtype, lspace, s_zero);
     }
-    if (key == NULL || add_to(self->rec, s_ops, 1) < 0) goto done;
-    PyObject *truncated = PyObject_GetAttr(self->rec, s_truncated);
+    if (key == NULL || add_to(self->vars, s_ops, 1) < 0) goto done;
+    PyObject *truncated = item(self->vars, s_truncated);
     if (truncated == NULL) goto done;
     Py_DECREF(truncated);
     if (truncated != Py_None) {
@@ -515,15 +581,10 @@ static PyObject *plain(PlainRMA *self, PyObject *target, PyObject *source, PyObj
             goto done;
         }
     }
-    PyObject *cap = PyObject_GetAttr(self->rec, s_cap);
-    if (cap == NULL) goto done;
-    PyObject *n = PyLong_FromSsize_t(PyList_GET_SIZE(self->events));
-    int full = n ? PyObject_RichCompareBool(n, cap, Py_GE) : -1;
-    Py_XDECREF(n);
-    Py_DECREF(cap);
-    if (full < 0) goto done;
-    if (full) {
-        if (PyObject_SetAttr(self->rec, s_truncated, line) == 0) out = Py_None;
+    int is_full = full(self->vars, self->events);
+    if (is_full < 0) goto done;
+    if (is_full) {
+        if (PyDict_SetItem(self->vars, s_truncated, line) == 0) out = Py_None;
         goto done;
     }
     if (PyList_Append(self->events, event) == 0 && PyDict_SetItem(self->merge, key, event) == 0) out = Py_None;
@@ -574,6 +635,7 @@ static int plain_init(PlainRMA *self, PyObject *args, PyObject *kwds) {
         self->writes = PyObject_IsTrue(writes);
         self->nbi = PyObject_IsTrue(nbi);
         Py_XSETREF(self->rec, Py_NewRef(rec));
+        Py_XSETREF(self->vars, vars_of(rec));
         Py_XSETREF(self->name, Py_NewRef(name));
         Py_XSETREF(self->fallback, Py_NewRef(fallback));
         Py_XSETREF(self->me, PyObject_GetAttrString(rec, "me"));
@@ -583,7 +645,8 @@ static int plain_init(PlainRMA *self, PyObject *args, PyObject *kwds) {
         Py_XSETREF(self->events, PyObject_GetAttrString(rec, "events"));
         Py_XSETREF(self->private_add, PyObject_GetAttrString(private, "add"));
         Py_XSETREF(self->extend, PyObject_GetAttrString(rec, "_extend"));
-        ok = layout_read(&self->layout, memory) == 0 && self->writes >= 0 && self->nbi >= 0 && self->me && self->info &&
+        ok = self->vars && layout_read(&self->layout, memory) == 0 && self->writes >= 0 && self->nbi >= 0 && self->me &&
+             self->info &&
              self->cache && PyDict_Check(self->cache) &&
              self->merge && PyDict_Check(self->merge) && self->events && PyList_Check(self->events) &&
              self->private_add && self->extend;
@@ -600,6 +663,7 @@ static int plain_init(PlainRMA *self, PyObject *args, PyObject *kwds) {
 
 static int plain_traverse(PlainRMA *self, visitproc visit, void *arg) {
     Py_VISIT(self->rec);
+    Py_VISIT(self->vars);
     Py_VISIT(self->name);
     Py_VISIT(self->me);
     Py_VISIT(self->fallback);
@@ -616,6 +680,7 @@ static int plain_traverse(PlainRMA *self, visitproc visit, void *arg) {
 
 static int plain_clear(PlainRMA *self) {
     Py_CLEAR(self->rec);
+    Py_CLEAR(self->vars);
     Py_CLEAR(self->name);
     Py_CLEAR(self->me);
     Py_CLEAR(self->fallback);
@@ -655,7 +720,7 @@ static PyTypeObject PlainRMAType = {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *rec, *recorded, *fallback, *merge, *events;
+    PyObject *rec, *vars, *recorded, *fallback, *merge, *events;
 } WorldSync;
 
 static PyObject *world_sync_vectorcall(WorldSync *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -663,17 +728,14 @@ static PyObject *world_sync_vectorcall(WorldSync *self, PyObject *const *args, s
     if (n != 4 || kwnames != NULL || !PyDict_Check(args[1]) || PyDict_GET_SIZE(args[1]))
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
     PyDict_Clear(self->merge);
-    if (add_to(self->rec, s_ops, 1) < 0) return NULL;
-    PyObject *truncated = PyObject_GetAttr(self->rec, s_truncated);
+    if (add_to(self->vars, s_ops, 1) < 0) return NULL;
+    PyObject *truncated = item(self->vars, s_truncated);
     if (truncated == NULL) return NULL;
     Py_DECREF(truncated);
     if (truncated != Py_None) Py_RETURN_NONE;
-    PyObject *cap = PyObject_GetAttr(self->rec, s_cap), *count = PyLong_FromSsize_t(PyList_GET_SIZE(self->events));
-    int full = cap && count ? PyObject_RichCompareBool(count, cap, Py_GE) : -1;
-    Py_XDECREF(cap);
-    Py_XDECREF(count);
-    if (full < 0) return NULL;
-    if (full) return PyObject_SetAttr(self->rec, s_truncated, args[3]) < 0 ? NULL : Py_NewRef(Py_None);
+    int is_full = full(self->vars, self->events);
+    if (is_full < 0) return NULL;
+    if (is_full) return PyDict_SetItem(self->vars, s_truncated, args[3]) < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *event = PyList_New(5);
     if (event == NULL) return NULL;
     PyObject *items[5] = {s_sync, self->recorded, args[3], s_zero, Py_None};
@@ -688,6 +750,8 @@ static int world_sync_init(WorldSync *self, PyObject *args, PyObject *kwds) {
     if (!PyArg_ParseTuple(args, "OUO:WorldSync", &rec, &recorded, &fallback)) return -1;
     if (!ready()) return -1;
     Py_XSETREF(self->rec, Py_NewRef(rec));
+    Py_XSETREF(self->vars, vars_of(rec));
+    if (self->vars == NULL) return -1;
     Py_XSETREF(self->recorded, Py_NewRef(recorded));
     Py_XSETREF(self->fallback, Py_NewRef(fallback));
     Py_XSETREF(self->merge, PyObject_GetAttrString(rec, "merge"));
@@ -700,6 +764,7 @@ static int world_sync_init(WorldSync *self, PyObject *args, PyObject *kwds) {
 
 static int world_sync_traverse(WorldSync *self, visitproc visit, void *arg) {
     Py_VISIT(self->rec);
+    Py_VISIT(self->vars);
     Py_VISIT(self->recorded);
     Py_VISIT(self->fallback);
     Py_VISIT(self->merge);
@@ -709,6 +774,7 @@ static int world_sync_traverse(WorldSync *self, visitproc visit, void *arg) {
 
 static int world_sync_clear(WorldSync *self) {
     Py_CLEAR(self->rec);
+    Py_CLEAR(self->vars);
     Py_CLEAR(self->recorded);
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->merge);
@@ -742,7 +808,7 @@ static PyTypeObject WorldSyncType = {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *rec, *fallback, *memory, *info, *cache, *slices, *merge, *starts, *add, *events;
+    PyObject *rec, *vars, *fallback, *memory, *info, *cache, *slices, *merge, *starts, *add, *events;
     Layout layout;
     Py_ssize_t lo, hi, fp;
 } Access;
@@ -754,7 +820,7 @@ static int access_c(Access *self, PyObject *a, PyObject *op, PyObject *mode, PyO
                     PyObject *hi, PyObject *fp, PyObject *info) {
     int none_in_flight = PyList_Check(self->starts) && PyList_GET_SIZE(self->starts) == 0;
     if (!none_in_flight || !PyArray_Check(a)) return 0;
-    if (info == NULL && numpy_owned(a)) return add_to(self->rec, s_ops, 1) < 0 ? -1 : 1;
+    if (info == NULL && numpy_owned(a)) return add_to(self->vars, s_ops, 1) < 0 ? -1 : 1;
     PyObject *own = info == NULL ? cached_info(&self->layout, self->cache, self->info, a) : Py_NewRef(info);
     if (own == NULL) return -1;
     int done = 0;
@@ -763,15 +829,15 @@ static int access_c(Access *self, PyObject *a, PyObject *op, PyObject *mode, PyO
     PyObject *space = PyTuple_GET_ITEM(own, 1), *dtype = PyTuple_GET_ITEM(own, 6);
     if (lo == NULL) lo = PyTuple_GET_ITEM(own, 3), hi = PyTuple_GET_ITEM(own, 4), fp = PyTuple_GET_ITEM(own, 9);
     if (PyUnicode_Check(space) && PyUnicode_Compare(space, s_priv) == 0) { /* nothing in flight uses it */
-        done = add_to(self->rec, s_ops, 1) < 0 ? -1 : 1;
+        done = add_to(self->vars, s_ops, 1) < 0 ? -1 : 1;
         goto out;
     }
     done = -1;
-    if (add_to(self->rec, s_n_local, 1) < 0 || (n_async = PyObject_GetAttr(self->rec, s_n_async)) == NULL) goto out;
+    if (add_to(self->vars, s_n_local, 1) < 0 || (n_async = item(self->vars, s_n_async)) == NULL) goto out;
     if ((key = PyTuple_Pack(7, s_mem, op, line, mode, space, dtype, n_async)) == NULL) goto out;
     PyObject *last = PyDict_GetItemWithError(self->merge, key);
     if (last == NULL && PyErr_Occurred()) goto out;
-    if ((truncated = PyObject_GetAttr(self->rec, s_truncated)) == NULL) goto out;
+    if ((truncated = item(self->vars, s_truncated)) == NULL) goto out;
     if (last != NULL && truncated == Py_None && fp == Py_None && PyList_Check(last) &&
         PyList_GET_SIZE(last) > self->fp && PyList_GET_ITEM(last, self->fp) == Py_None) {
         PyObject *last_lo = PyList_GET_ITEM(last, self->lo), *last_hi = PyList_GET_ITEM(last, self->hi);
@@ -780,7 +846,7 @@ static int access_c(Access *self, PyObject *a, PyObject *op, PyObject *mode, PyO
         if (a1 && a2) { /* touching the last access of this line: merged so, without the event */
             Py_INCREF(last);
             int lower = PyObject_RichCompareBool(lo, last_lo, Py_LT), higher = PyObject_RichCompareBool(hi, last_hi, Py_GT);
-            int ok = lower >= 0 && higher >= 0 && add_to(self->rec, s_ops, 1) == 0 &&
+            int ok = lower >= 0 && higher >= 0 && add_to(self->vars, s_ops, 1) == 0 &&
                      (!lower || PyList_SetItem(last, self->lo, Py_NewRef(lo)) == 0) &&
                      (!higher || PyList_SetItem(last, self->hi, Py_NewRef(hi)) == 0);
             Py_DECREF(last);
@@ -792,14 +858,10 @@ static int access_c(Access *self, PyObject *a, PyObject *op, PyObject *mode, PyO
     PyObject *items[9] = {s_mem, op, line, mode, space, lo, hi, dtype, fp};
     for (int i = 0; i < 9; i++) PyList_SET_ITEM(event, i, Py_NewRef(items[i]));
     if (last == NULL && truncated == Py_None) { /* RaceRecording._add of an event with a new key */
-        PyObject *cap = PyObject_GetAttr(self->rec, s_cap);
-        PyObject *n = cap ? PyLong_FromSsize_t(PyList_GET_SIZE(self->events)) : NULL;
-        int full = n ? PyObject_RichCompareBool(n, cap, Py_GE) : -1;
-        Py_XDECREF(n);
-        Py_XDECREF(cap);
-        if (full < 0 || add_to(self->rec, s_ops, 1) < 0) goto out;
-        if (full) /* the cap: nothing more is recorded, and the check says where it stopped */
-            done = PyObject_SetAttr(self->rec, s_truncated, line) == 0 ? 1 : -1;
+        int is_full = full(self->vars, self->events);
+        if (is_full < 0 || add_to(self->vars, s_ops, 1) < 0) goto out;
+        if (is_full) /* the cap: nothing more is recorded, and the check says where it stopped */
+            done = PyDict_SetItem(self->vars, s_truncated, line) == 0 ? 1 : -1;
         else
             done = PyList_Append(self->events, event) == 0 && PyDict_SetItem(self->merge, key, event) == 0 ? 1 : -1;
         goto out;
@@ -858,6 +920,7 @@ static int access_init(Access *self, PyObject *args, PyObject *kwds) {
     int ok = (memory = PyObject_GetAttrString(rec, "memory")) && (private = PyObject_GetAttrString(rec, "private"));
     if (ok) {
         Py_XSETREF(self->rec, Py_NewRef(rec));
+        Py_XSETREF(self->vars, vars_of(rec));
         Py_XSETREF(self->fallback, Py_NewRef(fallback));
         Py_XSETREF(self->memory, Py_NewRef(memory));
         Py_XSETREF(self->info, PyObject_GetAttrString(memory, "info"));
@@ -867,7 +930,8 @@ static int access_init(Access *self, PyObject *args, PyObject *kwds) {
         Py_XSETREF(self->starts, PyObject_GetAttr(private, s_starts));
         Py_XSETREF(self->add, PyObject_GetAttrString(rec, "_add"));
         Py_XSETREF(self->events, PyObject_GetAttrString(rec, "events"));
-        ok = self->events && PyList_Check(self->events) && layout_read(&self->layout, memory) == 0 && self->info &&
+        ok = self->vars && self->events && PyList_Check(self->events) && layout_read(&self->layout, memory) == 0 &&
+             self->info &&
              self->cache && PyDict_Check(self->cache) && self->slices && PyDict_Check(self->slices) &&
              self->merge && PyDict_Check(self->merge) && self->starts && PyList_Check(self->starts) && self->add;
         if (!ok && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "not a RaceRecording");
@@ -880,6 +944,7 @@ static int access_init(Access *self, PyObject *args, PyObject *kwds) {
 
 static int access_traverse(Access *self, visitproc visit, void *arg) {
     Py_VISIT(self->rec);
+    Py_VISIT(self->vars);
     Py_VISIT(self->fallback);
     Py_VISIT(self->memory);
     Py_VISIT(self->info);
@@ -896,6 +961,7 @@ static int access_traverse(Access *self, visitproc visit, void *arg) {
 
 static int access_clear(Access *self) {
     Py_CLEAR(self->rec);
+    Py_CLEAR(self->vars);
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->memory);
     Py_CLEAR(self->info);
@@ -935,9 +1001,15 @@ static PyTypeObject AccessType = {
 static int note_element(PyObject *rec, PyObject *x, PyObject *index, PyObject *line, PyObject *op, PyObject *mode,
                         PyObject *value);
 
+/* rec.access (new reference): the fed recording's, found when it was fed */
+static PyObject *access_of(PyObject *rec) {
+    return rec == fed && fed_access != NULL ? Py_NewRef(fed_access) : PyObject_GetAttr(rec, s_access);
+}
+
 /* 1 when rec.access is this module's Access (every recording made while the module is loaded), 0 if
  * not, -1 on error */
 static int ours(PyObject *rec) {
+    if (rec == fed && fed_access != NULL) return 1;
     PyObject *access = PyObject_GetAttr(rec, s_access);
     if (access == NULL) return -1;
     int yes = Py_IS_TYPE(access, &AccessType);
@@ -1022,7 +1094,7 @@ static PyObject *hook_get(PyObject *module, PyObject *const *args, Py_ssize_t na
      * flight, or unless it is C-contiguous (fast_info finds where it is when it is used) */
     PyArrayObject *view = (PyArrayObject *)r;
     if (PyArray_IS_C_CONTIGUOUS(view) && PyArray_SIZE(view) > 0) return r;
-    PyObject *book = PyObject_GetAttr(rec, s_access);
+    PyObject *book = access_of(rec);
     if (book == NULL) goto fail;
     Access *a = (Access *)book;
     if (PyList_GET_SIZE(a->starts) || !numpy_owned(x)) {
@@ -1048,7 +1120,7 @@ fail:
 /* rec.access(a, op, mode, line, lo, hi, fp, info[, value]): C when it can, else Python (0, or -1) */
 static int note(PyObject *rec, PyObject *a, PyObject *op, PyObject *mode, PyObject *line, PyObject *lo, PyObject *hi,
                 PyObject *fp, PyObject *info, PyObject *value) {
-    PyObject *access = PyObject_GetAttr(rec, s_access);
+    PyObject *access = access_of(rec);
     if (access == NULL) return -1;
     int done = 0;
     if (Py_IS_TYPE(access, &AccessType) && value == NULL)
@@ -1113,7 +1185,7 @@ static int element_range(PyObject *rec, PyObject *x, PyObject *index, PyObject *
 /* what hooks._get and _set note of x[index] for an ndarray x (hooks._wanted, then the range) */
 static int note_element(PyObject *rec, PyObject *x, PyObject *index, PyObject *line, PyObject *op, PyObject *mode,
                         PyObject *value) {
-    PyObject *book = PyObject_GetAttr(rec, s_access);
+    PyObject *book = access_of(rec);
     if (book == NULL) return -1;
     if (!Py_IS_TYPE(book, &AccessType)) {
         Py_DECREF(book);
@@ -1215,7 +1287,14 @@ static PyObject *setup(PyObject *module, PyObject *args) {
 
 static PyObject *feed(PyObject *module, PyObject *rec) {
     if (!ready()) return NULL;
+    PyObject *access = NULL;
+    if (rec != Py_None) {
+        access = PyObject_GetAttr(rec, s_access);
+        if (access == NULL) return NULL;
+        if (!Py_IS_TYPE(access, &AccessType)) Py_CLEAR(access);
+    }
     Py_XSETREF(fed, rec == Py_None ? NULL : Py_NewRef(rec));
+    Py_XSETREF(fed_access, access);
     Py_RETURN_NONE;
 }
 
@@ -1223,7 +1302,8 @@ static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(depth, cell_files, layer_globals, cell_line, python): what the functions read (python: the hooks "
      "get_rest, read, set and element_range that take the cases C leaves)."},
-    {"feed", feed, METH_O, "feed(recording): the recording the hooks note into from now on (None: none)."},
+    {"feed", feed, METH_O,
+     "feed(recording): the recording the hooks note into from now on (None: none); its access is read now."},
     {"get", (PyCFunction)(void (*)(void))hook_get, METH_FASTCALL, "get(x, index, line) -> x[index], noted."},
     {"read", (PyCFunction)(void (*)(void))hook_read, METH_FASTCALL, "read(value, line) -> value, noted."},
     {"set", (PyCFunction)(void (*)(void))hook_set, METH_FASTCALL, "set(x, index, value, line): x[index] = value, noted."},
