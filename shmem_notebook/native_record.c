@@ -723,10 +723,20 @@ typedef struct {
     PyObject *rec, *vars, *recorded, *fallback, *merge, *events;
 } WorldSync;
 
+static PyObject *world_sync(WorldSync *self, PyObject *line);
+
+/* as an after handler (op, args, result, line), or as the call's fast handler (args, result, line) */
 static PyObject *world_sync_vectorcall(WorldSync *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (n == 3 && kwnames == NULL && PyTuple_Check(args[0]) && PyTuple_GET_SIZE(args[0]) == 0)
+        return world_sync(self, args[2]);
     if (n != 4 || kwnames != NULL || !PyDict_Check(args[1]) || PyDict_GET_SIZE(args[1]))
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    return world_sync(self, args[3]);
+}
+
+/* a world synchronisation at line: an event that ends every merge */
+static PyObject *world_sync(WorldSync *self, PyObject *line) {
     PyDict_Clear(self->merge);
     if (add_to(self->vars, s_ops, 1) < 0) return NULL;
     PyObject *truncated = item(self->vars, s_truncated);
@@ -735,10 +745,10 @@ static PyObject *world_sync_vectorcall(WorldSync *self, PyObject *const *args, s
     if (truncated != Py_None) Py_RETURN_NONE;
     int is_full = full(self->vars, self->events);
     if (is_full < 0) return NULL;
-    if (is_full) return PyDict_SetItem(self->vars, s_truncated, args[3]) < 0 ? NULL : Py_NewRef(Py_None);
+    if (is_full) return PyDict_SetItem(self->vars, s_truncated, line) < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *event = PyList_New(5);
     if (event == NULL) return NULL;
-    PyObject *items[5] = {s_sync, self->recorded, args[3], s_zero, Py_None};
+    PyObject *items[5] = {s_sync, self->recorded, line, s_zero, Py_None};
     for (int i = 0; i < 5; i++) PyList_SET_ITEM(event, i, Py_NewRef(items[i]));
     int r = PyList_Append(self->events, event);
     Py_DECREF(event);
@@ -790,7 +800,8 @@ static void world_sync_dealloc(WorldSync *self) {
 
 static PyTypeObject WorldSyncType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_shmem_notebook_record.WorldSync",
-    .tp_doc = "WorldSync(recording, recorded, fallback): RaceRecording's handler of barrier_all() and the like.",
+    .tp_doc = "WorldSync(recording, recorded, fallback): RaceRecording's handler of barrier_all() and the like\n"
+              "(an after handler, or the call's fast handler).",
     .tp_basicsize = sizeof(WorldSync),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = PyType_GenericNew,
