@@ -13,7 +13,10 @@ untraced and traced, the analysis alone (``analyse`` on the same cell's traces, 
 process) and the traced cell's verdict line.
 
 Beside each ratio, the same measured in a job whose PEs record in Python
-(``SHMEM_NOTEBOOK_NATIVE=no-record``): the baseline of the recording's C hot path.
+(``SHMEM_NOTEBOOK_NATIVE=no-record``): the baseline of the recording's C hot path. Each ratio is
+also given paired: the median of each traced run over the untraced run before it, with its
+quartiles, which a drift of the machine's speed during the runs moves less than the ratio of medians
+(the goals are checked on it).
 """
 
 import contextlib
@@ -130,7 +133,7 @@ def run(n, puts, size, sweeps, repeats, loops=None):
                 "traced_loop_s": median(in_loop[True]),
                 "races": races,
             }
-            row["ratio"] = row["traced_s"] / row["untraced_s"]
+            row.update(_ratios(samples))
             row["loop_ratio"] = row["traced_loop_s"] / row["untraced_loop_s"]
             rows.append(row)
             del stage
@@ -213,8 +216,21 @@ def _side_by_side(job, name, code, arrays, repeats, **extra):
         "load_average_1min": round(os.getloadavg()[0], 2),
         **extra,
     }
-    row["ratio"] = row["traced_s"] / row["untraced_s"]
+    row.update(_ratios(walls))
     return row
+
+
+def _ratios(walls):
+    """Traced over untraced (``walls``: ``{traced?: [seconds]}``, runs made in turns): the ratio of the
+    medians, and the paired ratio, the median of each traced run over the untraced run just before
+    it, with its quartiles. The paired one is steadier where the machine's speed drifts during the
+    runs (on this one an untraced stencil iteration once went from 30 us to 17 us within a run)."""
+    paired = sorted(b / a for a, b in zip(walls[False], walls[True]))
+    return {
+        "ratio": median(walls[True]) / median(walls[False]),
+        "paired_ratio": median(paired),
+        "paired_quartiles": [paired[len(paired) // 4], paired[(3 * len(paired)) // 4]],
+    }
 
 
 def synthetic(per_pe=(20_000, 60_000)):
@@ -262,7 +278,7 @@ def waits(rounds=(500, 2000), repeats=3):
 
 
 def run_loops(
-    stencil_iterations=200, stencil_pes=4, scattered=(20_000, 60_000), big=1_000_000, repeats=3, stencil_repeats=9
+    stencil_iterations=200, stencil_pes=4, scattered=(20_000, 60_000), big=1_000_000, repeats=3, stencil_repeats=21
 ):
     """The issue-20 loops, untraced vs traced (see the module docstring). The stencil's cell takes a
     tenth of a second and, with more PEs than cores, varies by half from run to run: it is

@@ -273,8 +273,18 @@ def memory_table(mem, startup=None):
 
 PYTHON_RATIO = (
     "*ratio, Python*: the same ratio in a job whose PEs record in Python (`SHMEM_NOTEBOOK_NATIVE=no-record`), "
-    "the baseline of the recording's C hot path (`native_record`)."
+    "the baseline of the recording's C hot path (`native_record`). *paired ratio*: the median of each traced run "
+    "over the untraced run just before it, with its quartiles: a drift of the machine's speed during the runs "
+    "moves it less than the ratio of the medians, and the goals are checked on it."
 )
+
+
+def _paired(row):
+    """The median of each traced run over the untraced one before it, and its quartiles ("-" if not measured)."""
+    if "paired_ratio" not in row:
+        return "-"
+    low, high = row["paired_quartiles"]
+    return f"{row['paired_ratio']:.2f}x ({low:.2f}-{high:.2f})"
 
 
 def _python_ratio(row):
@@ -292,6 +302,7 @@ def races_table(races):
             f(r["untraced_s"], 3),
             f(r["traced_s"], 3),
             f"{r['ratio']:.2f}x",
+            _paired(r),
             _python_ratio(r),
             f(r["untraced_loop_s"] * 1e3, 1),
             f(r["traced_loop_s"] * 1e3, 1),
@@ -310,6 +321,7 @@ def races_table(races):
                 "untraced s",
                 "traced s",
                 "ratio",
+                "paired ratio (quartiles)",
                 "ratio, Python",
                 "loop untraced ms",
                 "loop traced ms",
@@ -339,6 +351,7 @@ def loops_table(races):
                 f(r["untraced_s"], 2),
                 f(r["traced_s"], 2),
                 f"{r['ratio']:.1f}x",
+                _paired(r),
                 _python_ratio(r),
                 f(r["analysis_s"], 2),
                 f(r["analysis_cpu_s"], 2),
@@ -351,7 +364,8 @@ def loops_table(races):
     return (
         "\n\nThe loops of issue 20, median of interleaved runs"
         + (f" ({stencil['repeats']} of the stencil)" if stencil else "")
-        + ": the whole `job.run` untraced and traced, the "
+        + ": the whole `job.run` untraced and traced, their ratio (of the medians, and the median of each traced "
+        "run over the untraced run before it), the "
         "analysis alone on the same cell's traces (wall and CPU s), the events the PEs sent and the traced cell's "
         f"verdict (1-minute load average after each row: {load or '-'}"
         + (f"; measured {races['loops_date']}, apart from the rest of the section" if races.get("loops_date") else "")
@@ -363,6 +377,7 @@ def loops_table(races):
                 "untraced s",
                 "traced s",
                 "ratio",
+                "paired ratio (quartiles)",
                 "ratio, Python",
                 "analysis s",
                 "analysis CPU s",
