@@ -155,13 +155,18 @@ def _race_stencil(races):
         )
 
 
-def _paired(row):
-    """``; paired 1.76x (quartiles 1.33-1.82)`` where the row has the paired ratio (the goal is checked on
-    it: see bench/races.py), else ``""``."""
+def paired(row):
+    """``1.76x (quartiles 1.33-1.82)``: the row's paired ratio (the goal is checked on it: see
+    bench/races.py), or None where it was not measured."""
     if "paired_ratio" not in row:
-        return ""
+        return None
     low, high = row["paired_quartiles"]
-    return f"; paired {row['paired_ratio']:.2f}x (quartiles {low:.2f}-{high:.2f})"
+    return f"{row['paired_ratio']:.2f}x (quartiles {low:.2f}-{high:.2f})"
+
+
+def _paired(row):
+    text = paired(row)
+    return f"; paired {text}" if text else ""
 
 
 def _race_scattered(races):

@@ -279,14 +279,6 @@ PYTHON_RATIO = (
 )
 
 
-def _paired(row):
-    """The median of each traced run over the untraced one before it, and its quartiles ("-" if not measured)."""
-    if "paired_ratio" not in row:
-        return "-"
-    low, high = row["paired_quartiles"]
-    return f"{row['paired_ratio']:.2f}x ({low:.2f}-{high:.2f})"
-
-
 def _python_ratio(row):
     return f"{row['python_ratio']:.2f}x" if "python_ratio" in row else "-"
 
@@ -302,7 +294,7 @@ def races_table(races):
             f(r["untraced_s"], 3),
             f(r["traced_s"], 3),
             f"{r['ratio']:.2f}x",
-            _paired(r),
+            goals.paired(r) or "-",
             _python_ratio(r),
             f(r["untraced_loop_s"] * 1e3, 1),
             f(r["traced_loop_s"] * 1e3, 1),
@@ -321,7 +313,7 @@ def races_table(races):
                 "untraced s",
                 "traced s",
                 "ratio",
-                "paired ratio (quartiles)",
+                "paired ratio",
                 "ratio, Python",
                 "loop untraced ms",
                 "loop traced ms",
@@ -351,7 +343,7 @@ def loops_table(races):
                 f(r["untraced_s"], 2),
                 f(r["traced_s"], 2),
                 f"{r['ratio']:.1f}x",
-                _paired(r),
+                goals.paired(r) or "-",
                 _python_ratio(r),
                 f(r["analysis_s"], 2),
                 f(r["analysis_cpu_s"], 2),
@@ -377,7 +369,7 @@ def loops_table(races):
                 "untraced s",
                 "traced s",
                 "ratio",
-                "paired ratio (quartiles)",
+                "paired ratio",
                 "ratio, Python",
                 "analysis s",
                 "analysis CPU s",

@@ -293,12 +293,10 @@ static PyObject *dtype_str(PyArray_Descr *descr) {
     return known == NULL ? NULL : PyTuple_GET_ITEM(known, 1);
 }
 
-/* AddressBook.info(a) of a C-contiguous, non-empty ndarray, found here as memory.py finds it (no
- * cache needed: its address, size and dtype are at hand); NULL without an error: Python's to find */
-static PyObject *fast_info(Layout *layout, PyObject *a) {
-    if (layout->peers == NULL || !PyArray_Check(a)) return NULL;
-    PyArrayObject *x = (PyArrayObject *)a;
-    if (!PyArray_IS_C_CONTIGUOUS(x) || PyArray_SIZE(x) == 0) return NULL;
+/* AddressBook.info(x) of a C-contiguous, non-empty ndarray (the caller checks it, and that the
+ * layout was read), found here as memory.py finds it: its address, size and dtype are at hand.
+ * NULL on error */
+static PyObject *fast_info(Layout *layout, PyArrayObject *x) {
     long long addr = (long long)(intptr_t)PyArray_DATA(x), base = 0;
     long long lo = addr, hi = addr + (long long)PyArray_NBYTES(x);
     PyObject *space = s_priv;
@@ -318,7 +316,7 @@ static PyObject *fast_info(Layout *layout, PyObject *a) {
     PyObject *dtype = dtype_str(PyArray_DESCR(x));
     if (dtype == NULL) return NULL;
     int one = PyArray_NDIM(x) == 1;
-    PyObject *items[10] = {PyWeakref_NewRef(a, NULL),
+    PyObject *items[10] = {PyWeakref_NewRef((PyObject *)x, NULL),
                            Py_NewRef(space),
                            PyLong_FromLongLong(addr - base),
                            PyLong_FromLongLong(lo - base),
@@ -353,14 +351,12 @@ static PyObject *cached_info(Layout *layout, PyObject *cache, PyObject *info, Py
         if (k->info != NULL && k->addr == addr && k->nbytes == nbytes && k->descr == descr && k->stride == stride &&
             k->dim == dim)
             return Py_NewRef(k->info);
-        PyObject *made = fast_info(layout, a);
-        if (made != NULL) {
-            k->addr = addr, k->nbytes = nbytes, k->stride = stride, k->dim = dim;
-            Py_XSETREF(k->descr, Py_NewRef(descr));
-            Py_XSETREF(k->info, Py_NewRef(made));
-            return made;
-        }
-        if (PyErr_Occurred()) return NULL;
+        PyObject *made = fast_info(layout, x);
+        if (made == NULL) return NULL;
+        k->addr = addr, k->nbytes = nbytes, k->stride = stride, k->dim = dim;
+        Py_XSETREF(k->descr, Py_NewRef(descr));
+        Py_XSETREF(k->info, Py_NewRef(made));
+        return made;
     }
     PyObject *found, *key = PyLong_FromVoidPtr(a);
     if (key == NULL) return NULL;
@@ -408,20 +404,20 @@ static int span(PyObject *a, PyObject *info, Py_ssize_t count, PyObject **lo, Py
 /* The recording's attributes (ops, n_local, n_async, truncated, cap) are read and written in its
  * __dict__ (``vars``), which is what its attributes are: no look-up through its type at each access */
 
-/* vars[name] (new reference); NULL with an AttributeError when it is missing */
-static PyObject *item(PyObject *vars, PyObject *name) {
+/* vars[name] (borrowed); NULL with an AttributeError when it is missing */
+static PyObject *borrowed(PyObject *vars, PyObject *name) {
     PyObject *v = PyDict_GetItemWithError(vars, name);
     if (v == NULL && !PyErr_Occurred()) PyErr_Format(PyExc_AttributeError, "the recording has no %U", name);
-    return v == NULL ? NULL : Py_NewRef(v);
+    return v;
 }
+
+/* vars[name] (new reference); NULL with an AttributeError when it is missing */
+static PyObject *item(PyObject *vars, PyObject *name) { return Py_XNewRef(borrowed(vars, name)); }
 
 /* vars[name] += d for an int attribute */
 static int add_to(PyObject *vars, PyObject *name, long d) {
-    PyObject *v = PyDict_GetItemWithError(vars, name);
-    if (v == NULL) {
-        if (!PyErr_Occurred()) PyErr_Format(PyExc_AttributeError, "the recording has no %U", name);
-        return -1;
-    }
+    PyObject *v = borrowed(vars, name);
+    if (v == NULL) return -1;
     long now = PyLong_AsLong(v);
     if (now == -1 && PyErr_Occurred()) return -1;
     v = PyLong_FromLong(now + d);
@@ -433,11 +429,8 @@ static int add_to(PyObject *vars, PyObject *name, long d) {
 
 /* is the recording full (len(events) >= cap)? 1, 0, or -1 on error */
 static int full(PyObject *vars, PyObject *events) {
-    PyObject *cap = PyDict_GetItemWithError(vars, s_cap);
-    if (cap == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_AttributeError, "the recording has no cap");
-        return -1;
-    }
+    PyObject *cap = borrowed(vars, s_cap);
+    if (cap == NULL) return -1;
     long long c = PyLong_AsLongLong(cap);
     if (c == -1 && PyErr_Occurred()) return -1;
     return PyList_GET_SIZE(events) >= c;
@@ -723,18 +716,6 @@ typedef struct {
     PyObject *rec, *vars, *recorded, *fallback, *merge, *events;
 } WorldSync;
 
-static PyObject *world_sync(WorldSync *self, PyObject *line);
-
-/* as an after handler (op, args, result, line), or as the call's fast handler (args, result, line) */
-static PyObject *world_sync_vectorcall(WorldSync *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-    if (n == 3 && kwnames == NULL && PyTuple_Check(args[0]) && PyTuple_GET_SIZE(args[0]) == 0)
-        return world_sync(self, args[2]);
-    if (n != 4 || kwnames != NULL || !PyDict_Check(args[1]) || PyDict_GET_SIZE(args[1]))
-        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
-    return world_sync(self, args[3]);
-}
-
 /* a world synchronisation at line: an event that ends every merge */
 static PyObject *world_sync(WorldSync *self, PyObject *line) {
     PyDict_Clear(self->merge);
@@ -753,6 +734,16 @@ static PyObject *world_sync(WorldSync *self, PyObject *line) {
     int r = PyList_Append(self->events, event);
     Py_DECREF(event);
     return r < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+/* as an after handler (op, args, result, line), or as the call's fast handler (args, result, line) */
+static PyObject *world_sync_vectorcall(WorldSync *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (n == 3 && kwnames == NULL && PyTuple_Check(args[0]) && PyTuple_GET_SIZE(args[0]) == 0)
+        return world_sync(self, args[2]);
+    if (n != 4 || kwnames != NULL || !PyDict_Check(args[1]) || PyDict_GET_SIZE(args[1]))
+        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    return world_sync(self, args[3]);
 }
 
 static int world_sync_init(WorldSync *self, PyObject *args, PyObject *kwds) {
@@ -1020,8 +1011,7 @@ static PyObject *access_of(PyObject *rec) {
 /* 1 when rec.access is this module's Access (every recording made while the module is loaded), 0 if
  * not, -1 on error */
 static int ours(PyObject *rec) {
-    if (rec == fed && fed_access != NULL) return 1;
-    PyObject *access = PyObject_GetAttr(rec, s_access);
+    PyObject *access = access_of(rec);
     if (access == NULL) return -1;
     int yes = Py_IS_TYPE(access, &AccessType);
     Py_DECREF(access);

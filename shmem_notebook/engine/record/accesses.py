@@ -324,10 +324,8 @@ class RaceRecording:
         """The handler of ``op``'s calls made without keywords, given their arguments as they came (see
         :mod:`.layer`): plain puts and gets, and the world's synchronisations; None for the others."""
         if op.kind == "sync" and not op.params:  # no parameter: called with no argument, or it raised
-            native, python = in_c.module(), self._world_sync(_RECORDED[op.name])
-            if native is not None:
-                return native.WorldSync(self, _RECORDED[op.name], python)
-            return lambda args, result, line: python(op, {}, result, line)
+            handler = self.after_for(op)  # C's WorldSync takes the fast form too
+            return handler if in_c.module() is not None else lambda args, result, line: handler(op, {}, result, line)
         if op.kind == "rma" and op.params == _PLAIN_RMA:
             plain, on_rma, params = self._plain_rma, self._on_rma, op.params
 
