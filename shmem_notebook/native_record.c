@@ -1299,6 +1299,97 @@ static PyObject *feed(PyObject *module, PyObject *rec) {
     Py_RETURN_NONE;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * distinct(events): the recording's events as its distinct ones and, per event, which one it is,
+ * so that a loop's repeated events cross to the client once (see shmem_notebook/distinct.py) */
+
+/* a hash of x in which a list or tuple hashes by its items; -1 with an error if some item has none */
+static Py_hash_t content_hash(PyObject *x) {
+    if (PyList_Check(x) || PyTuple_Check(x)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(x);
+        Py_uhash_t h = 0x345678UL + (Py_uhash_t)n;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_hash_t k = content_hash(PySequence_Fast_GET_ITEM(x, i));
+            if (k == -1) return -1;
+            h = (h ^ (Py_uhash_t)k) * 1000003UL;
+        }
+        return h == (Py_uhash_t)-1 ? 1 : (Py_hash_t)h;
+    }
+    return PyObject_Hash(x);
+}
+
+/* is x the same as y: the same type and value (floats bit for bit, so 0.0 is not -0.0, nor 1 1.0) */
+static int same(PyObject *x, PyObject *y) {
+    if (x == y) return 1;
+    if (Py_TYPE(x) != Py_TYPE(y)) return 0;
+    if (PyFloat_CheckExact(x)) {
+        double a = PyFloat_AS_DOUBLE(x), b = PyFloat_AS_DOUBLE(y);
+        return memcmp(&a, &b, sizeof a) == 0;
+    }
+    if (PyList_Check(x) || PyTuple_Check(x)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(x);
+        if (n != PySequence_Fast_GET_SIZE(y)) return 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int r = same(PySequence_Fast_GET_ITEM(x, i), PySequence_Fast_GET_ITEM(y, i));
+            if (r != 1) return r;
+        }
+        return 1;
+    }
+    return PyObject_RichCompareBool(x, y, Py_EQ);
+}
+
+static PyObject *distinct(PyObject *module, PyObject *events) {
+    if (!PyList_Check(events)) {
+        PyErr_SetString(PyExc_TypeError, "distinct() takes a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(events), size = 16;
+    while (size < 2 * n) size *= 2;
+    Py_ssize_t *slots = PyMem_Malloc(size * sizeof *slots); /* index into table, or -1 */
+    Py_hash_t *hashes = PyMem_Malloc(size * sizeof *hashes);
+    PyObject *table = PyList_New(0), *index = PyList_New(n), *out = NULL;
+    if (slots == NULL || hashes == NULL || table == NULL || index == NULL) goto done;
+    for (Py_ssize_t s = 0; s < size; s++) slots[s] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(events, i);
+        Py_ssize_t found = -1;
+        Py_hash_t h = content_hash(e);
+        if (h == -1) { /* unhashable: an entry of its own */
+            if (!PyErr_ExceptionMatches(PyExc_TypeError)) goto done;
+            PyErr_Clear();
+        } else {
+            Py_ssize_t s = (Py_ssize_t)((Py_uhash_t)h & (Py_uhash_t)(size - 1));
+            for (; slots[s] != -1; s = (s + 1) & (size - 1)) {
+                if (hashes[s] != h) continue;
+                int r = same(e, PyList_GET_ITEM(table, slots[s]));
+                if (r < 0) goto done;
+                if (r) {
+                    found = slots[s];
+                    break;
+                }
+            }
+            if (found == -1) {
+                slots[s] = PyList_GET_SIZE(table);
+                hashes[s] = h;
+            }
+        }
+        if (found == -1) {
+            found = PyList_GET_SIZE(table);
+            if (PyList_Append(table, e) < 0) goto done;
+        }
+        PyObject *k = PyLong_FromSsize_t(found);
+        if (k == NULL) goto done;
+        PyList_SET_ITEM(index, i, k);
+    }
+    out = PyTuple_Pack(2, table, index);
+done:
+    PyMem_Free(slots);
+    PyMem_Free(hashes);
+    Py_XDECREF(table);
+    Py_XDECREF(index);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(depth, cell_files, layer_globals, cell_line, python): what the functions read (python: the hooks "
@@ -1308,6 +1399,9 @@ static PyMethodDef methods[] = {
     {"get", (PyCFunction)(void (*)(void))hook_get, METH_FASTCALL, "get(x, index, line) -> x[index], noted."},
     {"read", (PyCFunction)(void (*)(void))hook_read, METH_FASTCALL, "read(value, line) -> value, noted."},
     {"set", (PyCFunction)(void (*)(void))hook_set, METH_FASTCALL, "set(x, index, value, line): x[index] = value, noted."},
+    {"distinct", distinct, METH_O,
+     "distinct(events) -> (table, index): the distinct events (the same type and value: floats bit for bit) in "
+     "order of first appearance, and per event its position in table."},
     {NULL},
 };
 

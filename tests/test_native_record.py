@@ -5,11 +5,13 @@ must be equal, and the C path must have been the one taken. Built once into the 
 ``SHMEM_NOTEBOOK_NATIVE=no-record`` (or ``0``) leaves the recording in Python."""
 
 import os
+import pickle
 
 import pytest
 
 from conftest import job_fixture, quiet
 from shmem_notebook import native_board, native_record
+from shmem_notebook.distinct import Events
 from shmem_notebook.operations import FIELD
 
 job = job_fixture(2, 4, heap="16M", sos=(2,))
@@ -260,3 +262,47 @@ def test_a_stopped_recording_is_freed_at_once(with_helper):
         quiet(job, "_gc.enable()")
         job.race_reset()
     assert set(left.stdout.values()) == {"0\n"}
+
+
+def test_distinct_events_are_the_same_type_and_value():
+    """``distinct`` (what a PE's events cross to the client as, shmem_notebook/distinct.py) finds an
+    event's earlier copy only if every field is the same type and value: 1 is not 1.0 nor True,
+    0.0 is not -0.0; a field that has no hash makes the event an entry of its own."""
+    native_record.build()
+    distinct = native_record.load().distinct
+    put = ["rma", "put", 3, 1, 0, 8, "<i8", "priv", 8, 16, 0, [1], None, None]
+    events = [
+        put,
+        list(put),
+        [*put[:11], [1.0], None, None],
+        [*put[:11], [True], None, None],
+        ["mem", "load", 2, "read", "sym", 0.0, 8, "<f8", None],
+        ["mem", "load", 2, "read", "sym", -0.0, 8, "<f8", None],
+        ["mem", "store", 3, "write", "sym", 0, 56, "<i8", (8, ((4, 16),))],
+        ["mem", "store", 3, "write", "sym", 0, 56, "<i8", (8, ((4, 16),))],
+        ["wait", "wait_until", 4, {"unhashable": 1}],
+        ["wait", "wait_until", 4, {"unhashable": 1}],
+        ["sync", "barrier_all", 9, 0, None],
+    ] * 3
+    table, ids = distinct(events)
+    assert [table[i] for i in ids] == events
+    assert [repr(table[i]) for i in ids] == [repr(e) for e in events]  # 1 stays 1, -0.0 stays -0.0
+    firsts = [e for i, e in enumerate(events) if "unhashable" in repr(e) or repr(e) not in map(repr, events[:i])]
+    assert table == firsts and all(a is b for a, b in zip(table, firsts))  # in order of first appearance
+    assert len(table) == 7 + 2 * 3  # the waits with a dict: their own entries each time
+    with pytest.raises(TypeError, match="list"):
+        distinct(tuple(events))
+
+
+def test_events_cross_as_their_distinct_events():
+    native_record.build()
+    distinct = native_record.load().distinct
+    two = [["sync", "barrier_all", 9, 0, None], ["mem", "load", 2, "read", "sym", 0, 8, None]]
+    events = [list(e) for e in two * 500]
+    numbered = Events.numbered(events, distinct)
+    back = pickle.loads(pickle.dumps(numbered))
+    assert back == events and back.ids == numbered.ids and len(back.table) == 2
+    assert back[0] is back[2]  # a repeated event is one object
+    assert len(pickle.dumps(numbered)) < len(pickle.dumps(events)) / 4
+    plain = pickle.loads(pickle.dumps(Events(events)))
+    assert plain == events and plain.ids is None and plain.table is None

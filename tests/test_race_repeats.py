@@ -11,6 +11,7 @@ from shmem_notebook.analysis import happens_before as races
 from shmem_notebook.analysis.carry import Carry
 from shmem_notebook.analysis.happens_before import analyse
 from shmem_notebook.analysis.repeats import fold_repeats
+from shmem_notebook.distinct import Events
 from shmem_notebook.operations import event
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
@@ -76,14 +77,34 @@ def _both(traces, npes, monkeypatch, carry=None):
     return folded, plain, sizes[0]
 
 
+def distinct(events):
+    """The C module's ``distinct`` written another way: events are the same if their reprs are."""
+    table, ids, seen = [], [], {}
+    for e in events:
+        if repr(e) not in seen:
+            seen[repr(e)] = len(table)
+            table.append(e)
+        ids.append(seen[repr(e)])
+    return table, ids
+
+
+def _numbered(traces):
+    """``traces`` as the PEs send them where the C module is loaded: each PE's repeated events known."""
+    return {pe: dict(t, events=Events.numbered(t["events"], distinct)) for pe, t in traces.items()}
+
+
 def _same(traces, npes, monkeypatch, carry=None, folds=True):
-    """The reports with and without folding are the same; folding removed events iff ``folds``.
-    Returns the reports' text."""
+    """The reports with and without folding are the same; folding removed events iff ``folds``; the
+    same again (and as many events kept) where each PE's repeated events are known. Returns the reports' text."""
     folded, plain, (before, after) = _both(traces, npes, monkeypatch, carry)
     assert [str(r) for r in folded.races] == [str(r) for r in plain.races]
     assert [r.fix for r in folded.races] == [r.fix for r in plain.races]
     assert folded.carry.ops == plain.carry.ops
     assert (after < before) == folds, (before, after)
+    numbered, _, sizes = _both(_numbered(traces), npes, monkeypatch, carry)
+    assert [str(r) for r in numbered.races] == [str(r) for r in plain.races]
+    assert [r.fix for r in numbered.races] == [r.fix for r in plain.races]
+    assert numbered.carry.ops == plain.carry.ops and sizes == (before, after)
     return [str(r) for r in folded.races]
 
 
@@ -95,6 +116,10 @@ def _count(traces, npes):
 def test_the_stencil_folds_to_a_few_iterations_whatever_their_number():
     total, kept = _count(race_traces.stencil(200), 4)
     assert total == 7216 and kept <= 304  # at most 8 of its 200 sweeps
+    numbered = _numbered(race_traces.stencil(200))
+    assert all(len(t["events"].table) < 20 for t in numbered.values())
+    events = {pe: t["events"] for pe, t in numbered.items()}
+    assert fold_repeats(events, 4) == fold_repeats({pe: list(evs) for pe, evs in events.items()}, 4)
     assert _count(race_traces.stencil(50), 4)[1] == _count(race_traces.stencil(198), 4)[1] < 300
     assert analyse(race_traces.stencil(200), 4).races == []
 

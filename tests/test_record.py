@@ -83,6 +83,23 @@ def test_the_trace_records_every_call_the_race_check_records(job):
     assert not result.races, [str(r) for r in result.races]
 
 
+FIXED = RACY.replace("\nif me == 1:", "\nshmem.barrier_all()\nif me == 1:")  # its twin: the load after a barrier
+
+
+def test_a_cell_run_again_is_rewritten_once_and_an_edited_one_anew(job):
+    """A traced cell run again reuses its rewrite (IPython tells the transformer the cell's text before
+    parsing it); the cell edited (its fixed twin) is rewritten anew, and the verdicts follow the text run."""
+    quiet(job, "from shmem_notebook.engine.record import instrument as _instrument\n_instrument._REWRITTEN.clear()")
+    verdicts, kept = [], []
+    for code in (RACY, RACY, FIXED, RACY, FIXED):
+        verdicts.append(len(quiet(job, code, arrays=ARRAYS, race=True).races))
+        out = io.StringIO()
+        job.run("print(len(_instrument._REWRITTEN))", stdout=out)
+        kept.append(set(out.getvalue().split("] ", 1)[1].splitlines()))
+    assert verdicts == [1, 1, 0, 1, 0]
+    assert kept == [{"1"}, {"1"}, {"2"}, {"2"}, {"2"}]
+
+
 def test_every_call_is_unwrapped_after_the_cell(job):
     quiet(job, RACY, arrays=ARRAYS, race=True, trace=True, stress=3)
     out = io.StringIO()

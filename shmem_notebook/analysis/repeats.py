@@ -43,33 +43,58 @@ _FIELDS = {
 _NONES = [None] * max(map(len, FIELD.values()))  # a PE may leave out an event's last fields: None
 
 
+_WORLD, _TEAM, _PENDING, _COMPLETED, _LOCK_CALL, _WAIT = range(6)  # what an event does to _walk's state
+
+
+def _step(e):
+    """What :func:`_walk` does at event ``e``: ``(what, argument)``, or None for nothing."""
+    kind = e[0]
+    if kind == "mem":
+        return None
+    op = e[1]
+    if op in _SYNCS or kind == "coll":
+        m = _MEMBERS[kind]
+        if len(e) > m and e[m]:  # a team's
+            return _TEAM, tuple(e[m])
+        return _WORLD, (op in _COMPLETING, kind == "sync")
+    if kind == "rma":  # a put, an *_nbi, a non-fetching atomic: pending on its context
+        return None if op in _FETCHES else (_PENDING, e[_CTX] if len(e) > _CTX else None)
+    if op == "quiet" or op == "ctx_destroy":
+        return _COMPLETED, e[_SCTX] if len(e) > _SCTX else None
+    if kind == "lock":
+        return _LOCK_CALL, (op == "set_lock", e[_LOCK] if len(e) > _LOCK else None)
+    return (_WAIT, None) if kind == "wait" else None
+
+
 def _walk(evs):
     """Where each world collective of one PE ends (and its events), is the PE clean after it, its
-    team counts then (a dict or None): three tuples; and does the PE wait?"""
+    team counts then (a dict or None): three tuples; and does the PE wait? (Of an
+    :class:`~shmem_notebook.distinct.Events` whose repeats are known, each distinct event is looked at once.)"""
+    table = getattr(evs, "table", None)
+    steps = list(map(_step, evs if table is None else table))
     pending, held, teams, found, waits = set(), set(), {}, [], False
-    for i, e in enumerate(evs):
-        kind = e[0]
-        if kind == "mem":
+    for i, k in enumerate(range(len(evs)) if table is None else evs.ids):
+        step = steps[k]
+        if step is None:
             continue
-        op = e[1]
-        if op in _SYNCS or kind == "coll":
-            m = _MEMBERS[kind]
-            if len(e) > m and e[m]:  # a team's
-                teams[tuple(e[m])] = teams.get(tuple(e[m]), 0) + 1
-                continue
-            if pending and op in _COMPLETING:
+        what, arg = step
+        if what == _WORLD:
+            completing, sync = arg
+            if pending and completing:
                 pending.discard(0)
-            found.append((i + 1, not pending and not held and kind == "sync", dict(teams) if teams else None))
-        elif kind == "rma":
-            if op not in _FETCHES:  # a put, an *_nbi, a non-fetching atomic: pending on its context
-                pending.add(e[_CTX] if len(e) > _CTX else None)
-        elif op == "quiet" or op == "ctx_destroy":
-            pending.discard(e[_SCTX] if len(e) > _SCTX else None)
-        elif kind == "lock":
-            if op != "set_lock":  # clear_lock completes the default context
+            found.append((i + 1, not pending and not held and sync, dict(teams) if teams else None))
+        elif what == _PENDING:
+            pending.add(arg)
+        elif what == _TEAM:
+            teams[arg] = teams.get(arg, 0) + 1
+        elif what == _COMPLETED:
+            pending.discard(arg)
+        elif what == _LOCK_CALL:
+            setting, lock = arg
+            if not setting:  # clear_lock completes the default context
                 pending.discard(0)
-            (held.add if op == "set_lock" else held.discard)(e[_LOCK] if len(e) > _LOCK else None)
-        elif kind == "wait":
+            (held.add if setting else held.discard)(lock)
+        else:
             waits = True
     return (*zip(*found, (len(evs), False, dict(teams) if teams else None)), waits)
 
@@ -86,22 +111,35 @@ def _frozen(x):
     return tuple(map(_frozen, x)) if type(x) is list else x
 
 
+def _keys(evs, lo, hi, get, frozen):
+    """The keys of ``evs[lo:hi]`` (each event's fields as ``get`` takes them; ``frozen``: lists made
+    tuples). Of an :class:`~shmem_notebook.distinct.Events` whose repeats are known, a number per
+    distinct key: its distinct events are looked at, not every event."""
+    table = getattr(evs, "table", None)
+    rows = evs[lo:hi] if table is None else table
+    if frozen:
+        rows = [[*map(_frozen, e), *_NONES] for e in rows]
+    try:
+        keys = [get[e[0]](e) for e in rows]
+    except IndexError:  # events without their last fields
+        keys = [get[e[0]]([*e, *_NONES]) for e in rows]
+    if table is None:
+        return keys
+    number = {}
+    numbers = [number.setdefault(key, len(number)) for key in keys]
+    return [numbers[i] for i in evs.ids[lo:hi]]
+
+
 def _ids(lists, cuts, values):
     """An id per epoch, the same for the same signature: every PE's events in it, each as its fields
     (as its named tuple has them: missing ones None; written values left out unless ``values``)."""
     get = _FIELDS[values]
     for frozen in (False, True):  # a list is unhashable: if there is one, lists become tuples on the second pass
         per_pe, seen = [], {}
-        for evs, c in zip(lists, cuts):
-            part = evs[c[0] : c[-1]]
-            if frozen:
-                part = [[*map(_frozen, e), *_NONES] for e in part]
-            try:
-                keys = [get[e[0]](e) for e in part]
-            except IndexError:  # events without their last fields
-                keys = [get[e[0]]([*e, *_NONES]) for e in part]
-            per_pe.append([tuple(keys[a - c[0] : b - c[0]]) for a, b in zip(c, c[1:])])
         try:
+            for evs, c in zip(lists, cuts):
+                keys = _keys(evs, c[0], c[-1], get, frozen)
+                per_pe.append([tuple(keys[a - c[0] : b - c[0]]) for a, b in zip(c, c[1:])])
             return [seen.setdefault(sig, len(seen)) for sig in zip(*per_pe)]
         except TypeError:
             if frozen:

@@ -75,6 +75,9 @@ def race_start(options=None):
     transformer = AccessTransformer() if options.get("loads", True) else MarkTransformer()
     recording.transformer = transformer
     this_pe.shell.ast_transformers.append(transformer)
+    events = getattr(this_pe.shell, "events", None)  # the race runner's shell has none
+    if events is not None:
+        events.register("pre_run_cell", transformer.expect)
     hooks.install(recording)
     layer.attach("race", recording)
     # the objects that exist now (the engine's, the namespace's) are not looked at by the collector
@@ -96,6 +99,9 @@ def race_stop():
         gc.unfreeze()
     if recording.transformer in this_pe.shell.ast_transformers:
         this_pe.shell.ast_transformers.remove(recording.transformer)
+    events = getattr(this_pe.shell, "events", None)
+    if events is not None and recording.transformer.expect in events.callbacks["pre_run_cell"]:
+        events.unregister("pre_run_cell", recording.transformer.expect)
     data = recording.data()
     data["places"] = outside.places()  # lines outside the cell: what their places are
     data["compiled"] = sorted(getattr(recording, "compiled", ()))  # lines calling compiled code

@@ -19,6 +19,7 @@ import numpy as np
 from shmem4py import shmem
 
 from ...analysis.footprint import extend
+from ...distinct import Events
 from ...operations import CALLS, FIELD, RECORDED_AS, SIGNAL_EVENTS
 from .. import teams
 from ..shims import signals
@@ -601,11 +602,13 @@ class RaceRecording:
 
     # -- the plain data -----------------------------------------------------------------
     def data(self):
-        """What the client analyses (see the module docstring)."""
+        """What the client analyses (see the module docstring); the events an :class:`~shmem_notebook.distinct.Events`
+        that knows its repeated events where the C module is loaded."""
+        native = in_c.module()
         return {
             "pe": self.me,
             "npes": shmem.n_pes(),
-            "events": self.events,
+            "events": self.events if native is None else Events.numbered(self.events, native.distinct),
             "names": self.memory.names(),
             "ops": self.ops,
             "truncated": self.truncated,

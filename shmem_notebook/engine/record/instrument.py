@@ -81,16 +81,43 @@ def _is_shmem_call(func):
     return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "shmem"
 
 
+#: the last few cells rewritten, by transformer, text and outline: a cell run again is not rewritten again
+_REWRITTEN: dict = {}
+_KEEP = 16
+
+
+def _outline(tree):
+    """Where a module's statements are: with the cell's text, what a rewritten tree is kept by."""
+    return tuple((type(s), s.lineno, s.col_offset, s.end_lineno, s.end_col_offset) for s in tree.body)
+
+
 class MarkTransformer(ast.NodeTransformer):
     """Only add the first statement telling the recorder the cell's code file name."""
 
+    #: the text of the cell IPython parses next (see :meth:`expect`), or None
+    source = None
+
+    def expect(self, info):
+        """IPython's ``pre_run_cell`` event: the next module this transformer gets is ``info.raw_cell``
+        parsed, whose rewrite is kept and given again when the same cell runs again."""
+        self.source = info.raw_cell
+
     def visit_Module(self, node):
+        source, self.source = self.source, None
+        key = None if source is None else (type(self), source, _outline(node))
+        if key in _REWRITTEN:
+            return _REWRITTEN[key]
         self.generic_visit(node)
         mark = ast.Expr(_call("mark"))
         mark.lineno = mark.end_lineno = 1
         mark.col_offset = mark.end_col_offset = 0
         node.body.insert(0, mark)
-        return ast.fix_missing_locations(node)
+        node = ast.fix_missing_locations(node)
+        if key is not None:
+            while len(_REWRITTEN) >= _KEEP:
+                del _REWRITTEN[next(iter(_REWRITTEN))]
+            _REWRITTEN[key] = node
+        return node
 
     def generic_visit(self, node):
         if type(self) is MarkTransformer:

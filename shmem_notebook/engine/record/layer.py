@@ -32,6 +32,7 @@ _consumers = {}  # name -> consumer, in attach order
 #: one list per call, held by its wrapper, so a call finds its handlers without a lookup)
 _slots = {name: [(), (), None] for name in CALLS}
 _originals = {}  # (owner, attribute) -> the function wrapped
+_made = {}  # (owner, attribute) -> (the function, the C module or None, its wrapper): kept for the next attach
 #: >0 while inside a wrapped call (a list, so that the hooks read it without a call)
 depth = [0]
 _getframe = sys._getframe
@@ -105,10 +106,13 @@ def _wrap_all():
             continue
         func = owner.__dict__[attr]
         _originals[(owner, attr)] = func
-        wrapper = _wrapper(op, func, _slots[name])
-        if native is not None and owner is shmem:  # a method's wrapper must bind: those stay Python
-            wrapper = _like(native.Recorded(op, func, _slots[name], op.params, wrapper), wrapper)
-        setattr(owner, attr, wrapper)
+        made = _made.get((owner, attr))
+        if made is None or made[:2] != (func, native):  # a wrapper is made once per function (and C module)
+            wrapper = _wrapper(op, func, _slots[name])
+            if native is not None and owner is shmem:  # a method's wrapper must bind: those stay Python
+                wrapper = _like(native.Recorded(op, func, _slots[name], op.params, wrapper), wrapper)
+            made = _made[(owner, attr)] = (func, native, wrapper)
+        setattr(owner, attr, made[2])
 
 
 def _like(recorded, wrapper):
