@@ -196,8 +196,12 @@ def test_untraced_cells_are_untouched(job2):
     """Off is off: shmem4py's functions are the originals and the cell is not rewritten."""
     job2.run("x = 1", race=True, stdout=io.StringIO())
     out = io.StringIO()
-    job2.run("print(hasattr(shmem.put, '__shmem_race_skip__'), len(get_ipython().ast_transformers))", stdout=out)
-    assert out.getvalue().strip().endswith("False 0")
+    job2.run(
+        "print(hasattr(shmem.put, '__shmem_race_skip__'), len(get_ipython().ast_transformers), "
+        "'transform_ast' in vars(get_ipython()))",
+        stdout=out,
+    )
+    assert out.getvalue().strip().endswith("False 0 False")
 
 
 def test_error_carries_result_and_races_up_to_it(job2):

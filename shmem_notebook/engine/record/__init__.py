@@ -60,6 +60,32 @@ def active():
     return [name for name in ("race", "trace", "stress") if layer.attached(name) is not None]
 
 
+def _rewrite_with(transformer):
+    """Have the shell rewrite the cells it runs with ``transformer`` until :func:`_rewrite_stop`. IPython's
+    shell: after its own ``transform_ast`` (as its last AST transformer would be, without its
+    ``fix_missing_locations`` walking again a rewrite kept from an earlier run), told each cell's text
+    before it parses it (``pre_run_cell``); the race runner's shell: through its ``ast_transformers``."""
+    shell = this_pe.shell
+    events = getattr(shell, "events", None)
+    if events is None:
+        shell.ast_transformers.append(transformer)
+        return
+    own = shell.transform_ast
+    transformer.installed = shell.transform_ast = lambda node: transformer.visit(own(node))
+    events.register("pre_run_cell", transformer.expect)
+
+
+def _rewrite_stop(transformer):
+    shell = this_pe.shell
+    if transformer in shell.ast_transformers:
+        shell.ast_transformers.remove(transformer)
+    if transformer.installed is not None and vars(shell).get("transform_ast") is transformer.installed:
+        del shell.transform_ast  # IPython's own again
+    events = getattr(shell, "events", None)
+    if events is not None and transformer.expect in events.callbacks["pre_run_cell"]:
+        events.unregister("pre_run_cell", transformer.expect)
+
+
 def race_start(options=None):
     """Collective. Record the next cell for the race check: every call, and (``loads``, default True) the
     cell's loads and stores. ``options``: ``cap`` (default :data:`CAP`), ``loads``, ``private`` (per
@@ -74,10 +100,7 @@ def race_start(options=None):
     layer.original("sync_all")()
     transformer = AccessTransformer() if options.get("loads", True) else MarkTransformer()
     recording.transformer = transformer
-    this_pe.shell.ast_transformers.append(transformer)
-    events = getattr(this_pe.shell, "events", None)  # the race runner's shell has none
-    if events is not None:
-        events.register("pre_run_cell", transformer.expect)
+    _rewrite_with(transformer)
     hooks.install(recording)
     layer.attach("race", recording)
     # the objects that exist now (the engine's, the namespace's) are not looked at by the collector
@@ -97,11 +120,7 @@ def race_stop():
     hooks.uninstall()
     if recording.froze:
         gc.unfreeze()
-    if recording.transformer in this_pe.shell.ast_transformers:
-        this_pe.shell.ast_transformers.remove(recording.transformer)
-    events = getattr(this_pe.shell, "events", None)
-    if events is not None and recording.transformer.expect in events.callbacks["pre_run_cell"]:
-        events.unregister("pre_run_cell", recording.transformer.expect)
+    _rewrite_stop(recording.transformer)
     data = recording.data()
     data["places"] = outside.places()  # lines outside the cell: what their places are
     data["compiled"] = sorted(getattr(recording, "compiled", ()))  # lines calling compiled code

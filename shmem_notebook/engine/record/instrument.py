@@ -1,9 +1,9 @@
 """Rewrite a traced cell so its loads and stores on NumPy arrays are reported (PE side).
 
-:class:`AccessTransformer` is an :class:`ast.NodeTransformer` put on the engine
-shell's ``ast_transformers`` only while a cell is traced (see
-:mod:`.hooks`). It routes element reads and writes, in-place operators,
-whole-array use in expressions and calls through small hooks that record the
+:class:`AccessTransformer` is an :class:`ast.NodeTransformer` the engine shell applies to
+a cell's tree only while the cell is traced (after its own ``transform_ast``; see
+:mod:`.hooks`), which keeps the last few rewrites for cells run again. It routes element reads
+and writes, in-place operators, whole-array use in expressions and calls through small hooks that record the
 memory touched *by address*, so views, ``np.frombuffer``, containers,
 function arguments and helper functions defined in the cell all resolve to the
 same memory. The hooks live in the cell's namespace under :data:`HOOKS` names.
@@ -96,6 +96,8 @@ class MarkTransformer(ast.NodeTransformer):
 
     #: the text of the cell IPython parses next (see :meth:`expect`), or None
     source = None
+    #: the shell's ``transform_ast`` that calls this transformer while it rewrites cells, or None
+    installed = None
 
     def expect(self, info):
         """IPython's ``pre_run_cell`` event: the next module this transformer gets is ``info.raw_cell``

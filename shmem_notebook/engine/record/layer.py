@@ -54,7 +54,9 @@ def attach(name, consumer):
 
 def detach(name):
     """Stop feeding the consumer ``name``; the last one out unwraps everything. Returns it (or None)."""
-    consumer = _consumers.pop(name, None)
+    if name not in _consumers:
+        return None
+    consumer = _consumers.pop(name)
     _refresh()
     if not _consumers:
         _unwrap_all()
@@ -73,6 +75,10 @@ def original(name):
 
 
 def _refresh():
+    if not _consumers:  # nothing wanted: every call goes straight through (and no handler is held)
+        for slot in _slots.values():
+            slot[:] = (), (), None
+        return
     for name, op in CALLS.items():
         befores = tuple(
             c.before
@@ -88,7 +94,7 @@ def _refresh():
         one = wanting[0] if len(wanting) == 1 and not befores else None
         fast = one.fast_for(op) if one is not None and hasattr(one, "fast_for") else None
         # a call with no consumer still needs one entry to be recorded at all (its inner calls are not)
-        _slots[name][:] = befores, tuple(afters) if afters or not _consumers else (_ignore,), fast
+        _slots[name][:] = befores, tuple(afters) if afters else (_ignore,), fast
 
 
 def _ignore(op, args, result, line):
