@@ -452,6 +452,15 @@ static PyObject *vars_of(PyObject *rec) {
     return vars;
 }
 
+/* a new event (or its values): a list of numbers, strings, None and such lists, in no reference cycle,
+ * so the collector is told not to look at it (a traced loop keeps thousands, each looked at by every
+ * collection while the cell runs) */
+static PyObject *event_list(Py_ssize_t n) {
+    PyObject *list = PyList_New(n);
+    if (list != NULL) PyObject_GC_UnTrack(list);
+    return list;
+}
+
 /* a <= b for two Python ints (-1 on error) */
 static int le(PyObject *a, PyObject *b) { return PyObject_RichCompareBool(a, b, Py_LE); }
 
@@ -497,7 +506,7 @@ static PyObject *plain(PlainRMA *self, PyObject *target, PyObject *source, PyObj
     if (count == 1 && self->writes && ss == 1) {
         PyObject *v = PyArray_GETITEM((PyArrayObject *)source, PyArray_DATA((PyArrayObject *)source));
         if (v == NULL) goto done;
-        values = PyList_New(1);
+        values = event_list(1);
         if (values == NULL) {
             Py_DECREF(v);
             goto done;
@@ -555,7 +564,7 @@ static PyObject *plain(PlainRMA *self, PyObject *target, PyObject *source, PyObj
             goto done;
         }
     }
-    event = PyList_New(14);
+    event = event_list(14);
     if (event == NULL) {
         Py_XDECREF(last);
         goto done;
@@ -727,7 +736,7 @@ static PyObject *world_sync(WorldSync *self, PyObject *line) {
     int is_full = full(self->vars, self->events);
     if (is_full < 0) return NULL;
     if (is_full) return PyDict_SetItem(self->vars, s_truncated, line) < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *event = PyList_New(5);
+    PyObject *event = event_list(5);
     if (event == NULL) return NULL;
     PyObject *items[5] = {s_sync, self->recorded, line, s_zero, Py_None};
     for (int i = 0; i < 5; i++) PyList_SET_ITEM(event, i, Py_NewRef(items[i]));
@@ -856,7 +865,7 @@ static int access_c(Access *self, PyObject *a, PyObject *op, PyObject *mode, PyO
             goto out;
         }
     }
-    if ((event = PyList_New(9)) == NULL) goto out;
+    if ((event = event_list(9)) == NULL) goto out;
     PyObject *items[9] = {s_mem, op, line, mode, space, lo, hi, dtype, fp};
     for (int i = 0; i < 9; i++) PyList_SET_ITEM(event, i, Py_NewRef(items[i]));
     if (last == NULL && truncated == Py_None) { /* RaceRecording._add of an event with a new key */

@@ -264,6 +264,27 @@ def test_a_stopped_recording_is_freed_at_once(with_helper):
     assert set(left.stdout.values()) == {"0\n"}
 
 
+def test_the_collector_does_not_look_at_events_made_in_c(with_helper):
+    """Events hold numbers, strings and lists of them: those made in C are not tracked by the collector,
+    which otherwise walked every one of a long loop's events at each collection; the Python recording's are."""
+    job = with_helper
+    tracked = {}
+    for c in (True, False):
+        quiet(job, SWITCH.format(on=c))
+        job.ask("race_start", {})
+        quiet(job, PROGRAMS["a stencil"], arrays=ARRAYS)
+        counted = job.run(
+            "import gc as _gc\nfrom shmem_notebook.engine.record import layer as _layer\n"
+            "_events = _layer.attached('race').events\n"
+            "print(sum(map(_gc.is_tracked, _events)), len(_events) > 10)"
+        )
+        job.ask("race_stop")
+        tracked[c] = set(counted.stdout.values())
+    quiet(job, SWITCH.format(on=True))
+    assert tracked[True] == {"0 True\n"}, tracked
+    assert tracked[False] != {"0 True\n"}, tracked
+
+
 def test_distinct_events_are_the_same_type_and_value():
     """``distinct`` (what a PE's events cross to the client as, shmem_notebook/distinct.py) finds an
     event's earlier copy only if every field is the same type and value: 1 is not 1.0 nor True,
