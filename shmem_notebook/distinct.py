@@ -9,13 +9,14 @@ event that repeats is one object at each of its positions) with the index kept a
 the folding compares instead of the events. Shared by both sides (no dependencies).
 """
 
-__all__ = ["Events"]
+__all__ = ["Events", "numbering"]
 
 
 class Events(list):
     """A PE's events (a list) that knows which of them are the same: ``table``, the distinct events in
     order of first appearance, and ``ids``, each event's position in it; both None if not known.
-    Pickles as ``table`` and ``ids`` when known, as the list otherwise."""
+    Pickles as ``table`` and ``ids`` when known, as the list otherwise. Read it, change nothing in it:
+    ``ids`` would no longer say which event is which."""
 
     table: list | None = None
     ids: list[int] | None = None
@@ -35,3 +36,10 @@ def _rebuilt(table, ids):
     out = Events([table[i] for i in ids])
     out.table, out.ids = table, ids
     return out
+
+
+def numbering(events):
+    """``(table, ids)`` of ``events`` if it is an :class:`Events` whose repeats are known (and that
+    still has as many events as ``ids``), else None."""
+    ids = getattr(events, "ids", None)
+    return (events.table, ids) if ids is not None and len(ids) == len(events) else None

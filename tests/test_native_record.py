@@ -11,7 +11,7 @@ import pytest
 
 from conftest import job_fixture, quiet
 from shmem_notebook import native_board, native_record
-from shmem_notebook.distinct import Events
+from shmem_notebook.distinct import Events, numbering
 from shmem_notebook.operations import FIELD
 
 job = job_fixture(2, 4, heap="16M", sos=(2,))
@@ -327,3 +327,6 @@ def test_events_cross_as_their_distinct_events():
     assert len(pickle.dumps(numbered)) < len(pickle.dumps(events)) / 4
     plain = pickle.loads(pickle.dumps(Events(events)))
     assert plain == events and plain.ids is None and plain.table is None
+    assert numbering(back) == (back.table, back.ids) and numbering(plain) is None and numbering(events) is None
+    back.append(["sync", "barrier_all", 9, 0, None])  # changed: its numbers no longer say which event is which
+    assert numbering(back) is None

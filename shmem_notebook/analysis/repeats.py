@@ -26,6 +26,7 @@ from itertools import chain
 from math import gcd, lcm
 from operator import itemgetter
 
+from ..distinct import numbering
 from ..operations import CALLS, FIELD, event
 from .model import COLLECTIVE_SYNCS as _SYNCS, COMPLETING as _COMPLETING, FETCHES as _FETCHES
 
@@ -70,10 +71,10 @@ def _walk(evs):
     """Where each world collective of one PE ends (and its events), is the PE clean after it, its
     team counts then (a dict or None): three tuples; and does the PE wait? (Of an
     :class:`~shmem_notebook.distinct.Events` whose repeats are known, each distinct event is looked at once.)"""
-    table = getattr(evs, "table", None)
-    steps = list(map(_step, evs if table is None else table))
+    table, ids = numbering(evs) or (evs, range(len(evs)))
+    steps = list(map(_step, table))
     pending, held, teams, found, waits = set(), set(), {}, [], False
-    for i, k in enumerate(range(len(evs)) if table is None else evs.ids):
+    for i, k in enumerate(ids):
         step = steps[k]
         if step is None:
             continue
@@ -115,19 +116,19 @@ def _keys(evs, lo, hi, get, frozen):
     """The keys of ``evs[lo:hi]`` (each event's fields as ``get`` takes them; ``frozen``: lists made
     tuples). Of an :class:`~shmem_notebook.distinct.Events` whose repeats are known, a number per
     distinct key: its distinct events are looked at, not every event."""
-    table = getattr(evs, "table", None)
-    rows = evs[lo:hi] if table is None else table
+    known = numbering(evs)
+    rows = evs[lo:hi] if known is None else known[0]
     if frozen:
         rows = [[*map(_frozen, e), *_NONES] for e in rows]
     try:
         keys = [get[e[0]](e) for e in rows]
     except IndexError:  # events without their last fields
         keys = [get[e[0]]([*e, *_NONES]) for e in rows]
-    if table is None:
+    if known is None:
         return keys
     number = {}
     numbers = [number.setdefault(key, len(number)) for key in keys]
-    return [numbers[i] for i in evs.ids[lo:hi]]
+    return [numbers[i] for i in known[1][lo:hi]]
 
 
 def _ids(lists, cuts, values):

@@ -81,6 +81,7 @@ def _rewrite_stop(transformer):
         shell.ast_transformers.remove(transformer)
     if transformer.installed is not None and vars(shell).get("transform_ast") is transformer.installed:
         del shell.transform_ast  # IPython's own again
+    transformer.installed = None
     events = getattr(shell, "events", None)
     if events is not None and transformer.expect in events.callbacks["pre_run_cell"]:
         events.unregister("pre_run_cell", transformer.expect)
