@@ -5,6 +5,7 @@ otherwise the verdict says what was checked and why the rest was not."""
 import _thread
 import io
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -89,12 +90,14 @@ def test_a_cell_stopped_at_its_timeout(job):
 
 def test_an_interrupted_cell(job):
     code = "R[me] = me\nshmem.barrier_all()\nimport time\ntime.sleep(30)\n"
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with SIGINT ignored
     timer = threading.Timer(1.5, _thread.interrupt_main)  # the kernel's stop button
     timer.start()
     try:
         _, text = run(job, code, CellStoppedError)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     every = f"PE 0-{job.n - 1}"
     assert verdict(text).startswith(
         f"no races found in what was checked: {every} up to line 4; the cell was "
