@@ -14,6 +14,7 @@ SHARED = {
     "errors",
     "specs",
     "folding",
+    "distinct",
     "protocol",
     "arguments",
     "rc",
