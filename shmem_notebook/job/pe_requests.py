@@ -76,12 +76,21 @@ class Asking:
                 return Answers(found)
         ar = (self._view if pes is None else self._client[targets]).apply_async(answer, request)
         try:
-            return Answers(zip(targets, ar.get(timeout)))
+            deadline = time.monotonic() + timeout
+            while not ar.wait(min(0.25, max(0.0, deadline - time.monotonic()))):
+                self._require_alive()  # a dead PE's answer never comes: say so now
+                if time.monotonic() >= deadline:
+                    raise ipp.error.TimeoutError
+            return Answers(zip(targets, ar.get()))
         except ipp.error.TimeoutError:
             self.state = "hung"
             raise JobStateError(
                 f"the PEs did not answer {request[0]} within {timeout:.0f} s; {self.RESTART_HINT}"
             ) from None
+        except ipp.error.CompositeError:
+            if wait(self.dead_pes, 2.0):  # the hub noticed the death before this host did
+                self._require_alive()
+            raise
         finally:
             with contextlib.suppress(Exception):
                 self._client.purge_local_results(ar)
