@@ -41,5 +41,6 @@ pes_venv() {
     PATH="$(dirname "$oshcc"):$PATH" OSHCC="$oshcc" SHMEMCC="$oshcc" CC="$oshcc" \
         "$dir/venv/bin/pip" install -q --no-cache-dir --no-binary shmem4py --no-build-isolation \
         --force-reinstall --no-deps "shmem4py==1.0.0"
-    "$dir/venv/bin/pip" install -q -e "$ROOT"
+    # the editable install writes its metadata into the checkout: one build at a time (they may run side by side)
+    flock "$ROOT/pyproject.toml" "$dir/venv/bin/pip" install -q -e "$ROOT"
 }
