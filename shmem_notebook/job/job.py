@@ -181,16 +181,17 @@ class Job(SymmetricArrays, Health, Asking):
         self._wait_for_pes(time.monotonic() + rc.start_timeout)
         self._view = self._client[list(range(self.n))]
         self.state, self.crash, self.paused = "running", {}, set()
+        self._pe_procs = LocalPEs({})  # the PEs before a restart are not these PEs' health
         self._forget_cells()
         infos = self.ask("info").values()
         self.library.check_world(self.n, [info["npes"] for info in infos])  # not N one-PE jobs
         self.pes = {info["pe"]: info for info in infos}
+        here = socket.gethostname()
+        self._pe_procs = LocalPEs({pe: i["pid"] for pe, i in self.pes.items() if i["host"] == here})
         if self.dispatch == "direct":
             self._close_channel()
             self._channel = CellChannel(self.n, self.ip)
             self._channel.connect(self.ask)
-        here = socket.gethostname()
-        self._pe_procs = LocalPEs({pe: i["pid"] for pe, i in self.pes.items() if i["host"] == here})
         self._note_segments()
         if self.specs:
             self._alloc_on_pes(list(self.specs.values()))
