@@ -7,6 +7,7 @@ import io
 import re
 import time
 
+import ipyparallel as ipp
 import pytest
 import zmq
 
@@ -297,6 +298,10 @@ def test_a_request_to_a_pe_that_just_died_says_so_at_once(monkeypatch, dispatch)
     job = shmem_notebook.Job(2, heap="8M").start()
     try:
         quiet(job, "pass")
+        started = time.monotonic()  # a PE that raised is no death: its error comes at once
+        with pytest.raises(ipp.error.CompositeError, match="KeyError"):
+            job.ask("free", "nope")
+        assert time.monotonic() - started < 1.5 and job.state == "running"
         os.kill(job.pes[1]["pid"], signal.SIGKILL)
         started = time.monotonic()
         with pytest.raises(PEDiedError, match=r"the job is dead \(PE 1 died of signal 9 \(SIGKILL\)\)"):
@@ -314,8 +319,6 @@ def late_answers(monkeypatch):
     """Every answer :meth:`Job.ask` waits for through ipyparallel comes after its first 0.25 s wait,
     as on a loaded machine, where the job checks its PEs' health in between."""
     import sys
-
-    import ipyparallel as ipp
 
     wait, waited = ipp.AsyncResult.wait, set()
 

@@ -87,8 +87,9 @@ class Asking:
             raise JobStateError(
                 f"the PEs did not answer {request[0]} within {timeout:.0f} s; {self.RESTART_HINT}"
             ) from None
-        except ipp.error.CompositeError:
-            if wait(self.dead_pes, 2.0):  # the hub noticed the death before this host did
+        except ipp.error.CompositeError as exc:
+            # the hub noticed a PE's death before this host did; a PE that raised is its error, at once
+            if any(name == "EngineError" for name, *_ in exc.elist) and wait(self.dead_pes, 2.0):
                 self._require_alive()
             raise
         finally:
