@@ -11,6 +11,7 @@ edit the cell; one that does not gives way to a barrier next to either line that
 to ``None`` and a hint saying what to change.
 """
 
+from ..deviations import LATE_ZEROING, by_key
 from . import fixcheck
 from .edits import Edit, Fix, apply_fix
 from .model import LOCAL_SYNCS as _LOCAL_SYNCS  # syncs that order nothing across PEs
@@ -98,8 +99,21 @@ def _what_to_change(a, b):
     )
 
 
+def _late_zeroing(zeroing, other):
+    """The hint for a race with the library's own zeroing after an allocation's barrier (see
+    :data:`shmem_notebook.deviations.LATE_ZEROING`), and its fix: a barrier after the allocation."""
+    library = by_key(LATE_ZEROING).versions.split(" (")[0]
+    return (
+        f"line {zeroing.line}'s allocation (shmem.zeros, or shmem.alloc with clear=True) zeroes after its barrier "
+        f"on {library}'s OSHMEM: line {other.line}'s {other.op} from PE {other.pe} can land before PE {zeroing.pe} "
+        f"zeroes; add shmem.barrier_all() after line {zeroing.line}"
+    ), _fix(Edit((zeroing.line,), "shmem.barrier_all()", every_pe=True))
+
+
 def _advise(a, b, sim):
     """The hint and fix the race's kind suggests (unchecked)."""
+    if "zeroing" in (a.op, b.op):
+        return _late_zeroing(*((a, b) if a.op == "zeroing" else (b, a)))
     issued_before = b.point[a.pe] >= a.point[a.pe]
     if a.mode == "atomic" and b.mode == "atomic":
         text = (

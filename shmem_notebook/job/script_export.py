@@ -225,8 +225,12 @@ def _cell_block(record, prev, stored, bound_names, needs):
             out.append(f"{_alloc(spec)}  # declared (zeroed)")
             stored.discard(name)
             allocated = True
-    if allocated:  # shmem.zeros zeroes after its barrier: a PE done first could put into memory still being zeroed
-        out.append("shmem.barrier_all()  # every PE zeroed them before any PE writes into them (as in the notebook)")
+    if allocated:  # kept where no shim runs: Open MPI's shmem.zeros zeroes after its barrier (deviations.py)
+        out += [
+            "# Open MPI's OSHMEM zeroes shmem.zeros' memory after the allocation's barrier (shmem_notebook.deviations:",
+            "# late_zeroing): without this barrier a put from a PE done first could be wiped by a PE still zeroing",
+            "shmem.barrier_all()  # every PE zeroed them before any PE writes into them (as in the notebook)",
+        ]
     again = [name for name in [*BOUND, *now] if name in stored and (name in now or name in bound_names)]
     if again:
         out.append("# the notebook binds these names again before every cell")

@@ -22,7 +22,7 @@ from ...analysis.footprint import extend
 from ...distinct import Events
 from ...operations import CALLS, FIELD, RECORDED_AS, SIGNAL_EVENTS
 from .. import teams
-from ..shims import signals
+from ..shims import late_zeroing, signals
 from . import in_c
 from .memory import AddressBook, numpy_owned
 
@@ -183,6 +183,8 @@ class RaceRecording:
         self.snapshot = _snapshot(self.memory.heap[0])
         self.signals_made = signals.made()  # signals made after this start at zero
         self.fresh = _Ranges()  # symmetric memory allocated since the recording began (zeroed)
+        # the library zeroes after its barrier and no shim repairs it (a plain script under shmem-race)
+        self.late_zeroing = late_zeroing.unrepaired(shmem)
         self.started = time.perf_counter()
         native = in_c.module()
         if native is not None:  # the usual loads and stores in C, the others given to the method
@@ -502,13 +504,20 @@ class RaceRecording:
         self._rma_event(name, line, args.get(op.remote), args["pe"], 1, local, args.get("ctx"), values, not op.fetches)
 
     def _on_sync(self, op, args, result, line):
+        zeroed = None
         if op.name == "alloc" and result is not None:
             try:
                 address = int(shmem.ffi.cast("uintptr_t", shmem.ffi.from_buffer(result)))
                 lo = address - self.memory.heap[0]
                 self.fresh.add(lo, lo + len(result.cast("B")))
+                zeroed = (lo, lo + len(result.cast("B")))
             except (TypeError, ValueError):
                 pass
+            if zeroed is not None and self.late_zeroing and args.get("clear", True) and zeroed[1] > zeroed[0]:
+                # the library's memset comes after the allocation's barrier: a write no peer is ordered with
+                self._sync_event(["sync", _RECORDED[op.name], line, 0, None])
+                self._add(["mem", "zeroing", line, "write", "sym", zeroed[0], zeroed[1], "|u1", None])
+                return
         if not args:  # barrier_all, sync_all, quiet, fence: the world's, on the default context
             self._sync_event(["sync", _RECORDED[op.name], line, 0, None])
             return

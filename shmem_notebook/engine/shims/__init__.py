@@ -8,6 +8,8 @@ Another library changes this table, not the modules that use shmem4py.
 - :mod:`.numpy2`, :mod:`.scalars`: shmem4py 1.0.0 and code of its NumPy 1 era under NumPy 2.
 - :mod:`.missing`: OpenSHMEM 1.5 routines the library lacks (:class:`UnsupportedError`).
 - :mod:`.pitfalls`: guards against Open MPI 4.1.4's atomic bugs.
+- :mod:`.late_zeroing`: zeroed allocations zero on every PE before any PE returns (Open MPI zeroes late).
+- :mod:`.ctx_invalid`: ``quiet``/``fence`` of ``SHMEM_CTX_INVALID`` do nothing, as in OpenSHMEM 1.5.
 - teams (:mod:`shmem_notebook.engine.teams`): native, or emulated on a 1.4 library.
 - :mod:`.signals`: signal words noted as they are made (the race recording reads them).
 - :mod:`.mistakes`: wrong PEs, dtypes, lengths, non-symmetric buffers refused in one sentence.
@@ -17,7 +19,7 @@ Another library changes this table, not the modules that use shmem4py.
 
 from collections import namedtuple
 
-from . import board, diagnostics, missing, mistakes, numpy2, pitfalls, scalars, signals
+from . import board, ctx_invalid, diagnostics, late_zeroing, missing, mistakes, numpy2, pitfalls, scalars, signals
 from .missing import UnsupportedError
 
 __all__ = ["Shim", "SHIMS", "UnsupportedError", "install", "uninstall", "installed"]
@@ -53,6 +55,13 @@ SHIMS = [
     ),
     Shim("missing", "routines the library lacks", _always, missing.install),
     Shim("pitfalls", "Open MPI 4.1.4's atomic bugs (guards chosen by pitfalls.decide)", _always, _pitfalls),
+    Shim(
+        "late_zeroing",
+        "shmem_calloc zeroes after its barrier (Open MPI): zero, then sync, before any PE returns (collective)",
+        late_zeroing.applies,
+        late_zeroing.install,
+    ),
+    Shim("ctx_invalid", "quiet/fence of SHMEM_CTX_INVALID do nothing (OpenSHMEM 1.5)", _always, ctx_invalid.install),
     Shim("teams", "teams: native on 1.5, emulated on 1.4 (collective)", _always, _teams),
     Shim(
         "signals",

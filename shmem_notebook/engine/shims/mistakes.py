@@ -131,7 +131,10 @@ def _team_npes(team):
 
 
 def _ctx_npes(ctx):
-    """The size of the team a context belongs to (OpenSHMEM 1.4: every context is the world's)."""
+    """The size of the team a context belongs to (OpenSHMEM 1.4: every context is the world's);
+    0 for ``SHMEM_CTX_INVALID``, so that the call is explained (:data:`_INVALID_CTX`)."""
+    if not ctx:
+        return 0
     n = getattr(ctx, _ATTR, None)
     if n is None:
         n = _npes
@@ -148,8 +151,17 @@ def _ctx_npes(ctx):
     return n
 
 
+_INVALID_CTX = (
+    "was given an invalid context (shmem.CTX_INVALID, or one destroyed): nothing would be done, or the library "
+    "would kill the PE; use a context made by shmem.Ctx.create() or team.create_ctx(), or guard the call with "
+    "`if ctx:`"
+)
+
+
 def explain_rma(name, target, source, pe, size=None, ctx=None, tst=1, sst=1, signal=None):
     """One sentence on what is wrong with this RMA call, or None if nothing is."""
+    if ctx is not None and not ctx:
+        return f"shmem.{name}{_where()} {_INVALID_CTX}"
     if not isinstance(target, np.ndarray) or not isinstance(source, np.ndarray):
         return None
     n = _npes if ctx is None else _ctx_npes(ctx)
@@ -169,6 +181,8 @@ def explain_rma(name, target, source, pe, size=None, ctx=None, tst=1, sst=1, sig
 
 def explain_amo(name, remote, pe, ctx=None, fetch=None):
     """One sentence on what is wrong with this atomic, or None if nothing is."""
+    if ctx is not None and not ctx:
+        return f"shmem.{name}{_where()} {_INVALID_CTX}"
     if not isinstance(remote, np.ndarray):
         return None
     n = _npes if ctx is None else _ctx_npes(ctx)
