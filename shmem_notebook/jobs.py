@@ -2,7 +2,8 @@
 
 For each job: its user, PEs, library, state, CPU and age, from what the jobs already leave on the
 server: every process of a job carries its token (``SHMEM_NOTEBOOK_OWNER``, :mod:`.job.watchdog`),
-and around every cell the job notes its state (:mod:`.job.state_file`). The state is
+and around every cell the job notes its state (:mod:`.job.state_file`). The state is one of the
+words :mod:`.job.states` defines (``%shmem status`` says them of each PE):
 
 - ``dead``: PEs are gone (fewer alive than the job has), or the notebook's kernel is;
 - ``busy``: a cell runs (for how long: ``since``); ``hung``: the last cell left PEs blocked for good
@@ -23,6 +24,7 @@ import time
 import psutil
 
 from .job.state_file import read_state
+from .job.states import DEAD, IDLE
 from .job.watchdog import OWNER
 from .launcher.library import known, library
 
@@ -139,13 +141,13 @@ def _view(token, group):
         break
     pes = roles.get("pe", [])
     n = (note or {}).get("n") or _size(roles.get("launcher", [])) or len(pes)
-    state, since = "idle", None
+    state, since = IDLE, None
     newest_pe = max((p.create_time() for p in pes), default=0.0)
     if note and note.get("since", 0) >= newest_pe:  # a note before a restart speaks of PEs that are gone
-        state, since = note.get("state", "idle"), note.get("since")
+        state, since = note.get("state", IDLE), note.get("since")
     kernel_gone = kernel is not None and not _alive(kernel, watchdog)
     if len(pes) < n or kernel_gone or (not pes and "controller" in roles):
-        state = "dead"
+        state = DEAD
     lib = (note or {}).get("library") or _library_of(roles.get("launcher", []), pes)
     return JobView(token, user, len(pes), n, lib, state, since, cpu_seconds, cpu_percent, started, kernel)
 

@@ -32,6 +32,7 @@ __all__ = [
     "answer",
     "serve",
     "stack_path",
+    "trace_spool_path",
     "board_path",
     "BOARD_STRIDE",
     "exit_path",
@@ -127,6 +128,12 @@ def answer(request):
 def stack_path(profile_dir, cluster_id, pe):
     """Where PE ``pe`` writes its stacks on SIGUSR1 (on its own host)."""
     return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.stacks")
+
+
+def trace_spool_path(profile_dir, cluster_id, pe):
+    """Where PE ``pe`` spools its ``--trace`` recording while a cell runs (on its own host), for
+    the client to read should the PE never finish the cell."""
+    return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.trace")
 
 
 #: int64s from one PE's entry on the wait board to the next: one cache line each (PEs that write

@@ -18,9 +18,12 @@ def ends(per_pe, npes, stops=None, where=None, cap=CAP):
         if data is None:
             out[pe] = f"PE {pe} sent no trace" + (f" (it {stop.what})" if stop is not None else "")
         elif stop is not None:
+            call = data.get("open")  # spooled by a PE that never finished: the call it is in
             at = f" at {where(stop.line)}" if stop.line else ""
+            if call and not stop.line:
+                at = f" in {call['op']}" + (f" at {where(call['line'])}" if call.get("line") else "")
             last = data["events"][-1]["line"] if data.get("events") else None
-            after = f", after its last call at {where(last)}" if last and not stop.line else ""
+            after = f", after its last call at {where(last)}" if last and not stop.line and not call else ""
             out[pe] = f"PE {pe} {stop.what}{at}{after}"
         elif data.get("dropped"):
             last = data["events"][-1]["line"] if data["events"] else None

@@ -5,7 +5,8 @@ Right before the cell every PE starts its trace (``engine/record/trace_log.py``,
 (``trace_stop``, both riding with the cell) and ``result.trace`` becomes an
 :class:`~shmem_notebook.analysis.trace.Trace`. A cell that raised, was interrupted or
 timed out keeps what its PEs recorded, and the trace says where each PE's part ends
-(``trace.ends``); PEs that cannot answer (dead, blocked) have empty lanes. ``trace="profile"``
+(``trace.ends``): a PE blocked for good in OpenSHMEM gives what it spooled, its lane ending in
+the call it is in (:mod:`shmem_notebook.analysis.trace_spool`); a dead PE has an empty lane. ``trace="profile"``
 (``%%pxshmem --trace=profile``) also shows where each PE waited, as sentences and a bar chart.
 """
 
@@ -42,9 +43,13 @@ def collect(cell, request, result, what=None):
         for pe, data in answers.items()
         if data is not None and data.get("pe") is not None and pe not in result.pending
     }
+    job = cell.job
+    blocked = [pe for pe in result.pending if pe not in sent]
+    if blocked and hasattr(job, "spooled_traces"):  # their lanes up to the call they are in
+        sent.update(job.spooled_traces(blocked))
+        sent = dict(sorted(sent.items()))
     if not sent:
         return None
-    job = cell.job
     from .race_stage import cell_label
 
     label = cell_label(job) + (f", {what}" if what else "")
@@ -86,7 +91,7 @@ class TraceStage(Stage):
     def report(self, cell, result, write):
         trace = result.trace
         if trace is None:
-            write("trace: none (the PEs did not finish the cell)\n")
+            write("trace: none (no PE sent or spooled one)\n")
             return
         dropped = f" ({trace.dropped} more not kept)" if trace.dropped else ""
         write(

@@ -14,6 +14,7 @@ from ..folding import fold, pe_ranges
 from ..protocol import exit_path, stack_path
 from .members import JobMembers
 from .processes import alive, wait
+from .states import IDLE, pe_state
 
 __all__ = ["Health"]
 
@@ -103,10 +104,11 @@ class Health:
         return where
 
     def status(self: JobMembers) -> list[dict[str, Any]]:
-        """One dict per PE: pe, state (idle/busy/dead), pid, host, node (Slurm's name for it), heap_used
-        (None when unknown: the PE is busy or dead), heap_size, teams ("native" or "emulated": how the PE
-        provides OpenSHMEM teams), library (the job's library name), vendor (what the library calls itself),
-        spec (the OpenSHMEM version it implements), mpi (the MPI it runs over, as that names itself, or None).
+        """One dict per PE: pe, state (idle/busy/hung/dead: :mod:`.states`), pid, host, node (Slurm's
+        name for it), heap_used (None when unknown: the PE is busy, hung or dead), heap_size, teams
+        ("native" or "emulated": how the PE provides OpenSHMEM teams), library (the job's library
+        name), vendor (what the library calls itself), spec (the OpenSHMEM version it implements),
+        mpi (the MPI it runs over, as that names itself, or None).
 
         Heap use is asked of every idle PE after a cell ran (not collective).
         """
@@ -119,10 +121,7 @@ class Health:
         rows = []
         for pe in range(self.n):
             info = self.pes.get(pe, {})
-            if pe in dead:
-                state = "dead"
-            else:
-                state = "busy" if self._unanswered(pe) else "idle"
+            state = pe_state(self.state, pe in dead, bool(self._unanswered(pe)))  # the words of .states
             rows.append(
                 {
                     "pe": pe,
@@ -130,7 +129,7 @@ class Health:
                     "pid": info.get("pid"),
                     "host": info.get("host"),
                     "node": info.get("node", info.get("host")),
-                    "heap_used": info.get("heap_used") if state == "idle" else None,  # unknown while busy
+                    "heap_used": info.get("heap_used") if state == IDLE else None,  # unknown unless idle
                     "heap_size": info.get("heap_size", self.heap_bytes),
                     "teams": info.get("teams"),
                     "library": self.library.name,

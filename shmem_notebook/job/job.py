@@ -39,7 +39,7 @@ from .pe_requests import Asking
 from .processes import LocalPEs, alive, process, wait
 from .site import admit, within_site
 from .spare import Spares
-from .watchdog import owned_by, remove_profile_files, start_watchdog, stop_watchdog, tell_watchdog
+from .watchdog import kill_owned, owned_by, remove_profile_files, start_watchdog, stop_watchdog, tell_watchdog
 
 if TYPE_CHECKING:
     from ..inspector.widget import Inspector
@@ -326,15 +326,20 @@ class Job(SymmetricArrays, Health, Asking):
 
     def _teardown(self):
         self._close_channel()
-        if self._cluster is not None:
+        cluster = self._cluster
+        if cluster is not None:
             self._stop_pes()
             self.spares.discard()
             if self._client is not None:
                 self._client.close()
             with contextlib.suppress(Exception):
-                self._cluster.stop_cluster_sync()
-            remove_profile_files(self._cluster.profile_dir, self._cluster.cluster_id)
-        stop_watchdog(self._watchdog)  # kills whatever of this job is still alive
+                cluster.stop_cluster_sync()
+        # kills whatever of this job is still alive and removes what it left; what a watchdog that
+        # did not finish in time left is removed here, once no process of the job can write again
+        if not stop_watchdog(self._watchdog):
+            kill_owned(self._token)
+        if cluster is not None:
+            remove_profile_files(cluster.profile_dir, cluster.cluster_id)
         self._cluster = self._client = self._view = self._watchdog = None
 
     def stop(self) -> None:

@@ -166,6 +166,28 @@ class Asking:
         self.paused.update(pes)
         self.state = "hung"
 
+    def spooled_traces(self, pes):
+        """``{pe: trace data}`` of those of ``pes`` on this host that spooled their ``--trace``
+        recording and did not finish the cell (:mod:`shmem_notebook.analysis.trace_spool`); each
+        spool is removed once read. Not collective: no PE is asked."""
+        import os
+        import socket
+
+        from ..analysis.trace_spool import read_spool
+        from ..protocol import trace_spool_path
+
+        here, now, found = socket.gethostname(), time.time_ns(), {}
+        for pe in pes:
+            if self._cluster is None or self.pes.get(pe, {}).get("host") != here:
+                continue
+            path = trace_spool_path(self._cluster.profile_dir, self._cluster.cluster_id, pe)
+            data = read_spool(path, now)
+            with contextlib.suppress(OSError):
+                os.remove(path)
+            if data is not None:
+                found[pe] = data
+        return found
+
     def _let_go(self):
         """Stop reaching the PEs being released: close their governor (it wakes the PEs it stopped,
         so they take the shutdown, or die, at once) and reap its process, close the cell channel

@@ -1,7 +1,8 @@
 """The job's state file, for the instructor's view (``python -m shmem_notebook.jobs``; client side).
 
-Around every cell the job notes its state (``busy`` while the cell runs, then ``idle``, ``hung`` or
-``dead``), its size, library and kernel in ``<profile>/log/shmem_notebook-state-<cluster id>.json``:
+Around every cell the job notes its state (the words of :mod:`.states`: ``busy`` while the cell
+runs, then ``idle``, ``hung`` or ``dead``),
+its size, library and kernel in ``<profile>/log/shmem_notebook-state-<cluster id>.json``:
 written by its user only, readable by them and root (mode 0600). It goes with the job's other
 profile files (named by its cluster id) when the job stops or its watchdog cleans up.
 """
@@ -10,6 +11,8 @@ import contextlib
 import json
 import os
 import time
+
+from .states import job_state
 
 __all__ = ["PREFIX", "state_path", "note_state", "read_state"]
 
@@ -24,13 +27,13 @@ def state_path(profile_dir, cluster_id):
 
 
 def note_state(job, state=None):
-    """Note ``state`` (default: the job's own, ``running`` said as ``idle``); never fails a cell."""
+    """Note ``state`` (default: the job's own, :func:`.states.job_state`); never fails a cell."""
     cluster = getattr(job, "_cluster", None)  # None: not started (or a stand-in job of a test)
     if cluster is None:
         return
     path = state_path(cluster.profile_dir, cluster.cluster_id)
     note = {
-        "state": state or {"running": "idle"}.get(job.state, job.state),
+        "state": state or job_state(job.state),
         "since": time.time(),
         "n": job.n,
         "library": job.library.name,

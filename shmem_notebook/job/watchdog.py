@@ -76,10 +76,11 @@ def remove_profile_files(profile_dir, cluster_id):
                 os.remove(path)
 
 
-def stop_watchdog(watchdog, timeout=5.0):
-    """Close the pipe: the watchdog cleans up what is left and exits."""
+def stop_watchdog(watchdog, timeout=15.0):
+    """Close the pipe: the watchdog cleans up what is left and exits. False when it had to be
+    killed after ``timeout`` s (what it had left to do is the caller's); True otherwise."""
     if watchdog is None:
-        return
+        return True
     with contextlib.suppress(OSError):
         watchdog.stdin.close()
     try:
@@ -87,6 +88,8 @@ def stop_watchdog(watchdog, timeout=5.0):
     except subprocess.TimeoutExpired:
         watchdog.kill()
         watchdog.wait()
+        return False
+    return True
 
 
 def owned_processes(token, variable=OWNER):

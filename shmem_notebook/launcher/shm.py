@@ -5,7 +5,9 @@ transport buffers, created then marked for removal, so they vanish with their
 last process) and Open MPI's vader files ``/dev/shm/vader_segment.<host>.<job>.<rank>``,
 which only a clean ``oshrun`` exit removes. When the whole job is SIGKILLed
 (kernel death, a failed start) the files stay, and a PE killed between creating
-a SysV segment and marking it would leak that segment.
+a SysV segment and marking it would leak that segment. So does ``oshrun``'s session
+directory (``<tmp>/ompi.<host>.<uid>/pid.<oshrun pid>``: PMIx's shared-memory store,
+contact file), which only its own exit removes (:func:`session_dirs`).
 
 A job's segments are found by its processes: :func:`segments_of` reads their
 ``/proc/PID/maps``; SysV segments are also matched by creator pid
@@ -17,6 +19,7 @@ import ctypes
 import ctypes.util
 import glob
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -26,6 +29,7 @@ import psutil
 __all__ = [
     "SHM_DIR",
     "transfer_prefix",
+    "session_dirs",
     "segments_of",
     "sysv_mappings",
     "sysv_segments",
@@ -42,6 +46,19 @@ def transfer_prefix(token):
     """Path prefix of the files a job's PEs write to hand over data (``gather``): removed with
     the job's other shared memory should a PE or the kernel die before the client unlinked them."""
     return f"{SHM_DIR}/shmem_notebook-{token}-"
+
+
+def session_dirs(pids):
+    """Open MPI's session directories of the launchers among ``pids`` that are gone (their
+    ``pid.<pid>`` folders under ``ompi.<host>.<uid>`` in the temporary directory)."""
+    tmps = {os.environ.get(name) for name in ("TMPDIR", "TMP", "TEMP")} | {"/tmp"}
+    found = set()
+    for pid in pids:
+        if psutil.pid_exists(pid):
+            continue
+        for tmp in filter(None, tmps):
+            found |= set(glob.glob(os.path.join(glob.escape(tmp), f"ompi.*.{os.getuid()}", f"pid.{pid}")))
+    return found
 
 
 def _maps(pid):
@@ -134,11 +151,12 @@ class Segments:
         self.shmids |= shmids
 
     def left(self):
-        """``(files, shmids)`` of this job that still exist."""
+        """``(files, shmids)`` of this job that still exist (the files: in ``/dev/shm``, and the
+        session directories of its launchers that are gone)."""
         segments = sysv_segments()
         shmids = {s for s in self.shmids if s in segments}
         shmids |= {s for s, seg in segments.items() if seg["cpid"] in self.pids}
-        files = {p for p in self.files if os.path.exists(p)}
+        files = {p for p in self.files if os.path.exists(p)} | session_dirs(self.pids)
         if self.token:
             files |= set(glob.glob(glob.escape(transfer_prefix(self.token)) + "*"))
         return files, shmids
@@ -151,11 +169,15 @@ class Segments:
 
 
 def release(files, shmids):
-    """Unlink ``files`` and remove SysV ``shmids`` (ignoring ones already gone); return what was removed."""
+    """Unlink ``files`` (directories with what they hold) and remove SysV ``shmids`` (ignoring ones
+    already gone); return what was removed."""
     removed_files, removed_ids = set(), set()
     for path in files:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
             removed_files.add(path)
     for shmid in shmids:
         if _shmctl_rmid(shmid):

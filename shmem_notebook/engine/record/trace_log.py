@@ -23,15 +23,26 @@ call the race recording sees.
 - ``dropped``: events beyond the cap, counted and not kept.
 
 The teams emulation's own synchronisation words are not recorded.
+
+A cell whose PEs block for good never answers ``trace_stop``. So, under a notebook's job, right
+before every call that can block (waits, world and team syncs, collectives, ``set_lock``) the
+recording appends what it recorded since its last such call to a spool file on this host
+(:func:`shmem_notebook.protocol.trace_spool_path`, one pickled dict per append: first ``pe``,
+``host``, ``pid``, ``started``; then ``events`` and ``snapshots`` added, ``dropped`` so far and
+``open``, the call being entered: ``op``, ``line``, ``t0``), which the client reads for the PEs
+that did not finish (:mod:`shmem_notebook.analysis.trace_spool`). ``trace_stop`` removes it.
 """
 
 import os
+import pickle
 import socket
 import time
 
 import numpy as np
 from shmem4py import shmem
 
+from ...operations import CALLS
+from ...protocol import trace_spool_path
 from .. import collectives, heap
 from ..context import this_pe
 from . import layer
@@ -42,6 +53,15 @@ PAYLOAD = 64  #: elements of a put's values kept in its event
 EXACT = 4096  #: arrays up to this many elements are snapshotted exactly
 BUDGET = 1 << 20  #: bytes of snapshots per PE per cell; beyond it, summaries only
 _WORLD_SYNCS = ("sync", "Team.sync")
+#: the calls that can block until other PEs act: the spool is brought up to date before each
+BLOCKING = frozenset(
+    name
+    for name, op in CALLS.items()
+    if op.kind in ("coll",)
+    or name == "set_lock"
+    or (op.kind == "wait" and name.split(".")[-1].startswith(("wait", "signal_wait")))
+    or (op.kind == "sync" and op.collective and name not in ("alloc", "free"))
+)
 
 
 def _known_arrays():
@@ -69,9 +89,47 @@ class TraceRecording:
         self.spans = _known_arrays()
         self.snapshot()
         self.t0 = self.started = time.time_ns()
+        self.spool, self.spooled = None, (0, 0)  # its path and fd; events and snapshots written so far
+        profile, cluster = os.environ.get("IPP_PROFILE_DIR"), os.environ.get("IPP_CLUSTER_ID")
+        if profile and cluster:  # under a notebook's job (not the race runner's program)
+            path = trace_spool_path(profile, cluster, self.me)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+            except OSError:
+                return
+            self.spool = (path, fd)
+            self._write({"pe": self.me, "host": socket.gethostname(), "pid": os.getpid(), "started": self.started})
 
     def before(self, op, args, line):
         self.t0 = time.time_ns()
+        if self.spool is not None and op.name in BLOCKING:
+            events, snapshots = self.spooled
+            self._write(
+                {
+                    "events": self.events[events:],
+                    "snapshots": self.snapshots[snapshots:],
+                    "dropped": self.dropped,
+                    "open": {"op": op.name, "line": line or None, "t0": self.t0},
+                }
+            )
+            self.spooled = (len(self.events), len(self.snapshots))
+
+    def _write(self, part):
+        try:
+            os.write(self.spool[1], pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+        except (OSError, pickle.PicklingError):
+            self.close_spool()
+
+    def close_spool(self):
+        """Remove the spool: the trace is sent whole (``trace_stop``)."""
+        if self.spool is not None:
+            path, fd = self.spool
+            self.spool = None
+            os.close(fd)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
     def _locate(self, array):
         """(name, flat start index) of the symmetric array ``array`` points into."""
@@ -180,7 +238,8 @@ class TraceRecording:
                     self.events[-1]["resume"] = time.time_ns()
 
     def data(self):
-        """The plain data (see the module docstring); takes the final heap state."""
+        """The plain data (see the module docstring); takes the final heap state and removes the spool."""
+        self.close_spool()
         stopped = time.time_ns()
         self.snapshot()
         return {
