@@ -31,6 +31,15 @@ bench:
 bench-hub:
 	.venv/bin/python bench/hub.py --update-docs $(BENCH_ARGS)
 
+# the conformance suite (tests/conformance/, issue 43): every program on every built library at 2 and 4 PEs,
+# 5 times each with two busy loops beside (the target starts and ends them, in their own process group);
+# writes tests/conformance/results.json and the table in docs/conformance.md (CONFORMANCE_ARGS: --repeat N,
+# --load N, --library NAME, --npes N, --program NAME)
+CONFORMANCE_ARGS ?=
+.PHONY: conformance
+conformance:
+	PYTHONPATH=tests .venv/bin/python -m conformance --update-docs $(CONFORMANCE_ARGS)
+
 # the documentation site (Sphinx + MyST) into build/docs/html, warnings as errors; the notebooks
 # are rendered from their executed copies in docs/notebooks/ (make docs-notebooks rewrites them)
 .PHONY: docs
