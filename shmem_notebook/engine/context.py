@@ -35,8 +35,6 @@ class TeamsState:
     free: int = 0
     #: native team handle -> the slot of its words (for the step-by-step collectives)
     native_slots: dict[int, int] = field(default_factory=dict)
-    #: id() of the Team objects this PE destroyed (they hold TEAM_INVALID now)
-    destroyed: set[int] = field(default_factory=set)
 
 
 @dataclass

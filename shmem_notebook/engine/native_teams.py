@@ -15,6 +15,13 @@ Each team split here also takes a slot of the reserved words, as an emulated tea
 step-by-step collectives (:mod:`.collectives`) run on native teams too (the split agrees on it
 over the parent: collective, as the split is).
 
+A destroyed team is known by its handle and its age. The library hands a freed handle out again
+(Sandia OpenSHMEM's handle is its team's ``calloc``'d address), also to a team made through
+``shmem.lib`` and wrapped with ``shmem.Team(handle)``, which no split here sees. So every Team
+object is stamped when it is made (a copy keeps its original's stamp), and a handle's destroy is
+stamped too: a Team made before its handle was destroyed is a stale copy; one made after holds
+the library's new team.
+
 The checks are local (no communication); a valid call goes to the library unchanged.
 """
 
@@ -25,7 +32,9 @@ from .context import this_pe
 
 __all__ = ["install"]
 
-_destroyed = set()  # handles of teams destroyed on this PE (a copy of the Team still holds one)
+_BORN = "_shmem_notebook_born"  # a Team's stamp: the destroys counted when it (or its original) was made
+_destroyed = {}  # handle -> the destroys counted before it was destroyed on this PE
+_destroys = 0  # teams destroyed on this PE so far
 _teams = None  # the teams module (members, reduce_values, ...), set by install
 
 
@@ -33,13 +42,20 @@ def _handle(sh, team):
     return int(sh.ffi.cast("uintptr_t", team.ob_team))
 
 
+def _stale(handle, team):
+    """Whether ``team`` holds a handle destroyed after the Team was made (teams from before
+    :func:`install`, world and shared, count as made first)."""
+    return handle in _destroyed and getattr(team, _BORN, -1) <= _destroyed[handle]
+
+
 def check(sh, team, what):
     """Raise :class:`~.teams.TeamError` when ``team`` cannot be used on this PE (None = world)."""
     if team is None:
         return
     handle = _handle(sh, team)
-    if handle == 0 or handle in _destroyed:
-        raise _teams.unusable(what, destroyed=handle in _destroyed or id(team) in this_pe.teams.destroyed)
+    stale = _stale(handle, team)
+    if handle == 0 or stale:
+        raise _teams.unusable(what, destroyed=stale or _teams.was_destroyed(team))
 
 
 def _take_slots(sh, parent, new):
@@ -48,7 +64,6 @@ def _take_slots(sh, parent, new):
     slots = _teams.agree_slots(_teams.members(parent, "split"), len(new))
     for team, slot in zip(new, slots):
         handle = _handle(sh, team)
-        _destroyed.discard(handle)  # the library may hand out a freed handle again
         if handle:
             this_pe.teams.native_slots[handle] = slot
             this_pe.teams.free &= ~(1 << slot)
@@ -73,14 +88,37 @@ def _guard_collective(sh, name, original):
     return collective
 
 
+def _stamp_new(sh, original):
+    """``Team.__new__`` that stamps the Team with its age (a copy of a Team keeps the original's)."""
+
+    def new(cls, team=None):
+        self = original(cls, team)
+        setattr(self, _BORN, getattr(team, _BORN, -1) if isinstance(team, sh.Team) else _destroys)
+        if isinstance(team, sh.Team) and _teams.was_destroyed(team):
+            _teams.mark_destroyed(self)
+        return self
+
+    return staticmethod(new)
+
+
 def install(sh, patches, teams):
     """Put the guards on shmem4py's Team methods and collectives (undone by ``patches``)."""
     global _teams
     _teams = teams
     this_pe.teams.native_slots[_handle(sh, sh.TEAM_SHARED)] = 1  # slot 1 is TEAM_SHARED's, as when emulated
-    for name in ("my_pe", "n_pes", "translate_pe", "sync", "get_config", "create_ctx"):
+    patches.set(sh.Team, "__new__", _stamp_new(sh, sh.Team.__new__))
+    for name in ("my_pe", "n_pes", "sync", "get_config", "create_ctx"):
         if hasattr(sh.Team, name):
             patches.set(sh.Team, name, _guard_method(sh, name, getattr(sh.Team, name)))
+    translate = sh.Team.translate_pe
+
+    @functools.wraps(translate)
+    def translate_pe(self, pe=None, team=None):  # both teams: the library reads the destination's too
+        check(sh, self, "Team.translate_pe")
+        check(sh, team, "Team.translate_pe (its destination team)")
+        return translate(self, pe, team)
+
+    patches.set(sh.Team, "translate_pe", translate_pe)
     split, destroy = sh.Team.split_strided, sh.Team.destroy
 
     @functools.wraps(split)
@@ -100,11 +138,16 @@ def install(sh, patches, teams):
 
     @functools.wraps(destroy)
     def destroy_(self):  # on TEAM_INVALID or a destroyed team: nothing to do, as in shmem4py
+        global _destroys
         handle = _handle(sh, self)
+        if _stale(handle, self):  # a copy of a destroyed team: its handle may be another team's now
+            self.ob_team = sh.lib.SHMEM_TEAM_INVALID
+            return
         destroy(self)
         if handle and _handle(sh, self) == 0:  # a team of its own (not world or shared): gone now
-            _destroyed.add(handle)
-            this_pe.teams.destroyed.add(id(self))
+            _destroyed[handle] = _destroys
+            _destroys += 1
+            teams.mark_destroyed(self)
             slot = this_pe.teams.native_slots.pop(handle, None)
             if slot is not None:
                 this_pe.teams.free |= 1 << slot

@@ -45,6 +45,8 @@ __all__ = [
     "STEPS",
     "TeamError",
     "unusable",
+    "mark_destroyed",
+    "was_destroyed",
     "Members",
     "decide",
     "install",
@@ -78,7 +80,7 @@ _next_handle = _FIRST_HANDLE
 _world = None
 _originals = {}
 _patches = Patches()  # what install replaced on shmem4py
-_state = this_pe.teams  # the words, free slots and destroyed teams, shared with native_teams (see .context)
+_state = this_pe.teams  # the words and free slots, shared with native_teams (see .context)
 
 REDUCE_UFUNCS = {
     "sum": np.add,
@@ -143,12 +145,25 @@ def members(team=None, what="this call"):
     if handle in _teams:
         return _teams[handle]
     if handle == 0:
-        raise unusable(what, destroyed=id(team) in _state.destroyed)
+        raise unusable(what, destroyed=was_destroyed(team))
     if mode == "native":
         n = team.n_pes()
         pes = [team.translate_pe(i, _shmem.TEAM_WORLD) for i in range(n)]
         return Members(pes, _state.native_slots.get(handle), team.my_pe(), team)
     raise TeamError(f"{what} got a team that was destroyed or never created on this PE; split a new one")
+
+
+_DESTROYED = "_shmem_notebook_destroyed"  # set on a Team object this PE destroyed (it holds TEAM_INVALID now)
+
+
+def mark_destroyed(team):
+    """Note on the Team object that it was destroyed, so a later call says so (not "not a member")."""
+    setattr(team, _DESTROYED, True)
+
+
+def was_destroyed(team):
+    """Whether this Team object was destroyed on this PE (a native team's copy is marked too)."""
+    return getattr(team, _DESTROYED, False)
 
 
 def unusable(what, destroyed):
@@ -231,7 +246,10 @@ def wait_signal(m, step, count=1):
 
 def _slot_of(m):
     if m.slot is None:
-        raise TeamError("the step-by-step collectives work on teams split after the job started; split a new one")
+        raise TeamError(
+            "the step-by-step collectives work on teams split after the job started by shmem4py's split_strided "
+            "or split_2d (not through shmem.lib); split a new one"
+        )
     return m.slot
 
 
@@ -365,7 +383,7 @@ def _destroy(self):
     del _teams[handle]
     _state.free |= 1 << rec.slot
     self.ob_team = _shmem.lib.SHMEM_TEAM_INVALID
-    _state.destroyed.add(id(self))  # so a later call says "destroyed", not "not a member"
+    mark_destroyed(self)
 
 
 def _my_pe(self):
