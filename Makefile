@@ -19,6 +19,14 @@ lint:
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
 
+# the PE tests that meet the machine's timing (hangs, stranded, deadlocks, collectives, transitions,
+# reliability, channel) 5 times over with two busy loops beside, on every built library; names each test
+# that failed or needed more than half its time limit; writes build/soak.json (SOAK_ARGS: --rounds N, modules)
+SOAK_ARGS ?=
+.PHONY: soak
+soak:
+	.venv/bin/python scripts/soak.py $(SOAK_ARGS)
+
 # benchmarks: prints the table, writes bench/results.json, bench/results.png and the results
 # section of docs/benchmarks.md
 .PHONY: bench

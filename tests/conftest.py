@@ -14,6 +14,7 @@ the marker fails at once, saying so.
 """
 
 import io
+import json
 import os
 import stat
 import subprocess
@@ -93,6 +94,32 @@ def no_leftover_processes(request):
     left = shared_memory() - before
     if left:
         SHARED_MEMORY_LEFT.append((request.module.__name__, sorted(left)))
+
+
+_TIMES = {}  # nodeid -> [seconds in setup, call and teardown so far, outcome so far, time limit]
+
+
+def pytest_runtest_setup(item):
+    """Note the test's time limit (pytest-timeout's) for the soak's report (scripts/soak.py)."""
+    marker = item.get_closest_marker("timeout")
+    limit = marker.args[0] if marker and marker.args else item.config.getini("timeout")
+    _TIMES[item.nodeid] = [0.0, "passed", float(limit or 0)]
+
+
+def pytest_runtest_logreport(report):
+    """With ``SHMEM_NOTEBOOK_TEST_TIMES`` set (``make soak``): one JSON line per test in that file,
+    its outcome, seconds (setup, call and teardown) and time limit."""
+    path = os.environ.get("SHMEM_NOTEBOOK_TEST_TIMES")
+    entry = _TIMES.get(report.nodeid)
+    if not path or entry is None:
+        return
+    entry[0] += report.duration
+    if report.outcome != "passed" and entry[1] != "failed":
+        entry[1] = report.outcome  # failed wins over skipped
+    if report.when == "teardown":
+        row = {"nodeid": report.nodeid, "outcome": entry[1], "duration": entry[0], "limit": entry[2]}
+        with open(path, "a") as f:
+            f.write(json.dumps(row) + "\n")
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -20,6 +20,7 @@ SHARED = {
     "rc",
     "lazy_imports",
     "operations",
+    "deviations",
     "words",
     "native_board",
     "native_cache",

@@ -359,9 +359,19 @@ DEMOS_4 = [d for d in DEMOS_2 if not d.startswith("lock")]
 @pytest.mark.pe
 @pytest.mark.parametrize("npes, demo", [(2, d) for d in DEMOS_2] + [(4, d) for d in DEMOS_4])
 def test_shmem4py_examples_have_no_false_alarm(npes, demo):
+    """No race in shmem4py's examples, but the true one some of them (the specification's own examples)
+    have on Open MPI's OSHMEM: a remote write right after ``shmem.zeros`` can be wiped by the library's
+    late zeroing (shmem_notebook.deviations.LATE_ZEROING); it names the allocation's line."""
     status, out, err = race_check([], ["oshrun", "-n", str(npes), "--oversubscribe", PY, "-u", demo], DEMOS)
-    assert status == 0, out + err
-    assert out.splitlines()[-1].startswith("no races found (program traced: ") and f"on {npes} PEs)" in out
+    races = [line for line in out.splitlines() if line.startswith("RACE ")]
+    assert status == (1 if races else 0), out + err
+    assert out.splitlines()[-1].startswith(("no races found (program traced: ", f"{len(races)} race")), out + err
+    assert f"on {npes} PEs)" in out
+    source = (DEMOS / demo).read_text().splitlines()
+    for race in races:
+        zeroing = re.search(rf"{re.escape(demo)}:(\d+) zeroing \(write\)", race)
+        assert zeroing and "zeroes after its barrier on Open MPI" in race, race
+        assert re.search(r"shmem\.(zeros|alloc)\(", source[int(zeroing.group(1)) - 1]), race
 
 
 # -- cells of the race catalogue: --race in the notebook, the runner on their export ---------------

@@ -37,6 +37,8 @@ def test_the_table_is_ordered_and_named_once():
         "numpy2_scalars",
         "missing",
         "pitfalls",
+        "late_zeroing",
+        "ctx_invalid",
         "teams",
         "signals",
         "mistakes",

@@ -14,6 +14,11 @@ repeated epochs (:mod:`.repeats`), the capped-trace cut (:mod:`.partial`) and th
   their destination on each member. The destination may be written as soon as any member has entered
   (1.5: it must be ready on every PE before any PE calls), so that write starts at the *earliest*
   arrival: it is ordered after an access only if the access happens before every member's call.
+- **The library's own writes.** Where a library zeroes an allocation after the barrier that ends it
+  (:data:`shmem_notebook.deviations.LATE_ZEROING`: Open MPI's ``shmem_calloc``) and no shim repairs it
+  (``shmem-race`` on a plain script), each PE's zeroing is its write of the block right after the
+  allocation's synchronisation (op ``zeroing``): a peer's put after its own allocation races with it.
+  Collectives that write a destination early are the collectives' rule above.
 - **fence** orders the puts and atomics of one context to one PE (not gets); a ``put_signal``'s data
   is delivered before its signal word.
 - **Waits** (``wait_until``, a ``test`` that succeeded, ``signal_wait_until``) are ordered after the

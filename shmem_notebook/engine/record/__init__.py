@@ -90,12 +90,14 @@ def _rewrite_stop(transformer):
 def race_start(options=None):
     """Collective. Record the next cell for the race check: every call, and (``loads``, default True) the
     cell's loads and stores. ``options``: ``cap`` (default :data:`CAP`), ``loads``, ``private`` (per
-    PE, ``[lo, hi]`` of private buffers earlier cells' operations in flight use)."""
+    PE, ``[lo, hi]`` of private buffers earlier cells' operations in flight use), ``library_writes``
+    (``shmem-race`` on a plain program: the library's writes that a shim repairs here but a plain
+    ``oshrun`` meets, such as a late zeroing, are recorded, so they are reported as races)."""
     options = dict(options or {})
     race_stop()
     private, me = options.get("private") or [], shmem.my_pe()
     mine = private[me] if me < len(private) else ()
-    recording = RaceRecording(int(options.get("cap") or CAP), mine)
+    recording = RaceRecording(int(options.get("cap") or CAP), mine, bool(options.get("library_writes")))
     # every PE has noted what its flags hold before any PE starts the cell (whose writes would
     # otherwise show in a slower PE's snapshot); the cell boundary is a sync_all in the analysis too
     layer.original("sync_all")()

@@ -168,7 +168,7 @@ class RaceRecording:
     """One cell's events on this PE. ``private``: ``(lo, hi)`` of private buffers that operations
     of earlier cells, still in flight, use (see :meth:`access`)."""
 
-    def __init__(self, cap, private=()):
+    def __init__(self, cap, private=(), library_writes=False):
         self.cap = cap
         self.private = _Ranges(private)
         self.me = shmem.my_pe()
@@ -183,8 +183,9 @@ class RaceRecording:
         self.snapshot = _snapshot(self.memory.heap[0])
         self.signals_made = signals.made()  # signals made after this start at zero
         self.fresh = _Ranges()  # symmetric memory allocated since the recording began (zeroed)
-        # the library zeroes after its barrier and no shim repairs it (a plain script under shmem-race)
-        self.late_zeroing = late_zeroing.unrepaired(shmem)
+        self.filled = _Ranges()  # ... and not zeroed (shmem.full, ones, array, empty): its first value not known
+        # the library zeroes after its barrier: repaired by a shim, but a plain program's run meets it
+        self.late_zeroing = library_writes and late_zeroing.applies(shmem)
         self.started = time.perf_counter()
         native = in_c.module()
         if native is not None:  # the usual loads and stores in C, the others given to the method
@@ -504,19 +505,20 @@ class RaceRecording:
         self._rma_event(name, line, args.get(op.remote), args["pe"], 1, local, args.get("ctx"), values, not op.fetches)
 
     def _on_sync(self, op, args, result, line):
-        zeroed = None
         if op.name == "alloc" and result is not None:
             try:
-                address = int(shmem.ffi.cast("uintptr_t", shmem.ffi.from_buffer(result)))
-                lo = address - self.memory.heap[0]
-                self.fresh.add(lo, lo + len(result.cast("B")))
-                zeroed = (lo, lo + len(result.cast("B")))
+                lo = int(shmem.ffi.cast("uintptr_t", shmem.ffi.from_buffer(result))) - self.memory.heap[0]
+                hi = lo + len(result.cast("B"))
             except (TypeError, ValueError):
-                pass
-            if zeroed is not None and self.late_zeroing and args.get("clear", True) and zeroed[1] > zeroed[0]:
+                lo = hi = None
+            clear = args.get("clear", True)
+            if lo is not None:  # what a wait on it sees before any write: zero, or (full, ones, array, empty) not known
+                (self.fresh if clear else self.filled).add(lo, hi)
+            if lo is not None and hi > lo and clear and self.late_zeroing:
                 # the library's memset comes after the allocation's barrier: a write no peer is ordered with
                 self._sync_event(["sync", _RECORDED[op.name], line, 0, None])
-                self._add(["mem", "zeroing", line, "write", "sym", zeroed[0], zeroed[1], "|u1", None])
+                if self.truncated is None and len(self.events) < self.cap:  # the library's write: not an op counted
+                    self.events.append(["mem", "zeroing", line, "write", "sym", lo, hi, "|u1", None])
                 return
         if not args:  # barrier_all, sync_all, quiet, fence: the world's, on the default context
             self._sync_event(["sync", _RECORDED[op.name], line, 0, None])
@@ -582,7 +584,9 @@ class RaceRecording:
     def _before(self, lo, hi, dtype):
         """The value bytes ``[lo, hi)`` of the heap held when the recording began, None if not known."""
         if self.fresh.overlaps(lo, hi):
-            return 0  # allocated during the recording: shmem4py clears what it allocates
+            return 0  # allocated during the recording, cleared
+        if self.filled.overlaps(lo, hi):
+            return None  # allocated during the recording and filled (shmem.full...) before the recording saw it
         made = signals.made(self.memory.heap[0] + lo)
         if made is not None and made > self.signals_made:
             return 0

@@ -282,9 +282,7 @@ def main(argv=None):
     path, package, spec, args = _target(argv)
     out_dir = os.environ.get(RACE_ENV["dir"])
     stress = os.environ.get(RACE_ENV["stress"])
-    # collective; a program exported from a notebook skips its own. A plain program is not repaired where the
-    # library zeroes late: the race check reports that race instead (shims.late_zeroing)
-    shims.install(shmem, exclude=("diagnostics", "late_zeroing"))
+    shims.install(shmem, exclude=("diagnostics",))  # collective; a program exported from a notebook skips its own
 
     module = types.ModuleType("__main__")
     module.__dict__.update(
@@ -308,7 +306,7 @@ def main(argv=None):
             layer.cell_line = _line
             trace_start({"cap": int(os.environ.get(RACE_ENV["cap"]) or CAP)})
     else:
-        race_start({"cap": int(os.environ.get(RACE_ENV["cap"]) or CAP)})
+        race_start({"cap": int(os.environ.get(RACE_ENV["cap"]) or CAP), "library_writes": True})
         if os.environ.get(RACE_ENV["trace"]):  # the runner's --trace FILE: also the calls' timeline
             trace_start({"cap": int(os.environ.get(RACE_ENV["cap"]) or CAP)})
         transformer = this_pe.shell.ast_transformers[-1]

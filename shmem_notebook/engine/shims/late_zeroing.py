@@ -5,8 +5,9 @@ Open MPI's ``shmem_calloc`` zeroes the block after the barrier that ends the all
 into a peer that is still zeroing, and the put is lost. The specification puts the barrier on exit.
 :func:`install` replaces ``shmem.alloc`` (behind ``zeros``, ``new_array`` and declared arrays) so
 that a cleared allocation is followed by ``shmem_sync_all``: every PE has zeroed before any PE
-returns. Collective, as the allocation is. Plain ``oshrun`` scripts under the race runner are
-not repaired: the recording reports the race instead (:mod:`..record.accesses`).
+returns. Collective, as the allocation is. A plain program under ``shmem-race`` is repaired too (it
+runs to its end with right values), and its report names the race it meets under a plain ``oshrun``
+(the recording's ``library_writes``, :mod:`..record.accesses`).
 """
 
 import functools
@@ -14,20 +15,12 @@ import functools
 from ...deviations import LATE_ZEROING, affects
 from .patches import Patches
 
-__all__ = ["applies", "install", "unrepaired"]
+__all__ = ["applies", "install"]
 
 
 def applies(shmem):
     """Whether this PE's library zeroes after its barrier."""
     return affects(LATE_ZEROING, shmem.info_get_name())
-
-
-def unrepaired(shmem):
-    """Whether this PE's library zeroes late and the shim is not installed (``shmem-race`` on a plain
-    script): the race recording then notes each zeroing as a write after the allocation's barrier."""
-    from . import installed  # the shim table imports this module
-
-    return "late_zeroing" not in installed() and applies(shmem)
 
 
 def install(shmem):
