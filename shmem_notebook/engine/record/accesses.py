@@ -517,8 +517,9 @@ class RaceRecording:
             if lo is not None and hi > lo and clear and self.late_zeroing:
                 # the library's memset comes after the allocation's barrier: a write no peer is ordered with
                 self._sync_event(["sync", _RECORDED[op.name], line, 0, None])
-                if self.truncated is None and len(self.events) < self.cap:  # the library's write: not an op counted
-                    self.events.append(["mem", "zeroing", line, "write", "sym", lo, hi, "|u1", None])
+                # the library's write (not an op counted); [0]: every word it covers is set to 0, which a wait reads
+                if self.truncated is None and len(self.events) < self.cap:
+                    self.events.append(["mem", "zeroing", line, "write", "sym", lo, hi, "|u1", None, [0]])
                 return
         if not args:  # barrier_all, sync_all, quiet, fence: the world's, on the default context
             self._sync_event(["sync", _RECORDED[op.name], line, 0, None])
