@@ -82,6 +82,22 @@ def _readable(pattern):
 
 #: (test module, shared memory it left) for the session's summary
 SHARED_MEMORY_LEFT = []
+#: a cell of a test that hangs ends this long before pytest's own limit (tool's report, not pytest's stack)
+CELL_MARGIN = 60
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cells_end_before_the_test(pytestconfig):
+    """A cell that hangs in a test ends in the tool's own hang report (``CellStoppedError``: the line
+    and call of every PE), a minute before pytest-timeout would end the test with only the test's
+    stack: ``rc.timeout`` for every job of the session (a job or cell given its own keeps it)."""
+    from shmem_notebook.rc import rc
+
+    before, limit = rc.timeout, float(pytestconfig.getini("timeout") or 0)
+    if before is None and limit > CELL_MARGIN:
+        rc.timeout = limit - CELL_MARGIN
+    yield
+    rc.timeout = before
 
 
 @pytest.fixture(scope="module", autouse=True)
