@@ -52,8 +52,9 @@ def stop_loops(loops):
         loops.wait()
 
 
-def run_all(libraries, counts, repeat, programs, heap):
-    """Rows of the table, one per (program, library, PE count); the seconds each job took."""
+def run_all(libraries, counts, repeat, programs, heap, save):
+    """Rows of the table, one per (program, library, PE count); the seconds each job took.
+    ``save(rows, seconds)`` after each job, so that a long run stopped early leaves what it measured."""
     import shmem_notebook
 
     rows, seconds = [], {}
@@ -68,6 +69,7 @@ def run_all(libraries, counts, repeat, programs, heap):
                         print(line, flush=True)
             seconds[f"{library}/{n}"] = round(time.monotonic() - started, 1)
             print(f"{library} at {n} PEs: {len(programs)} programs x {repeat} in {seconds[f'{library}/{n}']} s")
+            save(rows, seconds)
     return rows, seconds
 
 
@@ -87,23 +89,27 @@ def main(argv=None):
         unknown = sorted(set(args.program) - {p.name for p in programs})
         parser.error(f"no program named {', '.join(unknown)}; the names are in tests/conformance/programs.py")
     started = time.monotonic()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+    def save(rows, seconds):
+        results = {
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": commit,
+            "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
+            "repeat": args.repeat,
+            "load": args.load,
+            "seconds": {"total": round(time.monotonic() - started, 1), **seconds},
+            "rows": rows,
+        }
+        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+        return results
+
     loops = busy_loops(args.load)
     try:
-        rows, seconds = run_all(libraries, args.npes or [2, 4], args.repeat, programs, args.heap)
+        rows, seconds = run_all(libraries, args.npes or [2, 4], args.repeat, programs, args.heap, save)
     finally:
         stop_loops(loops)
-    results = {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip(),
-        "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
-        "repeat": args.repeat,
-        "load": args.load,
-        "seconds": {"total": round(time.monotonic() - started, 1), **seconds},
-        "rows": rows,
-    }
-    RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+    results = save(rows, seconds)
     if args.update_docs:
         update_page(PAGE, results)
     bad = [row for row in rows if row["wrong"] or row["hangs"] or row["races"]]

@@ -37,8 +37,10 @@ class Program:
 
 PROGRAMS: list[Program] = []
 
-#: the routines OpenSHMEM 1.5 added, refused on Open MPI 4.1.4's OSHMEM (an OpenSHMEM 1.4 library)
-LACKS_15 = {"oshmem": "UnsupportedError"}
+#: the routines OpenSHMEM 1.5 added, refused on the OpenSHMEM 1.4 libraries (Open MPI 4.1.4's OSHMEM, OSHMPI)
+LACKS_15 = {"oshmem": "UnsupportedError", "oshmpi": "UnsupportedError"}
+#: a context on a team: the tool emulates teams on the 1.4 libraries, and says it cannot make one there
+NO_TEAM_CTX = {"oshmem": "TeamError", "oshmpi": "TeamError"}
 #: contexts: OSHMPI cannot create one (MPI has no endpoints), the tool says so
 NO_CTX = {"oshmpi": "UnsupportedError"}
 
@@ -1010,7 +1012,7 @@ program("ctx_team_or_invalid", "contexts", f"""
     shmem.barrier_all()
     result = int(x[0])
     """, lambda me, n: evens(n)[(me // 2 - 1) % len(evens(n))] if me % 2 == 0 else -1,
-    refused={"oshmem": "TeamError", **NO_CTX})
+    refused=NO_TEAM_CTX)
 
 # -- allocation idioms: each allocation is followed at once by a put from another PE -----------
 program("zeros_then_put", "allocation", """
@@ -1105,7 +1107,7 @@ program("alloc_clear_fromalloc_then_put", "allocation", """
     shmem.free(mem)
     """, lambda me, n: [0, 0, left(me, n), left(me, n)])
 program("alloc_fromalloc_then_put", "allocation", """
-    mem = shmem.alloc(3 * 8)
+    mem = shmem.alloc(3 * 8, clear=False)
     x = shmem.fromalloc(mem, 3, dtype=np.float64)
     shmem.put(x, np.array([me, 2.0 * me, 3.0 * me]), (me + 1) % npes)
     shmem.barrier_all()
