@@ -53,6 +53,31 @@ def test_an_allocation_is_ready_on_every_pe_before_any_pe_writes_into_it(job, ki
     assert result.races == [], [str(r) for r in result.races]
 
 
+def test_a_new_lock_is_clear_on_every_pe_before_any_pe_takes_it(job):
+    """shmem.new_lock() (behind shmem.Lock) is allocated by shmem_calloc too, now followed by a sync;
+    taken at once by every PE, it excludes: a read-modify-write of PE 0's counter under it loses no
+    update, in every round (this OSHMEM's lock passed without the sync as well)."""
+    code = """
+    total = shmem.zeros(1, dtype=np.int64)
+    shmem.barrier_all()
+    for _round in range(6):
+        lock = shmem.new_lock()
+        shmem.set_lock(lock)
+        seen = np.zeros(1, dtype=np.int64)
+        shmem.get(seen, total, 0)
+        shmem.put(total, seen + 1, 0)
+        shmem.clear_lock(lock)
+        shmem.barrier_all()
+        shmem.del_lock(lock)
+    shmem.get(seen, total, 0)
+    counted = int(seen[0])
+    shmem.barrier_all()
+    shmem.free(total)
+    """
+    quiet(job, textwrap.dedent(code))
+    assert job.pull("counted").tolist() == [6 * job.n] * job.n
+
+
 def test_declared_and_redeclared_arrays_are_zero_before_any_pe_writes(job):
     """A declared array (and one re-declared with another size) is zeroed on every PE before the
     cell's first put lands: the put survives."""

@@ -3,11 +3,14 @@
 Open MPI's ``shmem_calloc`` zeroes the block after the barrier that ends the allocation
 (:data:`shmem_notebook.deviations.LATE_ZEROING`): a PE that left ``shmem.zeros()`` first may put
 into a peer that is still zeroing, and the put is lost. The specification puts the barrier on exit.
-:func:`install` replaces ``shmem.alloc`` (behind ``zeros``, ``new_array`` and declared arrays) so
-that a cleared allocation is followed by ``shmem_sync_all``: every PE has zeroed before any PE
-returns. Collective, as the allocation is. A plain program under ``shmem-race`` is repaired too (it
-runs to its end with right values), and its report names the race it meets under a plain ``oshrun``
-(the recording's ``library_writes``, :mod:`..record.accesses`).
+:func:`install` replaces shmem4py's allocator factory, behind ``alloc`` (``zeros``, ``new_array``,
+declared arrays), ``new_lock`` (``Lock``) and ``new_signal``, so that an allocation shmem4py makes
+with ``shmem_calloc`` is followed by ``shmem_sync_all``: every PE has zeroed before any PE returns
+(shmem4py already synchronises after its own ``memset`` when an alignment or hints are given).
+Where that factory is not there (another shmem4py), ``shmem.alloc`` is wrapped instead. Collective,
+as the allocation is. A plain program under ``shmem-race`` is repaired too (it runs to its end with
+right values), and its report names the race it meets under a plain ``oshrun`` (the recording's
+``library_writes``, :mod:`..record.accesses`).
 """
 
 import functools
@@ -23,10 +26,26 @@ def applies(shmem):
     return affects(LATE_ZEROING, shmem.info_get_name())
 
 
-def install(shmem):
-    """Replace ``shmem.alloc``; return the undo."""
-    patches, alloc, sync_all = Patches(), shmem.alloc, shmem.lib.shmem_sync_all
+def _allocator_factory(shmem):
+    """shmem4py 1.0.0's ``_get_allocator``, with a ``shmem_sync_all`` after each ``shmem_calloc``."""
+    ffi, lib = shmem.ffi, shmem.lib
 
+    def _get_allocator(align=None, hints=None, clear=True):
+        align, hints = align or 0, hints or 0
+        calloc = bool(clear) and not align and not hints  # shmem_py_alloc calls shmem_calloc then
+
+        def allocate(size):
+            pointer = lib.shmem_py_alloc(size, align, hints, clear)
+            if calloc:  # on every PE, NULL or not: the allocation was collective
+                lib.shmem_sync_all()
+            return pointer
+
+        return ffi.new_allocator(allocate, lib.shmem_py_free, should_clear_after_alloc=False)
+
+    return _get_allocator
+
+
+def _synchronised_alloc(alloc, sync_all):
     @functools.wraps(alloc)
     def zeroed_alloc(count, size=1, align=None, hints=None, clear=True):
         mem = alloc(count, size, align, hints, clear)
@@ -34,5 +53,14 @@ def install(shmem):
             sync_all()
         return mem
 
-    patches.set(shmem, "alloc", zeroed_alloc)
+    return zeroed_alloc
+
+
+def install(shmem):
+    """Replace shmem4py's allocator factory (or ``shmem.alloc``); return the undo."""
+    patches = Patches()
+    if hasattr(shmem, "_get_allocator") and hasattr(shmem.lib, "shmem_py_alloc"):
+        patches.set(shmem, "_get_allocator", _allocator_factory(shmem))
+    else:
+        patches.set(shmem, "alloc", _synchronised_alloc(shmem.alloc, shmem.lib.shmem_sync_all))
     return patches.undo
