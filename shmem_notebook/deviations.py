@@ -40,7 +40,7 @@ DEVIATIONS = (
         LATE_ZEROING,
         "oshmem",
         "Open MPI 4.1.4 (every release to date)",
-        "`shmem_calloc` (shmem4py's `zeros`, `alloc(clear=True)`, declared arrays) zeroes the block "
+        "`shmem_calloc` (shmem4py's `zeros`, `alloc(clear=True)`, `new_lock`, declared arrays) zeroes the block "
         "after the barrier that ends the allocation, so a put from a PE that left first can be wiped "
         "by a PE still zeroing (4 PEs under load: wrong values in most runs)",
         "`oshmem/shmem/c/shmem_alloc.c`: `shmem_calloc` calls `_shmalloc` (its barrier), then `memset`; "
