@@ -25,6 +25,7 @@ class _RC:
     slurm_runner: str
     gather: str
     polite_ms: int
+    deadlock_ms: int
     dispatch: str
 
     _defaults: dict[str, Any] = {
@@ -56,6 +57,10 @@ class _RC:
         # collective before it is let sleep: it then runs 0.4 ms of every 5 ms (about 8% of a core);
         # 0 lets waiting PEs poll at full speed (see job.governor)
         "polite_ms": 10,
+        # milliseconds every PE of a cell must have waited in OpenSHMEM (or polled in a loop only
+        # another PE can end), nothing changing, before the cell is ended as deadlocked (a second look
+        # follows 0.3 s later, see cells.deadlock); 0: never (the timeout or the stop button ends it)
+        "deadlock_ms": 500,
         # how cells reach the PEs: "direct" (the job's own channel, see cells.channel) or
         # "ipyparallel" (DirectView.execute, through the controller); read at start
         "dispatch": "direct",

@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from conftest import job_fixture, quiet
-from shmem_notebook import CellStoppedError, PEError
+from shmem_notebook import CellStoppedError, PEError, rc
 
 job = job_fixture(2, 4, heap="16M", timeout=120, sos=(2,), oshmpi=(2,))
 
@@ -116,9 +116,10 @@ def test_a_wait_for_a_finished_pe_pauses_the_waiters(job):
     ready(job)
 
 
-def test_after_a_timeout_the_pes_that_cannot_be_interrupted_are_paused(job):
+def test_after_a_timeout_the_pes_that_cannot_be_interrupted_are_paused(job, monkeypatch):
     """Every PE waits in wait_until for a value nobody writes: the timeout stops the cell, the PEs are
     paused, so none uses a core until the restart."""
+    monkeypatch.setattr(rc, "deadlock_ms", 0)  # the timeout's path (a deadlock is named before it)
     ready(job)
     message, took = stopped(job, "shmem.wait_until(F, shmem.CMP.EQ, 5)", timeout=2)
     assert "could not be interrupted (blocked in OpenSHMEM) and are paused (no CPU)" in message, message

@@ -101,7 +101,8 @@ def test_a_timeout_with_a_pe_in_a_barrier_joins_it(job4):
     assert quiet(job4, "print('back', x)").stdout[3] == "back 1\n"
 
 
-def test_a_timeout_nobody_can_be_released_from_marks_the_job_hung(job4):
+def test_a_timeout_nobody_can_be_released_from_marks_the_job_hung(job4, monkeypatch):
+    monkeypatch.setattr(shmem_notebook.rc, "deadlock_ms", 0)  # the timeout's path (a deadlock is named before it)
     code = "shmem.wait_until(flag, shmem.CMP.EQ, 1)"
     with pytest.raises(CellStoppedError) as info:
         quiet(job4, code, arrays="flag=int64[1]", timeout=2)
@@ -116,7 +117,8 @@ def test_a_timeout_nobody_can_be_released_from_marks_the_job_hung(job4):
     assert quiet(job4, "print('back')").stdout[3] == "back\n"
 
 
-def test_wait_until_nobody_sets_shows_the_blocking_call(job4):
+def test_wait_until_nobody_sets_shows_the_blocking_call(job4, monkeypatch):
+    monkeypatch.setattr(shmem_notebook.rc, "deadlock_ms", 0)  # the timeout's path (a deadlock is named before it)
     code = "print('waiting', me)\nshmem.wait_until(flag, shmem.CMP.EQ, 1)"
     with pytest.raises(CellStoppedError) as info:
         quiet(job4, code, arrays="flag=int64[1]", timeout=1.5)
@@ -233,6 +235,8 @@ def execute(kc, code, timeout=120, during=None):
 def test_kernel_interrupt_shows_where_pes_are_and_restart_recovers(kernel):
     km, kc = kernel
     execute(kc, "%load_ext shmem_notebook")
+    # the interrupt's path: a deadlock is named before it
+    execute(kc, "import shmem_notebook; shmem_notebook.rc.deadlock_ms = 0")
     out, err = execute(kc, "%shmem start -n 2")
     assert "ready" in out, err
     out, err = execute(

@@ -6,7 +6,7 @@ that runs the cell again uses :func:`rerun`.
 Collective on the PEs: the cell goes to every PE at once.
 
 The path uses only the job's public surface: ``prepare_cell``, ``send_cell``,
-``dead_pes``, ``locate``, ``interrupt``, ``mark_dead`` and ``ask`` (see
+``dead_pes``, ``locate``, ``waiting_since``, ``interrupt``, ``pause``, ``mark_dead`` and ``ask`` (see
 :mod:`shmem_notebook.job.pe_requests`), and its attributes ``n``, ``pes``, ``timeout``,
 ``state``, ``last_result`` and ``cell_callbacks``.
 """
@@ -20,7 +20,7 @@ from ..analysis.postmortem import cell_error, where_report
 from ..arguments import check_timeout
 from ..errors import CellStoppedError, PEDiedError, PEError
 from ..folding import pe_ranges
-from . import display, stranded
+from . import deadlock, display, stranded
 from .output import OutputMerger, busy_hold
 from .result import CellResult
 from .stages import stages_for
@@ -42,7 +42,9 @@ class Cell:
     request: SentCell | None = None  # once dispatched: ChannelCell or ExecuteCell (see .channel)
     before_requests: list = field(default_factory=list)  # [(op, args)] the PEs answer right before the cell
     after_requests: list = field(default_factory=list)  # [(op, args)] (or op names) the PEs answer right after it
-    waiting: dict | None = None  # PE -> (line, call) of PEs stranded by others' errors (see .stranded)
+    waiting: dict | None = (
+        None  # PE -> (line, call) of PEs stranded by others' errors (.stranded) or deadlocked (.deadlock)
+    )
 
 
 def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **options):
@@ -105,11 +107,11 @@ def _run(cell):
             pending = stranded.release(job, cell.request, blocked)  # joined where they can be, else paused
         elif pending:  # blocked in OpenSHMEM for good: paused, so that they burn no CPU until the restart
             job.pause(pending)
-    if outcome == "stranded":  # some PEs raised, the others wait for them in OpenSHMEM
+    if outcome in ("stranded", "deadlock"):  # PEs wait in OpenSHMEM for PEs that ended the cell, or for each other
         where = cell.waiting
         pending = stranded.release(job, cell.request, where)
     result = _collect(cell.request.metadata, time.monotonic() - started, pending, outcome)
-    if outcome == "stranded":  # the waiting PEs' KeyboardInterrupt is the tool's, not theirs
+    if outcome in ("stranded", "deadlock"):  # the waiting PEs' KeyboardInterrupt is the tool's, not theirs
         result.errors = {pe: e for pe, e in result.errors.items() if pe not in where}
         result.waiting = where
     result.errors = {pe: cell_error(e, cell.code) for pe, e in result.errors.items()}  # no temp file names
@@ -161,6 +163,7 @@ def _stream(cell, started):
         return pending
 
     next_check, outcome, stranded_check, first_ended = time.monotonic() + 0.25, None, None, None
+    watch = deadlock.Watch(job, cell.code)
     try:
         while outcome is None:
             # wakes when every PE finished; shows output every 50 ms meanwhile
@@ -185,6 +188,8 @@ def _stream(cell, started):
                 if looked and looked == cell.waiting:  # twice at the same place: they wait for good
                     outcome = "stranded"
                 cell.waiting = looked
+            if outcome is None and len(pending) == job.n and (stuck := watch.look(now)):
+                outcome, cell.waiting = "deadlock", stuck  # every PE waits for another
         return outcome, feed()
     finally:
         out.close()
@@ -233,6 +238,11 @@ def _error(cell, result, where):
             f"the job (the other PEs' output is above); {job.RESTART_HINT}",
             job.crash,
         )
+    if result.outcome == "deadlock":
+        text = deadlock.message(result.waiting, not result.pending, job.RESTART_HINT, cell.code)
+        if result.pending and job.restart_on_hang:
+            text = text[: text.rindex("; the waiting PEs")] + "; " + _restarted(job)
+        return CellStoppedError(f"{text}. Where every PE was:", where_report(result.waiting, cell.code, job.n))
     if result.outcome == "stranded" or (result.outcome == "error" and result.waiting):
         released = result.outcome == "error"
         finished = [pe for pe in range(job.n) if pe not in result.errors and pe not in result.waiting]

@@ -25,8 +25,9 @@ class CellResult:
     result_data: dict[int, dict[str, Any]] = field(default_factory=dict)  # PE -> MIME bundle of a rich last expression
     seconds: float = 0.0
     pending: list[int] = field(default_factory=list)  # PEs that had not finished (timeout, interrupt, death)
-    outcome: str = "ok"  # ok, error, timeout, interrupted, died, stranded (PEs wait for others that raised)
-    # PE -> (line, call): waited for PEs that raised (see cells.stranded)
+    # ok, error, timeout, interrupted, died, stranded (PEs wait for others that raised), deadlock (for each other)
+    outcome: str = "ok"
+    # PE -> (line, call): waited for PEs that raised (see cells.stranded), or for each other (cells.deadlock)
     waiting: dict[int, Any] = field(default_factory=dict)
     stages: dict[str, Any] = field(default_factory=dict)  # stage name -> what it found (see cells.stages)
 

@@ -14,18 +14,20 @@ interrupt reaches), SIGINT stops them there. Then every PE drops the exceptions'
 hold symmetric arrays on some PEs only) and zeroes the emulated teams' counts: the rest of the
 cell is abandoned on every PE, the job stays ready, variables kept.
 Otherwise (a ``wait_until`` nobody will satisfy, the library's reduction) the waiting PEs are
-paused with SIGSTOP, so they burn no CPU until the restart that is needed.
+paused with SIGSTOP, so they burn no CPU until the restart that is needed. A cell in which no PE
+ended but every PE waits for another (a deadlock, :mod:`.deadlock`) ends through :func:`release` too.
 """
 
 import ast
 import re
 import socket
+import time
 
 from ..errors import ShmemNotebookError
 from ..folding import pe_ranges
 from ..operations import CALLS, EMULATED_WAIT, JOINABLE
 
-__all__ = ["GRACE", "BLOCKING", "waiting", "release", "raised_line", "message"]
+__all__ = ["GRACE", "BLOCKING", "POLL_NAMES", "waiting", "polling_lines", "release", "raised_line", "shown", "message"]
 
 #: seconds after the first error before looking whether the other PEs wait for it
 GRACE = 0.2
@@ -56,7 +58,7 @@ def waiting(job, pending, code=None):
 
 #: names a polling loop's condition may use besides the arrays it polls (anything else, a clock
 #: say, may end the loop by itself)
-_POLL_NAMES = frozenset({"int", "float", "bool", "np", "me", "npes", "len", "any", "all", "abs"})
+POLL_NAMES = frozenset({"int", "float", "bool", "np", "me", "npes", "len", "any", "all", "abs"})
 
 
 def polling_lines(code):
@@ -71,9 +73,9 @@ def polling_lines(code):
     lines = set()
     for loop in (n for n in ast.walk(tree) if isinstance(n, ast.While)):
         calls = [n for n in ast.walk(loop.test) if isinstance(n, ast.Call)]
-        if any(not isinstance(c.func, ast.Name) or c.func.id not in _POLL_NAMES for c in calls):
+        if any(not isinstance(c.func, ast.Name) or c.func.id not in POLL_NAMES for c in calls):
             continue
-        read = {n.id for n in ast.walk(loop.test) if isinstance(n, ast.Name)} - _POLL_NAMES
+        read = {n.id for n in ast.walk(loop.test) if isinstance(n, ast.Name)} - POLL_NAMES
         if not read or not all(_idle(stmt, read) for stmt in loop.body) or loop.orelse:
             continue
         lines.update(range(loop.lineno, loop.end_lineno + 1))
@@ -115,12 +117,14 @@ def release(job, cell, where):
     """Free the PEs of ``where`` (waiting for PEs whose cell ended); the PEs still running the cell.
     When they cannot be freed, they are paused (SIGSTOP) and the job is marked hung."""
     polling = sorted(pe for pe, (_, call) in where.items() if call is None)
-    if polling:  # a Python loop: the interrupt stops it at once
-        job.interrupt(cell, polling, grace=2.0)
+    if polling:  # a Python loop: the interrupt stops it at once (the others go on waiting)
+        job.interrupt(cell, polling, grace=0)
+        _ended(job, cell, where, polling)
     blocked = {pe: w for pe, w in where.items() if pe not in polling}
     call = _joinable(job, blocked) if blocked else None
     if call == EMULATED_WAIT:  # the interrupt stops them in the emulation's wait loop
-        job.interrupt(cell, sorted(blocked), grace=2.0)
+        job.interrupt(cell, sorted(blocked), grace=0)
+        _ended(job, cell, where, blocked)
     elif call is not None:
         job.interrupt(cell, sorted(blocked), grace=0)  # they stop right after the call returns
         others = [pe for pe in range(job.n) if pe not in blocked]
@@ -128,7 +132,7 @@ def release(job, cell, where):
             job.ask("join", call, pes=others, timeout=10)
         except ShmemNotebookError:
             pass
-        cell.wait(2.0)
+        _ended(job, cell, where, blocked)
     if (call is not None or not blocked) and not cell.pending():
         try:  # every PE drops the exceptions' frames and zeroes the emulated teams' counts
             job.ask("released", timeout=10)
@@ -139,13 +143,37 @@ def release(job, cell, where):
     return cell.pending()
 
 
+#: seconds released PEs are given to end the cell, and in all while they are seen elsewhere than where they
+#: waited (handling the interrupt: a PE's first traceback imports IPython's formatter, which took 2.9 s
+#: for 3 PEs at once on 2 cores)
+ENDING, LATE = 2.0, 20.0
+
+
+def _ended(job, cell, where, pes):
+    """Wait until ``pes`` ended ``cell`` (after an interrupt or a join): :data:`ENDING` seconds, then on while
+    each of them still running it is seen somewhere else than at ``where`` (it handles the interrupt), up to
+    :data:`LATE` seconds in all."""
+    start = time.monotonic()
+    while left := sorted(set(pes) & set(cell.pending())):
+        waited = time.monotonic() - start
+        if waited > LATE:
+            return
+        if waited < ENDING:
+            cell.wait(0.05)
+            continue
+        seen = job.locate(left)
+        if any(seen.get(pe) == where.get(pe) for pe in left):
+            return  # still where it waited: the interrupt or the join did not free it
+        cell.wait(0.5)
+
+
 def raised_line(traceback):
     """The line of the cell where a PE's exception was raised (its innermost cell frame), or None."""
     found = _CELL_LINE.findall(_ANSI.sub("", traceback or ""))
     return int(found[-1]) if found else None
 
 
-def _shown(call, line, code):
+def shown(call, line, code):
     """How the user wrote the call a PE waits in: ``shmem.barrier_all()``, or the cell's statement
     for a team call (``half.sync()``: the tool's emulation, or ``shmem.sync`` of any team)."""
     if call is None:
@@ -166,7 +194,7 @@ def message(errors, where, released, restart_hint, code=None, finished=()):
         at = f" at line {line}" if line and f"at line {line}" not in str(evalue) else ""  # the message may say it
         raised.setdefault(f"raised {ename}{at}: {evalue}" if evalue else f"raised {ename}{at}", []).append(pe)
     for pe, (line, call) in sorted(where.items()):
-        waits.setdefault(f"{_shown(call, line, code)} at line {line}", []).append(pe)
+        waits.setdefault(f"{shown(call, line, code)} at line {line}", []).append(pe)
     them = "it" if len(errors) + len(finished) == 1 else "them"
     parts = [f"PE {pe_ranges(pes)} {what}" for what, pes in raised.items()]
     if finished:

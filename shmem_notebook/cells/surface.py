@@ -75,6 +75,10 @@ class JobSurface(Protocol):
         """Where each of ``pes`` is in the cell."""
         ...
 
+    def waiting_since(self) -> dict[int, int] | None:
+        """``{pe: monotonic ns at which it entered the blocking call it is in, 0: none}`` (the wait board)."""
+        ...
+
     def interrupt(self, cell: SentCell, pes: Iterable[int], grace: float = 1.5) -> list[int]:
         """SIGINT to ``pes``; the PEs still running ``cell`` after ``grace`` seconds."""
         ...

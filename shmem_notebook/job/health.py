@@ -11,7 +11,7 @@ from typing import Any
 from ..analysis.postmortem import cell_location, crash_causes, with_first_deaths
 from ..errors import JobStateError, NoJobError, PEDiedError
 from ..folding import fold, pe_ranges
-from ..protocol import exit_path, stack_path
+from ..protocol import BOARD_STRIDE, board_path, exit_path, stack_path
 from .members import JobMembers
 from .processes import alive, wait
 from .states import IDLE, pe_state
@@ -102,6 +102,23 @@ class Health:
                 location = cell_location(f.read())
             where[pe] = location or "running, outside the cell's code"
         return where
+
+    def waiting_since(self: JobMembers) -> dict[int, int] | None:
+        """``{pe: time.monotonic_ns() at which it entered the blocking call it is in}`` (0: in none) from
+        the job's wait board (:mod:`.governor`); None when a PE runs on another host or the PEs keep no
+        board. A read of a small file, no signal to any PE."""
+        here, size = socket.gethostname(), 8 * BOARD_STRIDE * self.n
+        if self._cluster is None or len(self.pes) != self.n or any(i.get("host") != here for i in self.pes.values()):
+            return None
+        try:
+            with open(board_path(self._cluster.profile_dir, self._cluster.cluster_id), "rb") as f:
+                data = f.read(size)
+        except OSError:
+            return None
+        if len(data) < size:
+            return None
+        slots = memoryview(data).cast("q")
+        return {pe: slots[pe * BOARD_STRIDE] for pe in range(self.n)}
 
     def status(self: JobMembers) -> list[dict[str, Any]]:
         """One dict per PE: pe, state (idle/busy/hung/dead: :mod:`.states`), pid, host, node (Slurm's
