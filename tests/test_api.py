@@ -71,6 +71,16 @@ def test_bad_pe_counts_are_refused_before_anything_starts():
             shmem_notebook.Job(n)
 
 
+def test_a_bad_node_count_names_nodes_with_or_without_slurm():
+    import pytest
+
+    for nodes in (0, -1, 2.5, True):
+        for slurm in ({}, {"slurm": True, "ip": "0.0.0.0"}):
+            with pytest.raises(shmem_notebook.InputError, match=r"^nodes must be a positive integer") as caught:
+                shmem_notebook.Job(2, nodes=nodes, **slurm)
+            assert "number of PEs" not in str(caught.value)
+
+
 def test_bad_timeouts_are_refused():
     import pytest
 

@@ -46,6 +46,7 @@ def one_line(text):
         ("%shmem start -n -2", UsageError, "positive integer"),
         ("%shmem start -n 2 --heap lots", SpecError, "cannot read size 'lots'"),
         ("%shmem start -n 2 --timeout soon", UsageError, "a timeout is a positive number of seconds"),
+        ("%shmem start -n 2 --nodes 0", UsageError, "argument --nodes: --nodes must be a positive integer, got '0'"),
         ("%shmem status", NoJobError, "start one with `%shmem start -n 4`"),
         ("%shmem alloc A=int64[8]", NoJobError, "start one with `%shmem start -n 4`"),
         ("%shmem gather A", NoJobError, "start one with `%shmem start -n 4`"),

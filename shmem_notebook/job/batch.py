@@ -30,6 +30,8 @@ def batch_options(options, ip):
     it starts the PEs (a string or a list), e.g. ``"module load openmpi/4.1"``."""
     given = {f.name: getattr(options, f.name) for f, _ in declared(batch=True)}
     hostfile, nodes, sbatch_args = options.hostfile, options.nodes, options.sbatch_args
+    if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):
+        raise InputError(f"nodes must be a positive integer, got {nodes!r}; e.g. nodes=2 (with slurm=True)")
     if not options.slurm:
         named = [name for name, value in given.items() if value]
         if named:
@@ -44,8 +46,6 @@ def batch_options(options, ip):
         )
     if hostfile:
         raise InputError("hostfile and slurm=True exclude each other: Slurm chooses the nodes; drop one of them")
-    if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):
-        raise InputError(f"nodes must be a positive integer, got {nodes!r}; e.g. nodes=2")
     if isinstance(sbatch_args, str):
         raise InputError(f"sbatch_args is a list of arguments, got the string {sbatch_args!r}; e.g. ['--qos=debug']")
     prologue = prologue_lines(options.sbatch_prologue)

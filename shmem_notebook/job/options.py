@@ -29,20 +29,31 @@ __all__ = [
     "add_arguments",
     "flag",
     "count",
+    "node_count",
     "seconds",
     "slurm_seconds",
 ]
 
 
-def count(text):
-    """A flag's text as a positive integer (argparse ``type``)."""
+def _positive_int(text, what):
+    """``text`` as a positive integer, or argparse's error saying ``what`` must be one."""
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"the number of PEs must be a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"{what} must be a positive integer, got {text!r}")
     return value
+
+
+def count(text):
+    """A flag's text as a positive number of PEs (argparse ``type``)."""
+    return _positive_int(text, "the number of PEs")
+
+
+def node_count(text):
+    """``--nodes``'s text as a positive number of nodes (argparse ``type``)."""
+    return _positive_int(text, "--nodes")
 
 
 def seconds(text):
@@ -115,7 +126,7 @@ class JobOptions:
     time: str = option(
         None, "the batch job's time limit, e.g. 30 or 1:00:00", metavar="T", limit=slurm_seconds, batch=True
     )
-    nodes: int = option(None, "sbatch --nodes", metavar="K", parse=count, limit=int, batch=True)
+    nodes: int = option(None, "sbatch --nodes", metavar="K", parse=node_count, limit=int, batch=True)
     account: str = option(None, "sbatch --account", metavar="A", batch=True)
     sbatch_args: tuple = option(
         (),
