@@ -14,6 +14,7 @@ from conftest import job_fixture, quiet
 from shmem_notebook import CellStoppedError
 from shmem_notebook.cells import stranded
 from shmem_notebook.cells.deadlock import condition, deadlocked, message
+from shmem_notebook.inspector.snapshot import gather_snapshot
 
 job = job_fixture(2, 4, heap="8M", timeout=60, sos=(2, 4))
 
@@ -94,8 +95,9 @@ def assert_paused_then_restart(job):
     assert quiet(job, "print('fresh', me)").stdout == {pe: f"fresh {pe}\n" for pe in range(job.n)}
 
 
-def test_a_wait_on_a_flag_against_barrier_all(job, monkeypatch):
-    """PE 0 waits for a flag nobody sets, the others wait in barrier_all for PE 0; its twin sets the flag."""
+def test_a_wait_on_a_flag_against_barrier_all(job, monkeypatch, tmp_path):
+    """PE 0 waits for a flag nobody sets, the others wait in barrier_all for PE 0; its twin sets the flag.
+    The inspector and an export call the cell deadlocked."""
     message, verdict, report = deadlock(
         job, "if me == 0:\n    shmem.wait_until(flag, shmem.CMP.EQ, 1)\nshmem.barrier_all()", monkeypatch
     )
@@ -105,6 +107,9 @@ def test_a_wait_on_a_flag_against_barrier_all(job, monkeypatch):
         f"PE 0: line 3, shmem.wait_until(flag, shmem.CMP.EQ, 1)\nPE {others(job)}: line 4, shmem.barrier_all()"
     )
     assert verdict < 2 and report < 2, (verdict, report)
+    assert {pe["last_cell"]["outcome"] for pe in gather_snapshot(job, timeout=2).pes} == {"deadlocked"}
+    job.export(tmp_path / "program.py")
+    assert "because it deadlocked in the notebook" in (tmp_path / "program.py").read_text()
     assert_paused_then_restart(job)
     twin(
         job,

@@ -13,8 +13,9 @@ Snapshot structure (``snap.pes[pe]``, one dict per PE, index == PE)::
     pe, state        'idle' | 'busy' | 'dead'; reachable (bool): answered this refresh
     note             why a PE has no data ('' if it answered)
     pid, host, rss   process id, host name, resident memory in bytes (None if unknown)
-    last_cell        {'outcome': 'ok' | exception type | 'timed out' | 'interrupted' | 'stranded' (waited for PEs
-                     that ended the cell, paused) | None, 'seconds': float | None}
+    last_cell        {'outcome': 'ok' | exception type | 'timed out' | 'interrupted' | 'deadlocked' (every PE
+                     waited for another) | 'stranded' (waited for PEs that ended the cell, paused) | None,
+                     'seconds': float | None}
     output_tail      the last lines of its stdout/stderr in the last %%pxshmem cell
     heap             {'base': address, 'size', 'used', 'free'} in bytes
     blocks           every symmetric allocation, by offset:
@@ -282,7 +283,7 @@ def _unfinished(outcome, crash=None):
     """How the last cell ended on a PE that never finished it (``outcome``: the cell's, see CellResult)."""
     if outcome == "died":
         return f"died ({crash})" if crash else "died (the job ended)"
-    return {"interrupted": "interrupted", "stranded": "stranded"}.get(outcome, "timed out")
+    return {"interrupted": "interrupted", "stranded": "stranded", "deadlock": "deadlocked"}.get(outcome, "timed out")
 
 
 def gather_snapshot(job: "Job", budget: int = DEFAULT_BUDGET, timeout: float = DEFAULT_TIMEOUT) -> "Snapshot":

@@ -35,6 +35,7 @@ FAILED = {
     "interrupted": "it was interrupted in the notebook",
     "died": "PEs died while it ran in the notebook",
     "stranded": "it raised on some PEs while the others waited for them in the notebook",
+    "deadlock": "it deadlocked in the notebook (every PE waited for another)",
 }
 
 #: what a cell option becomes in a program
