@@ -107,6 +107,23 @@ def test_completion_hint_names_the_synchronisation_the_cell_uses(members, said):
     assert race.fix == Fix((Edit((2,), "shmem.quiet()"),))
 
 
+def test_a_put_to_your_own_pe_says_why_it_is_a_race():
+    """A blocking put to one's own PE, read before the barrier: a race by the specification, and the hint says
+    why in one clause (issue 45 item 10)."""
+    barrier = ["sync", "barrier_all", 4, 0, None]
+    (race,) = _races({0: [_put(2, 0, 5), ["mem", "load", 3, "read", "sym", 0, 16, "<i4"], barrier], 1: [barrier]})
+    assert race.hint.startswith("a put to your own PE is complete only after quiet or a barrier")
+    assert "call shmem.quiet() after line 2" in race.hint
+    assert race.fix == Fix((Edit((2,), "shmem.quiet()"),))
+    (race,) = _races(  # a put to another PE: not the own-PE clause
+        {
+            0: [_put(2, 1, 5), ["sync", "quiet", 3, 0, None], barrier],
+            1: [["mem", "load", 3, "read", "sym", 0, 16, "<i4"], barrier],
+        }
+    )
+    assert "your own PE" not in race.hint
+
+
 def test_no_fix_for_an_update_every_pe_makes():
     events = {}
     for pe in (0, 1):

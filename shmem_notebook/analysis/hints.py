@@ -137,8 +137,10 @@ def _advise(a, b, sim):
                 "before the synchronisation"
             ), _fix(Edit((a.line,), "{ctx}.quiet()"))
         if a.pe == b.pe:
+            own = a.remote and a.writes and a.target == a.pe  # surprising: the call returned, the data is local
+            why = f"a {a.op} to your own PE is complete only after quiet or a barrier, so it" if own else f"the {a.op}"
             return (
-                f"the {a.op} may still be in flight: call shmem.quiet() after line {a.line}",
+                f"{why} may still be in flight: call shmem.quiet() after line {a.line}",
                 _fix(Edit((a.line,), "shmem.quiet()")),
             )
         flags = _flag_writes(a, b, sim)
