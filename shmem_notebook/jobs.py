@@ -1,9 +1,10 @@
 """The instructor's view: the jobs running on this server, read-only (``python -m shmem_notebook.jobs``).
 
-For each job: its user, PEs, library, state, CPU and age, from what the jobs already leave on the
-server: every process of a job carries its token (``SHMEM_NOTEBOOK_OWNER``, :mod:`.job.watchdog`),
-and around every cell the job notes its state (:mod:`.job.state_file`). The state is one of the
-words :mod:`.job.states` defines (``%shmem status`` says them of each PE):
+For each job: its user, PEs (a ``spare=True`` job's spare set apart: ``2/2 (+2 spare)``), library, state, CPU
+and age, from what the jobs already leave on the server: every process of a job carries its token
+(``SHMEM_NOTEBOOK_OWNER``, :mod:`.job.watchdog`), and around every cell the job notes its state
+(:mod:`.job.state_file`). The state is one of the words :mod:`.job.states` defines (``%shmem status`` says
+them of each PE):
 
 - ``dead``: PEs are gone (fewer alive than the job has), or the notebook's kernel is;
 - ``busy``: a cell runs (for how long: ``since``); ``hung``: the last cell left PEs blocked for good
@@ -27,6 +28,7 @@ from .job.state_file import read_state
 from .job.states import DEAD, IDLE
 from .job.watchdog import OWNER
 from .launcher.library import known, library
+from .protocol import SPARE_ENV, SPARE_GO
 
 __all__ = ["JobView", "jobs", "table", "main"]
 
@@ -37,8 +39,9 @@ SAMPLE = 0.5
 class JobView:
     """What the instructor sees of one job."""
 
-    def __init__(self, token, user, pes, n, library, state, since, cpu_seconds, cpu_percent, started, kernel):
+    def __init__(self, token, user, pes, n, library, state, since, cpu_seconds, cpu_percent, started, kernel, spare=0):
         self.token, self.user, self.pes, self.n, self.library = token, user, pes, n, library
+        self.spare = spare  #: PEs of the spare set waiting for a restart (not the job's PEs)
         self.state, self.since, self.cpu_seconds, self.cpu_percent = state, since, cpu_seconds, cpu_percent
         self.started, self.kernel = started, kernel
 
@@ -46,7 +49,12 @@ class JobView:
         return dict(vars(self))
 
     def __repr__(self):
-        return f"<JobView {self.user} {self.pes}/{self.n} PEs {self.state}>"
+        return f"<JobView {self.user} {_pes(self)} PEs {self.state}>"
+
+
+def _pes(view):
+    """``2/2``: the job's PEs alive of its PEs; ``2/2 (+2 spare)`` with a spare set waiting."""
+    return f"{view.pes}/{view.n}" + (f" (+{view.spare} spare)" if view.spare else "")
 
 
 def _owned():
@@ -71,6 +79,22 @@ def _role(proc):
     if module == "shmem_notebook.launcher.controller":
         return "controller"
     return "watchdog" if "shmem_notebook.job.watchdog" in " ".join(cmdline[:3]) else "launcher"
+
+
+def _spare(proc):
+    """Whether PE process ``proc`` is of a spare set still waiting: its lock file (:mod:`.job.spare`) is
+    there without "go" (a taken set's PEs keep the variable, and their file says "go" or is gone)."""
+    try:
+        path = proc.environ().get(SPARE_ENV)
+    except (psutil.Error, OSError):
+        return False
+    if not path:
+        return False
+    try:
+        with open(path, "rb") as lock:
+            return lock.read(len(SPARE_GO)) != SPARE_GO
+    except OSError:
+        return False
 
 
 def _size(launchers):
@@ -139,7 +163,9 @@ def _view(token, group):
             continue
         note = read_state(env.get("IPP_PROFILE_DIR", ""), env.get("IPP_CLUSTER_ID", ""))
         break
-    pes = roles.get("pe", [])
+    pes, spare = [], []
+    for proc in roles.get("pe", []):
+        (spare if _spare(proc) else pes).append(proc)
     n = (note or {}).get("n") or _size(roles.get("launcher", [])) or len(pes)
     state, since = IDLE, None
     newest_pe = max((p.create_time() for p in pes), default=0.0)
@@ -149,7 +175,7 @@ def _view(token, group):
     if len(pes) < n or kernel_gone or (not pes and "controller" in roles):
         state = DEAD
     lib = (note or {}).get("library") or _library_of(roles.get("launcher", []), pes)
-    return JobView(token, user, len(pes), n, lib, state, since, cpu_seconds, cpu_percent, started, kernel)
+    return JobView(token, user, len(pes), n, lib, state, since, cpu_seconds, cpu_percent, started, kernel, len(spare))
 
 
 def _alive(kernel, watchdog):
@@ -174,7 +200,7 @@ def table(views, now=None):
         rows.append(
             (
                 v.user,
-                f"{v.pes}/{v.n}",
+                _pes(v),
                 v.library,
                 v.state,
                 _duration(now - v.since) if v.since else "-",

@@ -1,0 +1,39 @@
+"""The instructor's view (``python -m shmem_notebook.jobs``) of a job with spare PEs: the spare set is shown
+apart from the job's PEs, before and after a restart takes it (issue 45 item 4)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import job_fixture
+from shmem_notebook import jobs as J
+from shmem_notebook.job.processes import wait
+
+job = job_fixture(2, heap="8M", timeout=60, spare=True)
+
+
+def view_of(job):
+    """The job's :class:`JobView`, once its spare set waits (the event: every spare PE noted itself ready)."""
+    assert wait(lambda: job.spares.waiting() == job.n, 60), f"{job.spares.waiting()} of {job.n} spare PEs wait"
+    (view,) = [v for v in J.jobs(sample=0.05) if v.token == job._token]
+    return view
+
+
+@pytest.mark.parametrize("restarted", [False, True], ids=["fresh", "restarted"])
+def test_spare_pes_are_shown_apart_from_the_jobs(job, restarted):
+    if restarted:
+        job.restart()  # the spare set becomes the job's PEs, and a new one waits
+    view = view_of(job)
+    assert (view.pes, view.n, view.spare, view.state) == (2, 2, 2, "idle"), view.as_dict()
+    assert "  2/2 (+2 spare)  " in J.table([view])
+
+
+def test_the_json_says_the_spare_pes_apart(job):
+    view_of(job)
+    out = subprocess.run(
+        [sys.executable, "-m", "shmem_notebook.jobs", "--json"], capture_output=True, text=True, check=True
+    ).stdout
+    (mine,) = [d for d in map(json.loads, out.splitlines()) if d["token"] == job._token]
+    assert (mine["pes"], mine["n"], mine["spare"]) == (2, 2, 2), mine
