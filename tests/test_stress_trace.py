@@ -93,6 +93,7 @@ def test_magics_save_the_first_reruns_trace(job, tmp_path, capsys):
         assert "trace saved: " in capsys.readouterr().out
         document = json.loads((tmp_path / "rerun.json").read_text())
         assert "stress rerun with seed 3" in document["otherData"]["cell"]
+        flows(document)  # every arrow at its call and forward in time
         shell.run_cell_magic("pxshmem", f"--trace {ARRAYS}", FIXED)
         with pytest.raises(UsageError, match="first stress rerun was not traced"):
             shell.run_line_magic("shmem", f"trace save {tmp_path / 'no.json'} --stress")

@@ -15,6 +15,7 @@ import pytest
 from conftest import ipython_shell, job_fixture, quiet, run_race_runner
 from shmem_notebook import InputError
 from shmem_notebook.analysis.chrome_trace import chrome_trace
+from shmem_notebook.analysis.model import READS
 from shmem_notebook.analysis.trace import Trace
 from shmem_notebook.analysis.trace_ends import ends, said
 from shmem_notebook.errors import CellStoppedError, PEError
@@ -39,10 +40,26 @@ def traced(job, code=CALLS, **options):
 
 
 def flows(document):
-    """``{id: (start event, finish event)}`` of the flow arrows."""
+    """``{id: (start event, finish event)}`` of the flow arrows, each checked: it ends no earlier than it
+    starts, both ends lie in a slice of their lane, and the caller's end lies in the call's own slice (a get's
+    at its finish: the data flows from the target to the caller, at the caller's time)."""
     starts = {e["id"]: e for e in document["traceEvents"] if e["ph"] == "s"}
     finishes = {e["id"]: e for e in document["traceEvents"] if e["ph"] == "f"}
     assert starts.keys() == finishes.keys(), "every flow start has its finish"
+    slices = [e for e in document["traceEvents"] if e["ph"] == "X"]
+
+    def within(end, name=None):
+        return any(
+            e["pid"] == end["pid"] and e["tid"] == end["tid"] and e["ts"] <= end["ts"] <= e["ts"] + e["dur"]
+            for e in slices
+            if name is None or e["name"] == name
+        )
+
+    for start, finish in zip(starts.values(), (finishes[i] for i in starts)):
+        assert start["ts"] <= finish["ts"], f"a {start['name']} arrow ends before it starts: {start}, {finish}"
+        assert within(start) and within(finish), f"a {start['name']} arrow's end is outside every slice"
+        caller = finish if start["name"] in READS else start
+        assert within(caller, start["name"]), f"a {start['name']} arrow is not at the call: {start}, {finish}"
     return {i: (starts[i], finishes[i]) for i in starts}
 
 
@@ -76,9 +93,30 @@ def test_json_has_a_lane_per_pe_a_slice_per_call_and_an_arrow_per_transfer(job, 
     assert meta["cell"] and meta["complete"] is True and meta["calls"] == 5 * n and "clock" in meta
 
 
+def test_a_get_from_a_pe_between_calls_points_into_the_get(job):
+    """PE 0 gets from PE 1 while PE 1 is between calls (it polls a flag in Python, which PE 0 sets after
+    its get): the arrow was drawn from PE 1's next call, after the get had ended (issue 45 item 3)."""
+    code = textwrap.dedent(
+        """\
+        shmem.barrier_all()
+        if me == 0:
+            shmem.get(buf, dst[:2], 1)
+            shmem.atomic_set(counter, 1, 1)
+        elif me == 1:
+            while counter[0] == 0:
+                pass
+        shmem.barrier_all()
+        """
+    )
+    document = chrome_trace(traced(job, code))
+    (arrow,) = [(s, f) for s, f in flows(document).values() if s["name"] == "get"]
+    assert (arrow[0]["tid"], arrow[1]["tid"]) == (1, 0)
+
+
 def test_waits_slices_have_their_real_duration(job, tmp_path):
     trace = traced(job, "import time\nif me == 0:\n    time.sleep(0.4)\nshmem.barrier_all()\n", arrays=None)
     document = chrome_trace(trace)
+    assert not flows(document)
     barriers = {e["tid"]: e["dur"] for e in document["traceEvents"] if e["ph"] == "X" and e["name"] == "barrier_all"}
     assert all(barriers[pe] > 0.3e6 for pe in range(1, job.n))  # µs: they waited for PE 0's sleep
     assert barriers[0] < 0.2e6
@@ -179,6 +217,7 @@ def test_magics_trace_profile_and_save(job, tmp_path, capsys):
         assert "trace: PE 0 computed" in out and "trace: PE 1 waited" in out and "in barrier_all at line 4" in out
         shell.run_line_magic("shmem", f"trace save {tmp_path / 'm.json'}")
         assert "trace saved: " in capsys.readouterr().out and (tmp_path / "m.json").is_file()
+        flows(json.loads((tmp_path / "m.json").read_text()))
         shell.run_line_magic("shmem", "trace profile")
         assert "PE 1 waited" in capsys.readouterr().out
         with pytest.raises(UsageError, match="name it \\*.json or \\*.otf2"):

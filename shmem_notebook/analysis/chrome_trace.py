@@ -3,8 +3,9 @@
 One process (``pid``) per node, one thread (``tid``) per PE on it, named ``PE k``; one
 complete slice (``ph: X``) per call, named after the call, with its cell line, target PE,
 array and bytes in ``args``; RMA and atomics as flow arrows (``ph: s`` -> ``ph: f``) from the
-PE the data leaves to the PE it reaches; an instant (``ph: i``) where a cut-short PE's trace
-ends. ``otherData`` names the job, the library and the cell. Timestamps are microseconds from
+PE the data leaves to the PE it reaches, the caller's end inside the call's slice and the other
+end no later (a get) or no earlier (the rest) on the target's lane; an instant (``ph: i``) where a
+cut-short PE's trace ends. ``otherData`` names the job, the library and the cell. Timestamps are microseconds from
 the trace's first moment, on each node's own clock (see :mod:`.timeline`).
 """
 
@@ -43,15 +44,16 @@ def _nodes(trace):
 
 
 def _binder(lane):
-    """``bind(ns)``: a time inside the slice of ``lane`` at ``ns``, else inside the next one (else the last)."""
+    """``bind(ns, later)``: a time inside the slice of ``lane`` at ``ns``, else inside the next one (``later``)
+    or the one before (not ``later``); None if there is none: an arrow's end never moves across ``ns``."""
     starts = [s.start for s in lane]
 
-    def bind(ns):
+    def bind(ns, later):
         i = bisect.bisect_right(starts, ns) - 1
         if i >= 0 and lane[i].start <= ns <= lane[i].end:
             return ns
-        chosen = lane[i + 1] if i + 1 < len(lane) else lane[-1]
-        return (chosen.start + chosen.end) // 2
+        j = i + 1 if later else i
+        return (lane[j].start + lane[j].end) // 2 if 0 <= j < len(lane) else None
 
     return bind
 
@@ -104,13 +106,13 @@ def chrome_trace(trace):
             target = s.event.get("target")
             if s.op not in TRANSFERS or target is None or target == pe or target not in binders:
                 continue
+            middle = (s.start + s.end) // 2  # the caller's end: inside the call's own slice
+            get = s.op in READS  # a get: the data flows from the target to the caller, by its time
+            there = binders[target](middle, later=not get)
+            if there is None:  # the target has no call on that side of this one to draw the arrow to
+                continue
             flow += 1
-            middle = (s.start + s.end) // 2
-            there = binders[target](middle)
-            ends = [(pe, middle), (target, there)]
-            if s.op in READS:  # a get: the data flows from the target to the caller
-                ends.reverse()
-            (a, ta), (b, tb) = ends
+            (a, ta), (b, tb) = ((target, there), (pe, middle)) if get else ((pe, middle), (target, there))
             common = {"name": s.op, "cat": "transfer", "id": flow}
             out.append(dict(common, ph="s", pid=pid_of[a], tid=a, ts=_us(ta, zero)))
             out.append(dict(common, ph="f", bp="e", pid=pid_of[b], tid=b, ts=_us(tb, zero)))
