@@ -29,14 +29,15 @@ def markdown(results):
     lines = [
         f"Measured {results['date']} at commit {results['commit']} on {results['machine']}: "
         f"{len(programs)} programs, {results['repeat']} repetitions each, {results['load']} busy loops beside; "
-        f"{runs} runs: **{totals['wrong']} wrong, {totals['hangs']} hangs, {totals['races']} with a race report** "
+        f"{runs} runs: **{totals['wrong']} wrong, {totals['hangs']} hangs or PE deaths, "
+        f"{totals['races']} with a race report** "
         f"(time: {seconds}).",
         "",
     ]
     bad = [r for r in rows if r["wrong"] or r["hangs"] or r["races"]]
     if bad:
         lines += ["Not right every time:", ""]
-        lines += [f"- `{r['program']}` on {r['library']} at {r['npes']} PEs: {r['problems'][0]}" for r in bad]
+        lines += [f"- {r['problems'][0]}" for r in bad]
         lines.append("")
     lines += [
         "| area | program | " + " | ".join(f"{lib} {n} PEs" for lib, n in columns) + " |",

@@ -98,7 +98,7 @@ def test_the_table_counts_and_lands_between_its_markers(tmp_path):
     results = {"date": "today", "commit": "abc", "machine": "here", "repeat": 2, "load": 2,
                "seconds": {"total": 1.0}, "rows": rows}  # fmt: skip
     text = markdown(results)
-    assert "**1 wrong, 0 hangs, 0 with a race report**" in text
+    assert "**1 wrong, 0 hangs or PE deaths, 0 with a race report**" in text
     assert "| test | `square` | 1 wrong of 2 |" in text
     assert "| test | `refused` | 1/1 (refused: UnsupportedError) |" in text
     page = tmp_path / "page.md"
