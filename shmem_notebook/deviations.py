@@ -15,7 +15,17 @@ program meets it, **launch** settings avoid it, a **build** patch fixes the libr
 import sys
 from dataclasses import dataclass
 
-__all__ = ["Deviation", "DEVIATIONS", "LATE_ZEROING", "CTX_INVALID", "affects", "by_key", "library_of", "markdown"]
+__all__ = [
+    "Deviation",
+    "DEVIATIONS",
+    "LATE_ZEROING",
+    "CTX_INVALID",
+    "MULTI_WAITS",
+    "affects",
+    "by_key",
+    "library_of",
+    "markdown",
+]
 
 
 @dataclass(frozen=True)
@@ -33,7 +43,7 @@ class Deviation:
 
 
 #: the keys the PE side acts on
-LATE_ZEROING, CTX_INVALID = "late_zeroing", "ctx_invalid"
+LATE_ZEROING, CTX_INVALID, MULTI_WAITS = "late_zeroing", "ctx_invalid", "multi_waits"
 
 DEVIATIONS = (
     Deviation(
@@ -131,6 +141,17 @@ DEVIATIONS = (
         "build",
         "`scripts/build_oshmpi.sh` configures OSHMPI with `--enable-win-type=dynamic_win` over MPICH; "
         "shmem4py's arrays come from `shmem_malloc`, right either way",
+    ),
+    Deviation(
+        MULTI_WAITS,
+        "oshmpi",
+        "OSHMPI ee5cf11",
+        "the multi-word waits and tests of OpenSHMEM 1.4 (`wait_until_all/any/some`, `test_all/any/some` and "
+        "their `_vector` forms) abort the whole job (exit status 255)",
+        "`src/shmem/p2p_typed.c`: each is `OSHMPI_ASSERT(0)`; found by `tests/conformance/`",
+        "refusal",
+        "refused in one sentence before OSHMPI sees them (`UnsupportedError`: loop over the elements with "
+        "`shmem.wait_until` / `shmem.test`)",
     ),
     Deviation(
         "numpy2_array",

@@ -43,6 +43,8 @@ LACKS_15 = {"oshmem": "UnsupportedError", "oshmpi": "UnsupportedError"}
 NO_TEAM_CTX = {"oshmem": "TeamError", "oshmpi": "TeamError"}
 #: contexts: OSHMPI cannot create one (MPI has no endpoints), the tool says so
 NO_CTX = {"oshmpi": "UnsupportedError"}
+#: the multi-word waits and tests: OSHMPI aborts the job in them (OSHMPI_ASSERT(0)), the tool refuses them there
+NO_MULTI_WAIT = {"oshmpi": "UnsupportedError"}
 
 
 def program(name, area, code, expected, **options):
@@ -505,7 +507,7 @@ program("wait_until_all", "wait", """
     shmem.wait_until_all(flags, shmem.CMP.EQ, 1)
     result = flags.tolist()
     shmem.barrier_all()
-    """, lambda me, n: [1] * n)
+    """, lambda me, n: [1] * n, refused=NO_MULTI_WAIT)
 program("wait_until_all_status", "wait", """
     flags = shmem.full(npes, 0, dtype=np.int64)
     for pe in range(npes):
@@ -515,13 +517,13 @@ program("wait_until_all_status", "wait", """
     shmem.wait_until_all(flags, shmem.CMP.EQ, 1, status=skip)
     result = flags.tolist()
     shmem.barrier_all()
-    """, lambda me, n: [0 if i == me else 1 for i in range(n)])
+    """, lambda me, n: [0 if i == me else 1 for i in range(n)], refused=NO_MULTI_WAIT)
 program("wait_until_any", "wait", """
     flags = shmem.full(npes, 0, dtype=np.int64)
     shmem.atomic_set(flags[me:me + 1], 1, (me + 1) % npes)
     result = shmem.wait_until_any(flags, shmem.CMP.EQ, 1)
     shmem.barrier_all()
-    """, lambda me, n: left(me, n))
+    """, lambda me, n: left(me, n), refused=NO_MULTI_WAIT)
 program("wait_until_some", "wait", """
     flags = shmem.full(npes, 0, dtype=np.int64)
     for pe in range(npes):
@@ -529,7 +531,7 @@ program("wait_until_some", "wait", """
     shmem.barrier_all()
     result = sorted(shmem.wait_until_some(flags, shmem.CMP.EQ, 1))
     shmem.barrier_all()
-    """, lambda me, n: list(range(n)))
+    """, lambda me, n: list(range(n)), refused=NO_MULTI_WAIT)
 program("wait_until_all_vector", "wait", """
     words = shmem.full(npes, 0, dtype=np.int64)
     for pe in range(npes):
@@ -537,14 +539,14 @@ program("wait_until_all_vector", "wait", """
     shmem.wait_until_all_vector(words, shmem.CMP.EQ, [i + 10 for i in range(npes)])
     result = words.tolist()
     shmem.barrier_all()
-    """, lambda me, n: [i + 10 for i in range(n)])
+    """, lambda me, n: [i + 10 for i in range(n)], refused=NO_MULTI_WAIT)
 program("wait_until_any_vector", "wait", """
     words = shmem.full(npes, 0, dtype=np.int64)
     left = (me - 1) % npes
     shmem.atomic_set(words[me:me + 1], 7, (me + 1) % npes)
     result = shmem.wait_until_any_vector(words, shmem.CMP.EQ, [7 if i == left else -1 for i in range(npes)])
     shmem.barrier_all()
-    """, lambda me, n: left(me, n))
+    """, lambda me, n: left(me, n), refused=NO_MULTI_WAIT)
 program("wait_until_some_vector", "wait", """
     words = shmem.full(npes, 0, dtype=np.int64)
     for pe in range(npes):
@@ -552,7 +554,7 @@ program("wait_until_some_vector", "wait", """
     shmem.barrier_all()
     result = sorted(shmem.wait_until_some_vector(words, shmem.CMP.GE, list(range(npes))))
     shmem.barrier_all()
-    """, lambda me, n: list(range(n)))
+    """, lambda me, n: list(range(n)), refused=NO_MULTI_WAIT)
 program("test_all_poll", "wait", """
     flags = shmem.full(npes, 0, dtype=np.int32)
     for pe in range(npes):
@@ -561,7 +563,7 @@ program("test_all_poll", "wait", """
         pass
     result = flags.tolist()
     shmem.barrier_all()
-    """, lambda me, n: [1] * n)
+    """, lambda me, n: [1] * n, refused=NO_MULTI_WAIT)
 program("test_any_poll", "wait", """
     flags = shmem.full(npes, 0, dtype=np.int64)
     shmem.atomic_set(flags[me:me + 1], 1, (me + 1) % npes)
@@ -570,14 +572,14 @@ program("test_any_poll", "wait", """
         found = shmem.test_any(flags, shmem.CMP.EQ, 1)
     result = found
     shmem.barrier_all()
-    """, lambda me, n: left(me, n))
+    """, lambda me, n: left(me, n), refused=NO_MULTI_WAIT)
 program("test_some_after_barrier", "wait", """
     flags = shmem.full(npes, 0, dtype=np.int64)
     shmem.atomic_set(flags[me:me + 1], 1, (me + 1) % npes)
     shmem.barrier_all()
     result = shmem.test_some(flags, shmem.CMP.EQ, 1)
     shmem.barrier_all()
-    """, lambda me, n: [left(me, n)])
+    """, lambda me, n: [left(me, n)], refused=NO_MULTI_WAIT)
 program("test_all_vector_poll", "wait", """
     words = shmem.full(npes, 0, dtype=np.int64)
     for pe in range(npes):
@@ -586,7 +588,7 @@ program("test_all_vector_poll", "wait", """
         pass
     result = words.tolist()
     shmem.barrier_all()
-    """, lambda me, n: [2 * i for i in range(n)])
+    """, lambda me, n: [2 * i for i in range(n)], refused=NO_MULTI_WAIT)
 program("test_any_vector_poll", "wait", """
     words = shmem.full(npes, 0, dtype=np.int64)
     shmem.atomic_set(words[me:me + 1], 3, (me + 1) % npes)
@@ -595,14 +597,14 @@ program("test_any_vector_poll", "wait", """
         found = shmem.test_any_vector(words, shmem.CMP.EQ, [3] * npes)
     result = found
     shmem.barrier_all()
-    """, lambda me, n: left(me, n))
+    """, lambda me, n: left(me, n), refused=NO_MULTI_WAIT)
 program("test_some_vector_after_barrier", "wait", """
     words = shmem.full(npes, 0, dtype=np.int64)
     shmem.atomic_set(words[me:me + 1], 4, (me + 1) % npes)
     shmem.barrier_all()
     result = shmem.test_some_vector(words, shmem.CMP.EQ, [4] * npes)
     shmem.barrier_all()
-    """, lambda me, n: [left(me, n)])
+    """, lambda me, n: [left(me, n)], refused=NO_MULTI_WAIT)
 
 # -- locks ----------------------------------------------------------------------------------------
 program("lock_counter", "locks", """

@@ -7,11 +7,13 @@ library lacks ends, in shmem4py, in a bare ``NotImplementedError: shmem_long_put
 :class:`UnsupportedError` (still a ``NotImplementedError``) with one sentence from
 :func:`explain`: shmem4py's error check is wrapped (the error path only: calls that work
 are not slowed) and, on a library older than 1.5, the routines of :data:`LACKING` are
-replaced by functions that refuse before calling the library.
+replaced by functions that refuse before calling the library; on OSHMPI, whose multi-word waits
+and tests abort the job (:data:`shmem_notebook.deviations.MULTI_WAITS`), so are those.
 """
 
 import re
 
+from ...deviations import MULTI_WAITS, affects
 from ...errors import ShmemNotebookError
 from .patches import Patches
 
@@ -111,15 +113,38 @@ def install(shmem):
         for name in LACKING:
             if hasattr(shmem, name):
                 patches.set(shmem, name, _refusal(shmem, name))
+    if affects(MULTI_WAITS, shmem.info_get_name()):
+        for name in MULTI_WAIT_ROUTINES:
+            if hasattr(shmem, name):
+                patches.set(shmem, name, _refusal(shmem, name, ABORTS))
     return patches.undo
 
 
-def _refusal(shmem, name):
-    """A function named like shmem4py's ``name`` that raises :class:`UnsupportedError`."""
+#: the multi-word waits and tests (OpenSHMEM 1.4), which OSHMPI implements as an abort of the job
+MULTI_WAIT_ROUTINES = tuple(
+    f"{kind}_{which}{vector}"
+    for kind in ("wait_until", "test")
+    for which in ("all", "any", "some")
+    for vector in ("", "_vector")
+)
+#: why they are refused there
+ABORTS = (
+    "{routine} would abort the whole job on {library}, which implements the multi-word waits and tests as "
+    "OSHMPI_ASSERT(0); instead, loop over the elements with shmem.wait_until / shmem.test"
+)
+
+
+def _refusal(shmem, name, why=None):
+    """A function named like shmem4py's ``name`` that raises :class:`UnsupportedError` (``why``: a
+    format of ``routine`` and ``library``; by default :func:`explain`'s sentence)."""
 
     def refuse(*args, **kwargs):
         del args, kwargs  # the traceback keeps this frame: not the call's symmetric arrays (see layer)
-        raise UnsupportedError(explain(f"shmem.{name}", *_library(shmem)))
+        library = _library(shmem)
+        routine = f"shmem.{name}"
+        raise UnsupportedError(
+            explain(routine, *library) if why is None else why.format(routine=routine, library=library[0])
+        )
 
     refuse.__name__ = refuse.__qualname__ = name
     refuse.__module__ = shmem.__name__
