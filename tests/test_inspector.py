@@ -468,7 +468,7 @@ def test_hung_and_dead_pes_do_not_break_the_inspector():
         snap = gather_snapshot(job, timeout=2)
         assert time.monotonic() - started < 10, "a stuck PE must not block the refresh"
         states = [(p["state"], p["reachable"]) for p in snap.pes]
-        assert states == [("idle", True), ("busy", False), ("idle", True)]
+        assert states == [("idle", True), ("hung", False), ("idle", True)]
         assert "no answer within 2 s" in snap.pes[1]["note"] and snap.pes[1]["last_cell"]["outcome"] == "stranded"
         assert snap.pes[0]["output_tail"] == "working 0"
         values = snap.values("A")

@@ -190,17 +190,20 @@ def test_after_a_crash_and_restart(session, magic):
     assert_usable(job, magic, before)
 
 
-def test_while_hung(session, magic):
+def test_while_hung(session, magic, monkeypatch):
     job, _ = session
+    monkeypatch.setattr(
+        shmem_notebook.rc, "deadlock_ms", 0
+    )  # at 1 PE the hang is a deadlock too, named at ~1 s: the timeout's path
     with pytest.raises(CellStoppedError, match="marked hung"):
         job.run(HANG, timeout=1, stdout=open("/dev/null", "w"))
     assert job.state == "hung"
     rows = job.status()
-    assert rows[0]["state"] == "busy" and rows[0]["heap_used"] is None, rows  # unknown, not 0 B
+    assert rows[0]["state"] == "hung" and rows[0]["heap_used"] is None, rows  # unknown, not 0 B
     err, printed = magic("%shmem status")
-    assert err is None and " busy " in printed and "unknown" in printed, printed
+    assert err is None and " hung " in printed and "unknown" in printed, printed
     snap = gather_snapshot(job, timeout=1.0)
-    assert snap.pes[0]["state"] == "busy" and "unreachable" in snap.pes[0]["note"]
+    assert snap.pes[0]["state"] == "hung" and "unreachable" in snap.pes[0]["note"]
     assert snap.pes[0]["last_cell"]["outcome"] == ("timed out" if job.n == 1 else "stranded")  # the others finished
     answers = job.ask("info", timeout=1, partial=True)  # the idle PEs answer, the blocked one does not
     assert list(answers) == list(range(1, job.n)) and answers.unanswered == [0], answers

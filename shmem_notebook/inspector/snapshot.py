@@ -10,7 +10,7 @@ block summaries of larger ones.
 
 Snapshot structure (``snap.pes[pe]``, one dict per PE, index == PE)::
 
-    pe, state        'idle' | 'busy' | 'dead'; reachable (bool): answered this refresh
+    pe, state        'idle' | 'busy' | 'hung' | 'dead' (job/states.py); reachable (bool): answered this refresh
     note             why a PE has no data ('' if it answered)
     pid, host, rss   process id, host name, resident memory in bytes (None if unknown)
     last_cell        {'outcome': 'ok' | exception type | 'timed out' | 'interrupted' | 'deadlocked' (every PE
@@ -41,6 +41,7 @@ import numpy as np
 
 from ..errors import InputError, NoJobError
 from ..folding import pe_ranges
+from ..job.states import BUSY, HUNG
 from .pattern import breaks_pattern
 
 if TYPE_CHECKING:
@@ -339,7 +340,7 @@ def gather_snapshot(job: "Job", budget: int = DEFAULT_BUDGET, timeout: float = D
             }
             entry["state"] = "idle"
         elif pe in getattr(job, "paused", ()) and row["state"] != "dead":  # the hub's heartbeat took it for dead
-            entry["state"] = "busy"
+            entry["state"] = HUNG
             entry["note"] = (
                 f"unreachable: no answer within {timeout:g} s, paused (no CPU) where it waits for PEs that "
                 f"ended the cell, until %shmem restart"
@@ -350,7 +351,7 @@ def gather_snapshot(job: "Job", budget: int = DEFAULT_BUDGET, timeout: float = D
         elif pe in failed:
             entry["note"] = f"no data: {failed[pe][:200]}"
         else:
-            entry["state"] = "busy"
+            entry["state"] = HUNG if job.state == "hung" else BUSY  # the words of job/states.py
             entry["note"] = f"unreachable: no answer within {timeout:g} s (busy in a cell or hung)"
         if last is not None:
             if pe in last.pending:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["state_table", "arrays_table", "values_table", "race_marks", "summary_line", "VALUES_MAX"]
 
 VALUES_MAX = 64  # exact numbers are tabulated for arrays of at most this many elements per PE
-_STATE_COLOURS = {"idle": "#2ca02c", "busy": "#ff7f0e", "dead": "#d62728"}
+_STATE_COLOURS = {"idle": "#2ca02c", "busy": "#ff7f0e", "hung": "#9467bd", "dead": "#d62728"}
 _CSS = (
     "<style>"
     ".shmem-table{border-collapse:collapse;font-size:13px;font-family:monospace;margin:4px 0}"
