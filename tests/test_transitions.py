@@ -192,9 +192,8 @@ def test_after_a_crash_and_restart(session, magic):
 
 def test_while_hung(session, magic, monkeypatch):
     job, _ = session
-    monkeypatch.setattr(
-        shmem_notebook.rc, "deadlock_ms", 0
-    )  # at 1 PE the hang is a deadlock too, named at ~1 s: the timeout's path
+    # at 1 PE the hang is a deadlock too, named at about 1 s: this test takes the timeout's path
+    monkeypatch.setattr(shmem_notebook.rc, "deadlock_ms", 0)
     with pytest.raises(CellStoppedError, match="marked hung"):
         job.run(HANG, timeout=1, stdout=open("/dev/null", "w"))
     assert job.state == "hung"
