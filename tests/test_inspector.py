@@ -587,14 +587,14 @@ def test_tour_notebook(tmp_path, every_library):
     bare = cells["%shmem inspect --array ring --reference 0"].outputs
     assert [o.output_type for o in bare] == ["display_data"], "a bare %shmem inspect shows one inspector, not two"
     assert "ring: PE 1-3 differ from PE 0 (PE 1 at 8, PE 2 at 8, PE 3 at 8 of 8 elements)" in bare[0].data["text/html"]
-    # who is stuck: PE 0 waits in a barrier nobody else enters; the inspector shows it busy
+    # who is stuck: PE 0 waits in a barrier nobody else enters; the inspector shows it hung (job/states.py)
     hung = cells["%%pxshmem --timeout 30 stop=int64[1]"].outputs
     assert "PE 1-3 finished the cell; PE 0 waits in shmem.wait_until() at line 2 for them" in hung[-1].evalue
     assert "paused (no CPU)" in hung[-1].evalue
     stuck = cells["stuck = %shmem inspect --array squares"].outputs[0].data["text/html"]
-    assert stuck.count(">busy<") == 1 and stuck.count(">idle<") == 3
+    assert stuck.count(">hung<") == 1 and stuck.count(">idle<") == 3
     assert data("[(p['pe'], p['state']) for p in stuck.snapshot.pes]", "text/plain") == [
-        "[(0, 'busy'), (1, 'idle'), (2, 'idle'), (3, 'idle')]"
+        "[(0, 'hung'), (1, 'idle'), (2, 'idle'), (3, 'idle')]"
     ]
     assert "OpenSHMEM job restarted: 4 PEs" in "".join(o.get("text", "") for o in cells["%shmem restart"].outputs)
     printed = "".join(o.get("text", "") for o in cells["print(insp.snapshot.describe_diff('squares'))"].outputs)
