@@ -148,6 +148,7 @@ from shmem4py import shmem
 
 me, npes = shmem.my_pe(), shmem.n_pes()
 R = shmem.zeros(4, dtype=np.int64)
+shmem.barrier_all()  # Open MPI zeroes after the allocation's barrier: the runner reports a put before this
 src = np.array([me], dtype=np.int64)
 shmem.put(R[me:me + 1], src, (me + 1) % npes)
 shmem.barrier_all()
