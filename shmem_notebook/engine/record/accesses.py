@@ -505,6 +505,7 @@ class RaceRecording:
         self._rma_event(name, line, args.get(op.remote), args["pe"], 1, local, args.get("ctx"), values, not op.fetches)
 
     def _on_sync(self, op, args, result, line):
+        zeroed = None  # what the library zeroes after the allocation's barrier: written after the sync event
         if op.name == "alloc" and result is not None:
             try:
                 lo = int(shmem.ffi.cast("uintptr_t", shmem.ffi.from_buffer(result))) - self.memory.heap[0]
@@ -514,19 +515,17 @@ class RaceRecording:
             clear = args.get("clear", True)
             if lo is not None:  # what a wait on it sees before any write: zero, or (full, ones, array, empty) not known
                 (self.fresh if clear else self.filled).add(lo, hi)
-            if lo is not None and hi > lo and clear and self.late_zeroing:
-                # the library's memset comes after the allocation's barrier: a write no peer is ordered with
-                self._sync_event(["sync", _RECORDED[op.name], line, 0, None])
-                # the library's write (not an op counted); [0]: every word it covers is set to 0, which a wait reads
-                if self.truncated is None and len(self.events) < self.cap:
-                    self.events.append(["mem", "zeroing", line, "write", "sym", lo, hi, "|u1", None, [0]])
-                return
+                zeroed = (lo, hi) if clear and self.late_zeroing and hi > lo else None
         if not args:  # barrier_all, sync_all, quiet, fence: the world's, on the default context
             self._sync_event(["sync", _RECORDED[op.name], line, 0, None])
             return
         team = args.get("team") if op.team else None
         ctx = args["ctx_key"] if "ctx_key" in args else _ctx_key(args.get("ctx"))
         self._sync_event(["sync", _RECORDED[op.name], line, ctx, _members(team)])
+        if zeroed is not None and self.truncated is None and len(self.events) < self.cap:
+            # the library's memset, a write no peer is ordered with (not an op counted); [0]: every word it
+            # covers is set to 0, which a wait on it reads
+            self.events.append(["mem", "zeroing", line, "write", "sym", *zeroed, "|u1", None, [0]])
 
     def _on_coll(self, op, args, result, line):
         info = self.memory.info
