@@ -75,15 +75,19 @@ __getattr__ = lazy_names(__name__, _LAZY)
 
 
 def load_ipython_extension(ipython: "InteractiveShell") -> None:
-    """``%load_ext shmem_notebook``: register ``%shmem`` and ``%%pxshmem``."""
-    from .magics import ShmemMagics
+    """``%load_ext shmem_notebook``: register ``%shmem`` and ``%%pxshmem``, and their tab completion."""
+    from .magics import ShmemMagics, completion
 
     ipython.register_magics(ShmemMagics)
+    completion.register(ipython)
 
 
 def unload_ipython_extension(ipython: "InteractiveShell") -> None:
-    """Stop the current job when the extension is unloaded."""
+    """Stop the current job when the extension is unloaded; remove the tab completion."""
     from .job import current_job
+    from .magics import completion
+
+    completion.unregister(ipython)
 
     job = current_job()
     if job is not None:
