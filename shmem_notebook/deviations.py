@@ -163,6 +163,18 @@ DEVIATIONS = (
         "shim",
         "shims `numpy2_array` and `numpy2_scalars`",
     ),
+    Deviation(
+        "array_locks",
+        "shmem4py",
+        "shmem4py 1.0.0",
+        "`set_lock`, `test_lock` and `clear_lock` document their lock as a symmetric scalar or an array of "
+        "length 1, but a NumPy array (a declared `lock=int64[1]`) fails in cffi ('initializer for ctype "
+        "'long *' must be a cdata pointer')",
+        "shmem4py 1.0.0 `shmem.py` (`lib.shmem_set_lock(lock)`)",
+        "shim",
+        "shim `locks`: a symmetric one-element int64 array is passed as a pointer to its element; any other "
+        "array is refused in one sentence that says what a lock is",
+    ),
 )
 
 

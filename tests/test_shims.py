@@ -41,6 +41,7 @@ def test_the_table_is_ordered_and_named_once():
         "ctx_invalid",
         "teams",
         "signals",
+        "locks",
         "mistakes",
         "board",
         "diagnostics",

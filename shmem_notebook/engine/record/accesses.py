@@ -603,7 +603,12 @@ class RaceRecording:
     def _on_lock(self, op, args, result, line):
         if op.name == "test_lock" and result:
             return  # the lock was taken by someone else: nothing acquired
-        lock = self.memory.offset(int(shmem.ffi.cast("uintptr_t", args["lock"])))
+        word = args["lock"]  # a lock handle, or a symmetric int64[1] (engine/shims/locks.py)
+        if isinstance(word, np.ndarray):
+            address = word.__array_interface__["data"][0]
+        else:
+            address = shmem.ffi.cast("uintptr_t", word)
+        lock = self.memory.offset(int(address))
         self._sync_event(["lock", "clear_lock" if op.name == "clear_lock" else "set_lock", line, lock])
 
     _handlers = {"rma": _on_rma, "amo": _on_amo, "sync": _on_sync, "coll": _on_coll, "wait": _on_wait, "lock": _on_lock}

@@ -12,6 +12,7 @@ Another library changes this table, not the modules that use shmem4py.
 - :mod:`.ctx_invalid`: ``quiet``/``fence`` of ``SHMEM_CTX_INVALID`` do nothing, as in OpenSHMEM 1.5.
 - teams (:mod:`shmem_notebook.engine.teams`): native, or emulated on a 1.4 library.
 - :mod:`.signals`: signal words noted as they are made (the race recording reads them).
+- :mod:`.locks`: a symmetric one-element int64 array (a declared ``lock=int64[1]``) taken as a lock.
 - :mod:`.mistakes`: wrong PEs, dtypes, lengths, non-symmetric buffers refused in one sentence.
 - :mod:`.board`: blocking calls noted on the job's wait board (long waits are let sleep).
 - :mod:`.diagnostics`: stack dumps on SIGUSR1, ``global_exit`` noted.
@@ -19,7 +20,19 @@ Another library changes this table, not the modules that use shmem4py.
 
 from collections import namedtuple
 
-from . import board, ctx_invalid, diagnostics, late_zeroing, missing, mistakes, numpy2, pitfalls, scalars, signals
+from . import (
+    board,
+    ctx_invalid,
+    diagnostics,
+    late_zeroing,
+    locks,
+    missing,
+    mistakes,
+    numpy2,
+    pitfalls,
+    scalars,
+    signals,
+)
 from .missing import UnsupportedError
 
 __all__ = ["Shim", "SHIMS", "UnsupportedError", "install", "uninstall", "installed"]
@@ -68,6 +81,12 @@ SHIMS = [
         "signal words noted as they are made (a race-checked cell reads their values first)",
         _always,
         signals.install,
+    ),
+    Shim(
+        "locks",
+        "a symmetric one-element int64 array (a declared lock=int64[1]) taken as a lock; other arrays refused",
+        _always,
+        locks.install,
     ),
     Shim(
         "mistakes",
