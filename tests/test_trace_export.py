@@ -152,22 +152,49 @@ def test_otf2_reads_back_with_a_location_per_pe_and_records_per_call(job, tmp_pa
 
 # -- where each PE waits ----------------------------------------------------------------------
 @pytest.mark.parametrize("sleeper", ["first", "last"])
-def test_waits_name_the_pe_that_computes_and_those_that_wait(job, sleeper):
+def test_waits_name_the_pe_that_sleeps_and_those_that_wait(job, sleeper):
+    """The sleeping PE spent the cell outside OpenSHMEM, off the CPU (issue 45 item 9: it was 'computed')."""
     late = 0 if sleeper == "first" else job.n - 1
     code = f"import time\nx = 1\nif me == {late}:\n    time.sleep(0.5)\nshmem.barrier_all()\n"
     waits = traced(job, code, arrays=None).waits()
     sentences = waits.sentences()
-    assert sentences[late].startswith(f"PE {late} computed ") and "of the cell" in sentences[late]
+    assert (
+        sentences[late].startswith(f"PE {late} spent ")
+        and "of the cell outside OpenSHMEM (at least " in (sentences[late])
+    ), sentences[late]
+    assert "off the CPU: sleeping, blocked or waiting for a core" in sentences[late] and "comput" not in sentences[late]
     for pe in set(range(job.n)) - {late}:
         assert sentences[pe].startswith(f"PE {pe} waited ") and "in barrier_all at line 5" in sentences[pe]
+        assert "(outside OpenSHMEM " in sentences[pe]
         assert waits[pe].share(waits[pe].waiting[("barrier_all", 5)]) > 0.6
-    assert waits[late].share(waits[late].compute) > 0.6
+    assert waits[late].share(waits[late].outside) > 0.6
+    assert waits[late].off_cpu > 0.4, "a sleep of 0.5 s takes no CPU time, whatever the load"
     rows = waits.rows()
     assert {row["pe"] for row in rows} == set(range(job.n)) and all(row["seconds"] >= 0 for row in rows)
     timeline = waits.trace.timeline()
     assert [label.get_text() for label in timeline.axes[0].get_yticklabels()] == [f"PE {pe}" for pe in range(job.n)]
     figure = waits.trace.profile()
     assert [label.get_text() for label in figure.axes[0].get_yticklabels()] == [f"PE {pe}" for pe in range(job.n)]
+
+
+def test_waits_tell_computing_from_sleeping_by_the_pes_cpu_time(job):
+    """A PE that computes a fixed amount of work ran on the CPU at least that long over the cell (its own
+    clock of CPU time says so); where each PE waited counts that time as computing, not as off the CPU,
+    as far as the load let it run: its sentence says what its CPU time shows."""
+    code = (
+        "import time\nwork = 0.0\nif me == 0:\n    started = time.thread_time()\n    total = sum(i * i for i in "
+        "range(3_000_000))\n    work = time.thread_time() - started\nshmem.barrier_all()\n"
+    )
+    waits = traced(job, code, arrays=None).waits()
+    work, entry = float(job.pull("work")[0]), waits[0]
+    assert work > 0.05 and entry.cpu is not None and entry.cpu >= work, (work, entry)
+    assert entry.on_cpu >= work - (entry.cell - entry.outside) and entry.on_cpu + entry.off_cpu <= entry.outside + 1e-9
+    said = waits.sentence(0)
+    if entry.off_cpu < entry.outside / 2:  # it ran more than half the time it was outside OpenSHMEM
+        assert said.startswith("PE 0 spent ") and "on the CPU, computing" in said, said
+    else:  # a machine too loaded to give it a core half the time: said so, not called sleep
+        assert "off the CPU: sleeping, blocked or waiting for a core" in said, said
+    assert {"outside", "off_cpu", "on_cpu"} <= set(waits.rows()[0])
 
 
 # -- cut short ---------------------------------------------------------------------------------
@@ -214,7 +241,8 @@ def test_magics_trace_profile_and_save(job, tmp_path, capsys):
         cell = "import time\nif me == 0:\n    time.sleep(0.3)\nshmem.barrier_all()\n"
         shell.run_cell_magic("pxshmem", "--trace=profile", cell)
         out = capsys.readouterr().out
-        assert "trace: PE 0 computed" in out and "trace: PE 1 waited" in out and "in barrier_all at line 4" in out
+        assert "trace: PE 0 spent " in out and "outside OpenSHMEM (at least " in out and "off the CPU" in out
+        assert "trace: PE 1 waited" in out and "in barrier_all at line 4" in out
         shell.run_line_magic("shmem", f"trace save {tmp_path / 'm.json'}")
         assert "trace saved: " in capsys.readouterr().out and (tmp_path / "m.json").is_file()
         flows(json.loads((tmp_path / "m.json").read_text()))

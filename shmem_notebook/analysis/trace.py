@@ -32,7 +32,7 @@ class Trace:
         self.dropped = sum(p.get("dropped", 0) for p in per_pe)
         self.events = sorted((e for p in per_pe for e in p["events"]), key=lambda e: (e["epoch"], e["t"], e["pe"]))
         self.pe_info = {
-            p["pe"]: {k: p.get(k) for k in ("host", "pid", "started", "stopped", "dropped")}
+            p["pe"]: {k: p.get(k) for k in ("host", "pid", "started", "stopped", "dropped", "cpu")}
             for p in per_pe
             if p.get("pe") is not None
         }
@@ -68,7 +68,8 @@ class Trace:
 
     def waits(self):
         """Where each PE waited: a :class:`~shmem_notebook.analysis.waits.Waits` (per PE, time per
-        waiting call and line, compute time between; ``str()`` gives one sentence per PE)."""
+        waiting call and line, time outside OpenSHMEM between, computing or sleeping; ``str()`` gives one
+        sentence per PE)."""
         from .waits import Waits
 
         return Waits(self)

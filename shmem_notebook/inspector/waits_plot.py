@@ -2,8 +2,9 @@
 ``%%pxshmem --trace=profile``, ``%shmem trace profile``; and a timeline of a traced cell
 (:func:`draw_timeline`: one lane per PE, a box per call, arrows for transfers).
 
-Each bar is the cell on one PE, split into computing (grey), the longest waits by call and
-line (one colour each, the same on every PE), other waits and other calls.
+Each bar is the cell on one PE, split into the time outside OpenSHMEM (grey; light grey: the part
+that was at least off the CPU, sleeping or blocked), the longest waits by call and line (one colour
+each, the same on every PE), other waits and other calls.
 """
 
 from matplotlib.figure import Figure
@@ -30,7 +31,9 @@ def draw_waits(waits, fig=None):
     where = waits.trace.where
     for row, entry in enumerate(entries):
         left = 0.0
-        parts = [("computing", entry.compute, "#bbbbbb")]
+        off_cpu = entry.off_cpu or 0.0
+        parts = [("outside OpenSHMEM", entry.outside - off_cpu, "#999999")]
+        parts.append(("outside OpenSHMEM, off the CPU (sleeping)", off_cpu, "#dddddd"))
         parts += [
             (f"{call} at {where(line)}" if line else call, entry.waiting.get((call, line), 0.0), colour)
             for (call, line), colour in zip(shown, _COLOURS)

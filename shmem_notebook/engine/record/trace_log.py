@@ -14,7 +14,8 @@ call the race recording sees.
   elements); transfers also have ``bytes``; a world barrier has ``resume`` (ns: when the
   recorder's own snapshot and barrier after it ended: that time is the recorder's, not the cell's).
 - ``host``, ``pid``, ``started``, ``stopped`` (ns: when the trace started, right before the
-  cell, and stopped, right after it).
+  cell, and stopped, right after it); ``cpu`` (ns this PE's thread ran on the CPU between them, None
+  when they were not on one thread): where each PE waited tells computing from sleeping by it.
 - ``snapshots``: the heap at the start, after every world barrier (``barrier_all``,
   ``sync_all``, ``sync`` on TEAM_WORLD; taken between that barrier and a second one the
   recorder adds, so no PE has started the next epoch) and at the end: ``{name: ndarray}``
@@ -36,6 +37,7 @@ that did not finish (:mod:`shmem_notebook.analysis.trace_spool`). ``trace_stop``
 import os
 import pickle
 import socket
+import threading
 import time
 
 import numpy as np
@@ -89,6 +91,8 @@ class TraceRecording:
         self.spans = _known_arrays()
         self.snapshot()
         self.t0 = self.started = time.time_ns()
+        #: this thread's CPU time at the start (the cell runs on it): what the PE computed vs slept
+        self.cpu, self.thread = time.thread_time_ns(), threading.get_ident()
         self.spool, self.spooled = None, (0, 0)  # its path and fd; events and snapshots written so far
         profile, cluster = os.environ.get("IPP_PROFILE_DIR"), os.environ.get("IPP_CLUSTER_ID")
         if profile and cluster:  # under a notebook's job (not the race runner's program)
@@ -241,6 +245,7 @@ class TraceRecording:
         """The plain data (see the module docstring); takes the final heap state and removes the spool."""
         self.close_spool()
         stopped = time.time_ns()
+        cpu = time.thread_time_ns() - self.cpu if threading.get_ident() == self.thread else None
         self.snapshot()
         return {
             "pe": self.me,
@@ -251,4 +256,5 @@ class TraceRecording:
             "pid": os.getpid(),
             "started": self.started,
             "stopped": stopped,
+            "cpu": cpu,  # ns on the CPU between started and stopped (None: not measured on one thread)
         }
