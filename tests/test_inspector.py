@@ -473,6 +473,8 @@ def test_hung_and_dead_pes_do_not_break_the_inspector():
         assert snap.pes[0]["output_tail"] == "working 0"
         values = snap.values("A")
         assert values[0].tolist() == [0] * 4 and values[2].tolist() == [2] * 4 and np.isnan(values[1]).all()
+        assert plots.diff_labels(snap, "A")[1] == ("PE 1 (no data)", plots.NO_DATA)  # not "PE 1 (0)": agreeing
+        assert snap.describe_diff("A").endswith("; PE 1 has no data (hung)")
         insp = Inspector(job, timeout=2)
         assert "no data" in insp.static_text() and "stranded" in insp.state_html.value
         insp.close()

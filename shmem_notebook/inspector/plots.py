@@ -31,6 +31,7 @@ __all__ = [
     "plot_heap",
     "plot_values",
     "plot_diff",
+    "diff_labels",
     "heap_figure",
     "values_figure",
     "diff_figure",
@@ -413,22 +414,53 @@ def _mask_image(ax, mask, max_rows, max_cols, **kw):
     )
 
 
+#: the diff's label colours: a PE that differs, one that agrees, one with no data
+DIFFERS, AGREES, NO_DATA = "#d62728", "black", "#7f7f7f"
+
+
+def diff_labels(snapshot: "Snapshot", name: str, reference: int | None = None) -> list[tuple[str, str]]:
+    """``(label, colour)`` per PE of the diff of ``name`` (one PE x element image): ``PE 3 (1)`` in red
+    when it differs at 1 element, ``PE 1 (0)`` in black when it agrees, ``PE 2 (ref)``, and ``PE 0 (no
+    data)`` in grey for a PE that sent none (hung, dead, busy, or without the array)."""
+    counts = snapshot.diff(name, reference).reshape(snapshot.npes, -1).sum(axis=1)
+    without = snapshot.without(name)
+    labels = []
+    for pe in range(snapshot.npes):
+        if pe in without:
+            labels.append((f"PE {pe} (no data)", NO_DATA))
+        else:
+            said = "ref" if pe == reference else str(counts[pe])
+            labels.append((f"PE {pe} ({said})", DIFFERS if counts[pe] else AGREES))
+    return labels
+
+
+def _no_data_rows(ax, pes, cols):
+    """Hatch the rows of PEs without data, so that none reads as agreeing."""
+    for pe in pes:
+        ax.add_patch(
+            Rectangle((-0.5, pe - 0.5), cols, 1, facecolor="white", edgecolor=NO_DATA, hatch="///", linewidth=0)
+        )
+
+
 def plot_diff(snapshot: "Snapshot", name: str, reference: int | None = None, ax: Axes | None = None) -> list[Artist]:
-    """Where PEs disagree on ``name``: red cells differ from the consensus (or PE ``reference``)."""
+    """Where PEs disagree on ``name``: red cells differ from the consensus (or PE ``reference``); PEs
+    without data are hatched and labelled ``no data``."""
     mask = _rows(snapshot.diff(name, reference))
     panels = _pe_panels(mask)
     axes = _axes_for(ax, snapshot.npes, panels is not None)
     counts = mask.reshape(snapshot.npes, -1).sum(axis=1)
+    without = snapshot.without(name)
     against = "the consensus" if reference is None else f"PE {reference}"
     unit = "elements" if snapshot.is_exact(name) else "blocks"
     artists = []
     if panels is None:
         a = axes[0]
         artists.append(_mask_image(a, mask, snapshot.npes, 500, aspect="auto"))
-        labels = [f"PE {i} ({'ref' if i == reference else counts[i]})" for i in range(snapshot.npes)]
-        a.set_yticks(range(snapshot.npes), labels, fontsize=FONT)
-        for tick, c in zip(a.get_yticklabels(), counts):
-            tick.set_color("#d62728" if c else "black")
+        _no_data_rows(a, without, mask.shape[1])
+        labels = diff_labels(snapshot, name, reference)
+        a.set_yticks(range(snapshot.npes), [text for text, _ in labels], fontsize=FONT)
+        for tick, (_, colour) in zip(a.get_yticklabels(), labels):
+            tick.set_color(colour)
         a.set_xlabel(_x_label(snapshot, name).replace(": block means", ""), fontsize=FONT)
         _index_ticks(a, _block(snapshot, name), rows=False)
         a.tick_params(axis="x", labelsize=FONT - 1)
@@ -441,13 +473,19 @@ def plot_diff(snapshot: "Snapshot", name: str, reference: int | None = None, ax:
     panels_mask = mask.reshape(panels.shape)
     for pe in range(snapshot.npes):
         a = axes[pe]
+        if pe in without:
+            a.set_title(f"PE {pe}: no data ({without[pe]})", fontsize=FONT + 1, color=NO_DATA)
+            a.set_xticks([])
+            a.set_yticks([])
+            a.text(0.5, 0.5, "no data", ha="center", va="center", color=NO_DATA, transform=a.transAxes)
+            continue
         artists.append(_mask_image(a, panels_mask[pe], 120, 120))
         label = (
             "reference"
             if pe == reference
             else f"{plural(counts[pe], unit[:-1])} {plural(counts[pe], 'differs', 'differ', number=False)}"
         )
-        a.set_title(f"PE {pe}: {label}", fontsize=FONT + 1, color="#d62728" if counts[pe] else "black")
+        a.set_title(f"PE {pe}: {label}", fontsize=FONT + 1, color=DIFFERS if counts[pe] else AGREES)
         a.tick_params(labelsize=FONT - 2)
         _index_ticks(a, _block(snapshot, name))
     for a in axes[snapshot.npes :]:

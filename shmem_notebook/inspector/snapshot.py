@@ -193,6 +193,16 @@ class Snapshot:
             return None
         return breaks_pattern(np.stack([np.asarray(keys[p]).reshape(-1) for p in sorted(keys)]))
 
+    def without(self, name):
+        """``{pe: why}`` of the PEs with no data for ``name``: their state when they did not answer
+        (``hung``, ``dead``, ``busy``), else ``no such array`` (bound on other PEs only)."""
+        self._infos(name)  # an unknown name is one sentence
+        return {
+            p["pe"]: (p["state"] if not p.get("reachable", True) else "no such array")
+            for p in self.pes
+            if name not in p["arrays"]
+        }
+
     def differing(self, name, reference=None):
         """``{pe: number of differing elements (or blocks)}`` for PEs that differ."""
         mask = self.diff(name, reference)
@@ -212,7 +222,9 @@ class Snapshot:
         holders = [p["pe"] for p in self.pes if name in p["arrays"]]
         if not counts:
             verb = "agrees" if len(holders) == 1 else "agree"
-            return f"{name}: PE {pe_ranges(holders)} {verb} with {against} on all {total} {what}"
+            return f"{name}: PE {pe_ranges(holders)} {verb} with {against} on all {total} {what}" + _no_data(
+                self.without(name)
+            )
         if len(counts) == 1:
             ((pe, c),) = counts.items()
             text = f"{name}: PE {pe} differs from {against} at {c} of {total} {what}"
@@ -229,7 +241,17 @@ class Snapshot:
                     f"{what}, so the consensus there is only the most common value (ties: the lowest PE's); "
                     f"choose a reference PE to compare with. " + text[len(name) + 2 :]
                 )
-        return text
+        return text + _no_data(self.without(name))
+
+
+def _no_data(without):
+    """``; PE 0 has no data (hung)`` for the PEs of ``{pe: why}``, grouped by why ('' when none)."""
+    by_why = {}
+    for pe, why in sorted(without.items()):
+        by_why.setdefault(why, []).append(pe)
+    return "".join(
+        f"; PE {pe_ranges(pes)} {'has' if len(pes) == 1 else 'have'} no data ({why})" for why, pes in by_why.items()
+    )
 
 
 def _describe_pattern(name, mask, counts, total):
