@@ -20,7 +20,7 @@ lint:
 	.venv/bin/mypy
 
 # the PE tests that meet the machine's timing (hangs, stranded, deadlocks, collectives, transitions,
-# reliability, channel) 5 times over with two busy loops beside, on every built library; names each test
+# reliability, channel, interrupts) 5 times over with two busy loops beside, on every built library; names each test
 # that failed or needed more than half its time limit; writes build/soak.json (SOAK_ARGS: --rounds N, modules)
 SOAK_ARGS ?=
 .PHONY: soak

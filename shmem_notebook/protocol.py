@@ -28,6 +28,7 @@ __all__ = [
     "PE_DONE",
     "Op",
     "COLLECTIVE",
+    "blocked_call_paths",
     "encode",
     "answer",
     "serve",
@@ -93,6 +94,7 @@ class Op(enum.StrEnum):
     STRESS_RESTORE = "stress_restore"
     DECLARED_VALUES = "declared_values"
     JOIN = "join"
+    POKE = "poke"
     RELEASED = "released"
 
 
@@ -128,6 +130,13 @@ def answer(request):
 def stack_path(profile_dir, cluster_id, pe):
     """Where PE ``pe`` writes its stacks on SIGUSR1 (on its own host)."""
     return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.stacks")
+
+
+def blocked_call_paths(profile_dir, cluster_id, pe):
+    """The FIFO the client writes to, to ask PE ``pe`` which call it is blocked in, and the file the
+    PE answers in (on its own host; :mod:`shmem_notebook.engine.shims.blocked_call`)."""
+    base = os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}")
+    return base + ".ask", base + ".call"
 
 
 def trace_spool_path(profile_dir, cluster_id, pe):

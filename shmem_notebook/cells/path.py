@@ -6,7 +6,7 @@ that runs the cell again uses :func:`rerun`.
 Collective on the PEs: the cell goes to every PE at once.
 
 The path uses only the job's public surface: ``prepare_cell``, ``send_cell``,
-``dead_pes``, ``locate``, ``waiting_since``, ``interrupt``, ``pause``, ``mark_dead`` and ``ask`` (see
+``dead_pes``, ``locate``, ``blocked_calls``, ``waiting_since``, ``interrupt``, ``pause``, ``mark_dead`` and ``ask`` (see
 :mod:`shmem_notebook.job.pe_requests`), and its attributes ``n``, ``pes``, ``timeout``,
 ``state``, ``last_result`` and ``cell_callbacks``.
 """
@@ -20,7 +20,7 @@ from ..analysis.postmortem import cell_error, where_report
 from ..arguments import check_timeout
 from ..errors import CellStoppedError, PEDiedError, PEError
 from ..folding import pe_ranges
-from . import deadlock, display, stranded
+from . import deadlock, display, stranded, unblock
 from .output import OutputMerger, busy_hold
 from .result import CellResult
 from .stages import stages_for
@@ -102,9 +102,10 @@ def _run(cell):
     where = job.locate(pending) if outcome in ("timeout", "interrupted") else {}
     if outcome in ("timeout", "interrupted"):  # as the stop button: PEs that can stop raise KeyboardInterrupt
         pending = job.interrupt(cell.request, pending)
-        blocked = {pe: where.get(pe) for pe in pending}
+        blocked = _settled(job, cell.request, pending)
+        pending = sorted(blocked)
         if pending and all(isinstance(w, tuple) and w[1] in stranded.BLOCKING for w in blocked.values()):
-            pending = stranded.release(job, cell.request, blocked)  # joined where they can be, else paused
+            pending = unblock.release(job, cell.request, blocked)  # released where they can be, else paused
         elif pending:  # blocked in OpenSHMEM for good: paused, so that they burn no CPU until the restart
             job.pause(pending)
     if outcome in ("stranded", "deadlock"):  # PEs wait in OpenSHMEM for PEs that ended the cell, or for each other
@@ -116,6 +117,29 @@ def _run(cell):
         result.waiting = where
     result.errors = {pe: cell_error(e, cell.code) for pe, e in result.errors.items()}  # no temp file names
     return result, where, pending
+
+
+#: seconds the PEs still running a cell after its interrupt are given to end it, while some of them are
+#: seen anywhere but in a call that waits for other PEs: a PE handling the interrupt may still be
+#: unwinding (under load the first traceback takes seconds), or left a barrier the others then join
+SETTLE = 10.0
+
+
+def _settled(job, request, pending):
+    """``{pe: where}`` for the PEs of ``pending`` still running ``request`` once things settled after the
+    interrupt: every one of them seen twice at the same place in a call that waits for other PEs
+    (:data:`stranded.BLOCKING`), or :data:`SETTLE` seconds passed. Where they were *before* the
+    interrupt is no guide: a PE seen computing then may have raised since, leaving the others in a
+    barrier, and a PE seen outside the cell's code may still be handling the interrupt."""
+    deadline, last = time.monotonic() + SETTLE, None
+    while pending := request.pending():
+        seen = job.locate(pending)
+        waits = all(isinstance(w, tuple) and w[1] in stranded.BLOCKING for w in seen.values())
+        if (waits and seen == last) or time.monotonic() > deadline:
+            return seen
+        last = seen
+        request.wait(0.3 if waits else 0.5)
+    return {}
 
 
 def _prepare(job, code, arrays, timeout, stdout, stderr, options):

@@ -27,7 +27,19 @@ from ..errors import ShmemNotebookError
 from ..folding import pe_ranges
 from ..operations import CALLS, EMULATED_WAIT, JOINABLE
 
-__all__ = ["GRACE", "BLOCKING", "POLL_NAMES", "waiting", "polling_lines", "release", "raised_line", "shown", "message"]
+__all__ = [
+    "GRACE",
+    "BLOCKING",
+    "POLL_NAMES",
+    "waiting",
+    "polling_lines",
+    "joinable",
+    "release",
+    "ended",
+    "raised_line",
+    "shown",
+    "message",
+]
 
 #: seconds after the first error before looking whether the other PEs wait for it
 GRACE = 0.2
@@ -97,7 +109,7 @@ def _idle(stmt, read):
     return name == "sleep" and owner in (None, "time")
 
 
-def _joinable(job, where):
+def joinable(job, where):
     """The one call every waiting PE is in, if they can be released from here."""
     calls = {call for _, call in where.values()}
     call = calls.pop() if len(calls) == 1 else None
@@ -113,18 +125,19 @@ def _joinable(job, where):
     return call
 
 
-def release(job, cell, where):
+def release(job, cell, where, restore=None):
     """Free the PEs of ``where`` (waiting for PEs whose cell ended); the PEs still running the cell.
-    When they cannot be freed, they are paused (SIGSTOP) and the job is marked hung."""
+    When they cannot be freed, they are paused (SIGSTOP) and the job is marked hung. ``restore``: the
+    words :mod:`.unblock` wrote into waits, put back once every PE ended the cell."""
     polling = sorted(pe for pe, (_, call) in where.items() if call is None)
     if polling:  # a Python loop: the interrupt stops it at once (the others go on waiting)
         job.interrupt(cell, polling, grace=0)
-        _ended(job, cell, where, polling)
+        ended(job, cell, where, polling)
     blocked = {pe: w for pe, w in where.items() if pe not in polling}
-    call = _joinable(job, blocked) if blocked else None
+    call = joinable(job, blocked) if blocked else None
     if call == EMULATED_WAIT:  # the interrupt stops them in the emulation's wait loop
         job.interrupt(cell, sorted(blocked), grace=0)
-        _ended(job, cell, where, blocked)
+        ended(job, cell, where, blocked)
     elif call is not None:
         job.interrupt(cell, sorted(blocked), grace=0)  # they stop right after the call returns
         others = [pe for pe in range(job.n) if pe not in blocked]
@@ -132,10 +145,10 @@ def release(job, cell, where):
             job.ask("join", call, pes=others, timeout=10)
         except ShmemNotebookError:
             pass
-        _ended(job, cell, where, blocked)
+        ended(job, cell, where, blocked)
     if (call is not None or not blocked) and not cell.pending():
         try:  # every PE drops the exceptions' frames and zeroes the emulated teams' counts
-            job.ask("released", timeout=10)
+            job.ask("released", restore, timeout=10)
             return []
         except ShmemNotebookError:
             pass
@@ -149,7 +162,7 @@ def release(job, cell, where):
 ENDING, LATE = 2.0, 20.0
 
 
-def _ended(job, cell, where, pes):
+def ended(job, cell, where, pes):
     """Wait until ``pes`` ended ``cell`` (after an interrupt or a join): :data:`ENDING` seconds, then on while
     each of them still running it is seen somewhere else than at ``where`` (it handles the interrupt), up to
     :data:`LATE` seconds in all."""

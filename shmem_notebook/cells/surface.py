@@ -75,6 +75,10 @@ class JobSurface(Protocol):
         """Where each of ``pes`` is in the cell."""
         ...
 
+    def blocked_calls(self, pes: Iterable[int]) -> dict[int, Any]:
+        """``{pe: {"call": name, "args": [...], "kwargs": {...}} or None}``: what each of ``pes`` is blocked in."""
+        ...
+
     def waiting_since(self) -> dict[int, int] | None:
         """``{pe: monotonic ns at which it entered the blocking call it is in, 0: none}`` (the wait board)."""
         ...

@@ -31,6 +31,7 @@ HANDLERS = {
     Op.STRESS_RESTORE: record.restore_arrays,
     Op.DECLARED_VALUES: record.declared_values,
     Op.JOIN: runtime.join,
+    Op.POKE: runtime.poke,
     Op.RELEASED: runtime.released,
 }
 

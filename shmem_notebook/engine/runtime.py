@@ -22,8 +22,9 @@ from . import collectives, heap, shims, teams
 from .context import this_pe
 from .mpi_version import mpi_version
 from .shims import pitfalls
+from .shims.blocked_call import decode, symmetric_view
 
-__all__ = ["last_cell", "info", "bind", "join", "main"]
+__all__ = ["last_cell", "info", "bind", "join", "poke", "released", "main"]
 
 #: outcome of the last cell: state, outcome ('ok' or exception type), seconds
 last_cell = {"state": "idle", "outcome": None, "seconds": None}
@@ -90,16 +91,35 @@ def info():
     }
 
 
-def join(call):
+def join(call, args=None, kwargs=None):
     """Make the world synchronisation ``call`` (one of :data:`shmem_notebook.operations.JOINABLE`) that
-    other PEs wait in for this PE, whose cell raised (see ``shmem_notebook.cells.stranded``). Collective."""
+    other PEs wait in for this PE, whose cell raised (see ``shmem_notebook.cells.stranded``); with
+    ``args``, the call the others are blocked in with those arguments
+    (:func:`.shims.blocked_call.describe`: this PE's copies of their symmetric arrays). Collective."""
+    if args is not None:
+        getattr(shmem, call)(*(decode(shmem, a) for a in args), **{k: decode(shmem, v) for k, v in kwargs.items()})
+        return call
     {"barrier_all": shmem.barrier_all, "sync_all": shmem.sync_all, "sync": lambda: shmem.sync(shmem.TEAM_WORLD)}[call]()
     return call
 
 
-def released():
-    """After a cell was abandoned (``cells/stranded``): drop the last exception's frames
+def poke(pe, writes):
+    """Put ``writes`` (``[(sym, hex bytes)]``, :func:`.shims.blocked_call.describe`'s symmetric places) to
+    PE ``pe``, then quiet: the values a wait that PE is blocked in waits for. Not collective."""
+    for sym, data in writes:
+        target = symmetric_view(shmem, sym)
+        shmem.put(target, np.frombuffer(bytes.fromhex(data), target.dtype).reshape(target.shape), pe)
+    shmem.quiet()
+    return len(writes)
+
+
+def released(restore=None):
+    """After a cell was abandoned (``cells/stranded``): put back this PE's words that :func:`poke` wrote
+    (``restore``: ``{pe: [(sym, hex bytes)]}``), drop the last exception's frames
     (:func:`drop_error_frames`), then zero the emulated teams' half-done counts. Collective."""
+    for sym, data in (restore or {}).get(str(shmem.my_pe()), ()):
+        target = symmetric_view(shmem, sym)
+        target[...] = np.frombuffer(bytes.fromhex(data), target.dtype).reshape(target.shape)
     drop_error_frames(forget=True)
     shmem.barrier_all()
     teams.reset()

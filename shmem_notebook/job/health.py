@@ -103,6 +103,43 @@ class Health:
             where[pe] = location or "running, outside the cell's code"
         return where
 
+    def blocked_calls(self: JobMembers, pes: Iterable[int]) -> dict[int, Any]:
+        """``{pe: {"call": name, "args": [...], "kwargs": {...}}}``: the OpenSHMEM call each of ``pes``
+        (of this host) is blocked in and its arguments, told by a thread of the PE
+        (:mod:`shmem_notebook.engine.shims.blocked_call`); ``{"call": None}`` outside one, None when the
+        PE did not tell within 2 s. No request reaches the PEs' main threads."""
+        import json
+
+        from ..protocol import blocked_call_paths
+
+        if self._governor:
+            self._governor.nudge()
+        here, replies, told = socket.gethostname(), {}, dict[int, Any]()
+        for pe in pes:
+            if self.pes.get(pe, {}).get("host") != here:
+                told[pe] = None
+                continue
+            ask, reply = blocked_call_paths(self._cluster.profile_dir, self._cluster.cluster_id, pe)
+            with contextlib.suppress(OSError):
+                os.remove(reply)
+            try:
+                fd = os.open(ask, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO: no thread listens
+            except OSError:
+                told[pe] = None
+                continue
+            os.write(fd, b"?")
+            os.close(fd)
+            replies[pe] = reply
+        wait(lambda: all(os.path.exists(r) for r in replies.values()), 2.0)
+        for pe, reply in replies.items():
+            try:
+                with open(reply) as f:
+                    told[pe] = json.load(f)
+                os.remove(reply)
+            except (OSError, ValueError):
+                told[pe] = None
+        return told
+
     def waiting_since(self: JobMembers) -> dict[int, int] | None:
         """``{pe: time.monotonic_ns() at which it entered the blocking call it is in}`` (0: in none) from
         the job's wait board (:mod:`.governor`); None when a PE runs on another host or the PEs keep no

@@ -1,7 +1,8 @@
 """What the client reads when a PE is stuck or exits (PE side).
 
 SIGUSR1 dumps every thread's stack to a file the client reads (it works while the
-PE is blocked in a shmem call); ``shmem.global_exit`` leaves a note in oshrun's
+PE is blocked in a shmem call), and a thread tells which call and with what
+(:mod:`.blocked_call`); ``shmem.global_exit`` leaves a note in oshrun's
 output and a file, so the client can say which PE ended the job and with what status.
 """
 
@@ -10,6 +11,7 @@ import os
 import signal
 
 from ...protocol import GLOBAL_EXIT_MARK, exit_path, stack_path
+from . import blocked_call
 from .patches import Patches
 
 __all__ = ["install"]
@@ -22,6 +24,7 @@ def install(shmem):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     stack_file = open(path, "a")  # append: the client truncates it before each dump
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    told = blocked_call.install(shmem, *where[:2]) if os.environ.get("IPP_CLUSTER_ID") else lambda: None
     global_exit = shmem.global_exit
 
     def noted_global_exit(status=0):
@@ -36,6 +39,7 @@ def install(shmem):
 
     def undo():
         patches.undo()
+        told()
         faulthandler.unregister(signal.SIGUSR1)
         stack_file.close()
 
