@@ -62,6 +62,7 @@ def run_all(libraries, counts, repeat, programs, heap, save):
         for n in counts:
             started = time.monotonic()
             with shmem_notebook.Job(n, heap=heap, library=library).start() as job:
+                print(f"{library} at {n} PEs: started", flush=True)
                 for program in programs:
                     row = tally(program, library, n, [run_once(job, program) for _ in range(repeat)])
                     rows.append(row)
@@ -81,6 +82,9 @@ def main(argv=None):
     parser.add_argument("--npes", type=int, action="append", help="only this PE count (repeatable); default 2 and 4")
     parser.add_argument("--program", action="append", help="only this program (repeatable)")
     parser.add_argument("--heap", default="8M", help="symmetric heap per PE (default 8M)")
+    parser.add_argument(
+        "--results", type=pathlib.Path, default=RESULTS, help=f"the JSON file written (default {RESULTS})"
+    )
     parser.add_argument("--update-docs", action="store_true", help="write the table into docs/conformance.md")
     args = parser.parse_args(argv)
     libraries = args.library or built_libraries()
@@ -101,19 +105,24 @@ def main(argv=None):
             "seconds": {"total": round(time.monotonic() - started, 1), **seconds},
             "rows": rows,
         }
-        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+        args.results.write_text(json.dumps(results, indent=1) + "\n")
         return results
 
     loops = busy_loops(args.load)
     try:
         rows, seconds = run_all(libraries, args.npes or [2, 4], args.repeat, programs, args.heap, save)
+    except KeyboardInterrupt:
+        print(f"interrupted: {args.results} keeps the jobs that finished", file=sys.stderr)
+        return 130
     finally:
         stop_loops(loops)
     results = save(rows, seconds)
     if args.update_docs:
         update_page(PAGE, results)
     bad = [row for row in rows if row["wrong"] or row["hangs"] or row["races"]]
-    print(f"{len(rows)} rows, {len(bad)} not right every time; {RESULTS}" + (f", {PAGE}" if args.update_docs else ""))
+    print(
+        f"{len(rows)} rows, {len(bad)} not right every time; {args.results}" + (f", {PAGE}" if args.update_docs else "")
+    )
     return 1 if bad else 0
 
 

@@ -68,6 +68,8 @@ def run_once(job, program, timeout=TIMEOUT):
         run.outcome, run.seconds = "error", result.seconds
         run.errors = {pe: f"{name}: {value}".strip() for pe, (name, value, _) in result.errors.items()}
     except CellStoppedError as exc:
+        if getattr(job.last_result, "outcome", None) == "interrupted":
+            raise KeyboardInterrupt from exc  # Ctrl-C: the run stops, not this program alone
         run.outcome, run.errors = "hang", {-1: str(exc).splitlines()[0]}
     except PEDiedError as exc:
         run.outcome, run.errors = "died", {-1: str(exc).splitlines()[0]}

@@ -107,3 +107,37 @@ def test_the_table_counts_and_lands_between_its_markers(tmp_path):
     assert page.read_text().startswith(f"intro\n{BEGIN}\n\nMeasured today") and page.read_text().endswith(
         f"{END}\nafter\n"
     )
+
+
+@pytest.mark.pe
+def test_ctrl_c_stops_the_whole_run_and_leaves_nothing(tmp_path):
+    """Ctrl-C in ``make conformance`` (SIGINT to the terminal's process group) ends the run, not only the
+    program it was in (it was taken for a hang, and the next program ran); the busy loops and the PEs go
+    with it."""
+    import signal
+    import subprocess
+    import sys
+
+    results = tmp_path / "results.json"
+    here = os.path.dirname(os.path.dirname(__file__))
+    run = subprocess.Popen(
+        [sys.executable, "-m", "conformance", "--library", "oshmem", "--npes", "2", "--repeat", "1000"]
+        + ["--program", PROGRAMS[0].name, "--load", "1", "--results", str(results)],
+        cwd=os.path.dirname(here),
+        env={**os.environ, "PYTHONPATH": here},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        for line in run.stdout:  # the event: the job started, its programs run from now on
+            if line.startswith("oshmem at 2 PEs: started"):
+                break
+        os.killpg(run.pid, signal.SIGINT)
+        assert run.wait(timeout=60) == 130
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert "interrupted:" in run.stdout.read()
+    assert not results.exists()  # no job finished
