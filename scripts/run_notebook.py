@@ -1,17 +1,33 @@
-"""Execute a notebook headless with nbclient: run_notebook.py IN.ipynb OUT.ipynb."""
+"""Execute a notebook headless with nbclient: run_notebook.py IN.ipynb OUT.ipynb.
 
+The kernel talks to this process over IPC (Unix sockets in a private temporary directory), not TCP:
+nothing is sent in plain text over the network, and ipykernel does not print its "Kernel is running
+over TCP without encryption" warning on a newcomer's first screen.
+"""
+
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from traitlets.config import Config
 
 
 def main(src, dst):
+    with tempfile.TemporaryDirectory(prefix="kernel-") as sockets:  # mode 0700: this user's only
+        return _run(src, dst, os.path.join(sockets, "ipc"))
+
+
+def _run(src, dst, sockets):
     nb = nbformat.read(src, as_version=4)
+    # the kernel manager nbclient makes (and shuts down) takes these; ip: an absolute path, as the kernel
+    # runs in the notebook's directory and the client here
+    config = Config({"KernelManager": {"transport": "ipc", "ip": sockets}})
     client = NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(Path(src).parent)}}
+        nb, timeout=600, kernel_name="python3", config=config, resources={"metadata": {"path": str(Path(src).parent)}}
     )
     try:
         client.execute()

@@ -2,6 +2,8 @@
 Items 5, 6 and 9 have their tests beside the code they exercise (test_completion, test_declared_locks,
 test_trace_export)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -73,3 +75,59 @@ def test_without_an_unknown_name_is_one_sentence(name):
 
     with pytest.raises(InputError, match="no symmetric array named"):
         Snapshot(1, [_pe(0, [1])]).without(name)
+
+
+# -- item 11: the headless run of a notebook prints no security warning ---------------------------
+@pytest.mark.pe  # starts a kernel
+def test_the_headless_run_has_no_security_warning(tmp_path):
+    """scripts/run_notebook.py (what scripts/setup.sh runs on the quickstart) talks to its kernel over IPC:
+    its output holds no 'Kernel is running over TCP without encryption' (it did), the cell ran, and no
+    socket file is left beside the notebook."""
+    import subprocess
+    import sys
+
+    import nbformat
+
+    notebook, executed = tmp_path / "tiny.ipynb", tmp_path / "out" / "tiny.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")]), notebook)
+    script = Path(__file__).resolve().parent.parent / "scripts" / "run_notebook.py"
+    run = subprocess.run(
+        [sys.executable, str(script), str(notebook), str(executed)], capture_output=True, text=True, timeout=300
+    )
+    said = run.stdout + run.stderr
+    assert run.returncode == 0, said
+    assert "without encryption" not in said and "WARNING" not in said, said
+    assert said.strip() == f"{notebook}: all 1 code cells ran; executed copy: {executed}"
+    assert nbformat.read(executed, as_version=4).cells[0].outputs[0]["text"] == "42\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "tiny.ipynb"], "no kernel-ipc-* files left"
+
+
+# -- items 12 and 13: the docs ---------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parent.parent
+#: what a user reads: the README, the docs' pages, the notebooks, and the bench scripts that write pages
+READ = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "notebooks").glob("*.ipynb"))]
+WRITERS = sorted((ROOT / "bench").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", READ + WRITERS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_docs_describe_the_machines_load_not_who_ran_it(path):
+    """A measurement says what ran beside it (load average, test suites), not whose ('other engineers'
+    tests' was in docs/benchmarks.md, docs/classroom.md and docs/oshmpi.md)."""
+    text = path.read_text()
+    assert "engineer" not in text.lower(), f"{path.relative_to(ROOT)} speaks of engineers"
+
+
+def test_the_oshmpi_build_command_has_a_path_and_says_where_the_tarball_comes_from():
+    """'scripts/setup.sh --with-oshmpi oshmpi-ee5cf11.tar.gz' failed as written from a clone: the tarball
+    is written as a path placeholder everywhere, and docs/oshmpi.md says how to make it from pmodels/oshmpi."""
+    import re
+
+    for path in READ:
+        text = path.read_text().replace("\\n", "\n")
+        for given in re.findall(r"--with-oshmpi\s+(\S+)", text):
+            assert given.strip("`,;)") in ("TARBALL", "/path/to/oshmpi-ee5cf11.tar.gz"), (path.name, given)
+    build = (ROOT / "docs" / "oshmpi.md").read_text()
+    assert "https://github.com/pmodels/oshmpi" in build and "ee5cf11" in build
+    assert "git -C oshmpi checkout ee5cf11 && git -C oshmpi submodule update --init" in build
+    assert "tar czf /path/to/oshmpi-ee5cf11.tar.gz oshmpi" in build
+    assert "scripts/setup.sh --with-oshmpi /path/to/oshmpi-ee5cf11.tar.gz" in build
