@@ -1,20 +1,16 @@
-"""Checks of the plain arguments users pass; each failure is one sentence (shared)."""
+"""Checks of the plain arguments users pass; each failure is one sentence (shared).
 
-import numbers
+The start options' checks are declared with them (:mod:`shmem_notebook.job.options`).
+"""
+
+from typing import Any
 
 from .errors import InputError
 
-__all__ = ["positive_int", "check_timeout"]
+__all__ = ["check_timeout"]
 
 
-def positive_int(n):
-    """``n`` as an int, or :class:`InputError` if it is not a positive integer."""
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-        raise InputError(f"the number of PEs must be a positive integer, got {n!r}; e.g. start(n=4)")
-    return int(n)
-
-
-def check_timeout(value):
+def check_timeout(value: Any) -> float | None:
     """``value`` if it is ``None`` or a positive number of seconds, else :class:`InputError`."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
         raise InputError(f"a timeout is a positive number of seconds or None, got {value!r}; e.g. timeout=30")

@@ -4,7 +4,7 @@
 - :mod:`.arrays`: declared symmetric arrays and heap use.
 - :mod:`.health`: dead PEs, crash causes, where hung PEs are.
 - :mod:`.watchdog`: ends a job's processes (and batch jobs) when the kernel dies.
-- :mod:`.options`: :class:`JobOptions`, every start option declared once.
+- :mod:`.options`: what is derived from the start options' one declaration (:class:`JobOptions`).
 - :mod:`.batch`: a Slurm batch job's options and its progress line while it waits.
 - :mod:`.pe_requests`: :meth:`Job.ask`, the one way to ask PEs, and the cell path's surface.
 - :mod:`.processes`: small process and waiting helpers.
@@ -12,17 +12,17 @@
 :func:`start` and :func:`current_job` keep the job the magics act on.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 from ..errors import JobStateError
 from ..lazy_imports import lazy_names
 from ..words import plural
-from .options import JobOptions, signature
+from .options import JobOptions, StartOptions, signature
 
 if TYPE_CHECKING:
     from .job import Job
 
-__all__ = ["Job", "JobOptions", "start", "current_job"]
+__all__ = ["Job", "JobOptions", "StartOptions", "start", "current_job"]
 
 #: :class:`Job` is imported on first use: the watchdog (``python -c "from shmem_notebook.job.watchdog
 #: import main; ..."``) imports this package, and ipyparallel's client side is most of a watchdog's start
@@ -31,12 +31,12 @@ __getattr__ = lazy_names(__name__, {"Job": "job"})
 _current: "Job | None" = None
 
 
-def start(n: int = 4, **options: Any) -> "Job":
+def start(n: int = 4, **options: Unpack[StartOptions]) -> "Job":
     """Start an OpenSHMEM job of ``n`` PEs and make it the current job.
 
     Inside a Slurm allocation the PEs go on its nodes; ``slurm=True`` submits a
     batch job for them instead; ``library`` names the OpenSHMEM library (see :class:`Job`).
-    The options are declared in :mod:`.options`.
+    The options are declared once (:mod:`shmem_notebook.launcher.start_options`; :class:`StartOptions` types them).
     """
     from .job import Job
 

@@ -12,26 +12,26 @@ import os
 import shlex
 import sys
 import time
+from typing import Any
 
 from ..errors import InputError
 from ..launcher.batchjob import parse_marks
 from ..launcher.environment import platform_environment
 from ..rc import rc
 from ..words import plural
-from .options import declared
+from .options import JobOptions, declared, launcher_settings
 
 __all__ = ["QueueProgress", "progress_text", "batch_options", "prologue_lines", "sbatch_script", "AS_ROOT"]
 
 
-def batch_options(options, ip):
+def batch_options(options: JobOptions, ip: str | None) -> dict[str, Any]:
     """The launcher's batch-job options of the start options ``options`` (a
-    :class:`~shmem_notebook.job.options.JobOptions`), checked; ``{}`` without ``slurm``; ``ip``: where the
+    :class:`~shmem_notebook.job.options.JobOptions` whose values passed their own checks,
+    :func:`~shmem_notebook.job.options.check`), checked together; ``{}`` without ``slurm``; ``ip``: where the
     controller listens. Raises :class:`InputError`. ``sbatch_prologue``: shell lines the batch job runs before
     it starts the PEs (a string or a list), e.g. ``"module load openmpi/4.1"``."""
     given = {f.name: getattr(options, f.name) for f, _ in declared(batch=True)}
-    hostfile, nodes, sbatch_args = options.hostfile, options.nodes, options.sbatch_args
-    if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):
-        raise InputError(f"nodes must be a positive integer, got {nodes!r}; e.g. nodes=2 (with slurm=True)")
+    hostfile, sbatch_args = options.hostfile, options.sbatch_args
     if not options.slurm:
         named = [name for name, value in given.items() if value]
         if named:
@@ -49,15 +49,8 @@ def batch_options(options, ip):
     if isinstance(sbatch_args, str):
         raise InputError(f"sbatch_args is a list of arguments, got the string {sbatch_args!r}; e.g. ['--qos=debug']")
     prologue = prologue_lines(options.sbatch_prologue)
-    return {
-        "slurm": True,
-        "partition": options.partition or "",
-        "time": str(options.time) if options.time else "",
-        "nodes": nodes,
-        "account": options.account or "",
-        "sbatch_args": [str(a) for a in sbatch_args],
-        "sbatch_prologue": prologue,
-    }
+    settings = launcher_settings(options)  # as the launcher takes them: '' for None, lists
+    return {"slurm": True, **{name: settings.get(name) for name in given}, "sbatch_prologue": prologue}
 
 
 def prologue_lines(prologue):

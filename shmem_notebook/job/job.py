@@ -7,6 +7,7 @@ are collective on the PEs: they go to all engines at once, in the same order.
 """
 
 import contextlib
+import dataclasses
 import glob
 import logging
 import os
@@ -14,12 +15,12 @@ import socket
 import sys
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Self, TextIO
+from typing import TYPE_CHECKING, Any, Self, TextIO, Unpack
 
 import ipyparallel as ipp
 import psutil
 
-from ..arguments import check_timeout, positive_int
+from ..arguments import check_timeout
 from ..cells import STAGES, CellResult, run_cell
 from ..cells.channel import DISPATCH, CellChannel
 from ..cells.syntax import check_syntax
@@ -28,13 +29,13 @@ from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, ch
 from ..launcher.library import library as library_named
 from ..launcher.shm import Segments
 from ..rc import rc
-from ..specs import check_heap
+from ..specs import ArraySpec, check_heap
 from ..words import plural
 from .arrays import SymmetricArrays
 from .batch import QueueProgress, batch_options
 from .health import Health
 from .history import History
-from .options import given, signature
+from .options import StartOptions, check, given, launcher_settings, signature
 from .pe_requests import Asking
 from .processes import LocalPEs, alive, process, wait
 from .site import admit, within_site
@@ -54,19 +55,14 @@ class Job(SymmetricArrays, Health, Asking):
     """One OpenSHMEM job of ``n`` PEs driven from this kernel.
 
     Use :func:`start` to create and start one; a ``Job`` is a context manager
-    that stops the job on exit. ``ip`` other than 127.0.0.1 makes the
-    controller listen on that address (multi-node use; see docs/many-nodes.md).
-    ``slurm=True`` runs the PEs in a Slurm batch job (``partition``, ``time``,
-    ``nodes``, ``account``, ``sbatch_args``, ``sbatch_prologue`` go to ``sbatch``); it needs ``ip``.
-    ``restart_on_hang=True``: a cell that leaves PEs blocked for good restarts the job by itself
-    (declared arrays re-allocated) and says what was lost. ``library``: the OpenSHMEM library the
-    PEs run on, ``"oshmem"`` (Open MPI's, the default: ``rc.library``), ``"sos"``, ``"oshmpi"`` or a site's own
-    (:mod:`shmem_notebook.launcher.library`).
+    that stops the job on exit. Its options (``heap``, ``library``, ``slurm=True`` and the batch
+    job's, ``restart_on_hang``, ...) are declared once, with what each does, in
+    :mod:`shmem_notebook.launcher.start_options` (the table: docs/api.md, "Start options").
     """
 
-    def __init__(self, n=4, **options):  # the options: .options.JobOptions (the signature below says them)
-        self.options = o = given(n=n, **options)
-        self.n, self.library = positive_int(n), library_named(o.library)  # one sentence now for a bad n or library
+    def __init__(self, n: int = 4, **options: Unpack[StartOptions]) -> None:  # declared in .options.JobOptions
+        self.options = o = check(given(n=n, **options))  # one sentence now for an unknown option or a wrong value
+        self.n, self.library = o.n, library_named(o.library)
         self.slurm = bool(o.slurm)
         if self.slurm and self.library.launcher != "openmpi":
             raise InputError(
@@ -80,24 +76,25 @@ class Job(SymmetricArrays, Health, Asking):
         self.heap_bytes = check_heap(self.heap)  # one sentence before launch, e.g. for heap=0
         self.oversubscribe, self.hostfile, self.ip = o.oversubscribe, o.hostfile, o.ip or rc.ip
         self.spares = Spares(self, o.spare)  # a spare set of PEs the next restart takes
-        self.timeout = check_timeout(rc.timeout if o.timeout is None else o.timeout)
+        self.timeout = check_timeout(rc.timeout if o.timeout is None else o.timeout)  # rc's too
         if rc.dispatch not in DISPATCH:
             raise InputError(f"rc.dispatch is {rc.dispatch!r}; use one of {', '.join(map(repr, DISPATCH))}")
         self.dispatch = rc.dispatch
-        self.specs = {}  # name -> ArraySpec, in declaration order
+        self.specs: dict[str, ArraySpec] = {}  # name -> ArraySpec, in declaration order
         self.state = "stopped"  # stopped, running, hung, dead
-        self.crash, self.paused = {}, set()  # PE -> cause, once PEs died; PEs stopped (SIGSTOP) for good
-        self.pes = {}  # PE -> info from the PE's 'info' request
+        self.crash: dict[int, Any] = {}  # PE -> cause, once PEs died
+        self.paused: set[int] = set()  # PEs stopped (SIGSTOP) for good
+        self.pes: dict[int, dict[str, Any]] = {}  # PE -> info from the PE's 'info' request
         self.last_cell = None  # the last cell's request (see cells.channel)
-        self.last_result = None  # CellResult of the last cell, also when it raised or timed out
-        self.last_gather = None  # the last gather's route: "memory" (read from the PEs), "file" (/dev/shm) or "message"
-        self.cell_callbacks = []  # callback(job, result) after every cell
+        self.last_result: CellResult | None = None  # CellResult of the last cell, also when it raised or timed out
+        self.last_gather: Any = None  # the last gather's route: "memory" (from the PEs), "file" (/dev/shm) or "message"
+        self.cell_callbacks: list[Any] = []  # callback(job, result) after every cell
         self.history = History(self)  # every cell run, in order (see .history); job.export writes them out
-        self.stage_state = {}  # stage name -> what it keeps between cells (race: operations in flight)
+        self.stage_state: dict[str, Any] = {}  # stage name -> what it keeps between cells (race: operations in flight)
         self._token = uuid.uuid4().hex  # marks every process of this job (see watchdog)
         self._cluster = self._client = self._view = self._watchdog = self._channel = self._engine_set_id = None
         self._pe_procs = LocalPEs({})  # PE -> psutil.Process, for PEs on this host
-        self._segments = {}  # engine set id -> Segments: shared memory to remove once it ended
+        self._segments: dict[Any, Segments] = {}  # engine set id -> Segments: shared memory to remove once it ended
         self._heap_stale, self._gathers = False, 0
 
     def __repr__(self):
@@ -167,10 +164,10 @@ class Job(SymmetricArrays, Health, Asking):
         return f"shmem_notebook-{self._token[:12]}"
 
     def _set_options(self):
-        """The launcher's options for an engine set of this job's PEs."""
-        batch = dict(self.batch, batch_name=self._batch_name) if self.slurm else {}
-        return dict(batch, heap=self.heap, oversubscribe=self.oversubscribe, hostfile=self.hostfile or "",
-                    library=self.library.name, local_only=self.ip in LOOPBACK and not self.slurm)  # fmt: skip
+        """The launcher's options (.options.launcher_settings) with this job's heap, library and batch options."""
+        resolved = dataclasses.replace(self.options, heap=self.heap, library=self.library.name, **self.batch)
+        named = {"batch_name": self._batch_name} if self.slurm else {}
+        return launcher_settings(resolved) | named | {"local_only": self.ip in LOOPBACK and not self.slurm}
 
     def _start_pes(self):
         with owned_by(self._token):  # the spare set, if one waits (see .spare)

@@ -1,33 +1,59 @@
-"""A job's start options, declared once (client side).
+"""The job's side of the start options (client side): what is derived from their one declaration.
 
-:class:`JobOptions` declares every option of :func:`~shmem_notebook.start` and
-:class:`~shmem_notebook.Job`: each field is its name, its type and its default, and
-its :class:`Option` (read by :func:`declared`) says the rest: the help text, the
-``%shmem start`` flag and how that flag's text is read, and what a site policy needs
-(``limit``: the value as a number a site may cap; ``rc``: the :data:`~shmem_notebook.rc`
-setting a ``None`` stands for; ``batch``: an option of the Slurm batch job, which
-``%shmem export --slurm`` takes too). ``Job()`` and ``start()`` take their signature
-from it (:func:`signature`) and the magics their flags (:func:`add_arguments`), so a
-new start option is one more field here.
+The options are declared once, as the fields of :class:`JobOptions`
+(:mod:`shmem_notebook.launcher.start_options`, on the launcher's floor so that the ``oshrun``
+launcher takes its traits from it too). From it come: ``Job()``'s and ``start()``'s signatures
+(:func:`signature`, and :class:`StartOptions` for the type checker, written by
+``python -m shmem_notebook.job.options`` and checked by a test), the ``%shmem start`` and
+``%shmem export --slurm`` flags (:func:`add_arguments`), each option's check and its sentence
+(:func:`check`, and the flags' ``type``), what a job hands the launcher (:func:`launcher_settings`),
+the site's keys (:mod:`.site`), the batch options (:mod:`.batch`) and the options table of the docs
+and of the magics' completion (:func:`listed`: name, flag, metavar, choices, help, default, type,
+site key, batch).
 """
+
+from __future__ import annotations  # StartOptions' types are the declaration's source text
 
 import argparse
 import dataclasses
 import inspect
-import re
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, TypedDict
 
 from ..errors import InputError
+from ..launcher import start_options
+from ..launcher.start_options import (
+    JobOptions,
+    Limit,
+    Option,
+    declared,
+    flag,
+    launched,
+    option,
+    site_key,
+    slurm_seconds,
+    type_text,
+)
 
 __all__ = [
     "JobOptions",
+    "StartOptions",
     "Option",
+    "Limit",
+    "Listed",
     "option",
     "declared",
+    "listed",
     "given",
+    "check",
     "signature",
     "add_arguments",
     "flag",
+    "site_key",
+    "launcher_settings",
+    "typed_source",
+    "docs_table",
     "count",
     "node_count",
     "seconds",
@@ -35,158 +61,126 @@ __all__ = [
 ]
 
 
-def _positive_int(text, what):
-    """``text`` as a positive integer, or argparse's error saying ``what`` must be one."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{what} must be a positive integer, got {text!r}")
-    return value
-
-
-def count(text):
+def count(text: str) -> int:
     """A flag's text as a positive number of PEs (argparse ``type``)."""
-    return _positive_int(text, "the number of PEs")
-
-
-def node_count(text):
-    """``--nodes``'s text as a positive number of nodes (argparse ``type``)."""
-    return _positive_int(text, "--nodes")
-
-
-def seconds(text):
-    """A flag's text as a positive number of seconds (argparse ``type``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"a timeout is a positive number of seconds, got {text!r}")
+    value: int = _read_flag(_field("n"), text)
     return value
 
 
-def slurm_seconds(value):
-    """A Slurm time limit (``30``: minutes, ``1:00:00``, ``2-12``, ``1-00:30:00``) in seconds."""
-    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", str(value).strip())
-    if match is None:
-        raise InputError(f"a Slurm time limit looks like 30, 1:00:00 or 2-12:00:00, got {value!r}")
-    days, *parts = match.groups()
-    parts = [int(p) for p in parts if p is not None]
-    if days is not None:  # days-hours[:minutes[:seconds]]
-        hms = parts + [0] * (3 - len(parts))
-    else:  # minutes, minutes:seconds or hours:minutes:seconds
-        hms = ([0] * (3 - len(parts)) + parts) if len(parts) == 3 else [0] + parts + [0] * (2 - len(parts))
-    return int(days or 0) * 86400 + hms[0] * 3600 + hms[1] * 60 + hms[2]
+def node_count(text: str) -> int:
+    """``--nodes``'s text as a positive number of nodes (argparse ``type``)."""
+    value: int = _read_flag(_field("nodes"), text)
+    return value
 
 
-@dataclass(frozen=True)
-class Option:
-    """What one start option says besides its name, type and default."""
-
-    help: str = ""
-    flag: str = ""  #: its flag in ``%shmem start`` (default ``--name-with-dashes``)
-    metavar: str | None = None
-    parse: object = None  #: the flag's text -> value (argparse ``type``); None: the text
-    action: str | None = None  #: "store_true" (a switch) or "append" (repeatable: a list)
-    required: bool = False  #: required in ``%shmem start`` (the Python API has a default)
-    limit: object = None  #: value -> a number a site may cap (PEs, bytes, seconds); None: not a limit
-    rc: str | None = None  #: the ``rc`` setting used when the value is None
-    batch: bool = False  #: an option of the Slurm batch job (also ``%shmem export --slurm``)
+def seconds(text: str) -> float:
+    """A flag's text as a positive number of seconds (argparse ``type``)."""
+    value: float = _read_flag(_field("timeout"), text)
+    return value
 
 
-def _heap_bytes(size):
-    """Bytes in a heap size (the specs, and NumPy with them, are imported on first use: the watchdog
-    imports this module through its package and needs neither)."""
-    from ..specs import parse_size
+# -- written by `python -m shmem_notebook.job.options` from JobOptions: do not edit by hand ----------
+class StartOptions(TypedDict, total=False):
+    """The keyword options of ``start()`` and ``Job()`` for the type checker (every option but ``n``)."""
 
-    return parse_size(size)
-
-
-def option(default, help, **said):
-    """A field of :class:`JobOptions`: its ``default``, and its :class:`Option` (``help`` and the rest)."""
-    return field(default=default, metadata={"option": Option(help=help, **said)})
-
-
-@dataclass(frozen=True)
-class JobOptions:
-    """The options one job is started with (:func:`~shmem_notebook.start`, :class:`~shmem_notebook.Job`)."""
-
-    n: int = option(4, "number of PEs", flag="-n", parse=count, required=True, limit=int)
-    heap: str = option(None, "symmetric heap per PE, e.g. 256M, 1G", metavar="SIZE", limit=_heap_bytes, rc="heap")
-    oversubscribe: bool = option(None, "more PEs than cores (oshrun --oversubscribe)", action="store_true")
-    hostfile: str = option(None, "oshrun's hostfile: the nodes the PEs run on", metavar="FILE")
-    timeout: float = option(
-        None, "default timeout for every cell, seconds", metavar="S", parse=seconds, limit=float, rc="timeout"
-    )
-    ip: str = option(None, "address the controller listens on (default 127.0.0.1)", metavar="ADDR", rc="ip")
-    slurm: bool = option(False, "run the PEs in a Slurm batch job", action="store_true")
-    partition: str = option(None, "sbatch --partition", metavar="P", batch=True)
-    time: str = option(
-        None, "the batch job's time limit, e.g. 30 or 1:00:00", metavar="T", limit=slurm_seconds, batch=True
-    )
-    nodes: int = option(None, "sbatch --nodes", metavar="K", parse=node_count, limit=int, batch=True)
-    account: str = option(None, "sbatch --account", metavar="A", batch=True)
-    sbatch_args: tuple = option(
-        (),
-        "one more sbatch argument (repeatable), e.g. --sbatch-arg=--qos=debug",
-        flag="--sbatch-arg",
-        metavar="ARG",
-        action="append",
-        batch=True,
-    )
-    restart_on_hang: bool = option(
-        False, "restart by itself when a cell leaves PEs blocked for good (says what was lost)", action="store_true"
-    )
-    library: str = option(
-        None,
-        "the OpenSHMEM library: oshmem (Open MPI's, the default), sos, oshmpi, or a site's own",
-        metavar="NAME",
-        rc="library",
-    )
-    spare: bool = option(
-        False,
-        "keep a spare set of PEs waiting, imports done, for the next restart to take (about half the time of a "
-        "start, for N more idle processes; PEs on this host only)",
-        action="store_true",
-        limit=int,  # a site's max_spare: 0 forbids it
-    )
-    sbatch_prologue: tuple = option(
-        (),
-        "a shell line the batch job runs before the PEs start (repeatable), e.g. "
-        "--sbatch-prologue 'module load openmpi/4.1'",
-        metavar="LINE",
-        action="append",
-        batch=True,
-    )
-
-    def limits(self):
-        """``{name: number}`` of the options given that a site may cap (``None`` values left out)."""
-        return {
-            f.name: o.limit(getattr(self, f.name))
-            for f, o in declared()
-            if o.limit and getattr(self, f.name) is not None
-        }
+    heap: str | int | None
+    oversubscribe: bool | None
+    hostfile: str | None
+    timeout: float | None
+    ip: str | None
+    slurm: bool
+    partition: str | None
+    time: str | int | None
+    nodes: int | None
+    account: str | None
+    sbatch_args: Sequence[str]
+    restart_on_hang: bool
+    library: str | None
+    spare: bool
+    sbatch_prologue: str | Sequence[str]
 
 
-def given(**options):
+# -- end of what `python -m shmem_notebook.job.options` writes ----------------------------------------
+
+
+def _field(name: str) -> tuple[dataclasses.Field[Any], Option]:
+    return next((f, o) for f, o in declared() if f.name == name)
+
+
+class Listed(NamedTuple):
+    """One start option as the docs' table and the magics' completion list it."""
+
+    name: str  #: the keyword of ``start()`` and ``Job()``
+    flag: str  #: its flag in ``%shmem start``: ``--restart-on-hang``
+    metavar: str | None  #: what follows the flag (``None``: a switch)
+    choices: list[str] | None  #: the values it takes, when they are few and known
+    help: str
+    default: Any
+    type: str  #: the type, as declared
+    site_key: str | None  #: its key in a site policy (site.json), if a site may cap it
+    batch: bool  #: an option of the Slurm batch job
+    rc: str | None  #: the ``rc`` setting a ``None`` stands for
+
+
+def listed(batch: bool | None = None) -> list[Listed]:
+    """Every start option in declaration order, as :class:`Listed` (name, flag, metavar, choices, help,
+    default, type, site key, batch, rc setting); ``batch`` as :func:`declared`. Not collective."""
+    return [
+        Listed(
+            f.name,
+            flag(f),
+            None if o.action == "store_true" else o.metavar or f.name.upper(),
+            o.choices() if o.choices else None,
+            o.help,
+            f.default,
+            type_text(f),
+            site_key(f.name, o),
+            o.batch,
+            o.rc,
+        )
+        for f, o in declared(batch)
+    ]
+
+
+def given(**options: Any) -> JobOptions:
     """The :class:`JobOptions` of the options given by name; an unknown name is one sentence (:class:`InputError`)."""
     names = [f.name for f, _ in declared()]
     unknown = [name for name in options if name not in names]
     if unknown:
         raise InputError(f"{unknown[0]!r} is not a start option; the options are: {', '.join(names)}")
-    return JobOptions(**options)
+    return start_options.JobOptions(**options)  # (read when called: a test widens the declaration)
 
 
-def declared(batch=None):
-    """``[(field, Option)]`` of every start option in declaration order (``batch``: only those that
-    are, or are not, the batch job's)."""
-    return [
-        (f, f.metadata["option"])
-        for f in dataclasses.fields(JobOptions)
-        if batch is None or f.metadata["option"].batch == batch
-    ]
+def check(options: JobOptions) -> JobOptions:
+    """``options`` with each given value (not ``None``) through its option's check, in declaration order;
+    the first wrong one is one sentence naming the option (:class:`InputError`)."""
+    checked = {}
+    for f, o in declared(options=type(options)):
+        value = getattr(options, f.name)
+        if o.check is None or value is None:
+            continue
+        try:
+            checked[f.name] = o.check(value)
+        except InputError:
+            raise
+        except (ValueError, TypeError, ArithmeticError):
+            example = f"; e.g. {o.example}" if o.example else ""
+            raise InputError(f"{_wrong(o, f.name)}, got {value!r}{example}") from None
+    return dataclasses.replace(options, **checked)
+
+
+def _wrong(o: Option, name: str) -> str:
+    return o.wrong.format(name=name) if o.wrong else f"{name} is not a value it takes"
+
+
+def _read_flag(declared_field: tuple[dataclasses.Field[Any], Option], text: str) -> Any:
+    """A flag's ``text`` through its option's parse and check, or argparse's error in one sentence."""
+    f, o = declared_field
+    try:
+        value = o.parse(text) if o.parse else text
+        return o.check(value) if o.check and o.wrong else value
+    except (ValueError, TypeError, ArithmeticError):
+        raise argparse.ArgumentTypeError(f"{_wrong(o, flag(f))}, got {text!r}") from None
 
 
 def signature(method: bool = False) -> inspect.Signature:
@@ -205,24 +199,108 @@ def signature(method: bool = False) -> inspect.Signature:
     return inspect.Signature(first + params)
 
 
-def add_arguments(parser, batch=None, prefix=""):
+def add_arguments(parser: argparse.ArgumentParser, batch: bool | None = None, prefix: str = "") -> None:
     """Add the flags of the start options to an argparse ``parser`` (``batch`` as :func:`declared`;
     ``prefix``: what their help begins with). Each lands on ``args.<name>``."""
     for f, o in declared(batch):
-        kwargs = {"dest": f.name, "help": prefix + o.help}
+        kwargs: dict[str, Any] = {"dest": f.name, "help": prefix + o.help}
         if o.action == "store_true":
             kwargs.update(action="store_true", default=f.default)
         else:
             kwargs.update(default=[] if o.action == "append" else f.default, metavar=o.metavar)
             if o.action:
                 kwargs["action"] = o.action
-            if o.parse:
-                kwargs["type"] = o.parse
+            if o.parse or (o.check and o.wrong):
+                kwargs["type"] = _flag_type(f, o)
         if o.required:
             kwargs["required"] = True
         parser.add_argument(flag(f), **kwargs)
 
 
-def flag(f):
-    """The flag of the start option of field ``f`` (``--restart-on-hang``)."""
-    return f.metadata["option"].flag or "--" + f.name.replace("_", "-")
+def _flag_type(f: dataclasses.Field[Any], o: Option) -> Callable[[str], Any]:
+    def read(text: str) -> Any:
+        return _read_flag((f, o), text)
+
+    read.__name__ = f.name  # argparse names the type in some errors
+    return read
+
+
+def launcher_settings(options: JobOptions) -> dict[str, Any]:
+    """What a job of ``options`` (checked, with the values it resolved: heap, library) hands the launcher,
+    as its traits take them: ``None`` -> '' for a string, a list for a repeatable option."""
+    settings = {}
+    for f, o in launched(type(options)):
+        value = getattr(options, f.name)
+        if o.action == "append":
+            value = [str(v) for v in ([value] if isinstance(value, str) else value or [])]
+        elif o.action != "store_true" and not type_text(f).startswith("int"):
+            value = "" if value is None else str(value)
+        settings[f.name] = value
+    return settings
+
+
+# -- StartOptions, written from the declaration --------------------------------------------------------
+_BEGIN = "# -- written by `python -m shmem_notebook.job.options` from JobOptions: do not edit by hand"
+_END = "# -- end of what `python -m shmem_notebook.job.options` writes"
+
+
+def typed_source(options: type | None = None) -> str:
+    """The source of :class:`StartOptions` for the declaration (``options``: another than :class:`JobOptions`)."""
+    keys = "".join(f"    {f.name}: {type_text(f)}\n" for f, _ in declared(options=options) if f.name != "n")
+    return (
+        "class StartOptions(TypedDict, total=False):\n"
+        '    """The keyword options of ``start()`` and ``Job()`` for the type checker (every option but ``n``)."""\n'
+        f"\n{keys}"
+    )
+
+
+def docs_table() -> str:
+    """The options table of docs/api.md ("Start options"): one row per option, in declaration order."""
+    rows = ["| option | `%shmem start` | default | site.json | what it is |", "| --- | --- | --- | --- | --- |"]
+    for o in listed():
+        shown = o.flag if o.metavar is None else f"{o.flag} {o.metavar}"
+        limit = f"`{o.site_key}`" if o.site_key else ""
+        what = o.help.replace("|", "\\|") + (" (Slurm batch job)" if o.batch else "")
+        default = f"`rc.{o.rc}`" if o.default is None and o.rc else f"`{o.default!r}`"
+        rows.append(f"| `{o.name}` | `{shown}` | {default} | {limit} | {what} |")
+    return "\n".join(rows) + "\n"
+
+
+#: where docs/api.md holds :func:`docs_table`
+DOCS_BEGIN = "<!-- the start options: written by `python -m shmem_notebook.job.options`, do not edit by hand -->"
+DOCS_END = "<!-- end of the start options -->"
+
+
+def _rewrite(path: str) -> bool:
+    """Write :class:`StartOptions` into this module's file at ``path`` again; whether it changed."""
+    with open(path) as fh:
+        text = fh.read()
+    head, rest = text.split(_BEGIN, 1)
+    _, tail = rest.split(_END, 1)
+    line_end = rest.index("\n")
+    new = f"{head}{_BEGIN}{rest[:line_end]}\n{typed_source()}\n\n{_END}{tail}"
+    return _write(path, text, new)
+
+
+def _rewrite_docs(path: str) -> bool:
+    """Write :func:`docs_table` into docs/api.md at ``path`` again; whether it changed."""
+    with open(path) as fh:
+        text = fh.read()
+    head, rest = text.split(DOCS_BEGIN, 1)
+    _, tail = rest.split(DOCS_END, 1)
+    return _write(path, text, f"{head}{DOCS_BEGIN}\n\n{docs_table()}\n{DOCS_END}{tail}")
+
+
+def _write(path: str, text: str, new: str) -> bool:
+    if new != text:
+        with open(path, "w") as fh:
+            fh.write(new)
+    return new != text
+
+
+if __name__ == "__main__":  # python -m shmem_notebook.job.options: what is written from JobOptions, again
+    import os
+
+    docs = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "api.md")
+    for what, changed in (("StartOptions", _rewrite(__file__)), ("docs/api.md's table", _rewrite_docs(docs))):
+        print(f"{what} {'rewritten' if changed else 'unchanged'}", file=sys.stderr)

@@ -28,11 +28,13 @@ from ..rc import rc
 from ..specs import check_heap, format_size, parse_size
 from ..words import plural
 from .heap_fit import PE_OVERHEAD, TRANSPORT_SHM, check_heap_fits, node_memory, pes_per_node
-from .options import declared, given
+from .options import declared, site_key
 from .watchdog import OWNER
 
 __all__ = [
     "SITE_FILE",
+    "KEYS",
+    "LIMITS",
     "RESERVE",
     "HEAP_NOT_IN_SHM",
     "Policy",
@@ -51,17 +53,10 @@ MIN_RESERVE = 256 << 20
 #: are SysV segments, SOS's private anonymous memory; OSHMPI's is one MPI shared-memory window, an
 #: unlinked ``/dev/shm/osc_sm.*`` file, and a site's library is counted there too, to be safe
 HEAP_NOT_IN_SHM = ("oshmem", "sos")
-#: the site key of each start option a site may cap (``max_<name>``, ``max_pes`` for ``n``)
-KEYS = {f.name: "max_pes" if f.name == "n" else f"max_{f.name}" for f, o in declared() if o.limit}
-#: how a refusal says each limit (value, formatted)
-SAID = {
-    "n": "at most {} PEs per job",
-    "heap": "a heap of at most {} per PE",
-    "timeout": "a cell timeout of at most {} s",
-    "nodes": "at most {} nodes per batch job",
-    "time": "a batch time limit of at most {}",
-    "spare": "at most {} spare sets of PEs per job",
-}
+#: the site key of each start option a site may cap (``max_<name>``, ``max_pes`` for ``n``: its ``Limit``)
+KEYS = {f.name: site_key(f.name, o) for f, o in declared() if o.limit}
+#: the ``Limit`` of each option a site may cap (.options): its key, how it is written and said
+LIMITS = {f.name: o.limit for f, o in declared() if o.limit}
 
 
 class Policy:
@@ -106,21 +101,15 @@ def _read(path, text):
     limits = {}
     for name, key in KEYS.items():
         if key in text:
-            value = text[key]
-            limit = dict(declared())[_field(name)].limit
-            counted = name in ("n", "nodes", "spare")
-            ok = (
-                isinstance(value, int) and not isinstance(value, bool)
-                if counted
-                else (isinstance(value, (str, int, float)) and not isinstance(value, bool))
-            )
+            value, limit = text[key], LIMITS[name]
+            kind = int if limit.whole else (str, int, float)
             try:
-                number = limit(value) if ok else None
+                number = limit.measure(value) if isinstance(value, kind) and not isinstance(value, bool) else None
             except (ValueError, ArithmeticError):
                 number = None
-            if number is None or (number not in (0, 1) if name == "spare" else number <= 0):  # max_spare 0 forbids
-                kind = "0 or 1" if name == "spare" else "a positive integer" if counted else "a positive value"
-                raise bad(key, f"must be {kind}, got {value!r}")
+            if number is None or (number not in (0, 1) if limit.switch else number <= 0):  # max_spare 0 forbids
+                said = "0 or 1" if limit.switch else "a positive integer" if limit.whole else "a positive value"
+                raise bad(key, f"must be {said}, got {value!r}")
             limits[name] = (number, value)
     default_heap = text.get("default_heap")
     if default_heap is not None:
@@ -139,10 +128,6 @@ def _read(path, text):
     return Policy(path, limits, default_heap, max_jobs, described(libraries, path, "libraries"))
 
 
-def _field(name):
-    return next(f for f, _ in declared() if f.name == name)
-
-
 def within_site(options, site=None):
     """The heap a job of ``options`` (:class:`JobOptions`) gets, once ``options`` are within the site's
     limits; else :class:`LaunchError` in one sentence naming the limit. A start without a heap (and no
@@ -157,13 +142,15 @@ def within_site(options, site=None):
             heap = site.limits["heap"][1]
     asked = {"heap": check_heap(heap)}  # a bad heap: one sentence now
     for name in site.limits.keys() - {"heap"}:
-        with contextlib.suppress(ValueError, TypeError, KeyError):  # None, or a value unread here: the Job says why
-            asked[name] = given(**{name: getattr(options, name)}).limits()[name]
+        value = getattr(options, name)
+        with contextlib.suppress(ValueError, TypeError):  # a value unread here: the Job says why
+            if value is not None:
+                asked[name] = LIMITS[name].measure(value)
     for name, (most, written) in site.limits.items():
         if name in asked and asked[name] > most:
+            said = LIMITS[name].asked(heap if name == "heap" else getattr(options, name))
             raise LaunchError(
-                f"this site allows {SAID.get(name, f'{name} of at most {{}}').format(written)} "
-                f"{site.where(KEYS[name])}; you asked for {_asked(name, options, heap)}"
+                f"this site allows {LIMITS[name].said.format(written)} {site.where(KEYS[name])}; you asked for {said}"
             )
     if site.max_jobs is not None:
         mine = running_jobs()
@@ -174,11 +161,6 @@ def within_site(options, site=None):
                 f"notebook, or shut its kernel down) first"
             )
     return heap
-
-
-def _asked(name, options, heap):
-    value = heap if name == "heap" else getattr(options, name)
-    return plural(value, "PE") if name == "n" else "one (--spare)" if name == "spare" else str(value)
 
 
 def running_jobs(uid=None):

@@ -9,6 +9,7 @@
 - :mod:`.controller`: the job's ``ipcontroller``, whose heart monitor registers PEs at once.
 - :mod:`.listen`: where it listens: Unix sockets in the private profile on one host, else TCP.
 - :mod:`.bytecode`: the PEs' compiled bytecode, kept warm.
+- :mod:`.start_options`: every start option of a job declared once (the launcher's traits are read from it).
 """
 
 from ..lazy_imports import lazy_names

@@ -225,13 +225,13 @@ def described(entries, path, key=""):
         ) from None
 
 
-def known():
+def known() -> dict[str, "Library"]:
     """name -> :class:`Library`: the built-in ones, then the site policy's (:data:`SITE_FILE`),
     then the user's libraries.json (each may replace the ones before)."""
     return {**_builtin(), **_site_policy(), **_site()[0]}
 
 
-def library(name=None):
+def library(name: str | None = None) -> "Library":
     """The :class:`Library` called ``name`` (``None``: ``rc.library``, default ``"oshmem"``)."""
     name = name or rc.library
     libraries = known()

@@ -21,7 +21,7 @@ import sys
 
 import psutil
 from ipyparallel.cluster.launcher import MPIEngineSetLauncher
-from traitlets import Bool, Integer, List, Unicode, default
+from traitlets import Bool, Integer, Unicode, default
 
 from .. import native_board, native_record
 from ..errors import LaunchError
@@ -30,6 +30,7 @@ from ..rc import rc
 from . import bytecode, environment
 from .library import library as library_named
 from .slurm import sbatch_command
+from .start_options import launcher_traits, oshrun_args
 
 __all__ = ["OshrunEngineSetLauncher", "check_oshrun", "check_shmem4py"]
 
@@ -62,30 +63,15 @@ def check_shmem4py(python=None):
 class OshrunEngineSetLauncher(MPIEngineSetLauncher):
     """Launch ``n`` engines as one OpenSHMEM job with ``oshrun`` (here, or in a Slurm batch job)."""
 
-    heap = Unicode("", config=True, help="Symmetric heap per PE, e.g. 256M or 1G ('' = library default).")
-    oversubscribe = Bool(
-        None,
-        allow_none=True,
-        config=True,
-        help="Pass --oversubscribe. None: only when n exceeds this machine's cores and no hostfile/Slurm is used.",
-    )
-    hostfile = Unicode("", config=True, help="Open MPI hostfile for multi-node jobs.")
+    # every start option the launcher takes, as a trait of the same name (heap, oversubscribe, hostfile,
+    # library; slurm=True and the batch job's partition, time, nodes, account, sbatch_args, sbatch_prologue):
+    # declared once, in .start_options
+    vars().update(launcher_traits())
     local_only = Bool(
         True, config=True, help="Single node: PEs use shared memory only and listen on no network interface."
     )
-    library = Unicode("", config=True, help="The OpenSHMEM library ('' = rc.library): see launcher.library.")
     spare = Unicode("", config=True, help="A spare set's lock file: the PEs wait on it before shmem_init (job.spare).")
     python = Unicode(config=True, help="Python that runs each PE (default: the library's).")
-    # -- a Slurm batch job (slurm=True); the controller must listen where compute nodes reach it
-    slurm = Bool(False, config=True, help="Run the PEs in a Slurm batch job submitted with sbatch.")
-    partition = Unicode("", config=True, help="sbatch --partition ('' = the cluster's default).")
-    time = Unicode("", config=True, help="sbatch --time, e.g. 30 or 1:00:00 ('' = the partition's default).")
-    nodes = Integer(None, allow_none=True, config=True, help="sbatch --nodes (None: Slurm decides).")
-    account = Unicode("", config=True, help="sbatch --account ('' = your default account).")
-    sbatch_args = List(Unicode(), config=True, help="More sbatch arguments, e.g. ['--qos=debug'].")
-    sbatch_prologue = List(
-        Unicode(), config=True, help="Shell lines the batch job runs before oshrun, e.g. ['module load openmpi/4.1']."
-    )
     batch_name = Unicode("shmem_notebook", config=True, help="Name of the batch job (sbatch --job-name).")
     batch_poll = Integer(1000, config=True, help="Milliseconds between queue queries while the batch job lives.")
     batch_runner = Unicode(config=True, help="What starts the PEs in the batch job: 'oshrun' or 'srun' (--mpi=pmix).")
@@ -132,7 +118,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
         # mpi_cmd may be set by hand (ipcluster --OshrunEngineSetLauncher.mpi_cmd=...)
         lib = dataclasses.replace(self.shmem_library, oshrun=self.mpi_cmd[0])
         args = lib.command(self.n, self.get_env(), self.needs_oversubscribe(), self.hostfile) + list(self.mpi_cmd[1:])
-        return args + list(self.mpi_args) + self.program + self.program_args
+        return args + oshrun_args(self) + list(self.mpi_args) + self.program + self.program_args
 
     def batch_command(self):
         """The command the batch job runs: ``oshrun ...``, or ``srun --mpi=pmix ...`` (Slurm's PMIx
