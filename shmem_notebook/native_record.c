@@ -1246,6 +1246,15 @@ static PyObject *hook_read(PyObject *module, PyObject *const *args, Py_ssize_t n
     return Py_NewRef(args[0]);
 }
 
+/* an index array, a mask or a list (alone or in a tuple): hooks._set notes its elements one by one */
+static int fancy(PyObject *index) {
+    if (PyArray_Check(index) || PyList_Check(index)) return 1;
+    if (PyTuple_Check(index))
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(index); i++)
+            if (PyArray_Check(PyTuple_GET_ITEM(index, i)) || PyList_Check(PyTuple_GET_ITEM(index, i))) return 1;
+    return 0;
+}
+
 static PyObject *hook_set(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "set(x, index, value, line) takes 4 arguments");
@@ -1255,7 +1264,8 @@ static PyObject *hook_set(PyObject *module, PyObject *const *args, Py_ssize_t na
     PyObject *rec = recording();
     int c = rec != NULL ? ours(rec) : 1;
     if (c < 0) return NULL;
-    if (rec != NULL && (!c || !PyArray_Check(x))) /* a flat iterator, not NumPy's, or not ours: Python's */
+    if (rec != NULL && (!c || !PyArray_Check(x) || fancy(index))) /* a flat iterator, an index array or
+                                                                     * mask, not NumPy's, or not ours: Python's */
         return PyObject_Vectorcall(set_py, args, nargs, NULL);
     if (rec != NULL) {
         Py_INCREF(rec);

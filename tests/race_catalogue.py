@@ -29,10 +29,11 @@ ARRAYS = [
     "results=int64[16]",
     "bufs=float64[2,8]",
     "ack=int64[1]",
+    "flags=int64[4]",
 ]
 
 RESET = (
-    "for _a in (remote, remote2, flag, counter, wide, src, dst, field, board, hist, results, bufs, ack):\n"
+    "for _a in (remote, remote2, flag, counter, wide, src, dst, field, board, hist, results, bufs, ack, flags):\n"
     "    _a[...] = 0\n"
     "shmem.barrier_all()\n"
 )
@@ -50,6 +51,7 @@ class Case:
     no_fix: str = None  # why the race's fix is not an edit of the cell (the hint says it in prose)
     pending: str = None  # why the case is run but not scored yet (a detector feature it needs)
     needs: str = None  # "1.5": OpenSHMEM 1.5 routines (a 1.4 library refuses them: UnsupportedError)
+    refused_on: tuple = ()  # libraries on which the tool refuses a routine of the case (UnsupportedError)
 
     def error_on(self, spec):
         """The error the case must end in on a library implementing OpenSHMEM ``spec``, or None."""
@@ -1708,3 +1710,7 @@ shmem.barrier_all()
     *REALISTIC,
     *OPENSHMEM_15,
 ]
+
+from race_shapes import cases as _shape_cases  # noqa: E402  (issue 48's twins, made of Case)
+
+CASES += _shape_cases(Case, _twin)

@@ -101,8 +101,8 @@ WRITES = [
     "S.byteswap(inplace=True)",
     "np.copyto(S, 1.0)",
     "np.put(S, [1], 2)",
-    "np.place(S, S > 3, [0])",
-    "np.putmask(S, S > 3, 0)",
+    "np.place(S, np.arange(16) % 2 == 0, [0])",  # a mask that selects elements: an empty one writes none
+    "np.putmask(S, np.arange(16) > 3, 0)",
     "np.fill_diagonal(M, 0)",
     "np.put_along_axis(S, np.array([1]), 5.0, 0)",
     "np.nan_to_num(S, copy=False)",
@@ -163,7 +163,7 @@ else:
 def test_in_place_numpy_calls_are_writes_and_pure_ones_reads(job2):
     """A sweep of the in-place NumPy API: the recording sees every write, and no write in pure calls."""
     head = "rng = np.random.default_rng(1)\nT = np.ones(16); T2 = np.ones(16); T4 = np.ones((4, 4))\n"
-    lines = head.splitlines() + WRITES + READS + ["U.clip(0, 1, S)", "np.copyto(U, S, where=U > S)"]
+    lines = head.splitlines() + WRITES + READS + ["U.clip(0, 1, S)", "np.copyto(U, S, where=np.arange(16) % 2 == 0)"]
     quiet(job2, "shmem.barrier_all()", arrays=["S=float64[16]", "M=float64[4,4]", "U=float64[16]"])
     job2.ask("race_start", {})
     try:
@@ -198,3 +198,41 @@ def test_iputs_into_columns_race_only_on_a_shared_column(job2):
     (race,) = _races(job2, IPUT_COLUMNS.format(column="1"))
     assert race.array == "board" and race.indices == (range(1, 44, 6),)
     assert str(race).startswith("RACE board[:, 1] on PE 0: PE 0 line 4 iput (write) / PE 1 line 4 iput (write)")
+
+
+#: the footprints of index sets, masks and the NumPy calls that take them (issue 48 item 2): line -> elements
+INDEXED = {
+    "S[[0, 2, 4, 6]] = 1": {0, 2, 4, 6},
+    "S[[9, 1, 5]] += 1": {1, 5, 9},
+    "x = S[[3, 12]]": {3, 12},
+    "S[np.arange(16) % 4 == 1] = 2": {1, 5, 9, 13},
+    "np.put(S, [0, -1], 3)": {0, 15},
+    "S.put([7, 8, 10], 3)": {7, 8, 10},
+    "np.place(S, np.arange(16) >= 14, [0])": {14, 15},
+    "np.putmask(S, np.arange(16) < 2, 0)": {0, 1},
+    "np.add.at(S, [4, 4, 11], 1)": {4, 11},
+    "np.copyto(S, np.ones(16), where=np.arange(16) % 8 == 0)": {0, 8},
+    "S.flat[[2, 6]] = 1": {2, 6},
+    "M[[0, 3], [1, 2]] = 1": {1, 14},
+}
+
+
+def test_index_sets_and_masks_touch_their_elements_only(job2):
+    """Each line's recorded events cover exactly the elements its index set, mask or call selects."""
+    from shmem_notebook.analysis.footprint import flat_ranges, overlap
+
+    quiet(job2, "shmem.barrier_all()", arrays=["S=float64[16]", "M=float64[4,4]"])
+    job2.ask("race_start", {})
+    try:
+        quiet(job2, "\n".join(INDEXED) + "\n")
+    finally:
+        traces = job2.ask("race_stop")
+    names = {n[0]: n[2] for n in traces[0]["names"] if n[1] == "sym"}
+    touched = {}
+    for e in traces[0]["events"]:
+        if e[0] == "mem" and e[4] == "sym":
+            array = "M" if names["M"] <= e[5] < names["M"] + 128 else "S"
+            blocks = overlap((e[5], e[6], e[8]), (names[array], names[array] + 128, None))
+            elements = {i for r in flat_ranges(blocks, names[array], 8) for i in r}
+            touched.setdefault(e[2], set()).update(elements)
+    assert touched == {line: want for line, want in enumerate(INDEXED.values(), 1)}

@@ -9,7 +9,7 @@ client intersects them (:func:`overlap`) and names the elements (:func:`flat_ran
 :func:`format_indices`). Plain Python, imports nothing.
 """
 
-__all__ = ["of_view", "strided", "extend", "overlap", "flat_ranges", "progressions", "format_indices"]
+__all__ = ["of_view", "strided", "scattered", "extend", "overlap", "flat_ranges", "progressions", "format_indices"]
 
 
 def _normal(start, run, dims):
@@ -49,6 +49,28 @@ def of_view(address, itemsize, shape, strides):
 def strided(address, itemsize, count, stride):
     """``(lo, hi, footprint)`` of ``count`` elements every ``stride`` elements (``iput``/``iget``)."""
     return _normal(address, itemsize, ((count, stride * itemsize),))
+
+
+def scattered(offsets, itemsize, limit=64):
+    """``[(lo, hi, footprint)]`` covering exactly the elements at byte ``offsets`` (sorted, distinct):
+    fancy indexing, masks, ``np.put``. Each piece is one progression (``0, 2, 4, 6`` is one); None
+    when more than ``limit`` pieces would be needed (the caller then takes the bounding range)."""
+    spans, n, i = [], len(offsets), 0
+    while i < n:
+        start = offsets[i]
+        j = i + 1
+        if j < n:
+            step = offsets[j] - start
+            while j + 1 < n and offsets[j + 1] - offsets[j] == step:
+                j += 1
+            spans.append(_normal(start, itemsize, ((j - i + 1, step),)))
+            i = j + 1
+        else:
+            spans.append((start, start + itemsize, None))
+            i = j
+        if len(spans) > limit:
+            return None
+    return spans
 
 
 def _span(run, dims):

@@ -68,7 +68,20 @@ LOCAL_SYNCS = frozenset({"quiet", "fence", "ctx_destroy"})
 #: comparison name (as shmem4py's ``_str_to_cmp``) -> its test
 CMPS = {"==": operator.eq, "!=": operator.ne, ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 #: waits whose event carries one word's condition (``cmp``, ``value``)
-_CONDITIONED = frozenset({"wait_until", "test", "signal_wait_until"})
+_CONDITIONED = frozenset(
+    {
+        "wait_until",
+        "test",
+        "signal_wait_until",
+        # one event per word they returned (the recording's); their whole-array events carry no cmp
+        *(
+            f"{name}_{how}{vector}"
+            for name in ("wait_until", "test")
+            for how in ("any", "some")
+            for vector in ("", "_vector")
+        ),
+    }
+)
 #: atomics that add to the word: op -> the increment (None: the recorded value)
 _ADDS = {
     "atomic_inc": 1,

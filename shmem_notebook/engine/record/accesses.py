@@ -49,6 +49,7 @@ _ADDING = frozenset(
     }
 )
 _PUT_SIGNALS = frozenset({"put_signal", "put_signal_nbi"})
+_PICKING = ("_any", "_some", "_any_vector", "_some_vector")  # multi-word waits that return which words
 _PLAIN_RMA = CALLS["put"].params  # put, get, put_nbi, get_nbi: their calls with three arguments have a short path
 _INCREMENTS = {"atomic_inc": 1, "atomic_fetch_inc": 1, "atomic_fetch_inc_nbi": 1}
 _CMP_NAMES = {
@@ -563,7 +564,10 @@ class RaceRecording:
             )
             return
         ivar = args.get("ivar", args.get("ivars"))
-        space, lo, hi, dtype, _ = self.memory.sym(ivar)
+        space, lo, hi, dtype, fp = self.memory.sym(ivar)
+        if op.name.endswith(_PICKING) and fp is None:  # *_any/*_some: ordered after the words they return only
+            self._picked(op, args, result, line, ivar, lo, dtype)
+            return
         one = hi - lo == np.dtype(dtype).itemsize and "value" in args
         cmp, value = (_cmp_name(args.get("cmp")), _integer(args.get("value"))) if one else (None, None)
         self._sync_event(
@@ -580,6 +584,32 @@ class RaceRecording:
                 self._before(lo, hi, dtype) if one else None,
             ]
         )
+
+    def _picked(self, op, args, result, line, ivar, lo, dtype):
+        """One wait per word a ``wait_until_any/some`` (or ``test_any/some``) returned, on that word with
+        its own condition: the other words' writers are not ordered before what follows."""
+        size = np.dtype(dtype).itemsize
+        cmp = _cmp_name(args.get("cmp"))
+        values = args.get("values")
+        flat = np.asarray(ivar).reshape(-1)
+        for k in [result] if isinstance(result, (int, np.integer)) else list(result or ()):
+            k = int(k)
+            value = _integer(values[k] if values is not None else args.get("value"))
+            wlo = lo + k * size
+            self._sync_event(
+                [
+                    "wait",
+                    op.name,
+                    line,
+                    wlo,
+                    wlo + size,
+                    dtype,
+                    [flat[k].item()],
+                    cmp,
+                    value,
+                    self._before(wlo, wlo + size, dtype),
+                ]
+            )
 
     def _before(self, lo, hi, dtype):
         """The value bytes ``[lo, hi)`` of the heap held when the recording began, None if not known."""

@@ -25,20 +25,25 @@ their arrays. ``x.flat[i]`` reads and writes element ``i`` of ``x`` in C order.
 """
 
 import builtins
+import collections
 import ctypes
+import dataclasses
+import functools
 import operator
+import queue
 import sys
 import types
+import weakref
 
 import numpy as np
 
-from ...analysis.footprint import of_view
+from ...analysis.footprint import of_view, scattered
 from ..context import this_pe
 from . import outside, state
 from .layer import depth as _depth  # >0 inside a recorded call (a list: read without a call)
 from .memory import extent, numpy_owned
 
-__all__ = ["install", "uninstall", "get_rest", "element_range", "FUNCS"]
+__all__ = ["install", "uninstall", "get_rest", "element_range", "element_spans", "FUNCS"]
 
 _rec = None  # the RaceRecording the hooks feed, or None
 
@@ -156,13 +161,54 @@ def element_range(rec, x, index, info):
         base = rec.memory.heap[0] if info[1] == "sym" else 0
         _, lo, hi, fp = extent(view)
         return lo - base, hi - base, fp
-    flat = np.arange(x.size).reshape(x.shape)[index]
-    if np.size(flat) == 0:
+    spans = _positions_spans(x, np.arange(x.size).reshape(x.shape)[index], info)
+    if not spans:
         return None
-    first, last = int(np.min(flat)), int(np.max(flat))
+    if len(spans) == 1:
+        return spans[0]
+    return min(s[0] for s in spans), max(s[1] for s in spans), None  # bounds: element_spans has them all
+
+
+def element_spans(rec, x, index, info):
+    """``[(lo, hi, footprint)]`` of exactly the bytes ``x[index]`` touches: one span for basic
+    indexing, the elements' progressions for index arrays and boolean masks."""
+    if _basic(index):
+        span = element_range(rec, x, index, info)
+        return [span] if span else []
+    return _positions_spans(x, np.arange(x.size).reshape(x.shape)[index], info)
+
+
+def _positions_spans(x, positions, info):
+    """The spans (see :func:`element_spans`) of the elements of ``x`` at flat C-order ``positions``;
+    beyond :func:`~shmem_notebook.analysis.footprint.scattered`'s pieces, their bounding range."""
+    positions = np.unique(np.asarray(positions, dtype=np.intp).reshape(-1))
+    if not positions.size:
+        return []
     if x.flags.c_contiguous:
-        return info[2] + first * x.itemsize, info[2] + (last + 1) * x.itemsize, None
-    return info[3], info[4], info[9]
+        offsets = info[2] + positions * x.itemsize
+    else:
+        offsets = np.unique(info[2] + np.dot(np.stack(np.unravel_index(positions, x.shape), -1), x.strides))
+    offsets = offsets.tolist()
+    spans = scattered(offsets, x.itemsize)
+    return spans if spans is not None else [(offsets[0], offsets[-1] + x.itemsize, None)]
+
+
+def _flat_positions(a, index, mode=None):
+    """The flat C-order positions ``a.flat[index]`` (or ``np.put(a, index, ..., mode)``) touches."""
+    pos = np.asarray(np.arange(a.size)[index] if mode is None else index, dtype=np.intp).reshape(-1)
+    if mode == "wrap":
+        return pos % a.size
+    if mode == "clip":
+        return np.clip(pos, 0, a.size - 1)
+    return np.where(pos < 0, pos + a.size, pos)
+
+
+def _note_at(rec, a, positions, op, mode, line):
+    """Note ``a``'s elements at flat C-order ``positions`` as read or written (``mode``) by ``op``."""
+    info = _wanted(rec, a)
+    if info and a.size:
+        for span in _positions_spans(a, positions, info):
+            rec.access(a, op, mode, line, *span, info)
 
 
 def _mark():
@@ -171,22 +217,14 @@ def _mark():
 
 
 def _flat_range(rec, x, index):
-    """``(x, info, (lo, hi, footprint))`` of the elements ``x.flat[index]`` touches of its array (C order);
-    None when no access to them can matter."""
+    """``(x, info, spans)`` of the elements ``x.flat[index]`` touches of its array (C order, see
+    :func:`element_spans`); None when no access to them can matter."""
     a = x.base
     info = _wanted(rec, a)
     if not info or not a.size:
         return None
-    if a.flags.c_contiguous:
-        if isinstance(index, (int, np.integer)):
-            first = last = int(index) + (a.size if index < 0 else 0)
-        else:
-            flat = np.arange(a.size)[index]
-            if not np.size(flat):
-                return None
-            first, last = int(np.min(flat)), int(np.max(flat))
-        return a, info, (info[2] + first * a.itemsize, info[2] + (last + 1) * a.itemsize, None)
-    return a, info, (info[3], info[4], info[9])
+    spans = _positions_spans(a, _flat_positions(a, index), info)
+    return (a, info, spans) if spans else None
 
 
 def _get(x, index, line):
@@ -204,13 +242,12 @@ def get_rest(x, index, line, r):
                     rec.memory.view(x, index, r)
                 return r  # a view: memory is counted when the view is used
             info = _wanted(rec, x)
-            span = info and element_range(rec, x, index, info)
-            if span:
+            for span in element_spans(rec, x, index, info) if info else ():
                 rec.access(x, "load", "read", line, *span, info)
         elif type(x) is _flatiter:
             found = _flat_range(rec, x, index)
-            if found:
-                rec.access(found[0], "load", "read", line, *found[2], found[1])
+            for span in found[2] if found else ():
+                rec.access(found[0], "load", "read", line, *span, found[1])
     return r
 
 
@@ -221,15 +258,16 @@ def _set(x, index, value, line):
             if isinstance(value, _ndarray):
                 rec.access(value, "load", "read", line)
             info = _wanted(rec, x)
-            span = info and element_range(rec, x, index, info)
-            if span:
-                rec.access(x, "store", "write", line, *span, info, value if isinstance(value, _SCALARS) else None)
+            spans = element_spans(rec, x, index, info) if info else ()
+            kept = value if isinstance(value, _SCALARS) and len(spans) == 1 else None
+            for span in spans:
+                rec.access(x, "store", "write", line, *span, info, kept)
         elif type(x) is _flatiter:
             if isinstance(value, _ndarray):
                 rec.access(value, "load", "read", line)
             found = _flat_range(rec, x, index)
-            if found:
-                rec.access(found[0], "store", "write", line, *found[2], found[1])
+            for span in found[2] if found else ():
+                rec.access(found[0], "store", "write", line, *span, found[1])
     x[index] = value
 
 
@@ -240,12 +278,12 @@ def _aug(x, index, op, value, line):
             rec.access(value, "load", "read", line)
         if isinstance(x, _ndarray):
             info = _wanted(rec, x)
-            span = info and element_range(rec, x, index, info)
+            spans = element_spans(rec, x, index, info) if info else ()
             a = x
         else:
             found = _flat_range(rec, x, index)
-            a, info, span = found or (None, None, None)
-        if span:
+            a, info, spans = found or (None, None, ())
+        for span in spans:
             rec.access(a, "load", "read", line, *span, info)
             rec.access(a, "store", "write", line, *span, info)
     x[index] = _AUG[op](x[index], value)
@@ -253,6 +291,14 @@ def _aug(x, index, op, value, line):
 
 def _read(value, line):
     if isinstance(value, _ndarray) and _rec is not None and not _depth[0]:
+        _rec.access(value, "load", "read", line)
+    return value
+
+
+def _iter(value, line):
+    """``for x in value``: a 1-D array's elements are read; an N-D array hands out its rows, views whose
+    elements count when they are used (a generator made now may read them much later)."""
+    if isinstance(value, _ndarray) and value.ndim < 2 and _rec is not None and not _depth[0]:
         _rec.access(value, "load", "read", line)
     return value
 
@@ -284,19 +330,37 @@ def _call(line, f, *args, **kwargs):
                 return g(*args, **kwargs)
         elif getattr(f, "__shmem_race_cell__", False):
             return f(*args, **kwargs)
-    elif kind is type and outside.enabled:
-        made = _construct(f, args, kwargs)
+    elif kind is type:
+        made = _construct(f, args, kwargs) if outside.enabled else _NOT_MADE
         if made is not _NOT_MADE:
             return made
+        if _binds_only(f):
+            return f(*args, **kwargs)
     owner = getattr(f, "__self__", None)
     name = getattr(f, "__name__", "call")
     if isinstance(f, _ufunc) or isinstance(owner, _ufunc):
         return _call_ufunc(rec, line, f, owner, name, args, kwargs)
-    arrays = [owner] if isinstance(owner, _ndarray) and name not in _NO_READ_METHODS else []
     try:
         skip = f in _NO_READ_FUNCS
+        binds, iterates, indexed = f in _BINDERS, f in _ITERATING, _INDEXED.get(f)
     except TypeError:  # unhashable callables
-        skip = False
+        skip = binds = iterates = False
+        indexed = None
+    if owner is not None and not binds:
+        binds = name in _ADDS and isinstance(owner, _CONTAINERS) or (name in _FFI_BINDS and _is_ffi(owner))
+        iterates = name in _EXTENDS and isinstance(owner, _CONTAINERS)
+        if name == "put" and isinstance(owner, _ndarray):
+            indexed = _put
+    if binds:  # binding an array (to a partial, a container, an address) touches no element
+        return f(*args, **kwargs)
+    if iterates:  # an N-D array's rows are views, used later; a 1-D array's elements are read
+        for a in args:
+            if isinstance(a, _ndarray) and a.ndim < 2:
+                rec.access(a, name, "read", line)
+        return f(*args, **kwargs)
+    if indexed is not None:
+        return indexed(rec, line, name, owner, args, kwargs)
+    arrays = [owner] if isinstance(owner, _ndarray) and name not in _NO_READ_METHODS else []
     if not skip:
         for a in args:
             if isinstance(a, _ndarray):
@@ -339,6 +403,89 @@ def _call(line, f, *args, **kwargs):
 _NOT_MADE = object()
 
 
+def _binds_only(cls):
+    """Does making ``cls`` only bind its arguments, or leave them to code that is recorded itself: an
+    ``__init__`` defined in the cell (rewritten), a dataclass's, a named tuple, ``functools.partial``?"""
+    init = cls.__init__
+    return bool(
+        getattr(init, "__shmem_race_cell__", False)
+        or cls in _BINDERS
+        or (dataclasses.is_dataclass(cls) and type(init) is _Function and init.__code__.co_filename == "<string>")
+        or (issubclass(cls, tuple) and hasattr(cls, "_fields"))
+    )
+
+
+def _put(rec, line, name, owner, args, kwargs):
+    """``np.put(a, ind, v, mode)`` / ``a.put(ind, v, mode)``: writes ``a.flat`` at ``ind`` (wrapped or clipped)."""
+    a, rest = (owner, args) if owner is not None else (args[0] if args else kwargs.get("a"), args[1:])
+    ind = rest[0] if rest else kwargs.get("ind")
+    v = rest[1] if len(rest) > 1 else kwargs.get("v")
+    mode = rest[2] if len(rest) > 2 else kwargs.get("mode", "raise")
+    if isinstance(v, _ndarray):
+        rec.access(v, name, "read", line)
+    if isinstance(a, _ndarray) and a.size:
+        _note_at(rec, a, _flat_positions(a, ind, mode), name, "write", line)
+    return (owner.put if owner is not None else np.put)(*args, **kwargs)
+
+
+def _masked(rec, line, name, owner, args, kwargs):
+    """``np.place(arr, mask, vals)`` / ``np.putmask(a, mask, values)``: writes the elements where ``mask``."""
+    a = args[0] if args else kwargs.get("arr", kwargs.get("a"))
+    mask = args[1] if len(args) > 1 else kwargs.get("mask")
+    vals = args[2] if len(args) > 2 else kwargs.get("vals", kwargs.get("values"))
+    if isinstance(vals, _ndarray):
+        rec.access(vals, name, "read", line)
+    if isinstance(a, _ndarray) and a.size:
+        _note_at(rec, a, np.flatnonzero(np.asarray(mask, dtype=bool)), name, "write", line)
+    return _INDEXED_FUNCS[name](*args, **kwargs)
+
+
+def _copyto(rec, line, name, owner, args, kwargs):
+    """``np.copyto(dst, src, casting, where)``: writes ``dst`` where ``where`` (broadcast) holds."""
+    dst = args[0] if args else kwargs.get("dst")
+    src = args[1] if len(args) > 1 else kwargs.get("src")
+    where = args[3] if len(args) > 3 else kwargs.get("where", True)
+    if isinstance(src, _ndarray):
+        rec.access(src, name, "read", line)
+    if isinstance(dst, _ndarray) and dst.size:
+        if where is True:
+            rec.access(dst, name, "write", line)
+        else:
+            mask = np.broadcast_to(np.asarray(where, dtype=bool), dst.shape)
+            _note_at(rec, dst, np.flatnonzero(mask), name, "write", line)
+    return np.copyto(*args, **kwargs)
+
+
+_INDEXED_FUNCS = {"put": np.put, "place": np.place, "putmask": np.putmask, "copyto": np.copyto}
+#: NumPy calls that write the elements an index, a mask or ``where=`` selects: their exact footprint
+_INDEXED = {np.put: _put, np.place: _masked, np.putmask: _masked, np.copyto: _copyto}
+#: callables that only bind their arguments (a partial, a namespace, an attribute, a buffer): no element touched
+_BINDERS = {
+    functools.partial,
+    functools.partialmethod,
+    types.SimpleNamespace,
+    types.MethodType,
+    setattr,
+    object.__setattr__,
+    memoryview,
+    weakref.ref,
+    weakref.proxy,
+    np.ctypeslib.as_ctypes,
+}
+#: containers whose adding methods (:data:`_ADDS`) bind an array, and whose ``extend`` iterates it
+_CONTAINERS = (list, dict, set, collections.deque, queue.Queue, queue.SimpleQueue)
+_ADDS = frozenset({"append", "appendleft", "insert", "setdefault", "update", "add", "put", "put_nowait", "__setitem__"})
+_EXTENDS = frozenset({"extend", "extendleft"})
+#: builtins that iterate an array: over an N-D array they hand out views (rows), over a 1-D one elements
+_ITERATING = {list, tuple, zip, enumerate, iter, reversed, dict}
+#: cffi's FFI methods that make a pointer or a buffer of an array: its address, not its elements
+_FFI_BINDS = frozenset({"from_buffer", "cast", "addressof", "buffer", "new_handle", "typeof", "sizeof"})
+
+
+def _is_ffi(owner):
+    return type(owner).__module__ == "_cffi_backend"
+
+
 def _construct(cls, args, kwargs):
     """``cls(*args, **kwargs)`` with its ``__init__`` rewritten (a class defined in an earlier cell or the
     user's module), as ``type.__call__`` makes it: ``object.__new__`` then ``__init__``. Only for a plain
@@ -373,6 +520,16 @@ def _call_ufunc(rec, line, f, owner, name, args, kwargs):
     if owner is None:
         outputs = args[f.nin :]
         reads = args[: f.nin]
+    elif name == "at" and args and isinstance(args[0], _ndarray) and len(args) > 1:  # a[idx] op= b, exactly
+        a, name = args[0], f"{owner.__name__}.at"
+        for b in (*args[2:], *kwargs.values()):
+            if isinstance(b, _ndarray):
+                rec.access(b, name, "read", line)
+        if a.size:
+            positions = np.arange(a.size).reshape(a.shape)[args[1]]
+            _note_at(rec, a, positions, name, "read", line)
+            _note_at(rec, a, positions, name, "write", line)
+        return f(*args, **kwargs)
     else:
         at = _UFUNC_OUT.get(name)
         outputs = args[:1] if name == "at" else (args[at : at + 1] if at is not None else ())
@@ -501,6 +658,7 @@ FUNCS = {
     "read": _read,
     "rw": _rw,
     "write": _write,
+    "iter": _iter,
     "call": _call,
     "fn": _fn,
     "exec": _exec,

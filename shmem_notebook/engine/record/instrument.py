@@ -24,13 +24,14 @@ HOOKS = {
     "read": "_shmem_race_read",  # read(value, line) -> value
     "rw": "_shmem_race_rw",  # rw(value, line): value is read and written in place
     "write": "_shmem_race_write",  # write(value, line): value is written as a whole
+    "iter": "_shmem_race_iter",  # iter(value, line) -> value, iterated (a 1-D array's elements are read)
     "call": "_shmem_race_call",  # call(line, f, *args, **kwargs) -> f(*args, **kwargs)
     "fn": "_shmem_race_fn",  # fn(f) -> f, marks a function defined in the cell
     "exec": "_shmem_race_exec",  # exec(line, exec, globals(), locals(), *args, **kwargs): exec, its code rewritten
 }
 #: hooks whose recorded line is their first argument; the others' is their last
 _LINE_FIRST = {HOOKS["call"], HOOKS["exec"]}
-_LINE_LAST = {HOOKS[h] for h in ("get", "set", "aug", "read", "rw", "write")}
+_LINE_LAST = {HOOKS[h] for h in ("get", "set", "aug", "read", "rw", "write", "iter")}
 
 _AUG_OPS = {
     ast.Add: "+",
@@ -166,16 +167,21 @@ class AccessTransformer(MarkTransformer):
         node.value = self._read(node.value)
         return node
 
+    def _iter(self, node):
+        if isinstance(node, (ast.Constant, ast.Starred)):
+            return node
+        return ast.copy_location(_call("iter", node, ast.Constant(node.lineno)), node)
+
     def visit_For(self, node):
         self.generic_visit(node)
-        node.iter = self._read(node.iter)
+        node.iter = self._iter(node.iter)
         return node
 
     visit_AsyncFor = visit_For
 
     def visit_comprehension(self, node):
         self.generic_visit(node)
-        node.iter = self._read(node.iter)
+        node.iter = self._iter(node.iter)
         return node
 
     def visit_Call(self, node):
