@@ -18,7 +18,7 @@ from shmem_notebook.errors import CellStoppedError
 
 pytestmark = pytest.mark.pe
 
-job = job_fixture(3, sos=(3,), heap="16M", timeout=120)
+job = job_fixture(3, sos=(3,), oshmpi=(3,), heap="16M", timeout=120)
 
 ARRAYS = "acc=int64[1] src=int64[4] dst=int64[4] buf=int64[64] tok=int64[1] F=int64[1]"
 #: each loop runs until interrupted; ``tok`` is a token passed round the ring (waits on every PE)
@@ -73,7 +73,7 @@ def test_interrupts_at_random_moments_leave_the_job_usable(job, loop):
 def test_a_wait_left_blocked_is_released_and_its_flag_put_back(job):
     """PE 0 waits for F == 7, which nobody writes; the others sleep. The interrupt stops the sleepers;
     one of them puts 7 into PE 0's F, PE 0 stops, and F is 0 again on every PE."""
-    quiet(job, "F[0] = 0")
+    quiet(job, "F[0] = 0\nshmem.barrier_all()", arrays=ARRAYS)
     code = (
         "print('go')\nif me == 0:\n    shmem.wait_until(F, shmem.CMP.EQ, 7)\nelse:\n    import time\n    time.sleep(60)"
     )

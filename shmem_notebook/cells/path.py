@@ -5,10 +5,10 @@
 that runs the cell again uses :func:`rerun`.
 Collective on the PEs: the cell goes to every PE at once.
 
-The path uses only the job's public surface: ``prepare_cell``, ``send_cell``,
-``dead_pes``, ``locate``, ``blocked_calls``, ``waiting_since``, ``interrupt``, ``pause``, ``mark_dead`` and ``ask`` (see
-:mod:`shmem_notebook.job.pe_requests`), and its attributes ``n``, ``pes``, ``timeout``,
-``state``, ``last_result`` and ``cell_callbacks``.
+The path uses only the job's public surface: ``prepare_cell``, ``send_cell``, ``dead_pes``,
+``locate``, ``blocked_calls``, ``write_word``, ``waiting_since``, ``interrupt``, ``pause``,
+``mark_dead`` and ``ask`` (see :mod:`shmem_notebook.job.pe_requests`), and its attributes ``n``,
+``pes``, ``timeout``, ``state``, ``last_result`` and ``cell_callbacks``.
 """
 
 import os

@@ -79,6 +79,10 @@ class JobSurface(Protocol):
         """``{pe: {"call": name, "args": [...], "kwargs": {...}} or None}``: what each of ``pes`` is blocked in."""
         ...
 
+    def write_word(self, pe: int, address: int, data: bytes) -> bool:
+        """Write ``data`` at ``address`` in PE ``pe``'s memory (this host); whether it was written."""
+        ...
+
     def waiting_since(self) -> dict[int, int] | None:
         """``{pe: monotonic ns at which it entered the blocking call it is in, 0: none}`` (the wait board)."""
         ...

@@ -72,9 +72,15 @@ def _round(job, cell, where, free, restore):
         return False
     waits = {pe: t for pe, t in told.items() if t["call"] in WAITS}
     if waits:
+        polls = getattr(getattr(job, "library", None), "polls", False)
         for pe, t in waits.items():
             writes, olds = satisfying(t)
-            if writes is None or not _ask(job, cell, where, "poke", (pe, writes), free[:1], []):
+            if writes is None:
+                return False
+            # where the wait polls its word, it is written straight into the PE's memory (no PE's help: on
+            # OSHMPI a put and quiet to a second PE blocked in a wait was seen never to return)
+            written = polls and all(job.write_word(pe, at, bytes.fromhex(data)) for (_, at), data in writes)
+            if not written and not _ask(job, cell, where, "poke", (pe, [[s, d] for (s, _), d in writes]), free[:1], []):
                 return False
             restore.setdefault(str(pe), []).extend(olds)
         return _ended(job, cell, where, list(waits))
@@ -101,17 +107,18 @@ def _ended(job, cell, where, pes):
 
 
 def _bare(value):
-    """``value`` without the arrays' contents (the PEs' targets differ; the call is the same)."""
+    """``value`` without the arrays' contents and addresses (they differ from PE to PE; the call is the same)."""
     if isinstance(value, dict):
-        return {k: _bare(v) for k, v in value.items() if k != "now"}
+        return {k: _bare(v) for k, v in value.items() if k not in ("now", "at")}
     if isinstance(value, list):
         return [_bare(v) for v in value]
     return value
 
 
 def satisfying(told):
-    """``(writes, olds)`` for a wait :meth:`blocked_calls` told: ``[(sym, hex bytes)]`` that end it, and
-    the words as they were, to put back; ``(None, None)`` when its arguments do not say."""
+    """``(writes, olds)`` for a wait :meth:`blocked_calls` told: ``[((sym, address there), hex bytes)]`` that
+    end it, and the words as they were (``[(sym, hex bytes)]``), to put back; ``(None, None)`` when its
+    arguments do not say."""
     flags_name, value_name, vector = WAITS[told["call"]]
     names = ("signal" if told["call"] == "signal_wait_until" else flags_name, "cmp", value_name, "status")
     given = dict(zip(names, told["args"])) | told["kwargs"]
@@ -131,7 +138,7 @@ def satisfying(told):
     for i in picked:
         target = values[i] if vector else values
         new[i] = _meets(cmp["name"], target, np.dtype(dtype))
-    write = [flags["sym"], np.ascontiguousarray(new.reshape(shape)).tobytes().hex()]
+    write = [(flags["sym"], flags.get("at")), np.ascontiguousarray(new.reshape(shape)).tobytes().hex()]
     return [write], [[flags["sym"], flags["now"]]]
 
 

@@ -140,6 +140,16 @@ class Health:
                 told[pe] = None
         return told
 
+    def write_word(self: JobMembers, pe: int, address: int, data: bytes) -> bool:
+        """Write ``data`` at ``address`` in PE ``pe``'s memory, straight (PEs of this host; a library
+        whose waits poll their flag sees it at once); whether it was written. Not collective."""
+        from .remote import write_into
+
+        info = self.pes.get(pe, {})
+        if info.get("host") != socket.gethostname() or not info.get("pid"):
+            return False
+        return bool(write_into(info["pid"], address, data))
+
     def waiting_since(self: JobMembers) -> dict[int, int] | None:
         """``{pe: time.monotonic_ns() at which it entered the blocking call it is in}`` (0: in none) from
         the job's wait board (:mod:`.governor`); None when a PE runs on another host or the PEs keep no

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..launcher.shm import sysv_mappings
 
-__all__ = ["HeapReader"]
+__all__ = ["HeapReader", "write_into"]
 
 
 class _IOVec(ctypes.Structure):
@@ -34,6 +34,8 @@ _libc.process_vm_readv.argtypes = [
     ctypes.c_ulong,
     ctypes.c_ulong,
 ]
+_libc.process_vm_writev.restype = ctypes.c_ssize_t
+_libc.process_vm_writev.argtypes = _libc.process_vm_readv.argtypes
 _libc.shmat.restype = ctypes.c_void_p
 _libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
 _libc.shmdt.argtypes = [ctypes.c_void_p]
@@ -127,3 +129,11 @@ def _read_traced(row, pid, address):
             return False
         done += n
     return True
+
+
+def write_into(pid, address, data):
+    """Write the bytes ``data`` at ``pid``'s ``address`` with process_vm_writev (a word a PE polls in a
+    wait: :mod:`shmem_notebook.cells.unblock`); whether all of it was written."""
+    buffer = ctypes.create_string_buffer(bytes(data), len(data))
+    local, remote = _IOVec(ctypes.addressof(buffer), len(data)), _IOVec(address, len(data))
+    return _libc.process_vm_writev(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) == len(data)

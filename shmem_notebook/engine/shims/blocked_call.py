@@ -134,7 +134,7 @@ def _encode(shmem, value):
         start = value.__array_interface__["data"][0]
         for k, (lo, n) in enumerate(heap.allocations()):
             if lo <= start and start + value.nbytes <= lo + n:
-                entry = {"sym": [k, start - lo, value.dtype.str, list(value.shape), list(value.strides)]}
+                entry = {"sym": [k, start - lo, value.dtype.str, list(value.shape), list(value.strides)], "at": start}
                 if value.nbytes <= SMALL:
                     entry["now"] = np.ascontiguousarray(value).tobytes().hex()
                 return entry
