@@ -23,8 +23,8 @@ from ...distinct import Events
 from ...operations import CALLS, FIELD, RECORDED_AS, SIGNAL_EVENTS
 from .. import teams
 from ..shims import late_zeroing, signals
-from . import in_c
-from .memory import AddressBook, numpy_owned
+from . import in_c, state
+from .memory import AddressBook, assigned_to, numpy_owned
 
 __all__ = ["RaceRecording"]
 
@@ -129,6 +129,11 @@ def _members(team):
     except Exception:  # not a member, or teams not set up: the call itself says so
         return None
     return None if len(pes) == shmem.n_pes() else pes
+
+
+def _program_file(filename):
+    """Whether ``filename`` is the recorded cell's or code outside it that runs rewritten."""
+    return filename in state.cell_files or filename in state.outside
 
 
 def _integer(x):
@@ -516,6 +521,7 @@ class RaceRecording:
             clear = args.get("clear", True)
             if lo is not None:  # what a wait on it sees before any write: zero, or (full, ones, array, empty) not known
                 (self.fresh if clear else self.filled).add(lo, hi)
+                self.memory.allocated(assigned_to(_program_file), lo, hi, args.get("size"))
                 zeroed = (lo, hi) if clear and self.late_zeroing and hi > lo else None
         if not args:  # barrier_all, sync_all, quiet, fence: the world's, on the default context
             self._sync_event(["sync", _RECORDED[op.name], line, 0, None])

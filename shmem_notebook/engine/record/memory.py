@@ -2,8 +2,12 @@
 another PE's symmetric memory seen through a ``shmem.ptr`` view (that PE's number, and the
 offset in its heap), or private (this PE's address), and what the cell calls it (PE side)."""
 
+import ast
 import functools
+import linecache
 import mmap
+import sys
+import types
 from weakref import ref as _weakref
 
 import numpy as np
@@ -12,7 +16,16 @@ from shmem4py import shmem
 from ...analysis.footprint import of_view, strided
 from ..context import this_pe
 
-__all__ = ["heap_range", "heap_start", "anonymous_heap", "peer_heaps", "extent", "numpy_owned", "AddressBook"]
+__all__ = [
+    "heap_range",
+    "heap_start",
+    "anonymous_heap",
+    "peer_heaps",
+    "extent",
+    "numpy_owned",
+    "assigned_to",
+    "AddressBook",
+]
 
 _ffi = shmem.ffi
 _cast, _from_buffer = _ffi.cast, _ffi.from_buffer
@@ -82,6 +95,52 @@ def numpy_owned(a):
     return base is None or (isinstance(base, np.ndarray) and base.base is None)
 
 
+#: (file name, its number of lines) -> {line: the text of the one target assigned a call's value there}
+_targets = {}
+
+
+def _assignments(filename):
+    """``{line: target}`` of the file's statements ``target = call(...)`` with one target (an
+    attribute, a subscript or a name), each line of the statement mapped to the target's text."""
+    lines = linecache.getlines(filename)
+    key = (filename, len(lines), hash(lines[0]) if lines else 0)
+    found = _targets.get(key)
+    if found is None:
+        found = {}
+        try:
+            tree = ast.parse("".join(lines))
+        except (SyntaxError, ValueError):
+            tree = ast.Module(body=[], type_ignores=[])
+        for node in ast.walk(tree):
+            target = (
+                node.targets[0]
+                if isinstance(node, ast.Assign) and len(node.targets) == 1
+                else node.target
+                if isinstance(node, ast.AnnAssign)
+                else None
+            )
+            if isinstance(target, (ast.Attribute, ast.Subscript, ast.Name)) and isinstance(node.value, ast.Call):
+                text = ast.unparse(target)
+                for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                    found[line] = text
+        if len(_targets) > 256:
+            _targets.clear()
+        _targets[key] = found
+    return found
+
+
+def assigned_to(files, depth=1):
+    """The text of what the program's statement running an allocation assigns its result to
+    (``self.inbox``, ``bufs["halo"]``), or None: the innermost frame whose file is in ``files``
+    (a callable telling a program's file) is looked up in its source (:mod:`linecache`)."""
+    frame = sys._getframe(depth)
+    while frame is not None and not files(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return _assignments(frame.f_code.co_filename).get(frame.f_lineno)
+
+
 def _slice_key(index):
     """A basic index as a dict key (slices are not hashable before Python 3.12)."""
     if type(index) is not tuple:
@@ -105,7 +164,7 @@ class AddressBook:
         self.cache = {}
         # (id(x), index as a key) -> (weakref to x, its shape, its strides, x[index]'s info but its weakref)
         self.slices = {}
-        self.hints = {}  # (space, lo) -> (name, hi, itemsize) from the cell's own expressions
+        self.hints = {}  # (space, lo) -> (name, hi, itemsize): what the program assigned an allocation to
 
     def info(self, a):
         found = self.cache.get(id(a))
@@ -138,6 +197,12 @@ class AddressBook:
             self.slices.clear()
         self.slices[key] = (_weakref(x), x.shape, x.strides, found[1:])
         return found
+
+    def allocated(self, name, lo, hi, itemsize):
+        """Name the symmetric memory ``[lo, hi)`` (heap offsets) an allocation made: what the program
+        assigned it to (see :func:`assigned_to`); the namespace's names come first."""
+        if name is not None and itemsize and hi > lo:
+            self.hints[("sym", lo)] = (name, hi, itemsize)
 
     def _keep(self, a, space, addr, lo, hi, fp):
         ndim = a.ndim
@@ -181,7 +246,8 @@ class AddressBook:
 
     def names(self):
         """``[name, space, lo, hi, itemsize, priority, layout]`` for the memory the cell can name: declared
-        arrays first, then the namespace's arrays, items of its lists and dicts, the cell's hints."""
+        arrays first, then the namespace's arrays, items of its lists and dicts and attributes of its objects
+        (``ring.inbox``, ``ring.bufs[0]``), then what the program assigned its allocations to (``self.inbox``)."""
         from .. import heap
 
         found = []
@@ -198,12 +264,34 @@ class AddressBook:
                 continue
             if isinstance(value, np.ndarray):
                 add(name, value, 1)
-            elif isinstance(value, (list, tuple)):
-                for i, item in enumerate(value[:64]):
-                    add(f"{name}[{i}]", item, 2)
-            elif isinstance(value, dict):
-                for k, item in list(value.items())[:64]:
-                    add(f"{name}[{k!r}]", item, 2)
+            elif _held(name, value, add, 2) is None and _is_object(value):
+                for attr, item in list(vars(value).items())[:64]:  # an instance's (or a class's) attributes
+                    if not attr.startswith("_"):
+                        add(f"{name}.{attr}", item, 2)
+                        _held(f"{name}.{attr}", item, add, 2)
         for (space, lo), (name, hi, itemsize) in self.hints.items():
             found.append([name, space, lo, hi, itemsize, 3])
         return found
+
+
+def _held(name, value, add, priority):
+    """``add`` the arrays a list, tuple or dict ``value`` holds (``name[0]``, ``name['halo']``);
+    None when ``value`` is not one."""
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value[:64]):
+            add(f"{name}[{i}]", item, priority)
+        return True
+    if isinstance(value, dict):
+        for k, item in list(value.items())[:64]:
+            add(f"{name}[{k!r}]", item, priority)
+        return True
+    return None
+
+
+def _is_object(value):
+    """An instance or a class of the program's own, whose attributes may hold its arrays (not a
+    module, a function or NumPy's)."""
+    if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, np.generic)):
+        return False
+    cls = value if isinstance(value, type) else type(value)
+    return cls.__module__ not in ("builtins", "numpy") and hasattr(value, "__dict__")
