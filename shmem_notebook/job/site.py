@@ -40,6 +40,7 @@ __all__ = [
     "Policy",
     "policy",
     "within_site",
+    "allowed",
     "running_jobs",
     "admit",
     "admission",
@@ -161,6 +162,26 @@ def within_site(options, site=None):
                 f"notebook, or shut its kernel down) first"
             )
     return heap
+
+
+def allowed(name, values, site=None):
+    """``(kept, left_out)``: the ``values`` of start option ``name`` (``"n"``, ``"heap"``, ...) the site's
+    limit allows, in their order, and one sentence saying what was left out ('' when nothing was):
+    ``"8 PEs left out: this site allows at most 4 PEs per job (site.json: max_pes)"``. For a notebook
+    that tries several sizes (a benchmark over PE counts): it asks only for what the site allows."""
+    site = policy() if site is None else site
+    if name not in LIMITS:
+        raise ValueError(f"{name!r} is not a start option a site may cap; those are: {', '.join(LIMITS)}")
+    if name not in site.limits:
+        return list(values), ""
+    most, written = site.limits[name]
+    limit = LIMITS[name]
+    kept = [v for v in values if limit.measure(v) <= most]
+    out = [v for v in values if limit.measure(v) > most]
+    if not out:
+        return kept, ""
+    said = ", ".join(limit.asked(v) for v in out)
+    return kept, f"{said} left out: this site allows {limit.said.format(written)} {site.where(KEYS[name])}"
 
 
 def running_jobs(uid=None):
