@@ -7,7 +7,7 @@ import pytest
 
 from conftest import job_fixture
 
-job = job_fixture(2, heap="8M", timeout=60)
+job = job_fixture(2, heap="8M", timeout=60, sos=(2,), oshmpi=(2,))
 
 #: PE 0 puts into PE 1's buffer while PE 1 reads it: {setup} makes ``buf``, {sync} orders them or not
 RACE = """{setup}
