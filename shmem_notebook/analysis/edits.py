@@ -2,13 +2,14 @@
 
 An :class:`Edit` inserts a statement next to one of the cell, moves one or copies one; a
 :class:`Fix` is the edits that order a race (``Race.fix``); :func:`apply_fix` applies one to
-the cell's source and :func:`anchor_of` says which statement an edit goes next to.
+the cell's source, :func:`apply_fixes` several (``CellResult.fixed_code``), and :func:`anchor_of`
+says which statement an edit goes next to.
 """
 
 import ast
 from dataclasses import dataclass
 
-__all__ = ["Edit", "Fix", "apply_fix", "anchor_of", "innermost"]
+__all__ = ["Edit", "Fix", "apply_fix", "apply_fixes", "anchor_of", "innermost"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,14 @@ class Fix:
 # -- applying a fix to a cell --------------------------------------------------------------
 def apply_fix(code, fix):
     """The cell ``code`` with ``fix`` (a :class:`Fix`) applied; raises ``ValueError`` if a line is not a statement."""
+    return apply_fixes(code, [fix])[0]
+
+
+def apply_fixes(code: str, fixes: list[Fix]) -> tuple[str, list[Fix]]:
+    """``(edited, applied)``: the cell ``code`` with every :class:`Fix` of ``fixes`` applied at once (their
+    lines are the cell's as given), and the fixes that were. A statement a fix inserts where an earlier
+    fix inserted the same one is not repeated (two races ordered by one barrier get one); a fix that
+    moves a statement an earlier fix moved is left out. Raises ``ValueError`` if a line is not a statement."""
     tree = ast.parse(code)
     parents = {}
     for node in ast.walk(tree):
@@ -63,27 +72,45 @@ def apply_fix(code, fix):
             parents[child] = node
     statements = [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]
     lines = code.splitlines()
-    inserts, deleted = {}, set()
-    for edit in fix.edits:
-        anchor = anchor_of(edit, statements, parents)
-        indent = " " * anchor.col_offset
-        new = []
-        if edit.code:
-            new.append(indent + edit.code.replace("{ctx}", _ctx_of(anchor, code)))
-        for other in (edit.move, edit.copy):
-            if other is not None:
-                stmt = innermost(other, statements)
-                new.extend(_reindent(lines[stmt.lineno - 1 : stmt.end_lineno], stmt.col_offset, indent))
-                if other == edit.move:
-                    deleted.update(range(stmt.lineno - 1, stmt.end_lineno))
-        at = anchor.lineno - 1 if edit.before else anchor.end_lineno
-        inserts.setdefault(at, []).extend(new)
+    inserts: dict[int, list[str]] = {}
+    deleted: set[int] = set()
+    applied: list[Fix] = []
+    for fix in fixes:
+        planned: list[tuple[int, list[str]]] = []
+        moving: set[int] = set()
+        for edit in fix.edits:
+            anchor = anchor_of(edit, statements, parents)
+            indent = " " * anchor.col_offset
+            new = []
+            if edit.code:
+                new.append(indent + edit.code.replace("{ctx}", _ctx_of(anchor, code)))
+            for other in (edit.move, edit.copy):
+                if other is not None:
+                    stmt = innermost(other, statements)
+                    new.extend(_reindent(lines[stmt.lineno - 1 : stmt.end_lineno], stmt.col_offset, indent))
+                    if other == edit.move:
+                        moving.update(range(stmt.lineno - 1, stmt.end_lineno))
+            planned.append((anchor.lineno - 1 if edit.before else anchor.end_lineno, new))
+        if moving & deleted:
+            continue  # another fix moved that statement already
+        deleted |= moving
+        applied.append(fix)
+        for at, new in planned:
+            there = inserts.setdefault(at, [])
+            if len(fixes) == 1 or not _contains(there, new):
+                there.extend(new)
     out = []
     for i in range(len(lines) + 1):
         out.extend(inserts.get(i, []))
         if i < len(lines) and i not in deleted:
             out.append(lines[i])
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n", applied
+
+
+def _contains(block, new):
+    """Whether the lines ``new`` are already among ``block``, in a row."""
+    n = len(new)
+    return any(block[i : i + n] == new for i in range(len(block) - n + 1))
 
 
 def innermost(line, statements):

@@ -97,6 +97,7 @@ class RaceStage(Stage):
         carry = _carry(job)
         label = cell_label(job)
         result.stages[self.name] = []
+        result.code = getattr(cell, "code", None)  # result.fixed_code applies the races' fixes to it
         self.reset(job)
         if self.traces:
             events = sum(len(data["events"]) for data in self.traces.values())

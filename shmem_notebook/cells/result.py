@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from ..analysis.happens_before import Race
     from ..analysis.trace import Trace
 
-__all__ = ["CellResult"]
+__all__ = ["CellResult", "fixes_of"]
 
 
 @dataclass
@@ -30,6 +30,7 @@ class CellResult:
     # PE -> (line, call): waited for PEs that raised (see cells.stranded), or for each other (cells.deadlock)
     waiting: dict[int, Any] = field(default_factory=dict)
     stages: dict[str, Any] = field(default_factory=dict)  # stage name -> what it found (see cells.stages)
+    code: str | None = None  # the cell as run, kept by the race stage (its races' lines are its lines)
 
     @property
     def races(self) -> list[Race]:
@@ -50,3 +51,26 @@ class CellResult:
     @trace.setter
     def trace(self, trace: Trace | None) -> None:
         self.stages["trace"] = trace
+
+    @property
+    def fixed_code(self) -> str | None:
+        """The cell with the fix of every race of it applied (each fix checked on the trace before it
+        was offered; see :func:`~shmem_notebook.analysis.edits.apply_fixes`), or None when there is
+        nothing to apply: the cell was not race-checked, found no race, or no race's fix is an edit."""
+        from ..analysis.edits import apply_fixes
+
+        fixes = fixes_of(self.races)
+        if self.code is None or not fixes:
+            return None
+        fixed: str = apply_fixes(self.code, fixes)[0]
+        return fixed
+
+
+def fixes_of(races: list[Race]) -> list[Any]:
+    """The fixes of ``races`` that are edits of this cell (a race with a line in another cell is not its to
+    fix), each once, in report order."""
+    fixes: list[Any] = []
+    for race in races:
+        if race.fix is not None and not any(a.cell for a in race.accesses) and race.fix not in fixes:
+            fixes.append(race.fix)
+    return fixes

@@ -17,6 +17,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from .. import job as _job
 from ..cells import STAGES
+from ..cells.result import fixes_of
 from ..errors import InputError, NoJobError
 from ..job.options import add_arguments, declared, flag, seconds
 from ..specs import format_size
@@ -39,6 +40,7 @@ SUBCOMMANDS = (
     "replay",
     "trace",
     "export",
+    "fix",
 )
 
 
@@ -174,6 +176,7 @@ ABOUT = {
     "restart": "%shmem restart: a fresh job with the same PEs and options; declared arrays come back zeroed",
     "status": "%shmem status: one row per PE: state (idle/busy/dead), pid, host, heap used / size",
     "arrays": "%shmem arrays: the declared symmetric arrays: name, dtype, shape, bytes per PE",
+    "fix": "%shmem fix: the last race-checked cell with every race's fix applied, put into the next input cell",
 }
 
 
@@ -289,6 +292,7 @@ class ShmemMagics(Magics):
     """``%shmem SUBCOMMAND ...`` manages the job; ``%%pxshmem`` runs a cell on every PE."""
 
     race_default = False  # `%shmem race on`: every %%pxshmem cell is race-checked
+    last_cell: tuple[str, str] | None = None  # (line, cell) of the last %%pxshmem cell: `%shmem fix` keeps its line
 
     def _job(self, what):
         job = _job.current_job()
@@ -412,6 +416,30 @@ class ShmemMagics(Magics):
         print(f"trace saved: {path} ({plural(len(trace.events), 'call')} on {plural(trace.npes, 'PE')}; {opened})")
         return None
 
+    def _fix(self) -> None:
+        from ..analysis.edits import apply_fixes
+
+        result = self._job("%shmem fix").last_result
+        if result is None or result.code is None:
+            raise UsageError("%shmem fix: the last cell was not race-checked; run it with `%%pxshmem --race` first")
+        fixes, races = fixes_of(result.races), result.races
+        if not fixes:
+            why = (
+                "found no race"
+                if not races
+                else f"found {plural(len(races), 'race')}, none with a fix that is an edit of the cell (see the hints)"
+            )
+            print(f"%shmem fix: nothing to fix: the last race-checked cell {why}")
+            return
+        fixed, applied = apply_fixes(result.code, fixes)
+        line, cell = self.last_cell or ("", "")
+        text = f"%%pxshmem {line}".rstrip() + "\n" + fixed if cell == result.code else fixed
+        assert self.shell is not None  # a magic runs in its shell
+        self.shell.set_next_input(text.rstrip("\n"), replace=False)
+        left = len(races) - sum(1 for race in races if race.fix in applied)
+        still = f"; {plural(left, 'race')} without a fix: see the hints" if left else ""
+        print(f"%shmem fix: the next cell is the last one with {plural(len(applied), 'fix', 'fixes')} applied{still}")
+
     def _export(self, args):
         job = _job.current_job()
         if job is None:
@@ -436,6 +464,7 @@ class ShmemMagics(Magics):
                 options.update({need: options.get(need) or True for need in stage.needs})
         if self.race_default:  # `%shmem race on`
             options["race"] = options.get("race") or True
+        self.last_cell = (line, cell)
         self._job("%%pxshmem").run(cell, arrays=args.arrays, timeout=args.timeout, **options)
 
 
