@@ -106,7 +106,7 @@ def test_too_small_a_heap_in_the_magic_is_one_line(cell):
 
 
 def test_heap_advice_is_a_size_that_holds_the_array_or_says_none_can():
-    from shmem_notebook.job.heap_fit import heap_to_ask
+    from shmem_notebook.job.site import heap_to_ask
 
     assert heap_to_ask(300 << 20, 2).endswith("--heap 512M`)")
     assert heap_to_ask(2 << 30, 1).endswith("--heap 4G`)")

@@ -15,8 +15,8 @@ from ..folding import pe_ranges
 from ..launcher.shm import SHM_DIR, transfer_prefix
 from ..rc import rc
 from ..specs import SpecError, as_specs, format_size
-from .heap_fit import heap_to_ask
 from .members import JobMembers
+from .site import heap_to_ask
 
 __all__ = ["SymmetricArrays", "GATHER"]
 

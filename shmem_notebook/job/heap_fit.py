@@ -29,7 +29,6 @@ __all__ = [
     "pes_per_node",
     "largest_heap",
     "TOOL_RESERVE",
-    "heap_to_ask",
     "check_heap_fits",
 ]
 
@@ -158,39 +157,6 @@ def largest_heap(per_node, memory):
 
 #: what the tool keeps of every heap for itself (the teaching collectives' scratch, engine/collectives.py)
 TOOL_RESERVE = 256 << 10
-
-
-def heap_to_ask(needed, n, hostfile=None, site=None):
-    """Advice for a heap of at least ``needed`` bytes per PE: a round ``--heap`` that holds it, at most the
-    ``site``'s ``max_heap`` (a :class:`~.site.Policy`; default: this server's), or why no heap that the site
-    allows, or that this node can give, holds it."""
-    from ..errors import LaunchError
-    from .site import KEYS, policy
-
-    mib = 1 << max(0, (int(needed * 1.25) - 1).bit_length() - 20)  # a power of two MiB, with room
-    size = f"{mib >> 10}G" if mib >= 1024 else f"{mib}M"
-    if site is None:
-        try:
-            site = policy()
-        except LaunchError:  # a policy broken since the job started: the start will say so
-            site = None
-    limit, capped = site and site.limits.get("heap"), ""
-    if limit and needed + TOOL_RESERVE > limit[0]:
-        return (
-            f"or declare smaller arrays: {format_size(needed)} per PE in all is more than the largest heap this "
-            f"site allows, {limit[1]} {site.where(KEYS['heap'])}; for more, ask the site's administrator"
-        )
-    if limit and mib << 20 > limit[0]:
-        size, capped = limit[1], f", the largest this site allows {site.where(KEYS['heap'])}"
-    memory, _ = node_memory()
-    per_node = pes_per_node(n, hostfile, os.environ)
-    if memory is not None and per_node * (needed + PE_OVERHEAD) > memory:
-        most = largest_heap(per_node, memory)
-        return (
-            f"no heap this node can give {per_node} PEs holds it (the largest is {most or 'none'} per PE): "
-            f"declare a smaller array or use fewer PEs per node"
-        )
-    return f"or start with a larger heap (`%shmem stop`, then `%shmem start -n {n} --heap {size}`{capped})"
 
 
 def check_heap_fits(n, heap_bytes, hostfile=None, environ=None, memory=None, shm_free=None):

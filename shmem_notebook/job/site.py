@@ -27,7 +27,7 @@ from ..launcher.shm import SHM_DIR
 from ..rc import rc
 from ..specs import check_heap, format_size, parse_size
 from ..words import plural
-from .heap_fit import PE_OVERHEAD, TRANSPORT_SHM, check_heap_fits, node_memory, pes_per_node
+from .heap_fit import PE_OVERHEAD, TOOL_RESERVE, TRANSPORT_SHM, check_heap_fits, largest_heap, node_memory, pes_per_node
 from .options import declared, site_key
 from .watchdog import OWNER
 
@@ -41,6 +41,7 @@ __all__ = [
     "policy",
     "within_site",
     "allowed",
+    "heap_to_ask",
     "running_jobs",
     "admit",
     "admission",
@@ -252,3 +253,33 @@ def admission(per_node, heap_bytes, free, total, shm_free, shm_size, shm_dir=SHM
             f"{format_size(shm_free)} free, of which {format_size(keep)} is kept for others; ask for a smaller heap "
             f"or fewer PEs, or wait for others' jobs to end"
         )
+
+
+def heap_to_ask(needed, n, hostfile=None, site=None):
+    """Advice for a heap of at least ``needed`` bytes per PE: a round ``--heap`` that holds it, at most the
+    ``site``'s ``max_heap`` (a :class:`Policy`; default: this server's), or why no heap that the site
+    allows, or that this node can give, holds it."""
+    mib = 1 << max(0, (int(needed * 1.25) - 1).bit_length() - 20)  # a power of two MiB, with room
+    size = f"{mib >> 10}G" if mib >= 1024 else f"{mib}M"
+    if site is None:
+        try:
+            site = policy()
+        except LaunchError:  # a policy broken since the job started: the start will say so
+            site = None
+    limit, capped = site and site.limits.get("heap"), ""
+    if limit and needed + TOOL_RESERVE > limit[0]:
+        return (
+            f"or declare smaller arrays: {format_size(needed)} per PE in all is more than the largest heap this "
+            f"site allows, {limit[1]} {site.where(KEYS['heap'])}; for more, ask the site's administrator"
+        )
+    if limit and mib << 20 > limit[0]:
+        size, capped = limit[1], f", the largest this site allows {site.where(KEYS['heap'])}"
+    memory, _ = node_memory()
+    per_node = pes_per_node(n, hostfile, os.environ)
+    if memory is not None and per_node * (needed + PE_OVERHEAD) > memory:
+        most = largest_heap(per_node, memory)
+        return (
+            f"no heap this node can give {per_node} PEs holds it (the largest is {most or 'none'} per PE): "
+            f"declare a smaller array or use fewer PEs per node"
+        )
+    return f"or start with a larger heap (`%shmem stop`, then `%shmem start -n {n} --heap {size}`{capped})"

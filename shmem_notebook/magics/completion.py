@@ -73,7 +73,7 @@ def _options(sub: str) -> dict[str, bool]:
     """``{flag: takes a value}`` of a subcommand (``pxshmem``: the cell magic)."""
     if sub == "start":
         return {name: value for name, (value, _) in _start_options().items()}
-    parser = shmem_magics._cell_parser() if sub == "pxshmem" else shmem_magics.PARSERS.get(sub)
+    parser = shmem_magics.cell_parser() if sub == "pxshmem" else shmem_magics.PARSERS.get(sub)
     if parser is None:  # stop, restart, status, arrays: no options
         return {}
     return {s: action.nargs != 0 for action in _actions(parser) for s in action.option_strings}
@@ -91,7 +91,7 @@ def _values(sub: str, option: str) -> list[str] | None:
         return _declared_arrays()
     if option in PE_OPTIONS:
         return _pes()
-    parser = shmem_magics._cell_parser() if sub == "pxshmem" else shmem_magics.PARSERS.get(sub)
+    parser = shmem_magics.cell_parser() if sub == "pxshmem" else shmem_magics.PARSERS.get(sub)
     for action in _actions(parser) if parser is not None else []:
         if option in action.option_strings and action.choices is not None:
             return [str(c) for c in action.choices]

@@ -23,7 +23,7 @@ from ..job.options import add_arguments, declared, flag, seconds
 from ..specs import format_size
 from ..words import plural
 
-__all__ = ["ShmemMagics", "format_status", "format_arrays", "overview"]
+__all__ = ["ShmemMagics", "format_status", "format_arrays", "overview", "cell_parser", "PARSERS"]
 
 SUBCOMMANDS = (
     "start",
@@ -56,7 +56,7 @@ def _parser(prog, build=None, description=None):
     parser = _Parser(prog=prog, add_help=False, description=description)
     if build:
         build(parser)
-    parser.stages = tuple(STAGES)  # the stages registered when it was built (see _cell_parser)
+    parser.stages = tuple(STAGES)  # the stages registered when it was built (see cell_parser)
     return parser
 
 
@@ -73,7 +73,7 @@ def _cell_args(p):
             p.add_argument(f"--{name}", dest=name, **stage.flag)
 
 
-def _cell_parser():
+def cell_parser():
     """``%%pxshmem``'s parser, built again once a stage was registered after it (its flags come from
     the stages' registry, :mod:`shmem_notebook.cells.stages`)."""
     if PARSERS["pxshmem"].stages != tuple(STAGES):
@@ -184,7 +184,7 @@ def _usage(sub):
     """The help text of a subcommand (``pxshmem``: the cell magic)."""
     if sub in ABOUT:
         return ABOUT[sub]
-    parser = _cell_parser() if sub == "pxshmem" else PARSERS[sub]
+    parser = cell_parser() if sub == "pxshmem" else PARSERS[sub]
     return parser.format_help().replace("usage: ", "", 1).rstrip()
 
 
@@ -457,7 +457,7 @@ class ShmemMagics(Magics):
             print(_usage("pxshmem"))
             return
         bare = {f"--{name}": f"--{name}={stage.bare}" for name, stage in STAGES.items() if stage.bare}
-        args = _cell_parser().parse_args([bare.get(w, w) for w in shlex.split(line)])
+        args = cell_parser().parse_args([bare.get(w, w) for w in shlex.split(line)])
         options = {name: getattr(args, name) for name, stage in STAGES.items() if stage.flag is not None}
         for name, stage in STAGES.items():  # --stress race-checks the cell too
             if options.get(name) not in (None, False):
