@@ -135,7 +135,7 @@ def test_ctrl_c_ends_every_rerun_and_the_job_stays_usable(job):
     assert job.run("print(me)", stdout=io.StringIO()).stdout == {pe: f"{pe}\n" for pe in range(job.n)}
 
 
-BLOCKED = """import time
+WAITING = """import time
 if me == 0:
     shmem.wait_until(F, shmem.CMP.GE, 1)
 else:
@@ -143,13 +143,38 @@ else:
     shmem.atomic_set(F, 1, 0)
 """
 
+BLOCKED = """import time
+if me == 0:
+    shmem.set_lock(L)
+shmem.barrier_all()
+if me == 0:
+    time.sleep(0.6)
+    shmem.clear_lock(L)
+else:
+    shmem.set_lock(L)
+    shmem.clear_lock(L)
+"""
+
+
+def test_ctrl_c_that_leaves_a_pe_in_a_wait_releases_it(job):
+    """Ctrl-C while PE 0 waits in wait_until during a rerun: the PEs that stopped release it
+    (cells/unblock), the stress line says the rerun was interrupted, and the job stays usable."""
+    out = Interrupting()
+    run(job, WAITING, ["F=int64[1]"], stdout=out)
+    text = out.getvalue()
+    assert job.state == "running", text
+    lines = [line for line in stress_lines(text) if "interrupted during the rerun with seed 11" in line]
+    assert lines and "hung" not in lines[0], text
+    assert job.run("print(me)", stdout=io.StringIO()).stdout == {pe: f"{pe}\n" for pe in range(job.n)}
+
 
 def test_ctrl_c_that_leaves_a_pe_blocked_says_the_job_is_hung(job):
-    """Ctrl-C while PE 0 waits in wait_until (which no signal ends) during a rerun: the stress line
-    says the job is hung and how to get a fresh one (the rerun's own message goes to no one)."""
+    """Ctrl-C while PEs wait in set_lock for PE 0, which holds the lock and stops at the interrupt (nothing
+    releases a lock): the stress line says the job is hung and how to get a fresh one (the rerun's own
+    message goes to no one)."""
     out = Interrupting()
     try:
-        run(job, BLOCKED, ["F=int64[1]"], stdout=out)
+        run(job, BLOCKED, ["L=int64[1]"], stdout=out)
         text = out.getvalue()
         assert job.state == "hung", text
         assert any(
