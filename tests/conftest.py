@@ -212,7 +212,7 @@ def oshmpi_built():
 
 
 #: why tests on the "oshmpi" library are skipped when it is not built
-NO_OSHMPI = "OSHMPI is not built here: scripts/setup.sh --with-oshmpi oshmpi-ee5cf11.tar.gz builds it"
+NO_OSHMPI = "OSHMPI is not built here: scripts/setup.sh --with-oshmpi /path/to/oshmpi-ee5cf11.tar.gz builds it"
 #: skip mark for tests that need OSHMPI
 needs_oshmpi = pytest.mark.skipif(not oshmpi_built(), reason=NO_OSHMPI)
 #: the libraries besides the default, each skipped where it is not built

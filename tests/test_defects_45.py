@@ -122,10 +122,11 @@ def test_the_oshmpi_build_command_has_a_path_and_says_where_the_tarball_comes_fr
     is written as a path placeholder everywhere, and docs/oshmpi.md says how to make it from pmodels/oshmpi."""
     import re
 
-    for path in READ:
+    said = [ROOT / "shmem_notebook" / "launcher" / "library.py", ROOT / "tests" / "conftest.py"]  # hint, skip reason
+    for path in READ + said:
         text = path.read_text().replace("\\n", "\n")
         for given in re.findall(r"--with-oshmpi\s+(\S+)", text):
-            assert given.strip("`,;)") in ("TARBALL", "/path/to/oshmpi-ee5cf11.tar.gz"), (path.name, given)
+            assert given.strip('`,;)."') in ("TARBALL", "/path/to/oshmpi-ee5cf11.tar.gz"), (path.name, given)
     build = (ROOT / "docs" / "oshmpi.md").read_text()
     assert "https://github.com/pmodels/oshmpi" in build and "ee5cf11" in build
     assert "git -C oshmpi checkout ee5cf11 && git -C oshmpi submodule update --init" in build

@@ -69,7 +69,7 @@ def test_a_polling_loop_whose_writer_raised_ends_at_once(job):
     )
     message, took = stopped(job, code, PEError)
     assert message.startswith("PE 1 raised ValueError at line 2: no flag for you; "), message
-    assert "PE 0 waits in a polling loop at line 4 for it" in message, message
+    assert "PE 0 waits in a polling loop at line 4 for a value that no PE will write now; " in message, message
     assert took < 3, took
     assert_usable(job)
 

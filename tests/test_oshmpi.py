@@ -63,7 +63,8 @@ def test_not_built_says_how_to_build_it(monkeypatch, tmp_path):
     with pytest.raises(
         LaunchError,
         match=r"\(the Python of oshmpi's PEs\) was not found; build it with "
-        r"`scripts/setup.sh --with-oshmpi oshmpi-ee5cf11.tar.gz`",
+        r"`scripts/setup.sh --with-oshmpi /path/to/oshmpi-ee5cf11.tar.gz`, a tarball of "
+        r"https://github.com/pmodels/oshmpi at commit ee5cf11",
     ):
         library("oshmpi").check()
 

@@ -25,7 +25,7 @@ import time
 
 from ..errors import ShmemNotebookError
 from ..folding import pe_ranges
-from ..operations import CALLS, EMULATED_WAIT, JOINABLE
+from ..operations import CALLS, EMULATED_WAIT, JOINABLE, WAITS
 
 __all__ = [
     "GRACE",
@@ -39,6 +39,7 @@ __all__ = [
     "raised_line",
     "shown",
     "message",
+    "VALUE",
 ]
 
 #: seconds after the first error before looking whether the other PEs wait for it
@@ -198,24 +199,28 @@ def shown(call, line, code):
     return f"shmem.{call}()"
 
 
+#: what a PE in a wait or a polling loop waits for once the PEs that could have written it left the cell
+VALUE = "a value that no PE will write now"
+
+
 def message(errors, where, released, restart_hint, code=None, finished=()):
-    """``PE 0 raised ValueError at line 2: boom; PE 1-3 wait in shmem.barrier_all() at line 3 for it; ...``;
+    """``PE 0 raised ValueError at line 2: boom; PE 1-3 wait in shmem.barrier_all() at line 3 for it; ...``
+    (a PE in a wait waits ``for a value that no PE will write now``);
     ``finished``: PEs that ended the cell without an error (``PE 2 finished the cell``)."""
     raised, waits = {}, {}
     for pe, (ename, evalue, tb) in sorted(errors.items()):
         line = raised_line(tb)
         at = f" at line {line}" if line and f"at line {line}" not in str(evalue) else ""  # the message may say it
         raised.setdefault(f"raised {ename}{at}: {evalue}" if evalue else f"raised {ename}{at}", []).append(pe)
-    for pe, (line, call) in sorted(where.items()):
-        waits.setdefault(f"{shown(call, line, code)} at line {line}", []).append(pe)
     them = "it" if len(errors) + len(finished) == 1 else "them"
+    for pe, (line, call) in sorted(where.items()):
+        # a wait or a polling loop waits for a value, a collective for the PEs that left
+        awaited = VALUE if call is None or call in WAITS else them
+        waits.setdefault(f"{shown(call, line, code)} at line {line} for {awaited}", []).append(pe)
     parts = [f"PE {pe_ranges(pes)} {what}" for what, pes in raised.items()]
     if finished:
         parts.append(f"PE {pe_ranges(finished)} finished the cell")
-    parts += [
-        f"PE {pe_ranges(pes)} {'waits' if len(pes) == 1 else 'wait'} in {what} for {them}"
-        for what, pes in waits.items()
-    ]
+    parts += [f"PE {pe_ranges(pes)} {'waits' if len(pes) == 1 else 'wait'} in {what}" for what, pes in waits.items()]
     if released:
         parts.append("the rest of the cell was abandoned on every PE; the job is ready and every PE kept its variables")
     else:

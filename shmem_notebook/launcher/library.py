@@ -167,7 +167,10 @@ def _builtin():
             "oshmpi",
             "mpirun.openmpi" if shutil.which("mpirun.openmpi") else "mpirun",  # Debian's name for Open MPI's
             os.path.join(oshmpi, "venv", "bin", "python"),
-            hint="build it with `scripts/setup.sh --with-oshmpi oshmpi-ee5cf11.tar.gz` (OSHMPI's source)",
+            hint=(
+                "build it with `scripts/setup.sh --with-oshmpi /path/to/oshmpi-ee5cf11.tar.gz`, a tarball of "
+                "https://github.com/pmodels/oshmpi at commit ee5cf11 (docs/oshmpi.md says how to make it)"
+            ),
         ),
     }
 
