@@ -52,6 +52,7 @@ conformance:
 # are rendered from their executed copies in docs/notebooks/ (make docs-notebooks rewrites them)
 .PHONY: docs
 docs:
+	.venv/bin/python scripts/race_picture.py docs/race-picture.png
 	.venv/bin/python -m sphinx -W --keep-going -q -b html docs build/docs/html
 
 # execute the notebooks headless (real PEs, a few minutes) into docs/notebooks/ for the docs site

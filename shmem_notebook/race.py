@@ -244,8 +244,9 @@ def report(races, files, traces, npes, write=print, status=None):
         write(line)
 
 
-def save_timeline(reports, files, npes, path, command, write=print, what="the program"):
-    """Write the PEs' timelines (``--trace FILE``) as :meth:`Trace.save` does for a cell; ``what`` the run is."""
+def save_timeline(reports, files, npes, path, command, write=print, what="the program", races=()):
+    """Write the PEs' timelines (``--trace FILE``) as :meth:`Trace.save` does for a cell; ``what`` the run is;
+    ``races``: the run's, drawn in the Perfetto export as for a cell (flow arrows between their accesses)."""
     from .analysis.trace import Trace
     from .analysis.trace_ends import ends, said
 
@@ -263,6 +264,7 @@ def save_timeline(reports, files, npes, path, command, write=print, what="the pr
     cell = program if what == "the program" else f"{program}, {what}"
     meta = {"job": shlex.join(command), "library": os.path.basename(command[0]), "cell": cell, "what": what}
     trace = Trace(list(sent.values()), npes=npes, meta=meta, ends=ends(sent, npes, stops, name), where=name)
+    trace.races = list(races)
     trace.save(path)
     cut = f"; cut short: {said(trace.ends)}" if trace.cut else ""
     write(f"trace: {plural(len(trace.events), 'call')} on {plural(npes, 'PE')} written to {path}{cut}")
@@ -392,7 +394,7 @@ def main(argv=None):
     races, files, traces, npes = analyse(reports)
     report(races, files, traces, npes, status={pe: r.get("status", 0) for pe, r in reports.items()})
     if options.trace is not None and options.stress is None:
-        save_timeline(reports, files, npes, options.trace, command)
+        save_timeline(reports, files, npes, options.trace, command, races=races)
     failed = status != 0 or not traces or len(traces) < npes
     if status != 0:
         print(f"the program exited with status {status}")

@@ -27,6 +27,7 @@ class _RC:
     polite_ms: int
     deadlock_ms: int
     dispatch: str
+    race_pictures: int
 
     _defaults: dict[str, Any] = {
         # symmetric heap per PE (SIZE like 256M, 1G)
@@ -64,6 +65,9 @@ class _RC:
         # how cells reach the PEs: "direct" (the job's own channel, see cells.channel) or
         # "ipyparallel" (DirectView.execute, through the controller); read at start
         "dispatch": "direct",
+        # races of a race-checked cell drawn under its report in a notebook (a space-time diagram each,
+        # see analysis.race_picture); 0: none (race.show() still draws one)
+        "race_pictures": 3,
     }
 
     def __init__(self) -> None:

@@ -98,6 +98,15 @@ def test_races(tmp_path, library):
     assert "no races found (cell traced:" in across_fixed and "RACE" not in across_fixed
     data = text_of(cell_starting(nb, "import shmem_notebook"))
     assert "[(0, 3, 'put', 'write'), (1, 5, 'store', 'write')]" in " ".join(data.split())
+    # under each race's report its picture (a PNG, whose text names the race); none where no race was found
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for c in code:
+        pictures = [o["data"] for o in c.outputs if "image/png" in o.get("data", {})]
+        races = re.findall(r"^RACE (.+?) on PE", "".join(o.get("text", "") for o in c.outputs), re.M)
+        assert [p["text/plain"].split(" on PE")[0] for p in pictures] == [f"<race picture: RACE {r}" for r in races]
+    assert sum(len(re.findall("image/png", str(c.outputs))) for c in code) == 6  # the six racy cells
+    picture = " ".join(text_of(cell_starting(nb, "picture = race.picture()")).split())
+    assert picture == "((0, 1), [(0, 'line 3 put (write)'), (1, 'line 5 store (write)')], 'shmem.barrier_all()')"
 
 
 def test_teams_and_collectives(tmp_path, every_library):

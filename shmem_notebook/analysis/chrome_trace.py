@@ -5,14 +5,18 @@ complete slice (``ph: X``) per call, named after the call, with its cell line, t
 array and bytes in ``args``; RMA and atomics as flow arrows (``ph: s`` -> ``ph: f``) from the
 PE the data leaves to the PE it reaches, the caller's end inside the call's slice and the other
 end no later (a get) or no earlier (the rest) on the target's lane; an instant (``ph: i``) where a
-cut-short PE's trace ends. ``otherData`` names the job, the library and the cell. Timestamps are microseconds from
-the trace's first moment, on each node's own clock (see :mod:`.timeline`).
+cut-short PE's trace ends. A cell race-checked too (``trace.races``): each race's two accesses as
+short slices named ``race`` (a call's in its slice, a load's or store's after the last call before its
+line), joined by a flow arrow from the earlier to the later. ``otherData`` names the job, the library
+and the cell. Timestamps are microseconds from the trace's first moment, on each node's own clock
+(see :mod:`.timeline`).
 """
 
 import bisect
 import json
 
 from ..folding import pe_ranges
+from .footprint import format_indices
 from .timeline import lanes, origin
 
 __all__ = ["chrome_trace", "write_json", "CLOCK"]
@@ -71,6 +75,62 @@ def _args(trace, event, lines):
     return args
 
 
+def _access_time(lane, access, default):
+    """When ``access`` happened on its PE's ``lane``: inside its own call's slice (a call on its line), else at
+    the end of the last call before its line (a load or store), else ``default``."""
+    at = default
+    for s in lane:
+        line = s.event.get("line")
+        if line == access.line and s.op == access.op:
+            return (s.start + s.end) // 2
+        if not isinstance(line, int) or line > access.line:
+            break
+        at = s.end
+    return at
+
+
+def _access_said(trace, access):
+    """``PE 0 line 4 put (write)`` (``PE 0 prog.py:4 ...`` for the runner's lines)."""
+    return f"PE {pe_ranges(access.pes or (access.pe,))} {trace.where(access.line)} {access.op} ({access.mode})"
+
+
+def _race_flows(trace, by_pe, pid_of, zero, flow):
+    """Each race's two accesses (slices named ``race``) and a flow from the earlier one to the later."""
+    out = []
+    for race in getattr(trace, "races", None) or ():
+        ends = []
+        first, second = (_access_said(trace, a) for a in race.accesses)
+        said = f"RACE {race.array}{format_indices(race.indices, race.shape)}: {first} / {second}"
+        for access in race.accesses:
+            pe = access.pe
+            if pe not in pid_of:
+                continue
+            default = (trace.pe_info.get(pe) or {}).get("started") or zero
+            t = _access_time(by_pe.get(pe) or [], access, default)
+            args = {"race": said, "access": _access_said(trace, access), "line": access.line}
+            out.append(
+                {
+                    "ph": "X",
+                    "name": "race",
+                    "cat": "race",
+                    "pid": pid_of[pe],
+                    "tid": pe,
+                    "ts": _us(t, zero),
+                    "dur": 0.001,
+                    "args": args,
+                }
+            )
+            ends.append((t, pe))
+        if len(ends) != 2:
+            continue
+        (ta, a), (tb, b) = sorted(ends)
+        flow += 1
+        common = {"name": "race", "cat": "race", "id": flow}
+        out.append(dict(common, ph="s", pid=pid_of[a], tid=a, ts=_us(ta, zero)))
+        out.append(dict(common, ph="f", bp="e", pid=pid_of[b], tid=b, ts=_us(tb, zero)))
+    return out
+
+
 def chrome_trace(trace):
     """The trace-event JSON object (a dict) of ``trace``."""
     from ..operations import TRANSFERS
@@ -116,6 +176,7 @@ def chrome_trace(trace):
             common = {"name": s.op, "cat": "transfer", "id": flow}
             out.append(dict(common, ph="s", pid=pid_of[a], tid=a, ts=_us(ta, zero)))
             out.append(dict(common, ph="f", bp="e", pid=pid_of[b], tid=b, ts=_us(tb, zero)))
+    out += _race_flows(trace, by_pe, pid_of, zero, flow)
     for pe, sentence in sorted(trace.ends.items()):
         lane = by_pe.get(pe) or []
         last = lane[-1].end if lane else (trace.pe_info.get(pe) or {}).get("stopped") or zero

@@ -35,6 +35,7 @@ from ..operations import CALLS, SIGNAL_EVENTS, event
 from . import model
 from .footprint import flat_ranges, format_indices, overlap, progressions
 from .hints import advice as _advice
+from .race_picture import Ordering
 from .repeats import fold_repeats
 
 __all__ = ["Access", "Race", "Analysis", "find_races", "analyse", "format_indices"]
@@ -79,7 +80,8 @@ class Race:
     ``indices`` the elements involved (a tuple of ``range``, flat in C order), ``accesses`` the two
     :class:`Access`, ``hint`` the synchronisation that would order them, ``shape`` the array's
     shape when it has several dimensions (the report names elements in it: ``board[4:7, 3]``),
-    ``fix`` the hint as an edit of the cell (a :class:`~.hints.Fix`; ``None`` where it is not one).
+    ``fix`` the hint as an edit of the cell (a :class:`~.hints.Fix`; ``None`` where it is not one);
+    ``ordering`` the events it was found in and one racing pair (for :meth:`picture`; None when made by hand).
     """
 
     array: str
@@ -90,6 +92,26 @@ class Race:
     pes: tuple = field(default=())
     shape: tuple = field(default=())
     fix: object = field(default=None, compare=False)
+    ordering: object = field(default=None, compare=False, repr=False)
+
+    def picture(self):
+        """The race as a space-time diagram in data (lanes, marks, syncs, arrows, the fix's place):
+        a :class:`~shmem_notebook.analysis.race_picture.Picture`."""
+        from .race_picture import picture
+
+        return picture(self)
+
+    def figure(self):
+        """:meth:`picture` drawn with matplotlib: a ``Figure``."""
+        from .race_drawing import draw
+
+        return draw(self.picture())
+
+    def show(self):
+        """Display :meth:`figure` in IPython (returns None there; elsewhere returns the Figure)."""
+        from .race_drawing import show
+
+        return show(self.picture())
 
     def __str__(self):
         first, second = self.accesses
@@ -817,7 +839,8 @@ def _fold(pairs, sim, traces, cell):
             continue  # one race per pair of lines (an in-place `A[i] += 1` both loads and stores)
         seen_pairs[pair] = key
         entry = folded.setdefault(
-            key, {"owners": set(), "a": set(), "b": set(), "indices": [], "shape": (), "fix": fix}
+            key,
+            {"owners": set(), "a": set(), "b": set(), "indices": [], "shape": (), "fix": fix, "pair": (a, b)},
         )
         entry["owners"].add(owner)
         entry["a"].add(a.pe)
@@ -826,6 +849,7 @@ def _fold(pairs, sim, traces, cell):
         if shape and len(shape) > 1:
             entry["shape"] = tuple(shape)
     races = []
+    ordering = Ordering(sim.events, sim.order, sim.waited)  # what the races' pictures read
     for (name, aline, aop, amode, bline, bop, bmode, hint, (acell, bcell)), entry in folded.items():
         apes, bpes, owners = sorted(entry["a"]), sorted(entry["b"]), sorted(entry["owners"])
         races.append(
@@ -841,6 +865,11 @@ def _fold(pairs, sim, traces, cell):
                 pes=tuple(owners),
                 shape=entry["shape"],
                 fix=entry["fix"],
+                ordering=(
+                    ordering,
+                    (entry["pair"][0].pe, entry["pair"][0].index),
+                    (entry["pair"][1].pe, entry["pair"][1].index),
+                ),
             )
         )
     races.sort(key=lambda r: (r.accesses[0].cell is None, r.accesses[0].line, r.accesses[1].line, r.array))

@@ -45,6 +45,7 @@ class Trace:
             if pe not in self.pe_info:
                 self.ends.setdefault(pe, f"PE {pe} sent no trace")
         self.where = where or (lambda line: f"line {line}")
+        self.races = []  # the races of the cell when it was race-checked too: the exports draw them
         self._frames = None
 
     def __repr__(self):

@@ -11,7 +11,8 @@ Race-checked cells in sequence are checked as one program: the operations a cell
 flight (:class:`~shmem_notebook.analysis.carry.Carry`, the stage's state on the job) start the
 next race-checked cell's analysis, if it comes right after on the same PEs. :meth:`RaceStage.reset`
 (``%shmem race reset``, ``job.race_reset()``) forgets them. The analysis shows a progress line when it
-takes more than a second; an interrupt stops it with one line, and the job stays usable.
+takes more than a second; an interrupt stops it with one line, and the job stays usable. In a notebook
+the first ``rc.race_pictures`` races are drawn under the report (:mod:`shmem_notebook.analysis.race_picture`).
 """
 
 import time
@@ -22,11 +23,12 @@ from ..analysis.report import report_lines, stops_of
 from ..errors import notebook_count
 from ..operations import CAP
 from ..protocol import Op
+from ..rc import rc
 from ..words import plural
 from .stages import Stage, register
 from .stranded import raised_line
 
-__all__ = ["RaceStage", "CAP", "cell_label"]
+__all__ = ["RaceStage", "CAP", "cell_label", "in_notebook"]
 
 #: seconds of analysis before the progress line appears
 PROGRESS_AFTER = 1.0
@@ -112,6 +114,8 @@ class RaceStage(Stage):
             else:
                 progress.close()
                 result.stages[self.name] = name_places(found.races, self.traces, job.history)
+                if result.trace is not None:  # the Perfetto export draws them (the trace stage's after may come first)
+                    result.trace.races = result.races
                 self.checked = found.checked
                 self.carried = carry.cells() if carry else []
                 if not self.missing and result.outcome != "died":
@@ -141,3 +145,15 @@ class RaceStage(Stage):
             cost=f", +{self.overhead:.2f} s",
         ):
             write(f"{line}\n")
+        drawn = in_notebook() and result.races[: rc.race_pictures]
+        for race in drawn or ():
+            race.show()  # a space-time diagram under the report (rc.race_pictures of them)
+
+
+def in_notebook():
+    """Whether a Jupyter kernel runs this code (the race pictures are drawn under its report)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    return getattr(get_ipython(), "kernel", None) is not None

@@ -86,6 +86,7 @@ class TraceStage(Stage):
     def after(self, cell, result):
         trace = collect(cell, cell.request, result)
         if trace is not None:
+            trace.races = result.races  # the race stage's, if its after came first (the Perfetto export's arrows)
             result.trace = trace
 
     def report(self, cell, result, write):
