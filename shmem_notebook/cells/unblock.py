@@ -44,12 +44,13 @@ def release(job, cell, where):
     """Free the PEs of ``where`` (``{pe: (line, call)}``, blocked after the interrupt) round by round;
     what is left goes to :func:`.stranded.release`. Returns the PEs still running ``cell`` (paused)."""
     restore = {}
-    for _ in range(ROUNDS):
+    for round_ in range(ROUNDS):
         pending = cell.pending()
         free = [pe for pe in range(job.n) if pe not in pending]
         if not pending or not free:
             break
-        where = job.locate(pending)
+        # the first round starts from where the caller saw them (seen twice in place); later ones look again
+        where = job.locate(pending) if round_ else {pe: w for pe, w in where.items() if pe in pending}
         if not _round(job, cell, where, free, restore):
             break
     pending = cell.pending()
