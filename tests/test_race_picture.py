@@ -1,6 +1,7 @@
 """A picture of each race (issue 48): the space-time diagram's data (lanes, marks, barriers, arrows, the
 fix's place) for races found on a real 2-PE job (OSHMEM and SOS), its matplotlib drawing, and the races
-as flow arrows in the Perfetto export of a cell race-checked and traced at once."""
+as flow arrows in the Perfetto export of a cell race-checked and traced at once (and of ``shmem-race --trace``),
+the docs' picture, and the pictures a real Jupyter kernel shows under a cell's report (``rc.race_pictures``)."""
 
 import json
 import pathlib
@@ -201,3 +202,46 @@ def test_the_race_runner_draws_the_races_in_its_perfetto_export(tmp_path):
         (0, "racy.py:8 put (write)"),
         (1, "racy.py:10 load (read)"),
     ]
+
+
+#: two races: PE 0's put into a against PE 1's read of it (lines 4, 6), and the other way round with b (7, 9)
+TWO_RACES = """%%pxshmem --race a=int64[4] b=int64[4]
+src = np.arange(4, dtype=np.int64)
+shmem.barrier_all()
+if me == 0:
+    shmem.put(a, src, 1)
+if me == 1:
+    x = int(a[0])
+    shmem.put(b, src, 0)
+if me == 0:
+    y = int(b[0])
+shmem.barrier_all()"""
+
+
+@pytest.mark.pe
+def test_a_notebook_draws_rc_race_pictures_races_under_the_report(tmp_path):
+    """In a real Jupyter kernel: with ``rc.race_pictures = 1`` a cell with two races shows one picture (a PNG
+    whose text names the first race) under its report, with 0 none; the report itself is the same."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    cells = [
+        "%load_ext shmem_notebook",
+        "%shmem start -n 2 --heap 8M",
+        "import shmem_notebook\nshmem_notebook.rc.race_pictures = 1",
+        TWO_RACES,
+        "shmem_notebook.rc.race_pictures = 0",
+        TWO_RACES,
+        "%shmem stop",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    for c in nb.cells:
+        assert not any(o.output_type == "error" for o in c.outputs), c.source
+    one, none = nb.cells[3], nb.cells[5]
+    for c in (one, none):
+        text = "".join(o.get("text", "") for o in c.outputs)
+        assert text.count("\nRACE ") + text.startswith("RACE ") == 2 and "2 races found" in text, text
+    pictures = [o.data for o in one.outputs if "image/png" in o.get("data", {})]
+    assert [p["text/plain"].split(",")[0] for p in pictures] == ["<race picture: RACE a[0] on PE 1"]
+    assert not [o for o in none.outputs if "image/png" in o.get("data", {})]
