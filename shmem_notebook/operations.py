@@ -190,27 +190,29 @@ def kind_of(op):
 # -- the race recording's events ------------------------------------------------------------
 #: event kind -> its fields, in the order a PE sends them (a list per event: compact to send)
 EVENT_FIELDS = {
+    # every kind ends with ``at``: None, or the event's own line when ``line`` is the cell's top-level
+    # call that led to it (the function's line: a line of the cell, or place * RACE_LINES + line)
     # a load ("read") or store ("write") of this PE's memory by the cell; fp: None when it is all
     # of [lo, hi), else the strided bytes it touches (see shmem_notebook/analysis/footprint.py);
     # space "sym" (heap offsets), "priv", or a PE's number: that PE's symmetric memory, loaded or
     # stored through a shmem.ptr view (heap offsets on that PE). line: see analysis/places.py;
     # values: [v] for a store of integer v into one element of symmetric memory (a flag's reset)
-    "mem": "kind op line mode space lo hi dtype fp values",
+    "mem": "kind op line mode space lo hi dtype fp values at",
     # an RMA or atomic call on PE `pe`'s symmetric bytes [lo, hi), with its local buffer
     # (lspace None for atomics), context (0: default), values written when known; fp/lfp: the
     # footprints of the remote and local sides (None: the whole range)
-    "rma": "kind op line pe lo hi dtype lspace llo lhi ctx values fp lfp",
+    "rma": "kind op line pe lo hi dtype lspace llo lhi ctx values fp lfp at",
     # barrier_all, sync_all (also sync/Team.sync), alloc, free, quiet, fence, ctx_destroy;
     # members: the team's world PEs (None: every PE)
-    "sync": "kind op line ctx members",
+    "sync": "kind op line ctx members at",
     # broadcast, reductions, collect, fcollect, alltoall(s): target and source ranges
-    "coll": "kind op line tspace tlo thi sspace slo shi dtype root members",
+    "coll": "kind op line tspace tlo thi sspace slo shi dtype root members at",
     # a wait_until* or a test* that succeeded, on this PE's symmetric range; the values it saw; its
     # condition (cmp as "==", ">="..., value; None for vector waits and signal_fetch); before: the
     # word's value when the recording began (None: not known, e.g. allocated since)
-    "wait": "kind op line lo hi dtype observed cmp value before",
+    "wait": "kind op line lo hi dtype observed cmp value before at",
     # set_lock (a test_lock that acquired counts) / clear_lock on the lock at symmetric offset `lock`
-    "lock": "kind op line lock",
+    "lock": "kind op line lock at",
 }
 
 #: event kind -> namedtuple class (what the analysis reads); fields after ``line`` default to None

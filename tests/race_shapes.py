@@ -193,7 +193,6 @@ def cases(Case, _twin):
             "shapes",
             True,
             BINS.format(odd=ODD, last=5),
-            pending="found, but a race inside a method gets no fix yet (issue 48 item 4: the fix at the call line)",
         ),
         Case("wait-any-each-slot", "shapes", False, ANY),
         Case(

@@ -56,6 +56,11 @@ class Access:
     ``mode`` is ``"read"``, ``"write"`` or ``"atomic"``; ``cell`` names the cell (``"In [4]"``)
     when the race spans two cells, else None; ``place`` names a line outside the cell
     (``"In [3] line 4"``, ``"kernels.py:12"``: see :mod:`.places`), else None.
+
+    An access made inside a function the cell called from its top level has ``line`` that call's
+    line (where a fix goes) and its own place in ``own_file`` (the module's path; None: this cell)
+    and ``own_line`` (a line of that file, or of this cell), in function ``function``
+    (``"smooth"``, ``"Ring.send"``; None when not found): ``mykernels.py:7 (smooth), called at line 26``.
     """
 
     pe: int
@@ -65,9 +70,16 @@ class Access:
     pes: tuple[int, ...] = ()
     cell: str | None = None
     place: str | None = None
+    own_line: int | None = None
+    own_file: str | None = None
+    function: str | None = None
 
     def __str__(self):
-        where = self.place or (f"{self.cell} line {self.line}" if self.cell else f"line {self.line}")
+        if self.own_line is not None:
+            own = self.place or f"line {self.own_line}"
+            where = f"{own}{f' ({self.function})' if self.function else ''}, called at line {self.line}"
+        else:
+            where = self.place or (f"{self.cell} line {self.line}" if self.cell else f"line {self.line}")
         return f"PE {pe_ranges(self.pes or (self.pe,))} {where} {self.op} ({self.mode})"
 
 
@@ -833,8 +845,9 @@ def _fold(pairs, sim, traces, cell):
             if stale:  # a wait that ordered nothing: the fix is resetting its flag, not another sync
                 hints[memo] = (f"{stale}; {hints[memo][0]}", None)
         hint, fix = hints[memo]
-        key = (name, a.line, a.op, a.mode, b.line, b.op, b.mode, hint, cells)
-        pair = (name, a.line, b.line, frozenset((a.pe, b.pe)), cells)
+        ats = (_own_line(a, sim), _own_line(b, sim))  # the lines in functions the call lines led to
+        key = (name, a.line, a.op, a.mode, b.line, b.op, b.mode, hint, cells, ats)
+        pair = (name, a.line, b.line, frozenset((a.pe, b.pe)), cells, ats)
         if pair in seen_pairs and seen_pairs[pair] != key:
             continue  # one race per pair of lines (an in-place `A[i] += 1` both loads and stores)
         seen_pairs[pair] = key
@@ -850,7 +863,7 @@ def _fold(pairs, sim, traces, cell):
             entry["shape"] = tuple(shape)
     races = []
     ordering = Ordering(sim.events, sim.order, sim.waited)  # what the races' pictures read
-    for (name, aline, aop, amode, bline, bop, bmode, hint, (acell, bcell)), entry in folded.items():
+    for (name, aline, aop, amode, bline, bop, bmode, hint, (acell, bcell), (aat, bat)), entry in folded.items():
         apes, bpes, owners = sorted(entry["a"]), sorted(entry["b"]), sorted(entry["owners"])
         races.append(
             Race(
@@ -858,8 +871,8 @@ def _fold(pairs, sim, traces, cell):
                 pe=owners[0],
                 indices=progressions(list(dict.fromkeys(entry["indices"]))),  # pairs of one key may repeat ranges
                 accesses=(
-                    Access(apes[0], aline, aop, amode, tuple(apes), acell),
-                    Access(bpes[0], bline, bop, bmode, tuple(bpes), bcell),
+                    Access(apes[0], aline, aop, amode, tuple(apes), acell, own_line=aat),
+                    Access(bpes[0], bline, bop, bmode, tuple(bpes), bcell, own_line=bat),
                 ),
                 hint=hint,
                 pes=tuple(owners),
@@ -874,6 +887,13 @@ def _fold(pairs, sim, traces, cell):
         )
     races.sort(key=lambda r: (r.accesses[0].cell is None, r.accesses[0].line, r.accesses[1].line, r.array))
     return races
+
+
+def _own_line(x, sim):
+    """The access's own line (the event's ``at``) when its line is the cell's call that led to it, else None."""
+    if x.cell is not None:
+        return None
+    return getattr(sim.events[x.pe][x.index], "at", None)
 
 
 def _stale_note(accesses, sim, traces):

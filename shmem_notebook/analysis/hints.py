@@ -11,7 +11,11 @@ edit the cell; one that does not gives way to a barrier next to either line that
 to ``None`` and a hint saying what to change.
 """
 
+import copy
+import dataclasses
+
 from ..deviations import LATE_ZEROING, by_key
+from ..protocol import RACE_LINES
 from . import fixcheck
 from .edits import Edit, Fix, apply_fix
 from .model import LOCAL_SYNCS as _LOCAL_SYNCS  # syncs that order nothing across PEs
@@ -35,6 +39,9 @@ def advice(a, b, sim):
     (:func:`.fixcheck.orders`); else a barrier every PE passes next to one of the two lines, if
     one orders them; else ``None``, the prose saying what to change. Without the cell's source
     (synthetic traces, the command-line runner) the fix is the one the race's kind suggests."""
+    own = _own_lines(a, b, sim)
+    if own is not None:  # both in what one call of the cell ran: the fix goes in the function
+        return _in_one_call(a, b, sim, *own)
     text, fix = _advise(a, b, sim)
     alone = fix is None and a.pe != b.pe and a.line == b.line  # one line on two PEs: rounds of a loop?
     if (fix is None and not alone) or getattr(sim, "source", None) is None:
@@ -187,6 +194,44 @@ def _advise(a, b, sim):
             f"or call shmem.barrier_all() {where}"
         ), barrier
     return (f"a shmem.barrier_all() {where} (or put + quiet + a flag the reader waits on) orders them"), barrier
+
+
+def _own_lines(a, b, sim):
+    """``(own line of a, own line of b)`` when both were made inside the one call the cell made at their line
+    (their own lines differ), else None."""
+    own = tuple(getattr(sim.events[x.pe][x.index], "at", None) for x in (a, b))
+    if a.line != b.line or None in own or own[0] == own[1]:
+        return None
+    return own
+
+
+def _in_one_call(a, b, sim, first, second):
+    """The hint and fix for ``a`` and ``b`` made inside what the cell's line runs, at their own lines ``first`` and
+    ``second``: the advice at those lines, an edit of the function when it is the cell's (checked, as any fix),
+    else the prose (the function is a module's: ``fix`` None)."""
+    inner = _at_own_lines(sim)
+    a, b = dataclasses.replace(a, line=first), dataclasses.replace(b, line=second)
+    said = f"both are in what the cell's line {sim.events[a.pe][a.index].line} calls: make the change in the function: "
+    if first < RACE_LINES and second < RACE_LINES:
+        text, fix = advice(a, b, inner)
+        if fix is not None or text != _what_to_change(a, b):
+            return said + text, fix
+    return said + _advise(a, b, inner)[0], None  # not an edit of the cell: the change its kind suggests
+
+
+def _at_own_lines(sim):
+    """``sim`` with each event made in a function the cell called at its own line (once per simulation)."""
+    inner = sim.__dict__.get("_own_lines")
+    if inner is None:
+        inner = copy.copy(sim)
+        inner.events = {
+            pe: [e if getattr(e, "at", None) is None else e._replace(line=e.at) for e in evs]
+            for pe, evs in sim.events.items()
+        }
+        inner.__dict__.pop("_fixes", None)  # replays with the call lines are not these
+        inner.__dict__.pop("_own_lines", None)
+        sim.__dict__["_own_lines"] = inner
+    return inner
 
 
 def _fix(*edits):

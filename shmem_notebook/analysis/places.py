@@ -68,27 +68,49 @@ def _outside(line):
 
 
 def name_places(races, traces, history=None):
-    """``races`` with the accesses outside the cell named (``Access.place``) and so the hints' lines;
+    """``races`` with the accesses outside the cell named (``Access.place``), the own places of accesses
+    made in functions the cell called (``own_file``, ``own_line``, ``function``) and so the hints' lines;
     a fix that would edit code outside the cell is dropped (``fix`` None: the hint says what to change)."""
     places = places_of(traces)
-    if not places:
+    functions = {}
+    for data in traces.values():
+        functions.update(data.get("functions") or {})
+    if not places and not functions:
         return races
     cells = cell_labels(history)
     out = []
     for race in races:
         named = [int(m.group(1)) for m in _LINE.finditer(f"{race.hint} {race.fix or ''}")]
-        if not any(_outside(line) for line in [a.line for a in race.accesses] + named):
+        lines = [a.line for a in race.accesses] + [a.own_line or 0 for a in race.accesses] + named
+        if not any(_outside(line) for line in lines) and not any(a.own_line in functions for a in race.accesses):
             out.append(race)
             continue
-        accesses = tuple(
-            dataclasses.replace(a, place=where(a.line, places, cells)) if _outside(a.line) else a for a in race.accesses
-        )
+        accesses = tuple(_own_place(a, places, cells, functions) for a in race.accesses)
         hint = _LINE.sub(lambda m: where(int(m.group(1)), places, cells), race.hint or "")
         fix = race.fix
         if fix is not None and any(_outside(int(m.group(1))) for m in _LINE.finditer(str(fix))):
             fix = None
         out.append(dataclasses.replace(race, accesses=accesses, hint=hint, fix=fix))
     return out
+
+
+def _own_place(access, places, cells, functions):
+    """``access`` with its place named: its own place in a function (file, line, name), or its line's."""
+    at = access.own_line
+    if at is None:
+        return dataclasses.replace(access, place=where(access.line, places, cells)) if _outside(access.line) else access
+    number, line = divmod(at, RACE_LINES)
+    place = places.get(number) if number else None
+    own_file = None
+    if place is not None:
+        own_file = place[1] if place[0] == "file" else where(at, places, cells).rsplit(" line ", 1)[0]
+    return dataclasses.replace(
+        access,
+        own_line=line,
+        own_file=own_file,
+        function=functions.get(at),
+        place=where(at, places, cells) if number else None,
+    )
 
 
 def notes(traces, history=None, name=None):

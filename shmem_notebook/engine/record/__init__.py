@@ -18,7 +18,7 @@ import gc
 from shmem4py import shmem
 
 from ..context import this_pe
-from . import hooks, in_c, layer, outside, state
+from . import callsites, hooks, in_c, layer, outside, state
 from .accesses import RaceRecording
 from .instrument import AccessTransformer, MarkTransformer
 from .perturb import StressDelays, declared_values, restore_arrays, save_arrays
@@ -124,7 +124,9 @@ def race_stop():
     if recording.froze:
         gc.unfreeze()
     _rewrite_stop(recording.transformer)
+    callsites.place_calls(recording)
     data = recording.data()
+    data["functions"] = callsites.functions(recording.events)  # own lines of accesses made in functions
     data["places"] = outside.places()  # lines outside the cell: what their places are
     data["compiled"] = sorted(getattr(recording, "compiled", ()))  # lines calling compiled code
     recording.memory.cache.clear()

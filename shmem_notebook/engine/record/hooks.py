@@ -24,6 +24,7 @@ writes its array arguments: its line is noted in the recording's ``compiled``. O
 their arrays. ``x.flat[i]`` reads and writes element ``i`` of ``x`` in C order.
 """
 
+import array
 import builtins
 import collections
 import ctypes
@@ -56,6 +57,8 @@ def install(recording):
 
     _rec = recording
     recording.compiled = set()  # lines calling compiled code
+    recording.calls = array.array("q")  # first event, end, line of the top-level calls that recorded (.callsites)
+    recording.call_line = None  # the line of the last of them
     state.outside.update(outside.offsets)  # the layer's lines of calls made by code outside the cell
     _written.clear()
     ns = this_pe.namespace
@@ -642,6 +645,40 @@ def _exec(line, f, g, loc, *args, **kwargs):
     return _exec_builtin(*args, **kwargs)
 
 
+def _top(line, f, *args, **kwargs):
+    """:func:`_call` made by the cell's top-level code: the events a Python function, method or class it
+    calls records are noted as that line's (see :mod:`.callsites`)."""
+    rec = _rec
+    if rec is None or _depth[0] or not outside.enabled:  # the race runner numbers its programs' lines itself
+        return _call(line, f, *args, **kwargs)
+    kind = type(f)
+    if kind is _Function or kind is _Method:
+        if getattr(f, "__shmem_race_skip__", False):
+            return f(*args, **kwargs)
+        g = outside.rewritten(f)  # as _call runs it, without its frame
+        if g is None:
+            return _call(line, f, *args, **kwargs)
+    elif isinstance(f, type):
+        g = None  # made by _call, which looks into its __init__
+    else:
+        return _call(line, f, *args, **kwargs)  # nothing of the user's runs in it
+    if rec.call_line != line:  # no event of another call's merges into this one's (nor the other way)
+        rec.merge.clear()
+        rec.call_line = line
+    events = rec.events
+    start = len(events)
+    try:
+        return g(*args, **kwargs) if g is not None else _call(line, f, *args, **kwargs)
+    finally:
+        end = len(events)
+        if end > start:
+            calls = rec.calls
+            if calls and calls[-2] == start and calls[-1] == line:  # a loop's calls of one line: one span
+                calls[-2] = end
+            else:
+                calls.extend((start, end, line))
+
+
 def _fn(f):
     try:
         f.__shmem_race_cell__ = True
@@ -660,6 +697,7 @@ FUNCS = {
     "write": _write,
     "iter": _iter,
     "call": _call,
+    "top": _top,
     "fn": _fn,
     "exec": _exec,
 }

@@ -26,11 +26,12 @@ HOOKS = {
     "write": "_shmem_race_write",  # write(value, line): value is written as a whole
     "iter": "_shmem_race_iter",  # iter(value, line) -> value, iterated (a 1-D array's elements are read)
     "call": "_shmem_race_call",  # call(line, f, *args, **kwargs) -> f(*args, **kwargs)
+    "top": "_shmem_race_top",  # top(line, f, *args, **kwargs): call, made by the cell's own top-level code
     "fn": "_shmem_race_fn",  # fn(f) -> f, marks a function defined in the cell
     "exec": "_shmem_race_exec",  # exec(line, exec, globals(), locals(), *args, **kwargs): exec, its code rewritten
 }
 #: hooks whose recorded line is their first argument; the others' is their last
-_LINE_FIRST = {HOOKS["call"], HOOKS["exec"]}
+_LINE_FIRST = {HOOKS["call"], HOOKS["top"], HOOKS["exec"]}
 _LINE_LAST = {HOOKS[h] for h in ("get", "set", "aug", "read", "rw", "write", "iter")}
 
 _AUG_OPS = {
@@ -129,7 +130,28 @@ class MarkTransformer(ast.NodeTransformer):
 
 
 class AccessTransformer(MarkTransformer):
-    """Route a cell's array accesses through the recorder's hooks (see :data:`HOOKS`)."""
+    """Route a cell's array accesses through the recorder's hooks (see :data:`HOOKS`). A call the cell
+    makes outside any ``def``, ``lambda`` or ``class`` goes through ``top``: what the callee records is
+    then also placed at that call's line (see :mod:`.callsites`)."""
+
+    _depth = 1  # enclosing defs, lambdas and classes; 0 only at a cell's own top level
+
+    def visit_Module(self, node):
+        self._depth = 0
+        try:
+            return super().visit_Module(node)
+        finally:
+            self._depth = 1
+
+    def _nested(self, node):
+        self._depth += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self._depth -= 1
+
+    def visit_ClassDef(self, node):
+        return self._nested(node)
 
     # -- reads -----------------------------------------------------------------
     def visit_Subscript(self, node):
@@ -198,8 +220,9 @@ class AccessTransformer(MarkTransformer):
             return ast.copy_location(new, node)
         if _is_shmem_call(node.func) or (isinstance(node.func, ast.Name) and node.func.id in _FRAME_BUILTINS):
             return node
+        hook = "top" if self._depth == 0 else "call"
         new = ast.Call(
-            func=_name("call"), args=[ast.Constant(node.lineno), node.func, *node.args], keywords=node.keywords
+            func=_name(hook), args=[ast.Constant(node.lineno), node.func, *node.args], keywords=node.keywords
         )
         return ast.copy_location(new, node)
 
@@ -233,14 +256,14 @@ class AccessTransformer(MarkTransformer):
 
     # -- functions defined in the cell ---------------------------------------------
     def visit_FunctionDef(self, node):
-        self.generic_visit(node)
+        self._nested(node)
         node.decorator_list.append(_name("fn"))
         return node
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_Lambda(self, node):
-        self.generic_visit(node)
+        self._nested(node)
         return ast.copy_location(_call("fn", node), node)
 
 

@@ -1,0 +1,87 @@
+"""The cell line that led to an access made inside a function (PE side).
+
+A call the cell makes from its own top level (not inside a ``def``, ``lambda`` or ``class``) goes
+through the ``top`` hook (:mod:`.hooks`), which notes the events the call recorded in
+``recording.calls``: an ``array`` of first event, end, line (the calls of one line in a row are one
+span). When the recording stops, :func:`place_calls` gives each of those events whose line is not
+the call's the call's line as its ``line`` (a line of this cell, where a fix goes) and its own line
+as ``at`` (a line of the cell inside a ``def``, or ``place * RACE_LINES + line`` in a module: see
+:mod:`.outside`); :func:`functions` names the function each ``at`` is in (``"smooth"``,
+``"Ring.send"``) from its file's text. Not in the race runner (:mod:`.script`), which numbers its
+programs' lines itself.
+"""
+
+import ast
+import linecache
+
+from ...operations import EVENT_FIELDS
+from ...protocol import RACE_LINES
+from . import outside, state
+
+__all__ = ["place_calls", "functions"]
+
+_WIDTH = {kind: len(fields.split()) for kind, fields in EVENT_FIELDS.items()}
+
+
+def place_calls(recording):
+    """Move the events of the cell's top-level calls to their call's line, keeping their own in ``at``."""
+    if not outside.enabled:  # the race runner numbers its programs' lines its own way
+        return
+    events, calls = recording.events, getattr(recording, "calls", ())
+    for start, end, line in zip(calls[0::3], calls[1::3], calls[2::3]):
+        for i in range(start, min(end, len(events))):
+            e = events[i]
+            own = e[2]
+            if own == line or not own:
+                continue
+            width = _WIDTH[e[0]]
+            new = [*e[:width], *[None] * (width - len(e))]
+            new[2], new[-1] = line, own
+            events[i] = new
+
+
+def functions(events):
+    """``{at: function name}`` of the events' own lines (``at``) whose function is found in its file."""
+    lines = {e[-1] for e in events if len(e) == _WIDTH[e[0]] and e[-1] is not None}
+    names, trees = {}, {}
+    for at in lines:
+        number, line = divmod(at, RACE_LINES)
+        filename = _filename(number)
+        if filename is None:
+            continue
+        if filename not in trees:
+            trees[filename] = _spans(filename)
+        inside = [(lo, name) for lo, hi, name in trees[filename] if lo <= line <= hi]
+        if inside:
+            names[at] = max(inside)[1]
+    return names
+
+
+def _filename(number):
+    """The file of a place (0: the cell being recorded), None when it is not a file."""
+    if not number:
+        return next(iter(state.cell_files), None)
+    place = outside.places().get(number)
+    return place[1] if place is not None and place[0] == "file" else None
+
+
+def _spans(filename):
+    """``[(first line, last line, qualified name)]`` of the functions in ``filename``'s text."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return []
+    spans = []
+
+    def walk(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                if not isinstance(child, ast.ClassDef):
+                    spans.append((child.lineno, child.end_lineno, name))
+                walk(child, name + ".")
+            else:
+                walk(child, prefix)
+
+    walk(tree, "")
+    return spans
