@@ -11,8 +11,9 @@ at ``period``: fast beats never make a slow, oversubscribed PE look dead.
 The controller is one process: its schedulers run as threads of it (``IPController.use_threads``:
 ZeroMQ's queue devices as threads, the Python schedulers on the hub's event loop) and so does the heart
 monitor (:class:`HeartThread`, where ipyparallel forks a process for it). ipyparallel's default, a
-process per scheduler and one for the heart monitor, is 9 processes and 0.4-0.7 CPU-seconds at each
-start; the threads cost the controller's start 0.1-0.2 s (``bench/student_cost.py``).
+process per scheduler and one for the heart monitor, was 9 processes, 40 MiB of unique memory and
+0.60-0.75 CPU-seconds at a 2-PE start; as threads, with the imports below, 1 process, 24 MiB and
+0.35-0.60 s (``bench/student_cost.py``, three runs at load 9-18).
 
 The controller's start is on the way of every job's start: it imports only what a controller
 uses (:mod:`shmem_notebook.lazy_imports`; neither NumPy nor IPython's ``__init__``) and skips the
