@@ -310,6 +310,18 @@ def _libraries_every_measure(lib):
 
 
 #: every goal of the benchmarks, in the order the goals table lists them
+def _student(key, unit, floor_key=None):
+    def measure(st):
+        s = st["summary"]
+        value = s[key]
+        text = f"{value:.2f}{unit}" if isinstance(value, float) and key == "cpu" else f"{value:.0f}{unit}"
+        if floor_key:
+            text += f" vs a plain oshrun's {s[floor_key]:.2f}{unit} = {value / s[floor_key]:.1f}x"
+        yield Measurement("", {}, value, text + f" (median of {len(st['rows'])}, load {s['load']:.0f})")
+
+    return measure
+
+
 GOALS = [
     Goal(
         "start_vs_ipp_mpi",
@@ -470,6 +482,32 @@ GOALS = [
         0,
         "lower",
         _libraries_every_measure,
+    ),
+]
+GOALS += [
+    Goal(
+        "student_cpu",
+        "student",
+        "a 2-PE job to its first cell's answer: <= {limit} CPU-seconds in all its processes, client included",
+        1.5,
+        "lower",
+        _student("cpu", " s", "floor_cpu"),
+    ),
+    Goal(
+        "student_processes",
+        "student",
+        "a 2-PE job: <= {limit} processes beside the kernel",
+        6,
+        "lower",
+        _student("processes", "", "floor_processes"),
+    ),
+    Goal(
+        "student_uss",
+        "student",
+        "a 2-PE job at its first cell's answer: <= {limit} MiB unique memory (USS) beside the kernel",
+        120,
+        "lower",
+        _student("uss_mib", " MiB", "floor_uss_mib"),
     ),
 ]
 BY_ID = {g.id: g for g in GOALS}

@@ -717,6 +717,11 @@ def markdown(results):
 
         intro = "**Polite waiting** (docs/waiting.md): 2 PEs, on and off in turns\n\n"
         parts.append(intro + polite.table(results["polite"]))
+    if "student" in results and "summary" in results["student"]:
+        import student_cost  # bench/student_cost.py, beside this module
+
+        intro = "**One student's job**: every process of a 2-PE job, `start()` to its first cell's answer\n\n"
+        parts.append(intro + student_cost.table(results["student"]["summary"]))
     return "\n\n".join(parts) + "\n"
 
 

@@ -10,7 +10,8 @@ races (the race check's cost: the same cells with and without race=True), scale
 slurm (--slurm submission to ready on 1 and 2 nodes of a private Slurm), libraries (Open MPI's
 OSHMEM against Sandia OpenSHMEM: start, put/get, collectives, team sync native vs emulated;
 a library not built is reported as such), polite (waiting PEs' CPU and what polite waiting
-costs, on and off: bench/polite.py).
+costs, on and off: bench/polite.py), student (one 2-PE job to its first cell's answer: every
+process's CPU, unique memory and count against a plain oshrun: bench/student_cost.py).
 Prints Markdown tables, writes OUT/results.json and OUT/results.png (OUT defaults
 to bench/). Medians over repeats; every ratio compares numbers measured in this run.
 
@@ -38,7 +39,19 @@ import common  # noqa: E402
 import goals  # noqa: E402
 import report  # noqa: E402
 
-SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale", "slurm", "libraries", "polite"]
+SECTIONS = [
+    "startup",
+    "dispatch",
+    "datapath",
+    "inspector",
+    "memory",
+    "races",
+    "scale",
+    "slurm",
+    "libraries",
+    "polite",
+    "student",
+]
 
 FULL = {
     "startup": dict(ns=[1, 2, 4], repeats=3, idle_seconds=5.0, profile_repeats=0),
@@ -73,6 +86,7 @@ FULL = {
         budget=1.0,
     ),
     "polite": dict(repeats=5, iters=2000, wait_s=1.0),
+    "student": dict(repeats=5),
 }
 QUICK = {
     "startup": dict(
@@ -102,11 +116,12 @@ QUICK = {
     "slurm": dict(n=2, nodes=[1], repeats=1),
     "libraries": dict(ns=[2], repeats=1, sizes=[8, 1 << 20], blocks=[8], iters=20, coll_iters=10, budget=0.2),
     "polite": dict(repeats=1, iters=200, wait_s=0.3, libraries=("oshmem",)),
+    "student": dict(repeats=1),
 }
 
 
 def measure(name, params):
-    module = __import__(name)
+    module = __import__({"student": "student_cost"}.get(name, name))
     try:
         return module.run(**params)
     finally:

@@ -8,7 +8,19 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SECTIONS = ["startup", "dispatch", "datapath", "inspector", "memory", "races", "scale", "slurm", "libraries", "polite"]
+SECTIONS = [
+    "startup",
+    "dispatch",
+    "datapath",
+    "inspector",
+    "memory",
+    "races",
+    "scale",
+    "slurm",
+    "libraries",
+    "polite",
+    "student",
+]
 
 
 def _quick(script, out, timeout):
@@ -46,9 +58,14 @@ def test_quick_benchmark_writes_every_section_and_the_plot(tmp_path):
     for config in libs["configs"]:  # each built library: start, and the PEs' measurements
         assert libs["start"][config]["2"]["start"] > 0 and libs["pes"][config]["2"]["teams_sync"]["team_sync"]["us"] > 0
     assert libs["pes"]["oshmem"]["2"]["putget"]["put"]["8"]["us"] > 0
+    student = results["student"]["summary"]  # every process of a 2-PE job, against a plain oshrun's
+    assert student["cpu"] > student["floor_cpu"] > 0 and student["uss_mib"] > student["floor_uss_mib"] > 0
+    assert student["by_kind_processes"] == {"PE": 2, "controller": 1, "oshrun": 1, "watchdog": 1}
+    assert {g["id"] for g in results["goals"]} >= {"student_cpu", "student_processes", "student_uss"}
     assert all(g["ok"] in (True, False, None) for g in results["goals"])
     assert (tmp_path / "results.png").stat().st_size > 0
     assert "Start to ready" in proc.stdout and "| goal |" in proc.stdout and "Library against library" in proc.stdout
+    assert "One student's job" in proc.stdout
 
 
 def test_slurm_phases_without_a_running_state_line_are_unknown_not_an_error():

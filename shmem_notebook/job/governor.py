@@ -4,8 +4,8 @@ While a PE waits for others in ``barrier_all``, ``wait_until``, a team sync or a
 Open MPI's OSHMEM (UCX), Sandia OpenSHMEM (libfabric) and OSHMPI (MPI) poll: each waiting PE keeps
 a core busy, and no library here can block instead (Open MPI's ``mpi_yield_when_idle`` still
 spins, measured). Every PE notes on the job's wait board when it entered such a call
-(:mod:`shmem_notebook.engine.shims.board`); the governor, a small process of its own started at a
-job's first cell, stops (SIGSTOP) the PEs of this host that have waited longer than
+(:mod:`shmem_notebook.engine.shims.board`); the governor, a thread of the job's watchdog started at
+a job's first cell, stops (SIGSTOP) the PEs of this host that have waited longer than
 ``rc.polite_ms`` and lets them all run together for :data:`RUN` seconds of every :data:`PERIOD`
 (SIGCONT): a waiting PE then uses about 8% of a core, and a wait that ends while it sleeps
 returns up to 4.6 ms late. When the machine gives the governor the CPU late, the PEs ran longer
@@ -16,22 +16,25 @@ waiting for good, a deadlock, is governed from then on). PEs on other hosts are 
 
 The board holds, per PE, when it entered a noted call (the PEs write it) and whether the cell
 path paused it for good (:meth:`Job.pause`, written by the client: the governor never wakes those),
-then the governor's counts. The governor is its own process, not a thread of the notebook's
-kernel: a thread would have to take the kernel's GIL on time. It ends when the client closes its
-stdin, exits, or the PEs are gone. This file runs as that process (``python governor.py``) and
-then imports nothing but the standard library.
+then the governor's counts and whether it runs. The governor is a thread of the job's watchdog
+(:mod:`.watchdog`, a process of its own that outlives the kernel), not of the notebook's kernel: a thread there
+would have to take the kernel's GIL on time. The client asks the watchdog for it through the watchdog's
+stdin (:meth:`Governor.close` ends it); it ends too when the PEs are gone or the client is. Run there, this
+module imports nothing but the standard library (a process of its own per job cost 3 MiB, a process, and
+its start).
 """
 
 import contextlib
+import itertools
+import json
 import mmap
 import os
 import select
 import signal
-import subprocess
-import sys
+import threading
 import time
 
-__all__ = ["PERIOD", "RUN", "SHARE", "Governor", "governor_for"]
+__all__ = ["PERIOD", "RUN", "SHARE", "Governor", "governor_for", "Governed"]
 
 #: a governed PE runs RUN seconds of every PERIOD: SHARE of a core at most
 PERIOD, RUN = 0.005, 0.0004
@@ -40,25 +43,29 @@ _IDLE_LOOK = 0.005  # seconds between looks at the board while nobody waits long
 #: when every PE of the job is in a noted call, they are let run until the last came 1 s ago: a
 #: collective may take that long (Sandia OpenSHMEM's sum_reduce at 4 PEs on 2 cores: ~150 ms)
 _ALL_WAIT_NS = 1_000_000_000
-_STATS = 4  # cycles, ns the PEs were let run between stops, ns they were stopped; the client's nudges
+_STATS = 5  # cycles, ns the PEs were let run between stops, ns they were stopped; the client's nudges; running
+_RUNNING = 4  # 1 from the governor's request until its thread ended (the thread clears it)
 #: after a nudge (the client signals PEs: an interrupt, a stack dump) no PE is stopped for this long
 _NUDGED = 0.5
 
 
 def board_size(n, stride):
     """Bytes of a board for ``n`` PEs: an entry every ``stride`` int64 (written by the PEs), held[n]
-    (by the client), then the governor's counts."""
+    (by the client), then the governor's counts and whether it runs."""
     return 8 * (n * stride + n + _STATS)
 
 
 class Governor:
-    """The client's handle on the governor process of engine set ``set_id`` (this host's PEs
-    ``pids``, ``{pe: pid}``, of a job of ``n`` PEs)."""
+    """The client's handle on the governor of engine set ``set_id`` (this host's PEs ``pids``,
+    ``{pe: pid}``, of a job of ``n`` PEs), a thread of the job's ``watchdog`` (a ``Popen``)."""
 
-    def __init__(self, set_id, n, pids, path, after):
+    _ids = itertools.count(1)
+
+    def __init__(self, set_id, n, pids, path, after, watchdog):
         from ..protocol import BOARD_STRIDE
 
         self.set_id, self.n, self.pids, self.after_ms = set_id, n, dict(pids), after * 1000
+        self.watchdog, self.id = watchdog, next(self._ids)
         size, self._held = board_size(n, BOARD_STRIDE), n * BOARD_STRIDE
         fd = os.open(path, os.O_RDWR)
         try:
@@ -69,14 +76,12 @@ class Governor:
             os.close(fd)
         self._board = memoryview(self._pages).cast("q")
         self._board[self._held :] = memoryview(bytes(8 * (n + _STATS))).cast("q")  # nobody held, no counts
-        pid_list = ",".join(f"{pe}:{pid}" for pe, pid in sorted(self.pids.items()))
-        self.process = subprocess.Popen(
-            [sys.executable, "-S", os.path.abspath(__file__), path, str(n), pid_list, str(after), str(BOARD_STRIDE)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=False,
-        )
+        self._board[self._held + n + _RUNNING] = 1
+        pid_list = {str(pe): pid for pe, pid in sorted(self.pids.items())}
+        request = {"govern": self.id, "path": path, "n": n, "pids": pid_list, "after": after, "stride": BOARD_STRIDE}
+        if not _tell(watchdog, request):
+            self._board[self._held + n + _RUNNING] = 0
+            raise OSError("the job's watchdog is gone")
 
     @property
     def cycles(self):
@@ -95,7 +100,7 @@ class Governor:
 
     def serves(self, set_id):
         """Whether this governor still runs for engine set ``set_id``."""
-        return self.set_id == set_id and self.process.poll() is None
+        return self.set_id == set_id and self.alive()
 
     def nudge(self):
         """Wake the PEs it stopped now and stop none for half a second: the client is about to signal
@@ -109,14 +114,27 @@ class Governor:
         _send([self.pids[pe] for pe in pes if pe in self.pids], signal.SIGSTOP)
 
     def close(self, wait=0.0):
-        """End the governor: it wakes the PEs it stopped (not those held) and exits."""
-        with contextlib.suppress(OSError):
-            self.process.stdin.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(wait)
+        """End the governor: it wakes the PEs it stopped (not those held) and ends; wait up to ``wait`` s
+        for it to have ended."""
+        if self.alive():
+            _tell(self.watchdog, {"ungovern": self.id})
+        deadline = time.monotonic() + wait
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.002)
 
     def alive(self):
-        return self.process.poll() is None
+        """Whether its thread runs (the watchdog's too)."""
+        return bool(self._board[self._held + self.n + _RUNNING]) and self.watchdog.poll() is None
+
+
+def _tell(watchdog, request):
+    """Write ``request`` to the watchdog's stdin; False when it is gone."""
+    try:
+        watchdog.stdin.write(json.dumps(request).encode() + b"\n")
+        watchdog.stdin.flush()
+    except (OSError, ValueError, AttributeError):
+        return False
+    return True
 
 
 def governor_for(job, after):
@@ -129,10 +147,10 @@ def governor_for(job, after):
     here = socket.gethostname()
     pids = {pe: info["pid"] for pe, info in job.pes.items() if info.get("host") == here}
     path = board_path(job._cluster.profile_dir, job._cluster.cluster_id)
-    if not pids or not os.path.exists(path):
+    if not pids or not os.path.exists(path) or job._watchdog is None:
         return None
     try:
-        return Governor(job._engine_set_id, job.n, pids, path, after)
+        return Governor(job._engine_set_id, job.n, pids, path, after, job._watchdog)
     except OSError:
         return None
 
@@ -143,29 +161,71 @@ def _send(pids, signum):
             os.kill(pid, signum)
 
 
-# -- the governor process --------------------------------------------------------------------
-def _govern(path, n, pids, after, stride):
-    """Duty-cycle the PEs ``pids`` that wait long, until stdin closes or the PEs are gone."""
+# -- the governor, a thread of the watchdog --------------------------------------------------
+class Governed:
+    """The governors a watchdog runs, one thread each (the watchdog's side of :class:`Governor`)."""
+
+    def __init__(self):
+        self.threads = {}  # id -> (thread, the write end of the pipe whose closing ends it)
+
+    def request(self, line):
+        """Start (``govern``) or end (``ungovern``) a governor; False for a line that is neither."""
+        for key, (thread, _) in list(self.threads.items()):
+            if not thread.is_alive():  # its PEs are gone
+                self.end(key)
+        if "govern" in line:
+            stop, ender = os.pipe()
+            pids = {int(pe): int(pid) for pe, pid in line["pids"].items()}
+            args = (line["path"], int(line["n"]), pids, float(line["after"]), int(line["stride"]), stop)
+            thread = threading.Thread(target=_govern, args=args, name=f"governor-{line['govern']}", daemon=True)
+            self.threads[line["govern"]] = (thread, ender)
+            thread.start()
+            return True
+        if "ungovern" in line:
+            self.end(line["ungovern"])
+            return True
+        return False
+
+    def end(self, key, wait=1.0):
+        thread, ender = self.threads.pop(key, (None, None))
+        if thread is not None:
+            os.close(ender)
+            thread.join(wait)
+
+    def end_all(self):
+        for key in list(self.threads):
+            self.end(key)
+
+
+def _govern(path, n, pids, after, stride, stop):
+    """Duty-cycle the PEs ``pids`` that wait long, until ``stop`` (a file descriptor, closed after)
+    reads its end or the PEs are gone."""
+    try:
+        _duty_cycle(path, n, pids, after, stride, stop)
+    finally:
+        os.close(stop)
+
+
+def _duty_cycle(path, n, pids, after, stride, stdin):
     with contextlib.suppress(OSError, AttributeError):  # on time where the user may (root, RLIMIT_RTPRIO)
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))  # this thread only
     fd = os.open(path, os.O_RDWR)
     pages = mmap.mmap(fd, board_size(n, stride))
     os.close(fd)
     board = memoryview(pages).cast("q")
     held, stats = n * stride, n * stride + n  # where the client's held flags and the counts are
     after_ns, stopped, woken, budget = int(after * 1e9), [], None, _Budget()
-    stdin = sys.stdin.fileno()
 
     nudges, quiet_until = board[stats + 3], 0.0
 
     def sleep(seconds):
-        """Sleep; False once the client closed stdin (or died)."""
+        """Sleep; False once the client ended the governor (or died)."""
         return not select.select([stdin], [], [], seconds)[0]
 
     def rest(seconds):
         """Keep the stopped PEs stopped up to ``seconds``, looking every 5 ms whether to wake them
         sooner: the client nudged, or every PE now waits (the one they waited for came). False
-        once the client closed stdin."""
+        once the client ended the governor."""
         nonlocal nudges, quiet_until
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
@@ -220,6 +280,7 @@ def _govern(path, n, pids, after, stride):
                 break
     finally:
         wake()
+        board[stats + _RUNNING] = 0
         board.release()
         pages.close()
 
@@ -267,9 +328,3 @@ def _exists(pid):
     except PermissionError:
         return True
     return True
-
-
-if __name__ == "__main__":
-    _path, _n, _pids, _after, _stride = sys.argv[1:6]
-    _pes = {int(pe): int(pid) for pe, pid in (p.split(":") for p in _pids.split(","))}
-    _govern(_path, int(_n), _pes, float(_after), int(_stride))

@@ -26,6 +26,7 @@ from ..cells.channel import DISPATCH, CellChannel
 from ..cells.syntax import check_syntax
 from ..errors import InputError, JobStateError, LaunchError
 from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, check_slurm, listen_privately
+from ..launcher.entry_points import cache as cache_entry_points
 from ..launcher.library import library as library_named
 from ..launcher.shm import Segments
 from ..rc import rc
@@ -138,6 +139,7 @@ class Job(SymmetricArrays, Health, Asking):
 
     def _start_controller(self):
         """Spawn the controller; don't wait for it (the PEs and the client wait for its files)."""
+        cache_entry_points()  # ipyparallel scans every installed distribution 5 times a start otherwise
         self._cluster = ipp.Cluster(
             engines=OshrunEngineSetLauncher,
             n=self.n,

@@ -7,6 +7,8 @@ job stopped) it cancels the job's Slurm batch jobs (by name, when it has one),
 then terminates, then kills, whatever still carries the token, and removes the
 shared memory those processes held (:mod:`.shm`) and the files the job left in its
 ipyparallel profile (the job names its cluster through the pipe: :func:`tell_watchdog`).
+The same process runs the job's governor (:mod:`.governor`) as a thread when the job asks for it
+through the pipe: one helper process per job.
 """
 
 import contextlib
@@ -127,8 +129,15 @@ def cancel_batch_jobs(name):
 
 def main(token, batch_name=None):
     from ..launcher.shm import Segments
+    from .governor import Governed
 
-    told = sys.stdin.buffer.read()  # returns when the kernel is gone or the job stopped
+    told, governed = [], Governed()
+    for line in iter(sys.stdin.buffer.readline, b""):  # ends when the kernel is gone or the job stopped
+        with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError, OSError):
+            request = json.loads(line)
+            if not governed.request(request):
+                told.append(request)
+    governed.end_all()  # each wakes the PEs it stopped
     time.sleep(0.1)
     cancel_batch_jobs(batch_name)
     segments = Segments(token)
@@ -136,9 +145,8 @@ def main(token, batch_name=None):
     kill_owned(token)
     psutil.wait_procs([p for p in map(_process, segments.pids) if p], timeout=2.0)
     segments.release()
-    for line in told.splitlines():
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            cluster = json.loads(line)
+    for cluster in told:
+        with contextlib.suppress(KeyError, TypeError):
             remove_profile_files(cluster["profile_dir"], cluster["cluster_id"])
 
 

@@ -8,6 +8,7 @@
 - :mod:`.environment`: the platform environment the PEs need.
 - :mod:`.controller`: the job's ``ipcontroller``, whose heart monitor registers PEs at once.
 - :mod:`.listen`: where it listens: Unix sockets in the private profile on one host, else TCP.
+- :mod:`.entry_points`: ipyparallel's look-ups of its launchers, once per process.
 - :mod:`.bytecode`: the PEs' compiled bytecode, kept warm.
 - :mod:`.start_options`: every start option of a job declared once (the launcher's traits are read from it).
 """

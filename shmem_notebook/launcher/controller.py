@@ -8,13 +8,16 @@ than the job's PEs answer (a start, a restart), :class:`EagerHeartMonitor` beats
 so a running job idles as before. A heart still fails only after it went unheard as long as
 at ``period``: fast beats never make a slow, oversubscribed PE look dead.
 
-The heart monitor runs in a process the controller forks; the subclass is installed before
-that fork (with another multiprocessing start method it is not, and registration is as slow
-as ipyparallel's).
+The controller is one process: its schedulers run as threads of it (``IPController.use_threads``:
+ZeroMQ's queue devices as threads, the Python schedulers on the hub's event loop) and so does the heart
+monitor (:class:`HeartThread`, where ipyparallel forks a process for it). ipyparallel's default, a
+process per scheduler and one for the heart monitor, was 9 processes, 40 MiB of unique memory and
+0.60-0.75 CPU-seconds at a 2-PE start; as threads, with the imports below, 1 process, 24 MiB and
+0.35-0.60 s (``bench/student_cost.py``, three runs at load 9-18).
 
 The controller's start is on the way of every job's start: it imports only what a controller
-uses (:mod:`shmem_notebook.lazy_imports`) and skips the fixed 0.25 s sleep ipcontroller takes before it
-writes the connection files the PEs wait for.
+uses (:mod:`shmem_notebook.lazy_imports`; neither NumPy nor IPython's ``__init__``) and skips the
+fixed 0.25 s sleep ipcontroller takes before it writes the connection files the PEs wait for.
 
 Over IPC (``--IPController.transport=ipc``, a job on one host: :mod:`.listen`) a socket's "port" is only
 the end of its path: they are numbered 1, 2, ... instead of probed as free TCP ports, and joined to the
@@ -24,16 +27,20 @@ where no client finds them).
 
 import os
 import sys
+import threading
 import time
 import types
 
 from .. import lazy_imports
 
-lazy_imports.install()  # this module is the controller's process (python -m); nothing else imports it
+# this module is the controller's process (python -m); nothing else imports it
+# ipcontroller takes IPython's submodules and get_ipython (ipyparallel.util): not IPython's __init__ (its shell)
+lazy_imports.install({**lazy_imports.LAZY, "IPython": {"get_ipython": "core.getipython"}})
+lazy_imports.hold_back("numpy")  # only the task scheduler's "weighted" scheme uses it (the jobs do not): 0.15 s
 
 from ipyparallel.controller import heartmonitor  # noqa: E402  (after lazy_imports.install)
 
-__all__ = ["EagerHeartMonitor", "ipc_names", "main"]
+__all__ = ["EagerHeartMonitor", "HeartThread", "ipc_names", "main"]
 
 
 class EagerHeartMonitor(heartmonitor.HeartMonitor):
@@ -74,6 +81,14 @@ class EagerHeartMonitor(heartmonitor.HeartMonitor):
         return super()._check_missed(unheard, on_probation, hearts)
 
 
+class HeartThread(threading.Thread):
+    """What ipyparallel's controller starts its heart monitor in (its ``Process``): a daemon thread of
+    the controller. ``terminate`` does nothing: the thread ends with the controller."""
+
+    def terminate(self):
+        pass
+
+
 def ipc_names(controller_class):
     """Make ``controller_class`` (ipyparallel's IPController) name its IPC sockets ``<path>:1``, ``<path>:2``, ...
     (see the module's docstring); TCP is left as it is."""
@@ -99,8 +114,12 @@ def main(argv=None):
     if argv[:1] == ["--pes"]:
         EagerHeartMonitor.expected = int(argv[1])
         argv = argv[2:]
-    heartmonitor.HeartMonitor = EagerHeartMonitor  # start_heartmonitor looks it up at the fork
+    heartmonitor.HeartMonitor = EagerHeartMonitor  # start_heartmonitor looks it up when it starts
     from ipyparallel.controller import app
+
+    if not any(a.startswith("--IPController.use_threads") for a in argv):
+        argv.append("--IPController.use_threads=True")  # the schedulers as threads, not 7 processes
+    app.Process = HeartThread  # with use_threads, its one use: the heart monitor
 
     # ipcontroller's one use of `time`: a fixed time.sleep(0.25) in init_hub, before the connection files
     app.time = types.SimpleNamespace(**{**vars(time), "sleep": lambda seconds: None})

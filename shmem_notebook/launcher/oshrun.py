@@ -63,6 +63,9 @@ def check_shmem4py(python=None):
 class OshrunEngineSetLauncher(MPIEngineSetLauncher):
     """Launch ``n`` engines as one OpenSHMEM job with ``oshrun`` (here, or in a Slurm batch job)."""
 
+    #: its name among ipyparallel's engine launchers (pyproject.toml): named without a scan of them
+    entrypoint_name = "oshrun"
+
     # every start option the launcher takes, as a trait of the same name (heap, oversubscribe, hostfile,
     # library; slurm=True and the batch job's partition, time, nodes, account, sbatch_args, sbatch_prologue):
     # declared once, in .start_options
