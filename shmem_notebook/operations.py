@@ -200,8 +200,9 @@ EVENT_FIELDS = {
     "mem": "kind op line mode space lo hi dtype fp values at",
     # an RMA or atomic call on PE `pe`'s symmetric bytes [lo, hi), with its local buffer
     # (lspace None for atomics), context (0: default), values written when known; fp/lfp: the
-    # footprints of the remote and local sides (None: the whole range)
-    "rma": "kind op line pe lo hi dtype lspace llo lhi ctx values fp lfp at",
+    # footprints of the remote and local sides (None: the whole range); domain: an atomic's context's
+    # team, "slot:pe,pe..." (None: the world's, the default context's; see analysis/domains.py)
+    "rma": "kind op line pe lo hi dtype lspace llo lhi ctx values fp lfp domain at",
     # barrier_all, sync_all (also sync/Team.sync), alloc, free, quiet, fence, ctx_destroy;
     # members: the team's world PEs (None: every PE)
     "sync": "kind op line ctx members at",

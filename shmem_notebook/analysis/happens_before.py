@@ -4,10 +4,11 @@
 :func:`shmem_notebook.engine.record.race_stop`, events as in
 :data:`shmem_notebook.operations.EVENT_FIELDS`) and never looks at the values the cell computed:
 two accesses race when they touch the same bytes of one PE's memory, at least one writes, they are
-not both atomics of one datatype, no lock covers both, and neither happens before the other. The order comes from vector
-clocks over the OpenSHMEM 1.5 memory model as :mod:`.model` states it (completion,
-collective synchronisation, collectives' destinations, fence, the writes a wait's
-condition requires, locks); :class:`_Simulation` applies it to the events.
+not both atomics of one datatype through contexts of one team (:mod:`.domains`), no lock covers
+both, and neither happens before the other. The order comes from vector clocks over the
+OpenSHMEM 1.5 memory model as :mod:`.model` states it (completion, collective synchronisation,
+collectives' destinations, fence, the writes a wait's condition requires, locks);
+:class:`_Simulation` applies it to the events.
 
 Near-linear in the events: the accesses are checked in the order the simulation started
 them, against a shadow of each memory segment that keeps, per kind of access (PE, line, op,
@@ -32,7 +33,7 @@ from itertools import accumulate
 
 from ..folding import pe_ranges
 from ..operations import CALLS, SIGNAL_EVENTS, event
-from . import model
+from . import domains, model
 from .footprint import flat_ranges, format_indices, overlap, progressions
 from .hints import advice as _advice
 from .race_picture import Ordering
@@ -158,6 +159,7 @@ class _Access:
     seq: int = 0  # when the simulation started it (the order accesses are checked in)
     sig: tuple | None = None  # kind(), once computed
     exact: bool = True  # in the check's shadow, it touches every byte of the segments it is in
+    domain: str | None = None  # an atomic's atomicity domain (its context's team, see .domains): None, the world's
 
     def kind(self):
         """What makes two accesses interchangeable in a report: the later supersedes the earlier."""
@@ -173,6 +175,7 @@ class _Access:
             self.remote,
             self.target,
             self.cell,
+            self.domain,
         )
 
 
@@ -615,6 +618,7 @@ def _accesses(sim, labels=None):
                     remote=True,
                     target=target,
                     fp=e.fp,
+                    domain=e.domain,
                 )
             )
             if e.lspace is not None:
@@ -672,8 +676,8 @@ def _before(a, b, sim):
 def _conflict(a, b):
     if not (a.writes or b.writes):
         return False
-    if a.mode == "atomic" and b.mode == "atomic":
-        return a.dtype != b.dtype
+    if a.mode == "atomic" and b.mode == "atomic":  # atomic with respect to each other: one datatype, one domain
+        return a.dtype != b.dtype or domains.differ(a, b)
     return True
 
 
@@ -840,7 +844,12 @@ def _fold(pairs, sim, traces, cell):
         cells = (a.cell or cell, b.cell or cell) if across else (None, None)
         memo = (a.sig, b.sig, b.point[a.pe] >= a.point[a.pe])
         if memo not in hints:
-            hints[memo] = (_across_hint(a, cells), None) if across else _advice(a, b, sim)
+            if across:
+                hints[memo] = (_across_hint(a, cells), None)
+            elif a.mode == b.mode == "atomic" and a.dtype == b.dtype and domains.differ(a, b):
+                hints[memo] = (domains.hint(a, b), None)  # racing only as AMOs of two teams' contexts
+            else:
+                hints[memo] = _advice(a, b, sim)
             stale = not across and _stale_note((b, a), sim, traces)
             if stale:  # a wait that ordered nothing: the fix is resetting its flag, not another sync
                 hints[memo] = (f"{stale}; {hints[memo][0]}", None)

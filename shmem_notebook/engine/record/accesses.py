@@ -120,6 +120,22 @@ def _ctx_key(ctx):
     return int(shmem.ffi.cast("uintptr_t", handle))
 
 
+def _team_of(ctx):
+    """``(domain, pes)`` of a context: the atomicity domain of its AMOs (see
+    :mod:`shmem_notebook.analysis.domains`), ``"slot:pe,pe..."``, and its team's world PEs (its calls
+    number PEs in the team); ``(None, None)`` for the world team's contexts. Emulated teams (OpenSHMEM
+    1.4) have contexts on the world team only (engine/teams.py refuses the others)."""
+    if teams.mode != "native" or ctx.ob_ctx == shmem.CTX_DEFAULT.ob_ctx:
+        return None, None
+    try:
+        m = teams.members(ctx.get_team())
+    except Exception:  # an invalid context or team: the call itself says so
+        return None, None
+    if m.slot == 0:  # TEAM_WORLD
+        return None, None
+    return f"{m.slot}:{','.join(map(str, m.pes))}", m.pes
+
+
 def _members(team):
     """World PEs of ``team`` (None: every PE), for matching collectives of one team."""
     if team is None:
@@ -186,6 +202,7 @@ class RaceRecording:
         self.n_async = 0  # async RMA events so far (local accesses do not merge across them)
         self.n_local = 0
         self.fetched = {}  # signal word -> what signal_fetch saw last
+        self.teams = {}  # context key -> its AMOs' atomicity domain and its team's PEs (see _team_of)
         self.snapshot = _snapshot(self.memory.heap[0])
         self.signals_made = signals.made()  # signals made after this start at zero
         self.fresh = _Ranges()  # symmetric memory allocated since the recording began (zeroed)
@@ -287,7 +304,9 @@ class RaceRecording:
             return
         self._add(["mem", op, line, mode, space, lo, hi, dtype, fp], key)
 
-    def _rma_event(self, op, line, target, pe, count, local, ctx, values, asynchronous, stride=1, lstride=1):
+    def _rma_event(
+        self, op, line, target, pe, count, local, ctx, values, asynchronous, stride=1, lstride=1, domain=None
+    ):
         space, lo, hi, dtype, fp = self.memory.sym(target, count, stride)
         if local is not None:
             lspace, llo, lhi, _, lfp = self.memory.sym(local, count, lstride)
@@ -295,7 +314,10 @@ class RaceRecording:
                 self.private.add(llo, lhi)
         else:
             lspace = llo = lhi = lfp = None
-        ctx = 0 if ctx is None else _ctx_key(ctx)
+        if ctx is None:
+            ctx = 0
+        else:
+            pe, ctx = self._world_pe(ctx, pe), _ctx_key(ctx)
         if asynchronous or pe == self.me:
             self.n_async += 1
             key = ("rma", op, line, pe, dtype, lspace, ctx, self.n_local)
@@ -303,7 +325,10 @@ class RaceRecording:
             key = ("rma", op, line, pe, dtype, lspace, ctx)
         if op in _PUT_SIGNALS:
             key = None  # each put_signal's data is paired with its own signal word (the event after it)
-        self._add(["rma", op, line, pe, lo, hi, dtype, lspace, llo, lhi, ctx, values, fp, lfp], key)
+        event = ["rma", op, line, pe, lo, hi, dtype, lspace, llo, lhi, ctx, values, fp, lfp]
+        if domain is not None:  # an AMO through a context of a team other than the world
+            event.append(domain)
+        self._add(event, key)
 
     def _sync_event(self, event):
         self.merge.clear()
@@ -316,6 +341,7 @@ class RaceRecording:
         """Note a context's key before ``Ctx.destroy`` resets its handle (it completes that context)."""
         if op.name == "Ctx.destroy":
             args["ctx_key"] = _ctx_key(args.get("ctx"))
+            self.teams.pop(args["ctx_key"], None)  # a context made later may get its handle
 
     def after(self, op, args, result, line):
         self._handlers[op.kind](self, op, args, result, line)
@@ -471,14 +497,17 @@ class RaceRecording:
         lo = self._signal_offset(args["signal"])
         adds = int(args.get("sigop", 0)) == int(shmem.SIGNAL_ADD)
         value = [int(args["value"])]  # an add's increment, a set's value
-        ctx = _ctx_key(args.get("ctx"))
+        ctx, pe = args.get("ctx"), int(args["pe"])
+        if ctx is not None:
+            pe = self._world_pe(ctx, pe)
+        ctx = _ctx_key(ctx)
         self.n_async += 1
         self._add(
             [
                 "rma",
                 SIGNAL_EVENTS[adds],
                 line,
-                int(args["pe"]),
+                pe,
                 lo,
                 lo + 8,
                 "<u8",
@@ -508,7 +537,23 @@ class RaceRecording:
             values = [args.get("value")]
         name = op.name if op.writes or op.nbi else "atomic_fetch"
         local = args.get("fetch") if op.nbi else None  # written when the operation completes
-        self._rma_event(name, line, args.get(op.remote), args["pe"], 1, local, args.get("ctx"), values, not op.fetches)
+        ctx = args.get("ctx")
+        domain = None if ctx is None else self._team_of(ctx)[0]
+        self._rma_event(
+            name, line, args.get(op.remote), args["pe"], 1, local, ctx, values, not op.fetches, 1, 1, domain
+        )
+
+    def _team_of(self, ctx):
+        """:func:`_team_of` ``ctx``, asked once per context (a context keeps its team; forgotten when destroyed)."""
+        key = _ctx_key(ctx)
+        if key not in self.teams:
+            self.teams[key] = _team_of(ctx)
+        return self.teams[key]
+
+    def _world_pe(self, ctx, pe):
+        """The world PE of ``pe`` as a call through ``ctx`` numbers it (a team's context: in its team)."""
+        pes = self._team_of(ctx)[1]
+        return pes[pe] if pes is not None and 0 <= pe < len(pes) else pe
 
     def _on_sync(self, op, args, result, line):
         zeroed = None  # what the library zeroes after the allocation's barrier: written after the sync event
