@@ -3,13 +3,14 @@
 An :class:`Edit` inserts a statement next to one of the cell, moves one or copies one; a
 :class:`Fix` is the edits that order a race (``Race.fix``); :func:`apply_fix` applies one to
 the cell's source, :func:`apply_fixes` several (``CellResult.fixed_code``), and :func:`anchor_of`
-says which statement an edit goes next to.
+says which statement an edit goes next to. :func:`recount` writes a wait's count larger as the user
+wrote it (``npes - 2`` -> ``npes - 1``) and :func:`count_value` says what a count is at ``npes`` PEs.
 """
 
 import ast
 from dataclasses import dataclass
 
-__all__ = ["Edit", "Fix", "apply_fix", "apply_fixes", "anchor_of", "innermost"]
+__all__ = ["Edit", "Fix", "apply_fix", "apply_fixes", "anchor_of", "innermost", "recount", "count_value"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Edit:
     copy: int | None = None
     before: bool = False
     every_pe: bool = False
+    replace: tuple[str, str] | None = None
 
     def __str__(self):
         where = " or ".join(f"line {n}" for n in self.line)
@@ -39,6 +41,8 @@ class Edit:
             what.append(f"the statement of line {self.move} (moved)")
         if self.copy is not None:
             what.append(f"a copy of line {self.copy}")
+        if self.replace is not None:
+            return f"at line {self.line[0]}: {self.replace[1]} instead of {self.replace[0]}"
         place = "before" if self.before else "after"
         everyone = " where every PE passes" if self.every_pe else ""
         return f"{place} {where}{everyone}: {', then '.join(what)}"
@@ -72,6 +76,7 @@ def apply_fixes(code: str, fixes: list[Fix]) -> tuple[str, list[Fix]]:
             parents[child] = node
     statements = [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]
     lines = code.splitlines()
+    written = list(lines)  # the lines with the arguments the fixes replace
     inserts: dict[int, list[str]] = {}
     deleted: set[int] = set()
     applied: list[Fix] = []
@@ -90,6 +95,8 @@ def apply_fixes(code: str, fixes: list[Fix]) -> tuple[str, list[Fix]]:
                     new.extend(_reindent(lines[stmt.lineno - 1 : stmt.end_lineno], stmt.col_offset, indent))
                     if other == edit.move:
                         moving.update(range(stmt.lineno - 1, stmt.end_lineno))
+            if edit.replace is not None:
+                _replace(written, anchor, code, *edit.replace)
             planned.append((anchor.lineno - 1 if edit.before else anchor.end_lineno, new))
         if moving & deleted:
             continue  # another fix moved that statement already
@@ -103,7 +110,7 @@ def apply_fixes(code: str, fixes: list[Fix]) -> tuple[str, list[Fix]]:
     for i in range(len(lines) + 1):
         out.extend(inserts.get(i, []))
         if i < len(lines) and i not in deleted:
-            out.append(lines[i])
+            out.append(written[i])
     return "\n".join(out) + "\n", applied
 
 
@@ -140,6 +147,18 @@ def anchor_of(edit, statements, parents):
     raise ValueError(f"lines {edit.line} are all inside functions: no place every PE passes")
 
 
+def _replace(lines, stmt, code, old, new):
+    """Write the argument ``old`` of a call in ``stmt`` (on one line) as ``new`` in ``lines``."""
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Call):
+            for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+                if arg.lineno == arg.end_lineno and ast.get_source_segment(code, arg) == old:
+                    row = lines[arg.lineno - 1]
+                    lines[arg.lineno - 1] = row[: arg.col_offset] + new + row[arg.end_col_offset :]
+                    return
+    raise ValueError(f"no argument {old!r} in the statement at line {stmt.lineno}")
+
+
 def _ctx_of(stmt, code):
     for node in ast.walk(stmt):
         if isinstance(node, ast.Call):
@@ -151,3 +170,40 @@ def _ctx_of(stmt, code):
 
 def _reindent(block, col, indent):
     return [indent + line[col:] if line[:col].strip() == "" else line for line in block]
+
+
+# -- a count written anew (a wait's) -------------------------------------------------------
+def recount(text, more):
+    """``text`` (a count) made ``more`` larger, written as the user would: ``npes - 2`` -> ``npes - 1``."""
+    node = ast.parse(text, mode="eval").body
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return str(node.value + more)
+    if isinstance(node, ast.BinOp) and isinstance(node.right, ast.Constant) and type(node.right.value) is int:
+        left = ast.unparse(node.left)
+        k = node.right.value + more if isinstance(node.op, ast.Add) else -node.right.value + more
+        if isinstance(node.op, (ast.Add, ast.Sub)):
+            return left if k == 0 else f"{left} + {k}" if k > 0 else f"{left} - {-k}"
+    return f"{text} + {more}"
+
+
+def count_value(text, npes):
+    """The value of ``text``, an expression of integers and ``npes`` (None: not one)."""
+    ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__, ast.FloorDiv: int.__floordiv__}
+
+    def value(node):
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.Name) and node.id == "npes":
+            return npes
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = value(node.operand)
+            return None if inner is None else -inner
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            left, right = value(node.left), value(node.right)
+            return None if left is None or right is None else ops[type(node.op)](left, right)
+        return None
+
+    try:
+        return value(ast.parse(text, mode="eval").body)
+    except (SyntaxError, ZeroDivisionError):
+        return None

@@ -278,10 +278,10 @@ def _replays(fix, sim, layout):
         raise
     except ValueError:
         return []
-    out = []
+    out, source = [], _recounted(fix, sim)
     for inserts, removed in plans:
         events, where = {}, {}
-        for pe, evs in sim.events.items():
+        for pe, evs in source.items():
             new, index = [], {}
             at = inserts.get(pe, {})
             for i in range(len(evs) + 1):
@@ -297,6 +297,28 @@ def _replays(fix, sim, layout):
         if _consistent(replay, where, sim):  # every pair of kinds still racing, as the analysis finds them
             out.append({(_kind(a), _kind(b)) for a, b, *_ in replay.racing()})
     return out
+
+
+def _recounted(fix, sim):
+    """``sim``'s events with the waits at the line whose count ``fix`` rewrites (``Edit.replace``) waiting
+    for the new count; raises :class:`Unplaceable` when a count is not a number of ``npes``."""
+    events = sim.events
+    for edit in fix.edits:
+        if edit.replace is None:
+            continue
+        old, new = (edits.count_value(text, sim.n) for text in edit.replace)
+        if old is None or new is None:
+            raise Unplaceable(f"the count {edit.replace[0]!r} is not a number of npes")
+        line = edit.line[0]
+        events = {
+            pe: [e._replace(value=e.value + new - old) if _counted(e, line) else e for e in evs]
+            for pe, evs in events.items()
+        }
+    return events
+
+
+def _counted(e, line):
+    return e.kind == "wait" and e.line == line and e.value is not None
 
 
 def _consistent(replay, where, sim):

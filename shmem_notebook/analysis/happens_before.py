@@ -852,7 +852,9 @@ def _fold(pairs, sim, traces, cell):
                 hints[memo] = _advice(a, b, sim)
             stale = not across and _stale_note((b, a), sim, traces)
             if stale:  # a wait that ordered nothing: the fix is resetting its flag, not another sync
-                hints[memo] = (f"{stale}; {hints[memo][0]}", None)
+                text, fix = hints[memo]  # (or counting what it waits for: a count written anew, checked)
+                recount = fix is not None and all(e.replace is not None for e in fix.edits)
+                hints[memo] = (f"{stale}; {text}", fix if recount else None)
         hint, fix = hints[memo]
         ats = (_own_line(a, sim), _own_line(b, sim))  # the lines in functions the call lines led to
         key = (name, a.line, a.op, a.mode, b.line, b.op, b.mode, hint, cells, ats)

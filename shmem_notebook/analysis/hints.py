@@ -19,12 +19,11 @@ from ..protocol import RACE_LINES
 from . import fixcheck
 from .edits import Edit, Fix, apply_fix
 from .model import LOCAL_SYNCS as _LOCAL_SYNCS  # syncs that order nothing across PEs
+from .patterns import LOOKBACK as _LOOKBACK, patterns, touches
 
 __all__ = ["Edit", "Fix", "advice", "apply_fix", "hint"]
 
 _READ_OPS = {"get", "iget", "get_nbi", "atomic_fetch"}
-#: how far back a hint looks on one PE for the lines it ran since its last collective
-_LOOKBACK = 10_000
 
 
 def hint(a, b, sim):
@@ -42,6 +41,10 @@ def advice(a, b, sim):
     own = _own_lines(a, b, sim)
     if own is not None:  # both in what one call of the cell ran: the fix goes in the function
         return _in_one_call(a, b, sim, *own)
+    if getattr(sim, "source", None) is not None:
+        for text, fix in patterns(a, b, sim):  # a common bug's own words, when its one edit checks
+            if fixcheck.orders(fix, a, b, sim) is True:
+                return text, fix
     text, fix = _advise(a, b, sim)
     alone = fix is None and a.pe != b.pe and a.line == b.line  # one line on two PEs: rounds of a loop?
     if (fix is None and not alone) or getattr(sim, "source", None) is None:
@@ -67,7 +70,15 @@ def _barriers(a, b, sim, tried):
             continue
         seen.add(fix)
         where = f"{'before' if before else 'after'} line {line}{' in the loop' if fixcheck.in_loop(sim, line) else ''}"
-        if a.line == b.line:
+        if a.line == b.line and a.pe == b.pe:
+            yield (
+                (
+                    f"PE {a.pe} runs line {a.line} on this memory in one round and again in the next: a "
+                    f"shmem.barrier_all() {where}, where every PE passes, separates the rounds"
+                ),
+                fix,
+            )
+        elif a.line == b.line:
             yield (
                 (
                     f"PEs {a.pe} and {b.pe} run line {a.line} on this memory in different rounds: "
@@ -230,6 +241,7 @@ def _at_own_lines(sim):
         }
         inner.__dict__.pop("_fixes", None)  # replays with the call lines are not these
         inner.__dict__.pop("_own_lines", None)
+        inner.__dict__.pop("_writes_to", None)
         sim.__dict__["_own_lines"] = inner
     return inner
 
@@ -332,18 +344,11 @@ def _shared_update(a, b, sim):
     for pe in (a.pe, b.pe):
         modes = set()
         for e in sim.events[pe]:
-            if e.line in lines and _touches(pe, e, a.owner, a.space, lo, hi):
+            if e.line in lines and touches(pe, e, a.owner, a.space, lo, hi):
                 modes.add(e.mode if e.kind == "mem" else "read" if e.op in _READ_OPS else "write")
         if modes != {"read", "write"}:
             return False
     return True
-
-
-def _touches(pe, e, owner, space, lo, hi):
-    """Does event ``e`` of PE ``pe`` access bytes ``[lo, hi)`` of ``owner``'s memory ``space``?"""
-    if e.kind == "mem":
-        return pe == owner and e.space == space and e.lo < hi and lo < e.hi
-    return e.kind == "rma" and space == "sym" and e.pe == owner and e.lo < hi and lo < e.hi
 
 
 def _interleaved(a, b, sim):
