@@ -405,6 +405,28 @@ def cell_lines(report, program, code):
     ]
 
 
+#: words of the hints for common pattern bugs (analysis/patterns.py): each is offered only once its edit is
+#: checked on the cell's source, which the command-line runner does not have; it gives the race kind's hint
+PATTERN_HINTS = (
+    "before its wait at line",
+    "so it can return before the data of the last is in",
+    "writes its destination in one round and again in the next",
+    "may write its destination while line",
+)
+
+
+def _as_the_runner_says(expected):
+    """A function of a report's line: the race alone (no hint) where the cell's report of that race has a
+    pattern's hint, else the whole line."""
+    heads = {race.partition(" are unordered; ")[0] for race in expected if any(w in race for w in PATTERN_HINTS)}
+
+    def said(race):
+        head = race.partition(" are unordered; ")[0]
+        return head if head in heads else race
+
+    return said
+
+
 @pytest.mark.pe
 @pytest.mark.timeout(600)
 def test_the_runner_reports_the_races_the_notebook_reported(job, tmp_path):
@@ -419,7 +441,9 @@ def test_the_runner_reports_the_races_the_notebook_reported(job, tmp_path):
         job.export(path, cells=[job.history[-1].label])
         status, out, err = race_check([], ["oshrun", "-n", "2", PY, path.name], tmp_path)
         assert status == (1 if result.races else 0), f"{case.name}: {out}{err}"
-        assert sorted(cell_lines(out, path, case.code)) == sorted(map(str, result.races)), case.name
+        expected = [str(race) for race in result.races]
+        said = _as_the_runner_says(expected)
+        assert sorted(map(said, cell_lines(out, path, case.code))) == sorted(map(said, expected)), case.name
         checked.append((case.name, len(result.races)))
     assert len(checked) >= 24 and any(n for _, n in checked) and any(not n for _, n in checked)
 
