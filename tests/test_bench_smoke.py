@@ -9,19 +9,9 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SECTIONS = [
-    "startup",
-    "dispatch",
-    "datapath",
-    "inspector",
-    "memory",
-    "races",
-    "scale",
-    "slurm",
-    "libraries",
-    "polite",
-    "student",
-]
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+from run import SECTIONS  # noqa: E402  (the sections bench/run.py declares: each must be in its results)
 
 
 def _quick(script, out, timeout):
@@ -80,7 +70,6 @@ def test_quick_benchmark_writes_every_section_and_the_plot(tmp_path):
 
 def test_slurm_phases_without_a_running_state_line_are_unknown_not_an_error():
     """On a quiet machine the PEs can be ready before the batchjob process saw RUNNING."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
     from slurm import phases
 
     marks = [{"state": "SUBMITTED", "t": "100.5"}, {"state": "PENDING", "t": "101.0"}]
