@@ -214,3 +214,19 @@ def cases(Case, _twin):
         if "_any(" in case.code or "_some(" in case.code:
             case.refused_on = MULTI_WAITS_REFUSED
     return shapes
+
+
+#: a cell with two races, each with its own fix: PE 0's put into a against PE 1's read of it (lines 4, 6),
+#: and the other way round with b (7, 9); TWO_RACES_LINE is its %%pxshmem line's options
+TWO_RACES_LINE = "--race a=int64[4] b=int64[4]"
+TWO_RACES = """src = np.arange(4, dtype=np.int64)
+shmem.barrier_all()
+if me == 0:
+    shmem.put(a, src, 1)
+if me == 1:
+    x = int(a[0])
+    shmem.put(b, src, 0)
+if me == 0:
+    y = int(b[0])
+shmem.barrier_all()
+"""

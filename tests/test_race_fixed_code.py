@@ -2,26 +2,12 @@
 which puts it into the next input cell, on a real 2-PE job in a real IPython shell."""
 
 import pytest
+from race_shapes import TWO_RACES, TWO_RACES_LINE as LINE
 
 from conftest import ipython_shell, job_fixture
 from shmem_notebook.analysis.edits import Edit, Fix, apply_fixes
 
 job = job_fixture(2, heap="8M", timeout=60, current=True)
-
-LINE = "--race a=int64[4] b=int64[4]"
-
-#: two races, each with its own fix: PE 0's put into a against PE 1's read of it, and the other way round with b
-TWO_RACES = """src = np.arange(4, dtype=np.int64)
-shmem.barrier_all()
-if me == 0:
-    shmem.put(a, src, 1)
-if me == 1:
-    x = int(a[0])
-    shmem.put(b, src, 0)
-if me == 0:
-    y = int(b[0])
-shmem.barrier_all()
-"""
 
 
 @pytest.fixture

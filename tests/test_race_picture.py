@@ -7,6 +7,7 @@ import json
 import pathlib
 
 import pytest
+from race_shapes import TWO_RACES as TWO_RACES_BODY, TWO_RACES_LINE
 from test_trace_export import flows
 
 from conftest import job_fixture, quiet, run_race_runner
@@ -208,18 +209,8 @@ def test_the_race_runner_draws_the_races_in_its_perfetto_export(tmp_path):
     ]
 
 
-#: two races: PE 0's put into a against PE 1's read of it (lines 4, 6), and the other way round with b (7, 9)
-TWO_RACES = """%%pxshmem --race a=int64[4] b=int64[4]
-src = np.arange(4, dtype=np.int64)
-shmem.barrier_all()
-if me == 0:
-    shmem.put(a, src, 1)
-if me == 1:
-    x = int(a[0])
-    shmem.put(b, src, 0)
-if me == 0:
-    y = int(b[0])
-shmem.barrier_all()"""
+#: race_shapes.TWO_RACES as a notebook cell
+TWO_RACES = f"%%pxshmem {TWO_RACES_LINE}\n{TWO_RACES_BODY.rstrip()}"
 
 
 @pytest.mark.pe
