@@ -134,6 +134,21 @@ def test_waits_shorter_than_polite_ms_are_not_governed(job, monkeypatch):
     assert governor.cycles > before
 
 
+def test_a_new_polite_ms_gets_a_governor_that_stays(job, monkeypatch):
+    """Changing ``rc.polite_ms`` replaces the governor; the old one's end, on the same board, must
+    not mark the new one ended (the CI of 2b65555 saw a third governor made one cell later)."""
+    if not job.library.polls:
+        pytest.skip("Sandia OpenSHMEM blocks in its waits: no governor")
+    for ms in (10, 700, 10, 900, 10):
+        monkeypatch.setattr(rc, "polite_ms", ms)
+        job.run("pass")
+        governor = job._governor
+        time.sleep(0.3)  # the old governor's thread has ended by now
+        assert governor.alive(), ms
+        job.run("pass")
+        assert job._governor is governor, ms
+
+
 def test_a_paused_pe_stays_paused_and_restart_ends_the_governor(job):
     """A wait nobody satisfies times out: the PEs are paused (stopped for good, 0% CPU), the governor
     does not wake them; a restart gets a new governor, the old one ends."""

@@ -44,7 +44,9 @@ _IDLE_LOOK = 0.005  # seconds between looks at the board while nobody waits long
 #: collective may take that long (Sandia OpenSHMEM's sum_reduce at 4 PEs on 2 cores: ~150 ms)
 _ALL_WAIT_NS = 1_000_000_000
 _STATS = 5  # cycles, ns the PEs were let run between stops, ns they were stopped; the client's nudges; running
-_RUNNING = 4  # 1 from the governor's request until its thread ended (the thread clears it)
+#: the id of the governor that runs, from its request until its thread ended (the thread clears it
+#: only while it holds its own id: an ending governor does not mark the next one on the board ended)
+_RUNNING = 4
 #: after a nudge (the client signals PEs: an interrupt, a stack dump) no PE is stopped for this long
 _NUDGED = 0.5
 
@@ -76,7 +78,7 @@ class Governor:
             os.close(fd)
         self._board = memoryview(self._pages).cast("q")
         self._board[self._held :] = memoryview(bytes(8 * (n + _STATS))).cast("q")  # nobody held, no counts
-        self._board[self._held + n + _RUNNING] = 1
+        self._board[self._held + n + _RUNNING] = self.id
         pid_list = {str(pe): pid for pe, pid in sorted(self.pids.items())}
         request = {"govern": self.id, "path": path, "n": n, "pids": pid_list, "after": after, "stride": BOARD_STRIDE}
         if not _tell(watchdog, request):
@@ -124,7 +126,7 @@ class Governor:
 
     def alive(self):
         """Whether its thread runs (the watchdog's too)."""
-        return bool(self._board[self._held + self.n + _RUNNING]) and self.watchdog.poll() is None
+        return self._board[self._held + self.n + _RUNNING] == self.id and self.watchdog.poll() is None
 
 
 def _tell(watchdog, request):
@@ -176,7 +178,7 @@ class Governed:
         if "govern" in line:
             stop, ender = os.pipe()
             pids = {int(pe): int(pid) for pe, pid in line["pids"].items()}
-            args = (line["path"], int(line["n"]), pids, float(line["after"]), int(line["stride"]), stop)
+            args = (line["path"], int(line["n"]), pids, float(line["after"]), int(line["stride"]), stop, int(line["govern"]))
             thread = threading.Thread(target=_govern, args=args, name=f"governor-{line['govern']}", daemon=True)
             self.threads[line["govern"]] = (thread, ender)
             thread.start()
@@ -197,16 +199,16 @@ class Governed:
             self.end(key)
 
 
-def _govern(path, n, pids, after, stride, stop):
+def _govern(path, n, pids, after, stride, stop, key):
     """Duty-cycle the PEs ``pids`` that wait long, until ``stop`` (a file descriptor, closed after)
-    reads its end or the PEs are gone."""
+    reads its end or the PEs are gone; ``key`` is the governor's id on the board."""
     try:
-        _duty_cycle(path, n, pids, after, stride, stop)
+        _duty_cycle(path, n, pids, after, stride, stop, key)
     finally:
         os.close(stop)
 
 
-def _duty_cycle(path, n, pids, after, stride, stdin):
+def _duty_cycle(path, n, pids, after, stride, stdin, key):
     with contextlib.suppress(OSError, AttributeError):  # on time where the user may (root, RLIMIT_RTPRIO)
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))  # this thread only
     fd = os.open(path, os.O_RDWR)
@@ -280,7 +282,8 @@ def _duty_cycle(path, n, pids, after, stride, stdin):
                 break
     finally:
         wake()
-        board[stats + _RUNNING] = 0
+        if board[stats + _RUNNING] == key:
+            board[stats + _RUNNING] = 0
         board.release()
         pages.close()
 

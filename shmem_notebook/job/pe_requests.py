@@ -209,7 +209,7 @@ class Asking:
         ``rc.polite_ms = 0`` switches it off."""
         governor, wanted = self._governor, rc.polite_ms > 0 and self.library.polls
         if governor and (not wanted or rc.polite_ms != governor.after_ms or not governor.serves(self._engine_set_id)):
-            governor.close()
+            governor.close(wait=1.0)  # its thread's counts and end are on the board the next one takes
             governor = None
         if governor is None and wanted:
             governor = governor_for(self, rc.polite_ms / 1000)
