@@ -178,7 +178,8 @@ class Governed:
         if "govern" in line:
             stop, ender = os.pipe()
             pids = {int(pe): int(pid) for pe, pid in line["pids"].items()}
-            args = (line["path"], int(line["n"]), pids, float(line["after"]), int(line["stride"]), stop, int(line["govern"]))
+            numbers = int(line["n"]), pids, float(line["after"]), int(line["stride"])
+            args = (line["path"], *numbers, stop, int(line["govern"]))
             thread = threading.Thread(target=_govern, args=args, name=f"governor-{line['govern']}", daemon=True)
             self.threads[line["govern"]] = (thread, ender)
             thread.start()
