@@ -332,6 +332,8 @@ shmem.barrier_all()
 """
 
 LOCK = {"max_pes": 2}
+#: a lock and a context: OSHMPI creates no contexts (the catalogue's "contexts" cases end in UnsupportedError there)
+LOCK_CTX = {"max_pes": 2, "refused_on": ("oshmpi",)}
 
 CASES = [
     Case("class-mailbox", "class", False, MAILBOX),
@@ -415,13 +417,13 @@ CASES = [
         ),
         **LOCK,
     ),
-    Case("lock-ctx-quiet-before-unlock", "locks", False, LOCKED_CTX, **LOCK),
+    Case("lock-ctx-quiet-before-unlock", "locks", False, LOCKED_CTX, **LOCK_CTX),
     Case(
         "lock-ctx-not-quieted",
         "locks",
         True,
         _twin(LOCKED_CTX, "        ctx.quiet()\n", ""),
-        **LOCK,
+        **LOCK_CTX,
     ),
     Case("test-poll-read-after", "polling", False, POLLING),
     Case(
@@ -503,3 +505,6 @@ CASES = [
         ),
     ),
 ]
+for _case in CASES:  # OSHMPI aborts the job on the multi-word waits: the tool refuses them there
+    if "wait_until_all(" in _case.code or "wait_until_any(" in _case.code:
+        _case.refused_on += ("oshmpi",)

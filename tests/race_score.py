@@ -40,6 +40,8 @@ def run_cases(job, cases, arrays, reset, spec="1.4", picture=None, timeout=60):
             error = None
         except PEError as exc:
             result, error = exc.result, exc
+            if job.state != "running":  # PEs stranded by the error (waiting for one that raised): a fresh job
+                job.restart()
         except shmem_notebook.CellStoppedError as exc:  # a hang is a wrong case, not a stuck run
             rows.append((case, False, str(exc)))
             job.restart()
