@@ -1,6 +1,7 @@
 """Issue 48 items 1-3 for the race catalogue: racy and fixed twins in the shapes users write (partials,
 classes, dict-held buffers, generators, ``ffi.from_buffer``; fancy-index, mask, ``np.put``/``np.add.at``/
-``np.copyto(where=)``/``.flat`` footprints; ``wait_until_any/some`` ordering only what they return).
+``np.copyto(where=)``/``.flat`` footprints; ``wait_until_any/some`` ordering only what they return); and
+from the held-out set (:mod:`race_heldout`), a put through a context quieted inside a lock.
 
 Every fixed twin was a false race before (binding counted as a read; an index set counted as its bounding
 range); every ``wait_until_any`` racy twin was a missed race (the wait ordered every producer). Markers as
@@ -140,6 +141,26 @@ POLL = ANY.replace(
     "        if i is None:\n"
     "            continue\n",
 )
+#: PE 0 puts through a context inside a lock; PE 1 reads under the same lock until it sees the data.
+#: clear_lock completes the default context only: the put is inside the lock when ctx.quiet() comes
+#: before clear_lock (the racy twin quiets after it)
+LOCKED_CTX = """ctx = shmem.TEAM_WORLD.create_ctx()
+lock = shmem.new_lock()
+seen = 0
+shmem.barrier_all()
+if me == 0:
+    shmem.set_lock(lock)
+    shmem.put(remote, np.full(4, 2, dtype=np.int32), 1, ctx=ctx)  # A
+    ctx.quiet()
+    shmem.clear_lock(lock)
+if me == 1:
+    while seen != 2:
+        shmem.set_lock(lock)
+        seen = int(remote[0])  # B
+        shmem.clear_lock(lock)
+shmem.barrier_all()
+ctx.destroy()
+"""
 #: OSHMPI aborts the job on the multi-word waits: the tool refuses them there (deviation multi_waits)
 MULTI_WAITS_REFUSED = ("oshmpi",)
 
@@ -208,6 +229,19 @@ def cases(Case, _twin):
             "shapes",
             True,
             _twin(POLL, "        total += int(results[i])  # B\n", "        total = int(results[:npes].sum())  # B\n"),
+        ),
+        # contexts: OSHMPI has none (UnsupportedError); locks: 2 PEs (race_catalogue's docstring)
+        Case("lock-ctx-quiet-inside", "contexts", False, LOCKED_CTX, max_pes=2),
+        Case(
+            "lock-ctx-quiet-after-clear_lock",
+            "contexts",
+            True,
+            _twin(
+                LOCKED_CTX,
+                "    ctx.quiet()\n    shmem.clear_lock(lock)\n",
+                "    shmem.clear_lock(lock)\n    ctx.quiet()\n",
+            ),
+            max_pes=2,
         ),
     ]
     for case in shapes:

@@ -11,6 +11,7 @@ import shmem_notebook
 from conftest import job_fixture, needs_oshmpi, needs_sos, running_job
 from race_catalogue import ARRAYS, CASES, RESET
 from race_fixes import check_each_fix, notebook_race_cells
+from race_score import run_cases
 from shmem_notebook import Access, PEError, Race
 from shmem_notebook.analysis.happens_before import find_races
 
@@ -23,77 +24,14 @@ LIBRARIES = [
     pytest.param(("sos", "1.5"), id="sos", marks=needs_sos),
     pytest.param(("oshmpi", "1.4"), id="oshmpi", marks=needs_oshmpi),
 ]
-#: libraries that create no contexts: their "contexts" cases end in UnsupportedError (OSHMPI: MPI has no endpoints)
-NO_CONTEXTS = {"oshmpi"}
 
 
 def _run_catalogue(job, spec="1.4"):
     """Run every case; return (rows, scores): rows = (case, verdict, detail). ``spec``: the
-    OpenSHMEM version of the job's library (1.5 cases end in UnsupportedError below 1.5)."""
-    tp = fp = tn = fn = 0
-    rows = []
-    for case in CASES:
-        if not case.runs_at(job.n):
-            continue
-        job.run(RESET, arrays=ARRAYS, stdout=io.StringIO(), timeout=60)
-        out = io.StringIO()
-        try:
-            result = job.run(case.code, race=True, stdout=out, stderr=io.StringIO(), timeout=60)
-            error = None
-        except PEError as exc:
-            result, error = exc.result, exc
-        except shmem_notebook.CellStoppedError as exc:  # a hang is a wrong case, not a stuck test
-            rows.append((case, False, str(exc)))
-            job.restart()
-            continue
-        expected = case.error_on(spec) or (
-            "UnsupportedError"
-            if (case.category == "contexts" and job.library.name in NO_CONTEXTS) or job.library.name in case.refused_on
-            else None
-        )
-        if expected:
-            ok = error is not None and all(e[0] == expected for e in error.errors.values())
-            rows.append((case, ok, str(error)))
-            continue
-        assert error is None, f"{case.name}: {error}"
-        want = set(case.lines)
-        named = [r for r in result.races if {_marked(a) for a in r.accesses} == want]
-        if case.pending:  # run, not scored; says when the verdict became right
-            right = bool(named) if case.race else not result.races
-            rows.append(
-                (
-                    case,
-                    None,
-                    ("now right, score it: " if right else "") + ("; ".join(map(str, result.races)) or "no race"),
-                )
-            )
-            continue
-        for race in result.races:  # every race comes with a picture (issue 48), drawn once per race
-            checked_picture(race, draw=job.n == 2 and job.library.name == "oshmem")
-        if case.race:
-            ok = bool(named)
-            tp, fn = tp + ok, fn + (not ok)
-        else:
-            ok = not result.races
-            tn, fp = tn + ok, fp + (not ok)
-        rows.append((case, ok, "; ".join(map(str, result.races)) or "no race"))
-    precision = tp / (tp + fp) if tp + fp else 1.0
-    recall = tp / (tp + fn) if tp + fn else 1.0
-    accuracy = (tp + tn) / (tp + tn + fp + fn)
-    return rows, {
-        "tp": tp,
-        "fp": fp,
-        "tn": tn,
-        "fn": fn,
-        "precision": precision,
-        "recall": recall,
-        "accuracy": accuracy,
-    }
-
-
-def _marked(access):
-    """The cell line a case's marker is on: the access's own line in a function of the cell, else its line."""
-    return access.own_line if access.own_line is not None and access.own_file is None else access.line
+    OpenSHMEM version of the job's library (1.5 cases end in UnsupportedError below 1.5); every race
+    comes with a picture (issue 48), drawn once per race on OSHMEM at 2 PEs."""
+    draw = job.n == 2 and job.library.name == "oshmem"
+    return run_cases(job, CASES, ARRAYS, RESET, spec, picture=lambda race: checked_picture(race, draw=draw))
 
 
 @pytest.mark.pe

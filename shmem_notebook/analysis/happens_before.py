@@ -189,6 +189,7 @@ class _Simulation:
         self.order = []  # (pe, index) in the order the simulation started them
         self.ends = defaultdict(list)  # (pe, index) -> [(pe, clock)]
         self.locks_at = {}  # (pe, index) -> locks held
+        self.quieted_in = {}  # (pe, index) of an operation on a context -> locks held when its PE completed it
         self.fences = defaultdict(list)  # (pe, ctx) -> indices of fences
         self._fenced = {}  # (pe, ctx, target, waiter) -> writes before this index already given an end
         self.waited = {}  # (pe, index) of a wait -> writes it was matched to
@@ -315,6 +316,8 @@ class _Simulation:
             for index, c in pending[pe]:
                 if c == ctx:
                     self.ends[(pe, index)].append((pe, at))
+                    if ctx != 0:  # a context's quiet inside a lock completes it inside (clear_lock: ctx 0 only)
+                        self.quieted_in[(pe, index)] = frozenset(held[pe])
                 else:
                     keep.append((index, c))
             pending[pe] = keep
@@ -597,7 +600,7 @@ def _accesses(sim, labels=None):
             op, target, ctx = e.op, e.pe, e.ctx
             asynchronous, returned, mode, writes, lmode = _RMA_MODES[op]
             ends = here if returned else sim.ends[(pe, i)]
-            held = locks if (ctx == 0 or ends is here) else frozenset()
+            held = locks if (ctx == 0 or ends is here) else locks & sim.quieted_in.get((pe, i), frozenset())
             found.append(
                 _Access(
                     target,
@@ -640,7 +643,7 @@ def _accesses(sim, labels=None):
                         op,
                         point,
                         local_ends,
-                        locks if not asynchronous or ctx == 0 else frozenset(),
+                        locks if not asynchronous or ctx == 0 else locks & sim.quieted_in.get((pe, i), frozenset()),
                         ctx,
                         fp=e.lfp,
                     )

@@ -28,7 +28,8 @@ repeated epochs (:mod:`.repeats`), the capped-trace cut (:mod:`.partial`) and th
   PEs' increments cannot make up, ordered after that PE's increment that brings its count there; for a
   flag set to values, the write of the one PE whose values satisfy it (the first in its program order).
   Where the values are not known, the writes whose values the wait saw, else every write to the flag.
-- **Locks**: accesses inside critical sections of one lock do not race each other.
+- **Locks**: accesses inside critical sections of one lock do not race each other; an operation on
+  another context than the default is inside only if its context's ``quiet`` came before ``clear_lock``.
 
 Pure data and arithmetic over events (:data:`shmem_notebook.operations.EVENT_FIELDS`).
 """
