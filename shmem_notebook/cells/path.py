@@ -7,23 +7,26 @@ Collective on the PEs: the cell goes to every PE at once.
 
 The path uses only the job's public surface: ``prepare_cell``, ``send_cell``, ``dead_pes``,
 ``locate``, ``blocked_calls``, ``write_word``, ``waiting_since``, ``interrupt``, ``pause``,
-``mark_dead`` and ``ask`` (see :mod:`shmem_notebook.job.pe_requests`), and its attributes ``n``,
-``pes``, ``timeout``, ``state``, ``last_result`` and ``cell_callbacks``.
+``mark_dead``, ``restart`` and ``ask`` (see :mod:`shmem_notebook.job.pe_requests`), and its attributes
+``n``, ``pes``, ``timeout``, ``state``, ``last_result``, ``cell_callbacks``, ``specs``, ``crash``,
+``restart_on_hang`` and ``RESTART_HINT``: :class:`~.surface.JobSurface` declares them.
 """
 
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TextIO
 
 from ..analysis.postmortem import cell_error, where_report
 from ..arguments import check_timeout
-from ..errors import CellStoppedError, PEDiedError, PEError
+from ..errors import CellStoppedError, PEDiedError, PEError, ShmemNotebookError
 from ..folding import pe_ranges
 from . import deadlock, display, stranded, unblock
 from .output import OutputMerger, busy_hold
 from .result import CellResult
-from .stages import stages_for
+from .stages import Stage, stages_for
 from .surface import JobSurface, SentCell
 
 __all__ = ["Cell", "run_cell", "rerun"]
@@ -31,23 +34,32 @@ __all__ = ["Cell", "run_cell", "rerun"]
 
 @dataclass
 class Cell:
-    """One cell on its way through the path."""
+    """One cell on its way through the path (``write_out`` and ``write_err``: keywords, always given)."""
 
     job: JobSurface
     code: str
     timeout: float | None = None
-    stages: list = field(default_factory=list)
-    write_out: object = None
-    write_err: object = None
+    stages: list[Stage] = field(default_factory=list)
+    write_out: Callable[[str], object] = field(kw_only=True)
+    write_err: Callable[[str], object] = field(kw_only=True)
     request: SentCell | None = None  # once dispatched: ChannelCell or ExecuteCell (see .channel)
-    before_requests: list = field(default_factory=list)  # [(op, args)] the PEs answer right before the cell
-    after_requests: list = field(default_factory=list)  # [(op, args)] (or op names) the PEs answer right after it
-    waiting: dict | None = (
+    #: [(op, args)] the PEs answer right before the cell
+    before_requests: list[tuple[str, Sequence[Any]]] = field(default_factory=list)
+    after_requests: list[Any] = field(default_factory=list)  # [(op, args)] (or op names) the PEs answer right after it
+    waiting: dict[int, Any] | None = (
         None  # PE -> (line, call) of PEs stranded by others' errors (.stranded) or deadlocked (.deadlock)
     )
 
 
-def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **options):
+def run_cell(
+    job: JobSurface,
+    code: str,
+    arrays: Any = None,
+    timeout: float | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    **options: Any,
+) -> CellResult:
     """Run ``code`` on every PE of ``job``; see :meth:`shmem_notebook.Job.run`. Collective."""
     cell = _prepare(job, code, arrays, timeout, stdout, stderr, options)
     result, where, pending = _run(cell)
@@ -58,11 +70,17 @@ def run_cell(job, code, arrays=None, timeout=None, stdout=None, stderr=None, **o
         callback(job, result)
     _report(cell, result, where)
     if not pending:
+        assert cell.request is not None  # sent by _run
         cell.request.forget()
     return result
 
 
-def rerun(cell, before=(), after=(), write=None):
+def rerun(
+    cell: Cell,
+    before: Iterable[tuple[str, Sequence[Any]]] = (),
+    after: Iterable[Any] = (),
+    write: Callable[[str], object] | None = None,
+) -> tuple[Cell, CellResult, ShmemNotebookError | None]:
     """Run ``cell``'s code on every PE again, for a stage (``stress``), through the same path
     (dispatch, stream, collect) with the requests ``before`` and ``after`` riding with it and its
     output going to ``write``. No stage runs and nothing is recorded (``job.last_result``, the cell
@@ -86,32 +104,33 @@ def rerun(cell, before=(), after=(), write=None):
     if error is not None:
         error.result = result
     elif not pending:
+        assert again.request is not None  # sent by _run
         again.request.forget()
     return again, result, error
 
 
-def _run(cell):
+def _run(cell: Cell) -> tuple[CellResult, dict[int, Any], list[int]]:
     """Dispatch, stream and collect ``cell``: ``(CellResult, where the stopped PEs were, PEs still running)``."""
     job = cell.job
     started = time.monotonic()
-    cell.request = job.send_cell(cell.code, cell.before_requests, cell.after_requests)
+    request = cell.request = job.send_cell(cell.code, cell.before_requests, cell.after_requests)
     try:
         outcome, pending = _stream(cell, started)
     except KeyboardInterrupt:
-        outcome, pending = "interrupted", cell.request.pending()
+        outcome, pending = "interrupted", request.pending()
     where = job.locate(pending) if outcome in ("timeout", "interrupted") else {}
     if outcome in ("timeout", "interrupted"):  # as the stop button: PEs that can stop raise KeyboardInterrupt
-        pending = job.interrupt(cell.request, pending)
-        blocked = _settled(job, cell.request, pending)
+        pending = job.interrupt(request, pending)
+        blocked = _settled(job, request, pending)
         pending = sorted(blocked)
         if pending and all(isinstance(w, tuple) and w[1] in stranded.BLOCKING for w in blocked.values()):
-            pending = unblock.release(job, cell.request, blocked)  # released where they can be, else paused
+            pending = unblock.release(job, request, blocked)  # released where they can be, else paused
         elif pending:  # blocked in OpenSHMEM for good: paused, so that they burn no CPU until the restart
             job.pause(pending)
     if outcome in ("stranded", "deadlock"):  # PEs wait in OpenSHMEM for PEs that ended the cell, or for each other
-        where = cell.waiting
-        pending = stranded.release(job, cell.request, where)
-    result = _collect(cell.request.metadata, time.monotonic() - started, pending, outcome)
+        where = cell.waiting or {}  # set by _stream with these outcomes
+        pending = stranded.release(job, request, where)
+    result = _collect(request.metadata, time.monotonic() - started, pending, outcome)
     if outcome in ("stranded", "deadlock"):  # the waiting PEs' KeyboardInterrupt is the tool's, not theirs
         result.errors = {pe: e for pe, e in result.errors.items() if pe not in where}
         result.waiting = where
@@ -125,7 +144,7 @@ def _run(cell):
 SETTLE = 10.0
 
 
-def _settled(job, request, pending):
+def _settled(job: JobSurface, request: SentCell, pending: list[int]) -> dict[int, Any]:
     """``{pe: where}`` for the PEs of ``pending`` still running ``request`` once things settled after the
     interrupt: every one of them seen twice at the same place in a call that waits for other PEs
     (:data:`stranded.BLOCKING`), or :data:`SETTLE` seconds passed. Where they were *before* the
@@ -142,7 +161,15 @@ def _settled(job, request, pending):
     return {}
 
 
-def _prepare(job, code, arrays, timeout, stdout, stderr, options):
+def _prepare(
+    job: JobSurface,
+    code: str,
+    arrays: Any,
+    timeout: float | None,
+    stdout: TextIO | None,
+    stderr: TextIO | None,
+    options: dict[str, Any],
+) -> Cell:
     """Check the job and the arguments, allocate the cell's arrays, run the stages' ``before``."""
     stages = stages_for(options)
     job.prepare_cell(arrays)
@@ -162,16 +189,17 @@ def _prepare(job, code, arrays, timeout, stdout, stderr, options):
     return cell
 
 
-def _stream(cell, started):
+def _stream(cell: Cell, started: float) -> tuple[str, list[int]]:
     """Show output as it arrives; return (outcome, PEs still running) once every PE
     finished ('ok'), the timeout passed ('timeout') or PEs died ('died')."""
     job, request, timeout = cell.job, cell.request, cell.timeout
+    assert request is not None  # sent by _run
     own = {pe: {"pid": info.get("pid")} for pe, info in job.pes.items()}  # lines differing by pid fold
     hold = busy_hold()  # the load, read once for both streams
     out, err = (OutputMerger(range(job.n), w, hold=hold, own=own) for w in (cell.write_out, cell.write_err))
-    seen = {}
+    seen: dict[tuple[int, str], int] = {}
 
-    def feed():
+    def feed() -> list[int]:
         pending = request.pending()
         for pe, md in enumerate(request.metadata):
             for key, merger in (("stdout", out), ("stderr", err)):
@@ -186,7 +214,9 @@ def _stream(cell, started):
         err.flush()
         return pending
 
-    next_check, outcome, stranded_check, first_ended = time.monotonic() + 0.25, None, None, None
+    outcome: str | None = None
+    stranded_check: float | None = None
+    next_check, first_ended = time.monotonic() + 0.25, 0.0  # first_ended: read once stranded_check is set
     watch = deadlock.Watch(job, cell.code)
     try:
         while outcome is None:
@@ -220,7 +250,7 @@ def _stream(cell, started):
         err.close()
 
 
-def _collect(metadata, seconds, pending, outcome):
+def _collect(metadata: list[dict[str, Any]], seconds: float, pending: Iterable[int], outcome: str) -> CellResult:
     result = CellResult(seconds=seconds, pending=list(pending), outcome=outcome)
     for pe, md in enumerate(metadata):
         result.stdout[pe], result.stderr[pe] = md.get("stdout", ""), md.get("stderr", "")
@@ -236,7 +266,7 @@ def _collect(metadata, seconds, pending, outcome):
     return result
 
 
-def _report(cell, result, where):
+def _report(cell: Cell, result: CellResult, where: dict[int, Any]) -> None:
     """Show the last expressions and the stages' findings, then raise for whatever went wrong."""
     write_out = cell.write_out
     display.show(result, write_out)  # displays, then the last expressions
@@ -248,12 +278,12 @@ def _report(cell, result, where):
         raise error
 
 
-def _launcher(job):
+def _launcher(job: JobSurface) -> str:
     """What started the PEs, as the user would type it: ``oshrun``, or ``mpirun.openmpi`` for OSHMPI."""
     return os.path.basename(getattr(getattr(job, "library", None), "oshrun", "") or "oshrun")
 
 
-def _error(cell, result, where):
+def _error(cell: Cell, result: CellResult, where: dict[int, Any]) -> ShmemNotebookError | None:
     """The error the cell ends in, or None."""
     job = cell.job
     if result.outcome == "died":
@@ -305,7 +335,7 @@ def _error(cell, result, where):
     return None
 
 
-def _restarted(job):
+def _restarted(job: JobSurface) -> str:
     """Restart a hung job by itself (``restart_on_hang``); what was lost, in words."""
     arrays = ", ".join(job.specs)
     job.restart()

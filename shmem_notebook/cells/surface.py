@@ -9,9 +9,10 @@ dispatch route of :mod:`.channel` returns for a cell on its way.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 if TYPE_CHECKING:
+    from ..specs import ArraySpec
     from .result import CellResult
 
 __all__ = ["JobSurface", "SentCell"]
@@ -50,6 +51,10 @@ class JobSurface(Protocol):
     last_result: CellResult | None
     cell_callbacks: list[Callable[[Any, CellResult], object]]
     stage_state: dict[str, Any]  # what each stage keeps between cells (see .stages)
+    specs: dict[str, ArraySpec]  # the declared arrays, in declaration order
+    crash: dict[int, Any]  # PE -> cause, once PEs died
+    restart_on_hang: bool  # a hung cell restarts the job by itself
+    RESTART_HINT: str  # how to get a fresh job, in words
 
     def prepare_cell(self, arrays: Any = None) -> None:
         """Check that a cell can run now and allocate the arrays it declares. Collective."""
@@ -97,4 +102,8 @@ class JobSurface(Protocol):
 
     def mark_dead(self) -> str:
         """Record why the PEs died; what killed them, in words."""
+        ...
+
+    def restart(self) -> Self:
+        """A fresh job with the same PEs and options; declared arrays come back zeroed."""
         ...

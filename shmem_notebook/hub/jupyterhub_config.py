@@ -17,6 +17,7 @@ import contextlib
 import os
 import pwd
 import sys
+from typing import Any
 
 import psutil
 
@@ -30,7 +31,7 @@ except NameError:  # imported as a plain module (the layout tests import every m
     c = Config()
 
 
-def end_orphan_kernels(spawner):
+def end_orphan_kernels(spawner: Any) -> None:  # a jupyterhub.spawner.Spawner (jupyterhub is untyped)
     """Once a student's server stopped, end their kernels that outlived it (one that hung on its way
     out, or whose server was killed): each job's watchdog then cleans up after its kernel."""
     uid = pwd.getpwnam(spawner.user.name).pw_uid
@@ -40,7 +41,7 @@ def end_orphan_kernels(spawner):
                 proc.kill()
 
 
-def fixed_port(spawner):
+def fixed_port(spawner: Any) -> None:
     """Each student's server listens on a port of their own, 10000 + uid % 20000, below the ports the
     kernel hands out (32768 and up): with thirty servers, controllers and PEs starting at once, a
     random port the hub picked was taken before the server bound it, and that server never came up."""

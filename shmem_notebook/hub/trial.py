@@ -21,9 +21,11 @@ import sysconfig
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterable
+from typing import Any, Self
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
-from tornado.websocket import websocket_connect
+from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from . import CONFIG
 
@@ -32,7 +34,7 @@ __all__ = ["class_python", "Hub", "Student", "Kernel", "Reply", "make_students",
 AsyncHTTPClient.configure(None, max_clients=200)  # every student's requests at once
 
 
-def class_python(directory):
+def class_python(directory: str) -> str:
     """A Python every student may run that sees this environment's packages: this one, or (when its base
     sits where students cannot reach, e.g. under /root) a virtualenv in ``directory`` made from the
     system's Python of the same version, whose site-packages include this environment's."""
@@ -52,7 +54,7 @@ def class_python(directory):
     return os.path.join(venv, "bin", "python")
 
 
-def make_students(names, notebooks=()):
+def make_students(names: Iterable[str], notebooks: Iterable[str] = ()) -> None:
     """Create a system user (own group, home) for each name, with a copy of ``notebooks`` they own."""
     for name in names:
         subprocess.run(["useradd", "-m", "-U", "-s", "/bin/bash", name], check=True, capture_output=True)
@@ -63,13 +65,13 @@ def make_students(names, notebooks=()):
             shutil.chown(target, name, name)
 
 
-def remove_students(names):
+def remove_students(names: Iterable[str]) -> None:
     """Remove the users and their homes (their processes must be gone: :meth:`Hub.stop`)."""
     for name in names:
         subprocess.run(["userdel", "-r", "-f", name], capture_output=True)
 
 
-def lesson(path, pes=2):
+def lesson(path: str, pes: int = 2) -> list[str]:
     """The code cells of notebook ``path``, its ``%shmem start -n N`` asking for ``pes`` PEs."""
     with open(path) as fh:
         cells = json.load(fh)["cells"]
@@ -83,17 +85,19 @@ def lesson(path, pes=2):
 class Reply:
     """What a cell did: its output text (streams, results, the error), ``error`` (ename or None), seconds."""
 
-    def __init__(self, text, error, seconds):
+    def __init__(self, text: str, error: str | None, seconds: float) -> None:
         self.text, self.error, self.seconds = text, error, seconds
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<Reply error={self.error} {self.seconds:.1f} s: {self.text[:200]!r}>"
 
 
 class Hub:
     """A JupyterHub run from :data:`CONFIG` in its own session, its state in ``state_dir``."""
 
-    def __init__(self, state_dir, port, password, token, python=None, site=None):
+    def __init__(
+        self, state_dir: str, port: int, password: str, token: str, python: str | None = None, site: str | None = None
+    ) -> None:
         self.state_dir, self.port, self.password, self.token = state_dir, port, password, token
         self.url = f"http://127.0.0.1:{port}"
         self.env = dict(
@@ -106,9 +110,9 @@ class Hub:
         )
         if site:
             self.env["SHMEM_NOTEBOOK_SITE"] = site
-        self.process = None
+        self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout=90.0):
+    def start(self, timeout: float = 90.0) -> Self:
         """Start the hub and its proxy; return once its API answers."""
         log = open(os.path.join(self.state_dir, "hub.log"), "ab")  # the hub's, for its life
         self.process = subprocess.Popen(
@@ -130,11 +134,11 @@ class Hub:
             time.sleep(0.3)
         raise RuntimeError(f"the hub did not answer within {timeout:g} s: {self.log_tail()}")
 
-    def log_tail(self, chars=3000):
+    def log_tail(self, chars: int = 3000) -> str:
         with open(os.path.join(self.state_dir, "hub.log"), errors="replace") as fh:
             return fh.read()[-chars:]
 
-    def stop(self, timeout=120.0):
+    def stop(self, timeout: float = 120.0) -> None:
         """Stop the hub as an administrator would (SIGTERM): it stops every server, then its proxy."""
         if self.process is None or self.process.poll() is not None:
             return
@@ -145,23 +149,28 @@ class Hub:
             os.killpg(self.process.pid, signal.SIGKILL)  # the hub's own session (not the servers')
             self.process.wait(10)
 
-    async def api(self, method, path, token=None, body=None, timeout=120.0):
+    async def api(
+        self, method: str, path: str, token: str | None = None, body: Any = None, timeout: float = 120.0
+    ) -> Any:
         """A request to the hub's REST API (``path`` after ``/hub/api``), as ``token`` (default: the
         instructor's); the decoded answer (None when empty)."""
         return await request(self.url + "/hub/api" + path, method, token or self.token, body, timeout)
 
-    async def add_students(self, names):
+    async def add_students(self, names: Iterable[str]) -> None:
         """The instructor adds the class to the hub."""
         await self.api("POST", "/users", body={"usernames": list(names)})
 
-    async def login(self, name, password=None):
+    async def login(self, name: str, password: str | None = None) -> "Student":
         """``name`` logs in with the class's password: their :class:`Student`, holding a token."""
         body = {"auth": {"username": name, "password": password or self.password}, "note": "class"}
         answer = await request(f"{self.url}/hub/api/users/{name}/tokens", "POST", None, body)
         return Student(self, name, answer["token"])
 
 
-async def request(url, method="GET", token=None, body=None, timeout=120.0):
+async def request(
+    url: str, method: str = "GET", token: str | None = None, body: Any = None, timeout: float = 120.0
+) -> Any:
+    """A request to the hub or a server; the decoded JSON answer (None when empty)."""
     headers = {"Authorization": f"token {token}"} if token else {}
     data = None if body is None else json.dumps(body)
     if data is None and method in ("POST", "PUT", "PATCH"):
@@ -175,15 +184,15 @@ async def request(url, method="GET", token=None, body=None, timeout=120.0):
 class Student:
     """One student on the hub: ``name`` and the token they logged in with."""
 
-    def __init__(self, hub, name, token):
+    def __init__(self, hub: Hub, name: str, token: str) -> None:
         self.hub, self.name, self.token = hub, name, token
         self.server = f"{hub.url}/user/{name}"
 
-    async def api(self, method, path, body=None, timeout=120.0):
+    async def api(self, method: str, path: str, body: Any = None, timeout: float = 120.0) -> Any:
         """A request to the student's own server (``path`` after ``/user/<name>``)."""
         return await request(self.server + path, method, self.token, body, timeout)
 
-    async def start_server(self, timeout=300.0):
+    async def start_server(self, timeout: float = 300.0) -> float:
         """Ask the hub for their server and wait until it is ready; the seconds it took."""
         t0 = time.monotonic()
         with contextlib.suppress(HTTPClientError):  # 400: already running
@@ -195,7 +204,7 @@ class Student:
             await asyncio.sleep(0.5)
         raise TimeoutError(f"{self.name}'s server was not ready within {timeout:g} s")
 
-    async def kernel(self):
+    async def kernel(self) -> "Kernel":
         """A new Python kernel on their server, connected."""
         model = await self.api("POST", "/api/kernels", {"name": "python3"})
         kernel = Kernel(self, model["id"])
@@ -206,28 +215,36 @@ class Student:
 class Kernel:
     """A kernel of a student's server, driven through its websocket (the server's kernel API)."""
 
-    def __init__(self, student, kernel_id):
+    def __init__(self, student: Student, kernel_id: str) -> None:
         self.student, self.id = student, kernel_id
-        self.session, self.ws, self.reconnects = uuid.uuid4().hex, None, 0
+        self.session, self.reconnects = uuid.uuid4().hex, 0
+        self.ws: WebSocketClientConnection | None = None
 
-    async def connect(self):
+    def _socket(self) -> WebSocketClientConnection:
+        if self.ws is None:
+            raise RuntimeError(f"kernel {self.id} is not connected: await its connect() first")
+        return self.ws
+
+    async def connect(self) -> None:
         url = (
             self.student.server.replace("http", "ws", 1) + f"/api/kernels/{self.id}/channels?session_id={self.session}"
         )
         headers = {"Authorization": f"token {self.student.token}"}
         self.ws = await websocket_connect(HTTPRequest(url, headers=headers, request_timeout=120, connect_timeout=120))
 
-    async def execute(self, code, timeout=300.0):
+    async def execute(self, code: str, timeout: float = 300.0) -> Reply:
         """Run ``code``; its :class:`Reply` once the kernel is idle again."""
         msg_id, t0 = uuid.uuid4().hex, time.monotonic()
         header = {"msg_id": msg_id, "username": self.student.name, "session": self.session, "version": "5.3"}
         content = {"code": code, "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False}
         message = {"header": dict(header, msg_type="execute_request"), "parent_header": {}, "metadata": {}}
-        await self.ws.write_message(json.dumps(dict(message, content=content, channel="shell")))
-        text, error, replied, idle = [], None, False, False
+        await self._socket().write_message(json.dumps(dict(message, content=content, channel="shell")))
+        text: list[str] = []
+        error: str | None = None
+        replied, idle = False, False
         while not (replied and idle):
             left = timeout - (time.monotonic() - t0)
-            raw = await asyncio.wait_for(self.ws.read_message(), max(left, 0.01))
+            raw = await asyncio.wait_for(self._socket().read_message(), max(left, 0.01))
             if raw is None:  # as JupyterLab does: reconnect; the server kept this session's messages
                 self.reconnects += 1
                 if self.reconnects > 3:
@@ -251,10 +268,10 @@ class Kernel:
                 idle = True
         return Reply("".join(text), error, time.monotonic() - t0)
 
-    async def interrupt(self):
+    async def interrupt(self) -> None:
         await self.student.api("POST", f"/api/kernels/{self.id}/interrupt")
 
-    async def shutdown(self):
+    async def shutdown(self) -> None:
         if self.ws is not None:
             self.ws.close()
         with contextlib.suppress(HTTPClientError):

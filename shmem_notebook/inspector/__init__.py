@@ -10,6 +10,7 @@ function, and must not pull in matplotlib or ipywidgets for it.
 """
 
 import importlib
+from typing import Any
 
 __all__ = [
     "inspect",
@@ -36,11 +37,11 @@ _WHERE = {
 }
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name in _WHERE:
         return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))

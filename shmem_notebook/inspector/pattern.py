@@ -6,7 +6,10 @@ iterations let one planted outlier move neither ``a`` nor ``b``. An element that
 is one that breaks the pattern the PEs share.
 """
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["breaks_pattern", "MOST_OUTLIERS"]
 
@@ -14,12 +17,13 @@ __all__ = ["breaks_pattern", "MOST_OUTLIERS"]
 MOST_OUTLIERS = 0.1
 
 
-def _low_median(values, axis):
+def _low_median(values: NDArray[Any], axis: int) -> NDArray[Any]:
     ordered = np.sort(values, axis=axis)
-    return np.take(ordered, (values.shape[axis] - 1) // 2, axis=axis)
+    low: NDArray[Any] = np.take(ordered, (values.shape[axis] - 1) // 2, axis=axis)
+    return low
 
 
-def breaks_pattern(values, rounds=3):
+def breaks_pattern(values: ArrayLike, rounds: int = 3) -> NDArray[np.bool_] | None:
     """A bool mask ``[npes, n]`` of the values that break ``value = a[i] + b[pe]``, or None
     when no such pattern explains the data (more than :data:`MOST_OUTLIERS` break it)."""
     v = np.asarray(values)

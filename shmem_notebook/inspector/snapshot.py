@@ -35,9 +35,10 @@ same on every PE. Higher-level reads: :meth:`Snapshot.names`,
 import pickle
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..errors import InputError, NoJobError
 from ..folding import pe_ranges
@@ -55,7 +56,7 @@ TAIL_LINES = 6
 TAIL_CHARS = 600
 
 
-def _tail(text):
+def _tail(text: str) -> str:
     lines = text.rstrip("\n").splitlines()[-TAIL_LINES:]
     return "\n".join(lines)[-TAIL_CHARS:]
 
@@ -65,24 +66,24 @@ class Snapshot:
     """What every PE held at one refresh; see the module docstring for ``pes``."""
 
     npes: int
-    pes: list
+    pes: list[dict[str, Any]]
     time: float = 0.0  # time.time() at the refresh
     seconds: float = 0.0  # how long the refresh took
     payload_bytes: int = 0  # pickled size of all PE replies
     budget: int = DEFAULT_BUDGET
     job_state: str = "running"
-    errors: list = field(default_factory=list)  # problems met while gathering, as text
+    errors: list[str] = field(default_factory=list)  # problems met while gathering, as text
 
     # -- arrays ------------------------------------------------------------
-    def names(self):
+    def names(self) -> list[str]:
         """Array names in heap order (by offset), over every PE that answered."""
-        seen = {}
+        seen: dict[str, int] = {}
         for p in self.pes:
             for name, info in p["arrays"].items():
                 seen.setdefault(name, info["offset"] if info["offset"] is not None else 0)
         return sorted(seen, key=lambda n: (seen[n], n))
 
-    def _infos(self, name):
+    def _infos(self, name: str) -> dict[int, dict[str, Any]]:
         if not isinstance(name, str) or name not in self.names():
             known = ", ".join(self.names()) or "none"
             raise InputError(
@@ -99,17 +100,18 @@ class Snapshot:
             )
         return infos
 
-    def info(self, name):
+    def info(self, name: str) -> dict[str, Any]:
         """Metadata of array ``name`` (from the lowest PE that holds it)."""
         infos = self._infos(name)
         return {k: v for k, v in infos[min(infos)].items() if k not in ("values", "summary")}
 
-    def is_exact(self, name):
+    def is_exact(self, name: str) -> bool:
         """Whether ``name`` came exactly (else as block summaries)."""
         infos = self._infos(name)
-        return infos[min(infos)]["exact"]
+        exact: bool = infos[min(infos)]["exact"]
+        return exact
 
-    def values(self, name, stat="mean"):
+    def values(self, name: str, stat: str = "mean") -> NDArray[Any]:
         """Values of ``name`` on every PE: an ndarray ``(npes, *shape)``.
 
         Exact arrays give their values (``stat`` ignored). Summarised arrays
@@ -130,20 +132,22 @@ class Snapshot:
         return out
 
     @staticmethod
-    def _row(info, stat):
+    def _row(info: dict[str, Any], stat: str) -> NDArray[Any]:
         if info["exact"]:
-            return info["values"]
-        grid = info["summary"][stat]
-        return grid[0] if len(info["shape"]) <= 1 else grid
+            values: NDArray[Any] = info["values"]
+            return values
+        grid: NDArray[Any] = info["summary"][stat]
+        row: NDArray[Any] = grid[0] if len(info["shape"]) <= 1 else grid
+        return row
 
-    def _keys(self, name):
+    def _keys(self, name: str) -> dict[int, NDArray[Any]]:
         """Per PE, what :meth:`diff` compares: exact values, or block hashes."""
         return {
             pe: self._row(info, "hash") if not info["exact"] else info["values"]
             for pe, info in self._infos(name).items()
         }
 
-    def diff(self, name, reference=None):
+    def diff(self, name: str, reference: int | None = None) -> NDArray[np.bool_]:
         """Where PEs disagree on ``name``: a bool array shaped like :meth:`values`.
 
         ``reference=None`` compares each PE with the consensus: per element,
@@ -182,7 +186,7 @@ class Snapshot:
             mask[p] = ~_equal(keys[p], ref)
         return mask
 
-    def _pattern(self, name):
+    def _pattern(self, name: str) -> NDArray[np.bool_] | None:
         """When PEs hold different data by design (no majority at most elements of an exact array),
         the values that break the pattern they share (see :mod:`.pattern`), in PE order; else None."""
         keys = self._keys(name)
@@ -193,7 +197,7 @@ class Snapshot:
             return None
         return breaks_pattern(np.stack([np.asarray(keys[p]).reshape(-1) for p in sorted(keys)]))
 
-    def without(self, name):
+    def without(self, name: str) -> dict[int, str]:
         """``{pe: why}`` of the PEs with no data for ``name``: their state when they did not answer
         (``hung``, ``dead``, ``busy``), else ``no such array`` (bound on other PEs only)."""
         self._infos(name)  # an unknown name is one sentence
@@ -203,13 +207,13 @@ class Snapshot:
             if name not in p["arrays"]
         }
 
-    def differing(self, name, reference=None):
+    def differing(self, name: str, reference: int | None = None) -> dict[int, int]:
         """``{pe: number of differing elements (or blocks)}`` for PEs that differ."""
         mask = self.diff(name, reference)
         counts = mask.reshape(self.npes, -1).sum(axis=1)
         return {pe: int(c) for pe, c in enumerate(counts) if c}
 
-    def describe_diff(self, name, reference=None):
+    def describe_diff(self, name: str, reference: int | None = None) -> str:
         """One sentence on where PEs disagree on ``name``, e.g.
         ``squares: PE 3 differs from the consensus at 1 of 12 elements``."""
         what = "elements" if self.is_exact(name) else "blocks"
@@ -244,9 +248,9 @@ class Snapshot:
         return text + _no_data(self.without(name))
 
 
-def _no_data(without):
+def _no_data(without: dict[int, str]) -> str:
     """``; PE 0 has no data (hung)`` for the PEs of ``{pe: why}``, grouped by why ('' when none)."""
-    by_why = {}
+    by_why: dict[str, list[int]] = {}
     for pe, why in sorted(without.items()):
         by_why.setdefault(why, []).append(pe)
     return "".join(
@@ -254,7 +258,7 @@ def _no_data(without):
     )
 
 
-def _describe_pattern(name, mask, counts, total):
+def _describe_pattern(name: str, mask: NDArray[np.bool_], counts: dict[int, int], total: int) -> str:
     """``name: PEs hold different data by design (...); PE 3 breaks the shared pattern at 1 of 16 elements: [5]``"""
     by_design = f"{name}: PEs hold different data by design (value = a[i] + b[pe] fits the rest)"
     if not counts:
@@ -270,7 +274,7 @@ def _describe_pattern(name, mask, counts, total):
     return f"{by_design}; " + "; ".join(parts)
 
 
-def _consensus(keys):
+def _consensus(keys: dict[int, NDArray[Any]]) -> tuple[NDArray[Any], NDArray[Any]]:
     """Per element, the value most PEs hold (ties: the lowest PE's) and how many PEs hold it."""
     pes = sorted(keys)
     sample = keys[pes[0]]
@@ -287,14 +291,14 @@ def _consensus(keys):
     return ref, best
 
 
-def _equal(a, b):
+def _equal(a: NDArray[Any], b: NDArray[Any]) -> NDArray[np.bool_]:
     eq = a == b
     if a.dtype.kind in "fc":
         eq |= np.isnan(a) & np.isnan(b)
     return np.asarray(eq)
 
 
-def _job_status(job):
+def _job_status(job: "Job") -> tuple[dict[int, dict[str, Any]], list[str]]:
     """Engine rows from job.status(), or all-dead rows when even that fails."""
     try:
         return {row["pe"]: row for row in job.status()}, []
@@ -302,7 +306,7 @@ def _job_status(job):
         return {pe: {"pe": pe, "state": "dead"} for pe in range(job.n)}, [f"status: {exc}"]
 
 
-def _unfinished(outcome, crash=None):
+def _unfinished(outcome: str, crash: object = None) -> str:
     """How the last cell ended on a PE that never finished it (``outcome``: the cell's, see CellResult)."""
     if outcome == "died":
         return f"died ({crash})" if crash else "died (the job ended)"
@@ -334,12 +338,12 @@ def gather_snapshot(job: "Job", budget: int = DEFAULT_BUDGET, timeout: float = D
     payload = sum(len(pickle.dumps(reply, protocol=5)) for reply in replies.values())
     job.record_usage({pe: (r["heap"]["used"], r["heap"]["size"]) for pe, r in replies.items()})
     last = job.last_result
-    pes = []
+    pes: list[dict[str, Any]] = []
     for pe in range(job.n):
         info = job.pes.get(pe, {})
         row = status[pe]
         reply = replies.get(pe)
-        entry = {
+        entry: dict[str, Any] = {
             "pe": pe,
             "state": row["state"],
             "reachable": reply is not None,

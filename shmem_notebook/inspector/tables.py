@@ -2,7 +2,8 @@
 
 import html
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -10,6 +11,7 @@ from ..specs import format_size
 from ..words import plural
 
 if TYPE_CHECKING:
+    from ..analysis.happens_before import Race
     from .snapshot import Snapshot
 
 __all__ = ["state_table", "arrays_table", "values_table", "race_marks", "summary_line", "VALUES_MAX"]
@@ -33,11 +35,11 @@ _CSS = (
 )
 
 
-def _e(x):
+def _e(x: object) -> str:
     return html.escape(str(x))
 
 
-def _table(css_class, header, rows, html_out=True):
+def _table(css_class: str, header: list[str], rows: list[list[tuple[Any, str]]], html_out: bool = True) -> str:
     """``rows``: lists of (text, td-class) cells; HTML, or aligned text when ``html_out`` is false."""
     if not html_out:
         texts = [header] + [[str(c[0]) for c in r] for r in rows]
@@ -50,7 +52,7 @@ def _table(css_class, header, rows, html_out=True):
     return f'{_CSS}<table class="shmem-table {css_class}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _badge(state, html_out):
+def _badge(state: str, html_out: bool) -> str:
     if not html_out:
         return state
     return f'<span class="shmem-badge" style="background:{_STATE_COLOURS.get(state, "#777")}">{_e(state)}</span>'
@@ -58,7 +60,7 @@ def _badge(state, html_out):
 
 def state_table(snapshot: "Snapshot", html_out: bool = True) -> str:
     """Per PE: state, last cell outcome and duration, output tail, RSS, pid, host, heap use."""
-    rows = []
+    rows: list[list[tuple[Any, str]]] = []
     for p in snapshot.pes:
         cell = p["last_cell"]
         seconds = f"{cell['seconds']:.3f} s" if cell["seconds"] is not None else "-"
@@ -90,10 +92,10 @@ def state_table(snapshot: "Snapshot", html_out: bool = True) -> str:
     return _table("shmem-pe-state", header, rows, html_out)
 
 
-def arrays_table(snapshot, html_out=True):
+def arrays_table(snapshot: "Snapshot", html_out: bool = True) -> str:
     """Every symmetric allocation in heap order: name, dtype, shape, bytes, offset, origin, transfer."""
-    rows = []
-    first = next((p for p in snapshot.pes if p["reachable"]), None)
+    rows: list[list[tuple[Any, str]]] = []
+    first: dict[str, Any] = next((p for p in snapshot.pes if p["reachable"]), {})  # {}: none answered
     for b in first["blocks"] if first else []:
         info = first["arrays"].get(b["name"]) if b["name"] else None
         holders = [p["pe"] for p in snapshot.pes if b["name"] and b["name"] in p["arrays"]]
@@ -123,21 +125,28 @@ def arrays_table(snapshot, html_out=True):
     return _table("shmem-arrays", ["name", "dtype", "shape", "bytes", "offset", "origin", "transfer"], rows, html_out)
 
 
-def _blocks(info):
+def _blocks(info: dict[str, Any]) -> str:
     br, bc = info["summary"]["block"]
     gr, gc = info["summary"]["grid"]
     size = f"{bc}-element blocks" if len(info["shape"]) <= 1 else f"{br}x{bc} blocks"
     return f"summary: {gr * gc} {size}"
 
 
-def race_marks(races, name):
+def race_marks(races: Iterable["Race"] | None, name: str) -> set[tuple[int, int]]:
     """``{(pe, flat index)}`` of the elements of array ``name`` that races in ``races`` touch."""
     return {
         (pe, i) for r in races or () if r.array == name for pe in (r.pes or (r.pe,)) for rng in r.indices for i in rng
     }
 
 
-def values_table(snapshot, name, reference=None, html_out=True, races=None, flat=False):
+def values_table(
+    snapshot: "Snapshot",
+    name: str,
+    reference: int | None = None,
+    html_out: bool = True,
+    races: Iterable["Race"] | None = None,
+    flat: bool = False,
+) -> str:
     """Exact numbers of a small array, PE by PE; differing cells highlighted, elements in
     ``races`` (the last cell's :class:`~shmem_notebook.Race` list) outlined (``!`` in text). '' when too large.
     An N-D array keeps its shape: per PE, one row per index of all but the last axis, one column per
@@ -153,12 +162,15 @@ def values_table(snapshot, name, reference=None, html_out=True, races=None, flat
     values = values.reshape(snapshot.npes, -1)
     mask = snapshot.diff(name, reference).reshape(snapshot.npes, -1)
     marks = race_marks(races, name)
-    index = lambda i: ",".join(map(str, np.unravel_index(i, shape)))  # noqa: E731
+
+    def index(i: int) -> str:
+        return ",".join(map(str, np.unravel_index(i, shape)))
+
     if columns == per_pe:
         header = ["PE"] + [index(i) for i in range(per_pe)]
     else:
         header = ["PE", "[" + ", ".join("ijklmnop"[: len(shape) - 1]) + ", :]"] + [str(j) for j in range(columns)]
-    rows = []
+    rows: list[list[tuple[Any, str]]] = []
     for pe in range(snapshot.npes):
         label = f"PE {pe}" + (" (ref)" if pe == reference else "")
         for start in range(0, per_pe, columns):
@@ -179,11 +191,11 @@ def values_table(snapshot, name, reference=None, html_out=True, races=None, flat
     return _table("shmem-values", header, rows, html_out)
 
 
-def _format(v):
+def _format(v: object) -> str:
     return f"{v:.6g}" if isinstance(v, (float, np.floating, complex, np.complexfloating)) else str(v)
 
 
-def summary_line(snapshot):
+def summary_line(snapshot: "Snapshot") -> str:
     """``4 PEs, refreshed 12:01:02 in 0.21 s, 123 KiB received``."""
     stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.time))
     answered = sum(p["reachable"] for p in snapshot.pes)

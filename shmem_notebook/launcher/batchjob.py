@@ -15,6 +15,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from types import FrameType
+from typing import NoReturn
 
 from .slurm import ENDED, OWNER_VARIABLE, query_job, scancel_command
 
@@ -24,7 +27,7 @@ __all__ = ["MARK", "parse_marks", "all_marks", "main"]
 MARK = "shmem_notebook-batch:"
 
 
-def all_marks(text):
+def all_marks(text: str) -> list[dict[str, str]]:
     """Every state line in ``text``, as dicts (``job``, ``state``, ``reason``, ``nodes``, ``t``: epoch s)."""
     marks = []
     for line in text.splitlines():
@@ -34,7 +37,7 @@ def all_marks(text):
     return marks
 
 
-def parse_marks(text):
+def parse_marks(text: str) -> dict[str, str] | None:
     """The last state line in ``text`` (see :func:`all_marks`), or None."""
     marks = all_marks(text)
     return marks[-1] if marks else None
@@ -44,16 +47,16 @@ class _Cancel(Exception):
     pass
 
 
-def _raise_cancel(signum, frame):
+def _raise_cancel(signum: int, frame: FrameType | None) -> NoReturn:
     raise _Cancel()
 
 
-def _mark(job_id, state, reason="", nodes=""):
+def _mark(job_id: str, state: str, reason: str = "", nodes: str = "") -> None:
     reason = (reason or "None").replace(" ", "_")
     print(f"{MARK} job={job_id} state={state} reason={reason} nodes={nodes or '-'} t={time.time():.3f}", flush=True)
 
 
-def _submit(sbatch):
+def _submit(sbatch: Sequence[str]) -> str:
     env = dict(os.environ)
     env.pop(OWNER_VARIABLE, None)
     out = subprocess.run(sbatch, capture_output=True, text=True, env=env, timeout=120)
@@ -64,7 +67,7 @@ def _submit(sbatch):
     return out.stdout.strip().split(";")[0]
 
 
-def follow(job_id, poll):
+def follow(job_id: str, poll: float) -> str:
     """Print state changes until the job ended; return its last state."""
     seen = None
     while True:
@@ -78,7 +81,7 @@ def follow(job_id, poll):
         time.sleep(poll)
 
 
-def cancel(job_id, poll, limit=30.0):
+def cancel(job_id: str, poll: float, limit: float = 30.0) -> str:
     """scancel the job and wait (up to ``limit`` s) until Slurm says it ended."""
     subprocess.run(scancel_command(job_id), capture_output=True, timeout=60)
     deadline = time.monotonic() + limit
@@ -91,7 +94,7 @@ def cancel(job_id, poll, limit=30.0):
     return "CANCELLING"
 
 
-def _print_log(path, job_id):
+def _print_log(path: str, job_id: str) -> None:
     path = path.replace("%j", str(job_id))
     for _ in range(20):  # a shared file system may show the file late
         if os.path.exists(path):
@@ -102,13 +105,13 @@ def _print_log(path, job_id):
         time.sleep(0.1)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> NoReturn:
     parser = argparse.ArgumentParser(prog="python -m shmem_notebook.launcher.batchjob")
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between squeue queries")
     parser.add_argument("--log", default=None, help="the job's output file (%%j = job id)")
     parser.add_argument("sbatch", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    sbatch = args.sbatch[1:] if args.sbatch[:1] == ["--"] else args.sbatch
+    sbatch: list[str] = args.sbatch[1:] if args.sbatch[:1] == ["--"] else args.sbatch
     signal.signal(signal.SIGTERM, _raise_cancel)
     signal.signal(signal.SIGINT, _raise_cancel)
     job_id = None

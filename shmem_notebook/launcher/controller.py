@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 import types
+from typing import Any
 
 from .. import lazy_imports
 
@@ -43,7 +44,7 @@ from ipyparallel.controller import heartmonitor  # noqa: E402  (after lazy_impor
 __all__ = ["EagerHeartMonitor", "HeartThread", "ipc_names", "main"]
 
 
-class EagerHeartMonitor(heartmonitor.HeartMonitor):
+class EagerHeartMonitor(heartmonitor.HeartMonitor):  # type: ignore[misc]  # ipyparallel: untyped
     """A HeartMonitor that beats every :attr:`starting_ms` while fewer than :attr:`expected`
     hearts answer."""
 
@@ -52,24 +53,25 @@ class EagerHeartMonitor(heartmonitor.HeartMonitor):
     #: the period while hearts are missing, ms
     starting_ms = 50
 
-    def start(self):
-        self._heard, self._counted = {}, 0.0
+    def start(self) -> None:
+        self._heard: dict[Any, float] = {}
+        self._counted = 0.0
         super().start()
         self._pace(answered=0)
 
-    def beat(self):
+    def beat(self) -> None:
         answered = len(self.responses)  # hearts that answered the last ping (beat clears them)
         super().beat()
         self._pace(answered)
 
-    def _pace(self, answered):
+    def _pace(self, answered: int) -> None:
         self.caller.callback_time = self.starting_ms if answered < self.expected else self.period
 
-    def handle_pong(self, msg):
+    def handle_pong(self, msg: list[Any]) -> None:
         self._heard[msg[0]] = time.monotonic()
         super().handle_pong(msg)
 
-    def _check_missed(self, missed_beats, on_probation, hearts):
+    def _check_missed(self, missed_beats: list[Any], on_probation: Any, hearts: Any) -> Any:
         """Count misses once per ``period``, and only of hearts unheard for two periods."""
         now = time.monotonic()
         if now - self._counted < 0.9 * self.period / 1000:
@@ -85,22 +87,22 @@ class HeartThread(threading.Thread):
     """What ipyparallel's controller starts its heart monitor in (its ``Process``): a daemon thread of
     the controller. ``terminate`` does nothing: the thread ends with the controller."""
 
-    def terminate(self):
+    def terminate(self) -> None:
         pass
 
 
-def ipc_names(controller_class):
+def ipc_names(controller_class: Any) -> None:
     """Make ``controller_class`` (ipyparallel's IPController) name its IPC sockets ``<path>:1``, ``<path>:2``, ...
     (see the module's docstring); TCP is left as it is."""
     pick_port = controller_class.next_port
 
-    def next_port(self, pool_name="common"):
+    def next_port(self: Any, pool_name: str = "common") -> Any:
         if "tcp" in (self.engine_transport, self.client_transport, self.monitor_transport):
             return pick_port(self, pool_name)
         self._ipc_sockets = getattr(self, "_ipc_sockets", 0) + 1
         return self._ipc_sockets
 
-    def construct_url(self, kind, channel, index=None):
+    def construct_url(self: Any, kind: str, channel: str, index: int | None = None) -> str:
         info = {"engine": self.engine_info, "client": self.client_info, "internal": self.internal_info}[kind]
         port = info[channel] if index is None else info[channel][index]
         return f"{info['interface']}:{port}"
@@ -108,7 +110,7 @@ def ipc_names(controller_class):
     controller_class.next_port, controller_class.construct_url = next_port, construct_url
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     """Run ipcontroller with :class:`EagerHeartMonitor`; ``--pes N`` (first) is the job's size."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--pes"]:

@@ -10,23 +10,24 @@ a launcher installed meanwhile is found after a restart of the kernel.
 
 import functools
 import importlib.metadata
+from typing import Any
 
 __all__ = ["cache"]
 
 
 @functools.cache
-def _entry_points(group):
+def _entry_points(group: str) -> importlib.metadata.EntryPoints:
     return importlib.metadata.entry_points(group=group)
 
 
-def entry_points(**selection):
+def entry_points(**selection: Any) -> "importlib.metadata.EntryPoints | importlib.metadata.SelectableGroups":
     """``importlib.metadata.entry_points(group=...)``, scanned once per group."""
     if set(selection) == {"group"}:
         return _entry_points(selection["group"])
     return importlib.metadata.entry_points(**selection)
 
 
-def cache():
+def cache() -> None:
     """Make ipyparallel's launcher look-ups (its traitlets, launcher and ipcluster modules) use
     :func:`entry_points`."""
     from ipyparallel import traitlets

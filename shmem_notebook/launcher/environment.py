@@ -1,6 +1,7 @@
 """The environment the PEs need on this platform (Open MPI 4.1.x OSHMEM), in one place."""
 
 import os
+from collections.abc import Mapping
 
 import psutil
 
@@ -9,12 +10,12 @@ from ..specs import parse_size
 __all__ = ["platform_environment", "local_slots", "LOCAL_ONLY", "in_allocation"]
 
 
-def local_slots():
+def local_slots() -> int:
     """Slots Open MPI gives this machine by default: its physical cores."""
     return psutil.cpu_count(logical=False) or os.cpu_count() or 1
 
 
-def in_allocation(environ=None):
+def in_allocation(environ: Mapping[str, str] | None = None) -> str | None:
     """The Slurm job id when this process runs inside a Slurm allocation, else None."""
     environ = os.environ if environ is None else environ
     return environ.get("SLURM_JOB_ID") or None
@@ -28,7 +29,9 @@ LOCAL_ONLY = {
 }
 
 
-def platform_environment(environ=None, heap=None, local_only=False):
+def platform_environment(
+    environ: Mapping[str, str] | None = None, heap: str | int | None = None, local_only: bool = False
+) -> dict[str, str]:
     """Environment the PEs need on Open MPI 4.1.x OSHMEM (what the user set wins).
 
     - ``OMPI_MCA_osc=^rdma``: without it every PE segfaults in

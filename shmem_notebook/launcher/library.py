@@ -38,7 +38,9 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import InputError, LaunchError
 from ..rc import rc
@@ -66,20 +68,20 @@ class Library:
     oshrun: str
     python: str = sys.executable
     launcher: str = "openmpi"
-    env: dict = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
     hint: str = ""  # how to get it, said when it is missing
     #: whether its PEs poll while they wait for others (a core each): the tool then lets long waits
     #: sleep (shmem_notebook.job.governor); Sandia OpenSHMEM over libfabric blocks in its waits itself
     polls: bool = True
 
-    def check(self):
+    def check(self) -> None:
         """Fail in one sentence, before launch, when its ``oshrun`` or its Python is missing."""
         if shutil.which(self.oshrun) is None:
             raise LaunchError(f"{self.oshrun!r} ({self.name}'s oshrun) was not found; {self.hint}")
         if shutil.which(self.python) is None:
             raise LaunchError(f"{self.python!r} (the Python of {self.name}'s PEs) was not found; {self.hint}")
 
-    def check_world(self, n, npes):
+    def check_world(self, n: int, npes: Iterable[int]) -> None:
         """Fail in one sentence, at start, when the PEs of a job of ``n`` are not one OpenSHMEM job:
         ``npes`` holds each PE's ``n_pes()`` (N one-PE jobs: the launcher did not start them together)."""
         if set(npes) == {n}:
@@ -100,7 +102,7 @@ class Library:
             f"the {n} PEs of {self.name!r} are not one OpenSHMEM job: they report n_pes() == {said}, not {n}; {cause}"
         )
 
-    def launcher_problem(self):
+    def launcher_problem(self) -> str | None:
         """Why this library's ``oshrun`` may not start its PEs as one job, or None: Sandia OpenSHMEM's
         ``oshrun`` without ``OSHRUN_LAUNCHER`` runs whichever launcher it finds first."""
         if self.env.get("OSHRUN_LAUNCHER") or os.environ.get("OSHRUN_LAUNCHER") or not _picks_launcher(self.oshrun):
@@ -112,7 +114,7 @@ class Library:
             f'built for: add "OSHRUN_LAUNCHER": "mpiexec.hydra" to the "env" of {self.name!r} ({self.hint})'
         )
 
-    def command(self, n, env_names, oversubscribe=False, hostfile=""):
+    def command(self, n: int, env_names: Iterable[str], oversubscribe: bool = False, hostfile: str = "") -> list[str]:
         """The launcher's arguments before the program: ``oshrun -n N ...``."""
         args = [self.oshrun, "-n", str(n)]
         if self.launcher == "hydra":  # mpiexec.hydra passes the whole environment and never refuses to oversubscribe
@@ -126,17 +128,19 @@ class Library:
         return args
 
 
-def _picks_launcher(oshrun):
+def _picks_launcher(oshrun: str) -> bool:
     """Whether ``oshrun`` is a script that picks its launcher by ``OSHRUN_LAUNCHER`` (Sandia OpenSHMEM's)."""
     path = shutil.which(oshrun)
+    if path is None:
+        return False
     try:
         with open(path, "rb") as fh:
             return b"OSHRUN_LAUNCHER" in fh.read(16384)
-    except (OSError, TypeError):
+    except OSError:
         return False
 
 
-def _builtin():
+def _builtin() -> dict[str, Library]:
     sos = os.environ.get("SHMEM_NOTEBOOK_SOS_DIR", SOS_DIR)
     oshmpi = os.environ.get("SHMEM_NOTEBOOK_OSHMPI_DIR", OSHMPI_DIR)
     return {
@@ -175,7 +179,7 @@ def _builtin():
     }
 
 
-def _site():
+def _site() -> tuple[dict[str, Library], str]:
     path = os.environ.get("SHMEM_NOTEBOOK_LIBRARIES") or LIBRARIES_FILE
     if not os.path.isfile(path):
         return {}, path
@@ -189,7 +193,7 @@ def _site():
     return described(entries, path), path
 
 
-def _site_policy():
+def _site_policy() -> dict[str, Library]:
     """The libraries of the site policy (:data:`SITE_FILE`, ``$SHMEM_NOTEBOOK_SITE`` wins); a policy
     that is missing or not JSON has none here: :mod:`shmem_notebook.job.site` refuses the start, saying why."""
     path = os.environ.get("SHMEM_NOTEBOOK_SITE") or SITE_FILE
@@ -202,7 +206,7 @@ def _site_policy():
     return described(entries, path, "libraries") if isinstance(entries, dict) else {}
 
 
-def described(entries, path, key=""):
+def described(entries: Mapping[str, Any], path: str, key: str = "") -> dict[str, Library]:
     """name -> :class:`Library` of ``entries`` (a libraries.json's object, read from ``path``, or its
     ``key``); a malformed one is one sentence naming ``path`` and ``key`` (:class:`InputError`)."""
     try:

@@ -13,6 +13,7 @@ import contextlib
 import os
 import secrets
 import socket
+from typing import Any
 
 from .environment import in_allocation
 
@@ -22,14 +23,14 @@ __all__ = ["SOCKET_PATH_MAX", "holds_sockets", "listen_privately", "socket_prefi
 SOCKET_PATH_MAX = 107
 
 
-def socket_prefix(profile_dir, cluster_id):
+def socket_prefix(profile_dir: str, cluster_id: str) -> str | None:
     """The path the controller's sockets start with (each ends in ``:<number>``), or None where it
     would be too long for a Unix socket."""
     prefix = os.path.join(os.path.abspath(profile_dir), "security", f"controller-{cluster_id}")
     return prefix if len(os.fsencode(prefix)) + len(":999") <= SOCKET_PATH_MAX else None
 
 
-def holds_sockets(folder):
+def holds_sockets(folder: str) -> bool:
     """Whether a Unix socket can be made in ``folder`` (created 0700 if missing)."""
     probe = os.path.join(folder, f".socket-probe-{secrets.token_hex(6)}")
     try:
@@ -44,7 +45,7 @@ def holds_sockets(folder):
             os.unlink(probe)
 
 
-def listen_privately(cluster, one_host):
+def listen_privately(cluster: Any, one_host: bool) -> bool:  # cluster: an ipp.Cluster (untyped)
     """Make ``cluster``'s controller (an ``ipp.Cluster`` not started) listen on Unix sockets when the
     PEs all run on this host (``one_host``, and not inside a Slurm allocation, where ``oshrun`` may
     spread them) and its profile's folder can hold them; else leave TCP. Returns whether it did."""

@@ -18,6 +18,7 @@ import importlib.machinery
 import os
 import signal
 import sys
+from typing import Any
 
 import psutil
 from ipyparallel.cluster.launcher import MPIEngineSetLauncher
@@ -28,14 +29,14 @@ from ..errors import LaunchError
 from ..protocol import ENGINE_MODULE, SPARE_ENV
 from ..rc import rc
 from . import bytecode, environment
-from .library import library as library_named
+from .library import Library, library as library_named
 from .slurm import sbatch_command
 from .start_options import launcher_traits, oshrun_args
 
 __all__ = ["OshrunEngineSetLauncher", "check_oshrun", "check_shmem4py"]
 
 
-def check_oshrun(cmd=None, hostfile=None, library=None):
+def check_oshrun(cmd: str | None = None, hostfile: str | None = None, library: str | None = None) -> None:
     """Fail early, in one sentence, when the library's ``oshrun`` (or ``cmd``), its PEs' Python or
     the hostfile is missing."""
     lib = library_named(library)
@@ -51,7 +52,7 @@ SHMEM4PY_HINT = (
 )
 
 
-def check_shmem4py(python=None):
+def check_shmem4py(python: str | None = None) -> None:
     """Fail early, in one sentence, when the PEs' Python cannot import shmem4py (found without
     importing it: importing shmem4py initialises OpenSHMEM)."""
     if python not in (None, sys.executable):
@@ -60,7 +61,7 @@ def check_shmem4py(python=None):
         raise LaunchError(f"the PEs need shmem4py, which is not installed for {sys.executable}; {SHMEM4PY_HINT}")
 
 
-class OshrunEngineSetLauncher(MPIEngineSetLauncher):
+class OshrunEngineSetLauncher(MPIEngineSetLauncher):  # type: ignore[misc]  # ipyparallel: untyped
     """Launch ``n`` engines as one OpenSHMEM job with ``oshrun`` (here, or in a Slurm batch job)."""
 
     #: its name among ipyparallel's engine launchers (pyproject.toml): named without a scan of them
@@ -80,35 +81,36 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
     batch_runner = Unicode(config=True, help="What starts the PEs in the batch job: 'oshrun' or 'srun' (--mpi=pmix).")
 
     @default("batch_runner")
-    def _default_batch_runner(self):
+    def _default_batch_runner(self) -> str:
         return rc.slurm_runner
 
     @property
-    def shmem_library(self):
+    def shmem_library(self) -> Library:
         """The :class:`~.library.Library` the PEs run on."""
         return library_named(self.library or None)
 
     @default("mpi_cmd")
-    def _default_mpi_cmd(self):
+    def _default_mpi_cmd(self) -> list[str]:
         return [self.shmem_library.oshrun]
 
     @default("python")
-    def _default_python(self):
+    def _default_python(self) -> str:
         return self.shmem_library.python
 
     @property
-    def program(self):
+    def program(self) -> list[str]:
         return [self.python, "-m", ENGINE_MODULE]
 
-    def needs_oversubscribe(self):
+    def needs_oversubscribe(self) -> bool:
         """Whether ``--oversubscribe`` goes on the command line."""
         if self.oversubscribe is not None:
-            return self.oversubscribe
+            given: bool = self.oversubscribe  # a trait's value: Any to mypy, as every trait here
+            return given
         elsewhere = self.hostfile or self.slurm or environment.in_allocation()
         return not elsewhere and self.n > environment.local_slots()
 
-    def get_env(self):
-        env = super().get_env()
+    def get_env(self) -> dict[str, str]:
+        env: dict[str, str] = super().get_env()
         local = self.local_only and not (self.hostfile or self.slurm or environment.in_allocation())
         env.update(environment.platform_environment(heap=self.heap, local_only=local))
         env.update({k: v for k, v in self.shmem_library.env.items() if k not in os.environ})  # what the user set wins
@@ -116,31 +118,31 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
             env[SPARE_ENV] = self.spare
         return env
 
-    def oshrun_args(self):
+    def oshrun_args(self) -> list[str]:
         """The ``oshrun`` command line that starts the PEs (here, or inside the batch job)."""
         # mpi_cmd may be set by hand (ipcluster --OshrunEngineSetLauncher.mpi_cmd=...)
         lib = dataclasses.replace(self.shmem_library, oshrun=self.mpi_cmd[0])
         args = lib.command(self.n, self.get_env(), self.needs_oversubscribe(), self.hostfile) + list(self.mpi_cmd[1:])
-        return args + oshrun_args(self) + list(self.mpi_args) + self.program + self.program_args
+        program_args: list[str] = self.program_args
+        return args + oshrun_args(self) + list(self.mpi_args) + self.program + program_args
 
-    def batch_command(self):
+    def batch_command(self) -> list[str]:
         """The command the batch job runs: ``oshrun ...``, or ``srun --mpi=pmix ...`` (Slurm's PMIx
         starts the PEs itself; the environment reaches them through sbatch and srun)."""
         if self.batch_runner == "oshrun":
             return self.oshrun_args()
         if self.batch_runner == "srun":
-            return (
-                ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", f"--ntasks={self.n}"] + self.program + self.program_args
-            )
+            program_args: list[str] = self.program_args
+            return ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", f"--ntasks={self.n}"] + self.program + program_args
         raise LaunchError(
             f"unknown Slurm runner {self.batch_runner!r}; use 'oshrun' or 'srun' (SHMEM_NOTEBOOK_SLURM_RUNNER)"
         )
 
-    def batch_log(self):
+    def batch_log(self) -> str:
         """The batch job's output file (``%j``: its job id)."""
         return os.path.join(self.profile_dir, "log", f"shmem-batch-{self.cluster_id or 'default'}-%j.out")
 
-    def find_args(self):
+    def find_args(self) -> list[str]:
         """The full command line of the local process; spawns nothing.
 
         ``oshrun ...`` itself, or with ``slurm`` the :mod:`.batchjob` process
@@ -163,7 +165,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
         monitor = [sys.executable, "-m", "shmem_notebook.launcher.batchjob"]
         return monitor + ["--poll", str(self.batch_poll / 1000), "--log", self.batch_log(), "--"] + sbatch
 
-    def kill_pes(self):
+    def kill_pes(self) -> None:
         """End the PEs now: kill them under a local ``oshrun``; ``scancel`` a batch job."""
         if self.process is None:
             return
@@ -177,7 +179,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
                 with _suppress():
                     child.kill()
 
-    def start(self, n):
+    def start(self, n: int) -> Any:
         if not self.slurm:
             check_oshrun(self.mpi_cmd[0], self.hostfile, self.library or None)
         check_shmem4py(self.python)
@@ -187,5 +189,5 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):
         return super().start(n)
 
 
-def _suppress():
+def _suppress() -> contextlib.suppress:
     return contextlib.suppress(psutil.Error, OSError)

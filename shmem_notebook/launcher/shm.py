@@ -23,6 +23,8 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Iterable, Iterator
+from typing import Any, Self
 
 import psutil
 
@@ -42,17 +44,17 @@ SHM_DIR = "/dev/shm"
 _IPC_RMID = 0
 
 
-def transfer_prefix(token):
+def transfer_prefix(token: str) -> str:
     """Path prefix of the files a job's PEs write to hand over data (``gather``): removed with
     the job's other shared memory should a PE or the kernel die before the client unlinked them."""
     return f"{SHM_DIR}/shmem_notebook-{token}-"
 
 
-def session_dirs(pids):
+def session_dirs(pids: Iterable[int]) -> set[str]:
     """Open MPI's session directories of the launchers among ``pids`` that are gone (their
     ``pid.<pid>`` folders under ``ompi.<host>.<uid>`` in the temporary directory)."""
     tmps = {os.environ.get(name) for name in ("TMPDIR", "TMP", "TEMP")} | {"/tmp"}
-    found = set()
+    found: set[str] = set()
     for pid in pids:
         if psutil.pid_exists(pid):
             continue
@@ -61,7 +63,7 @@ def session_dirs(pids):
     return found
 
 
-def _maps(pid):
+def _maps(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/maps") as f:
             return f.read()
@@ -69,9 +71,10 @@ def _maps(pid):
         return ""
 
 
-def segments_of(pids):
+def segments_of(pids: Iterable[int]) -> tuple[set[str], set[int]]:
     """``(files, shmids)``: live ``/dev/shm`` files and SysV segment ids mapped by ``pids``."""
-    files, shmids = set(), set()
+    files: set[str] = set()
+    shmids: set[int] = set()
     for pid in pids:
         for line in _segment_lines(_maps(pid)):
             parts = line.split(None, 5)
@@ -85,9 +88,9 @@ def segments_of(pids):
     return files, shmids
 
 
-def sysv_mappings(pid):
+def sysv_mappings(pid: int) -> list[tuple[int, int, int, int]]:
     """``[(lo, hi, shmid, offset)]``: the SysV segments ``pid`` maps, where and from which offset."""
-    found = []
+    found: list[tuple[int, int, int, int]] = []
     for line in _segment_lines(_maps(pid)):
         parts = line.split(None, 5)
         if len(parts) == 6 and parts[5].startswith("/SYSV"):
@@ -96,7 +99,7 @@ def sysv_mappings(pid):
     return found
 
 
-def _segment_lines(maps):
+def _segment_lines(maps: str) -> Iterator[str]:
     """The lines of ``maps`` that name a SysV segment or a ``/dev/shm`` file (a PE maps
     thousands of others: they are skipped at C speed, not split one by one)."""
     for marker in (" /SYSV", " " + SHM_DIR + "/"):
@@ -108,9 +111,9 @@ def _segment_lines(maps):
             at = maps.find(marker, end)
 
 
-def sysv_segments():
+def sysv_segments() -> dict[int, dict[str, int]]:
     """shmid -> {'key', 'cpid', 'nattch', 'size', 'uid'} of every SysV segment this user can see."""
-    found = {}
+    found: dict[int, dict[str, int]] = {}
     try:
         with open("/proc/sysvipc/shm") as f:
             header, *rows = f.read().splitlines()
@@ -130,19 +133,22 @@ def sysv_segments():
     return found
 
 
-def _shmctl_rmid(shmid):
+def _shmctl_rmid(shmid: int) -> bool:
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    return libc.shmctl(ctypes.c_int(shmid), _IPC_RMID, None) == 0
+    answer: int = libc.shmctl(ctypes.c_int(shmid), _IPC_RMID, None)  # ctypes' default restype: c_int
+    return answer == 0
 
 
 class Segments:
     """The shared memory of one job, noted while its processes live, released after."""
 
-    def __init__(self, token=None):
+    def __init__(self, token: str | None = None) -> None:
         self.token = token
-        self.pids, self.files, self.shmids = set(), set(), set()
+        self.pids: set[int] = set()
+        self.files: set[str] = set()
+        self.shmids: set[int] = set()
 
-    def note(self, pids):
+    def note(self, pids: Iterable[int]) -> None:
         """Remember ``pids`` (the job's oshrun and PEs) and what they map now."""
         pids = set(pids)
         self.pids |= pids
@@ -150,7 +156,7 @@ class Segments:
         self.files |= files
         self.shmids |= shmids
 
-    def left(self):
+    def left(self) -> tuple[set[str], set[int]]:
         """``(files, shmids)`` of this job that still exist (the files: in ``/dev/shm``, and the
         session directories of its launchers that are gone)."""
         segments = sysv_segments()
@@ -161,17 +167,18 @@ class Segments:
             files |= set(glob.glob(glob.escape(transfer_prefix(self.token)) + "*"))
         return files, shmids
 
-    def release(self):
+    def release(self) -> tuple[set[str], set[int]]:
         """Remove what is left (call once the job's processes are gone); return it."""
         left = release(*self.left())
         self.pids, self.files, self.shmids = set(), set(), set()
         return left
 
 
-def release(files, shmids):
+def release(files: Iterable[str], shmids: Iterable[int]) -> tuple[set[str], set[int]]:
     """Unlink ``files`` (directories with what they hold) and remove SysV ``shmids`` (ignoring ones
     already gone); return what was removed."""
-    removed_files, removed_ids = set(), set()
+    removed_files: set[str] = set()
+    removed_ids: set[int] = set()
     for path in files:
         with contextlib.suppress(FileNotFoundError):
             if os.path.isdir(path) and not os.path.islink(path):
@@ -190,24 +197,24 @@ class SharedMemoryOf:
     while it runs (every 0.2 s), and removes what of it is left once they are gone: Open MPI's vader
     files outlive PEs that a Ctrl-C or a crash ended (the race runner's ``oshrun``)."""
 
-    def __init__(self, process):
+    def __init__(self, process: subprocess.Popen[Any]) -> None:
         self.process, self.segments, self.done = process, Segments(), threading.Event()
         self.noting = threading.Thread(target=self._note, daemon=True)
 
-    def _tree(self):
+    def _tree(self) -> list[int]:
         with contextlib.suppress(psutil.Error):
             return [self.process.pid] + [p.pid for p in psutil.Process(self.process.pid).children(recursive=True)]
         return []
 
-    def _note(self):
+    def _note(self) -> None:
         while not self.done.wait(0.2):
             self.segments.note(self._tree())
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         self.noting.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.done.set()
         self.noting.join()
         with contextlib.suppress(subprocess.TimeoutExpired):

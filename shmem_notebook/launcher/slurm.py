@@ -7,6 +7,7 @@ puts them on its command line.
 import shlex
 import shutil
 import subprocess
+from collections.abc import Iterable, Sequence
 
 from ..errors import LaunchError
 
@@ -34,7 +35,7 @@ ENDED = frozenset(
 OWNER_VARIABLE = "SHMEM_NOTEBOOK_OWNER"
 
 
-def check_slurm():
+def check_slurm() -> None:
     """Fail early, in one sentence, when Slurm's commands are missing."""
     missing = [cmd for cmd in ("sbatch", "squeue", "scancel") if shutil.which(cmd) is None]
     if missing:
@@ -42,8 +43,17 @@ def check_slurm():
 
 
 def sbatch_command(
-    n, command, name, output, partition=None, time=None, nodes=None, account=None, extra=(), prologue=()
-):
+    n: int,
+    command: Sequence[str],
+    name: str,
+    output: str,
+    partition: str | None = None,
+    time: str | None = None,
+    nodes: int | str | None = None,
+    account: str | None = None,
+    extra: Iterable[str] = (),
+    prologue: Iterable[str] = (),
+) -> list[str]:
     """``sbatch`` submitting ``command`` (a list) as a batch job of ``n`` tasks; prints the job id.
     ``prologue``: shell lines the job's script runs first (``module load ...``)."""
     args = ["sbatch", "--parsable", f"--job-name={name}", f"--ntasks={n}", f"--output={output}"]
@@ -59,17 +69,17 @@ def sbatch_command(
     return args + ["--wrap", "\n".join([*prologue, "exec " + shlex.join(command)])]
 
 
-def squeue_command(job_id):
+def squeue_command(job_id: int | str) -> list[str]:
     """``squeue`` printing one line ``STATE|REASON|ELAPSED|NODES`` for ``job_id``, whatever its state."""
     return ["squeue", "--noheader", f"--jobs={job_id}", "--states=all", "--format=%T|%r|%M|%N"]
 
 
-def scancel_command(job_id=None, name=None):
+def scancel_command(job_id: int | str | None = None, name: str | None = None) -> list[str]:
     """``scancel`` of one job by id, or of every job called ``name``."""
     return ["scancel", str(job_id)] if job_id is not None else ["scancel", f"--name={name}"]
 
 
-def parse_queue_line(text):
+def parse_queue_line(text: str) -> dict[str, str] | None:
     """``{"state", "reason", "elapsed", "nodes"}`` from :func:`squeue_command`'s output, None if empty."""
     for line in text.splitlines():
         parts = line.strip().split("|")
@@ -79,7 +89,7 @@ def parse_queue_line(text):
     return None
 
 
-def query_job(job_id, timeout=30.0):
+def query_job(job_id: int | str, timeout: float = 30.0) -> dict[str, str]:
     """The job's queue line (:func:`parse_queue_line`); ``{"state": "GONE"}`` once Slurm forgot it."""
     out = subprocess.run(squeue_command(job_id), capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:

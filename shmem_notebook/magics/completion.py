@@ -146,7 +146,7 @@ def candidates(text: str) -> tuple[str, list[str]] | None:
     return current, [p for p in positional or [] if p.startswith(current)] + ([] if current else flags)
 
 
-@context_matcher(identifier="shmem_notebook.magics")
+@context_matcher(identifier="shmem_notebook.magics")  # type: ignore[untyped-decorator]  # IPython's: Any to mypy
 def matcher(context: CompletionContext) -> SimpleMatcherResult:
     """IPython's matcher (API v2): the completions of :func:`candidates`, the only ones offered on a
     ``%shmem`` or ``%%pxshmem`` line where it knows them; nothing from it elsewhere."""

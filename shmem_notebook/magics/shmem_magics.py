@@ -10,7 +10,8 @@ in one place.
 import argparse
 import shlex
 import textwrap
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -22,6 +23,12 @@ from ..errors import InputError, NoJobError
 from ..job.options import add_arguments, declared, flag, seconds
 from ..specs import format_size
 from ..words import plural
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from ..inspector.widget import Inspector
+    from ..job import Job
 
 __all__ = ["ShmemMagics", "format_status", "format_arrays", "overview", "cell_parser", "PARSERS"]
 
@@ -47,12 +54,14 @@ SUBCOMMANDS = (
 class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError instead of exiting."""
 
-    def error(self, message):
+    stages: tuple[str, ...] = ()  # set by _parser
+
+    def error(self, message: str) -> NoReturn:
         usage = " ".join(self.format_usage().split()[1:])  # one line, without "usage:"
         raise UsageError(f"{self.prog}: {message}; usage: {usage}")
 
 
-def _parser(prog, build=None, description=None):
+def _parser(prog: str, build: Callable[[_Parser], object] | None = None, description: str | None = None) -> _Parser:
     parser = _Parser(prog=prog, add_help=False, description=description)
     if build:
         build(parser)
@@ -60,12 +69,12 @@ def _parser(prog, build=None, description=None):
     return parser
 
 
-def _start_args(p):
+def _start_args(p: argparse.ArgumentParser) -> None:
     """Every start option (declared once: :mod:`shmem_notebook.job.options`)."""
     add_arguments(p)
 
 
-def _cell_args(p):
+def _cell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("arrays", nargs="*", metavar="NAME=DTYPE[SHAPE]", help="declarations of symmetric arrays")
     p.add_argument("--timeout", type=seconds, default=None, metavar="S", help="stop the cell after this many seconds")
     for name, stage in STAGES.items():  # --race, --stress, --trace...: each stage declares its flag
@@ -73,7 +82,7 @@ def _cell_args(p):
             p.add_argument(f"--{name}", dest=name, **stage.flag)
 
 
-def cell_parser():
+def cell_parser() -> _Parser:
     """``%%pxshmem``'s parser, built again once a stage was registered after it (its flags come from
     the stages' registry, :mod:`shmem_notebook.cells.stages`)."""
     if PARSERS["pxshmem"].stages != tuple(STAGES):
@@ -82,7 +91,7 @@ def cell_parser():
     return PARSERS["pxshmem"]
 
 
-def _trace_args(p):
+def _trace_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "action",
         choices=("save", "profile"),
@@ -98,11 +107,11 @@ def _trace_args(p):
     )
 
 
-def _replay_args(p):
+def _replay_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--array", action="append", default=None, metavar="NAME", help="arrays drawn in the PE boxes")
 
 
-def _export_args(p):
+def _export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the program to write, e.g. ring.py")
     p.add_argument(
         "--cells",
@@ -114,7 +123,7 @@ def _export_args(p):
     add_arguments(p, batch=True, prefix="with --slurm: ")
 
 
-def _inspect_args(p):
+def _inspect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--auto", action="store_true", help="refresh after every %%pxshmem cell")
     p.add_argument("--array", default=None, metavar="NAME", help="array shown in the values and diff views")
     p.add_argument("--reference", type=int, default=None, metavar="PE", help="PE the diff compares with")
@@ -122,7 +131,7 @@ def _inspect_args(p):
 
 CELL_ABOUT = "Run the cell on every PE with shmem, np, me, npes and the declared arrays defined."
 
-PARSERS = {
+PARSERS: dict[str, _Parser] = {
     "start": _parser("%shmem start", _start_args, "Start an OpenSHMEM job of N PEs (one ipyparallel engine per PE)."),
     "alloc": _parser(
         "%shmem alloc",
@@ -180,7 +189,7 @@ ABOUT = {
 }
 
 
-def _usage(sub):
+def _usage(sub: str) -> str:
     """The help text of a subcommand (``pxshmem``: the cell magic)."""
     if sub in ABOUT:
         return ABOUT[sub]
@@ -188,12 +197,12 @@ def _usage(sub):
     return parser.format_help().replace("usage: ", "", 1).rstrip()
 
 
-def _one_line(sub):
+def _one_line(sub: str) -> str:
     """A subcommand's usage from its parser, on one line, without ``usage:``."""
     return " ".join(PARSERS[sub].format_usage().split()[1:])
 
 
-def overview(width=100):
+def overview(width: int = 100) -> str:
     """``%shmem``'s usage (``%shmem?``, ``%shmem help``): every subcommand with every option, read
     from the subcommands' parsers, so that no option is left out."""
     lines = []
@@ -213,7 +222,7 @@ def overview(width=100):
     return "\n".join(lines)
 
 
-def _table(header, rows):
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join(fmt.format(*map(str, r)).rstrip() for r in [header, *rows])
@@ -232,18 +241,19 @@ _VENDORS = {"http://www.open-mpi.org/": "Open MPI's OSHMEM"}
 _OVER_MPI = {"OSHMPI"}
 
 
-def _vendor(vendor, mpi):
+def _vendor(vendor: str, mpi: str | None) -> str:
     said = _VENDORS.get(vendor, vendor)
     return f"{said} over {mpi}" if mpi and vendor in _OVER_MPI else said
 
 
-def format_status(rows):
+def format_status(rows: list[dict[str, Any]]) -> str:
     """``%shmem status`` as a text table, then the library and how the PEs provide teams."""
-    libraries = sorted(
-        {(r.get("library"), _vendor(r.get("vendor"), r.get("mpi")), r.get("spec")) for r in rows if r.get("vendor")}
-    )
+    found: set[tuple[Any, str, Any]] = {
+        (r.get("library"), _vendor(r["vendor"], r.get("mpi")), r.get("spec")) for r in rows if r.get("vendor")
+    }
+    libraries = sorted(found)
     note = "".join(f"\nlibrary: {name} ({vendor}, OpenSHMEM {spec})" for name, vendor, spec in libraries)
-    modes = sorted({r.get("teams") for r in rows} - {None})
+    modes = sorted({r["teams"] for r in rows if r.get("teams") is not None})
     note += "".join(f"\n{TEAMS_NOTE.get(m, 'teams: ' + m)}" for m in modes)
     return (
         _table(
@@ -264,7 +274,7 @@ def format_status(rows):
     )
 
 
-def format_arrays(rows):
+def format_arrays(rows: list[dict[str, Any]]) -> str:
     """``%shmem arrays`` as a text table."""
     if not rows:
         return "no symmetric arrays declared; declare some with `%shmem alloc A=int64[8]`"
@@ -274,7 +284,7 @@ def format_arrays(rows):
     )
 
 
-def _host(row):
+def _host(row: dict[str, Any]) -> str:
     """A PE's host, with its Slurm node name when that differs (several nodes on one host)."""
     host, node = row.get("host"), row.get("node")
     if not host:
@@ -282,7 +292,7 @@ def _host(row):
     return host if not node or node == host else f"{node} ({host})"
 
 
-def _hosts(job):
+def _hosts(job: "Job") -> str:
     nodes = dict.fromkeys(info.get("node") or info.get("host") for info in job.pes.values())
     return ",".join(str(n) for n in nodes)
 
@@ -294,7 +304,7 @@ class ShmemMagics(Magics):
     race_default = False  # `%shmem race on`: every %%pxshmem cell is race-checked
     last_cell: tuple[str, str] | None = None  # (line, cell) of the last %%pxshmem cell: `%shmem fix` keeps its line
 
-    def _job(self, what):
+    def _job(self, what: str) -> "Job":
         job = _job.current_job()
         if job is None or job.state == "stopped":
             raise NoJobError(what)
@@ -322,12 +332,12 @@ class ShmemMagics(Magics):
             return handler()
         return handler(parser.parse_args(rest))
 
-    def _start(self, args):
+    def _start(self, args: argparse.Namespace) -> None:
         job = _job.start(**{f.name: getattr(args, f.name) for f, _ in declared()})
         where = f" on {_hosts(job)}" if len(_hosts(job).split(",")) > 1 or job.slurm else ""
         print(f"OpenSHMEM job ready: {plural(job.n, 'PE')}, heap {job.heap} per PE{where}")
 
-    def _stop(self):
+    def _stop(self) -> None:
         job = _job.current_job()
         if job is None or job.state == "stopped":
             print("no OpenSHMEM job is running; nothing to stop")
@@ -335,7 +345,7 @@ class ShmemMagics(Magics):
         job.stop()
         print(f"OpenSHMEM job stopped: {plural(job.n, 'PE')}")
 
-    def _restart(self):
+    def _restart(self) -> None:
         job = _job.current_job()
         if job is None:
             raise NoJobError("restart")
@@ -345,38 +355,38 @@ class ShmemMagics(Magics):
             + (f", arrays {', '.join(job.specs)} re-allocated (zeroed)" if job.specs else "")
         )
 
-    def _status(self):
+    def _status(self) -> None:
         job = self._job("status")
         print(format_status(job.status()))
         if job.spares.wanted:  # the spare set a restart takes (--spare)
             print(f"spare: {plural(job.spares.waiting(), 'PE')} of {job.n} waiting for the next restart")
 
-    def _arrays(self):
+    def _arrays(self) -> None:
         print(format_arrays(self._job("arrays").arrays()))
 
-    def _alloc(self, args):
+    def _alloc(self, args: argparse.Namespace) -> None:
         job = self._job("%shmem alloc")
         job.alloc(*args.arrays)
 
-    def _free(self, args):
+    def _free(self, args: argparse.Namespace) -> None:
         job = self._job("%shmem free")
         for name in args.names:
             size = job.specs[name].nbytes(job.n) if name in job.specs else None
             job.free(name)
             print(f"freed {name}" + (f" ({format_size(size)} per PE)" if size is not None else ""))
 
-    def _gather(self, args):
+    def _gather(self, args: argparse.Namespace) -> "NDArray[Any]":
         return self._job("%shmem gather").gather(args.name)
 
-    def _pull(self, args):
+    def _pull(self, args: argparse.Namespace) -> "NDArray[Any] | dict[int, Any]":
         return self._job("%shmem pull").pull(args.name)
 
-    def _inspect(self, args):
-        from ..inspector import inspect
+    def _inspect(self, args: argparse.Namespace) -> "Inspector":
+        from ..inspector.widget import inspect
 
         return inspect(self._job("%shmem inspect"), auto=args.auto, array=args.array, reference=args.reference)
 
-    def _race(self, args):
+    def _race(self, args: argparse.Namespace) -> None:
         job = _job.current_job()
         if args.switch != "on" and job is not None:
             job.race_reset()  # off or reset: the next race-checked cell starts afresh
@@ -386,15 +396,21 @@ class ShmemMagics(Magics):
         self.race_default = args.switch == "on"
         print(f"race check {'on' if self.race_default else 'off'} for every %%pxshmem cell")
 
-    def _replay(self, args):
+    def _replay(self, args: argparse.Namespace) -> Any:
         result = self._job("%shmem replay").last_result
         if result is None or result.trace is None:
             raise UsageError("%shmem replay: the last cell was not traced; run it with `%%pxshmem --trace` first")
         return result.trace.replay(arrays=args.array)
 
-    def _trace(self, args):
+    def _trace(self, args: argparse.Namespace) -> None:
         result = self._job("%shmem trace").last_result
-        trace = result and (getattr(result.stages.get("stress"), "trace", None) if args.stress else result.trace)
+        trace = (
+            None
+            if result is None
+            else getattr(result.stages.get("stress"), "trace", None)
+            if args.stress
+            else result.trace
+        )
         if trace is None and args.stress:
             raise UsageError(
                 "%shmem trace --stress: the last cell's first stress rerun was not traced; run it with "
@@ -440,7 +456,7 @@ class ShmemMagics(Magics):
         still = f"; {plural(left, 'race')} without a fix: see the hints" if left else ""
         print(f"%shmem fix: the next cell is the last one with {plural(len(applied), 'fix', 'fixes')} applied{still}")
 
-    def _export(self, args):
+    def _export(self, args: argparse.Namespace) -> None:
         job = _job.current_job()
         if job is None:
             raise NoJobError("%shmem export")
