@@ -52,11 +52,29 @@ def stop_loops(loops):
         loops.wait()
 
 
+class _CtrlC:
+    """Ctrl-C ends the run, also where the tool takes it for a part of one cell (the race check's
+    analysis is skipped and the cell returns): it is noted here, and the run stops after that cell."""
+
+    pressed = False
+
+    @classmethod
+    def handle(cls, signum, frame):
+        cls.pressed = True
+        signal.default_int_handler(signum, frame)
+
+    @classmethod
+    def check(cls):
+        if cls.pressed:
+            raise KeyboardInterrupt
+
+
 def run_all(libraries, counts, repeat, programs, heap, save):
     """Rows of the table, one per (program, library, PE count); the seconds each job took.
     ``save(rows, seconds)`` after each job, so that a long run stopped early leaves what it measured."""
     import shmem_notebook
 
+    signal.signal(signal.SIGINT, _CtrlC.handle)
     rows, seconds = [], {}
     for library in libraries:
         for n in counts:
@@ -64,7 +82,11 @@ def run_all(libraries, counts, repeat, programs, heap, save):
             with shmem_notebook.Job(n, heap=heap, library=library).start() as job:
                 print(f"{library} at {n} PEs: started", flush=True)
                 for program in programs:
-                    row = tally(program, library, n, [run_once(job, program) for _ in range(repeat)])
+                    runs = []
+                    for _ in range(repeat):
+                        runs.append(run_once(job, program))
+                        _CtrlC.check()
+                    row = tally(program, library, n, runs)
                     rows.append(row)
                     for line in row["problems"]:
                         print(line, flush=True)

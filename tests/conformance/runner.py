@@ -73,12 +73,14 @@ def run_once(job, program, timeout=TIMEOUT):
         run.outcome, run.errors = "hang", {-1: str(exc).splitlines()[0]}
     except PEDiedError as exc:
         run.outcome, run.errors = "died", {-1: str(exc).splitlines()[0]}
-    finally:
-        if job.state != "running":
-            job.restart()
-        with contextlib.redirect_stderr(io.StringIO()):  # names the cells kept of the old arrays
-            for name in {*names(program.alloc), *names(program.arrays)} & set(job.specs):
-                job.free(name)
+    # not in a finally: after Ctrl-C (a KeyboardInterrupt from anywhere here, also between two requests)
+    # the run ends and the job's stop cleans up; freeing on a job interrupted mid-request could raise
+    # an error of its own in place of the interrupt
+    if job.state != "running":
+        job.restart()
+    with contextlib.redirect_stderr(io.StringIO()):  # names the cells kept of the old arrays
+        for name in {*names(program.alloc), *names(program.arrays)} & set(job.specs):
+            job.free(name)
     return run
 
 
