@@ -16,6 +16,7 @@ the marker fails at once, saying so.
 import io
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -30,6 +31,10 @@ from shmem_notebook.job.watchdog import owned_processes
 #: the test process is a client: importing shmem4py here would call shmem_init, start a
 #: singleton orted that outlives every module and segfault pytest at exit (ompi#11604)
 sys.modules.setdefault("shmem4py", None)
+
+#: the tests press Ctrl-C (``_thread.interrupt_main``): as in a terminal it raises KeyboardInterrupt,
+#: also where pytest was started with SIGINT ignored (a background job: ``.ci/run &``)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 MARKER = "SHMEM_NOTEBOOK_TEST_SESSION"
 os.environ.setdefault(MARKER, uuid.uuid4().hex)

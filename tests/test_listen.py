@@ -20,6 +20,19 @@ from shmem_notebook.launcher.listen import SOCKET_PATH_MAX, holds_sockets, liste
 job = job_fixture(2, heap="8M")
 
 
+@pytest.fixture
+def short_path():
+    """A folder of a short path: where pytest's ``tmp_path`` is long (a deep ``--basetemp``, pytest-xdist's
+    ``.../popen-gw0/...``) a Unix socket in its security folder is too long, and the controller rightly
+    listens on TCP there."""
+    import pathlib
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="listen-")
+    yield pathlib.Path(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _cluster(profile_dir):
     return ipp.Cluster(profile_dir=str(profile_dir), controller_ip="127.0.0.1", controller_args=["--nodb"])
 
@@ -35,7 +48,8 @@ def _controller_processes(job):
     return [controller, *controller.children(recursive=True)]  # its schedulers and heart monitor
 
 
-def test_one_host_listens_on_sockets_in_the_security_folder(tmp_path):
+def test_one_host_listens_on_sockets_in_the_security_folder(short_path):
+    tmp_path = short_path
     cluster = _cluster(tmp_path)
     assert listen_privately(cluster, one_host=True)
     assert cluster.controller_ip == str(tmp_path / "security" / f"controller-{cluster.cluster_id}")
@@ -43,7 +57,8 @@ def test_one_host_listens_on_sockets_in_the_security_folder(tmp_path):
 
 
 @pytest.mark.parametrize("why", ["other hosts", "inside an allocation", "a path too long", "a folder without sockets"])
-def test_tcp_stays_where_pes_may_be_elsewhere_or_sockets_cannot_be(tmp_path, monkeypatch, why):
+def test_tcp_stays_where_pes_may_be_elsewhere_or_sockets_cannot_be(short_path, monkeypatch, why):
+    tmp_path = short_path
     profile = tmp_path / ("p" * SOCKET_PATH_MAX if why == "a path too long" else "p")
     if why == "a folder without sockets":
         profile = "/proc/self/profile"  # procfs makes no files (nor folders), not even for root
