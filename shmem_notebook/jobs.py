@@ -139,6 +139,10 @@ def jobs(sample=SAMPLE):
 
 
 def _view(token, group):
+    """The job's :class:`JobView`, or None when it ended while we looked (its watchdog, or all its
+    processes, gone). A process of the job that ends meanwhile (a PE of a set a restart replaced, a
+    helper) is left out, not the job."""
+    group = [p for p in group if _still(p)]
     roles = {}
     for proc in group:
         roles.setdefault(_role(proc), []).append(proc)
@@ -147,14 +151,17 @@ def _view(token, group):
         anchor = watchdog or min(group, key=lambda p: p.create_time())
         user, started = anchor.username(), anchor.create_time()
         kernel = watchdog.ppid() if watchdog else None
-        cpu_seconds = cpu_percent = 0.0
-        for proc in group:
+    except (psutil.Error, ValueError):
+        return None  # the job ended while we looked
+    cpu_seconds = cpu_percent = 0.0
+    for proc in group:
+        try:
             with proc.oneshot():
                 times = proc.cpu_times()
                 cpu_seconds += times.user + times.system
                 cpu_percent += proc.cpu_percent(None)
-    except psutil.Error:
-        return None  # the job ended while we looked
+        except psutil.Error:
+            continue  # this one ended while we looked; the others still speak for the job
     note = None
     for proc in roles.get("controller", []):
         try:
@@ -165,10 +172,11 @@ def _view(token, group):
         break
     pes, spare = [], []
     for proc in roles.get("pe", []):
-        (spare if _spare(proc) else pes).append(proc)
+        if _still(proc):
+            (spare if _spare(proc) else pes).append(proc)
     n = (note or {}).get("n") or _size(roles.get("launcher", [])) or len(pes)
     state, since = IDLE, None
-    newest_pe = max((p.create_time() for p in pes), default=0.0)
+    newest_pe = max((_created(p) for p in pes), default=0.0)
     if note and note.get("since", 0) >= newest_pe:  # a note before a restart speaks of PEs that are gone
         state, since = note.get("state", IDLE), note.get("since")
     kernel_gone = kernel is not None and not _alive(kernel, watchdog)
@@ -176,6 +184,21 @@ def _view(token, group):
         state = DEAD
     lib = (note or {}).get("library") or _library_of(roles.get("launcher", []), pes)
     return JobView(token, user, len(pes), n, lib, state, since, cpu_seconds, cpu_percent, started, kernel, len(spare))
+
+
+def _still(proc):
+    """Whether ``proc`` still runs (not ended, not a zombie)."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _created(proc):
+    try:
+        return proc.create_time()
+    except psutil.Error:
+        return 0.0
 
 
 def _alive(kernel, watchdog):

@@ -5,11 +5,13 @@ import json
 import subprocess
 import sys
 
+import psutil
 import pytest
 
 from conftest import job_fixture
 from shmem_notebook import jobs as J
 from shmem_notebook.job.processes import wait
+from shmem_notebook.job.watchdog import owned_by
 
 job = job_fixture(2, heap="8M", timeout=60, spare=True)
 
@@ -37,3 +39,16 @@ def test_the_json_says_the_spare_pes_apart(job):
     ).stdout
     (mine,) = [d for d in map(json.loads, out.splitlines()) if d["token"] == job._token]
     assert (mine["pes"], mine["n"], mine["spare"]) == (2, 2, 2), mine
+
+
+def test_a_process_of_the_job_that_ends_while_we_look_leaves_the_job_shown(job):
+    """A restart's old ``oshrun`` lingers 1-2 s with the job's token: when it ended between the listing
+    and the reading of its CPU, the whole job went missing from the view (a CI run of stop 52)."""
+    view_of(job)
+    with owned_by(job._token):
+        brief = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.2)"])
+    ended = psutil.Process(brief.pid)  # listed while it runs ...
+    brief.wait()  # ... and gone before it is read
+    view = J._view(job._token, J._owned()[job._token] + [ended])
+    assert view is not None, "the job went missing from the view"
+    assert (view.pes, view.n, view.spare) == (2, 2, 2), view.as_dict()
