@@ -1,7 +1,11 @@
 """Issue 48 items 1-3 for the race catalogue: racy and fixed twins in the shapes users write (partials,
 classes, dict-held buffers, generators, ``ffi.from_buffer``; fancy-index, mask, ``np.put``/``np.add.at``/
 ``np.copyto(where=)``/``.flat`` footprints; ``wait_until_any/some`` ordering only what they return); and
-from the held-out set (:mod:`race_heldout`), a put through a context quieted inside a lock.
+from the held-out set (:mod:`race_heldout`), a put through a context quieted inside a lock; and for the
+pattern hints of item 5, each with the one edit that fixes it: a lock taken by a ``with`` (a class's
+``__enter__``/``__exit__``, a ``contextlib`` generator) with a read after the block (moved into it) or a
+context's put not quieted inside it (``ctx.quiet()``), and a double buffer reused after a wait for the
+acknowledgement of one round too early (the wait's count written anew).
 
 Every fixed twin was a false race before (binding counted as a read; an index set counted as its bounding
 range); every ``wait_until_any`` racy twin was a missed race (the wait ordered every producer). Markers as
@@ -161,6 +165,68 @@ if me == 1:
 shmem.barrier_all()
 ctx.destroy()
 """
+#: every PE adds to PE 0's results[0] under a lock a class takes in __enter__ and releases in __exit__;
+#: PE 1 reads the total back inside the block (the racy twin: after it, outside the lock)
+HELD_LOCK = """class Held:
+    def __init__(self, lock):
+        self.lock = lock
+    def __enter__(self):
+        shmem.set_lock(self.lock)
+    def __exit__(self, *exc):
+        shmem.clear_lock(self.lock)
+held = Held(shmem.new_lock())
+mine = np.zeros(1, dtype=np.int64)
+shmem.barrier_all()
+with held:
+    shmem.get(mine, results[0:1], 0)
+    mine[0] += me + 1
+    shmem.put(results[0:1], mine, 0)  # A
+    if me == 1:
+        shmem.get(mine, results[0:1], 0)  # B
+shmem.barrier_all()
+"""
+#: the lock taken by a contextlib generator; PE 0's put goes through a context, quieted inside the block
+HOLDING_CTX = """import contextlib
+@contextlib.contextmanager
+def holding(lock):
+    shmem.set_lock(lock)
+    yield
+    shmem.clear_lock(lock)
+ctx = shmem.TEAM_WORLD.create_ctx()
+lock = shmem.new_lock()
+got = 0
+shmem.barrier_all()
+if me == 0:
+    with holding(lock):
+        shmem.put(remote2, np.full(4, 5, dtype=np.int32), 1, ctx=ctx)  # A
+        ctx.quiet()
+if me == 1:
+    while got != 5:
+        with holding(lock):
+            got = int(remote2[1])  # B
+shmem.barrier_all()
+ctx.destroy()
+"""
+#: PE 0 sends 5 items through PE 1's two slots (data, fence, flag k + 1); PE 1 reads item k, then acknowledges
+#: it with ack = k + 1. Before item k reuses slot k % 2, PE 0 waits until ack > k - 2, the acknowledgement of item
+#: k - 2 (the racy twin: ack > k - 3, one item too early)
+TWO_SLOTS = """items = [np.full(8, float(k)) for k in range(5)]
+got = []
+shmem.barrier_all()
+for k, item in enumerate(items):
+    slot = bufs[k % 2]
+    if me == 0:
+        if k >= 2:
+            shmem.wait_until(ack, shmem.CMP.GT, k - 2)
+        shmem.put(slot, item, 1)  # A
+        shmem.fence()
+        shmem.atomic_set(flag, k + 1, 1)
+    if me == 1:
+        shmem.wait_until(flag, shmem.CMP.GE, k + 1)
+        got.append(float(slot[3]))  # B
+        shmem.atomic_set(ack, k + 1, 0)
+shmem.barrier_all()
+"""
 #: OSHMPI aborts the job on the multi-word waits: the tool refuses them there (deviation multi_waits)
 MULTI_WAITS_REFUSED = ("oshmpi",)
 
@@ -243,6 +309,29 @@ def cases(Case, _twin):
             ),
             max_pes=2,
         ),
+        # item 5's pattern hints: the fix moves the read into the with block, adds ctx.quiet(), rewrites the count
+        Case("lock-with-read-inside", "shapes", False, HELD_LOCK, max_pes=2),
+        Case(
+            "lock-with-read-after-the-block",
+            "shapes",
+            True,
+            _twin(
+                HELD_LOCK,
+                "    if me == 1:\n        shmem.get(mine, results[0:1], 0)  # B\n",
+                "if me == 1:\n    shmem.get(mine, results[0:1], 0)  # B\n",
+            ),
+            max_pes=2,
+        ),
+        Case("lock-contextmanager-ctx-quieted", "contexts", False, HOLDING_CTX, max_pes=2),
+        Case(
+            "lock-contextmanager-ctx-not-quieted",
+            "contexts",
+            True,
+            _twin(HOLDING_CTX, "        ctx.quiet()\n", ""),
+            max_pes=2,
+        ),
+        Case("two-slots-acked", "shapes", False, TWO_SLOTS),
+        Case("two-slots-ack-one-item-early", "shapes", True, _twin(TWO_SLOTS, "CMP.GT, k - 2)", "CMP.GT, k - 3)")),
     ]
     for case in shapes:
         if "_any(" in case.code or "_some(" in case.code:

@@ -2,6 +2,7 @@
 
 import pytest
 
+import race_catalogue
 from conftest import job_fixture
 from race_fixes import check_each_fix, run_checked
 from shmem_notebook.analysis.happens_before import find_races
@@ -378,3 +379,57 @@ def test_no_fix_where_the_trace_cannot_place_a_function_body():
     races = _analyse(_helper_events(extra_call=True), 2, code)
     (race,) = [r for r in races if {a.line for a in r.accesses} == {4, 6}]
     assert race.fix is None and "shmem.barrier_all()" in race.hint
+
+
+#: issue 48 item 5, the pattern hints the held-out set lacked, on the catalogue's twins (race_shapes): the racy
+#: twin -> (its fixed twin, the one edit, the words). A read after a with block that takes the lock: moved into
+#: it; a context's put in the block: its quiet before the lock is released; a slot reused after the acknowledgement
+#: of one item too early: the wait's count written anew
+PATTERN_TWINS = {
+    "lock-with-read-after-the-block": (
+        "lock-with-read-inside",
+        Fix((Edit((14,), move=15),)),
+        "PE 1's get at line 16 is outside the lock that PE 0 holds for line 14's put: move lines 15-16 into the with "
+        "block at line 11, after line 14",
+    ),
+    "lock-contextmanager-ctx-not-quieted": (
+        "lock-contextmanager-ctx-quieted",
+        Fix((Edit((13,), "{ctx}.quiet()"),)),
+        "PE 0's put at line 13 goes through a context while it holds the lock, but releasing the lock completes the "
+        "default context only, so the put may land after PE 1 took the lock for line 17's load: call ctx.quiet() "
+        "after line 13, before the lock is released",
+    ),
+    "two-slots-ack-one-item-early": (
+        "two-slots-acked",
+        Fix((Edit((8,), replace=("k - 3", "k - 2")),)),
+        "the wait at line 8 lets PE 0's put at line 9 reuse the memory once the acknowledgement is more than k - 3 ",
+    ),
+}
+_CASES = {case.name: case for case in race_catalogue.CASES}
+
+
+@pytest.mark.parametrize("racy", PATTERN_TWINS)
+def test_a_pattern_bug_gets_its_one_edit_and_the_edited_cell_is_its_twin(fix_job, racy):
+    """The racy twin's one race says the pattern in its words, with the one edit that fixes it (before: no fix, and
+    'give each round its own buffer'); ``fixed_code`` is the fixed twin, which runs without a race."""
+    fixed, fix, words = PATTERN_TWINS[racy]
+    case, twin = _CASES[racy], _CASES[fixed]
+    if not case.runs_at(fix_job.n):
+        pytest.skip("a lock case: 2 PEs (race_catalogue's docstring)")
+    result = run_checked(fix_job, case.code, race_catalogue.ARRAYS, race_catalogue.RESET, timeout=30)
+    (race,) = result.races
+    assert {a.line for a in race.accesses} == set(case.lines)
+    assert race.fix == fix and words in race.hint, race
+    assert result.fixed_code == twin.code
+    assert run_checked(fix_job, twin.code, race_catalogue.ARRAYS, race_catalogue.RESET, timeout=30).races == []
+
+
+@pytest.mark.parametrize(
+    "old, new, more", [("r - 2", "r - 1", 1), ("npes - 2", "npes - 1", 1), ("k", "k + 3", 3), ("r", "2 * r", None)]
+)
+def test_a_count_of_a_loop_variable_is_checked_by_how_much_larger_it_is(old, new, more):
+    """A wait's count rewritten (the fix's ``replace``) is replayed as the old count plus a number, whatever
+    the loop's variables hold; a count that is not (``2 * r`` for ``r``) is not checked, so not offered."""
+    from shmem_notebook.analysis.edits import count_delta
+
+    assert count_delta(old, new, 4) == more

@@ -1,5 +1,6 @@
 """A picture of each race (issue 48): the space-time diagram's data (lanes, marks, barriers, arrows, the
-fix's place) for races found on a real 2-PE job (OSHMEM and SOS), its matplotlib drawing, and the races
+fix's place) for races found on real jobs (2 and 4 PEs on OSHMEM, 2 on SOS; at 4 PEs the PEs with no part
+in a race have no lane, and a race on a third PE's memory has three), its matplotlib drawing, and the races
 as flow arrows in the Perfetto export of a cell race-checked and traced at once (and of ``shmem-race --trace``),
 the docs' picture, and the pictures a real Jupyter kernel shows under a cell's report (``rc.race_pictures``)."""
 
@@ -14,7 +15,7 @@ from conftest import job_fixture, quiet, run_race_runner
 from shmem_notebook import Access, Race
 from shmem_notebook.analysis.chrome_trace import chrome_trace
 
-job = job_fixture(2, heap="8M", timeout=60, sos=(2,))
+job = job_fixture(2, 4, heap="8M", timeout=60, sos=(2,))
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 ARRAYS = "a=int64[4] flag=int64[1]"
@@ -52,6 +53,21 @@ SYNC_ALL = (
 shmem.sync_all()
 if me == 1:
     seen = int(a[2])
+shmem.barrier_all()
+"""
+)
+
+#: from 3 PEs: PE 0 puts into PE 2's a (line 4), then raises PE 1's flag (line 5) without a quiet (a fence
+#: orders puts to one PE only); PE 1 waits for it (line 7) and gets a from PE 2 (line 9)
+THIRD = (
+    START
+    + """if me == 0:
+    shmem.put(a, np.arange(4, dtype=np.int64), 2)
+    shmem.atomic_set(flag, 1, 1)
+if me == 1:
+    shmem.wait_until(flag, shmem.CMP.EQ, 1)
+    seen = np.zeros(4, dtype=np.int64)
+    shmem.get(seen, a, 2)
 shmem.barrier_all()
 """
 )
@@ -106,6 +122,33 @@ def test_a_sync_that_completes_nothing_is_drawn_between_the_marks(job):
     texts = {t.get_text() for t in ax.texts}
     assert {"line 4 put (write)", "line 7 load (read)", "sync_all\nline 5"} <= texts
     assert [line.get_linestyle() for line in ax.lines].count("--") == 1  # the fix's one dashed line
+
+
+def test_a_race_on_a_third_pes_memory_has_its_lane_and_the_flag_arrow(job):
+    """From 3 PEs: the memory's owner (PE 2) is a lane of its own, between no marks; PE 3, with no part, has
+    none; the barriers join the three lanes, the flag's arrow goes from PE 0 to PE 1, the quiet before it."""
+    if job.n < 3:
+        pytest.skip("a third PE's memory: 3 PEs or more")
+    race = race_of(job, THIRD)
+    pic = race.picture()
+    assert pic.lanes == (0, 1, 2) and lines_of(pic) == {(0, 4, "write"), (1, 9, "read")}
+    assert {m.text for m in pic.marks} == {"line 4 put (write)", "line 9 get (read)"}
+    (arrow,) = pic.arrows
+    assert (arrow.src, arrow.op, arrow.line, arrow.dst, arrow.wait, arrow.wait_line) == (
+        0,
+        "atomic_set",
+        5,
+        1,
+        "wait_until",
+        7,
+    )
+    put, get = sorted(pic.marks, key=lambda m: m.pe)
+    assert put.x < pic.fix_x < arrow.src_x < arrow.dst_x < get.x and pic.fix == "shmem.quiet()"
+    assert [(s.op, s.line, s.pes) for s in pic.syncs] == [("barrier_all", 2, (0, 1, 2)), ("barrier_all", 10, (0, 1, 2))]
+    assert pic.syncs[0].x < put.x and get.x < pic.syncs[1].x
+    checked_picture(race)
+    (ax,) = race.figure().axes
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["PE 0", "PE 1", "PE 2"]
 
 
 def test_a_race_made_by_hand_has_no_picture_and_says_so():

@@ -4,13 +4,14 @@ An :class:`Edit` inserts a statement next to one of the cell, moves one or copie
 :class:`Fix` is the edits that order a race (``Race.fix``); :func:`apply_fix` applies one to
 the cell's source, :func:`apply_fixes` several (``CellResult.fixed_code``), and :func:`anchor_of`
 says which statement an edit goes next to. :func:`recount` writes a wait's count larger as the user
-wrote it (``npes - 2`` -> ``npes - 1``) and :func:`count_value` says what a count is at ``npes`` PEs.
+wrote it (``npes - 2`` -> ``npes - 1``), :func:`count_value` says what a count is at ``npes`` PEs and
+:func:`count_delta` how much larger one count is than another (``r - 2`` -> ``r - 1``: 1).
 """
 
 import ast
 from dataclasses import dataclass
 
-__all__ = ["Edit", "Fix", "apply_fix", "apply_fixes", "anchor_of", "innermost", "recount", "count_value"]
+__all__ = ["Edit", "Fix", "apply_fix", "apply_fixes", "anchor_of", "innermost", "recount", "count_value", "count_delta"]
 
 
 @dataclass(frozen=True)
@@ -188,19 +189,45 @@ def recount(text, more):
 
 def count_value(text, npes):
     """The value of ``text``, an expression of integers and ``npes`` (None: not one)."""
-    ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__, ast.FloorDiv: int.__floordiv__}
+    return _value(text, {"npes": npes})
+
+
+def count_delta(old, new, npes):
+    """How much larger count ``new`` is than ``old`` (expressions of integers, ``npes`` and other names, e.g.
+    a loop's ``r``), whatever the other names hold; None when that is not one number (or not known)."""
+    deltas = set()
+    for k in (0, 1, 2, 7, 12):
+        names = {"npes": npes, "*": k}
+        before, after = _value(old, names), _value(new, names)
+        if before is None or after is None:
+            return None
+        deltas.add(after - before)
+    return deltas.pop() if len(deltas) == 1 else None
+
+
+_OPS = {
+    ast.Add: int.__add__,
+    ast.Sub: int.__sub__,
+    ast.Mult: int.__mul__,
+    ast.FloorDiv: int.__floordiv__,
+    ast.Mod: int.__mod__,
+}
+
+
+def _value(text, names):
+    """The value of ``text`` with ``names`` (``"*"``: the value of any other name; none: no other name)."""
 
     def value(node):
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return node.value
-        if isinstance(node, ast.Name) and node.id == "npes":
-            return npes
+        if isinstance(node, ast.Name):
+            return names.get(node.id, names.get("*"))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             inner = value(node.operand)
             return None if inner is None else -inner
-        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
             left, right = value(node.left), value(node.right)
-            return None if left is None or right is None else ops[type(node.op)](left, right)
+            return None if left is None or right is None else _OPS[type(node.op)](left, right)
         return None
 
     try:

@@ -24,7 +24,7 @@ import ast
 from ..operations import event
 from . import edits
 
-__all__ = ["orders", "in_loop", "CHECK_EVENTS"]
+__all__ = ["orders", "in_loop", "layout", "CHECK_EVENTS"]
 
 #: a trace of more events (after folding repeats) is not simulated again: its fixes go unchecked
 CHECK_EVENTS = 50_000
@@ -48,6 +48,7 @@ def orders(fix, a, b, sim):
         return None
     try:
         edited = edits.apply_fix(source, fix)  # fixes that make the same cell are one replay
+        ast.parse(edited)  # (a statement moved out of an `if` it was all of leaves the `if` empty)
     except (ValueError, SyntaxError):
         return False
     cache = sim.__dict__.setdefault("_fixes", {})
@@ -78,6 +79,17 @@ def in_loop(sim, line):
     except (ValueError, SyntaxError):
         return False
     return isinstance(_layout(sim).parents.get(anchor), (ast.For, ast.AsyncFor))
+
+
+def layout(sim):
+    """The cell's statements as the checks see them (which line is in a function body, the parents of each
+    statement); None without the cell's source or when it does not parse."""
+    if getattr(sim, "source", None) is None:
+        return None
+    try:
+        return _layout(sim)
+    except SyntaxError:
+        return None
 
 
 # -- the cell's statements ----------------------------------------------------------------------
@@ -301,17 +313,18 @@ def _replays(fix, sim, layout):
 
 def _recounted(fix, sim):
     """``sim``'s events with the waits at the line whose count ``fix`` rewrites (``Edit.replace``) waiting
-    for the new count; raises :class:`Unplaceable` when a count is not a number of ``npes``."""
+    for the new count; raises :class:`Unplaceable` when the new count is not the old one plus a number
+    (counts of integers, ``npes`` and the loop's variables, e.g. ``r - 2`` -> ``r - 1``)."""
     events = sim.events
     for edit in fix.edits:
         if edit.replace is None:
             continue
-        old, new = (edits.count_value(text, sim.n) for text in edit.replace)
-        if old is None or new is None:
-            raise Unplaceable(f"the count {edit.replace[0]!r} is not a number of npes")
+        more = edits.count_delta(*edit.replace, sim.n)
+        if more is None:
+            raise Unplaceable(f"{edit.replace[1]!r} is not {edit.replace[0]!r} plus a number")
         line = edit.line[0]
         events = {
-            pe: [e._replace(value=e.value + new - old) if _counted(e, line) else e for e in evs]
+            pe: [e._replace(value=e.value + more) if _counted(e, line) else e for e in evs]
             for pe, evs in events.items()
         }
     return events
@@ -357,7 +370,7 @@ def _plans(fix, sim, layout):
         for pe, (points, entry, exit_) in passes.items():
             evs = sim.events[pe]
             moves = _runs(evs, moved, layout) if moved is not None else []
-            if moved is not None and len(moves) != len(points):
+            if moves and len(moves) != len(points):  # (a PE that never ran it records nothing where it goes)
                 raise ValueError("the moved statement runs a different number of times")
             for which, extra in (
                 (late, [exit_] * (most - len(points)) if edit.every_pe else []),

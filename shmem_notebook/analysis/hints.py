@@ -18,6 +18,7 @@ from ..deviations import LATE_ZEROING, by_key
 from ..protocol import RACE_LINES
 from . import fixcheck
 from .edits import Edit, Fix, apply_fix
+from .lock_hints import lock_advice
 from .model import LOCAL_SYNCS as _LOCAL_SYNCS  # syncs that order nothing across PEs
 from .patterns import LOOKBACK as _LOOKBACK, patterns, touches
 
@@ -146,7 +147,7 @@ def _advise(a, b, sim):
             _fix(Edit(lines, "shmem.barrier_all()", every_pe=True)),
         )
     if a.locks or b.locks:
-        return _lock_advice(a, b, sim)
+        return lock_advice(a, b, sim)
     if issued_before:  # what is missing is completion
         if a.ctx:
             return (
@@ -309,33 +310,6 @@ def _flag_first_advice(first, second, sim, flag):
         f"PE {first.pe} acknowledges (line {flag_line}) before line {first.line}'s {first.op} has read the data, "
         f"so PE {second.pe} may overwrite it first: do the {first.op} first{then}, then the acknowledgement"
     ), _fix(Edit((first.line,), call, move=flag_line))
-
-
-def _lock_advice(a, b, sim):
-    locked, other = (a, b) if a.locks - b.locks else (b, a)
-    lock = min(locked.locks - other.locks)
-    text = f"hold the lock of line {locked.line} around line {other.line} too (shmem.set_lock / shmem.clear_lock)"
-    evs = sim.events[other.pe]
-    sets = [i for i, e in enumerate(evs) if e.kind == "lock" and e.lock == lock and e.op == "set_lock"]
-    clears = [i for i, e in enumerate(evs) if e.kind == "lock" and e.lock == lock and e.op == "clear_lock"]
-    later = [i for i in sets if i > other.index]
-    earlier = [i for i in clears if i < other.index]
-    if earlier:  # the critical section ended before the access: move the access into it
-        return text, _fix(Edit((evs[earlier[-1]].line,), move=other.line, before=True))
-    if later:
-        return text, _fix(Edit((evs[later[0]].line,), move=other.line))
-    mine = sim.events[locked.pe]
-    taken = [i for i, e in enumerate(mine) if e.kind == "lock" and e.lock == lock and i < locked.index]
-    freed = [
-        i
-        for i, e in enumerate(mine)
-        if e.kind == "lock" and e.lock == lock and e.op == "clear_lock" and i > locked.index
-    ]
-    if not (taken and freed):
-        return text, None
-    return text, _fix(
-        Edit((other.line,), copy=mine[taken[-1]].line, before=True), Edit((other.line,), copy=mine[freed[0]].line)
-    )
 
 
 def _shared_update(a, b, sim):

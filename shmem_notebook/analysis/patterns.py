@@ -4,7 +4,9 @@
 each pattern they may be: a consumer that accesses the data before the wait that orders it (move the
 access after the wait), a counted wait that needs fewer increments than the producers make (wait for
 all of them: the count in the wait written anew), a collective's destination used in a loop (one
-barrier after the round's last use of it). :func:`.hints.advice` offers the first whose edit
+barrier after the round's last use of it), a buffer reused after a wait for an older acknowledgement
+than the one its last reader sends after reading it (wait for that one: the wait's value written anew,
+``r - 2`` -> ``r - 1`` for parity buffers). :func:`.hints.advice` offers the first whose edit
 :func:`.fixcheck.orders` finds orders the race.
 """
 
@@ -25,11 +27,14 @@ LOOKBACK = 10_000
 
 def patterns(a, b, sim):
     """``(hint, fix)`` of each pattern bug ``a`` and ``b`` may be, to check in this order: an access before the
-    wait that orders it, a counted wait that counts too few, a collective's destination reused by the next round."""
+    wait that orders it, a counted wait that counts too few, a collective's destination reused by the next round,
+    a buffer reused after a wait for an older acknowledgement."""
     for x, y in ((a, b), (b, a)):
         yield from _before_its_wait(x, y, sim)
         yield from _counts_too_few(x, y, sim)
     yield from _next_round(a, b, sim)
+    for x, y in ((a, b), (b, a)):
+        yield from _older_ack(x, y, sim)
 
 
 def _after(x, sim):
@@ -104,6 +109,44 @@ def _counts_too_few(x, y, sim):
             Fix((Edit((w.line,), replace=(old, new)),)),
         )
         return
+
+
+def _older_ack(x, y, sim):
+    """PE ``x.pe`` writes memory after a wait (``>=``, ``>``) on a word that PE ``y.pe`` sets, after its access
+    ``y`` of that memory, to a value the wait does not need: the wait lets ``x`` reuse the memory before that
+    acknowledgement; wait for it (the wait's value written anew, as much larger as the acknowledgement is)."""
+    if x.pe == y.pe or x.cell or y.cell or not x.writes:
+        return
+    evs, w = sim.events[x.pe], None
+    for i in range(x.index - 1, max(-1, x.index - 1 - LOOKBACK), -1):
+        e = evs[i]
+        if e.kind == "coll" or (e.kind == "sync" and e.op not in LOCAL_SYNCS):
+            return
+        if e.kind == "wait":
+            w = e
+            break
+    cond = model.condition(w) if w is not None else None
+    if cond is None or cond[0] not in (">=", ">"):
+        return
+    ack = next((e for _, e in _after(y, sim) if e.kind == "rma" and e.pe == x.pe and e.lo < w.hi and w.lo < e.hi), None)
+    how = model.written(ack) if ack is not None else None
+    if how is None or how[0] != "set":
+        return
+    more = how[1] - (cond[0] == ">") - cond[1]
+    old = _wait_count(sim.source, w.line) if more > 0 else None
+    if old is None:
+        return
+    new = recount(old, more)
+    least = "at least" if cond[0] == ">=" else "more than"
+    yield (
+        (
+            f"the wait at line {w.line} lets PE {x.pe}'s {x.op} at line {x.line} reuse the memory once the "
+            f"acknowledgement is {least} {old} ({cond[1]} here), but PE {y.pe} acknowledges its {y.op} of it at "
+            f"line {y.line} only with the {how[1]} it writes at line {ack.line}: wait for that acknowledgement: "
+            f"{new} instead of {old} at line {w.line}"
+        ),
+        Fix((Edit((w.line,), replace=(old, new)),)),
+    )
 
 
 def _writes_to(pe, w, sim):
