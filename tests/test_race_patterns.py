@@ -141,14 +141,15 @@ def test_a_reductions_destination_read_in_a_loop_takes_one_barrier_after_the_rea
     [("npes - 2", 1, "npes - 1"), ("npes - 1", 1, "npes"), ("npes", 2, "npes + 2"), ("3", 1, "4"), ("n // 2", 1, None)],
 )
 def test_a_count_is_rewritten_as_the_user_wrote_it(text, more, said):
-    from shmem_notebook.analysis.edits import count_value, recount
+    from shmem_notebook.analysis.edits import count_delta, count_value, recount
 
     new = recount(text, more)
     assert new == (said or f"{text} + {more}")
     if said is not None:
         assert count_value(new, 4) == count_value(text, 4) + more
     else:
-        assert count_value(text, 4) is None  # not a number of npes: the fix is not checked, not offered
+        assert count_value(text, 4) is None  # not a number of npes alone: recount cannot simplify it
+        assert count_delta(text, new, 4) == more  # yet the rewrite adds exactly ``more``: fixcheck can check it
 
 
 def test_replacing_an_argument_edits_only_that_argument():
