@@ -10,7 +10,10 @@ ROOT=$PWD
 SOS=${SHMEM_NOTEBOOK_SOS_DIR:-$ROOT/.sos}  # where the library entry looks (launcher/library.py)
 TARBALL=${1:-}
 
-PATCHED="$SOS/install/.team-psync-patched"  # an install from before the patch is rebuilt
+PATCHED="$SOS/install/.cma-built"  # an install from before the shared heaps is rebuilt (its venv is kept)
+# PEs on one node map each other's heaps (loads, stores, processor atomics), with polling waits; other
+# nodes go over libfabric. SOS_CONFIGURE_EXTRA: more configure options (a variant built elsewhere).
+CONFIGURE_OPTS="--with-ofi --enable-pmi-simple --disable-fortran --with-cma --enable-hard-polling --enable-shr-atomics ${SOS_CONFIGURE_EXTRA:-}"
 if [ -x "$SOS/venv/bin/python" ] && [ -f "$SOS/venv/.shmem4py-built" ] && [ -f "$PATCHED" ]; then
     echo "== SOS already built in .sos/ ($("$SOS/install/bin/oshcc" --version 2>/dev/null | head -1 || true))"
     exit 0
@@ -27,9 +30,11 @@ install_missing SOS autoconf automake libtool libfabric-dev mpich patch
 
 mkdir -p "$SOS"
 if [ ! -f "$PATCHED" ]; then
-    # the patch: a fix for 1.5.3's team pSyncs (the file says why); skipped where a release has it
+    # the patches (the files say why): a fix for 1.5.3's team pSyncs (skipped where a release has it), and
+    # shared heaps on one node (scripts/sos-cma.patch: a release it does not apply to fails here)
     build_tarball SOS "$SOS" "$TARBALL" '{ patch -p1 -N < "$ROOT/scripts/sos-team-psync.patch" || true; } &&
-        ./autogen.sh && ./configure --prefix="$dir/install" --with-ofi --enable-pmi-simple --disable-fortran &&
+        patch -p1 -N < "$ROOT/scripts/sos-cma.patch" &&
+        ./autogen.sh && ./configure --prefix="$dir/install" $CONFIGURE_OPTS &&
         make -j"$(nproc)" && make install'
     touch "$PATCHED"
 fi

@@ -11,7 +11,8 @@ Built in:
   (``rc.oshrun``), this Python.
 - ``sos``: Sandia OpenSHMEM (OpenSHMEM 1.5) as ``scripts/setup.sh --with-sos TARBALL`` builds it
   into the project's ``.sos/`` (``.sos/install``, ``.sos/venv``); its ``oshrun`` runs MPICH's
-  ``mpiexec.hydra`` and libfabric's sockets provider.
+  ``mpiexec.hydra``; PEs on one node share their heaps (``scripts/sos-cma.patch``), the rest goes
+  over libfabric's sockets provider.
 - ``oshmpi``: OSHMPI (OpenSHMEM 1.4 over MPI-3) as ``scripts/setup.sh --with-oshmpi TARBALL``
   builds it over Open MPI's MPI into ``.oshmpi/``; it has no ``oshrun``: Open MPI's ``mpirun``
   starts the PEs (docs/libraries.md).
@@ -155,17 +156,16 @@ def _builtin() -> dict[str, Library]:
             env={
                 "OSHRUN_LAUNCHER": "mpiexec.hydra",
                 "FI_PROVIDER": "sockets",
-                # not set: FI_SOCKETS_PE_WAITTIME=0 (progress threads that never spin) makes puts of
-                # 32 B-2 KiB 200x faster here but small puts and gets 1.5-2x slower (docs/troubleshooting.md: limits)
+                # libfabric carries only what shared memory does not (other nodes, atomics then)
                 # libfabric loads its PSM providers even for sockets, and they write a backtrace file
                 # (python.80s-PID,vm.btr) into the working directory whenever a PE dies
                 "IPATH_NO_BACKTRACE": "1",
                 "HFI_NO_BACKTRACE": "1",
             },
             hint="build it with `scripts/setup.sh --with-sos SOS-1.5.3.tar.gz` (Sandia OpenSHMEM's source)",
-            # its waits block on libfabric's counters (0-1% of a core per waiting PE, measured); stopping
-            # its PEs would stall the RMA others target them with (a get from a stopped PE: ~10 ms)
-            polls=False,
+            # built with hard polling (scripts/build_sos.sh): its waits poll (yielding the core every 16
+            # polls, sleeping after 64 yields), so the governor lets long ones sleep; RMA to a stopped
+            # PE's heap still completes (loads and stores to its shared heap)
         ),
         "oshmpi": Library(
             "oshmpi",
