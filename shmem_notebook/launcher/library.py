@@ -25,6 +25,7 @@ A site adds its own in a JSON file, ``$SHMEM_NOTEBOOK_LIBRARIES`` or
 
 ``polls`` (default true) says whether its PEs poll while they wait for others: then the tool lets
 long waits sleep (:mod:`shmem_notebook.job.governor`); false for a library that blocks in its waits.
+``shares_heaps`` (default true) says whether the PEs of one node map each other's heaps (``shmem.ptr``).
 
 ``oshrun`` is whatever starts the PEs: an ``oshrun``, or the MPI's own launcher for a library built
 over MPI (``mpirun``, ``mpiexec.hydra`` for OSHMPI).
@@ -74,6 +75,9 @@ class Library:
     #: whether its PEs poll while they wait for others (a core each): the tool then lets long waits
     #: sleep (shmem_notebook.job.governor); Sandia OpenSHMEM over libfabric blocks in its waits itself
     polls: bool = True
+    #: whether the PEs of one node map each other's heaps (``shmem.ptr`` gives a view, ``TEAM_SHARED``
+    #: is the node); OSHMPI's and Sandia OpenSHMEM's over libfabric do not
+    shares_heaps: bool = True
 
     def check(self) -> None:
         """Fail in one sentence, before launch, when its ``oshrun`` or its Python is missing."""
@@ -143,6 +147,9 @@ def _picks_launcher(oshrun: str) -> bool:
 
 def _builtin() -> dict[str, Library]:
     sos = os.environ.get("SHMEM_NOTEBOOK_SOS_DIR", SOS_DIR)
+    # built with SOS_SHARED_HEAPS=1 (scripts/build_sos.sh): the node's PEs share their heaps and poll in their
+    # waits (yielding the core every 16 polls, sleeping after 64 yields), so the governor lets long ones sleep
+    sos_shared = os.path.exists(os.path.join(sos, "install", ".cma-built"))
     oshmpi = os.environ.get("SHMEM_NOTEBOOK_OSHMPI_DIR", OSHMPI_DIR)
     return {
         "oshmem": Library(
@@ -163,9 +170,11 @@ def _builtin() -> dict[str, Library]:
                 "HFI_NO_BACKTRACE": "1",
             },
             hint="build it with `scripts/setup.sh --with-sos SOS-1.5.3.tar.gz` (Sandia OpenSHMEM's source)",
-            # built with hard polling (scripts/build_sos.sh): its waits poll (yielding the core every 16
-            # polls, sleeping after 64 yields), so the governor lets long ones sleep; RMA to a stopped
-            # PE's heap still completes (loads and stores to its shared heap)
+            # over libfabric its waits block on libfabric's counters (0-1% of a core per waiting PE, measured);
+            # stopping its PEs would stall the RMA others target them with (a get from a stopped PE: ~10 ms).
+            # With shared heaps, RMA to a stopped PE's heap completes (loads and stores)
+            polls=sos_shared,
+            shares_heaps=sos_shared,
         ),
         "oshmpi": Library(
             "oshmpi",
@@ -175,6 +184,7 @@ def _builtin() -> dict[str, Library]:
                 "build it with `scripts/setup.sh --with-oshmpi /path/to/oshmpi-ee5cf11.tar.gz`, a tarball of "
                 "https://github.com/pmodels/oshmpi at commit ee5cf11 (docs/oshmpi.md says how to make it)"
             ),
+            shares_heaps=False,  # its heap is an MPI window: no PE can shmem_ptr another
         ),
     }
 
@@ -222,6 +232,7 @@ def described(entries: Mapping[str, Any], path: str, key: str = "") -> dict[str,
                 dict(d.get("env", {})),
                 hint=f"fix its entry in {path}",
                 polls=bool(d.get("polls", True)),
+                shares_heaps=bool(d.get("shares_heaps", True)),
             )
         return libraries
     except (ValueError, KeyError, AttributeError, TypeError) as e:
