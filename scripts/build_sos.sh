@@ -10,7 +10,23 @@ ROOT=$PWD
 SOS=${SHMEM_NOTEBOOK_SOS_DIR:-$ROOT/.sos}  # where the library entry looks (launcher/library.py)
 TARBALL=${1:-}
 
-PATCHED="$SOS/install/.team-psync-patched"  # an install from before the patch is rebuilt
+# SOS_SHARED_HEAPS=1 (an option, docs/libraries.md "Sandia OpenSHMEM on one node: shared heaps"): the PEs of
+# one node map each other's heaps (loads, stores, processor atomics; scripts/sos-cma.patch) and poll in their
+# waits; other nodes go over libfabric. Without it (the default): libfabric's sockets for everything.
+# Each build leaves its marker in .sos/install; asking for the other one rebuilds SOS (its venv is kept).
+# SOS_CONFIGURE_EXTRA: more configure options (a variant built elsewhere).
+CONFIGURE_OPTS="--with-ofi --enable-pmi-simple --disable-fortran ${SOS_CONFIGURE_EXTRA:-}"
+if [ -z "${SOS_SHARED_HEAPS+set}" ] && [ -f "$SOS/install/.cma-built" ]; then
+    SOS_SHARED_HEAPS=1  # unless told otherwise, a build chosen before stays
+fi
+if [ "${SOS_SHARED_HEAPS:-0}" = 1 ]; then
+    PATCHED="$SOS/install/.cma-built"
+    CONFIGURE_OPTS="$CONFIGURE_OPTS --with-cma --enable-hard-polling --enable-shr-atomics"
+    SHARED_HEAPS=1
+else
+    PATCHED="$SOS/install/.team-psync-patched"  # an install from before the patch is rebuilt
+    SHARED_HEAPS=
+fi
 if [ -x "$SOS/venv/bin/python" ] && [ -f "$SOS/venv/.shmem4py-built" ] && [ -f "$PATCHED" ]; then
     echo "== SOS already built in .sos/ ($("$SOS/install/bin/oshcc" --version 2>/dev/null | head -1 || true))"
     exit 0
@@ -27,9 +43,12 @@ install_missing SOS autoconf automake libtool libfabric-dev mpich patch
 
 mkdir -p "$SOS"
 if [ ! -f "$PATCHED" ]; then
-    # the patch: a fix for 1.5.3's team pSyncs (the file says why); skipped where a release has it
+    # the patches (the files say why): a fix for 1.5.3's team pSyncs (skipped where a release has it), and with
+    # SOS_SHARED_HEAPS=1 the shared heaps (a release scripts/sos-cma.patch does not apply to fails here)
+    rm -f "$SOS/install/.cma-built" "$SOS/install/.team-psync-patched"  # the build they marked is replaced
     build_tarball SOS "$SOS" "$TARBALL" '{ patch -p1 -N < "$ROOT/scripts/sos-team-psync.patch" || true; } &&
-        ./autogen.sh && ./configure --prefix="$dir/install" --with-ofi --enable-pmi-simple --disable-fortran &&
+        { [ -z "$SHARED_HEAPS" ] || patch -p1 -N < "$ROOT/scripts/sos-cma.patch"; } &&
+        ./autogen.sh && ./configure --prefix="$dir/install" $CONFIGURE_OPTS &&
         make -j"$(nproc)" && make install'
     touch "$PATCHED"
 fi

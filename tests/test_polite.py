@@ -105,7 +105,7 @@ def test_a_long_wait_uses_at_most_a_tenth_of_a_core(job, wait):
     if job.library.polls:  # the governor stopped them
         assert all(shares.stopped[pe] >= 0.5 for pe in waiting), (wait, shares.stopped)
         assert job._governor is not None and job._governor.cycles > 0
-    else:  # Sandia OpenSHMEM blocks in its waits by itself: nothing to govern
+    else:  # a library that blocks in its waits by itself (polls false): nothing to govern
         assert job._governor is None and not any(shares.stopped.values())
 
 
@@ -124,7 +124,7 @@ def test_waits_shorter_than_polite_ms_are_not_governed(job, monkeypatch):
     """With ``rc.polite_ms = 800`` a 0.5 s wait polls at full speed and a 1.3 s one is governed after
     0.8 s (on a busy machine even a tight loop's barrier may wait longer than the default 10 ms)."""
     if not job.library.polls:
-        pytest.skip("Sandia OpenSHMEM blocks in its waits: no governor")
+        pytest.skip("the library blocks in its waits (polls false): no governor")
     monkeypatch.setattr(rc, "polite_ms", 800)
     job.run("pass")
     governor, before = job._governor, job._governor.cycles
@@ -138,7 +138,7 @@ def test_a_new_polite_ms_gets_a_governor_that_stays(job, monkeypatch):
     """Changing ``rc.polite_ms`` replaces the governor; the old one's end, on the same board, must
     not mark the new one ended (the CI of 2b65555 saw a third governor made one cell later)."""
     if not job.library.polls:
-        pytest.skip("Sandia OpenSHMEM blocks in its waits: no governor")
+        pytest.skip("the library blocks in its waits (polls false): no governor")
     for ms in (10, 700, 10, 900, 10):
         monkeypatch.setattr(rc, "polite_ms", ms)
         job.run("pass")

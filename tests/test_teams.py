@@ -150,8 +150,8 @@ def test_team_api_and_every_team_collective_equal_numpy(job):
     rows, cols = grid(n)
     for me in range(n):
         teams = dict(team_pes(n), row=rows[me], col=cols[me])
-        if job.library.name in ("sos", "oshmpi"):  # no PE can shmem_ptr another (libfabric's sockets; OSHMPI over
-            # Open MPI's osc): TEAM_SHARED is itself
+        if not job.library.shares_heaps:  # no PE can shmem_ptr another (OSHMPI over Open MPI's osc, SOS over
+            # libfabric): TEAM_SHARED is itself; SOS built with shared heaps maps its node's, as OSHMEM does
             teams["shared"] = [me]
         r = got[me]
         assert r["destroyed"] == [False] * 5

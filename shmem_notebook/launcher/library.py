@@ -11,7 +11,8 @@ Built in:
   (``rc.oshrun``), this Python.
 - ``sos``: Sandia OpenSHMEM (OpenSHMEM 1.5) as ``scripts/setup.sh --with-sos TARBALL`` builds it
   into the project's ``.sos/`` (``.sos/install``, ``.sos/venv``); its ``oshrun`` runs MPICH's
-  ``mpiexec.hydra`` and libfabric's sockets provider.
+  ``mpiexec.hydra``; PEs on one node share their heaps (``scripts/sos-cma.patch``), the rest goes
+  over libfabric's sockets provider.
 - ``oshmpi``: OSHMPI (OpenSHMEM 1.4 over MPI-3) as ``scripts/setup.sh --with-oshmpi TARBALL``
   builds it over Open MPI's MPI into ``.oshmpi/``; it has no ``oshrun``: Open MPI's ``mpirun``
   starts the PEs (docs/libraries.md).
@@ -24,6 +25,7 @@ A site adds its own in a JSON file, ``$SHMEM_NOTEBOOK_LIBRARIES`` or
 
 ``polls`` (default true) says whether its PEs poll while they wait for others: then the tool lets
 long waits sleep (:mod:`shmem_notebook.job.governor`); false for a library that blocks in its waits.
+``shares_heaps`` (default true) says whether the PEs of one node map each other's heaps (``shmem.ptr``).
 
 ``oshrun`` is whatever starts the PEs: an ``oshrun``, or the MPI's own launcher for a library built
 over MPI (``mpirun``, ``mpiexec.hydra`` for OSHMPI).
@@ -73,6 +75,9 @@ class Library:
     #: whether its PEs poll while they wait for others (a core each): the tool then lets long waits
     #: sleep (shmem_notebook.job.governor); Sandia OpenSHMEM over libfabric blocks in its waits itself
     polls: bool = True
+    #: whether the PEs of one node map each other's heaps (``shmem.ptr`` gives a view, ``TEAM_SHARED``
+    #: is the node); OSHMPI's and Sandia OpenSHMEM's over libfabric do not
+    shares_heaps: bool = True
 
     def check(self) -> None:
         """Fail in one sentence, before launch, when its ``oshrun`` or its Python is missing."""
@@ -142,6 +147,9 @@ def _picks_launcher(oshrun: str) -> bool:
 
 def _builtin() -> dict[str, Library]:
     sos = os.environ.get("SHMEM_NOTEBOOK_SOS_DIR", SOS_DIR)
+    # built with SOS_SHARED_HEAPS=1 (scripts/build_sos.sh): the node's PEs share their heaps and poll in their
+    # waits (yielding the core every 16 polls, sleeping after 64 yields), so the governor lets long ones sleep
+    sos_shared = os.path.exists(os.path.join(sos, "install", ".cma-built"))
     oshmpi = os.environ.get("SHMEM_NOTEBOOK_OSHMPI_DIR", OSHMPI_DIR)
     return {
         "oshmem": Library(
@@ -155,17 +163,18 @@ def _builtin() -> dict[str, Library]:
             env={
                 "OSHRUN_LAUNCHER": "mpiexec.hydra",
                 "FI_PROVIDER": "sockets",
-                # not set: FI_SOCKETS_PE_WAITTIME=0 (progress threads that never spin) makes puts of
-                # 32 B-2 KiB 200x faster here but small puts and gets 1.5-2x slower (docs/troubleshooting.md: limits)
+                # libfabric carries only what shared memory does not (other nodes, atomics then)
                 # libfabric loads its PSM providers even for sockets, and they write a backtrace file
                 # (python.80s-PID,vm.btr) into the working directory whenever a PE dies
                 "IPATH_NO_BACKTRACE": "1",
                 "HFI_NO_BACKTRACE": "1",
             },
             hint="build it with `scripts/setup.sh --with-sos SOS-1.5.3.tar.gz` (Sandia OpenSHMEM's source)",
-            # its waits block on libfabric's counters (0-1% of a core per waiting PE, measured); stopping
-            # its PEs would stall the RMA others target them with (a get from a stopped PE: ~10 ms)
-            polls=False,
+            # over libfabric its waits block on libfabric's counters (0-1% of a core per waiting PE, measured);
+            # stopping its PEs would stall the RMA others target them with (a get from a stopped PE: ~10 ms).
+            # With shared heaps, RMA to a stopped PE's heap completes (loads and stores)
+            polls=sos_shared,
+            shares_heaps=sos_shared,
         ),
         "oshmpi": Library(
             "oshmpi",
@@ -175,6 +184,7 @@ def _builtin() -> dict[str, Library]:
                 "build it with `scripts/setup.sh --with-oshmpi /path/to/oshmpi-ee5cf11.tar.gz`, a tarball of "
                 "https://github.com/pmodels/oshmpi at commit ee5cf11 (docs/oshmpi.md says how to make it)"
             ),
+            shares_heaps=False,  # its heap is an MPI window: no PE can shmem_ptr another
         ),
     }
 
@@ -222,6 +232,7 @@ def described(entries: Mapping[str, Any], path: str, key: str = "") -> dict[str,
                 dict(d.get("env", {})),
                 hint=f"fix its entry in {path}",
                 polls=bool(d.get("polls", True)),
+                shares_heaps=bool(d.get("shares_heaps", True)),
             )
         return libraries
     except (ValueError, KeyError, AttributeError, TypeError) as e:
