@@ -29,12 +29,19 @@ def _run(src, dst, sockets):
     client = NotebookClient(
         nb, timeout=600, kernel_name="python3", config=config, resources={"metadata": {"path": str(Path(src).parent)}}
     )
-    try:
-        client.execute()
-    except CellExecutionError as exc:
-        nbformat.write(nb, dst)
-        print(f"{src}: a cell failed; the partly executed copy is {dst}\n{exc}", file=sys.stderr)
-        return 1
+    # the kernel's own messages (not the cells' output, which comes over its sockets) go to a file, shown only
+    # when the run failed: its shutdown over IPC may log a closed socket's queued callback after every cell ran
+    with tempfile.TemporaryFile("w+") as kernel_log:
+        try:
+            client.execute(stderr=kernel_log)
+        except CellExecutionError as exc:
+            nbformat.write(nb, dst)
+            print(f"{src}: a cell failed; the partly executed copy is {dst}\n{exc}", file=sys.stderr)
+            return 1
+        except BaseException:
+            kernel_log.seek(0)
+            sys.stderr.write(kernel_log.read())
+            raise
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, dst)
     print(f"{src}: all {sum(c.cell_type == 'code' for c in nb.cells)} code cells ran; executed copy: {dst}")
