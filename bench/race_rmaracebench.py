@@ -1,75 +1,17 @@
 """The race detector on the ports of RMARaceBench's OpenSHMEM tests (tests/race_rmaracebench.py).
 
-Each library and PE count gets one job (heap 8M); every case is run with ``race=True`` and scored as
-``tests/test_races.py::test_catalogue`` scores the catalogue (the shared runner: tests/race_score.py).
-Prints per library and PE count the cases, tp/fp/tn/fn, precision, recall and accuracy, and every wrong
-case with what the detector said; writes bench/race_rmaracebench.json. A benchmark, not a CI test:
+Scored as ``bench/race_sets.py`` says, each library's cases chosen by ``for_library``; writes
+bench/race_rmaracebench.json. A benchmark, not a CI test:
 ``python bench/race_rmaracebench.py [--libraries oshmem sos] [--pes 2 4]`` (some 30-60 s a job).
 """
 
-import argparse
-import json
+import functools
 import os
-import sys
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-
-from race_rmaracebench import ARRAYS, CASES, RESET, for_library  # noqa: E402
-
-import shmem_notebook  # noqa: E402
-from race_score import run_cases  # noqa: E402
-
-#: the OpenSHMEM version each library implements (its 1.5 cases end in UnsupportedError below 1.5)
-SPEC = {"oshmem": "1.4", "sos": "1.5", "oshmpi": "1.4"}
-
-
-def score(library, npes):
-    """One job of ``npes`` PEs on ``library``: the held-out set's scores, wrong cases and seconds."""
-    job = shmem_notebook.Job(npes, heap="8M", library=library).start()
-    try:
-        started = time.perf_counter()
-        rows, scores = run_cases(job, for_library(CASES, library), ARRAYS, RESET, SPEC[library])
-        seconds = time.perf_counter() - started
-    finally:
-        job.stop()
-    wrong = [
-        {"case": case.name, "race": case.race, "lines": list(case.lines), "detail": detail}
-        for case, ok, detail in rows
-        if ok is False
-    ]
-    return {"library": library, "pes": npes, "cases": len(rows), "seconds": round(seconds, 1), **scores, "wrong": wrong}
-
-
-def line(row):
-    """The row's scores in one line."""
-    return (
-        f"{row['library']} at {row['pes']} PEs: {row['cases']} cases in {row['seconds']} s; "
-        f"tp {row['tp']}, fp {row['fp']}, tn {row['tn']}, fn {row['fn']}; precision {row['precision']:.2f}, "
-        f"recall {row['recall']:.2f}, accuracy {row['accuracy']:.2f}"
-    )
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--libraries", nargs="+", default=["oshmem", "sos"], choices=sorted(SPEC))
-    parser.add_argument("--pes", nargs="+", type=int, default=[2, 4])
-    parser.add_argument("--out", default=os.path.join(HERE, "race_rmaracebench.json"))
-    args = parser.parse_args(argv)
-    rows = []
-    for library in args.libraries:
-        for npes in args.pes:
-            row = score(library, npes)
-            rows.append(row)
-            print(line(row), flush=True)
-            for w in row["wrong"]:
-                print(f"  WRONG {w['case']} (race={w['race']}, lines={tuple(w['lines'])}): {w['detail']}", flush=True)
-    with open(args.out, "w") as fh:
-        stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-        json.dump({"date": stamp + " UTC", "load_average_1min_end": os.getloadavg()[0], "rows": rows}, fh, indent=1)
-    return rows
-
+from race_sets import HERE, main  # puts tests/ on the path
 
 if __name__ == "__main__":
-    main()
+    from race_rmaracebench import ARRAYS, CASES, RESET, for_library  # tests/race_rmaracebench.py
+
+    chosen = functools.partial(for_library, CASES)
+    main(__doc__.split("\n\n")[0], os.path.join(HERE, "race_rmaracebench.json"), chosen, ARRAYS, RESET)
