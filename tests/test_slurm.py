@@ -46,7 +46,7 @@ def cluster():
 
 IN_ALLOCATION = textwrap.dedent(
     """
-    import json, os, io
+    import io, json, os, sys
     import numpy as np
     import shmem_notebook
     job = shmem_notebook.start(n=NPES, heap="32M")
@@ -74,6 +74,10 @@ IN_ALLOCATION = textwrap.dedent(
             "got": job.gather("got").tolist(),
             "total": job.gather("total").ravel().tolist(),
         }))
+    except BaseException:
+        print("== oshrun's output:", file=sys.stderr)
+        print(job._oshrun_output(lines=200), file=sys.stderr)  # a PE's last words
+        raise
     finally:
         job.stop()
     """
