@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # for the type checker only: importing them runs the client s
 
     from .analysis.happens_before import Access, Race
     from .cells.result import CellResult
+    from .inspector.replay import replay
+    from .inspector.widget import inspect
     from .job import Job, current_job, start
     from .specs import ArraySpec
 
@@ -54,6 +56,8 @@ __all__ = [
     "CellStoppedError",
     "CellSyntaxError",
     "SpecError",
+    "inspect",
+    "replay",
     "load_ipython_extension",
     "unload_ipython_extension",
 ]
@@ -69,6 +73,8 @@ _LAZY = {
     "ArraySpec": "specs",
     "Race": "analysis.happens_before",
     "Access": "analysis.happens_before",
+    "inspect": "inspector.widget",  # the inspector's widgets over a job and a traced cell
+    "replay": "inspector.replay",
 }
 
 __getattr__ = lazy_names(__name__, _LAZY)

@@ -146,12 +146,7 @@ FLOORS = [
     # jobs: the instructor's view of every job on the server, a front end too
 ]
 #: imports allowed upward, each lazy (inside the one function that needs it) and with its reason
-UPWARD = {
-    # public shortcuts to the display of what a lower floor holds: Job.inspect() and
-    # CellResult.trace.replay() import the widget when called
-    ("job", "inspector"),
-    ("analysis", "inspector"),
-}
+UPWARD: set[tuple[str, str]] = set()  # none: traces and jobs are data, the inspector draws them
 
 
 def _floor(part):

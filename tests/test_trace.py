@@ -8,7 +8,7 @@ import pytest
 
 from conftest import job_fixture, quiet
 from shmem_notebook import InputError
-from shmem_notebook.inspector.replay import Replay, draw_frame, transfers
+from shmem_notebook.inspector.replay import Replay, draw_frame, replay, transfers
 
 job = job_fixture(2, 4, heap="32M", sos=(2,))
 
@@ -81,16 +81,16 @@ def test_teaching_collectives_replay_step_by_step(job, collective, algorithm, st
         assert final.tolist() == [[p + 1 for p in range(n) for _ in range(2)]] * n
     elif collective == "broadcast":
         assert final[:, :2].tolist() == [[1, 1]] * n
-    replay = result.trace.replay()
+    widget = replay(result.trace)
     count = len(result.trace.frames())
-    assert isinstance(replay, Replay) and (replay.slider.min, replay.slider.max, replay.slider.value) == (1, count, 1)
-    assert replay.title.value.startswith(f"<b>step 1 of {count}: ")  # the slider and the title agree
-    replay.slider.value = replay.slider.max
-    assert replay.index == count - 1 and replay.image.value[:4] == b"\x89PNG"
-    assert replay.title.value.startswith(f"<b>step {count} of {count}: ")
-    text = replay.static_text()
+    assert isinstance(widget, Replay) and (widget.slider.min, widget.slider.max, widget.slider.value) == (1, count, 1)
+    assert widget.title.value.startswith(f"<b>step 1 of {count}: ")  # the slider and the title agree
+    widget.slider.value = widget.slider.max
+    assert widget.index == count - 1 and widget.image.value[:4] == b"\x89PNG"
+    assert widget.title.value.startswith(f"<b>step {count} of {count}: ")
+    text = widget.static_text()
     assert f"step 1: {collective} ({algorithm.replace('_', ' ')})" in text and "PE 0 -> PE 1" in text
-    assert "<ol><li>" in replay._repr_mimebundle_()["text/html"]
+    assert "<ol><li>" in widget._repr_mimebundle_()["text/html"]
     assert draw_frame(result.trace, 0).axes
 
 
@@ -158,4 +158,4 @@ def test_replay_reads_well_at_4_pes_with_rabenseifner(job):
         r"\(e.g. `%shmem replay --array "
     )
     with pytest.raises(InputError, match=expected):
-        trace.replay(arrays=["nope"])
+        replay(trace, arrays=["nope"])

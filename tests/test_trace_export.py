@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 
+import shmem_notebook
 from conftest import ipython_shell, job_fixture, quiet, run_race_runner
 from shmem_notebook import InputError
 from shmem_notebook.analysis.chrome_trace import chrome_trace
@@ -218,7 +219,7 @@ def test_a_cell_stopped_by_its_timeout_keeps_its_events_and_says_where_it_ends(j
     assert sorted(e["tid"] for e in ended) == list(range(job.n)) and document["otherData"]["complete"] is False
     flows(document)
     trace.save(tmp_path / "cut.otf2")
-    assert trace.frames() and trace.replay().static_text().startswith("replay: ")
+    assert trace.frames() and shmem_notebook.replay(trace).static_text().startswith("replay: ")
 
 
 def test_a_cell_that_raised_keeps_its_trace(job):
@@ -230,6 +231,9 @@ def test_a_cell_that_raised_keeps_its_trace(job):
 
 
 # -- the magics --------------------------------------------------------------------------------
+CHART = "<IPython.core.display.Image object>"  # a PNG displayed in a terminal IPython: the profile's chart
+
+
 def test_magics_trace_profile_and_save(job, tmp_path, capsys):
     from IPython.core.error import UsageError
 
@@ -243,11 +247,20 @@ def test_magics_trace_profile_and_save(job, tmp_path, capsys):
         out = capsys.readouterr().out
         assert "trace: PE 0 spent " in out and "outside OpenSHMEM (at least " in out and "off the CPU" in out
         assert "trace: PE 1 waited" in out and "in barrier_all at line 4" in out
+        assert out.count(CHART) == 1 and out.index(CHART) > out.index("trace: PE 1 waited"), out  # then the chart
         shell.run_line_magic("shmem", f"trace save {tmp_path / 'm.json'}")
         assert "trace saved: " in capsys.readouterr().out and (tmp_path / "m.json").is_file()
         flows(json.loads((tmp_path / "m.json").read_text()))
         shell.run_line_magic("shmem", "trace profile")
-        assert "PE 1 waited" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert "PE 1 waited" in out and out.count(CHART) == 1, out
+        shell.run_cell_magic("pxshmem", "--trace", cell)
+        assert CHART not in capsys.readouterr().out  # a plain trace draws nothing
+        drawn = job.last_result.trace.profile()  # show=False: returned, not shown
+        assert drawn.axes and CHART not in capsys.readouterr().out
+        with pytest.raises(PEError):  # a cell that failed keeps its profile, chart included
+            shell.run_cell_magic("pxshmem", "--trace=profile", "shmem.barrier_all()\nraise ValueError('x')\n")
+        assert capsys.readouterr().out.count(CHART) == 1
         with pytest.raises(UsageError, match="name it \\*.json or \\*.otf2"):
             shell.run_line_magic("shmem", f"trace save {tmp_path / 'm.txt'}")
         shell.run_cell_magic("pxshmem", "--trace x=int64[2]", "x[:] = me\n")  # --trace takes no value from the line

@@ -12,7 +12,7 @@ from IPython.core.error import UsageError
 import shmem_notebook
 from conftest import ipython_shell, needs_oshmpi, needs_sos
 from shmem_notebook import CellStoppedError, JobStateError, NoJobError, PEDiedError
-from shmem_notebook.inspector import gather_snapshot
+from shmem_notebook.inspector import gather_snapshot, inspect
 from shmem_notebook.job.processes import wait
 from shmem_notebook.words import plural
 
@@ -229,7 +229,7 @@ def test_after_stop(session, magic):
         lambda: job.alloc("B=int32[3]"),
         lambda: job.gather("A"),
         lambda: job.pull("A"),
-        job.inspect,
+        lambda: inspect(job),
         lambda: gather_snapshot(job),
     ):
         with pytest.raises(NoJobError, match="start one with `%shmem start"):

@@ -20,7 +20,8 @@ __all__ = ["Trace", "TRANSFERS"]
 
 class Trace:
     """A traced cell: ``events``, ``epochs`` (heap states recorded), :meth:`heap`, :meth:`frames`,
-    :meth:`replay`, :meth:`save` (Perfetto JSON, OTF2), :meth:`waits`, :meth:`timeline`.
+    :meth:`save` (Perfetto JSON, OTF2), :meth:`waits`, :meth:`timeline`, :meth:`profile`. The replay
+    widget is the inspector's: ``shmem_notebook.replay(trace)``.
 
     ``npes``: the job's PEs (a PE that sent nothing gets an empty lane); ``meta``: what the exports
     name (``job``, ``library``, ``cell``); ``ends``: ``{pe: sentence}`` where a cut-short PE's trace
@@ -77,18 +78,18 @@ class Trace:
 
     def timeline(self, fig=None):
         """The calls as a timeline (a matplotlib Figure): a lane per PE, a box per call, an arrow per transfer."""
-        from ..inspector.waits_plot import draw_timeline
+        from .trace_drawing import draw_timeline
 
         return draw_timeline(self, fig=fig)
 
     def profile(self, fig=None, show=False):
         """A per-PE bar chart of :meth:`waits` (a matplotlib Figure); ``show``: also display it under
         the running cell (in IPython)."""
-        from ..inspector.waits_plot import draw_waits, show
+        from .trace_drawing import draw_waits, show_figure
 
         figure = draw_waits(self.waits(), fig=fig)
         if show:
-            show(figure)
+            show_figure(figure)
         return figure
 
     def heap(self, epoch):
@@ -181,9 +182,3 @@ class Trace:
         if event["op"] in READS:
             return event["target"], event["pe"], f"get {where}"
         return event["pe"], event["target"], f"{event['op']} {where}"
-
-    def replay(self, **options):
-        """The replay widget (slider and play button over :meth:`frames`)."""
-        from ..inspector.replay import Replay
-
-        return Replay(self, **options)

@@ -1,17 +1,23 @@
-"""Where each PE waited, as a bar per PE (matplotlib, no pyplot): ``trace.profile()``,
-``%%pxshmem --trace=profile``, ``%shmem trace profile``; and a timeline of a traced cell
-(:func:`draw_timeline`: one lane per PE, a box per call, arrows for transfers).
+"""Draw a traced cell with matplotlib (client side; imported on first use, like :mod:`.race_drawing`):
+where each PE waited, as a bar per PE (:func:`draw_waits`: ``trace.profile()``,
+``%%pxshmem --trace=profile``, ``%shmem trace profile``), and its calls against time
+(:func:`draw_timeline`, ``trace.timeline()``: one lane per PE, a box per call, arrows for transfers).
+No pyplot: nothing global changes.
 
 Each bar is the cell on one PE, split into the time outside OpenSHMEM (grey; light grey: the part
 that was at least off the CPU, sleeping or blocked), the longest waits by call and line (one colour
 each, the same on every PE), other waits and other calls.
 """
 
+import io
+
 from matplotlib.figure import Figure
 
-from ..analysis.timeline import kind_of, lanes, origin
+from ..operations import TRANSFERS
+from .model import READS  # gets: data flows to the caller
+from .timeline import kind_of, lanes, origin
 
-__all__ = ["draw_waits", "draw_timeline", "show"]
+__all__ = ["draw_waits", "draw_timeline", "show_figure"]
 
 _SHOWN = 5  # waits (call, line) given their own colour
 _COLOURS = ["#c4302b", "#e69f00", "#0072b2", "#009e73", "#cc79a7"]
@@ -60,9 +66,6 @@ def draw_waits(waits, fig=None):
 def draw_timeline(trace, fig=None, ax=None):
     """One lane per PE, a box per call (red: waiting, blue: RMA, green: atomics), an arrow per transfer
     between PEs; time in ms from the trace's start. Returns the figure."""
-    from ..analysis.model import READS
-    from ..operations import TRANSFERS
-
     if ax is None:
         fig = fig or Figure(figsize=(9, 0.9 + 0.45 * trace.npes), dpi=90)
         ax = fig.add_subplot(111)
@@ -86,12 +89,12 @@ def draw_timeline(trace, fig=None, ax=None):
     return ax.figure
 
 
-def show(fig):
+def show_figure(fig):
     """Display ``fig`` as a PNG under the running cell, when there is one (IPython)."""
     from IPython import get_ipython
     from IPython.display import Image, display
 
-    from .plots import figure_png
-
     if get_ipython() is not None:
-        display(Image(figure_png(fig)))
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=fig.dpi)
+        display(Image(png.getvalue()))

@@ -98,7 +98,7 @@ class TraceStage(Stage):
         write(
             f"trace: {plural(len(trace.events), 'event')}{dropped} on {plural(trace.npes, 'PE')}, "
             f"{plural(trace.epochs, 'heap state')}, {plural(len(trace.frames()), 'step')}; "
-            "replay with `%shmem replay` or result.trace.replay()\n"
+            "replay with `%shmem replay` or shmem_notebook.replay(result.trace)\n"
         )
         if trace.cut:
             write(f"trace: cut short, it ends where {said(trace.ends)}\n")

@@ -1,9 +1,10 @@
 """The inspector: every PE's symmetric heap, array values and state at a glance.
 
-``inspect(job)`` (``%shmem inspect``, ``job.inspect()``) displays an
-:class:`Inspector` widget; :func:`gather_snapshot` gives the data alone as a
-:class:`Snapshot`. Submodules: ``snapshot`` (gathering, the data structure),
-``plots`` (matplotlib helpers), ``tables`` (HTML/text tables), ``widget``.
+``inspect(job)`` (``%shmem inspect``) displays an :class:`Inspector` widget;
+:func:`gather_snapshot` gives the data alone as a :class:`Snapshot`. A traced cell's
+:class:`~shmem_notebook.analysis.trace.Trace` gets its replay widget from :func:`replay`. Submodules:
+``snapshot`` (gathering, the data structure), ``plots`` (matplotlib helpers), ``tables`` (HTML/text
+tables), ``widget``, ``replay``.
 
 This package imports lazily: PEs import :mod:`.snapshot` to run the gathering
 function, and must not pull in matplotlib or ipywidgets for it.
@@ -22,6 +23,7 @@ __all__ = [
     "plot_values",
     "plot_diff",
     "state_table",
+    "replay",
 ]
 
 _WHERE = {
@@ -34,6 +36,7 @@ _WHERE = {
     "plot_values": "plots",
     "plot_diff": "plots",
     "state_table": "tables",
+    "replay": "replay",
 }
 
 

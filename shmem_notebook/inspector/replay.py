@@ -1,6 +1,6 @@
 """The replay widget: step through a traced cell (ipywidgets + matplotlib PNGs, no JS build step).
 
-``result.trace.replay()`` / ``%shmem replay`` show a :class:`Replay`: a play
+``replay(result.trace)`` / ``%shmem replay`` show a :class:`Replay`: a play
 button and a slider over the trace's frames (:meth:`Trace.frames`); each frame
 draws the PEs as boxes holding their small arrays' values at that point, an
 arrow per transfer of the step (from PE, to PE, which elements) and the
@@ -10,6 +10,7 @@ PNG and the list of steps.
 
 import base64
 import html
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 import numpy as np
@@ -21,7 +22,10 @@ from ..errors import InputError
 from ..words import plural
 from .plots import figure_png
 
-__all__ = ["Replay", "draw_frame", "transfers"]
+if TYPE_CHECKING:
+    from ..analysis.trace import Trace
+
+__all__ = ["Replay", "replay", "draw_frame", "transfers"]
 
 _SHOWN = 12  # most elements of an array written in a PE's box
 _ARROWS = 24  # most transfers drawn in one step
@@ -205,3 +209,9 @@ class Replay(widgets.VBox):
         data["text/plain"] = self.static_text()
         data["text/html"] = self.static_html()
         return data
+
+
+def replay(trace: "Trace", **options: Any) -> Replay:
+    """The replay widget of ``trace`` (a traced cell's :class:`~shmem_notebook.analysis.trace.Trace`):
+    a slider and play button over its frames; ``options``: ``arrays`` (names to draw), ``interval`` (ms)."""
+    return Replay(trace, **options)

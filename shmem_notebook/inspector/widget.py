@@ -1,7 +1,7 @@
 """The inspector widget (ipywidgets + matplotlib PNGs; no JavaScript build step).
 
-``inspect(job)`` displays an :class:`Inspector`; ``%shmem inspect`` and
-``job.inspect()`` call it. The widget's data is ``inspector.snapshot`` (see
+``inspect(job)`` (``shmem_notebook.inspect``) displays an :class:`Inspector`; ``%shmem inspect``
+calls it. The widget's data is ``inspector.snapshot`` (see
 :mod:`.snapshot`). Every refresh asks the PEs for their heap summary (not
 collective; dead or stuck PEs are marked, the others shown). The displayed
 output also carries a static HTML rendering (figure and tables), which is

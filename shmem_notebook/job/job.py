@@ -44,7 +44,6 @@ from .spare import Spares
 from .watchdog import kill_owned, owned_by, remove_profile_files, start_watchdog, stop_watchdog, tell_watchdog
 
 if TYPE_CHECKING:
-    from ..inspector.widget import Inspector
     from .script_export import Exported
 
 __all__ = ["Job"]
@@ -381,12 +380,6 @@ class Job(SymmetricArrays, Health, Asking):
         finally:
             self._reap_ended()
         return self
-
-    def inspect(self, auto: bool = False, **options: Any) -> "Inspector":
-        """Display the inspector of this job (not collective); see :func:`shmem_notebook.inspector.inspect`."""
-        from ..inspector import inspect
-
-        return inspect(self, auto=auto, **options)
 
     # -- cells ---------------------------------------------------------------
     def run(self, code: str, arrays: Any = None, timeout: float | None = None, stdout: TextIO | None = None,

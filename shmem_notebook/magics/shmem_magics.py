@@ -400,7 +400,9 @@ class ShmemMagics(Magics):
         result = self._job("%shmem replay").last_result
         if result is None or result.trace is None:
             raise UsageError("%shmem replay: the last cell was not traced; run it with `%%pxshmem --trace` first")
-        return result.trace.replay(arrays=args.array)
+        from ..inspector.replay import replay
+
+        return replay(result.trace, arrays=args.array)
 
     def _trace(self, args: argparse.Namespace) -> None:
         result = self._job("%shmem trace").last_result
