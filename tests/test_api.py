@@ -28,6 +28,8 @@ def test_public_api_is_pinned():
             "CellStoppedError",
             "CellSyntaxError",
             "SpecError",
+            "inspect",
+            "replay",
             "load_ipython_extension",
             "unload_ipython_extension",
         ]
