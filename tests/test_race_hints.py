@@ -433,3 +433,27 @@ def test_a_count_of_a_loop_variable_is_checked_by_how_much_larger_it_is(old, new
     from shmem_notebook.analysis.edits import count_delta
 
     assert count_delta(old, new, 4) == more
+
+
+LEADING = (
+    "x = shmem.zeros(1, dtype=np.int64)\nshmem.barrier_all()\nif me == 0:\n"
+    "    shmem.put(x, np.ones(1, dtype=np.int64), 1)\nv = int(x[0])\nshmem.barrier_all()\nshmem.free(x)\n"
+)
+
+
+def test_a_cell_that_starts_with_blank_lines_gets_the_same_report_and_fix(fix_job):
+    """IPython drops a cell's leading blank lines before it numbers its lines (``job.run('''\\n...''')``,
+    a blank first line under %%pxshmem): the report, its lines and its checked fix are those of the same
+    cell without them (the fix was lost, checked against the lines of the text with them), and so is a
+    syntax error's line and text."""
+    import io
+
+    from shmem_notebook.errors import CellSyntaxError
+
+    got = []
+    for lead in ("", "\n", "\n\n  \n"):  # one blank line lost the fix: it was checked a line off
+        result = fix_job.run(lead + LEADING, race=True, stdout=io.StringIO())
+        got.append(([str(race) for race in result.races], [str(race.fix) for race in result.races]))
+    assert got[0] == got[1] == got[2] and got[0][0] and "None" not in got[0][1], got
+    with pytest.raises(CellSyntaxError, match=r"\(line 2 of the cell: x = \(\)"):
+        fix_job.run("\n\ny = 1\nx = (\n")

@@ -2,7 +2,18 @@
 
 from ..errors import CellSyntaxError
 
-__all__ = ["check_syntax"]
+__all__ = ["check_syntax", "as_numbered"]
+
+
+def as_numbered(code):
+    """``code`` without its leading blank lines, which IPython drops before it numbers a cell's lines
+    (``inputtransformer2.leading_empty_lines``): the lines the PEs report (races, hangs, errors, traces)
+    then name the lines of the text the client reads them in, and a fix lands on the line it names."""
+    lines = code.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.strip():
+            return "".join(lines[i:])
+    return code
 
 
 def check_syntax(code):

@@ -23,7 +23,7 @@ import psutil
 from ..arguments import check_timeout
 from ..cells import STAGES, CellResult, run_cell
 from ..cells.channel import DISPATCH, CellChannel
-from ..cells.syntax import check_syntax
+from ..cells.syntax import as_numbered, check_syntax
 from ..errors import InputError, JobStateError, LaunchError
 from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, check_slurm, listen_privately
 from ..launcher.entry_points import cache as cache_entry_points
@@ -391,6 +391,7 @@ class Job(SymmetricArrays, Health, Asking):
         valid Python, :class:`PEError` if the cell raised on any PE, :class:`PEDiedError` if PEs died,
         :class:`CellStoppedError` on timeout or interrupt (with where every PE was). Keyword ``options``
         switch on optional stages of the cell path by name (see :mod:`shmem_notebook.cells.stages`)."""
+        code = as_numbered(code)  # the PEs' IPython numbers the lines from the first that is not blank
         check_syntax(code)  # before anything reaches the PEs
         with self.history.running(code, arrays, dict(options, timeout=timeout)):  # recorded by a cell callback
             return run_cell(self, code, arrays=arrays, timeout=timeout, stdout=stdout, stderr=stderr, **options)
