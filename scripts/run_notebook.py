@@ -34,14 +34,14 @@ def _run(src, dst, sockets):
     with tempfile.TemporaryFile("w+") as kernel_log:
         try:
             client.execute(stderr=kernel_log)
-        except CellExecutionError as exc:
+        except BaseException as exc:
+            kernel_log.seek(0)
+            sys.stderr.write(kernel_log.read())
+            if not isinstance(exc, CellExecutionError):
+                raise
             nbformat.write(nb, dst)
             print(f"{src}: a cell failed; the partly executed copy is {dst}\n{exc}", file=sys.stderr)
             return 1
-        except BaseException:
-            kernel_log.seek(0)
-            sys.stderr.write(kernel_log.read())
-            raise
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, dst)
     print(f"{src}: all {sum(c.cell_type == 'code' for c in nb.cells)} code cells ran; executed copy: {dst}")

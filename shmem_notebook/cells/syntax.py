@@ -9,11 +9,9 @@ def as_numbered(code):
     """``code`` without its leading blank lines, which IPython drops before it numbers a cell's lines
     (``inputtransformer2.leading_empty_lines``): the lines the PEs report (races, hangs, errors, traces)
     then name the lines of the text the client reads them in, and a fix lands on the line it names."""
-    lines = code.splitlines(keepends=True)
-    for i, line in enumerate(lines):
-        if line.strip():
-            return "".join(lines[i:])
-    return code
+    from IPython.core.inputtransformer2 import leading_empty_lines
+
+    return "".join(leading_empty_lines(code.splitlines(keepends=True)))
 
 
 def check_syntax(code):
