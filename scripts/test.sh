@@ -28,4 +28,5 @@ done
 .venv/bin/ruff check . || { echo "== ruff check failed (above): fix the code, then run the tests again" >&2; exit 1; }
 .venv/bin/ruff format --check . || { echo "== ruff format --check failed (above): run .venv/bin/ruff format ." >&2; exit 1; }
 .venv/bin/mypy || { echo "== mypy failed (above): fix the types, then run the tests again" >&2; exit 1; }
-exec .venv/bin/python -m pytest -ra --durations=15 "$@"  # and the 15 slowest tests
+# two workers (pytest-xdist), each taking whole modules (their jobs are module-scoped), the slowest first
+exec .venv/bin/python -m pytest -ra --durations=15 -n 2 --dist loadfile "$@"  # and the 15 slowest tests

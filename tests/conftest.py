@@ -38,6 +38,8 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 
 MARKER = "SHMEM_NOTEBOOK_TEST_SESSION"
 os.environ.setdefault(MARKER, uuid.uuid4().hex)
+if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker (pytest -n) finds only what its own tests started
+    os.environ[MARKER] = f"{os.environ[MARKER].split('-')[0]}-{os.environ['PYTEST_XDIST_WORKER']}"
 
 
 def session_processes():
@@ -71,6 +73,18 @@ def shared_memory():
     with open("/proc/sysvipc/shm") as f:
         rows = [line.split() for line in f.readlines()[1:]]
     return names | {f"SysV shmid {row[1]}" for row in rows if int(row[7]) == os.getuid() and row[6] == "0"}
+
+
+def shared_memory_left(before, settle=10.0):
+    """What :func:`shared_memory` has that ``before`` had not, once it stays for up to ``settle``
+    seconds: a job stopping in another test (pytest -n) unmaps its segments a moment before it
+    removes them, and what is really left stays."""
+    deadline = time.monotonic() + settle
+    while True:
+        left = shared_memory() - before
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
 
 
 def _readable(pattern):
@@ -112,7 +126,7 @@ def no_leftover_processes(request):
     before = shared_memory()
     yield
     assert wait_for_no_processes() == [], "processes left behind by this test module"
-    left = shared_memory() - before
+    left = shared_memory_left(before, settle=2.0)
     if left:
         SHARED_MEMORY_LEFT.append((request.module.__name__, sorted(left)))
 
@@ -141,6 +155,18 @@ def pytest_runtest_logreport(report):
         row = {"nodeid": report.nodeid, "outcome": entry[1], "duration": entry[0], "limit": entry[2]}
         with open(path, "a") as f:
             f.write(json.dumps(row) + "\n")
+
+
+def pytest_sessionfinish(session):
+    """A worker of ``pytest -n`` hands what it found to the controller (:func:`pytest_testnodedown`)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["shared_memory_left"] = SHARED_MEMORY_LEFT
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    SHARED_MEMORY_LEFT.extend(tuple(x) for x in getattr(node, "workeroutput", {}).get("shared_memory_left", ()))
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -286,8 +312,35 @@ PE_MODULES = {"test_transitions.py"}
 REFUSED = ("oshrun", "mpirun", "mpiexec", "srun", "sbatch", "salloc")
 
 
+#: the modules that take longest, the longest first (tests/*.py, seconds of a CI run under
+#: ``pytest -n 2``: 150-270 s each, the median module 10 s). The workers of ``pytest -n`` take whole
+#: modules (``--dist loadfile``, for the module-scoped jobs) in the order they were collected: these
+#: go first, so the run does not end with one worker in a long module and the other idle.
+SLOWEST_FIRST = (
+    "test_races.py",
+    "test_race_runner.py",
+    "test_notebooks.py",
+    "test_transitions.py",
+    "test_inspector.py",
+    "test_reliability.py",
+    "test_interrupts.py",
+    "test_conformance.py",
+    "test_hub.py",
+    "test_bench_smoke.py",
+    "test_deadlock.py",
+    "test_unprivileged.py",
+    "test_polite.py",
+    "test_slurm.py",
+    "test_job.py",
+    "test_export.py",
+)
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker collects, and in the same order
+        rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: modules stay whole
     for item in items:
         defs = getattr(item, "_fixtureinfo", None)
         fixtures = [d.func for ds in (defs.name2fixturedefs.values() if defs else ()) for d in ds]

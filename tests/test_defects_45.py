@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shmem_notebook.analysis.figures import figure_png
 from shmem_notebook.inspector import plots
 from shmem_notebook.inspector.snapshot import Snapshot
 
@@ -54,7 +55,7 @@ def test_a_pe_without_data_is_labelled_no_data_not_agreeing():
     drawn = [(t.get_text(), t.get_color()) for t in ax.get_yticklabels()]
     assert drawn[0] == ("PE 0 (no data)", plots.NO_DATA)
     assert [p.get_hatch() for p in ax.patches] == ["///"], "the row without data is hatched"
-    assert plots.figure_png(fig).startswith(PNG)
+    assert figure_png(fig).startswith(PNG)
 
 
 def test_agreeing_pes_and_pes_without_data_are_told_apart_in_panels_too():

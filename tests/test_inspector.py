@@ -20,6 +20,7 @@ from nbclient import NotebookClient
 import shmem_notebook
 from conftest import job_fixture, quiet
 from shmem_notebook import InputError, NoJobError
+from shmem_notebook.analysis.figures import figure_png
 from shmem_notebook.inspector import Inspector, gather_snapshot, inspect, plots, tables
 
 ROOT = Path(__file__).parent.parent
@@ -428,7 +429,7 @@ def test_static_fallbacks_carry_the_figure_and_the_tables(clean):
         text = bundle["text/plain"]
         assert "OpenSHMEM inspector" in text and text.count(" idle ") == 4 and "S: PE 2 differs" in text
         fig = plots.static_figure(insp.snapshot, "S")
-        assert len(fig.axes) >= 4 and plots.figure_png(fig).startswith(PNG)
+        assert len(fig.axes) >= 4 and figure_png(fig).startswith(PNG)
     finally:
         insp.close()
 
@@ -485,7 +486,7 @@ def test_hung_and_dead_pes_do_not_break_the_inspector():
         assert job.dead_pes(), "PE 2 was killed but the job does not see it"
         snap = gather_snapshot(job, timeout=2)
         assert snap.pes[2]["state"] == "dead" and not snap.pes[2]["reachable"]
-        assert "dead" in tables.state_table(snap) and plots.figure_png(plots.heap_figure(snap)).startswith(PNG)
+        assert "dead" in tables.state_table(snap) and figure_png(plots.heap_figure(snap)).startswith(PNG)
     finally:
         job.stop()
 

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 import shmem_notebook
-from conftest import job_fixture, shared_memory
+from conftest import job_fixture, shared_memory, shared_memory_left
 from shmem_notebook import CellStoppedError, InputError, PEDiedError
 from shmem_notebook.job.processes import wait
 from shmem_notebook.job.watchdog import OWNER
@@ -113,7 +113,7 @@ def test_stop_ends_the_spare_pes_and_leaves_nothing():
     j.stop()
     assert wait(lambda: not _owned(j._token), 10), _owned(j._token)
     assert not glob.glob(files)
-    assert shared_memory() - before == set()
+    assert shared_memory_left(before) == set()
 
 
 @pytest.mark.pe

@@ -16,7 +16,7 @@ import numpy as np
 import psutil
 import pytest
 
-from conftest import job_fixture, run_race_runner, shared_memory
+from conftest import job_fixture, run_race_runner, shared_memory, shared_memory_left
 from shmem_notebook import Access, Race
 from shmem_notebook.cells.stress_stage import Run, compare, summary
 from shmem_notebook.launcher.environment import platform_environment
@@ -276,7 +276,7 @@ def test_ctrl_c_ends_the_runners_reruns(tmp_path):
     assert not [x for x in lines if x.startswith(("  seed 6", "  seed 7", "  seed 8"))], lines
     assert lines[-1] == "stress: every rerun gave the output of the run without delays", lines  # the one rerun that ran
     assert runner.returncode == 0, lines  # no race: the interrupted rerun is no result
-    assert _session_ended(runner.pid) and shared_memory() - before == set()
+    assert _session_ended(runner.pid) and shared_memory_left(before) == set()
 
 
 def _session_ended(sid, timeout=15.0):

@@ -17,7 +17,7 @@ from conftest import ipython_shell, job_fixture, quiet, run_race_runner
 from shmem_notebook import InputError
 from shmem_notebook.analysis.chrome_trace import chrome_trace
 from shmem_notebook.analysis.model import READS
-from shmem_notebook.analysis.trace import Trace
+from shmem_notebook.analysis.trace import PROFILE_CHART, Trace
 from shmem_notebook.analysis.trace_ends import ends, said
 from shmem_notebook.errors import CellStoppedError, PEError
 
@@ -231,7 +231,7 @@ def test_a_cell_that_raised_keeps_its_trace(job):
 
 
 # -- the magics --------------------------------------------------------------------------------
-CHART = "<IPython.core.display.Image object>"  # a PNG displayed in a terminal IPython: the profile's chart
+CHART = PROFILE_CHART  # a PNG displayed in a terminal IPython prints its text: the profile's chart
 
 
 def test_magics_trace_profile_and_save(job, tmp_path, capsys):

@@ -9,9 +9,9 @@ displays it in IPython (as a PNG) and returns it elsewhere.
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
+from .figures import figure_png, show_png
 from .race_picture import Picture
 
 __all__ = ["draw", "png", "show"]
@@ -93,23 +93,12 @@ def draw(pic: Picture, fig: Any = None) -> Any:
 
 def png(pic: Picture, dpi: int = 90) -> bytes:
     """The drawing of ``pic`` as PNG bytes."""
-    import io
-
-    out = io.BytesIO()
-    draw(pic).savefig(out, format="png", dpi=dpi)
-    return out.getvalue()
+    return figure_png(draw(pic), dpi)
 
 
 def show(pic: Picture) -> Any:
     """Display the drawing of ``pic`` in IPython (a PNG, whatever matplotlib backend is set) and return
     None; outside IPython return its Figure."""
-    try:
-        from IPython import get_ipython
-        from IPython.display import display
-    except ImportError:
-        return draw(pic)
-    if get_ipython() is None:
-        return draw(pic)
+    fig = draw(pic)
     text = f"<race picture: RACE {pic.title}, {' / '.join(f'PE {m.pe} {m.text}' for m in pic.marks)}>"
-    display({"image/png": base64.b64encode(png(pic)).decode("ascii"), "text/plain": text}, raw=True)
-    return None
+    return None if show_png(fig, text, dpi=90) else fig

@@ -15,7 +15,10 @@ from ..words import plural
 from .model import READS  # gets: data flows to the caller
 from .trace_ends import said
 
-__all__ = ["Trace", "TRANSFERS"]
+__all__ = ["Trace", "TRANSFERS", "PROFILE_CHART"]
+
+#: the plain-text form of the chart :meth:`Trace.profile` shows (what a terminal prints for it)
+PROFILE_CHART = "<chart: where each PE waited in the traced cell>"
 
 
 class Trace:
@@ -85,11 +88,12 @@ class Trace:
     def profile(self, fig=None, show=False):
         """A per-PE bar chart of :meth:`waits` (a matplotlib Figure); ``show``: also display it under
         the running cell (in IPython)."""
-        from .trace_drawing import draw_waits, show_figure
+        from .figures import show_png
+        from .trace_drawing import draw_waits
 
         figure = draw_waits(self.waits(), fig=fig)
         if show:
-            show_figure(figure)
+            show_png(figure, PROFILE_CHART)
         return figure
 
     def heap(self, epoch):

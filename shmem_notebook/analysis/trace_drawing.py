@@ -9,15 +9,13 @@ that was at least off the CPU, sleeping or blocked), the longest waits by call a
 each, the same on every PE), other waits and other calls.
 """
 
-import io
-
 from matplotlib.figure import Figure
 
 from ..operations import TRANSFERS
 from .model import READS  # gets: data flows to the caller
 from .timeline import kind_of, lanes, origin
 
-__all__ = ["draw_waits", "draw_timeline", "show_figure"]
+__all__ = ["draw_waits", "draw_timeline"]
 
 _SHOWN = 5  # waits (call, line) given their own colour
 _COLOURS = ["#c4302b", "#e69f00", "#0072b2", "#009e73", "#cc79a7"]
@@ -87,14 +85,3 @@ def draw_timeline(trace, fig=None, ax=None):
     ax.set_xlabel("ms since the trace started (one clock per node)")
     ax.set_title("the cell's calls: red waits (barriers, waits, collectives), blue RMA, green atomics", fontsize=9)
     return ax.figure
-
-
-def show_figure(fig):
-    """Display ``fig`` as a PNG under the running cell, when there is one (IPython)."""
-    from IPython import get_ipython
-    from IPython.display import Image, display
-
-    if get_ipython() is not None:
-        png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=fig.dpi)
-        display(Image(png.getvalue()))

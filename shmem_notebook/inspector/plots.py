@@ -10,7 +10,6 @@ Longer than 400 lines: one matplotlib helper per view of the inspector and the r
 they share the colour and layout conventions defined at the top.
 """
 
-import io
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,7 +35,6 @@ __all__ = [
     "values_figure",
     "diff_figure",
     "static_figure",
-    "figure_png",
     "name_colours",
 ]
 
@@ -558,10 +556,3 @@ def static_figure(
         plot_values(snapshot, name, _panel_axes(subs[2], snapshot, name), reference=reference)
         plot_diff(snapshot, name, reference=reference, ax=_panel_axes(subs[3], snapshot, name))
     return fig
-
-
-def figure_png(fig):
-    """PNG bytes of a figure."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=fig.dpi)
-    return buf.getvalue()

@@ -18,9 +18,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
+from ..analysis.figures import figure_png
 from ..errors import InputError
 from ..words import plural
-from .plots import figure_png
 
 if TYPE_CHECKING:
     from ..analysis.trace import Trace

@@ -17,6 +17,7 @@ import ipywidgets as widgets
 from traitlets import Bool, Instance, Int, Unicode, observe, validate
 
 from .. import job as _job
+from ..analysis.figures import figure_png
 from ..errors import InputError, NoJobError
 from . import plots, tables
 from .snapshot import DEFAULT_BUDGET, DEFAULT_TIMEOUT, Snapshot, gather_snapshot
@@ -230,7 +231,7 @@ class Inspector(widgets.VBox):
         self.title.value = self._title_html()
         key = _heap_key(snap)
         if key != self._heap_drawn:  # the heap map is redrawn only when the layout changed
-            self.heap_image.value = plots.figure_png(plots.heap_figure(snap))
+            self.heap_image.value = figure_png(plots.heap_figure(snap))
             self._heap_drawn = key
         self.arrays_html.value = tables.arrays_table(snap)
         self.state_html.value = tables.state_table(snap)
@@ -251,9 +252,9 @@ class Inspector(widgets.VBox):
             self.diff_html.value = f"<p style='color:#d62728'><b>{html.escape(str(exc))}</b></p>"
             return
         self.diff_html.value = f"<p style='font-size:14px'><b>{html.escape(summary)}</b></p>"
-        self.values_image.value = plots.figure_png(plots.values_figure(snap, name, self.reference))
+        self.values_image.value = figure_png(plots.values_figure(snap, name, self.reference))
         self.values_html.value = tables.values_table(snap, name, self.reference, races=self._races(), flat=self.flat)
-        self.diff_image.value = plots.figure_png(plots.diff_figure(snap, name, self.reference))
+        self.diff_image.value = figure_png(plots.diff_figure(snap, name, self.reference))
 
     def close(self):
         """Stop refreshing after cells and close the widget and its parts."""
@@ -278,7 +279,7 @@ class Inspector(widgets.VBox):
     def static_html(self):
         """The inspector as static HTML: one figure (PNG) and the tables."""
         snap = self.snapshot
-        png = plots.figure_png(self.figure())
+        png = figure_png(self.figure())
         diff = f"<p><b>{html.escape(snap.describe_diff(self.array, self.reference))}</b></p>" if self.array else ""
         values = (
             tables.values_table(snap, self.array, self.reference, races=self._races(), flat=self.flat)

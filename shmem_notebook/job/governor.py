@@ -40,6 +40,10 @@ __all__ = ["PERIOD", "RUN", "SHARE", "Governor", "governor_for", "Governed"]
 PERIOD, RUN = 0.005, 0.0004
 SHARE = RUN / PERIOD
 _IDLE_LOOK = 0.005  # seconds between looks at the board while nobody waits long
+#: ... and while no PE has been in a noted call for _QUIET seconds (between cells, or a long
+#: computation): a first wait after that is governed up to _QUIET_LOOK late; an idle job's helper
+#: then uses a tenth of the CPU
+_QUIET, _QUIET_LOOK = 1.0, 0.05
 #: when every PE of the job is in a noted call, they are let run until the last came 1 s ago: a
 #: collective may take that long (Sandia OpenSHMEM's sum_reduce at 4 PEs on 2 cores: ~150 ms)
 _ALL_WAIT_NS = 1_000_000_000
@@ -219,7 +223,7 @@ def _duty_cycle(path, n, pids, after, stride, stdin, key):
     held, stats = n * stride, n * stride + n  # where the client's held flags and the counts are
     after_ns, stopped, woken, budget = int(after * 1e9), [], None, _Budget()
 
-    nudges, quiet_until = board[stats + 3], 0.0
+    nudges, quiet_until, last_entered = board[stats + 3], 0.0, time.monotonic()
 
     def sleep(seconds):
         """Sleep; False once the client ended the governor (or died)."""
@@ -261,7 +265,10 @@ def _duty_cycle(path, n, pids, after, stride, stdin, key):
                 woken = None
                 budget.clear()
                 _send([pids[pe] for pe in pids if board[held + pe]], signal.SIGSTOP)  # however pause raced a wake
-                if not sleep(_IDLE_LOOK):
+                now = time.monotonic()
+                if any(board[pe * stride] for pe in pids):
+                    last_entered = now
+                if not sleep(_IDLE_LOOK if now - last_entered < _QUIET else _QUIET_LOOK):
                     break
                 continue
             _send([pids[pe] for pe in slow], signal.SIGSTOP)
