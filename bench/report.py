@@ -521,7 +521,7 @@ def slurm_table(sl):
     return (
         f"**Slurm: submission to ready**, {sl['n']} PEs in a batch job (`start(n={sl['n']}, slurm=True, "
         f"nodes=K)`), median of {sl['repeats']}, seconds, on a private Slurm whose nodes n1, n2 are this host "
-        f"(`tests/slurm_cluster.py`). *sbatch*: the local batchjob process starting and submitting; *queued*: "
+        f"(`tests/slurm_cluster.py`). *sbatch*: the local batch proxy process starting and submitting; *queued*: "
         f"until it saw RUNNING (it asks `squeue` once a second); *PEs*: the PEs starting and registering "
         f"(`-` where every repeat was ready before RUNNING was seen). "
         f"The first job after `slurmctld` started took {f(first['total'])} s ({f(first['queued'])} s queued).\n\n"

@@ -4,7 +4,7 @@ The Slurm is the test suite's (tests/slurm_cluster.py: slurmctld and two slurmd 
 nodes n1, n2 on this host). One warm-up job first (the first job after slurmctld starts
 waits longer: reported apart). Then, interleaved per repeat: ``start(n, slurm=True,
 nodes=K)`` for each K, and ``start(n)`` on this host. The batch job's own state lines
-(the local batchjob process asks squeue once a second) split the wait into: submitting
+(the local batch proxy process asks squeue once a second) split the wait into: submitting
 (python + sbatch), queued (until RUNNING was seen: 1 s resolution) and the PEs starting and
 registering.
 """
@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 import common  # noqa: E402
 import shmem_notebook  # noqa: E402
 from common import median  # noqa: E402
-from shmem_notebook.launcher.batchjob import all_marks  # noqa: E402
+from shmem_notebook.launcher.batch_proxy import all_marks  # noqa: E402
 from slurm_cluster import SlurmCluster, slurm_missing  # noqa: E402
 
 HEAP = "32M"
@@ -44,7 +44,7 @@ def batch_start(n, nodes):
 
 def phases(marks, t0_wall, total, stop):
     """Seconds of each phase of one --slurm start from its state lines (``marks``, see
-    :func:`~shmem_notebook.launcher.batchjob.all_marks`). The batchjob process polls squeue
+    :func:`~shmem_notebook.launcher.batch_proxy.all_marks`). The batch proxy process polls squeue
     once a second: on a quiet machine the PEs may be ready before RUNNING was printed; the
     queue and PE phases are then unknown (None), not made up."""
     ready = t0_wall + total

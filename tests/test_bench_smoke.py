@@ -69,7 +69,7 @@ def test_quick_benchmark_writes_every_section_and_the_plot(tmp_path):
 
 
 def test_slurm_phases_without_a_running_state_line_are_unknown_not_an_error():
-    """On a quiet machine the PEs can be ready before the batchjob process saw RUNNING."""
+    """On a quiet machine the PEs can be ready before the batch proxy process saw RUNNING."""
     from slurm import phases
 
     marks = [{"state": "SUBMITTED", "t": "100.5"}, {"state": "PENDING", "t": "101.0"}]

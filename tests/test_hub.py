@@ -338,7 +338,7 @@ async def trial_request(url, method, token):
 
 
 def jobs_as(hub, user=None):
-    cmd = [sys.executable, "-m", "shmem_notebook.jobs", "--json"]
+    cmd = [sys.executable, "-m", "shmem_notebook.jobs_view", "--json"]
     if user:
         cmd = ["runuser", "-u", user, "--", hub.python, *cmd[1:]]
     ran = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd="/")
@@ -388,7 +388,7 @@ def test_the_instructor_sees_every_students_job_and_max_jobs_counts_per_user(hub
                 assert job["n"] == 2 and job["library"] == "oshmem" and job["started"] > 0, job
         assert {(j["user"], j["state"]) for j in jobs_as(hub, b.name)} == {(b.name, "dead"), (b.name, "busy")}
         text = subprocess.run(
-            [sys.executable, "-m", "shmem_notebook.jobs"], capture_output=True, text=True, check=True
+            [sys.executable, "-m", "shmem_notebook.jobs_view"], capture_output=True, text=True, check=True
         ).stdout
         assert text.splitlines()[0].split()[:4] == ["USER", "PES", "LIBRARY", "STATE"], text
         print(text)

@@ -1,4 +1,4 @@
-"""The instructor's view (``python -m shmem_notebook.jobs``) of a job with spare PEs: the spare set is shown
+"""The instructor's view (``python -m shmem_notebook.jobs_view``) of a job with spare PEs: the spare set is shown
 apart from the job's PEs, before and after a restart takes it (issue 45 item 4)."""
 
 import json
@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from conftest import job_fixture
-from shmem_notebook import jobs as J
+from shmem_notebook import jobs_view as J
 from shmem_notebook.job.processes import wait
 from shmem_notebook.job.watchdog import owned_by
 
@@ -35,7 +35,7 @@ def test_spare_pes_are_shown_apart_from_the_jobs(job, restarted):
 def test_the_json_says_the_spare_pes_apart(job):
     view_of(job)
     out = subprocess.run(
-        [sys.executable, "-m", "shmem_notebook.jobs", "--json"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "shmem_notebook.jobs_view", "--json"], capture_output=True, text=True, check=True
     ).stdout
     (mine,) = [d for d in map(json.loads, out.splitlines()) if d["token"] == job._token]
     assert (mine["pes"], mine["n"], mine["spare"]) == (2, 2, 2), mine

@@ -96,10 +96,10 @@ def test_local_only_keeps_pes_off_the_network_unless_the_user_chose():
 # -- Slurm: the batch job's command lines, built without Slurm -----------------------------
 
 
-def test_slurm_mode_runs_the_batchjob_process_around_sbatch(monkeypatch):
+def test_slurm_mode_runs_the_batch_proxy_process_around_sbatch(monkeypatch):
     monkeypatch.setattr(L.environment, "local_slots", lambda: 2)
     args = args_for(8, slurm=True, partition="debug", time="10", nodes=2, account="proj", sbatch_args=["--qos=low"])
-    assert args[1:3] == ["-m", "shmem_notebook.launcher.batchjob"]
+    assert args[1:3] == ["-m", "shmem_notebook.launcher.batch_proxy"]
     sbatch = args[args.index("--") + 1 :]
     assert sbatch[:2] == ["sbatch", "--parsable"]
     for option in ("--ntasks=8", "--nodes=2", "--partition=debug", "--time=10", "--account=proj", "--qos=low"):
@@ -122,7 +122,7 @@ def test_slurm_mode_keeps_network_transports_and_leaves_out_unset_options(monkey
 
 
 def test_queue_lines_parse():
-    from shmem_notebook.launcher.batchjob import MARK, all_marks, parse_marks
+    from shmem_notebook.launcher.batch_proxy import MARK, all_marks, parse_marks
     from shmem_notebook.launcher.slurm import parse_queue_line, squeue_command
 
     assert "--jobs=12" in squeue_command(12)

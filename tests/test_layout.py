@@ -142,8 +142,8 @@ FLOORS = [
     {"cells"},
     {"job"},
     {"inspector"},
-    {"magics", "__init__", "race", "jobs"},  # race: the command-line race runner, a front end like the magics;
-    # jobs: the instructor's view of every job on the server, a front end too
+    {"magics", "__init__", "race", "jobs_view"},  # race: the command-line race runner, a front end like the magics;
+    # jobs_view: the instructor's view of every job on the server, a front end too
 ]
 #: imports allowed upward, each lazy (inside the one function that needs it) and with its reason
 UPWARD: set[tuple[str, str]] = set()  # none: traces and jobs are data, the inspector draws them

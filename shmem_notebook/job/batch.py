@@ -1,7 +1,7 @@
 """A Slurm batch job seen from the kernel: its options, the script ``%shmem export --slurm`` writes
 (:func:`sbatch_script`), and the progress line while it waits in the queue.
 
-The local :mod:`shmem_notebook.launcher.batchjob` process follows the job and
+The local :mod:`shmem_notebook.launcher.batch_proxy` process follows the job and
 writes state lines to its output file; :class:`QueueProgress` reads the last one
 and shows ``Slurm job 12: PENDING (Resources), 4 s`` on one line, rewritten in
 place, until every PE registered. Interrupting the wait (the kernel's stop
@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from ..errors import InputError
-from ..launcher.batchjob import parse_marks
+from ..launcher.batch_proxy import parse_marks
 from ..launcher.environment import platform_environment
 from ..rc import rc
 from ..words import plural

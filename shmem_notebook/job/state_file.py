@@ -1,4 +1,4 @@
-"""The job's state file, for the instructor's view (``python -m shmem_notebook.jobs``; client side).
+"""The job's state file, for the instructor's view (``python -m shmem_notebook.jobs_view``; client side).
 
 Around every cell the job notes its state (the words of :mod:`.states`: ``busy`` while the cell
 runs, then ``idle``, ``hung`` or ``dead``),

@@ -1,5 +1,5 @@
 """The words for a job's and a PE's state, defined once (client side): ``%shmem status`` (per PE),
-the job's state file and the instructor's view (``python -m shmem_notebook.jobs``, per job) and
+the job's state file and the instructor's view (``python -m shmem_notebook.jobs_view``, per job) and
 the docs use these and no others.
 """
 

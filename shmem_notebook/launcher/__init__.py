@@ -4,7 +4,7 @@
   launcher ``oshrun`` (``ipp.Cluster(engines="oshrun", n=4)``); runs ``oshrun``
   here, inside a Slurm allocation, or submits a Slurm batch job (``slurm=True``).
 - :mod:`.slurm`: the ``sbatch`` / ``squeue`` / ``scancel`` command lines.
-- :mod:`.batchjob`: the small local process that submits a batch job and follows it.
+- :mod:`.batch_proxy`: the small local process that submits a batch job and follows it.
 - :mod:`.environment`: the platform environment the PEs need.
 - :mod:`.controller`: the job's ``ipcontroller``, whose heart monitor registers PEs at once.
 - :mod:`.listen`: where it listens: Unix sockets in the private profile on one host, else TCP.

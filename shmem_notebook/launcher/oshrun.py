@@ -9,7 +9,7 @@ and registers with the controller under its PE number, so engine id == PE::
 
 Three places for the PEs: this host; the Slurm allocation this process runs in
 (``oshrun`` asks Slurm for its nodes); a Slurm batch job (``slurm=True``), run by
-the local process :mod:`.batchjob`, which stands for the job.
+the local process :mod:`.batch_proxy`, which stands for the job.
 """
 
 import contextlib
@@ -145,7 +145,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):  # type: ignore[misc]  # ip
     def find_args(self) -> list[str]:
         """The full command line of the local process; spawns nothing.
 
-        ``oshrun ...`` itself, or with ``slurm`` the :mod:`.batchjob` process
+        ``oshrun ...`` itself, or with ``slurm`` the :mod:`.batch_proxy` process
         that submits ``oshrun ...`` with ``sbatch`` and follows the job.
         """
         if not self.slurm:
@@ -162,7 +162,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):  # type: ignore[misc]  # ip
             extra=self.sbatch_args,
             prologue=self.sbatch_prologue,
         )
-        monitor = [sys.executable, "-m", "shmem_notebook.launcher.batchjob"]
+        monitor = [sys.executable, "-m", "shmem_notebook.launcher.batch_proxy"]
         return monitor + ["--poll", str(self.batch_poll / 1000), "--log", self.batch_log(), "--"] + sbatch
 
     def kill_pes(self) -> None:
@@ -171,7 +171,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):  # type: ignore[misc]  # ip
             return
         if self.slurm:
             with _suppress():
-                self.process.send_signal(signal.SIGTERM)  # batchjob cancels the job, then exits
+                self.process.send_signal(signal.SIGTERM)  # the batch proxy cancels the job, then exits
             return
         # a PE blocked in a shmem call never runs a SIGTERM handler: kill the PEs, oshrun follows
         with _suppress():

@@ -1,6 +1,6 @@
 """Slurm command lines: submit, query and cancel a batch job (pure builders, plus one query).
 
-Nothing here spawns PEs: :mod:`.batchjob` runs these commands, :mod:`.oshrun`
+Nothing here spawns PEs: :mod:`.batch_proxy` runs these commands, :mod:`.oshrun`
 puts them on its command line.
 """
 

@@ -1,6 +1,6 @@
 """The local process standing for a Slurm batch job of PEs (run as ``python -m``).
 
-``python -m shmem_notebook.launcher.batchjob [--poll S] [--log PATH] -- sbatch ...``
+``python -m shmem_notebook.launcher.batch_proxy [--poll S] [--log PATH] -- sbatch ...``
 submits the job, prints a :data:`MARK` line whenever its state or reason
 changes, and exits when the job ended (0 if it completed), after printing the
 job's own output (``--log``, with ``%j`` the job id) so that crash reports read
@@ -106,7 +106,7 @@ def _print_log(path: str, job_id: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
-    parser = argparse.ArgumentParser(prog="python -m shmem_notebook.launcher.batchjob")
+    parser = argparse.ArgumentParser(prog="python -m shmem_notebook.launcher.batch_proxy")
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between squeue queries")
     parser.add_argument("--log", default=None, help="the job's output file (%%j = job id)")
     parser.add_argument("sbatch", nargs=argparse.REMAINDER)

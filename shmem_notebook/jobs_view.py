@@ -1,4 +1,4 @@
-"""The instructor's view: the jobs running on this server, read-only (``python -m shmem_notebook.jobs``).
+"""The instructor's view: the jobs running on this server, read-only (``python -m shmem_notebook.jobs_view``).
 
 For each job: its user, PEs (a ``spare=True`` job's spare set apart: ``2/2 (+2 spare)``), library, state, CPU
 and age, from what the jobs already leave on the server: every process of a job carries its token
@@ -238,7 +238,7 @@ def table(views, now=None):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        prog="python -m shmem_notebook.jobs",
+        prog="python -m shmem_notebook.jobs_view",
         description="List the OpenSHMEM jobs running on this server (every user's as root; read-only).",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per job instead of the table")
