@@ -210,16 +210,16 @@ def test_a_thousand_splits_and_destroys_leak_nothing(job):
         job,
         """
 import json
-from shmem_notebook.engine import heap, teams
+from shmem_notebook.engine import heap
 from shmem_notebook.engine.context import this_pe
-before = (heap.heap_usage()[0], this_pe.teams.free, len(teams._teams))
+before = (heap.heap_usage()[0], this_pe.teams.free, len(this_pe.teams.members))
 for i in range(SPLITS):
     with shmem.TEAM_WORLD.split_strided(i % npes, 1, 1) as t:
         if t:
             t.sync()
     if i % 100 == 0:
         r, c = shmem.TEAM_WORLD.split_2d(2); r.destroy(); c.destroy()
-print("REPORT", json.dumps({"same": before == (heap.heap_usage()[0], this_pe.teams.free, len(teams._teams))}))
+print("REPORT", json.dumps({"same": before == (heap.heap_usage()[0], this_pe.teams.free, len(this_pe.teams.members))}))
 """.replace("SPLITS", "100" if job.library.name == "sos" else "1000"),
     )
     assert all(r["same"] for r in reports(result).values())

@@ -40,18 +40,15 @@ from .context import this_pe
 
 __all__ = ["connect"]
 
-_channel = None
-
 #: seconds: output faster than one line per window is sent once per window
 WINDOW = 0.01
 
 
 def connect(url, key_hex):
     """Connect this PE to the client's cell channel at ``url`` (replacing an earlier one)."""
-    global _channel
-    if _channel is not None:
-        _channel.close()
-    _channel = _Channel(url, bytes.fromhex(key_hex))
+    if this_pe.cell_channel is not None:
+        this_pe.cell_channel.close()
+    this_pe.cell_channel = _Channel(url, bytes.fromhex(key_hex))
     return True
 
 

@@ -16,7 +16,7 @@ calls shmem4py's own) and leaves the same result. Every call is collective over
 puts never meet the previous or the next call's. Non-power-of-two PE counts fold
 the extra PEs in (first step) and out (last step). Reductions stage what they
 receive in a symmetric scratch reserved at start (:data:`SCRATCH_BYTES`), in
-chunks when the vector is larger. While a step runs, :data:`label` says which
+chunks when the vector is larger. While a step runs, ``this_pe.collective_label`` says which
 (``--trace`` records it with every put, for the replay).
 
 Longer than 400 lines: the teaching algorithms are kept side by side on purpose, so a
@@ -32,7 +32,6 @@ from .context import this_pe
 __all__ = [
     "ALGORITHMS",
     "SCRATCH_BYTES",
-    "label",
     "install",
     "broadcast",
     "fcollect",
@@ -59,16 +58,10 @@ ALGORITHMS = {
 SCRATCH_BYTES = 256 << 10
 _FOLD_OUT = teams.STEPS - 1  # the step counter of the fold out
 
-#: the running step: {"collective", "algorithm", "step", "of", "text"}, None between steps
-label = None
-
-_shmem = None
-
 
 def install(shmem_module):
     """Reserve the scratch. Collective: every PE at engine start (after teams.install)."""
-    global _shmem
-    _shmem = shmem_module
+    this_pe.shmem = shmem_module
     this_pe.scratch = heap.reserve(shmem_module.zeros(SCRATCH_BYTES, dtype="u1"), "collectives: scratch")
 
 
@@ -82,13 +75,11 @@ def _algorithm(collective, algorithm):
 
 
 def _step(collective, algorithm, step, of, text):
-    global label
-    label = {"collective": collective, "algorithm": algorithm, "step": step, "of": of, "text": text}
+    this_pe.collective_label = {"collective": collective, "algorithm": algorithm, "step": step, "of": of, "text": text}
 
 
 def _done(m):
-    global label
-    label = None
+    this_pe.collective_label = None
     teams.team_sync(m)
 
 
@@ -97,9 +88,9 @@ def _put(t, s, pe):
     trace sees every write of the result). A put to oneself is complete only at ``quiet``, as any
     put is (Sandia OpenSHMEM delivers it through the network): later steps read what it wrote."""
     if s.size:
-        _shmem.put(t, s, pe)
-        if pe == _shmem.my_pe():
-            _shmem.quiet()
+        this_pe.shmem.put(t, s, pe)
+        if pe == this_pe.shmem.my_pe():
+            this_pe.shmem.quiet()
 
 
 def _log2(n):
@@ -123,7 +114,7 @@ def broadcast(target, source, root, size=None, team=None, algorithm=None):
     """
     algorithm = _algorithm("broadcast", algorithm)
     if algorithm == "library":
-        return _shmem.broadcast(target, source, root, size=size, team=team)
+        return this_pe.shmem.broadcast(target, source, root, size=size, team=team)
     m = teams.members(team, "collectives.broadcast")
     t, s = teams.flat_pair(target, source, "collectives.broadcast")
     size = teams.checked_size(size, min(t.size, s.size), "collectives.broadcast")
@@ -176,7 +167,7 @@ def fcollect(target, source, size=None, team=None, algorithm=None):
     """
     algorithm = _algorithm("fcollect", algorithm)
     if algorithm == "library":
-        return _shmem.fcollect(target, source, size=size, team=team)
+        return this_pe.shmem.fcollect(target, source, size=size, team=team)
     m = teams.members(team, "collectives.fcollect")
     t, s = teams.flat_pair(target, source, "collectives.fcollect")
     size = teams.checked_size(size, s.size, "collectives.fcollect")
@@ -287,7 +278,7 @@ def reduce(target, source, op="sum", size=None, team=None, algorithm=None):
     """
     algorithm = _algorithm("reduce", algorithm)
     if algorithm == "library":
-        return _shmem.reduce(target, source, op, size=size, team=team)
+        return this_pe.shmem.reduce(target, source, op, size=size, team=team)
     m = teams.members(team, "collectives.reduce")
     t, s = teams.flat_pair(target, source, "collectives.reduce")
     name = teams.check_reduce(op, t.dtype, "collectives.reduce")
@@ -456,7 +447,7 @@ def alltoall(target, source, size=None, team=None, algorithm=None):
     """
     algorithm = _algorithm("alltoall", algorithm)
     if algorithm == "library":
-        return _shmem.alltoall(target, source, size=size, team=team)
+        return this_pe.shmem.alltoall(target, source, size=size, team=team)
     m = teams.members(team, "collectives.alltoall")
     t, s = teams.flat_pair(target, source, "collectives.alltoall")
     n, rank = len(m.pes), m.rank

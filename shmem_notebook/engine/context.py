@@ -9,8 +9,9 @@ module reads another's private names:
 - ``shmem``: the shmem4py module, set when :mod:`.runtime` imports it (``shmem_init``).
 - ``teams``: the reserved synchronisation words and the slot bookkeeping of :mod:`.teams`,
   which :mod:`.native_teams` shares and the trace (:mod:`.record.trace`) leaves out.
-- ``scratch`` and ``collective_calls``: the teaching collectives' staging area and how many
-  collectives this PE has called (:mod:`.collectives`; the trace numbers calls by it).
+- ``scratch``, ``collective_calls`` and ``collective_label``: the teaching collectives' staging area,
+  how many collectives this PE has called and the step running (:mod:`.collectives`; the trace numbers
+  calls by the count and labels them by the step).
 
 The recordings' own state is :mod:`.record.state`.
 """
@@ -35,6 +36,16 @@ class TeamsState:
     free: int = 0
     #: native team handle -> the slot of its words (for the step-by-step collectives)
     native_slots: dict[int, int] = field(default_factory=dict)
+    #: "native" (the library's own teams) or "emulated", decided at start (:func:`.teams.install`)
+    mode: str | None = None
+    #: emulated team handle -> its members (emulated teams and TEAM_SHARED); the world's members
+    members: dict[int, Any] = field(default_factory=dict)
+    world: Any = None
+    #: the handle the next emulated team gets
+    next_handle: int = 0
+    #: native teams: handle -> the teams destroyed on this PE before it was, and how many so far
+    destroyed: dict[int, int] = field(default_factory=dict)
+    destroys: int = 0
 
 
 @dataclass
@@ -46,6 +57,13 @@ class PEContext:
     teams: TeamsState = field(default_factory=TeamsState)
     scratch: Any = None
     collective_calls: int = 0
+    #: the teaching collective's running step: {"collective", "algorithm", "step", "of", "text"}, None
+    #: between steps (the trace labels what it records with it)
+    collective_label: dict[str, Any] | None = None
+    #: the client's cell channel this PE receives cells on (:mod:`.cell_receiver`), once connected
+    cell_channel: Any = None
+    #: what the argument checks of :mod:`.shims.mistakes` know of this PE's library, set when it installs
+    checks: Any = None
     #: the namespace before there is a shell (a module's helpers run in tests without an engine)
     no_shell: dict[str, Any] = field(default_factory=dict, repr=False)
 

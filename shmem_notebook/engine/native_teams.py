@@ -33,19 +33,24 @@ from .context import this_pe
 __all__ = ["install"]
 
 _BORN = "_shmem_notebook_born"  # a Team's stamp: the destroys counted when it (or its original) was made
-_destroyed = {}  # handle -> the destroys counted before it was destroyed on this PE
-_destroys = 0  # teams destroyed on this PE so far
-_teams = None  # the teams module (members, reduce_values, ...), set by install
 
 
 def _handle(sh, team):
     return int(sh.ffi.cast("uintptr_t", team.ob_team))
 
 
+def _teams():
+    """The teams module (:mod:`.teams`: members, slots; it imports this one, so it is asked at call time)."""
+    from . import teams
+
+    return teams
+
+
 def _stale(handle, team):
     """Whether ``team`` holds a handle destroyed after the Team was made (teams from before
     :func:`install`, world and shared, count as made first)."""
-    return handle in _destroyed and getattr(team, _BORN, -1) <= _destroyed[handle]
+    destroyed = this_pe.teams.destroyed
+    return handle in destroyed and getattr(team, _BORN, -1) <= destroyed[handle]
 
 
 def check(sh, team, what):
@@ -55,13 +60,13 @@ def check(sh, team, what):
     handle = _handle(sh, team)
     stale = _stale(handle, team)
     if handle == 0 or stale:
-        raise _teams.unusable(what, destroyed=stale or _teams.was_destroyed(team))
+        raise _teams().unusable(what, destroyed=stale or _teams().was_destroyed(team))
 
 
 def _take_slots(sh, parent, new):
     """Give each team of ``new`` this PE is a member of a slot of the reserved words, agreed over
     ``parent``. Collective over the parent team."""
-    slots = _teams.agree_slots(_teams.members(parent, "split"), len(new))
+    slots = _teams().agree_slots(_teams().members(parent, "split"), len(new))
     for team, slot in zip(new, slots):
         handle = _handle(sh, team)
         if handle:
@@ -93,18 +98,16 @@ def _stamp_new(sh, original):
 
     def new(cls, team=None):
         self = original(cls, team)
-        setattr(self, _BORN, getattr(team, _BORN, -1) if isinstance(team, sh.Team) else _destroys)
-        if isinstance(team, sh.Team) and _teams.was_destroyed(team):
-            _teams.mark_destroyed(self)
+        setattr(self, _BORN, getattr(team, _BORN, -1) if isinstance(team, sh.Team) else this_pe.teams.destroys)
+        if isinstance(team, sh.Team) and _teams().was_destroyed(team):
+            _teams().mark_destroyed(self)
         return self
 
     return staticmethod(new)
 
 
-def install(sh, patches, teams):
+def install(sh, patches):
     """Put the guards on shmem4py's Team methods and collectives (undone by ``patches``)."""
-    global _teams
-    _teams = teams
     this_pe.teams.native_slots[_handle(sh, sh.TEAM_SHARED)] = 1  # slot 1 is TEAM_SHARED's, as when emulated
     patches.set(sh.Team, "__new__", _stamp_new(sh, sh.Team.__new__))
     for name in ("my_pe", "n_pes", "sync", "get_config", "create_ctx"):
@@ -138,16 +141,15 @@ def install(sh, patches, teams):
 
     @functools.wraps(destroy)
     def destroy_(self):  # on TEAM_INVALID or a destroyed team: nothing to do, as in shmem4py
-        global _destroys
         handle = _handle(sh, self)
         if _stale(handle, self):  # a copy of a destroyed team: its handle may be another team's now
             self.ob_team = sh.lib.SHMEM_TEAM_INVALID
             return
         destroy(self)
         if handle and _handle(sh, self) == 0:  # a team of its own (not world or shared): gone now
-            _destroyed[handle] = _destroys
-            _destroys += 1
-            teams.mark_destroyed(self)
+            this_pe.teams.destroyed[handle] = this_pe.teams.destroys
+            this_pe.teams.destroys += 1
+            _teams().mark_destroyed(self)
             slot = this_pe.teams.native_slots.pop(handle, None)
             if slot is not None:
                 this_pe.teams.free |= 1 << slot
@@ -176,6 +178,7 @@ def install(sh, patches, teams):
         try:
             return library_reduce(target, source, op, size, team)
         except AttributeError:  # no shmem_<type>_<op>_reduce in the library: checked before any communication
+            teams = _teams()
             t, s = teams.flat_pair(target, source, "reduce")
             name = teams.check_reduce(op, t.dtype)
             size = teams.checked_size(size, min(t.size, s.size), "reduce")

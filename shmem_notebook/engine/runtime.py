@@ -86,7 +86,7 @@ def info():
         "spec_version": f"{major}.{minor}",
         "guards": pitfalls.active(shmem),
         "shims": shims.installed(),
-        "teams": teams.mode,
+        "teams": this_pe.teams.mode,
         "mpi": mpi_version(),  # the MPI under the library (OSHMPI, Open MPI's OSHMEM), or None
     }
 

@@ -28,7 +28,6 @@ words, the slot allocation and the members table, which splitting would expose.
 """
 
 import os
-import sys
 
 import numpy as np
 
@@ -54,7 +53,6 @@ __all__ = [
     "team_sync",
     "signal",
     "wait_signal",
-    "mode",
     "agree_slots",
     "flat_pair",
     "checked_size",
@@ -71,13 +69,6 @@ STEPS = 32
 _ARRIVE, _RELEASE = 0, 1
 _FIRST_HANDLE = 0x5EA0000  # emulated team handles count up from here
 
-#: "native" or "emulated", set by :func:`install`
-mode = None
-
-_shmem = None  # the shmem4py module, set by install
-_teams = {}  # handle -> Members (emulated teams, TEAM_SHARED)
-_next_handle = _FIRST_HANDLE
-_world = None
 _originals = {}
 _patches = Patches()  # what install replaced on shmem4py
 _state = this_pe.teams  # the words and free slots, shared with native_teams (see .context)
@@ -124,11 +115,11 @@ def decide(spec_version, shared_team_valid, setting=None):
 
 
 def _handle(team):
-    return int(_shmem.ffi.cast("uintptr_t", team.ob_team))
+    return int(this_pe.shmem.ffi.cast("uintptr_t", team.ob_team))
 
 
 def _world_handle():
-    return int(_shmem.ffi.cast("uintptr_t", _shmem.lib.SHMEM_TEAM_WORLD))
+    return int(this_pe.shmem.ffi.cast("uintptr_t", this_pe.shmem.lib.SHMEM_TEAM_WORLD))
 
 
 def members(team=None, what="this call"):
@@ -138,17 +129,17 @@ def members(team=None, what="this call"):
     team was destroyed. In native mode teams are asked through the library.
     """
     if team is None:
-        return _world
+        return _state.world
     handle = _handle(team)
     if handle == _world_handle():
-        return _world
-    if handle in _teams:
-        return _teams[handle]
+        return _state.world
+    if handle in _state.members:
+        return _state.members[handle]
     if handle == 0:
         raise unusable(what, destroyed=was_destroyed(team))
-    if mode == "native":
+    if _state.mode == "native":
         n = team.n_pes()
-        pes = [team.translate_pe(i, _shmem.TEAM_WORLD) for i in range(n)]
+        pes = [team.translate_pe(i, this_pe.shmem.TEAM_WORLD) for i in range(n)]
         return Members(pes, _state.native_slots.get(handle), team.my_pe(), team)
     raise TeamError(f"{what} got a team that was destroyed or never created on this PE; split a new one")
 
@@ -178,7 +169,7 @@ def unusable(what, destroyed):
 
 def team_sync(m):
     """Quiet, then wait for every member of ``m`` (:class:`Members`). Collective over the team."""
-    sh = _shmem
+    sh = this_pe.shmem
     if m.slot == 0:  # the library's own
         sh.barrier_all()
         return
@@ -208,7 +199,7 @@ def wait_for_members(word, count):
     ``shmem.test``, not ``shmem.wait_until``: a PE stranded here by another PE's error takes the
     interrupt at once, so the cell path can release it (``cells/stranded``, which knows the wait by
     this function's name, :data:`shmem_notebook.operations.EMULATED_WAIT`) and then :func:`reset`."""
-    test, ge, give_way = _shmem.test, _shmem.CMP.GE, os.sched_yield
+    test, ge, give_way = this_pe.shmem.test, this_pe.shmem.CMP.GE, os.sched_yield
     while not test(word, ge, count):
         give_way()  # with more PEs than cores the PE that raises the word gets the core (4 PEs on 2: ~100x faster)
 
@@ -219,10 +210,10 @@ def reset():
     none in a cell."""
     if _state.words is None:
         return False
-    _shmem.quiet()
-    _shmem.barrier_all()
+    this_pe.shmem.quiet()
+    this_pe.shmem.barrier_all()
     _state.words[...] = 0
-    _shmem.barrier_all()
+    this_pe.shmem.barrier_all()
     return True
 
 
@@ -233,15 +224,15 @@ def _word(slot, index):
 def signal(m, step, pe):
     """Tell world PE ``pe`` that step ``step`` of a collective on ``m`` delivered its data:
     a fence (earlier puts to ``pe`` land first), then an atomic add on ``pe``'s counter."""
-    _shmem.fence()
-    _shmem.atomic_add(_word(_slot_of(m), 2 + step), 1, pe)
+    this_pe.shmem.fence()
+    this_pe.shmem.atomic_add(_word(_slot_of(m), 2 + step), 1, pe)
 
 
 def wait_signal(m, step, count=1):
     """Wait until ``count`` signals of step ``step`` arrived on this PE, and consume them."""
     word = _word(_slot_of(m), 2 + step)
     wait_for_members(word, count)
-    _shmem.atomic_add(word, -count, _shmem.my_pe())
+    this_pe.shmem.atomic_add(word, -count, this_pe.shmem.my_pe())
 
 
 def _slot_of(m):
@@ -255,26 +246,25 @@ def _slot_of(m):
 
 def _reserve(sh):
     """Allocate the synchronisation words once. Collective (every PE, at engine start)."""
-    global _world
     _state.words = heap.reserve(sh.zeros((SLOTS, 2 + STEPS), dtype="i8"), "teams: synchronisation words")
     _state.exchange = heap.reserve(sh.zeros(1, dtype="i8"), "teams: exchange word")
     _state.free = ((1 << SLOTS) - 1) & ~0b11
-    _world = Members(range(sh.n_pes()), 0, sh.my_pe())
+    _state.world = Members(range(sh.n_pes()), 0, sh.my_pe())
 
 
 def _register(pes, slot):
     """A Team object for ``pes`` (world PE numbers, this PE among them) holding ``slot``."""
-    global _next_handle
-    me = _shmem.my_pe()
+    me = this_pe.shmem.my_pe()
     _state.free &= ~(1 << slot)
-    handle, _next_handle = _next_handle, _next_handle + 1
-    _teams[handle] = Members(pes, slot, list(pes).index(me))
-    return _shmem.Team(_shmem.ffi.cast("shmem_team_t", handle))
+    handle = _state.next_handle
+    _state.next_handle += 1
+    _state.members[handle] = Members(pes, slot, list(pes).index(me))
+    return this_pe.shmem.Team(this_pe.shmem.ffi.cast("shmem_team_t", handle))
 
 
 def agree_slots(parent, count):
     """``count`` slots free on every member of ``parent``. Collective over the parent team."""
-    sh = _shmem
+    sh = this_pe.shmem
     me = sh.my_pe()
     _state.exchange[0] = _state.free
     team_sync(parent)
@@ -340,9 +330,9 @@ def _split_strided(self, start=0, stride=1, size=None, config=None, **kwargs):
         )
     (slot,) = agree_slots(parent, 1)
     pes = [parent.pes[i] for i in picked]
-    if _shmem.my_pe() in pes:
+    if this_pe.shmem.my_pe() in pes:
         return _register(pes, slot)
-    return _shmem.Team(_shmem.lib.SHMEM_TEAM_INVALID)
+    return this_pe.shmem.Team(this_pe.shmem.lib.SHMEM_TEAM_INVALID)
 
 
 def _split_2d(self, xrange, xaxis_config=None, yaxis_config=None):
@@ -362,7 +352,7 @@ def _split_2d(self, xrange, xaxis_config=None, yaxis_config=None):
 
 def _native_split_2d(self, xrange, xaxis_config=None, yaxis_config=None):
     """Collective over the parent team: (xteam, yteam) by the library's shmem_team_split_2d."""
-    sh = _shmem
+    sh = this_pe.shmem
     xconf, yconf = sh.ffi.new("shmem_team_config_t*"), sh.ffi.new("shmem_team_config_t*")
     xteam = sh.ffi.new("shmem_team_t*", sh.lib.SHMEM_TEAM_INVALID)
     yteam = sh.ffi.new("shmem_team_t*", sh.lib.SHMEM_TEAM_INVALID)
@@ -374,15 +364,15 @@ def _native_split_2d(self, xrange, xaxis_config=None, yaxis_config=None):
 def _destroy(self):
     """Collective over the team: free its slot; the Team becomes TEAM_INVALID."""
     handle = _handle(self)
-    rec = _teams.get(handle)
+    rec = _state.members.get(handle)
     if rec is None or rec.slot == 1:  # world, shared, invalid, already destroyed: nothing to do
         if handle not in (0, _world_handle()) and rec is None:
-            self.ob_team = _shmem.lib.SHMEM_TEAM_INVALID
+            self.ob_team = this_pe.shmem.lib.SHMEM_TEAM_INVALID
         return
     team_sync(rec)
-    del _teams[handle]
+    del _state.members[handle]
     _state.free |= 1 << rec.slot
-    self.ob_team = _shmem.lib.SHMEM_TEAM_INVALID
+    self.ob_team = this_pe.shmem.lib.SHMEM_TEAM_INVALID
     mark_destroyed(self)
 
 
@@ -412,7 +402,7 @@ def _get_config(self):
 
 
 def _create_ctx(self, options=0):
-    if members(self, "Team.create_ctx") is _world:
+    if members(self, "Team.create_ctx") is _state.world:
         return _originals["create_ctx"](self, options)
     raise TeamError(
         "contexts on emulated teams are not available on an OpenSHMEM 1.4 library; use shmem.Ctx.create() "
@@ -430,23 +420,23 @@ def _team_sync_method(self):
 def _sync(team=None):
     """Collective over ``team``: like shmem.sync."""
     m = members(team, "shmem.sync")
-    if m is _world:
+    if m is _state.world:
         return _originals["sync"](team)
     team_sync(m)
 
 
 def _put_block(t, s, pe):
     if s.size:
-        if pe == _shmem.my_pe():
+        if pe == this_pe.shmem.my_pe():
             t[:] = s
         else:
-            _shmem.put(t, s, pe)
+            this_pe.shmem.put(t, s, pe)
 
 
 def _broadcast(target, source, root, size=None, team=None):
     """Collective over ``team``: ``source`` of the team's PE ``root`` into ``target`` everywhere."""
     m = members(team, "shmem.broadcast")
-    if m is _world:
+    if m is _state.world:
         return _originals["broadcast"](target, source, root, size, team)
     t, s = flat_pair(target, source, "broadcast")
     size = checked_size(size, min(t.size, s.size), "broadcast")
@@ -462,17 +452,17 @@ def _broadcast(target, source, root, size=None, team=None):
 def _collect(target, source, size=None, team=None):
     """Collective over ``team``: every member's ``size`` elements (sizes may differ), in team order."""
     m = members(team, "shmem.collect")
-    if m is _world:
+    if m is _state.world:
         return _originals["collect"](target, source, size, team)
     t, s = flat_pair(target, source, "collect")
     size = checked_size(size, s.size, "collect")
-    me, got = _shmem.my_pe(), np.zeros(1, dtype="i8")
+    me, got = this_pe.shmem.my_pe(), np.zeros(1, dtype="i8")
     _state.exchange[0] = size
     team_sync(m)
     sizes = []
     for pe in m.pes:
         if pe != me:
-            _shmem.get(got, _state.exchange, pe)
+            this_pe.shmem.get(got, _state.exchange, pe)
         sizes.append(size if pe == me else int(got[0]))
     if sum(sizes) > t.size:
         raise InputError(f"collect: target has {t.size} elements but the members send {sum(sizes)}")
@@ -485,7 +475,7 @@ def _collect(target, source, size=None, team=None):
 def _fcollect(target, source, size=None, team=None):
     """Collective over ``team``: ``size`` elements of every member, concatenated in team order."""
     m = members(team, "shmem.fcollect")
-    if m is _world:
+    if m is _state.world:
         return _originals["fcollect"](target, source, size, team)
     t, s = flat_pair(target, source, "fcollect")
     size = checked_size(size, s.size, "fcollect")
@@ -512,8 +502,8 @@ def alltoall_size(t, s, size, n, tst, sst, what):
 def _alltoall(target, source, size=None, team=None):
     """Collective over ``team``: block j of my source goes to member j, into block my-rank."""
     m = members(team, "shmem.alltoall")
-    if m is _world:
-        _shmem.barrier_all()  # see _alltoalls
+    if m is _state.world:
+        this_pe.shmem.barrier_all()  # see _alltoalls
         return _originals["alltoall"](target, source, size, team)
     return _alltoalls(target, source, 1, 1, size, team, what="alltoall")
 
@@ -521,13 +511,13 @@ def _alltoall(target, source, size=None, team=None):
 def _alltoalls(target, source, tst=1, sst=1, size=None, team=None, what="alltoalls"):
     """Collective over ``team``: alltoall with element strides ``tst`` (target), ``sst`` (source)."""
     m = members(team, f"shmem.{what}")
-    if m is _world:
+    if m is _state.world:
         # measured on Open MPI 4.1.4 at 3+ PEs: the library's alltoall(s) right after another
         # alltoall loses blocks (a PE still writing its target is overrun); a barrier first fixes it
-        _shmem.barrier_all()
+        this_pe.shmem.barrier_all()
         return _originals["alltoalls"](target, source, tst, sst, size, team)
     t, s = flat_pair(target, source, what)
-    n, me = len(m.pes), _shmem.my_pe()
+    n, me = len(m.pes), this_pe.shmem.my_pe()
     size = alltoall_size(t, s, size, n, tst, sst, what)
     team_sync(m)
     for j, pe in enumerate(m.pes):
@@ -537,7 +527,7 @@ def _alltoalls(target, source, tst=1, sst=1, size=None, team=None, what="alltoal
         if pe == me:
             tview[: size * tst : tst] = sview[: size * sst : sst]
         else:
-            _shmem.iput(tview, sview, pe, tst, sst, size)
+            this_pe.shmem.iput(tview, sview, pe, tst, sst, size)
     team_sync(m)
 
 
@@ -545,14 +535,14 @@ def reduce_values(m, s, size, op):
     """Combine ``s[:size]`` of every member of ``m`` with ``op``, in team order (the same
     result on every member). Collective over the team; reads the others' sources with gets."""
     ufunc = REDUCE_UFUNCS[op]
-    me, tmp, acc = _shmem.my_pe(), np.empty(size, dtype=s.dtype), None
+    me, tmp, acc = this_pe.shmem.my_pe(), np.empty(size, dtype=s.dtype), None
     team_sync(m)
     for pe in m.pes:
         if pe == me:
             part = s[:size]
         else:
             if size:
-                _shmem.get(tmp, s[:size], pe)
+                this_pe.shmem.get(tmp, s[:size], pe)
             part = tmp
         acc = np.array(part) if acc is None else ufunc(acc, part)
     team_sync(m)  # every member has read every source: targets may now overwrite them
@@ -574,7 +564,7 @@ def check_reduce(op, dtype, what="reduce"):
 def _reduce(target, source, op="sum", size=None, team=None):
     """Collective over ``team``: ``op`` of every member's ``source`` into ``target``."""
     m = members(team, "shmem.reduce")
-    if m is _world:
+    if m is _state.world:
         try:
             return _originals["reduce"](target, source, op, size, team)
         except (NotImplementedError, AttributeError):
@@ -617,16 +607,16 @@ def _shared_members(sh):
 def install(shmem_module, setting=None):
     """Decide the mode, reserve the synchronisation words and, when emulating, replace
     shmem4py's Team methods, ``TEAM_SHARED`` and collectives. Collective: every PE at start."""
-    global _shmem, mode
-    sh = _shmem = shmem_module
+    sh = this_pe.shmem = shmem_module
+    _state.next_handle = _state.next_handle or _FIRST_HANDLE
     major, minor = sh.info_get_version()
-    mode = decide((major, minor), bool(sh.TEAM_SHARED), os.environ.get(ENV) if setting is None else setting)
+    _state.mode = decide((major, minor), bool(sh.TEAM_SHARED), os.environ.get(ENV) if setting is None else setting)
     _reserve(sh)
-    if mode == "native":
+    if _state.mode == "native":
         if not hasattr(sh.Team, "split_2d"):
             _patches.set(sh.Team, "split_2d", _native_split_2d)
-        native_teams.install(sh, _patches, sys.modules[__name__])
-        return mode
+        native_teams.install(sh, _patches)
+        return _state.mode
     for name, method in _TEAM_METHODS.items():
         _originals.setdefault(f"Team.{name}", getattr(sh.Team, name, None))
         _patches.set(sh.Team, name, method)
@@ -636,7 +626,7 @@ def install(shmem_module, setting=None):
         function.__doc__ = f"{function.__doc__}\n\n(shmem_notebook: teams emulated on OpenSHMEM {major}.{minor})"
         _patches.set(sh, name, function)
     _patches.set(sh, "TEAM_SHARED", _register(_shared_members(sh), 1))
-    return mode
+    return _state.mode
 
 
 def uninstall():

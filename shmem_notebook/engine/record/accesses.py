@@ -22,6 +22,7 @@ from ...analysis.footprint import extend
 from ...distinct import Events
 from ...operations import CALLS, FIELD, RECORDED_AS, SIGNAL_EVENTS
 from .. import teams
+from ..context import this_pe
 from ..shims import late_zeroing, signals
 from . import in_c, state
 from .memory import AddressBook, assigned_to, numpy_owned
@@ -125,7 +126,7 @@ def _team_of(ctx):
     :mod:`shmem_notebook.analysis.domains`), ``"slot:pe,pe..."``, and its team's world PEs (its calls
     number PEs in the team); ``(None, None)`` for the world team's contexts. Emulated teams (OpenSHMEM
     1.4) have contexts on the world team only (engine/teams.py refuses the others)."""
-    if teams.mode != "native" or ctx.ob_ctx == shmem.CTX_DEFAULT.ob_ctx:
+    if this_pe.teams.mode != "native" or ctx.ob_ctx == shmem.CTX_DEFAULT.ob_ctx:
         return None, None
     try:
         m = teams.members(ctx.get_team())

@@ -10,7 +10,7 @@ call the race recording sees.
   ``array`` (the symmetric array's name in the cell, ``"(scratch)"`` for the teaching
   collectives' staging area), ``indices`` (flat ``[start, stop, step]``), ``epoch`` (world
   barriers passed before it), ``label`` (the teaching collective's step,
-  :data:`..collectives.label`) and ``values`` (what a put carried, at most :data:`PAYLOAD`
+  :attr:`..context.PEContext.collective_label`) and ``values`` (what a put carried, at most :data:`PAYLOAD`
   elements); transfers also have ``bytes``; a world barrier has ``resume`` (ns: when the
   recorder's own snapshot and barrier after it ended: that time is the recorder's, not the cell's).
 - ``host``, ``pid``, ``started``, ``stopped`` (ns: when the trace started, right before the
@@ -45,7 +45,7 @@ from shmem4py import shmem
 
 from ...operations import CALLS
 from ...protocol import trace_spool_path
-from .. import collectives, heap
+from .. import heap
 from ..context import this_pe
 from . import layer
 
@@ -175,7 +175,7 @@ class TraceRecording:
         if len(self.events) >= self.cap:
             self.dropped += 1
             return
-        label = collectives.label
+        label = this_pe.collective_label
         self.events.append(
             {
                 "pe": self.me,

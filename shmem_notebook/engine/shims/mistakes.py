@@ -18,6 +18,7 @@ import functools
 import inspect
 import os
 import sys
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from ...errors import InputError
 from ...folding import pe_ranges
 from ...operations import CALLS
 from .. import heap
+from ..context import this_pe
 from .missing import LACKING
 from .patches import Patches
 
@@ -91,11 +93,15 @@ def _is_symmetric(a):
     base = a.base
     if type(base) is _ndarray:  # a view's base is the array shmem4py made
         base = base.base
-    return (type(base) is memoryview and type(base.obj) is _buffer_type) or a.size == 0 or heap.is_symmetric(a)
+    return (
+        (type(base) is memoryview and type(base.obj) is this_pe.checks.buffer_type)
+        or a.size == 0
+        or heap.is_symmetric(a)
+    )
 
 
 def _ctype(a):
-    return _numpy_to_shmem.get(a.dtype.char)
+    return this_pe.checks.numpy_to_shmem.get(a.dtype.char)
 
 
 def _elements(n):
@@ -127,7 +133,7 @@ def _copy_problem(verb, target, source, size, tst=1, sst=1, npes=1, per_pe=False
 
 
 def _team_npes(team):
-    return _npes if team is None else team.n_pes()
+    return this_pe.checks.npes if team is None else team.n_pes()
 
 
 def _ctx_npes(ctx):
@@ -137,13 +143,13 @@ def _ctx_npes(ctx):
         return 0
     n = getattr(ctx, _ATTR, None)
     if n is None:
-        n = _npes
-        if _native_teams:
+        n = this_pe.checks.npes
+        if this_pe.checks.native_teams:
             try:
                 n = ctx.get_team().n_pes()
             except Exception:  # a destroyed or invalid context: the library says so
-                return _npes
-            n = n if n > 0 else _npes
+                return this_pe.checks.npes
+            n = n if n > 0 else this_pe.checks.npes
         try:
             setattr(ctx, _ATTR, n)
         except AttributeError:
@@ -164,8 +170,8 @@ def explain_rma(name, target, source, pe, size=None, ctx=None, tst=1, sst=1, sig
         return f"shmem.{name}{_where()} {_INVALID_CTX}"
     if not isinstance(target, np.ndarray) or not isinstance(source, np.ndarray):
         return None
-    n = _npes if ctx is None else _ctx_npes(ctx)
-    problem = _pe_problem(pe, n, "" if n == _npes else " (its context's team)")
+    n = this_pe.checks.npes if ctx is None else _ctx_npes(ctx)
+    problem = _pe_problem(pe, n, "" if n == this_pe.checks.npes else " (its context's team)")
     remote, side = (target, "target") if name.startswith(("put", "iput")) else (source, "source")
     if problem is None and not _is_symmetric(remote):
         problem = (
@@ -185,8 +191,8 @@ def explain_amo(name, remote, pe, ctx=None, fetch=None):
         return f"shmem.{name}{_where()} {_INVALID_CTX}"
     if not isinstance(remote, np.ndarray):
         return None
-    n = _npes if ctx is None else _ctx_npes(ctx)
-    problem = _pe_problem(pe, n, "" if n == _npes else " (its context's team)")
+    n = this_pe.checks.npes if ctx is None else _ctx_npes(ctx)
+    problem = _pe_problem(pe, n, "" if n == this_pe.checks.npes else " (its context's team)")
     if problem is None and remote.size != 1:
         problem = f"works on one element, but its target has {remote.size}; pass a 1-element slice such as a[0:1]"
     elif problem is None and not _is_symmetric(remote):
@@ -269,7 +275,7 @@ def _contiguous(name, original):
         try:  # the usual call, in a few comparisons: shmem4py's own arrays, one dtype, one length
             tsize, ssize = target.size, source.size
             ok = (
-                0 <= pe < (_npes if ctx is None else _ctx_npes(ctx))
+                0 <= pe < (this_pe.checks.npes if ctx is None else _ctx_npes(ctx))
                 and target.dtype is source.dtype
                 and (
                     size <= tsize and size <= ssize
@@ -281,7 +287,7 @@ def _contiguous(name, original):
                 base = (target if remote_is_target else source).base
                 if type(base) is _ndarray:
                     base = base.base
-                ok = type(base) is memoryview and type(base.obj) is _buffer_type
+                ok = type(base) is memoryview and type(base.obj) is this_pe.checks.buffer_type
         except (AttributeError, TypeError):
             ok = True  # not arrays, not a number: shmem4py's own error stands
         if not ok:
@@ -302,7 +308,7 @@ def _signalled(name, original):
         try:
             tsize, ssize = target.size, source.size
             ok = (
-                0 <= pe < (_npes if ctx is None else _ctx_npes(ctx))
+                0 <= pe < (this_pe.checks.npes if ctx is None else _ctx_npes(ctx))
                 and target.dtype is source.dtype
                 and not isinstance(signal, np.ndarray)
                 and (
@@ -315,7 +321,7 @@ def _signalled(name, original):
                 base = target.base
                 if type(base) is _ndarray:
                     base = base.base
-                ok = type(base) is memoryview and type(base.obj) is _buffer_type
+                ok = type(base) is memoryview and type(base.obj) is this_pe.checks.buffer_type
         except (AttributeError, TypeError):
             ok = True
         if not ok:
@@ -370,10 +376,10 @@ def _amo(name, original):
                 if type(base) is _ndarray:
                     base = base.base
                 ok = (
-                    0 <= args[pe_at] < (_npes if ctx is None else _ctx_npes(ctx))
+                    0 <= args[pe_at] < (this_pe.checks.npes if ctx is None else _ctx_npes(ctx))
                     and target.size == 1
                     and type(base) is memoryview
-                    and type(base.obj) is _buffer_type
+                    and type(base.obj) is this_pe.checks.buffer_type
                 )
             except (AttributeError, TypeError, IndexError):
                 ok = True
@@ -405,24 +411,32 @@ _COLLECTIVE_FIELDS = {
     "sst": "sst",
 }
 
-# set by install: this PE's world, its shmem4py's types
-_npes = 1
-_native_teams = False
-_buffer_type = None
-_numpy_to_shmem = {}
+
+class Checks(NamedTuple):
+    """What the checks know of this PE's library (``this_pe.checks``, set by :func:`install`)."""
+
+    npes: int = 1  # the world's PEs
+    native_teams: bool = False  # OpenSHMEM 1.5: contexts of teams other than the world
+    buffer_type: Any = None  # shmem4py's ffi.buffer: a symmetric array's memory is one
+    numpy_to_shmem: dict[str, str] = {}  # NumPy dtype character -> shmem4py's type name
+
+
+this_pe.checks = this_pe.checks or Checks()
 
 
 def install(shmem):
     """Wrap every call of :data:`CHECKED` this shmem4py has (but routines the library lacks, which
     :mod:`.missing` refuses already); return the undo."""
-    global _npes, _native_teams, _buffer_type, _numpy_to_shmem
-    _npes = shmem.n_pes()
-    _native_teams = tuple(shmem.info_get_version()) >= (1, 5)
-    _buffer_type, _numpy_to_shmem = shmem.ffi.buffer, dict(shmem._numpy_to_shmem)
+    this_pe.checks = Checks(
+        shmem.n_pes(),
+        tuple(shmem.info_get_version()) >= (1, 5),
+        shmem.ffi.buffer,
+        dict(shmem._numpy_to_shmem),
+    )
     patches = Patches()
     for name in CHECKED:
         original = getattr(shmem, name, None)
-        if original is None or (not _native_teams and name in LACKING):
+        if original is None or (not this_pe.checks.native_teams and name in LACKING):
             continue
         if name in _CONTIGUOUS:
             wrapper = _contiguous(name, original)
