@@ -28,7 +28,9 @@ The checks are local (no communication); a valid call goes to the library unchan
 import functools
 
 from ..errors import InputError
+from . import teams
 from .context import this_pe
+from .shims.patches import Patches
 
 __all__ = ["install"]
 
@@ -37,13 +39,6 @@ _BORN = "_shmem_notebook_born"  # a Team's stamp: the destroys counted when it (
 
 def _handle(sh, team):
     return int(sh.ffi.cast("uintptr_t", team.ob_team))
-
-
-def _teams():
-    """The teams module (:mod:`.teams`: members, slots; it imports this one, so it is asked at call time)."""
-    from . import teams
-
-    return teams
 
 
 def _stale(handle, team):
@@ -60,13 +55,13 @@ def check(sh, team, what):
     handle = _handle(sh, team)
     stale = _stale(handle, team)
     if handle == 0 or stale:
-        raise _teams().unusable(what, destroyed=stale or _teams().was_destroyed(team))
+        raise teams.unusable(what, destroyed=stale or teams.was_destroyed(team))
 
 
 def _take_slots(sh, parent, new):
     """Give each team of ``new`` this PE is a member of a slot of the reserved words, agreed over
     ``parent``. Collective over the parent team."""
-    slots = _teams().agree_slots(_teams().members(parent, "split"), len(new))
+    slots = teams.agree_slots(teams.members(parent, "split"), len(new))
     for team, slot in zip(new, slots):
         handle = _handle(sh, team)
         if handle:
@@ -99,15 +94,17 @@ def _stamp_new(sh, original):
     def new(cls, team=None):
         self = original(cls, team)
         setattr(self, _BORN, getattr(team, _BORN, -1) if isinstance(team, sh.Team) else this_pe.teams.destroys)
-        if isinstance(team, sh.Team) and _teams().was_destroyed(team):
-            _teams().mark_destroyed(self)
+        if isinstance(team, sh.Team) and teams.was_destroyed(team):
+            teams.mark_destroyed(self)
         return self
 
     return staticmethod(new)
 
 
-def install(sh, patches):
-    """Put the guards on shmem4py's Team methods and collectives (undone by ``patches``)."""
+def install(sh):
+    """Put the guards on shmem4py's Team methods and collectives, after :func:`.teams.install` chose the
+    native mode; return the undo."""
+    patches = Patches()
     this_pe.teams.native_slots[_handle(sh, sh.TEAM_SHARED)] = 1  # slot 1 is TEAM_SHARED's, as when emulated
     patches.set(sh.Team, "__new__", _stamp_new(sh, sh.Team.__new__))
     for name in ("my_pe", "n_pes", "sync", "get_config", "create_ctx"):
@@ -149,7 +146,7 @@ def install(sh, patches):
         if handle and _handle(sh, self) == 0:  # a team of its own (not world or shared): gone now
             this_pe.teams.destroyed[handle] = this_pe.teams.destroys
             this_pe.teams.destroys += 1
-            _teams().mark_destroyed(self)
+            teams.mark_destroyed(self)
             slot = this_pe.teams.native_slots.pop(handle, None)
             if slot is not None:
                 this_pe.teams.free |= 1 << slot
@@ -178,10 +175,10 @@ def install(sh, patches):
         try:
             return library_reduce(target, source, op, size, team)
         except AttributeError:  # no shmem_<type>_<op>_reduce in the library: checked before any communication
-            teams = _teams()
             t, s = teams.flat_pair(target, source, "reduce")
             name = teams.check_reduce(op, t.dtype)
             size = teams.checked_size(size, min(t.size, s.size), "reduce")
             t[:size] = teams.reduce_values(teams.members(team, "shmem.reduce"), s, size, name)
 
     patches.set(sh, "reduce", reduce)
+    return patches.undo

@@ -32,7 +32,7 @@ import os
 import numpy as np
 
 from ..errors import InputError, ShmemNotebookError
-from . import heap, native_teams
+from . import heap
 from .context import this_pe
 from .shims.patches import Patches
 
@@ -606,7 +606,8 @@ def _shared_members(sh):
 
 def install(shmem_module, setting=None):
     """Decide the mode, reserve the synchronisation words and, when emulating, replace
-    shmem4py's Team methods, ``TEAM_SHARED`` and collectives. Collective: every PE at start."""
+    shmem4py's Team methods, ``TEAM_SHARED`` and collectives (in native mode the teams shim then guards
+    the library's own, :mod:`.native_teams`); the mode. Collective: every PE at start."""
     sh = this_pe.shmem = shmem_module
     _state.next_handle = _state.next_handle or _FIRST_HANDLE
     major, minor = sh.info_get_version()
@@ -615,7 +616,6 @@ def install(shmem_module, setting=None):
     if _state.mode == "native":
         if not hasattr(sh.Team, "split_2d"):
             _patches.set(sh.Team, "split_2d", _native_split_2d)
-        native_teams.install(sh, _patches)
         return _state.mode
     for name, method in _TEAM_METHODS.items():
         _originals.setdefault(f"Team.{name}", getattr(sh.Team, name, None))

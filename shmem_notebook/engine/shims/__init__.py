@@ -51,10 +51,12 @@ def _pitfalls(shmem):
 
 
 def _teams(shmem):
-    from .. import teams  # teams imports .patches from here
+    from .. import native_teams, teams  # they import .patches from here
 
-    teams.install(shmem)
-    return teams.uninstall
+    if teams.install(shmem) != "native":
+        return teams.uninstall
+    undo_guards = native_teams.install(shmem)  # the library's own teams, guarded
+    return lambda: (undo_guards(), teams.uninstall())
 
 
 #: in the order they are installed
