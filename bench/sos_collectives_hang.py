@@ -6,7 +6,7 @@ PEs) while ``--busy`` busy loops (this script's own processes, each in its own p
 killed at the end) share the cores. Every ``--restart-every`` runs the job is restarted, so a
 job's first cell (the case CI meets) is measured too. Each run has a cell timeout (``--timeout``):
 a hang ends in the tool's report of where every PE waits (``CellStoppedError``); ``--stacks``
-seconds into a run that has not finished, ``py-spy dump --native`` of every PE is saved first.
+seconds into a run that has not finished, every PE's native stacks (gdb) are saved first.
 Stops after ``--runs`` runs or ``--minutes`` minutes, whichever comes first. Prints one line per
 run and a summary; ``--log FILE`` keeps every run's record (JSON lines) and each hang's report.
 
@@ -23,7 +23,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 import shmem_notebook
@@ -31,11 +30,12 @@ from shmem_notebook.errors import ShmemNotebookError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(os.path.dirname(HERE), "tests")
+sys.path.insert(0, TESTS)  # the test's cell imports from conftest, as this script does
+from conftest import native_stacks_if_late  # noqa: E402
 
 
 def collectives_cell():
     """The cell of tests/test_collectives.py, filled in as its test fills it."""
-    sys.path.insert(0, TESTS)  # its `from conftest import ...`
     spec = importlib.util.spec_from_file_location("test_collectives", os.path.join(TESTS, "test_collectives.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -56,43 +56,19 @@ def stop_busy_loops(procs):
         proc.wait()
 
 
-def py_spy(pids):
-    """``py-spy dump --native`` of each PE (pid -> text); what py-spy said when it could not."""
-    spy = os.path.join(os.path.dirname(sys.executable), "py-spy")
-    stacks = {}
-    for pe, pid in pids.items():
-        try:
-            done = subprocess.run(
-                [spy, "dump", "--native", "--pid", str(pid)], capture_output=True, text=True, timeout=60
-            )
-            stacks[pe] = done.stdout + done.stderr
-        except (OSError, subprocess.TimeoutExpired) as e:
-            stacks[pe] = f"py-spy failed: {e}"
-    return stacks
-
-
 def one_run(job, cell, timeout, stacks_after):
     """Run the cell once: a record {seconds, outcome, where, stacks}."""
-    pids = {pe: info.get("pid") for pe, info in job.pes.items() if info.get("pid")}
-    record = {"stacks": None}
-
-    def dump():  # the run is late: look at every PE before the tool's timeout interrupts them
-        record["stacks"] = py_spy(pids)
-
-    timer = threading.Timer(stacks_after, dump)
-    timer.daemon = True
+    record = {}
     start = time.monotonic()
-    timer.start()
-    try:
-        job.run(cell, stdout=io.StringIO(), stderr=io.StringIO(), timeout=timeout)
-        record.update(outcome="ok", where=None)
-    except shmem_notebook.CellStoppedError as e:
-        record.update(outcome="hang", where=str(e))
-    except ShmemNotebookError as e:
-        record.update(outcome=type(e).__name__, where=str(e))
-    finally:
-        timer.cancel()
-        timer.join()
+    with native_stacks_if_late(job, stacks_after) as stacks:  # a late run: every PE, before the limit stops them
+        try:
+            job.run(cell, stdout=io.StringIO(), stderr=io.StringIO(), timeout=timeout)
+            record.update(outcome="ok", where=None)
+        except shmem_notebook.CellStoppedError as e:
+            record.update(outcome="hang", where=str(e))
+        except ShmemNotebookError as e:
+            record.update(outcome=type(e).__name__, where=str(e))
+    record["stacks"] = stacks or None
     record["seconds"] = round(time.monotonic() - start, 2)
     return record
 
@@ -106,7 +82,7 @@ def main():
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--minutes", type=float, default=45.0)
     parser.add_argument("--timeout", type=float, default=60.0, help="each cell's limit (s): the hang report")
-    parser.add_argument("--stacks", type=float, default=45.0, help="py-spy every PE of a run this late (s)")
+    parser.add_argument("--stacks", type=float, default=45.0, help="native stacks of every PE of a run this late (s)")
     parser.add_argument("--restart-every", type=int, default=10, help="runs per job (its first cell included)")
     parser.add_argument("--log", help="JSON lines: one record per run")
     args = parser.parse_args()

@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-APT_PACKAGES="openmpi-bin libopenmpi-dev chromium chromium-driver slurmctld slurmd slurm-client munge"
+APT_PACKAGES="openmpi-bin libopenmpi-dev chromium chromium-driver slurmctld slurmd slurm-client munge gdb"
 PYTHON=${PYTHON:-python3}
 
 missing=""

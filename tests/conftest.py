@@ -13,13 +13,16 @@ with ``@pytest.mark.pe``. When ``pe`` tests are deselected, every other test run
 the marker fails at once, saying so.
 """
 
+import contextlib
 import io
 import json
 import os
+import resource
 import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -123,12 +126,22 @@ def cells_end_before_the_test(pytestconfig):
 def no_leftover_processes(request):
     """After each test module, nothing it started may still run; shared memory it left (which
     a job's clean-up should have removed) is listed at the end of the session."""
-    before = shared_memory()
+    before, costs = shared_memory(), _costs()
     yield
     assert wait_for_no_processes() == [], "processes left behind by this test module"
+    MODULE_COSTS.append((request.module.__name__, *(b - a for a, b in zip(costs, _costs()))))
     left = shared_memory_left(before, settle=2.0)
     if left:
         SHARED_MEMORY_LEFT.append((request.module.__name__, sorted(left)))
+
+
+#: (module, wall s, CPU s of this process and of every process it started and reaped: jobs, PEs)
+MODULE_COSTS = []
+
+
+def _costs():
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.monotonic(), own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
 
 
 _TIMES = {}  # nodeid -> [seconds in setup, call and teardown so far, outcome so far, time limit]
@@ -162,19 +175,59 @@ def pytest_sessionfinish(session):
     output = getattr(session.config, "workeroutput", None)
     if output is not None:
         output["shared_memory_left"] = SHARED_MEMORY_LEFT
+        output["module_costs"] = MODULE_COSTS
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
-    SHARED_MEMORY_LEFT.extend(tuple(x) for x in getattr(node, "workeroutput", {}).get("shared_memory_left", ()))
+    output = getattr(node, "workeroutput", {})
+    SHARED_MEMORY_LEFT.extend(tuple(x) for x in output.get("shared_memory_left", ()))
+    MODULE_COSTS.extend(tuple(x) for x in output.get("module_costs", ()))
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Name the modules after which shared memory was left (other users of the machine can add to it)."""
+    """The costliest modules (the suite is CPU-bound: their CPU, not their wall time, sets its length);
+    the modules after which shared memory was left (other users of the machine can add to it)."""
+    if MODULE_COSTS:
+        total = sum(cpu for _, _, cpu in MODULE_COSTS)
+        terminalreporter.section(f"CPU per test module, the 15 costliest (all modules: {total / 60:.1f} CPU-min)")
+        for module, wall, cpu in sorted(MODULE_COSTS, key=lambda row: -row[2])[:15]:
+            terminalreporter.write_line(f"{cpu:8.1f} CPU-s {wall:8.1f} s  {module}")
     if SHARED_MEMORY_LEFT:
         terminalreporter.section("shared memory left after a test module")
         for module, names in SHARED_MEMORY_LEFT:
             terminalreporter.write_line(f"{module}: {', '.join(names)}")
+
+
+def native_stacks(pids):
+    """``{pe: every thread's native stack}`` of the PEs (``{pe: pid}``), by ``gdb -batch``, which, unlike
+    py-spy, reads a PE the governor has paused and leaves it paused; what went wrong instead, if it did.
+    A hang whose cause is below Python (a library's progress thread) shows there."""
+    stacks = {}
+    for pe, pid in sorted(pids.items()):
+        command = ["gdb", "-nx", "-p", str(pid), "-batch", "-ex", "thread apply all bt"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+            stacks[pe] = "\n".join(line for line in done.stdout.splitlines() if line.startswith(("Thread", "#")))
+        except (OSError, subprocess.TimeoutExpired) as e:
+            stacks[pe] = f"gdb failed: {e}"
+    return stacks
+
+
+@contextlib.contextmanager
+def native_stacks_if_late(job, after):
+    """Within the block: when it is still running ``after`` seconds in, :func:`native_stacks` of every PE
+    of ``job`` (before the cell's own limit stops the PEs). Yields the dict it fills then."""
+    pids = {pe: info["pid"] for pe, info in job.pes.items() if info.get("pid")}
+    stacks = {}
+    timer = threading.Timer(after, lambda: stacks.update(native_stacks(pids)))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield stacks
+    finally:
+        timer.cancel()
+        timer.join()
 
 
 def run_race_runner(cwd, program, *options, npes=2, oversubscribe=False, timeout=300):

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from conftest import job_fixture
-from shmem_notebook import PEError
+from conftest import job_fixture, native_stacks_if_late
+from shmem_notebook import CellStoppedError, PEError
 
 ALGORITHMS = {
     "broadcast": ("binomial", "linear", "library"),
@@ -92,8 +92,14 @@ print("REPORT " + json.dumps(rep))
 
 def test_every_algorithm_equals_numpy_and_the_library(job):
     out = io.StringIO()
-    # the cell's limit is below pytest's (300 s): a hang ends in the tool's report of where each PE waits
-    result = job.run(CELL.replace("BIG", str(BIG)).replace("OPS", repr(OPS)), stdout=out, timeout=200)
+    # the cell's limit is below pytest's (300 s): a hang ends in the tool's report of where each PE waits,
+    # and (issue 43: once on SOS at 4 PEs, never reproduced since) every PE's native stacks from 150 s on
+    with native_stacks_if_late(job, after=150) as stacks:
+        try:
+            result = job.run(CELL.replace("BIG", str(BIG)).replace("OPS", repr(OPS)), stdout=out, timeout=200)
+        except CellStoppedError as e:
+            native = "\n".join(f"-- PE {pe}:\n{text}" for pe, text in stacks.items())
+            pytest.fail(f"{e}\nnative stacks at 150 s:\n{native or '(none taken)'}")
     n = job.n
     teams = {"world": list(range(n))}
     if n > 2:

@@ -1,17 +1,19 @@
 """The job's controller (shmem_notebook.launcher.controller): its heart monitor beats fast only
 while PEs are missing, and a PE that stops answering for a while is not declared dead sooner
-than at the normal pace."""
+than at the normal pace. The tests' native stacks of a late cell's PEs (``conftest.native_stacks``)
+read its PEs, running or paused."""
 
 import glob
 import json
 import os
+import re
 import signal
 import time
 
 import psutil
 import zmq
 
-from conftest import job_fixture
+from conftest import job_fixture, native_stacks, native_stacks_if_late
 from shmem_notebook.rc import rc
 
 job = job_fixture(2, heap="8M")
@@ -60,3 +62,28 @@ def test_a_silent_pe_makes_it_beat_fast_and_is_not_declared_dead_early(job):
     assert sorted(job._client.ids) == [0, 1], "a PE silent for 2 s must not be unregistered"
     job.run("x = me")
     assert job.pull("x").tolist() == [0, 1]
+
+
+def test_native_stacks_read_every_pe_running_or_paused(job):
+    pids = {pe: info["pid"] for pe, info in job.pes.items()}
+    os.kill(pids[1], signal.SIGSTOP)  # as the governor pauses a PE that waits long
+    try:
+        stacks = native_stacks(pids)
+        paused = psutil.Process(pids[1]).status()
+    finally:
+        os.kill(pids[1], signal.SIGCONT)
+    assert paused == psutil.STATUS_STOPPED
+    for pe in (0, 1):
+        assert re.search(r"^Thread 1 .*\n#0 ", stacks[pe], re.M), stacks[pe]
+        assert "PyEval" in stacks[pe]  # the interpreter's frames: the stack was unwound, not only its top
+    assert psutil.Process(pids[1]).status() != psutil.STATUS_STOPPED  # gdb left it as it was, then we resumed it
+    job.run("pass")
+
+
+def test_native_stacks_are_taken_only_when_a_cell_is_late(job):
+    with native_stacks_if_late(job, after=0.5) as late:
+        job.run("import time; time.sleep(2.5)")
+    with native_stacks_if_late(job, after=30) as prompt:
+        job.run("pass")
+    assert sorted(late) == [0, 1] and all("sleep" in text for text in late.values()), late
+    assert prompt == {}
