@@ -144,19 +144,19 @@ def _costs():
     return time.monotonic(), own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
 
 
-_TIMES = {}  # nodeid -> [seconds in setup, call and teardown so far, outcome so far, time limit]
+_TIMES = {}  # nodeid -> [seconds in setup, call and teardown so far, outcome so far, time limit, CPU s at its start]
 
 
 def pytest_runtest_setup(item):
     """Note the test's time limit (pytest-timeout's) for the soak's report (scripts/soak.py)."""
     marker = item.get_closest_marker("timeout")
     limit = marker.args[0] if marker and marker.args else item.config.getini("timeout")
-    _TIMES[item.nodeid] = [0.0, "passed", float(limit or 0)]
+    _TIMES[item.nodeid] = [0.0, "passed", float(limit or 0), _costs()[1]]
 
 
 def pytest_runtest_logreport(report):
     """With ``SHMEM_NOTEBOOK_TEST_TIMES`` set (``make soak``): one JSON line per test in that file,
-    its outcome, seconds (setup, call and teardown) and time limit."""
+    its outcome, seconds (setup, call and teardown), time limit and CPU seconds (see :func:`_costs`)."""
     path = os.environ.get("SHMEM_NOTEBOOK_TEST_TIMES")
     entry = _TIMES.get(report.nodeid)
     if not path or entry is None:
@@ -166,6 +166,7 @@ def pytest_runtest_logreport(report):
         entry[1] = report.outcome  # failed wins over skipped
     if report.when == "teardown":
         row = {"nodeid": report.nodeid, "outcome": entry[1], "duration": entry[0], "limit": entry[2]}
+        row["cpu"] = _costs()[1] - entry[3]  # its processes' when they were reaped (a module's job: at its last test)
         with open(path, "a") as f:
             f.write(json.dumps(row) + "\n")
 

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import threading
 import time
 
 import psutil
@@ -80,10 +81,26 @@ def test_native_stacks_read_every_pe_running_or_paused(job):
     job.run("pass")
 
 
-def test_native_stacks_are_taken_only_when_a_cell_is_late(job):
+def test_native_stacks_are_taken_only_when_a_cell_is_late(job, tmp_path):
+    fifo = str(tmp_path / "go")
+    os.mkfifo(fifo)
+    cell = f"import os\nfd = os.open({fifo!r}, os.O_RDONLY)\nos.read(fd, 1)\nos.close(fd)"  # blocks until told
+
+    def release_once_taken(stacks):  # the PEs wait in open() until every PE's stacks are in
+        deadline = time.monotonic() + 120
+        while len(stacks) < job.n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        fd = os.open(fifo, os.O_WRONLY)
+        os.write(fd, b"x" * job.n)
+        os.close(fd)
+
     with native_stacks_if_late(job, after=0.5) as late:
-        job.run("import time; time.sleep(2.5)")
+        releaser = threading.Thread(target=release_once_taken, args=(late,))
+        releaser.start()
+        job.run(cell)
+        releaser.join()
     with native_stacks_if_late(job, after=30) as prompt:
         job.run("pass")
-    assert sorted(late) == [0, 1] and all("sleep" in text for text in late.values()), late
+    # taken while the cell ran (it could not end before): every PE's, each a stack, unwound
+    assert sorted(late) == [0, 1] and all(re.search(r"^#0 ", text, re.M) for text in late.values()), late
     assert prompt == {}
