@@ -166,7 +166,9 @@ def pytest_runtest_logreport(report):
         entry[1] = report.outcome  # failed wins over skipped
     if report.when == "teardown":
         row = {"nodeid": report.nodeid, "outcome": entry[1], "duration": entry[0], "limit": entry[2]}
-        row["cpu"] = _costs()[1] - entry[3]  # its processes' when they were reaped (a module's job: at its last test)
+        # with its processes' once reaped: a module's job counts where it stops (the module's last test, or
+        # the first test of the fixture's next parameter)
+        row["cpu"] = _costs()[1] - entry[3]
         with open(path, "a") as f:
             f.write(json.dumps(row) + "\n")
 

@@ -77,7 +77,7 @@ def test_native_stacks_read_every_pe_running_or_paused(job):
     for pe in (0, 1):
         assert re.search(r"^Thread 1 .*\n#0 ", stacks[pe], re.M), stacks[pe]
         assert "PyEval" in stacks[pe]  # the interpreter's frames: the stack was unwound, not only its top
-    assert psutil.Process(pids[1]).status() != psutil.STATUS_STOPPED  # gdb left it as it was, then we resumed it
+    assert psutil.Process(pids[1]).status() != psutil.STATUS_STOPPED  # gdb detached: SIGCONT resumes it
     job.run("pass")
 
 
