@@ -61,7 +61,6 @@ _FOLD_OUT = teams.STEPS - 1  # the step counter of the fold out
 
 def install(shmem_module):
     """Reserve the scratch. Collective: every PE at engine start (after teams.install)."""
-    this_pe.shmem = shmem_module
     this_pe.scratch = heap.reserve(shmem_module.zeros(SCRATCH_BYTES, dtype="u1"), "collectives: scratch")
 
 

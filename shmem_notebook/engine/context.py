@@ -6,9 +6,11 @@ module reads another's private names:
 - ``shell``: the engine's IPython shell, set once by :func:`.runtime.bind` (the race runner
   sets a stand-in, :mod:`.record.script`); ``namespace`` is its user namespace, where cells
   and the declared arrays (:mod:`.heap`) bind names.
-- ``shmem``: the shmem4py module, set when :mod:`.runtime` imports it (``shmem_init``).
+- ``shmem``: the shmem4py module, set once by :func:`.shims.install`, the first call of every entry point
+  that imports it (the engine, the race runner, an exported script); every room reads it from here.
 - ``teams``: the reserved synchronisation words and the slot bookkeeping of :mod:`.teams`,
   which :mod:`.native_teams` shares and the trace (:mod:`.record.trace`) leaves out.
+- ``checks``: what the argument checks (:mod:`.shims.mistakes`) know of this PE's library.
 - ``scratch``, ``collective_calls`` and ``collective_label``: the teaching collectives' staging area,
   how many collectives this PE has called and the step running (:mod:`.collectives`; the trace numbers
   calls by the count and labels them by the step).
@@ -19,9 +21,12 @@ The recordings' own state is :mod:`.record.state`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["PEContext", "TeamsState", "this_pe"]
+__all__ = ["FIRST_TEAM_HANDLE", "Checks", "PEContext", "TeamsState", "this_pe"]
+
+#: emulated team handles count up from here (:mod:`.teams`)
+FIRST_TEAM_HANDLE = 0x5EA0000
 
 
 @dataclass
@@ -42,10 +47,19 @@ class TeamsState:
     members: dict[int, Any] = field(default_factory=dict)
     world: Any = None
     #: the handle the next emulated team gets
-    next_handle: int = 0
+    next_handle: int = FIRST_TEAM_HANDLE
     #: native teams: handle -> the teams destroyed on this PE before it was, and how many so far
     destroyed: dict[int, int] = field(default_factory=dict)
     destroys: int = 0
+
+
+class Checks(NamedTuple):
+    """What the argument checks know of this PE's library (set by :func:`.shims.mistakes.install`)."""
+
+    npes: int = 1  # the world's PEs
+    native_teams: bool = False  # OpenSHMEM 1.5: contexts of teams other than the world
+    buffer_type: Any = None  # shmem4py's ffi.buffer: a symmetric array's memory is one
+    numpy_to_shmem: dict[str, str] = {}  # NumPy dtype character -> shmem4py's type name
 
 
 @dataclass
@@ -62,8 +76,7 @@ class PEContext:
     collective_label: dict[str, Any] | None = None
     #: the client's cell channel this PE receives cells on (:mod:`.cell_receiver`), once connected
     cell_channel: Any = None
-    #: what the argument checks of :mod:`.shims.mistakes` know of this PE's library, set when it installs
-    checks: Any = None
+    checks: Checks = Checks()
     #: the namespace before there is a shell (a module's helpers run in tests without an engine)
     no_shell: dict[str, Any] = field(default_factory=dict, repr=False)
 

@@ -29,8 +29,6 @@ __all__ = ["last_cell", "info", "bind", "join", "poke", "released", "main"]
 #: outcome of the last cell: state, outcome ('ok' or exception type), seconds
 last_cell = {"state": "idle", "outcome": None, "seconds": None}
 
-this_pe.shmem = shmem
-
 
 def _bind_namespace():
     ns = this_pe.namespace

@@ -67,7 +67,6 @@ SLOTS = 63
 #: signal counters per slot, for the step-by-step collectives
 STEPS = 32
 _ARRIVE, _RELEASE = 0, 1
-_FIRST_HANDLE = 0x5EA0000  # emulated team handles count up from here
 
 _originals = {}
 _patches = Patches()  # what install replaced on shmem4py
@@ -608,8 +607,7 @@ def install(shmem_module, setting=None):
     """Decide the mode, reserve the synchronisation words and, when emulating, replace
     shmem4py's Team methods, ``TEAM_SHARED`` and collectives (in native mode the teams shim then guards
     the library's own, :mod:`.native_teams`); the mode. Collective: every PE at start."""
-    sh = this_pe.shmem = shmem_module
-    _state.next_handle = _state.next_handle or _FIRST_HANDLE
+    sh = shmem_module
     major, minor = sh.info_get_version()
     _state.mode = decide((major, minor), bool(sh.TEAM_SHARED), os.environ.get(ENV) if setting is None else setting)
     _reserve(sh)

@@ -20,6 +20,7 @@ Another library changes this table, not the modules that use shmem4py.
 
 from collections import namedtuple
 
+from ..context import this_pe
 from . import (
     board,
     ctx_invalid,
@@ -111,7 +112,10 @@ _undo = []  # (name, undo) of the installed shims, in order
 def install(shmem, exclude=()):
     """Install every shim of :data:`SHIMS` that applies, in order, but those named in ``exclude``
     (a program exported from a notebook leaves out ``diagnostics``, which serves the notebook);
-    return their names. Once installed, another call does nothing. Collective."""
+    return their names. Once installed, another call does nothing. The first call of every entry point
+    that imports shmem4py (the engine, the race runner, an exported script): it keeps ``shmem`` as
+    ``this_pe.shmem`` for every room of the PE side. Collective."""
+    this_pe.shmem = shmem
     if not _undo:
         for shim in SHIMS:
             if shim.name not in exclude and shim.applies(shmem):

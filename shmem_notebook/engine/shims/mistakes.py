@@ -18,7 +18,6 @@ import functools
 import inspect
 import os
 import sys
-from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,7 +25,7 @@ from ...errors import InputError
 from ...folding import pe_ranges
 from ...operations import CALLS
 from .. import heap
-from ..context import this_pe
+from ..context import Checks, this_pe
 from .missing import LACKING
 from .patches import Patches
 
@@ -269,13 +268,14 @@ def explain_collective(name, target, source, size=None, team=None, root=None, ts
 # -- the wrappers --------------------------------------------------------------------------
 def _contiguous(name, original):
     remote_is_target = name.startswith("put")
+    npes, buffer_type = this_pe.checks.npes, this_pe.checks.buffer_type  # install's, read once: a put's hot path
 
     @functools.wraps(original)
     def call(target, source, pe, size=None, ctx=None):
         try:  # the usual call, in a few comparisons: shmem4py's own arrays, one dtype, one length
             tsize, ssize = target.size, source.size
             ok = (
-                0 <= pe < (this_pe.checks.npes if ctx is None else _ctx_npes(ctx))
+                0 <= pe < (npes if ctx is None else _ctx_npes(ctx))
                 and target.dtype is source.dtype
                 and (
                     size <= tsize and size <= ssize
@@ -287,7 +287,7 @@ def _contiguous(name, original):
                 base = (target if remote_is_target else source).base
                 if type(base) is _ndarray:
                     base = base.base
-                ok = type(base) is memoryview and type(base.obj) is this_pe.checks.buffer_type
+                ok = type(base) is memoryview and type(base.obj) is buffer_type
         except (AttributeError, TypeError):
             ok = True  # not arrays, not a number: shmem4py's own error stands
         if not ok:
@@ -302,13 +302,14 @@ def _contiguous(name, original):
 
 def _signalled(name, original):
     """put_signal(_nbi): the checks of a put, and the signal word not a NumPy array."""
+    npes, buffer_type = this_pe.checks.npes, this_pe.checks.buffer_type
 
     @functools.wraps(original)
     def call(target, source, pe, signal, value, sigop, size=None, ctx=None):
         try:
             tsize, ssize = target.size, source.size
             ok = (
-                0 <= pe < (this_pe.checks.npes if ctx is None else _ctx_npes(ctx))
+                0 <= pe < (npes if ctx is None else _ctx_npes(ctx))
                 and target.dtype is source.dtype
                 and not isinstance(signal, np.ndarray)
                 and (
@@ -321,7 +322,7 @@ def _signalled(name, original):
                 base = target.base
                 if type(base) is _ndarray:
                     base = base.base
-                ok = type(base) is memoryview and type(base.obj) is this_pe.checks.buffer_type
+                ok = type(base) is memoryview and type(base.obj) is buffer_type
         except (AttributeError, TypeError):
             ok = True
         if not ok:
@@ -362,6 +363,7 @@ def _amo(name, original):
     if fetch:
         return _general(name, original, explain_amo, {"remote": remote, "pe": "pe", "ctx": "ctx", "fetch": "fetch"})
     at, pe_at = index
+    npes, buffer_type = this_pe.checks.npes, this_pe.checks.buffer_type
 
     @functools.wraps(original)
     def call(*args, **kwargs):
@@ -376,10 +378,10 @@ def _amo(name, original):
                 if type(base) is _ndarray:
                     base = base.base
                 ok = (
-                    0 <= args[pe_at] < (this_pe.checks.npes if ctx is None else _ctx_npes(ctx))
+                    0 <= args[pe_at] < (npes if ctx is None else _ctx_npes(ctx))
                     and target.size == 1
                     and type(base) is memoryview
-                    and type(base.obj) is this_pe.checks.buffer_type
+                    and type(base.obj) is buffer_type
                 )
             except (AttributeError, TypeError, IndexError):
                 ok = True
@@ -410,18 +412,6 @@ _COLLECTIVE_FIELDS = {
     "tst": "tst",
     "sst": "sst",
 }
-
-
-class Checks(NamedTuple):
-    """What the checks know of this PE's library (``this_pe.checks``, set by :func:`install`)."""
-
-    npes: int = 1  # the world's PEs
-    native_teams: bool = False  # OpenSHMEM 1.5: contexts of teams other than the world
-    buffer_type: Any = None  # shmem4py's ffi.buffer: a symmetric array's memory is one
-    numpy_to_shmem: dict[str, str] = {}  # NumPy dtype character -> shmem4py's type name
-
-
-this_pe.checks = this_pe.checks or Checks()
 
 
 def install(shmem):
