@@ -178,12 +178,12 @@ DEVIATIONS = (
 )
 
 
-def by_key(key):
+def by_key(key: str) -> Deviation:
     """The :class:`Deviation` named ``key``."""
     return next(d for d in DEVIATIONS if d.key == key)
 
 
-def library_of(vendor):
+def library_of(vendor: str | None) -> str | None:
     """The library's name (``oshmem``, ``sos``, ``oshmpi``) from ``shmem.info_get_name()``, or None."""
     vendor = (vendor or "").lower()
     for needle, name in (("open-mpi", "oshmem"), ("sandia", "sos"), ("oshmpi", "oshmpi")):
@@ -192,14 +192,14 @@ def library_of(vendor):
     return None
 
 
-def affects(key, vendor):
+def affects(key: str, vendor: str | None) -> bool:
     """Whether the deviation ``key`` is in the library that calls itself ``vendor`` (its
     ``shmem.info_get_name()``). Every version of that library counts: a shim on a fixed release
     costs one synchronisation, a missing one a wrong value."""
     return library_of(vendor) == by_key(key).library
 
 
-def markdown():
+def markdown() -> str:
     """The table of ``docs/libraries.md``: library and version, what differs, reference, what the tool does."""
     rows = ["| library | what differs | reference | what the tool does |", "| --- | --- | --- | --- |"]
     for d in DEVIATIONS:
@@ -212,7 +212,7 @@ def markdown():
 BEGIN, END = "<!-- deviations: python -m shmem_notebook.deviations --write -->", "<!-- end of deviations -->"
 
 
-def _write(path):
+def _write(path: str) -> None:
     with open(path) as f:
         text = f.read()
     head, _, rest = text.partition(BEGIN)

@@ -15,12 +15,15 @@ Root (or the instructor through sudo) sees every user's jobs; an ordinary user s
 since the tokens are in the processes' environments and the state files are private (mode 0600).
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import os
 import shutil
 import sys
 import time
+from typing import TYPE_CHECKING, Any, cast
 
 import psutil
 
@@ -29,6 +32,24 @@ from .job.states import DEAD, IDLE
 from .job.watchdog import OWNER
 from .launcher.library import known, library
 from .protocol import SPARE_ENV, SPARE_GO
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from contextlib import AbstractContextManager
+    from typing import Protocol
+
+    class _Process(Protocol):
+        info: dict[str, Any]
+
+        def environ(self) -> dict[str, str]: ...
+        def status(self) -> str: ...
+        def create_time(self) -> float: ...
+        def cpu_percent(self, interval: float | None) -> float: ...
+        def cpu_times(self) -> Any: ...
+        def oneshot(self) -> AbstractContextManager[None]: ...
+        def username(self) -> str: ...
+        def ppid(self) -> int: ...
+
 
 __all__ = ["JobView", "jobs", "table", "main"]
 
@@ -39,27 +60,41 @@ SAMPLE = 0.5
 class JobView:
     """What the instructor sees of one job."""
 
-    def __init__(self, token, user, pes, n, library, state, since, cpu_seconds, cpu_percent, started, kernel, spare=0):
+    def __init__(
+        self,
+        token: str,
+        user: str,
+        pes: int,
+        n: int,
+        library: str,
+        state: str,
+        since: float | None,
+        cpu_seconds: float,
+        cpu_percent: float,
+        started: float,
+        kernel: int | None,
+        spare: int = 0,
+    ) -> None:
         self.token, self.user, self.pes, self.n, self.library = token, user, pes, n, library
         self.spare = spare  #: PEs of the spare set waiting for a restart (not the job's PEs)
         self.state, self.since, self.cpu_seconds, self.cpu_percent = state, since, cpu_seconds, cpu_percent
         self.started, self.kernel = started, kernel
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<JobView {self.user} {_pes(self)} PEs {self.state}>"
 
 
-def _pes(view):
+def _pes(view: JobView) -> str:
     """``2/2``: the job's PEs alive of its PEs; ``2/2 (+2 spare)`` with a spare set waiting."""
     return f"{view.pes}/{view.n}" + (f" (+{view.spare} spare)" if view.spare else "")
 
 
-def _owned():
+def _owned() -> dict[str, list[_Process]]:
     """token -> [psutil.Process] of every process that carries a job's token (those we may read)."""
-    groups = {}
+    groups: dict[str, list[_Process]] = {}
     for proc in psutil.process_iter(["pid", "cmdline", "status"]):
         try:
             token = proc.environ().get(OWNER)
@@ -70,7 +105,7 @@ def _owned():
     return groups
 
 
-def _role(proc):
+def _role(proc: _Process) -> str:
     """watchdog, controller, pe or launcher (what started the PEs: oshrun, mpirun, ...)."""
     cmdline = proc.info["cmdline"] or []
     module = cmdline[2] if cmdline[1:2] == ["-m"] and len(cmdline) > 2 else ""
@@ -81,7 +116,7 @@ def _role(proc):
     return "watchdog" if "shmem_notebook.job.watchdog" in " ".join(cmdline[:3]) else "launcher"
 
 
-def _spare(proc):
+def _spare(proc: _Process) -> bool:
     """Whether PE process ``proc`` is of a spare set still waiting: its lock file (:mod:`.job.spare`) is
     there without "go" (a taken set's PEs keep the variable, and their file says "go" or is gone)."""
     try:
@@ -97,7 +132,7 @@ def _spare(proc):
         return False
 
 
-def _size(launchers):
+def _size(launchers: Iterable[_Process]) -> int | None:
     """The PEs the launcher was asked for (``-n N``/``-np N``), or None."""
     for proc in launchers:
         cmdline = proc.info["cmdline"] or []
@@ -107,11 +142,11 @@ def _size(launchers):
     return None
 
 
-def _library_of(launchers, pes):
+def _library_of(launchers: Iterable[_Process], pes: Iterable[_Process]) -> str:
     """The library whose launcher (and PEs' Python) these are: libraries may share a launcher (OSHMPI
     runs Open MPI's mpirun), so their Python decides; the first known (the default) when all match."""
 
-    def real(path):
+    def real(path: str) -> str:
         return os.path.realpath(shutil.which(path) or path)
 
     started = {real((p.info["cmdline"] or ["?"])[0]) for p in launchers}
@@ -120,7 +155,7 @@ def _library_of(launchers, pes):
     return next((n for n in names if real(library(n).python) in pythons), names[0] if names else "?")
 
 
-def jobs(sample=SAMPLE):
+def jobs(sample: float = SAMPLE) -> list[JobView]:
     """A :class:`JobView` of every job this user may see (all of them as root), oldest first."""
     groups = _owned()
     procs = [p for group in groups.values() for p in group]
@@ -138,15 +173,15 @@ def jobs(sample=SAMPLE):
     return sorted(views, key=lambda v: v.started)
 
 
-def _view(token, group):
+def _view(token: str, group: list[_Process]) -> JobView | None:
     """The job's :class:`JobView`, or None when it ended while we looked (its watchdog, or all its
     processes, gone). A process of the job that ends meanwhile (a PE of a set a restart replaced, a
     helper) is left out, not the job."""
     group = [p for p in group if _still(p)]
-    roles = {}
+    roles: dict[str, list[_Process]] = {}
     for proc in group:
         roles.setdefault(_role(proc), []).append(proc)
-    watchdog = (roles.get("watchdog") or [None])[0]
+    watchdog = (roles.get("watchdog") or cast("list[_Process | None]", [None]))[0]
     try:
         anchor = watchdog or min(group, key=lambda p: p.create_time())
         user, started = anchor.username(), anchor.create_time()
@@ -170,6 +205,8 @@ def _view(token, group):
             continue
         note = read_state(env.get("IPP_PROFILE_DIR", ""), env.get("IPP_CLUSTER_ID", ""))
         break
+    pes: list[_Process]
+    spare: list[_Process]
     pes, spare = [], []
     for proc in roles.get("pe", []):
         if _still(proc):
@@ -186,27 +223,27 @@ def _view(token, group):
     return JobView(token, user, len(pes), n, lib, state, since, cpu_seconds, cpu_percent, started, kernel, len(spare))
 
 
-def _still(proc):
+def _still(proc: _Process) -> bool:
     """Whether ``proc`` still runs (not ended, not a zombie)."""
     try:
-        return proc.status() != psutil.STATUS_ZOMBIE
+        return cast(bool, proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 
 
-def _created(proc):
+def _created(proc: _Process) -> float:
     try:
         return proc.create_time()
     except psutil.Error:
         return 0.0
 
 
-def _alive(kernel, watchdog):
+def _alive(kernel: int, watchdog: _Process | None) -> bool:
     """The watchdog's parent is the notebook's kernel while it lives (then it is reparented)."""
-    return kernel > 1 and psutil.pid_exists(kernel) and watchdog is not None
+    return kernel > 1 and cast(bool, psutil.pid_exists(kernel)) and watchdog is not None
 
 
-def _duration(seconds):
+def _duration(seconds: float) -> str:
     seconds = int(seconds)
     if seconds < 60:
         return f"{seconds}s"
@@ -215,7 +252,7 @@ def _duration(seconds):
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def table(views, now=None):
+def table(views: Iterable[JobView], now: float | None = None) -> str:
     """The jobs as a text table, one line each."""
     now = time.time() if now is None else now
     rows = [("USER", "PES", "LIBRARY", "STATE", "FOR", "CPU", "CPU NOW", "UP")]
@@ -236,7 +273,7 @@ def table(views, now=None):
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m shmem_notebook.jobs_view",
         description="List the OpenSHMEM jobs running on this server (every user's as root; read-only).",

@@ -13,7 +13,14 @@ starts; :func:`load` imports it on a PE. Where it cannot be built or loaded (no 
 read-only home, ``SHMEM_NOTEBOOK_NATIVE=0``) the PEs keep the Python wrapper.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .native_cache import CachedModule
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 __all__ = ["CDEF", "SOURCE", "build", "directory", "load"]
 
@@ -56,23 +63,23 @@ NOTED(sync_all)
 _MODULE = CachedModule(NAME, "board", f"{CDEF}{SOURCE}", __name__)
 
 
-def directory():
+def directory() -> str:
     """Where this source's build for this Python lives (in the user's cache)."""
     return _MODULE.directory()
 
 
-def build():
+def build() -> str | None:
     """The path of the built module, compiled first if missing (in a process of its own, about 1 s
     once); None where it cannot be built. A stat when it is there."""
     return _MODULE.build()
 
 
-def load():
+def load() -> ModuleType | None:
     """The built module (``ffi``, ``lib``) on a PE, or None (not built, or switched off)."""
     return _MODULE.load()
 
 
-def _compile():
+def _compile() -> None:
     import cffi
 
     ffi = cffi.FFI()

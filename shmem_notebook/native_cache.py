@@ -8,6 +8,8 @@ it cannot be built or loaded (no compiler, a read-only home, ``SHMEM_NOTEBOOK_NA
 stands for.
 """
 
+from __future__ import annotations
+
 import glob
 import hashlib
 import importlib.util
@@ -15,11 +17,18 @@ import os
 import subprocess
 import sys
 import tempfile
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from importlib.abc import Loader
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 __all__ = ["CachedModule", "enabled"]
 
 
-def enabled(kind):
+def enabled(kind: str) -> bool:
     """False when ``SHMEM_NOTEBOOK_NATIVE=0`` switches every C module off, or names this one's
     ``kind`` as ``no-KIND`` (``SHMEM_NOTEBOOK_NATIVE=no-record``: the recording in Python)."""
     value = os.environ.get("SHMEM_NOTEBOOK_NATIVE", "").strip()
@@ -30,21 +39,21 @@ class CachedModule:
     """The extension module ``name`` (``kind``: the directory's prefix) whose build depends on
     ``digest_of`` (text), compiled by running ``python -m builder``, which calls :meth:`compile_into`."""
 
-    def __init__(self, name, kind, digest_of, builder):
+    def __init__(self, name: str, kind: str, digest_of: str, builder: str) -> None:
         self.name, self.kind, self.digest_of, self.builder = name, kind, digest_of, builder
 
-    def directory(self):
+    def directory(self) -> str:
         """Where this source's build for this Python lives (in the user's cache)."""
         cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         digest = hashlib.sha256(self.digest_of.encode()).hexdigest()[:16]
         return os.path.join(cache, "shmem_notebook", f"{self.kind}-{sys.implementation.cache_tag}-{digest}")
 
-    def built(self):
+    def built(self) -> str | None:
         """The built module's path, or None."""
         found = glob.glob(os.path.join(glob.escape(self.directory()), f"{self.name}.*.so"))
         return found[0] if found else None
 
-    def build(self):
+    def build(self) -> str | None:
         """The path of the built module, compiled first if missing; None where it cannot be built.
         A stat when it is there."""
         if not enabled(self.kind):
@@ -58,20 +67,20 @@ class CachedModule:
             path = self.built()
         return path
 
-    def load(self):
+    def load(self) -> ModuleType | None:
         """The built module, or None (not built, or switched off)."""
         path = self.built() if enabled(self.kind) else None
         if path is None:
             return None
         try:
-            spec = importlib.util.spec_from_file_location(self.name, path)
+            spec = cast("ModuleSpec", importlib.util.spec_from_file_location(self.name, path))
             module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            cast("Loader", spec.loader).exec_module(module)
         except (ImportError, OSError):
             return None
         return module
 
-    def compile_into(self, make):
+    def compile_into(self, make: Callable[[str], str]) -> None:
         """``make(scratch)`` writes the module into a scratch directory beside the final one and
         returns its path; it is then moved in (two jobs of one user may start at once)."""
         target = self.directory()

@@ -19,13 +19,19 @@ no compiler) the recording is the Python one, event for event the same
 (``tests/test_native_record.py``).
 """
 
+from __future__ import annotations
+
 import os
 import pathlib
 import shlex
 import subprocess
 import sysconfig
+from typing import TYPE_CHECKING
 
 from .native_cache import CachedModule
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 __all__ = ["SOURCE", "build", "load"]
 
@@ -34,7 +40,7 @@ NAME = "_shmem_notebook_record"
 SOURCE = pathlib.Path(__file__).with_name("native_record.c")
 
 
-def _numpy_version():
+def _numpy_version() -> str:
     """NumPy's version without importing it (the watchdog and the client's start stay light)."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -44,7 +50,7 @@ def _numpy_version():
         return "none"
 
 
-def _module():
+def _module() -> CachedModule:
     try:
         text = SOURCE.read_text()
     except OSError:
@@ -52,21 +58,21 @@ def _module():
     return CachedModule(NAME, "record", f"{text}\nnumpy {_numpy_version()}", __name__)
 
 
-def build():
+def build() -> str | None:
     """The path of the built module, compiled first if missing (in a process of its own, about 2 s
     once); None where it cannot be built. A stat when it is there."""
     return _module().build()
 
 
-def load():
+def load() -> ModuleType | None:
     """The built module on a PE, or None (not built, or switched off)."""
     return _module().load()
 
 
-def _compile():
+def _compile() -> None:
     import numpy
 
-    def make(scratch):
+    def make(scratch: str) -> str:
         out = os.path.join(scratch, NAME + sysconfig.get_config_var("EXT_SUFFIX"))
         cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
         includes = [f"-I{sysconfig.get_paths()['include']}", f"-I{numpy.get_include()}"]

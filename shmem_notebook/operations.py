@@ -20,7 +20,13 @@ events with it. A new call is taught here once. Plain data; imports nothing of t
   before everything after it on every PE.
 """
 
+from __future__ import annotations
+
 from collections import namedtuple
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = [
     "Operation",
@@ -49,7 +55,7 @@ Operation = namedtuple(
 )
 
 
-def _rma(name, params, put):
+def _rma(name: str, params: tuple[str, ...], put: bool) -> Operation:
     return Operation(
         name,
         "rma",
@@ -62,7 +68,7 @@ def _rma(name, params, put):
     )
 
 
-def _amo(name, params):
+def _amo(name: str, params: tuple[str, ...]) -> Operation:
     fetching = name == "atomic_fetch" or "fetch" in name or name in ("atomic_swap", "atomic_compare_swap")
     return Operation(
         name,
@@ -99,7 +105,7 @@ _NBI_AMO_PARAMS = {
 }
 
 
-def _amo_nbi(name, params):
+def _amo_nbi(name: str, params: tuple[str, ...]) -> Operation:
     return Operation(name, "amo", params, params[1], "fetch", writes=name != "atomic_fetch_nbi", nbi=True)
 
 
@@ -182,7 +188,7 @@ RECORDED_AS = {
 CAP = 50_000
 
 
-def kind_of(op):
+def kind_of(op: str) -> Operation | None:
     """The Operation of a recorded op name (an event's ``op``), or None for loads/stores."""
     return CALLS.get(op) or CALLS.get(next((k for k, v in RECORDED_AS.items() if v == op), None))
 
@@ -226,7 +232,7 @@ EVENTS = {
 FIELD = {kind: {name: i for i, name in enumerate(fields.split())} for kind, fields in EVENT_FIELDS.items()}
 
 
-def event(raw):
+def event(raw: Sequence[Any]) -> Any:
     """A PE's event list as its named tuple (``event(["sync", "quiet", 3, 0, None]).line == 3``)."""
     return EVENTS[raw[0]](*raw)
 

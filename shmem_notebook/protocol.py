@@ -13,8 +13,17 @@ make before and after it ride with it, and the PEs' answers come back pickled in
 final message's signed attachment.
 """
 
+from __future__ import annotations
+
 import enum
 import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import TypeAlias
+
+    Request: TypeAlias = tuple[str, tuple[Any, ...]]
 
 __all__ = [
     "ENGINE_MODULE",
@@ -102,7 +111,7 @@ class Op(enum.StrEnum):
 COLLECTIVE = frozenset({Op.ALLOC, Op.FREE, Op.RACE_START, Op.JOIN, Op.RELEASED})
 
 
-def encode(op, *args):
+def encode(op: str, *args: Any) -> Request:
     """The request ``op(*args)`` as both routes carry it: ``(name, args)``. A name that is not in
     :class:`Op` raises :class:`ValueError` (one sentence) before anything is sent."""
     if op not in Op.__members__.values():
@@ -111,35 +120,35 @@ def encode(op, *args):
 
 
 #: the PE's request handler, registered by :func:`serve` when the PE starts (None in the client)
-_handler = None
+_handler: Callable[[Request], Any] | None = None
 
 
-def serve(handler):
+def serve(handler: Callable[[Request], Any]) -> None:
     """Runs on a PE at start: answer every request with ``handler`` (:func:`shmem_notebook.engine.requests.handle`)."""
     global _handler
     _handler = handler
 
 
-def answer(request):
+def answer(request: Request) -> Any:
     """Runs on a PE: answer the ``request`` from :func:`encode` with the handler :func:`serve` registered."""
     if _handler is None:
         raise RuntimeError("this process answers no requests: only a PE that shmem_notebook started does")
     return _handler(request)
 
 
-def stack_path(profile_dir, cluster_id, pe):
+def stack_path(profile_dir: str, cluster_id: str, pe: int) -> str:
     """Where PE ``pe`` writes its stacks on SIGUSR1 (on its own host)."""
     return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.stacks")
 
 
-def blocked_call_paths(profile_dir, cluster_id, pe):
+def blocked_call_paths(profile_dir: str, cluster_id: str, pe: int) -> tuple[str, str]:
     """The FIFO the client writes to, to ask PE ``pe`` which call it is blocked in, and the file the
     PE answers in (on its own host; :mod:`shmem_notebook.engine.shims.blocked_call`)."""
     base = os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}")
     return base + ".ask", base + ".call"
 
 
-def trace_spool_path(profile_dir, cluster_id, pe):
+def trace_spool_path(profile_dir: str, cluster_id: str, pe: int) -> str:
     """Where PE ``pe`` spools its ``--trace`` recording while a cell runs (on its own host), for
     the client to read should the PE never finish the cell."""
     return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.trace")
@@ -150,20 +159,20 @@ def trace_spool_path(profile_dir, cluster_id, pe):
 BOARD_STRIDE = 8
 
 
-def board_path(profile_dir, cluster_id):
+def board_path(profile_dir: str, cluster_id: str) -> str:
     """The job's wait board on each host: per PE (every :data:`BOARD_STRIDE` int64), the
     ``time.monotonic_ns()`` at which the PE entered a blocking call, 0 outside one (see
     :mod:`shmem_notebook.job.governor`)."""
     return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-board")
 
 
-def exit_path(profile_dir, cluster_id, pe):
+def exit_path(profile_dir: str, cluster_id: str, pe: int) -> str:
     """Where PE ``pe`` notes the status it passes to ``shmem.global_exit`` (on its own host):
     oshrun's output can lose the PE's last stderr line when the job ends."""
     return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.exit")
 
 
-def seal(key, message, attachment=None):
+def seal(key: bytes, message: dict[str, Any], attachment: object = None) -> list[bytes]:
     """``message`` (plain JSON data) as the frames of the cell channel: signature, body and, when
     ``attachment`` is given, that object pickled (answers with tuples and NumPy data), signed too."""
     import json
@@ -175,7 +184,7 @@ def seal(key, message, attachment=None):
     return [_signature(key, frames), *frames]
 
 
-def unseal(key, frames):
+def unseal(key: bytes, frames: Sequence[bytes]) -> dict[str, Any] | None:
     """The message in the frames from :func:`seal` (its attachment under ``"attachment"``), or
     None when the signature is wrong: nothing unsigned is unpickled."""
     import hmac
@@ -186,13 +195,13 @@ def unseal(key, frames):
         return None
     if not hmac.compare_digest(_signature(key, frames[1:]), frames[0]):
         return None
-    message = json.loads(frames[1])
+    message: dict[str, Any] = json.loads(frames[1])
     if len(frames) == 3:
         message["attachment"] = pickle.loads(frames[2])
     return message
 
 
-def _signature(key, frames):
+def _signature(key: bytes, frames: Sequence[bytes]) -> bytes:
     """HMAC-SHA256 of the frames, each prefixed by its length (frames cannot be cut elsewhere)."""
     import hashlib
     import hmac
@@ -204,6 +213,6 @@ def _signature(key, frames):
     return signer.digest()
 
 
-def _plain(obj):
+def _plain(obj: object) -> str:
     """What JSON cannot hold as is (dates in display metadata, NumPy scalars): as text."""
     return str(obj)

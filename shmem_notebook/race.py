@@ -29,6 +29,8 @@ the platform's environment (:func:`shmem_notebook.launcher.environment.platform_
 where it is not set. Client side: nothing here imports shmem4py.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -39,20 +41,27 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from . import native_record
-from .analysis.happens_before import find_races, format_indices
-from .analysis.partial import cut
-from .analysis.places import notes
-from .analysis.report import PROGRAM, Stop, report_lines
 from .cells.output import merge_marked
 from .cells.stress_stage import Difference, Run, compare, estimate, summary
-from .folding import pe_ranges
 from .launcher.environment import platform_environment
 from .launcher.shm import SharedMemoryOf
 from .operations import CAP
-from .protocol import RACE_ENV, RACE_LINES, RACE_MODULE
-from .words import plural
+from .protocol import RACE_ENV, RACE_MODULE
+from .race_report import analyse, numbered, report, save_timeline
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from .analysis.happens_before import Race
+    from .race_report import Reports
+
+    #: a run's ``(printed, values)``: what each PE printed (``{pe: text}``) and held at the end
+    Output: TypeAlias = tuple[dict[int, str], dict[int, dict[str, Any]]]
+    #: ``{name: (lo, hi, dtype, layout)}``: where the raced arrays lie
+    Ranges: TypeAlias = dict[str, tuple[int, int, str, Any]]
 
 __all__ = [
     *("main", "pe_command", "analyse", "report", "save_timeline", "numbered", "raced_memory", "UsageError"),
@@ -76,11 +85,11 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 
-def _parser():
+def _parser() -> _Parser:
     p = _Parser(
         prog="python -m shmem_notebook.race",
         usage=USAGE,
@@ -107,7 +116,7 @@ def _parser():
     return p
 
 
-def pe_command(command):
+def pe_command(command: list[str]) -> list[str]:
     """``command`` with its Python program started through the race recorder on every PE:
     ``oshrun -n 4 python -u prog.py A`` -> ``oshrun -n 4 python -u -m RACE_MODULE prog.py A``."""
     for i, word in enumerate(command):
@@ -123,7 +132,7 @@ def pe_command(command):
     raise UsageError(f"no python in the command {shlex.join(command)!r}; e.g. -- oshrun -n 4 python prog.py")
 
 
-def _launch(command, env, quiet=False, labelled=False):
+def _launch(command: list[str], env: dict[str, str], quiet: bool = False, labelled: bool = False) -> int:
     """Run the command; its exit status. Our variables reach other nodes with -x where the launcher needs it.
     ``labelled``: what the PEs print is labelled and folded by PE as in the notebook (``[PE 0-1] text``)."""
     if labelled:
@@ -137,7 +146,7 @@ def _launch(command, env, quiet=False, labelled=False):
         raise UsageError(f"{command[0]!r} was not found on PATH") from None
     with process, SharedMemoryOf(process):
         try:
-            if labelled:
+            if process.stdout is not None:  # labelled: a pipe
                 merge_marked(process.stdout, lambda text: print(text, end="", flush=True))
             return process.wait()
         except BaseException:  # Ctrl-C: nothing of the command is left running
@@ -145,9 +154,9 @@ def _launch(command, env, quiet=False, labelled=False):
             raise
 
 
-def _collect(directory):
+def _collect(directory: str) -> Reports:
     """``{pe: report}`` of the recordings the PEs wrote."""
-    reports = {}
+    reports: Reports = {}
     for name in os.listdir(directory):
         if name.startswith("pe") and name.endswith(".pickle"):
             with open(os.path.join(directory, name), "rb") as f:
@@ -156,137 +165,21 @@ def _collect(directory):
     return reports
 
 
-# -- the analysis ------------------------------------------------------------------------------
-def analyse(reports):
-    """``(races, files, npes)``: the races over every PE's recording, with the lines renumbered so
-    that one file has one number on every PE; ``files`` maps number -> path."""
-    files = numbered(reports)
-    numbers = {p: n for n, p in files.items()}
-    traces = {}
-    for pe, report in reports.items():
-        data = report.get("data")
-        if data is None:
-            continue
-        local = {n: numbers[p] for n, p in report["files"].items()}
-        data = dict(
-            data,
-            events=[_renumber(e, local) for e in data["events"]],
-            compiled=[_renumbered(line, local) for line in data.get("compiled") or ()],
-        )
-        if data.get("truncated"):
-            data["truncated"] = _renumbered(data["truncated"], local)
-        traces[pe] = data
-    npes = max([r.get("npes", 0) for r in reports.values()] + [0])
-    return (find_races(traces, npes) if traces else []), files, traces, npes
-
-
-def numbered(reports):
-    """``{number: path}``: one number per file the PEs ran, the same on every PE."""
-    files, numbers = {}, {}
-    for pe in sorted(reports):
-        for _, path in sorted(reports[pe]["files"].items()):
-            if path not in numbers:
-                numbers[path] = len(numbers) + 1
-                files[numbers[path]] = path
-    return files
-
-
-def _renumbered(line, local):
-    number, rest = divmod(line, RACE_LINES)
-    return local[number] * RACE_LINES + rest if number in local else line
-
-
-def _renumber(event, local):
-    event = list(event)
-    event[2] = _renumbered(event[2], local)  # every kind of event has its line third
-    return event
-
-
-def where(line, files):
-    """``prog.py:12`` for a recorded line."""
-    number, rest = divmod(line, RACE_LINES)
-    if number not in files:
-        return "an unknown line" if not line else f"line {line}"
-    path = files[number]
-    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
-    return f"{shown}:{rest}"
-
-
-def format_race(race, files):
-    """``str(race)`` with ``file:line`` for the lines."""
-
-    def side(access):
-        return f"PE {pe_ranges(access.pes or (access.pe,))} {where(access.line, files)} {access.op} ({access.mode})"
-
-    hint = re.sub(r"\bline (\d+)", lambda m: where(int(m.group(1)), files), race.hint)
-    first, second = race.accesses
-    return (
-        f"RACE {race.array}{format_indices(race.indices, race.shape)} on PE {pe_ranges(race.pes or (race.pe,))}: "
-        f"{side(first)} / {side(second)} are unordered; {hint}"
-    )
-
-
-def report(races, files, traces, npes, write=print, status=None):
-    """The race report, as the notebook's ``--race`` prints it after a cell (:mod:`.analysis.report`);
-    ``status``: ``{pe: exit status}`` (a PE that exited with another status than 0 did not run to its end)."""
-    stops = {pe: Stop(None, f"exited with status {code}") for pe, code in (status or {}).items() if code}
-    for line in report_lines(
-        races,
-        traces,
-        npes,
-        show=lambda race: format_race(race, files),
-        checked=cut(traces)[1],
-        stops=stops,
-        words=PROGRAM,
-        where=lambda line: where(line, files),
-        notes=notes(traces, name=lambda line: where(line, files)),
-    ):
-        write(line)
-
-
-def save_timeline(reports, files, npes, path, command, write=print, what="the program", races=()):
-    """Write the PEs' timelines (``--trace FILE``) as :meth:`Trace.save` does for a cell; ``what`` the run is;
-    ``races``: the run's, drawn in the Perfetto export as for a cell (flow arrows between their accesses)."""
-    from .analysis.trace import Trace
-    from .analysis.trace_ends import ends, said
-
-    numbers = {p: n for n, p in files.items()}
-    sent = {}
-    for pe, report in reports.items():
-        timeline = (report.get("data") or {}).get("timeline")
-        if timeline:
-            local = {n: numbers[p] for n, p in report["files"].items() if p in numbers}
-            events = [dict(e, line=_renumbered(e["line"], local) if e["line"] else None) for e in timeline["events"]]
-            sent[pe] = dict(timeline, events=events)
-    name = lambda line: where(line, files)  # noqa: E731
-    stops = {pe: Stop(None, f"exited with status {r['status']}") for pe, r in reports.items() if r.get("status")}
-    program = next((w for w in command if w.endswith(".py")), command[-1])
-    cell = program if what == "the program" else f"{program}, {what}"
-    meta = {"job": shlex.join(command), "library": os.path.basename(command[0]), "cell": cell, "what": what}
-    trace = Trace(list(sent.values()), npes=npes, meta=meta, ends=ends(sent, npes, stops, name), where=name)
-    trace.races = list(races)
-    trace.save(path)
-    cut = f"; cut short: {said(trace.ends)}" if trace.cut else ""
-    write(f"trace: {plural(len(trace.events), 'call')} on {plural(npes, 'PE')} written to {path}{cut}")
-    return trace
-
-
 # -- stress --------------------------------------------------------------------------------------
-def differences(before, after):
+def differences(before: dict[int, str], after: dict[int, str]) -> list[str]:
     """The first differing printed line of each PE, folded by PE (as the notebook's --stress says it)."""
     return [d.text for d in _compared((before, {}), (after, {}))]
 
 
-def _compared(before, after, races=()):
+def _compared(before: Output, after: Output, races: Sequence[Race] = ()) -> list[Difference]:
     """The :class:`~shmem_notebook.cells.stress_stage.Difference` s between two runs, each ``(printed,
     values)``: what each PE printed (``{pe: text}``) and held at the end (``{pe: {name: ndarray}}``)."""
-    (before, held), (after, holds) = before, after
-    npes = max([*held, *holds, -1]) + 1
-    runs = [Run(out, [vals.get(pe, {}) for pe in range(npes)], "ok") for out, vals in ((before, held), (after, holds))]
-    return compare(*runs, races, label="the run without delays")
+    npes = max([*before[1], *after[1], -1]) + 1
+    first, rerun = (Run(printed, [held.get(pe, {}) for pe in range(npes)], "ok") for printed, held in (before, after))
+    return compare(first, rerun, races, label="the run without delays")
 
 
-def raced_memory(reports, races):
+def raced_memory(reports: Reports, races: Sequence[Race]) -> Ranges:
     """``{name: (lo, hi, dtype, layout)}``: where the arrays the races are about lie (from the recorded
     run's reports), for the stress reruns to report at their end; only those whose values the recorded
     run reported (none on OSHMPI)."""
@@ -299,7 +192,18 @@ def raced_memory(reports, races):
     }
 
 
-def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=(), trace=None, command=(), memory=None):
+def _stress(
+    pe_cmd: list[str],
+    env: dict[str, str],
+    seed: int,
+    first: Output,
+    write: Callable[[str], object],
+    seconds: float = 0.0,
+    races: Sequence[Race] = (),
+    trace: str | None = None,
+    command: Sequence[str] = (),
+    memory: Ranges | None = None,
+) -> None:
     """The reruns; ``first``: ``(printed, values)`` of the recorded run, ``memory``: the raced arrays'
     ranges, whose values each rerun reports at its end; ``trace``: the file the first rerun's timeline
     goes to (None: no rerun is traced)."""
@@ -353,7 +257,7 @@ def _stress(pe_cmd, env, seed, first, write, seconds=0.0, races=(), trace=None, 
 
 
 # -- the command ---------------------------------------------------------------------------------
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the command with the race recorder; the exit status (see the module's docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -410,7 +314,7 @@ def main(argv=None):
     return 3 if failed else 0
 
 
-def console():
+def console() -> None:
     """The ``shmem-race`` console script."""
     sys.exit(main())
 

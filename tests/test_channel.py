@@ -225,6 +225,25 @@ def test_a_request_before_the_cell_that_fails_is_the_cells_error(job):
     assert quiet(job, "print('ran' in globals())").stdout == {0: "False\n", 1: "False\n"}
 
 
+def test_a_kernel_that_fails_to_run_a_cell_still_ends_it(job):
+    """The engine's own failure (not the cell's, which the kernel reports) answers the cell instead of
+    leaving the client waiting; the next cell runs."""
+    break_next = (
+        "_kernel = get_ipython().kernel\n"
+        "_kernel_run = _kernel.do_execute\n"
+        "async def _broken(*args, **kwargs):\n"
+        "    _kernel.do_execute = _kernel_run  # once\n"
+        "    raise RuntimeError('the kernel broke')\n"
+        "_kernel.do_execute = _broken"
+    )
+    quiet(job, break_next)
+    started = time.monotonic()
+    with pytest.raises(PEError, match="the engine failed to run the cell on this PE: RuntimeError: the kernel broke"):
+        quiet(job, "ran = True")
+    assert time.monotonic() - started < 10, "the cell's end waited for a time limit"
+    assert quiet(job, "print('ran' in globals())").stdout == {0: "False\n", 1: "False\n"}
+
+
 # -- requests asked on their own --------------------------------------------------------------
 def test_requests_take_the_channel_and_answer_as_through_the_controller(job, monkeypatch):
     """The same answers, values and errors by both routes; the channel's is the one taken."""

@@ -12,14 +12,30 @@ and the cell. Timestamps are microseconds from the trace's first moment, on each
 (see :mod:`.timeline`).
 """
 
+from __future__ import annotations
+
 import bisect
 import json
+from typing import TYPE_CHECKING, Any
 
 from ..folding import pe_ranges
 from .footprint import format_indices
 from .timeline import lanes, origin
 
 __all__ = ["chrome_trace", "write_json", "CLOCK"]
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Sequence
+    from typing import Protocol
+
+    from .happens_before import Access
+    from .timeline import Slice
+    from .trace import Trace
+
+    class _Bind(Protocol):
+        def __call__(self, ns: int, later: bool) -> int | None: ...
+
 
 #: what the timestamps mean, said in the file and in the docs
 CLOCK = (
@@ -28,12 +44,14 @@ CLOCK = (
 )
 
 
-def _us(ns, zero):
+def _us(ns: float, zero: float) -> float:
     return (ns - zero) / 1e3
 
 
-def _nodes(trace):
+def _nodes(trace: Trace) -> tuple[dict[int, int], list[tuple[int, str | None, list[int]]]]:
     """``{pe: pid}`` and ``[(pid, host, pes)]``: one pid per node, from 1; PEs that sent nothing on the last pid."""
+    hosts: dict[str, int]
+    pid_of: dict[int, int]
     hosts, pid_of = {}, {}
     for pe in range(trace.npes):
         host = (trace.pe_info.get(pe) or {}).get("host")
@@ -41,18 +59,20 @@ def _nodes(trace):
             pid_of[pe] = hosts.setdefault(host, len(hosts) + 1)
     nowhere = [pe for pe in range(trace.npes) if pe not in pid_of]
     pid_of.update((pe, len(hosts) + 1) for pe in nowhere)
-    nodes = [(pid, host, [pe for pe, p in pid_of.items() if p == pid]) for host, pid in hosts.items()]
+    nodes: list[tuple[int, str | None, list[int]]] = [
+        (pid, host, [pe for pe, p in pid_of.items() if p == pid]) for host, pid in hosts.items()
+    ]
     if nowhere:
         nodes.append((len(hosts) + 1, None, nowhere))
     return pid_of, nodes
 
 
-def _binder(lane):
+def _binder(lane: Sequence[Slice]) -> _Bind:
     """``bind(ns, later)``: a time inside the slice of ``lane`` at ``ns``, else inside the next one (``later``)
     or the one before (not ``later``); None if there is none: an arrow's end never moves across ``ns``."""
     starts = [s.start for s in lane]
 
-    def bind(ns, later):
+    def bind(ns: int, later: bool) -> int | None:
         i = bisect.bisect_right(starts, ns) - 1
         if i >= 0 and lane[i].start <= ns <= lane[i].end:
             return ns
@@ -62,8 +82,11 @@ def _binder(lane):
     return bind
 
 
-def _args(trace, event, lines):
-    args = {"line": event["line"], "where": trace.where(event["line"]) if event["line"] else "outside the cell"}
+def _args(trace: Trace, event: dict[str, Any], lines: Sequence[str]) -> dict[str, Any]:
+    args: dict[str, Any] = {
+        "line": event["line"],
+        "where": trace.where(event["line"]) if event["line"] else "outside the cell",
+    }
     line = event["line"]
     if lines and isinstance(line, int) and 0 < line <= len(lines):
         args["code"] = lines[line - 1].strip()
@@ -75,7 +98,7 @@ def _args(trace, event, lines):
     return args
 
 
-def _access_time(lane, access, default):
+def _access_time(lane: Sequence[Slice], access: Access, default: int) -> int:
     """When ``access`` happened on its PE's ``lane``: inside its own call's slice (a call on its line), else at
     the end of the last call before its line (a load or store), else ``default``."""
     at = default
@@ -89,16 +112,18 @@ def _access_time(lane, access, default):
     return at
 
 
-def _access_said(trace, access):
+def _access_said(trace: Trace, access: Access) -> str:
     """``PE 0 line 4 put (write)`` (``PE 0 prog.py:4 ...`` for the runner's lines)."""
     return f"PE {pe_ranges(access.pes or (access.pe,))} {trace.where(access.line)} {access.op} ({access.mode})"
 
 
-def _race_flows(trace, by_pe, pid_of, zero, flow):
+def _race_flows(
+    trace: Trace, by_pe: dict[int, list[Slice]], pid_of: dict[int, int], zero: int, flow: int
+) -> list[dict[str, Any]]:
     """Each race's two accesses (slices named ``race``) and a flow from the earlier one to the later."""
-    out = []
+    out: list[dict[str, Any]] = []
     for race in getattr(trace, "races", None) or ():
-        ends = []
+        ends: list[tuple[int, int]] = []
         first, second = (_access_said(trace, a) for a in race.accesses)
         said = f"RACE {race.array}{format_indices(race.indices, race.shape)}: {first} / {second}"
         for access in race.accesses:
@@ -131,7 +156,7 @@ def _race_flows(trace, by_pe, pid_of, zero, flow):
     return out
 
 
-def chrome_trace(trace):
+def chrome_trace(trace: Trace) -> dict[str, Any]:
     """The trace-event JSON object (a dict) of ``trace``."""
     from ..operations import TRANSFERS
     from .model import READS
@@ -139,7 +164,7 @@ def chrome_trace(trace):
     zero, by_pe = origin(trace), lanes(trace)
     pid_of, nodes = _nodes(trace)
     lines = trace.code.splitlines() if trace.code else []
-    out = []
+    out: list[dict[str, Any]] = []
     for pid, host, pes in nodes:
         name = f"node {host} (PE {pe_ranges(pes)})" if host else f"PE {pe_ranges(pes)}: no trace"
         out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
@@ -206,7 +231,7 @@ def chrome_trace(trace):
     return {"traceEvents": out, "displayTimeUnit": "ns", "otherData": meta}
 
 
-def write_json(trace, path):
+def write_json(trace: Trace, path: str | os.PathLike[str]) -> None:
     """Write :func:`chrome_trace` of ``trace`` to ``path``."""
     text = json.dumps(chrome_trace(trace), default=str)  # one string: much faster than json.dump's chunks
     with open(path, "w", encoding="utf-8") as f:

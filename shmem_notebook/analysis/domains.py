@@ -11,7 +11,20 @@ slot of the tool's reserved words, agreed by its members, and its world PEs: see
 :mod:`shmem_notebook.engine.teams`). Pure functions of plain data.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from ..folding import pe_ranges
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class _Access(Protocol):
+        line: int
+        op: str
+        domain: str | None
+
 
 __all__ = ["differ", "name", "hint"]
 
@@ -19,12 +32,12 @@ __all__ = ["differ", "name", "hint"]
 _SHARED_SLOT = "1"
 
 
-def differ(a, b):
+def differ(a: _Access, b: _Access) -> bool:
     """Whether two atomic accesses (``a.domain``, ``b.domain``) go through contexts of different teams."""
     return a.domain != b.domain
 
 
-def name(domain):
+def name(domain: str | None) -> str:
     """A domain as a report says it: ``'a world context'``, ``'a context of TEAM_SHARED (PEs 0-1)'``,
     ``'a context of a team of PE 2'``."""
     if domain is None:
@@ -37,7 +50,7 @@ def name(domain):
     return f"a context of a team of {members}"
 
 
-def hint(a, b):
+def hint(a: _Access, b: _Access) -> str:
     """The hint of a race between two AMOs of different domains: why, in one clause, and the fix."""
     first = f"line {a.line}'s {a.op} goes through {name(a.domain)}"
     second = f"line {b.line}'s {b.op} through {name(b.domain)}"

@@ -8,10 +8,16 @@ wrote it (``npes - 2`` -> ``npes - 1``), :func:`count_value` says what a count i
 :func:`count_delta` how much larger one count is than another (``r - 2`` -> ``r - 1``: 1).
 """
 
+from __future__ import annotations
+
 import ast
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 __all__ = ["Edit", "Fix", "apply_fix", "apply_fixes", "anchor_of", "innermost", "recount", "count_value", "count_delta"]
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
 
 
 @dataclass(frozen=True)
@@ -27,7 +33,7 @@ class Edit:
     called). ``{ctx}`` in ``code`` stands for the ``ctx=`` argument of the call on the line.
     """
 
-    line: tuple
+    line: tuple[int, ...]
     code: str = ""
     move: int | None = None
     copy: int | None = None
@@ -35,7 +41,7 @@ class Edit:
     every_pe: bool = False
     replace: tuple[str, str] | None = None
 
-    def __str__(self):
+    def __str__(self) -> str:
         where = " or ".join(f"line {n}" for n in self.line)
         what = [self.code.replace("{ctx}", "ctx")] if self.code else []
         if self.move is not None:
@@ -53,14 +59,14 @@ class Edit:
 class Fix:
     """The edits that order a race (``Race.fix``); apply with :func:`apply_fix`."""
 
-    edits: tuple
+    edits: tuple[Edit, ...]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "; ".join(map(str, self.edits))
 
 
 # -- applying a fix to a cell --------------------------------------------------------------
-def apply_fix(code, fix):
+def apply_fix(code: str, fix: Fix) -> str:
     """The cell ``code`` with ``fix`` (a :class:`Fix`) applied; raises ``ValueError`` if a line is not a statement."""
     return apply_fixes(code, [fix])[0]
 
@@ -71,7 +77,7 @@ def apply_fixes(code: str, fixes: list[Fix]) -> tuple[str, list[Fix]]:
     fix inserted the same one is not repeated (two races ordered by one barrier get one); a fix that
     moves a statement an earlier fix moved is left out. Raises ``ValueError`` if a line is not a statement."""
     tree = ast.parse(code)
-    parents = {}
+    parents: dict[ast.AST, ast.AST] = {}
     for node in ast.walk(tree):
         for child in ast.iter_child_nodes(node):
             parents[child] = node
@@ -82,12 +88,12 @@ def apply_fixes(code: str, fixes: list[Fix]) -> tuple[str, list[Fix]]:
     deleted: set[int] = set()
     applied: list[Fix] = []
     for fix in fixes:
-        planned: list[tuple[int, list[str]]] = []
+        planned: list[tuple[int | None, list[str]]] = []
         moving: set[int] = set()
         for edit in fix.edits:
             anchor = anchor_of(edit, statements, parents)
             indent = " " * anchor.col_offset
-            new = []
+            new: list[str] = []
             if edit.code:
                 new.append(indent + edit.code.replace("{ctx}", _ctx_of(anchor, code)))
             for other in (edit.move, edit.copy):
@@ -95,7 +101,7 @@ def apply_fixes(code: str, fixes: list[Fix]) -> tuple[str, list[Fix]]:
                     stmt = innermost(other, statements)
                     new.extend(_reindent(lines[stmt.lineno - 1 : stmt.end_lineno], stmt.col_offset, indent))
                     if other == edit.move:
-                        moving.update(range(stmt.lineno - 1, stmt.end_lineno))
+                        moving.update(range(stmt.lineno - 1, stmt.end_lineno))  # type: ignore[arg-type]  # ast sets it
             if edit.replace is not None:
                 _replace(written, anchor, code, *edit.replace)
             planned.append((anchor.lineno - 1 if edit.before else anchor.end_lineno, new))
@@ -104,10 +110,10 @@ def apply_fixes(code: str, fixes: list[Fix]) -> tuple[str, list[Fix]]:
         deleted |= moving
         applied.append(fix)
         for at, new in planned:
-            there = inserts.setdefault(at, [])
+            there = inserts.setdefault(at, [])  # type: ignore[arg-type]  # ast sets end_lineno
             if len(fixes) == 1 or not _contains(there, new):
                 there.extend(new)
-    out = []
+    out: list[str] = []
     for i in range(len(lines) + 1):
         out.extend(inserts.get(i, []))
         if i < len(lines) and i not in deleted:
@@ -115,27 +121,27 @@ def apply_fixes(code: str, fixes: list[Fix]) -> tuple[str, list[Fix]]:
     return "\n".join(out) + "\n", applied
 
 
-def _contains(block, new):
+def _contains(block: list[str], new: list[str]) -> bool:
     """Whether the lines ``new`` are already among ``block``, in a row."""
     n = len(new)
     return any(block[i : i + n] == new for i in range(len(block) - n + 1))
 
 
-def innermost(line, statements):
+def innermost(line: int, statements: Sequence[ast.stmt]) -> ast.stmt:
     """The innermost of ``statements`` (the cell's) on cell line ``line``."""
-    found = [s for s in statements if s.lineno <= line <= s.end_lineno]
+    found = [s for s in statements if s.lineno <= line <= s.end_lineno]  # type: ignore[operator]  # ast sets it
     if not found:
         raise ValueError(f"line {line} of the cell is not in a statement")
-    return max(found, key=lambda s: (s.lineno, -s.end_lineno, s.col_offset))
+    return max(found, key=lambda s: (s.lineno, -s.end_lineno, s.col_offset))  # type: ignore[operator]  # ast sets it
 
 
-def anchor_of(edit, statements, parents):
+def anchor_of(edit: Edit, statements: Sequence[ast.stmt], parents: Mapping[ast.AST, ast.AST]) -> ast.stmt:
     """The statement the edit goes next to."""
     for line in edit.line:
         stmt = innermost(line, statements)
         if not edit.every_pe:
             return stmt
-        chain = [stmt]
+        chain: list[ast.AST] = [stmt]
         while not isinstance(parents.get(chain[-1]), ast.Module):
             chain.append(parents[chain[-1]])
         if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for s in chain[1:]):
@@ -148,7 +154,7 @@ def anchor_of(edit, statements, parents):
     raise ValueError(f"lines {edit.line} are all inside functions: no place every PE passes")
 
 
-def _replace(lines, stmt, code, old, new):
+def _replace(lines: list[str], stmt: ast.stmt, code: str, old: str, new: str) -> None:
     """Write the argument ``old`` of a call in ``stmt`` (on one line) as ``new`` in ``lines``."""
     for node in ast.walk(stmt):
         if isinstance(node, ast.Call):
@@ -160,21 +166,21 @@ def _replace(lines, stmt, code, old, new):
     raise ValueError(f"no argument {old!r} in the statement at line {stmt.lineno}")
 
 
-def _ctx_of(stmt, code):
+def _ctx_of(stmt: ast.stmt, code: str) -> str:
     for node in ast.walk(stmt):
         if isinstance(node, ast.Call):
             for kw in node.keywords:
                 if kw.arg == "ctx":
-                    return ast.get_source_segment(code, kw.value)
+                    return ast.get_source_segment(code, kw.value)  # type: ignore[return-value]  # parsed from code
     return "ctx"
 
 
-def _reindent(block, col, indent):
+def _reindent(block: list[str], col: int, indent: str) -> list[str]:
     return [indent + line[col:] if line[:col].strip() == "" else line for line in block]
 
 
 # -- a count written anew (a wait's) -------------------------------------------------------
-def recount(text, more):
+def recount(text: str, more: int) -> str:
     """``text`` (a count) made ``more`` larger, written as the user would: ``npes - 2`` -> ``npes - 1``."""
     node = ast.parse(text, mode="eval").body
     if isinstance(node, ast.Constant) and type(node.value) is int:
@@ -187,15 +193,15 @@ def recount(text, more):
     return f"{text} + {more}"
 
 
-def count_value(text, npes):
+def count_value(text: str, npes: int) -> int | None:
     """The value of ``text``, an expression of integers and ``npes`` (None: not one)."""
     return _value(text, {"npes": npes})
 
 
-def count_delta(old, new, npes):
+def count_delta(old: str, new: str, npes: int) -> int | None:
     """How much larger count ``new`` is than ``old`` (expressions of integers, ``npes`` and other names, e.g.
     a loop's ``r``), whatever the other names hold; None when that is not one number (or not known)."""
-    deltas = set()
+    deltas: set[int] = set()
     for k in (0, 1, 2, 7, 12):
         names = {"npes": npes, "*": k}
         before, after = _value(old, names), _value(new, names)
@@ -205,7 +211,7 @@ def count_delta(old, new, npes):
     return deltas.pop() if len(deltas) == 1 else None
 
 
-_OPS = {
+_OPS: dict[type[ast.operator], Callable[[int, int], int]] = {
     ast.Add: int.__add__,
     ast.Sub: int.__sub__,
     ast.Mult: int.__mul__,
@@ -214,10 +220,10 @@ _OPS = {
 }
 
 
-def _value(text, names):
+def _value(text: str, names: Mapping[str, int | None]) -> int | None:
     """The value of ``text`` with ``names`` (``"*"``: the value of any other name; none: no other name)."""
 
-    def value(node):
+    def value(node: ast.expr) -> int | None:
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return node.value
         if isinstance(node, ast.Name):

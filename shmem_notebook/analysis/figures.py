@@ -30,5 +30,8 @@ def show_png(fig: Any, text: str | None = None, dpi: float | None = None) -> boo
     if get_ipython() is None:
         return False
     bundle = {"image/png": base64.b64encode(figure_png(fig, dpi)).decode("ascii")}
-    display({**bundle, "text/plain": text or "<matplotlib figure>"}, raw=True)
+    display(  # type: ignore[no-untyped-call]  # IPython: untyped
+        {**bundle, "text/plain": text or "<matplotlib figure>"},
+        raw=True,
+    )
     return True

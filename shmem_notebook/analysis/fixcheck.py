@@ -20,6 +20,7 @@ outside the cell: :func:`.hints.advice` then offers the prose alone.
 """
 
 import ast
+from typing import Any
 
 from ..operations import event
 from . import edits
@@ -39,7 +40,7 @@ _CODE = {
 }
 
 
-def orders(fix, a, b, sim):
+def orders(fix: edits.Fix, a: Any, b: Any, sim: Any) -> bool | None:
     """Does ``fix`` order accesses ``a`` and ``b`` of ``sim`` (True/False)? None when it cannot tell."""
     source = getattr(sim, "source", None)
     if source is None or any(e.code not in _CODE and e.code for e in fix.edits):
@@ -66,13 +67,13 @@ def orders(fix, a, b, sim):
     return not any(pair in racing or pair[::-1] in racing for racing in replays)
 
 
-def _kind(x):
+def _kind(x: Any) -> tuple[object, ...]:
     """What an access is in any run of the cell: who, where in the cell, what (:meth:`.happens_before._Access.kind`
     without the locks, which a fix may add)."""
     return x.pe, x.line, x.op, x.mode, x.remote, x.target, x.owner, x.space
 
 
-def in_loop(sim, line):
+def in_loop(sim: Any, line: int) -> bool:
     """Is cell line ``line`` in a ``for`` loop that a barrier placed next to it stays in?"""
     try:
         anchor = _layout(sim).anchor(edits.Edit((line,), "shmem.barrier_all()", every_pe=True))
@@ -81,7 +82,7 @@ def in_loop(sim, line):
     return isinstance(_layout(sim).parents.get(anchor), (ast.For, ast.AsyncFor))
 
 
-def layout(sim):
+def layout(sim: Any) -> "_Layout | None":
     """The cell's statements as the checks see them (which line is in a function body, the parents of each
     statement); None without the cell's source or when it does not parse."""
     if getattr(sim, "source", None) is None:
@@ -96,7 +97,7 @@ def layout(sim):
 class _Layout:
     """The cell's statements: which one a line is in, the loops around it, the lines of function bodies."""
 
-    def __init__(self, source):
+    def __init__(self, source: str) -> None:
         self.tree = ast.parse(source)
         self.parents = {}
         for node in ast.walk(self.tree):
@@ -104,7 +105,7 @@ class _Layout:
                 self.parents[child] = node
         self.statements = [n for n in ast.walk(self.tree) if isinstance(n, ast.stmt)]
         self.lines = len(source.splitlines())
-        self._simple = {}
+        self._simple: dict[ast.AST, bool] = {}
         self.in_def = {}  # line of a function body -> the line of its one call in the cell (None: not one)
         names = {}  # a function's name, and names bound to it (f = bump) -> the function
         for n in self.statements:
@@ -113,23 +114,24 @@ class _Layout:
         for n in self.statements:
             if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and n.value.id in names:
                 names.update((t.id, names[n.value.id]) for t in n.targets if isinstance(t, ast.Name))
-        calls = {}
-        for n in ast.walk(self.tree):
+        calls: dict[ast.FunctionDef | ast.AsyncFunctionDef, list[int]] = {}
+        for n in ast.walk(self.tree):  # type: ignore[assignment]  # any node: narrowed below
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names:
                 calls.setdefault(names[n.func.id], []).append(n.lineno)
+        self._callees: dict[ast.AST, set[int]]
         self._names, self._callees = names, {}
         for n in set(names.values()):
             sites = calls.get(n, [])
-            for line in range(n.body[0].lineno, n.end_lineno + 1):
+            for line in range(n.body[0].lineno, n.end_lineno + 1):  # type: ignore[operator]  # ast sets it
                 self.in_def[line] = sites[0] if len(sites) == 1 else None
 
-    def simple(self, stmt):
+    def simple(self, stmt: ast.AST) -> bool:
         """Does ``stmt`` run its body once each time it runs (no loop inside)?"""
         if stmt not in self._simple:
             self._simple[stmt] = not any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) for n in ast.walk(stmt))
         return self._simple[stmt]
 
-    def caller(self, line):
+    def caller(self, line: int) -> int:
         """The cell line whose place an event of ``line`` takes: its own, or the call of the function it is
         in (followed out of nested functions); raises :class:`Unplaceable` for a function called from
         several places or none, or code outside the cell."""
@@ -144,10 +146,10 @@ class _Layout:
             raise Unplaceable(f"line {line} is outside the cell")
         return line
 
-    def callees(self, stmt):
+    def callees(self, stmt: ast.AST) -> set[int]:
         """The lines of the cell's functions that ``stmt`` calls, directly or through them."""
         if stmt not in self._callees:
-            lines, todo, seen = set(), [stmt], set()
+            lines, todo, seen = set(), [stmt], set()  # type: ignore[var-annotated]  # no room: 420-line limit
             while todo:
                 node = todo.pop()
                 for n in ast.walk(node):
@@ -155,19 +157,19 @@ class _Layout:
                         f = self._names[n.func.id]
                         if f not in seen:
                             seen.add(f)
-                            lines.update(range(f.body[0].lineno, f.end_lineno + 1))
+                            lines.update(range(f.body[0].lineno, f.end_lineno + 1))  # type: ignore[operator]  # parsed
                             todo.extend(f.body)
             self._callees[stmt] = lines
         return self._callees[stmt]
 
-    def elsewhere(self, line):
+    def elsewhere(self, line: int) -> bool:
         """Is ``line`` run from where a call is: a function body, or code outside the cell (another place)?"""
         return line in self.in_def or not 1 <= line <= self.lines
 
-    def anchor(self, edit):
+    def anchor(self, edit: edits.Edit) -> ast.stmt:
         return edits.anchor_of(edit, self.statements, self.parents)
 
-    def statement(self, line):
+    def statement(self, line: int) -> ast.stmt:
         return edits.innermost(line, self.statements)
 
 
@@ -175,13 +177,13 @@ class Unplaceable(ValueError):
     """The events do not say where a PE passed a place (code in a function called from several places)."""
 
 
-def _layout(sim):
+def _layout(sim: Any) -> _Layout:
     if getattr(sim, "_layout", None) is None:
         sim._layout = _Layout(sim.source)
-    return sim._layout
+    return sim._layout  # type: ignore[no-any-return]  # sim: Any, its type not imported (line limit)
 
 
-def _start(evs):
+def _start(evs: list[Any]) -> int:
     """Where this cell's events begin: after the operations earlier cells left in flight and the boundary."""
     for i, e in enumerate(evs):
         if e.kind == "sync" and e.op == "sync_all" and e.line == 0:
@@ -189,16 +191,16 @@ def _start(evs):
     return 0
 
 
-def _runs(evs, stmt, layout):
+def _runs(evs: list[Any], stmt: ast.stmt, layout: _Layout) -> list[tuple[int, int]]:
     """``[(i, j)]``: the events ``[i, j)`` of each time the PE ran ``stmt`` (events of functions it calls join)."""
     lo, hi, simple, called = stmt.lineno, stmt.end_lineno, layout.simple(stmt), layout.callees(stmt)
-    runs, first, last = [], None, 0
+    runs, first, last = [], None, 0  # type: ignore[var-annotated]  # no room: 420-line limit
     for i in range(_start(evs), len(evs)):
         e = evs[i]
         inside = lo <= e.line <= hi
         if not inside and e.line in layout.in_def:  # a function called from this statement alone
             try:
-                inside = lo <= layout.caller(e.line) <= hi
+                inside = lo <= layout.caller(e.line) <= hi  # type: ignore[operator]  # ast sets end_lineno
             except Unplaceable:
                 pass
         if not inside and (e.line in called or not 1 <= e.line <= layout.lines):
@@ -217,22 +219,23 @@ def _runs(evs, stmt, layout):
     return runs
 
 
-def _passes(evs, anchor, before, layout):
+def _passes(evs: list[Any], anchor: ast.stmt, before: bool, layout: _Layout) -> tuple[list[int], Any, Any]:
     """``(points, entry, exit)``: the indices before which the PE passes the place next to ``anchor``
     (a statement of the module or of a ``for`` body), and where it enters and leaves that loop."""
     loop = layout.parents.get(anchor)
-    body = loop.body
+    body = loop.body  # type: ignore[union-attr]  # a statement's parent has a body
     at = body.index(anchor)
     spans = [(s.lineno, s.end_lineno) for s in body]
 
-    def position(line):
+    def position(line: int) -> int | None:
         for k, (lo, hi) in enumerate(spans):
             if lo <= line <= hi:
                 return k
         return None
 
     points, entry, exit_ = [], None, None
-    prev = first = last = None
+    last: int
+    prev = first = last = None  # type: ignore[assignment]  # set with prev, read only then
     passed, module = False, isinstance(loop, ast.Module)
     for i in range(_start(evs), len(evs)):
         e = evs[i]
@@ -281,7 +284,7 @@ def _passes(evs, anchor, before, layout):
 
 
 # -- the edited trace -------------------------------------------------------------------------
-def _replays(fix, sim, layout):
+def _replays(fix: edits.Fix, sim: Any, layout: _Layout) -> list[set[tuple[Any, Any]]]:
     """The racing pairs of kinds (:func:`_kind`) of each replay of the edited events (two replays when
     some PE's passes are ambiguous); ``[]`` when the edit cannot be placed so."""
     try:
@@ -294,7 +297,7 @@ def _replays(fix, sim, layout):
     for inserts, removed in plans:
         events, where = {}, {}
         for pe, evs in source.items():
-            new, index = [], {}
+            new, index = [], {}  # type: ignore[var-annotated]  # no room: 420-line limit
             at = inserts.get(pe, {})
             for i in range(len(evs) + 1):
                 for raw, old in at.get(i, ()):
@@ -311,11 +314,11 @@ def _replays(fix, sim, layout):
     return out
 
 
-def _recounted(fix, sim):
+def _recounted(fix: edits.Fix, sim: Any) -> dict[int, list[Any]]:
     """``sim``'s events with the waits at the line whose count ``fix`` rewrites (``Edit.replace``) waiting
     for the new count; raises :class:`Unplaceable` when the new count is not the old one plus a number
     (counts of integers, ``npes`` and the loop's variables, e.g. ``r - 2`` -> ``r - 1``)."""
-    events = sim.events
+    events: dict[int, list[Any]] = sim.events
     for edit in fix.edits:
         if edit.replace is None:
             continue
@@ -330,11 +333,11 @@ def _recounted(fix, sim):
     return events
 
 
-def _counted(e, line):
+def _counted(e: Any, line: int) -> bool:
     return e.kind == "wait" and e.line == line and e.value is not None
 
 
-def _consistent(replay, where, sim):
+def _consistent(replay: Any, where: dict[int, dict[int, int]], sim: Any) -> bool:
     """Could the PEs have run as placed? Every wait still comes after the writes it was matched to."""
     for (pe, i), writes in sim.waited.items():
         at = replay.points[pe][where[pe][i]]
@@ -345,10 +348,11 @@ def _consistent(replay, where, sim):
     return True
 
 
-def _plans(fix, sim, layout):
+def _plans(fix: edits.Fix, sim: Any, layout: _Layout) -> list[tuple[dict[int, Any], set[tuple[int, int]]]]:
     """``[(inserts, removed)]``: ``inserts[pe][i]``, the ``(event, old index or None)`` placed before
     event ``i``; ``removed``, the moved ``(pe, i)``. Raises ValueError when the edit cannot be placed."""
-    late, early, removed, ambiguous = {}, {}, set(), False
+    anchor: Any
+    late, early, removed, ambiguous = {}, {}, set(), False  # type: ignore[var-annotated]  # no room: 420-line limit
     for edit in fix.edits:
         anchor = layout.anchor(edit)
         moved = layout.statement(edit.move) if edit.move is not None else None
@@ -389,7 +393,7 @@ def _plans(fix, sim, layout):
     return [(late, removed), (early, removed)] if ambiguous else [(late, removed)]
 
 
-def _code_events(edit, evs, point, anchor):
+def _code_events(edit: edits.Edit, evs: list[Any], point: int, anchor: ast.stmt) -> list[tuple[Any, int | None]]:
     if not edit.code:
         return []
     op, own_ctx = _CODE[edit.code]
@@ -406,7 +410,7 @@ def _code_events(edit, evs, point, anchor):
     return [(event(["sync", op, anchor.end_lineno, ctx, None]), None)]
 
 
-def _template(stmt, sim, layout):
+def _template(stmt: ast.stmt, sim: Any, layout: _Layout) -> list[Any]:
     """The events of the first run of ``stmt`` on any PE (what a copy of it records)."""
     for evs in sim.events.values():
         runs = _runs(evs, stmt, layout)

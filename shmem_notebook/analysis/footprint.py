@@ -11,10 +11,15 @@ client intersects them (:func:`overlap`) and names the elements (:func:`flat_ran
 
 __all__ = ["of_view", "strided", "scattered", "extend", "overlap", "flat_ranges", "progressions", "format_indices"]
 
+_Dims = tuple[tuple[int, int], ...]
+Footprint = tuple[int, _Dims]
+_Extent = tuple[int, int, Footprint | None]
+_Shape = tuple[int, ...] | list[int]
 
-def _normal(start, run, dims):
+
+def _normal(start: int, run: int, dims: "_Dims | zip[tuple[int, int]]") -> _Extent:
     """``(lo, hi, footprint)`` of blocks of ``run`` bytes at ``start + sum(i*s)`` over ``dims``."""
-    kept = []
+    kept: list[tuple[int, int]] = []
     for n, s in dims:
         if n == 0:
             return start, start, None
@@ -28,7 +33,7 @@ def _normal(start, run, dims):
     while kept and kept[-1][1] <= run:  # the innermost blocks touch: one longer block
         n, s = kept.pop()
         run += (n - 1) * s
-    merged = []
+    merged: list[tuple[int, int]] = []
     for n, s in kept:  # an outer progression continuing an inner one: one progression
         if merged and merged[-1][1] == n * s:
             merged[-1] = (merged[-1][0] * n, s)
@@ -41,20 +46,21 @@ def _normal(start, run, dims):
     return start, hi, ((run, tuple(merged)) if merged else None)
 
 
-def of_view(address, itemsize, shape, strides):
+def of_view(address: int, itemsize: int, shape: _Shape, strides: _Shape) -> _Extent:
     """``(lo, hi, footprint)`` of an array's bytes, from its ``__array_interface__`` address."""
     return _normal(address, itemsize, zip(shape, strides))
 
 
-def strided(address, itemsize, count, stride):
+def strided(address: int, itemsize: int, count: int, stride: int) -> _Extent:
     """``(lo, hi, footprint)`` of ``count`` elements every ``stride`` elements (``iput``/``iget``)."""
     return _normal(address, itemsize, ((count, stride * itemsize),))
 
 
-def scattered(offsets, itemsize, limit=64):
+def scattered(offsets: _Shape, itemsize: int, limit: int = 64) -> list[_Extent] | None:
     """``[(lo, hi, footprint)]`` covering exactly the elements at byte ``offsets`` (sorted, distinct):
     fancy indexing, masks, ``np.put``. Each piece is one progression (``0, 2, 4, 6`` is one); None
     when more than ``limit`` pieces would be needed (the caller then takes the bounding range)."""
+    spans: list[_Extent]
     spans, n, i = [], len(offsets), 0
     while i < n:
         start = offsets[i]
@@ -73,11 +79,11 @@ def scattered(offsets, itemsize, limit=64):
     return spans
 
 
-def _span(run, dims):
+def _span(run: int, dims: _Dims) -> int:
     return run + sum((n - 1) * s for n, s in dims)
 
 
-def extend(lo, hi, fp, elo, ehi, efp):
+def extend(lo: int, hi: int, fp: Footprint | None, elo: int, ehi: int, efp: Footprint | None) -> _Extent | None:
     """The ``(lo, hi, footprint)`` of both accesses when it is exact and as small, else None:
     touching ranges join, and repeats of one shape form a progression (a loop over ``board[i, 3]``)."""
     if fp is None and efp is None and elo <= hi and ehi >= lo:
@@ -99,7 +105,7 @@ def extend(lo, hi, fp, elo, ehi, efp):
     return None
 
 
-def _blocks(lo, fp, x, y):
+def _blocks(lo: int, fp: Footprint | None, x: int, y: int):  # type: ignore[no-untyped-def]  # may not import typing
     """The ``(start, stop)`` byte blocks of footprint ``(lo, fp)`` inside ``[x, y)``, in order."""
     if fp is None:
         return
@@ -107,7 +113,7 @@ def _blocks(lo, fp, x, y):
     yield from _walk(lo, run, dims, x, y)
 
 
-def _walk(start, run, dims, x, y):
+def _walk(start: int, run: int, dims: _Dims, x: int, y: int):  # type: ignore[no-untyped-def]  # may not import typing
     if not dims:
         a, b = max(start, x), min(start + run, y)
         if a < b:
@@ -121,14 +127,14 @@ def _walk(start, run, dims, x, y):
         yield from _walk(start + i * s, run, inner, x, y)
 
 
-def _count(fp):
+def _count(fp: Footprint) -> int:
     total = 1
     for n, _ in fp[1]:
         total *= n
     return total
 
 
-def overlap(a, b):
+def overlap(a: _Extent, b: _Extent) -> list[tuple[int, int]]:
     """The byte ranges ``[(lo, hi), ...]`` two accesses ``(lo, hi, footprint)`` both touch, merged, in order."""
     (alo, ahi, afp), (blo, bhi, bfp) = a, b
     x, y = max(alo, blo), min(ahi, bhi)
@@ -147,7 +153,7 @@ def overlap(a, b):
     return _merged(c for p, q in _blocks(alo, afp, x, y) for c in _blocks(blo, bfp, p, q))
 
 
-def _apart(alo, afp, blo, bfp):
+def _apart(alo: int, afp: Footprint, blo: int, bfp: Footprint) -> bool:
     """Two progressions of one stride whose shapes never meet within a period (disjoint columns
     of a tall array): known without walking their blocks."""
     (arun, adims), (brun, bdims) = afp, bfp
@@ -161,8 +167,8 @@ def _apart(alo, afp, blo, bfp):
     return aspan <= d and d + bspan <= s
 
 
-def _merged(blocks):
-    out = []
+def _merged(blocks) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]  # may not import typing
+    out: list[tuple[int, int]] = []
     for p, q in blocks:
         if out and p <= out[-1][1]:
             out[-1] = (out[-1][0], max(out[-1][1], q))
@@ -172,15 +178,23 @@ def _merged(blocks):
     return out
 
 
-def flat_ranges(blocks, origin, itemsize, shape=None, strides=None, limit=100_000):
+def flat_ranges(
+    blocks: list[tuple[int, int]],
+    origin: int,
+    itemsize: int,
+    shape: _Shape | None = None,
+    strides: _Shape | None = None,
+    limit: int = 100_000,
+) -> tuple[range, ...]:
     """The array's elements (flat, in C order) that byte ``blocks`` touch, as ``range`` progressions.
     ``origin``: the address of element 0; ``shape``/``strides`` for an array that is not C-contiguous."""
     if not shape or _c_strides(shape, itemsize) == tuple(strides or ()):
         return progressions(range(max(0, (p - origin) // itemsize), -(-(q - origin) // itemsize)) for p, q in blocks)
+    found: list[int]
     found, sizes = [], _c_strides(shape, 1)
     for p, q in blocks:
         for addr in range(p - (p - origin) % itemsize if p >= origin else origin, q, itemsize):
-            index = _index_of(addr - origin, shape, strides)
+            index = _index_of(addr - origin, shape, strides)  # type: ignore[arg-type]  # given with shape
             if index is not None:
                 found.append(sum(i * c for i, c in zip(index, sizes)))
             if len(found) >= limit:
@@ -188,7 +202,8 @@ def flat_ranges(blocks, origin, itemsize, shape=None, strides=None, limit=100_00
     return progressions(range(i, i + 1) for i in sorted(set(found)))
 
 
-def _c_strides(shape, itemsize):
+def _c_strides(shape: _Shape, itemsize: int) -> tuple[int, ...]:
+    out: list[int]
     out, step = [], itemsize
     for n in reversed(shape):
         out.append(step)
@@ -196,7 +211,7 @@ def _c_strides(shape, itemsize):
     return tuple(reversed(out))
 
 
-def _index_of(offset, shape, strides):
+def _index_of(offset: int, shape: _Shape, strides: _Shape) -> tuple[int, ...] | None:
     """The index whose element starts at byte ``offset`` of a view (positive strides), or None."""
     order = sorted(range(len(shape)), key=lambda k: -abs(strides[k]))
     index = [0] * len(shape)
@@ -210,10 +225,10 @@ def _index_of(offset, shape, strides):
     return tuple(index) if offset == 0 else None
 
 
-def progressions(ranges):
+def progressions(ranges) -> tuple[range, ...]:  # type: ignore[no-untyped-def]  # may not import typing
     """Ranges as few ``range`` progressions: touching ranges join, single elements at a constant
     step form one stepped range (``0, 2, 4`` -> ``range(0, 5, 2)``)."""
-    out = []
+    out: list[range] = []
     for r in sorted((r for r in ranges if len(r)), key=lambda r: r.start):
         last = out[-1] if out else None
         if last is not None and last.step == 1 and r.start <= last.stop:
@@ -227,15 +242,15 @@ def progressions(ranges):
     return tuple(range(r.start, r[-1] + 1, r.step) if r.step > 1 else r for r in out)
 
 
-def _boxes(points, ndim):
+def _boxes(points: list[tuple[int, ...]], ndim: int) -> list[tuple[range, ...]]:
     """Index tuples (sorted) as boxes: tuples of one ``range`` per dimension."""
     if ndim == 0:
         return [()]
-    groups = {}
+    groups: dict[int, list[tuple[int, ...]]] = {}
     for p in points:
         groups.setdefault(p[0], []).append(p[1:])
     rows = [(c, tuple(_boxes(rest, ndim - 1))) for c, rest in sorted(groups.items())]
-    boxes = []
+    boxes: list[tuple[range, ...]] = []
     i = 0
     while i < len(rows):
         c, sub = rows[i]
@@ -249,7 +264,7 @@ def _boxes(points, ndim):
     return boxes
 
 
-def _slice(r, n, whole):
+def _slice(r: range, n: int | None, whole: bool) -> str:
     if whole and r.start == 0 and r.step == 1 and r.stop == n and n > 1:
         return ":"
     if len(r) == 1:
@@ -257,19 +272,19 @@ def _slice(r, n, whole):
     return f"{r.start}:{r.stop}" if r.step == 1 else f"{r.start}:{r[-1] + 1}:{r.step}"
 
 
-def _pairs(ranges):
+def _pairs(ranges: tuple[range, ...] | list[range]) -> list[range]:
     """Two elements at a step read better as two indices (``[0, 6]``) than as ``[0:7:6]``."""
     return [part for r in ranges for part in ((r[:1], r[1:]) if len(r) == 2 and r.step > 1 else (r,))]
 
 
-def _split(box):
+def _split(box: tuple[range, ...]) -> list[tuple[range, ...]]:
     for k, r in enumerate(box):
         if len(r) == 2 and r.step > 1:
             return [split for part in _pairs([r]) for split in _split((*box[:k], part, *box[k + 1 :]))]
     return [box]
 
 
-def format_indices(indices, shape=None, limit=4):
+def format_indices(indices: tuple[range, ...], shape: _Shape | None = None, limit: int = 4) -> str:
     """Flat element ranges as the array's own indices: ``(range(0, 1),)`` -> ``'[0]'``; in a 10x10
     array the elements 43, 53, 63 -> ``'[4:7, 3]'``. Several boxes are joined by ``and`` at every
     rank, so a 1-D set never reads as N-D indexing: ``(range(2, 5), range(7, 8))`` -> ``'[2:5] and [7]'``
@@ -281,6 +296,7 @@ def format_indices(indices, shape=None, limit=4):
         parts = _pairs(indices)
         text = [f"[{_slice(r, n, False)}]" for r in parts[:limit]]
         return " and ".join(text) + (" and more" if len(parts) > limit else "")
+    points: list[tuple[int, ...]]
     points, total = [], 0
     for r in indices:
         for flat in r:

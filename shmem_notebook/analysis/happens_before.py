@@ -25,11 +25,14 @@ Longer than 400 lines: the simulation, the accesses it yields and their folding 
 reports are one algorithm over one set of events; the hints are in :mod:`.hints`.
 """
 
+from __future__ import annotations
+
 import bisect
 import gc
 from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..folding import pe_ranges
 from ..operations import CALLS, SIGNAL_EVENTS, event
@@ -40,6 +43,23 @@ from .race_picture import Ordering
 from .repeats import fold_repeats
 
 __all__ = ["Access", "Race", "Analysis", "find_races", "analyse", "format_indices"]
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Mapping, Sequence
+    from typing import TypeAlias
+
+    from .carry import Carry
+    from .edits import Fix
+    from .footprint import Footprint
+    from .model import Event, Required
+    from .partial import Checked
+    from .race_picture import Picture
+
+    _Key: TypeAlias = tuple[int, int]
+    _End: TypeAlias = tuple[int, int]
+    _Team: TypeAlias = tuple[tuple[int, ...] | None, int]
+    _Pair: TypeAlias = tuple["_Access", "_Access", int, int, list[tuple[int, int]]]
+    _Wait: TypeAlias = tuple[list[_Key], Collection[_Key]] | Literal[False] | None
 
 _COLLECTIVE_SYNCS, _COMPLETING, _READS, _PUT_SIGNALS = (
     model.COLLECTIVE_SYNCS,
@@ -75,7 +95,7 @@ class Access:
     own_file: str | None = None
     function: str | None = None
 
-    def __str__(self):
+    def __str__(self) -> str:
         if self.own_line is not None:
             own = self.place or f"line {self.own_line}"
             where = f"{own}{f' ({self.function})' if self.function else ''}, called at line {self.line}"
@@ -99,34 +119,34 @@ class Race:
 
     array: str
     pe: int
-    indices: tuple
-    accesses: tuple
+    indices: tuple[range, ...]
+    accesses: tuple[Access, ...]
     hint: str
-    pes: tuple = field(default=())
-    shape: tuple = field(default=())
-    fix: object = field(default=None, compare=False)
-    ordering: object = field(default=None, compare=False, repr=False)
+    pes: tuple[int, ...] = field(default=())
+    shape: tuple[int, ...] = field(default=())
+    fix: Fix | None = field(default=None, compare=False)
+    ordering: tuple[Ordering, _Key, _Key] | None = field(default=None, compare=False, repr=False)
 
-    def picture(self):
+    def picture(self) -> Picture:
         """The race as a space-time diagram in data (lanes, marks, syncs, arrows, the fix's place):
         a :class:`~shmem_notebook.analysis.race_picture.Picture`."""
         from .race_picture import picture
 
         return picture(self)
 
-    def figure(self):
+    def figure(self) -> Any:
         """:meth:`picture` drawn with matplotlib: a ``Figure``."""
         from .race_drawing import draw
 
         return draw(self.picture())
 
-    def show(self):
+    def show(self) -> Any:
         """Display :meth:`figure` in IPython (returns None there; elsewhere returns the Figure)."""
         from .race_drawing import show
 
         return show(self.picture())
 
-    def __str__(self):
+    def __str__(self) -> str:
         first, second = self.accesses
         return (
             f"RACE {self.array}{format_indices(self.indices, self.shape)} on PE {pe_ranges(self.pes or (self.pe,))}: "
@@ -148,20 +168,20 @@ class _Access:
     index: int  # event index on pe
     line: int
     op: str
-    point: tuple = ()  # vector clock where it starts
-    ends: list = field(default_factory=list)  # (pe, clock): it is complete once a PE passed one of these
-    locks: frozenset = frozenset()
+    point: tuple[int, ...] = ()  # vector clock where it starts
+    ends: list[_End] = field(default_factory=list)  # (pe, clock): it is complete once a PE passed one of these
+    locks: frozenset[int] = frozenset()
     ctx: int = 0
     remote: bool = False  # the remote side of an RMA operation
     target: int | None = None  # target PE of an RMA operation
-    fp: tuple | None = None  # the strided bytes of [lo, hi) it touches (None: all), see .footprint
+    fp: Footprint | None = None  # the strided bytes of [lo, hi) it touches (None: all), see .footprint
     cell: str | None = None  # the earlier cell it was issued in (carried), None: this cell
     seq: int = 0  # when the simulation started it (the order accesses are checked in)
-    sig: tuple | None = None  # kind(), once computed
+    sig: tuple[object, ...] | None = None  # kind(), once computed
     exact: bool = True  # in the check's shadow, it touches every byte of the segments it is in
     domain: str | None = None  # an atomic's atomicity domain (its context's team, see .domains): None, the world's
 
-    def kind(self):
+    def kind(self) -> tuple[object, ...]:
         """What makes two accesses interchangeable in a report: the later supersedes the earlier."""
         return (
             self.pe,
@@ -182,10 +202,34 @@ class _Access:
 class _Simulation:
     """Vector clocks for every event, completion points of the asynchronous ones."""
 
-    def __init__(self, events, npes, progress=None):
+    events: dict[int, list[Event]]
+    points: dict[int, list[tuple[int, ...]]]
+    order: list[_Key]
+    ends: defaultdict[_Key, list[_End]]
+    locks_at: dict[_Key, frozenset[int]]
+    quieted_in: dict[_Key, frozenset[int]]
+    fences: defaultdict[tuple[int, int], list[int]]
+    _fenced: dict[tuple[int, int, int, int], int]
+    waited: dict[_Key, list[_Key]]
+    stale: dict[_Key, Any]
+    arrived: dict[_Key, tuple[int, ...]]
+    entered: dict[_Key, tuple[int, ...]]
+    _writes: dict[_Key, dict[int, list[int]]]
+    _stores: set[_Key]
+    _sums: dict[_Key, dict[int, list[int]]]
+    _own: dict[_Key, int]
+    _by_value: dict[_Key, dict[Any, list[_Key]]]
+    _sets: set[_Key]
+    _returns: defaultdict[int, set[int]]
+    pos: list[int]
+    source: str | None
+
+    def __init__(
+        self, events: Mapping[int, list[Event]], npes: int, progress: Callable[[int], object] | None = None
+    ) -> None:
         self.n = npes
         self.events = {pe: events.get(pe, []) for pe in range(npes)}
-        self.points = {pe: [None] * len(evs) for pe, evs in self.events.items()}
+        self.points = {pe: [None] * len(evs) for pe, evs in self.events.items()}  # type: ignore[list-item]  # run sets
         self.order = []  # (pe, index) in the order the simulation started them
         self.ends = defaultdict(list)  # (pe, index) -> [(pe, clock)]
         self.locks_at = {}  # (pe, index) -> locks held
@@ -208,12 +252,14 @@ class _Simulation:
         self._returns = defaultdict(set)  # PE -> its writes complete when they return (fetching atomics, stores)
         self._candidates = self._wait_candidates()
 
-    def _wait_candidates(self):
+    def _wait_candidates(self) -> dict[_Key, list[_Key]]:
         """For every wait: the writes that may have produced the value it saw (the fallback rule);
         for the condition's rule, the writes to its word by writer (``_writes``), their running sums
         when every one adds (``_sums``), and the waiting PE's last store to the word before the wait
         (``_own``; ``_stores`` when one of them wrote a value not recorded). Computed once per word."""
+        writes: defaultdict[int, list[tuple[int, int, int, int, Any, Footprint | None]]]
         writes = defaultdict(list)  # target PE -> [(lo, hi, pe, index, values, fp)], sorted by lo
+        stores: defaultdict[int, list[tuple[int, int, int, bool]]]
         stores = defaultdict(list)  # PE -> [(index, lo, hi, value known)] of its stores to its symmetric memory
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
@@ -225,11 +271,15 @@ class _Simulation:
                 elif e.kind == "mem" and e.mode == "write" and e.space == "sym":
                     stores[pe].append((i, e.lo, e.hi, model.written(e) is not None))
                     self._returns[pe].add(i)
+        starts: dict[int, list[int]]
+        longest: dict[int, int]
         starts, longest = {}, {}
         for target, ws in writes.items():
             ws.sort(key=lambda w: w[0])
             starts[target] = [w[0] for w in ws]
             longest[target] = max(w[1] - w[0] for w in ws)
+        words: dict[tuple[int, int, int], Any]
+        found: dict[_Key, list[_Key]]
         words, found = {}, {}
         for pe, evs in self.events.items():
             for i, e in enumerate(evs):
@@ -254,7 +304,24 @@ class _Simulation:
                 found[(pe, i)] = matching or unknown or overlapping
         return found
 
-    def _word(self, pe, lo, hi, writes, starts, longest, stores):
+    def _word(
+        self,
+        pe: int,
+        lo: int,
+        hi: int,
+        writes: Mapping[int, list[tuple[int, int, int, int, Any, Footprint | None]]],
+        starts: Mapping[int, list[int]],
+        longest: Mapping[int, int],
+        stores: Mapping[int, list[tuple[int, int, int, bool]]],
+    ) -> tuple[
+        list[_Key],
+        dict[Any, list[_Key]],
+        list[_Key],
+        dict[int, list[int]],
+        dict[int, list[int]] | None,
+        list[tuple[int, bool]],
+        bool,
+    ]:
         """The writes to PE ``pe``'s bytes ``[lo, hi)`` a wait may read: all of them, by value written,
         those of no known value, by writer, the increments' running sums (None unless all add), the
         PE's own stores to them (``(index, value known)``), whether all set values known."""
@@ -268,6 +335,9 @@ class _Simulation:
             if w[0] < hi and lo < w[1] and (w[5] is None or overlap((w[0], w[1], w[5]), (lo, hi, None)))
         )
         overlapping = [(q, j) for q, j, _ in found]
+        by_value: defaultdict[Any, list[_Key]]
+        unknown: list[_Key]
+        by_writer: defaultdict[int, list[int]]
         by_value, unknown, by_writer = defaultdict(list), [], defaultdict(list)
         for q, j, values in found:
             for v in values or ():
@@ -276,43 +346,44 @@ class _Simulation:
                 unknown.append((q, j))
             by_writer[q].append(j)
         effects = [model.written(self.events[q][j]) for q, j in overlapping]
-        sums = None
+        sums: dict[int, list[int]] | None = None
         if all(x is not None and x[0] == "add" for x in effects):
-            steps = defaultdict(list)
+            steps: defaultdict[int, list[int]] = defaultdict(list)
             for (q, _), x in zip(overlapping, effects):
-                steps[q].append(x[1])
+                steps[q].append(x[1])  # type: ignore[index]  # every one adds
             sums = {q: list(accumulate(xs, initial=0)) for q, xs in steps.items()}
         own = [(j, known) for j, slo, shi, known in stores.get(pe, ()) if slo < hi and lo < shi]
         sets = all(x is not None and x[0] == "set" for x in effects)
         return overlapping, dict(by_value), unknown, dict(by_writer), sums, own, sets
 
-    def rerun(self, events):
+    def rerun(self, events: Mapping[int, list[Event]]) -> _Simulation:
         """``events`` (these PEs', edited by a fix: :mod:`.fixcheck`) simulated as this run was."""
         return _Simulation(events, self.n).run()
 
-    def racing(self):
+    def racing(self) -> list[_Pair]:
         """The racing pairs of this simulation's accesses, as :func:`find_races` finds them."""
         return _check(self, _accesses(self))
 
-    def run(self):
+    def run(self) -> _Simulation:
         n = self.n
-        clock = [[0] * n for _ in range(n)]
+        clock: list[list[int]] = [[0] * n for _ in range(n)]
         pos = self.pos = [0] * n
+        ncoll: defaultdict[tuple[int, tuple[int, ...] | None], int]
         ncoll = defaultdict(int)  # (pe, team) -> collectives of that team passed
-        arrivals = defaultdict(dict)  # (team, number) -> {pe: index}
-        pending = {pe: [] for pe in range(n)}  # issued, not complete: (index, ctx)
-        held = {pe: set() for pe in range(n)}
-        relaxed = set()  # waits whose unmatched candidates were dropped
-        done = set()
+        arrivals: defaultdict[_Team, dict[int, int]] = defaultdict(dict)  # (team, number) -> {pe: index}
+        pending: dict[int, list[tuple[int, int]]] = {pe: [] for pe in range(n)}  # issued, not complete: (index, ctx)
+        held: dict[int, set[int]] = {pe: set() for pe in range(n)}
+        relaxed: set[_Key] = set()  # waits whose unmatched candidates were dropped
+        done: set[_Key] = set()
 
-        def tick(pe, index):
+        def tick(pe: int, index: int) -> None:
             clock[pe][pe] += 1
             self.points[pe][index] = tuple(clock[pe])
             self.order.append((pe, index))
             self.locks_at[(pe, index)] = frozenset(held[pe])
 
-        def complete(pe, ctx, at):
-            keep = []
+        def complete(pe: int, ctx: int, at: int) -> None:
+            keep: list[tuple[int, int]] = []
             for index, c in pending[pe]:
                 if c == ctx:
                     self.ends[(pe, index)].append((pe, at))
@@ -322,7 +393,7 @@ class _Simulation:
                     keep.append((index, c))
             pending[pe] = keep
 
-        def finish(k):
+        def finish(k: _Team) -> None:
             """Every PE that arrived at collective ``k`` (team, number) leaves it."""
             joined = [max(clock[q][r] for q in arrivals[k]) for r in range(n)]
             entered = tuple(min(self.arrived[(q, index)][r] for q, index in arrivals[k].items()) for r in range(n))
@@ -334,7 +405,7 @@ class _Simulation:
                 ncoll[(q, k[0])] += 1
                 done.add((q, index))
 
-        def step(pe):
+        def step(pe: int) -> bool:
             """Process PE ``pe``'s next event if it can; True if it did."""
             i = pos[pe]
             e = self.events[pe][i]
@@ -363,7 +434,7 @@ class _Simulation:
                         cands = [c for c in cands if c in done]
                     if any(c not in done for c in cands):
                         return False
-                    delivered = cands
+                    delivered: Collection[_Key] = cands
                 else:
                     cands, delivered = required
                 for q, j in cands:
@@ -423,7 +494,7 @@ class _Simulation:
             finish(min(started, key=lambda k: k[1]))
         return self
 
-    def _required(self, pe, i, e, now, relaxed, done):
+    def _required(self, pe: int, i: int, e: Event, now: Sequence[int], relaxed: bool, done: Collection[_Key]) -> _Wait:
         """The writes wait ``(pe, i)`` must come after, by its condition (see :func:`.model.requirement`):
         ``(edges, delivered)``; False while writes it may need are still to come; None when the
         condition cannot tell (the caller matches the values the wait saw).
@@ -437,6 +508,9 @@ class _Simulation:
         if cond is None or (pe, i) in self._stores:
             return None
         writes, sums, own = self._writes.get((pe, i), {}), self._sums.get((pe, i)), self._own.get((pe, i))
+        last: dict[int, int]
+        pending: list[_Key]
+        later: list[_Key]
         last, added, pending, later = {}, 0, [], []  # last landed per writer; done, not landed; not done
         for q, js in writes.items():
             ndone = bisect.bisect_left(js, self.pos[q])
@@ -483,7 +557,9 @@ class _Simulation:
         edges, delivered = required
         return sorted(set(edges) | delivered), delivered
 
-    def _one_writer(self, pe, i, cmp, value, base, writes, sums):
+    def _one_writer(
+        self, pe: int, i: int, cmp: str, value: Any, base: Any, writes: list[_Key], sums: dict[int, list[int]] | None
+    ) -> Required | None:
         """:func:`.model.requirement` for ``writes``, of one writer, in program order (all of its writes
         from the first not landed on), without going through them all where an index says: a flag set
         to the value an ``==`` waits for, a counter of equal increments."""
@@ -497,13 +573,13 @@ class _Simulation:
             steps = {b - a for a, b in zip(sums[q][k:], sums[q][k + 1 :])}
             if len(steps) == 1:
                 step = steps.pop()
-                count = -(-model.increments_needed(cmp, value, base) // step)
+                count = -(-model.increments_needed(cmp, value, base) // step)  # type: ignore[operator]  # >=, >, ==
                 if not 0 < count <= len(writes):
                     return None
                 return [writes[count - 1]], set(writes) if count == len(writes) else set()
         return model.requirement(cmp, value, base, [(w[0], w[1], self.events[w[0]][w[1]]) for w in writes])
 
-    def _latest(self, last):
+    def _latest(self, last: dict[int, int]) -> Any:
         """The value of the write of ``last`` (writer -> its last landed write) that landed after
         all the others, if it is a set; None when that is not known."""
         latest = [
@@ -516,13 +592,13 @@ class _Simulation:
         found = model.written(self.events[latest[0][0]][latest[0][1]])
         return found[1] if found is not None and found[0] == "set" else None
 
-    def _complete_before(self, q, j, now):
+    def _complete_before(self, q: int, j: int, now: Sequence[int]) -> bool:
         """Is write ``(q, j)`` complete before a PE whose clock is ``now``?"""
         if self.events[q][j].kind == "mem" or _done_on_return(self.events[q][j].op):
             return self.points[q][j][q] <= now[q]
         return any(now[r] >= at for r, at in self.ends.get((q, j), ()))
 
-    def _fenced_before(self, pe, index, end, landed=True):
+    def _fenced_before(self, pe: int, index: int, end: tuple[int, int], landed: bool = True) -> None:
         """Writes of ``pe`` before a fence that precedes its write ``index`` (same ctx and
         target PE) are delivered by the time that write is seen: give them the same end. So is
         the data of a put_signal whose signal word ``index`` is.
@@ -548,7 +624,7 @@ class _Simulation:
         self._fenced[key] = max(start, last)
 
 
-def _rma_mode(op):
+def _rma_mode(op: str) -> tuple[bool, bool, str, bool, str]:
     """(nbi, done on return, mode, writes the remote side, the local side's mode) of an RMA or atomic op."""
     atomic = CALLS[op].kind == "amo"
     if atomic:
@@ -564,9 +640,9 @@ def _rma_mode(op):
 _RMA_MODES = {name: _rma_mode(name) for name, op in CALLS.items() if op.kind in ("rma", "amo")}
 
 
-def _accesses(sim, labels=None):
+def _accesses(sim: _Simulation, labels: Mapping[_Key, str | None] | None = None) -> list[_Access]:
     """Every access the events make, in the order the simulation started them."""
-    found = []
+    found: list[_Access] = []
     labels = labels or {}
     for seq, (pe, i) in enumerate(sim.order):
         e = sim.events[pe][i]
@@ -665,7 +741,7 @@ def _accesses(sim, labels=None):
     return found
 
 
-def _before(a, b, sim):
+def _before(a: _Access, b: _Access, sim: _Simulation) -> bool:
     """Does ``a`` happen before (complete before) ``b`` starts?"""
     for pe, at in a.ends:
         if b.point[pe] >= at:
@@ -676,7 +752,7 @@ def _before(a, b, sim):
     return False
 
 
-def _conflict(a, b):
+def _conflict(a: _Access, b: _Access) -> bool:
     if not (a.writes or b.writes):
         return False
     if a.mode == "atomic" and b.mode == "atomic":  # atomic with respect to each other: one datatype, one domain
@@ -684,11 +760,13 @@ def _conflict(a, b):
     return True
 
 
-def _name_for(owner, space, lo, hi, traces):
+def _name_for(
+    owner: int, space: str, lo: int, hi: int, traces: Mapping[int, dict[str, Any]]
+) -> tuple[str, int, int, Any]:
     """(name, start, itemsize, layout) of the best-named memory holding ``[lo, hi)``; ``layout``:
     ``(origin, shape, strides)`` of an N-D or strided array, else None."""
     sources = [owner] if space == "priv" else [owner, *sorted(traces)]
-    best = None
+    best: tuple[tuple[Any, int], str, int, int, Any] | None = None
     for pe in sources:
         for entry in traces.get(pe, {}).get("names", []):
             name, nspace, nlo, nhi, itemsize, priority = entry[:6]
@@ -709,7 +787,7 @@ _SAME = 4
 _BLOCKS = 4096
 
 
-def _pieces(acc):
+def _pieces(acc: _Access) -> tuple[tuple[tuple[int, int], ...], bool]:
     """``(ranges, exact)``: where ``acc`` goes in the shadow, and whether it touches all of it."""
     if acc.fp is None:
         return ((acc.lo, acc.hi),), True
@@ -721,7 +799,7 @@ def _pieces(acc):
     return tuple(overlap((acc.lo, acc.hi, acc.fp), (acc.lo, acc.hi, None))), True
 
 
-def _check(sim, accesses, progress=None):
+def _check(sim: _Simulation, accesses: list[_Access], progress: Callable[[int], object] | None = None) -> list[_Pair]:
     """The unordered conflicting pairs ``(a, b, lo, hi, blocks)``, ``a`` started first; ``accesses`` in start order.
 
     Each (owner, space) is cut into segments at the bounds of every access's blocks; a segment
@@ -732,6 +810,9 @@ def _check(sim, accesses, progress=None):
     (:data:`_SAME` in all) are kept, so a later access is checked against those (it could only
     miss a race that a wait matched to a later put of the same line ordered for that put and not
     for the earlier ones)."""
+    bounds: defaultdict[tuple[int, str], set[int]]
+    placed: list[tuple[tuple[int, int], ...] | None]
+    pieces: tuple[tuple[int, int], ...] | None
     bounds, placed = defaultdict(set), []
     for acc in accesses:
         if acc.hi <= acc.lo:
@@ -745,8 +826,10 @@ def _check(sim, accesses, progress=None):
             bounds[(acc.owner, acc.space)].update(x for piece in pieces for x in piece)
     edges = {key: sorted(bs) for key, bs in bounds.items()}
     segment = {key: {b: i for i, b in enumerate(es)} for key, es in edges.items()}
+    shadows: defaultdict[tuple[int, str], dict[int, list[_Access]]]
     shadows = defaultdict(dict)  # (owner, space) -> segment -> live accesses
-    pairs = {}
+    pairs: dict[tuple[object, ...], _Pair] = {}
+    spans: range | list[int]
     for count, b in enumerate(accesses):
         if progress is not None and not count & 0x3FFF:
             progress(count)
@@ -760,14 +843,15 @@ def _check(sim, accesses, progress=None):
             spans = range(where[b.lo], where[b.hi])
         else:
             spans = [s for lo, hi in pieces for s in range(where[lo], where[hi])]
-        ordered = {}  # id(a) -> a happens before b (one answer per pair, however many segments)
+        ordered: dict[int, bool] = {}  # id(a) -> a happens before b (one answer per pair, however many segments)
+        shared: dict[int, tuple[_Access, list[int]]]
         shared = {}  # id(a) -> (a, segments both touch all of): a racing b, both placed on their blocks
         for s in spans:
             live = shadow.get(s)
             if live is None:
                 shadow[s] = [b]
                 continue
-            keep = []
+            keep: list[_Access] = []
             for a in live:
                 before = ordered.get(id(a))
                 if before is None:
@@ -807,6 +891,7 @@ def _check(sim, accesses, progress=None):
                     keep = [a for a in keep if id(a) not in dropped]
             shadow[s] = keep
         for a, segs in shared.values():
+            blocks: list[tuple[int, int]]
             es, blocks = edges[key], []
             for s in sorted(segs):
                 if blocks and blocks[-1][1] == es[s]:
@@ -817,7 +902,13 @@ def _check(sim, accesses, progress=None):
     return list(pairs.values())
 
 
-def _pair(pairs, a, b, key, blocks):
+def _pair(
+    pairs: dict[tuple[object, ...], _Pair],
+    a: _Access,
+    b: _Access,
+    key: tuple[int, str],
+    blocks: list[tuple[int, int]] | None,
+) -> None:
     """Note the race of ``a`` and ``b`` on ``blocks`` (None: their ranges' overlap; []: none at all,
     strided footprints that interleave without touching): one pair per kinds and bytes, which
     reports the same lines, ops and elements."""
@@ -827,12 +918,16 @@ def _pair(pairs, a, b, key, blocks):
     pairs.setdefault((a.sig, b.sig, lo, hi, key, a.fp, b.fp), (a, b, lo, hi, blocks or [(lo, hi)]))
 
 
-def _fold(pairs, sim, traces, cell):
+def _fold(pairs: list[_Pair], sim: _Simulation, traces: Mapping[int, dict[str, Any]], cell: str | None) -> list[Race]:
     """The :class:`Race` reports of the racing pairs: one per pair of lines, folded over PEs."""
     raw = [(a.owner, a.space, lo, hi, a, b, blocks) for a, b, lo, hi, blocks in pairs]
     raw.sort(
         key=lambda r: (not r[4].writes, not r[5].writes, r[4].seq, r[5].seq)
     )  # writes first: `+=` reports its store
+    folded: dict[tuple[Any, ...], dict[str, Any]]
+    seen_pairs: dict[tuple[Any, ...], tuple[Any, ...]]
+    names: dict[tuple[int, str, int, int], tuple[str, int, int, Any]]
+    hints: dict[tuple[object, ...], tuple[str, Fix | None]]
     folded, seen_pairs, names, hints = {}, {}, {}, {}
     for owner, space, lo, hi, a, b, blocks in raw:
         if (a.cell is None, a.line, a.pe) > (b.cell is None, b.line, b.pe):
@@ -875,7 +970,7 @@ def _fold(pairs, sim, traces, cell):
         entry["indices"] += flat_ranges(blocks, origin, itemsize, shape, strides)
         if shape and len(shape) > 1:
             entry["shape"] = tuple(shape)
-    races = []
+    races: list[Race] = []
     ordering = Ordering(sim.events, sim.order, sim.waited)  # what the races' pictures read
     for (name, aline, aop, amode, bline, bop, bmode, hint, (acell, bcell), (aat, bat)), entry in folded.items():
         apes, bpes, owners = sorted(entry["a"]), sorted(entry["b"]), sorted(entry["owners"])
@@ -903,14 +998,14 @@ def _fold(pairs, sim, traces, cell):
     return races
 
 
-def _own_line(x, sim):
+def _own_line(x: _Access, sim: _Simulation) -> int | None:
     """The access's own line (the event's ``at``) when its line is the cell's call that led to it, else None."""
     if x.cell is not None:
         return None
     return getattr(sim.events[x.pe][x.index], "at", None)
 
 
-def _stale_note(accesses, sim, traces):
+def _stale_note(accesses: Sequence[_Access], sim: _Simulation, traces: Mapping[int, dict[str, Any]]) -> str | None:
     """Why a wait before one of ``accesses`` (on its PE) ordered nothing: the value its flag held
     before the cell already satisfied it. None when no such wait precedes them."""
     for acc in accesses:
@@ -924,7 +1019,7 @@ def _stale_note(accesses, sim, traces):
             flag = "the signal"
         else:
             flag = f"{name}[{(e.lo - start) // itemsize}]" if name != "symmetric memory" else "the flag"
-        cmp, value = model.condition(e)
+        cmp, value = model.condition(e)  # type: ignore[misc]  # a stale wait has its condition
         if base == 0:  # nothing left over: the condition holds before any write
             return (
                 f"the wait at line {e.line} was satisfied at once ({flag} was 0 and 0 {cmp} {value}), so it orders "
@@ -938,7 +1033,7 @@ def _stale_note(accesses, sim, traces):
     return None
 
 
-def _across_hint(a, cells):
+def _across_hint(a: _Access, cells: tuple[str | None, str | None]) -> str:
     """The fix for an operation of an earlier cell still in flight when a later cell ran."""
     then, now = cells
     complete = "ctx.quiet()" if a.ctx else "shmem.quiet()"
@@ -953,12 +1048,19 @@ class Analysis:
     """What :func:`analyse` found: ``races``; ``carry``, the operations still in flight at the end
     (for the next cell); ``checked``, what a capped trace let it check (None: everything)."""
 
-    races: list
-    carry: object
-    checked: object = None
+    races: list[Race]
+    carry: Carry
+    checked: Checked | None = None
 
 
-def analyse(traces, npes, carry=None, cell=None, progress=None, source=None):
+def analyse(
+    traces: dict[int, dict[str, Any]],
+    npes: int,
+    carry: Carry | None = None,
+    cell: str | None = None,
+    progress: Callable[[int, int], object] | None = None,
+    source: str | None = None,
+) -> Analysis:
     """The races in one cell, after the operations ``carry`` (a :class:`~.carry.Carry`) left in
     flight by earlier cells; ``cell`` labels this cell (``"In [5]"``); ``progress(done, total)``
     is called now and then; ``source``: the cell's code, to check fixes on (:mod:`.fixcheck`).
@@ -972,11 +1074,20 @@ def analyse(traces, npes, carry=None, cell=None, progress=None, source=None):
             gc.enable()
 
 
-def _analyse(traces, npes, carry, cell, progress, source=None):
+def _analyse(
+    traces: dict[int, dict[str, Any]],
+    npes: int,
+    carry: Carry | None,
+    cell: str | None,
+    progress: Callable[[int, int], object] | None,
+    source: str | None = None,
+) -> Analysis:
     from .carry import Carry
     from .partial import cut
 
     traces, checked = cut(traces)
+    events: dict[int, list[Any]]
+    labels: dict[_Key, str | None]
     events, labels = {}, {}
     for pe in range(npes):
         evs = traces[pe]["events"] if pe in traces else []
@@ -1010,6 +1121,6 @@ def _analyse(traces, npes, carry, cell, progress, source=None):
     return Analysis(races, left, checked)
 
 
-def find_races(traces, npes):
+def find_races(traces: dict[int, dict[str, Any]], npes: int) -> list[Race]:
     """The races in one cell: ``traces`` maps PE -> the PE's recorded data. Returns a list of :class:`Race`."""
     return analyse(traces, npes).races

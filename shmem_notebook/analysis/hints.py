@@ -11,8 +11,11 @@ edit the cell; one that does not gives way to a barrier next to either line that
 to ``None`` and a hint saying what to change.
 """
 
+from __future__ import annotations
+
 import copy
 import dataclasses
+from typing import TYPE_CHECKING
 
 from ..deviations import LATE_ZEROING, by_key
 from ..protocol import RACE_LINES
@@ -24,15 +27,21 @@ from .patterns import LOOKBACK as _LOOKBACK, patterns, touches
 
 __all__ = ["Edit", "Fix", "advice", "apply_fix", "hint"]
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .happens_before import _Access, _Simulation
+    from .model import Event
+
 _READ_OPS = {"get", "iget", "get_nbi", "atomic_fetch"}
 
 
-def hint(a, b, sim):
+def hint(a: _Access, b: _Access, sim: _Simulation) -> str:
     """The synchronisation that would order ``a`` before ``b`` (``a`` issued first if either was)."""
     return advice(a, b, sim)[0]
 
 
-def advice(a, b, sim):
+def advice(a: _Access, b: _Access, sim: _Simulation) -> tuple[str, Fix | None]:
     """``(hint, fix)`` for the race between accesses ``a`` and ``b``: the prose and a :class:`Fix` or ``None``.
 
     A fix is offered only if it orders ``a`` and ``b`` when added to the recorded trace
@@ -42,6 +51,7 @@ def advice(a, b, sim):
     own = _own_lines(a, b, sim)
     if own is not None:  # both in what one call of the cell ran: the fix goes in the function
         return _in_one_call(a, b, sim, *own)
+    fix: Fix | None
     if getattr(sim, "source", None) is not None:
         for text, fix in patterns(a, b, sim):  # a common bug's own words, when its one edit checks
             if fixcheck.orders(fix, a, b, sim) is True:
@@ -61,7 +71,7 @@ def advice(a, b, sim):
     return (text if alone else _what_to_change(a, b)), None
 
 
-def _barriers(a, b, sim, tried):
+def _barriers(a: _Access, b: _Access, sim: _Simulation, tried: Fix | None) -> Iterator[tuple[str, Fix]]:
     """Other fixes to check: a barrier every PE passes after or before either line, the first to run first."""
     lines, _ = _first_to_run(a, b, sim)
     seen = {tried}
@@ -97,7 +107,7 @@ def _barriers(a, b, sim, tried):
             )
 
 
-def _what_to_change(a, b):
+def _what_to_change(a: _Access, b: _Access) -> str:
     """The prose when no edit of the cell checked on the trace orders ``a`` and ``b``."""
     both = f"line {a.line}'s {a.op} on PE {a.pe} and line {b.line}'s {b.op} on PE {b.pe}"
     if a.pe == b.pe:
@@ -118,7 +128,7 @@ def _what_to_change(a, b):
     )
 
 
-def _late_zeroing(zeroing, other):
+def _late_zeroing(zeroing: _Access, other: _Access) -> tuple[str, Fix]:
     """The hint for a race with the library's own zeroing after an allocation's barrier (see
     :data:`shmem_notebook.deviations.LATE_ZEROING`), and its fix: a barrier after the allocation."""
     library = by_key(LATE_ZEROING).versions.split(" (")[0]
@@ -129,7 +139,7 @@ def _late_zeroing(zeroing, other):
     ), _fix(Edit((zeroing.line,), "shmem.barrier_all()", every_pe=True))
 
 
-def _advise(a, b, sim):
+def _advise(a: _Access, b: _Access, sim: _Simulation) -> tuple[str, Fix | None]:
     """The hint and fix the race's kind suggests (unchecked)."""
     if "zeroing" in (a.op, b.op):
         return _late_zeroing(*((a, b) if a.op == "zeroing" else (b, a)))
@@ -208,16 +218,16 @@ def _advise(a, b, sim):
     return (f"a shmem.barrier_all() {where} (or put + quiet + a flag the reader waits on) orders them"), barrier
 
 
-def _own_lines(a, b, sim):
+def _own_lines(a: _Access, b: _Access, sim: _Simulation) -> tuple[int, int] | None:
     """``(own line of a, own line of b)`` when both were made inside the one call the cell made at their line
     (their own lines differ), else None."""
     own = tuple(getattr(sim.events[x.pe][x.index], "at", None) for x in (a, b))
     if a.line != b.line or None in own or own[0] == own[1]:
         return None
-    return own
+    return own  # type: ignore[return-value]  # no None in it
 
 
-def _in_one_call(a, b, sim, first, second):
+def _in_one_call(a: _Access, b: _Access, sim: _Simulation, first: int, second: int) -> tuple[str, Fix | None]:
     """The hint and fix for ``a`` and ``b`` made inside what the cell's line runs, at their own lines ``first`` and
     ``second``: the advice at those lines, an edit of the function when it is the cell's (checked, as any fix),
     else the prose (the function is a module's: ``fix`` None)."""
@@ -231,9 +241,9 @@ def _in_one_call(a, b, sim, first, second):
     return said + _advise(a, b, inner)[0], None  # not an edit of the cell: the change its kind suggests
 
 
-def _at_own_lines(sim):
+def _at_own_lines(sim: _Simulation) -> _Simulation:
     """``sim`` with each event made in a function the cell called at its own line (once per simulation)."""
-    inner = sim.__dict__.get("_own_lines")
+    inner: _Simulation | None = sim.__dict__.get("_own_lines")
     if inner is None:
         inner = copy.copy(sim)
         inner.events = {
@@ -247,25 +257,25 @@ def _at_own_lines(sim):
     return inner
 
 
-def _fix(*edits):
+def _fix(*edits: Edit) -> Fix:
     return Fix(tuple(edits))
 
 
-def _line(sim, where):
+def _line(sim: _Simulation, where: tuple[int, int]) -> int:
     pe, index = where
     return sim.events[pe][index].line
 
 
-def _ordering_call(data, flag):
+def _ordering_call(data: _Access, flag: Event) -> str:
     """What orders the access ``data`` before the flag write ``flag`` on the same PE."""
     same_target = data.remote and data.writes and data.target == flag.pe and data.ctx == flag.ctx
     return "shmem.fence()" if same_target else "shmem.quiet()"
 
 
-def _why_not(a, b, sim):
+def _why_not(a: _Access, b: _Access, sim: _Simulation) -> str:
     """Why the synchronisation between ``a`` and ``b`` did not complete ``a``: the calls on the way."""
     evs, limit = sim.events[a.pe], b.point[a.pe]
-    said = []
+    said: list[str] = []
     for i in range(a.index + 1, min(len(evs), a.index + 1 + _LOOKBACK)):
         point, e = sim.points[a.pe][i], evs[i]
         collective = e.kind == "sync" and e.op == "sync_all"  # the others left it one tick before this PE did
@@ -280,12 +290,12 @@ def _why_not(a, b, sim):
     return f" ({'; '.join(said)})"
 
 
-def _flag_writes(a, b, sim, before=False):
+def _flag_writes(a: _Access, b: _Access, sim: _Simulation, before: bool = False) -> list[tuple[int, int]]:
     """Writes by ``a``'s PE after ``a`` (``before``: before it) that a wait ordering ``b`` saw: ``[(pe, index)]``.
 
     With ``before``, a wait that happened before ``a`` does not count: the flag was consumed
     before ``a`` (the next item of a pipeline, not a flag written too early)."""
-    found = []
+    found: list[tuple[int, int]] = []
     for (wpe, wi), cands in sim.waited.items():
         point = sim.points[wpe][wi]
         if point is None or b.point[wpe] < point[wpe] or (before and a.point[wpe] >= point[wpe]):
@@ -294,7 +304,7 @@ def _flag_writes(a, b, sim, before=False):
     return found
 
 
-def _flag_first_advice(first, second, sim, flag):
+def _flag_first_advice(first: _Access, second: _Access, sim: _Simulation, flag: tuple[int, int]) -> tuple[str, Fix]:
     """``first``'s PE wrote the flag ``second`` waited on before ``first`` happened."""
     flag_line = _line(sim, flag)
     if first.writes:
@@ -312,11 +322,11 @@ def _flag_first_advice(first, second, sim, flag):
     ), _fix(Edit((first.line,), call, move=flag_line))
 
 
-def _shared_update(a, b, sim):
+def _shared_update(a: _Access, b: _Access, sim: _Simulation) -> bool:
     """Do both PEs read and write the racing memory at the racing lines (a read-modify-write each does)?"""
     lines, lo, hi = {a.line, b.line}, max(a.lo, b.lo), min(a.hi, b.hi)
     for pe in (a.pe, b.pe):
-        modes = set()
+        modes: set[str] = set()
         for e in sim.events[pe]:
             if e.line in lines and touches(pe, e, a.owner, a.space, lo, hi):
                 modes.add(e.mode if e.kind == "mem" else "read" if e.op in _READ_OPS else "write")
@@ -325,13 +335,14 @@ def _shared_update(a, b, sim):
     return True
 
 
-def _interleaved(a, b, sim):
+def _interleaved(a: _Access, b: _Access, sim: _Simulation) -> bool:
     """Did either line run again since its PE's last collective synchronisation (a loop with none)?"""
     return a.line in _ran_since_sync(a, sim) or b.line in _ran_since_sync(b, sim)
 
 
-def _ran_since_sync(x, sim):
+def _ran_since_sync(x: _Access, sim: _Simulation) -> set[int]:
     """The lines PE ``x.pe`` ran after its last collective synchronisation before ``x``."""
+    lines: set[int]
     evs, lines = sim.events[x.pe], set()
     for i in range(x.index - 1, max(-1, x.index - 1 - _LOOKBACK), -1):
         e = evs[i]
@@ -341,7 +352,7 @@ def _ran_since_sync(x, sim):
     return lines
 
 
-def _first_to_run(a, b, sim):
+def _first_to_run(a: _Access, b: _Access, sim: _Simulation) -> tuple[tuple[int, ...], bool]:
     """``(lines, known)``: the two lines, the one that runs first since the last barrier first
     (in a loop, a line at the end of one iteration runs before one at the start of the next);
     ``known`` False when only the order in the cell's text says so."""

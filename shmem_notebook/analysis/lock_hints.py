@@ -14,15 +14,23 @@
 The fix is unchecked here: :func:`.hints.advice` checks it on the trace (:mod:`.fixcheck`).
 """
 
+from __future__ import annotations
+
 import ast
+from typing import TYPE_CHECKING
 
 from . import fixcheck
 from .edits import Edit, Fix
 
 __all__ = ["lock_advice"]
 
+if TYPE_CHECKING:
+    from .fixcheck import _Layout
+    from .happens_before import _Access, _Simulation
+    from .model import Event
 
-def lock_advice(a, b, sim):
+
+def lock_advice(a: _Access, b: _Access, sim: _Simulation) -> tuple[str, Fix | None]:
     """``(hint, fix)`` for the race of ``a`` and ``b``, one holding a lock the other does not."""
     locked, other = (a, b) if a.locks - b.locks else (b, a)
     lock = min(locked.locks - other.locks)
@@ -61,7 +69,16 @@ def lock_advice(a, b, sim):
     )
 
 
-def _into_region(other, locked, sim, evs, start, end, last, text):
+def _into_region(
+    other: _Access,
+    locked: _Access,
+    sim: _Simulation,
+    evs: list[Event],
+    start: int,
+    end: int,
+    last: bool,
+    text: str,
+) -> tuple[str, Fix | None]:
     """Move ``other``'s statement into its PE's locked region ``evs[start + 1:end]``: after its last
     statement (``last``) or before its first. Where the lock calls are the cell's own lines, next to
     them; where they are inside functions (a ``with``'s ``__enter__``/``__exit__``), next to the
@@ -88,19 +105,20 @@ def _into_region(other, locked, sim, evs, start, end, last, text):
     ), Fix((Edit((anchor.lineno,), move=moved, before=not last),))
 
 
-def _in_block(line, away, layout):
+def _in_block(line: int, away: int, layout: _Layout) -> tuple[ast.stmt, ast.With | ast.AsyncWith | None]:
     """``(statement, with)``: the statement of the locked region at cell ``line``, widened to its place in
     the nearest ``with`` block around it that does not hold line ``away`` (None: no such ``with``)."""
+    chain: ast.AST
     stmt = chain = layout.statement(line)
     while not isinstance(layout.parents.get(chain), ast.Module) and chain in layout.parents:
         parent = layout.parents[chain]
-        if isinstance(parent, (ast.With, ast.AsyncWith)) and not parent.lineno <= away <= parent.end_lineno:
-            return chain, parent
+        if isinstance(parent, (ast.With, ast.AsyncWith)) and not parent.lineno <= away <= parent.end_lineno:  # type: ignore[operator]  # parsed
+            return chain, parent  # type: ignore[return-value]  # in the with's body: a statement
         chain = parent
     return stmt, None
 
 
-def _movable(line, layout, anchor):
+def _movable(line: int, layout: _Layout | None, anchor: int) -> int:
     """The first line of the statement to move for cell ``line``: its own, or the ``if`` it is the only
     statement of (no ``else``), out to the one that does not hold line ``anchor``."""
     if layout is None:
@@ -115,7 +133,7 @@ def _movable(line, layout, anchor):
             isinstance(parent, ast.If)
             and parent.body == [stmt]
             and not parent.orelse
-            and not parent.lineno <= anchor <= parent.end_lineno
+            and not parent.lineno <= anchor <= parent.end_lineno  # type: ignore[operator]  # ast sets it
         ):
             stmt = parent
         else:

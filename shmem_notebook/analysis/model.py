@@ -34,9 +34,29 @@ repeated epochs (:mod:`.repeats`), the capped-trace cut (:mod:`.partial`) and th
 Pure data and arithmetic over events (:data:`shmem_notebook.operations.EVENT_FIELDS`).
 """
 
+from __future__ import annotations
+
 import operator
+from typing import TYPE_CHECKING
 
 from ..operations import CALLS, RECORDED_AS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+    from typing import Any, Protocol, TypeAlias
+
+    class Event(Protocol):
+        kind: str
+        op: str
+        line: int
+        at: int | None
+
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __iter__(self) -> Iterator[Any]: ...
+
+    Effect: TypeAlias = tuple[str, Any]
+    Required: TypeAlias = tuple[list[tuple[int, int]], set[tuple[int, int]]]
 
 __all__ = [
     "COLLECTIVE_SYNCS",
@@ -67,7 +87,14 @@ PUT_SIGNALS = ("put_signal", "put_signal_nbi")
 LOCAL_SYNCS = frozenset({"quiet", "fence", "ctx_destroy"})
 
 #: comparison name (as shmem4py's ``_str_to_cmp``) -> its test
-CMPS = {"==": operator.eq, "!=": operator.ne, ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+CMPS: dict[str, Callable[[Any, Any], bool]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+}
 #: waits whose event carries one word's condition (``cmp``, ``value``)
 _CONDITIONED = frozenset(
     {
@@ -84,7 +111,7 @@ _CONDITIONED = frozenset(
     }
 )
 #: atomics that add to the word: op -> the increment (None: the recorded value)
-_ADDS = {
+_ADDS: dict[str, int | None] = {
     "atomic_inc": 1,
     "atomic_fetch_inc": 1,
     "atomic_fetch_inc_nbi": 1,
@@ -109,12 +136,12 @@ _SETS = frozenset(
 )
 
 
-def done_on_return(op):
+def done_on_return(op: str) -> bool:
     """A blocking get or a fetching atomic is complete (both sides) when it returns."""
     return op in FETCHES
 
 
-def written(e):
+def written(e: Event) -> Effect | None:
     """What write event ``e`` does to the word a wait reads: ``("add", n)``, ``("set", v)`` or None
     (not known: a store of a value not recorded, a multi-element put, a compare-and-swap...)."""
     if e.kind == "mem":  # a store of the PE's own: its value when it was one integer element
@@ -132,18 +159,18 @@ def written(e):
     return None
 
 
-def condition(e):
+def condition(e: Event) -> tuple[str, Any] | None:
     """``(cmp, value)`` of a wait event on one word, or None (vector waits, ``signal_fetch``, old traces)."""
     if e.op not in _CONDITIONED or getattr(e, "cmp", None) not in CMPS or e.value is None:
         return None
     return e.cmp, e.value
 
 
-def holds(cmp, x, value):
+def holds(cmp: str, x: Any, value: Any) -> bool:
     return CMPS[cmp](x, value)
 
 
-def increments_needed(cmp, value, base):
+def increments_needed(cmp: str, value: int, base: int) -> int | None:
     """How much a counter that only grows must add to ``base`` to satisfy ``x cmp value`` (0: it does
     already); None for ``<`` and ``<=``, which it satisfies at once or never."""
     if cmp in (">=", "=="):
@@ -155,13 +182,13 @@ def increments_needed(cmp, value, base):
     return None
 
 
-def requirement(cmp, value, base, open_writes):
+def requirement(cmp: str, value: Any, base: Any, open_writes: Iterable[tuple[int, int, Event]]) -> Required | None:
     """The writes a wait on ``x cmp value`` requires, from the word's ``base`` value and the writes
     ``open_writes`` (``(pe, index, event)`` in program order per PE) that may land before it:
     ``(after, delivered)``, the ``(pe, index)`` whose issue the wait comes after and those of them
     certainly delivered when it returns; None when the rule cannot tell (mixed or unknown writes,
     or no way to satisfy it: the caller falls back to the values the wait saw)."""
-    effects = [(pe, i, written(e)) for pe, i, e in open_writes]
+    effects: list[tuple[int, int, Any]] = [(pe, i, written(e)) for pe, i, e in open_writes]
     if not effects or any(x is None for _, _, x in effects):
         return None
     kinds = {x[0] for _, _, x in effects}
@@ -179,7 +206,7 @@ def requirement(cmp, value, base, open_writes):
     return None
 
 
-def _increments_required(cmp, value, base, adds):
+def _increments_required(cmp: str, value: int, base: int, adds: list[tuple[int, int, int]]) -> Required | None:
     """A growing counter: the increments ``adds`` (``(pe, index, n)``) a wait needs past ``base``."""
     need = increments_needed(cmp, value, base)
     if need is None:
@@ -189,9 +216,11 @@ def _increments_required(cmp, value, base, adds):
     total = sum(n for _, _, n in adds)
     if total < need:
         return None
-    by_pe = {}
+    by_pe: dict[int, list[tuple[int, int]]] = {}
     for pe, i, n in adds:
         by_pe.setdefault(pe, []).append((i, n))
+    edges: list[tuple[int, int]]
+    delivered: set[tuple[int, int]]
     edges, delivered = [], set()
     for pe, own in by_pe.items():
         mine = sum(n for _, n in own)

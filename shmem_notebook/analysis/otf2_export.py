@@ -9,12 +9,18 @@ and collectives are ``RmaCollectiveBegin`` / ``RmaCollectiveEnd`` pairs; waits o
 ``RmaWaitChange``. Timestamps are ns of each node's clock (see :mod:`.timeline`).
 """
 
+from __future__ import annotations
+
 import os
 import shutil
+from typing import TYPE_CHECKING, Any
 
 from .timeline import lanes
 
 __all__ = ["write_otf2", "COLLECTIVE_OPS"]
+
+if TYPE_CHECKING:
+    from .trace import Trace
 
 #: call -> the name of its otf2.CollectiveOp
 COLLECTIVE_OPS = {
@@ -31,7 +37,7 @@ COLLECTIVE_OPS = {
 _UNDEFINED = 2**32 - 1  # OTF2_UNDEFINED_UINT32: no root
 
 
-def _atomic_type(op):
+def _atomic_type(op: str) -> Any:
     import otf2
 
     kinds = otf2.RmaAtomicType
@@ -48,7 +54,7 @@ def _atomic_type(op):
     return kinds.FETCH_AND_ACCUMULATE if "fetch" in op else kinds.ACCUMULATE
 
 
-def _clear(directory, name):
+def _clear(directory: str, name: str) -> None:
     """Remove an earlier archive ``name`` in ``directory`` (its anchor, definitions and event folder)."""
     for suffix in (".otf2", ".def"):
         if os.path.exists(os.path.join(directory, name + suffix)):
@@ -57,7 +63,7 @@ def _clear(directory, name):
         shutil.rmtree(os.path.join(directory, name))
 
 
-def write_otf2(trace, path):
+def write_otf2(trace: Trace, path: str | os.PathLike[str]) -> str | os.PathLike[str]:
     """Write ``trace`` as the OTF2 archive whose anchor file is ``path`` (``run.otf2``; also ``run.def``, ``run/``)."""
     import otf2
     from otf2.enums import GroupType, Paradigm, RegionRole, RmaSyncLevel
@@ -74,6 +80,8 @@ def write_otf2(trace, path):
         defs = archive.definitions
         job, library = trace.meta.get("job") or "shmem_notebook", trace.meta.get("library") or "?"
         root = defs.system_tree_node(f"job: {job} ({library})")
+        nodes: dict[str, Any]
+        locations: dict[int, Any]
         nodes, locations = {}, {}
         for pe in range(trace.npes):
             host = (trace.pe_info.get(pe) or {}).get("host") or "no trace"
@@ -90,9 +98,10 @@ def write_otf2(trace, path):
         )
         window = defs.rma_win("symmetric heap", comm=world)
         cell = str(trace.meta.get("cell") or "cell")
+        regions: dict[tuple[str, int | None], Any]
         regions, matching = {}, 0
 
-        def region(op, line):
+        def region(op: str, line: int | None) -> Any:
             if (op, line) not in regions:
                 role = (
                     RegionRole.BARRIER

@@ -10,8 +10,11 @@ than the one its last reader sends after reading it (wait for that one: the wait
 :func:`.fixcheck.orders` finds orders the race.
 """
 
+from __future__ import annotations
+
 import ast
 import dataclasses
+from typing import TYPE_CHECKING, Any
 
 from ..folding import pe_ranges
 from ..words import plural
@@ -21,11 +24,19 @@ from .model import LOCAL_SYNCS
 
 __all__ = ["patterns", "touches", "LOOKBACK"]
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .happens_before import _Access, _Simulation
+    from .model import Effect, Event
+
+    _Advice = Iterator[tuple[str, Fix]]
+
 #: how far a hint looks on one PE for the events around an access
 LOOKBACK = 10_000
 
 
-def patterns(a, b, sim):
+def patterns(a: _Access, b: _Access, sim: _Simulation) -> _Advice:
     """``(hint, fix)`` of each pattern bug ``a`` and ``b`` may be, to check in this order: an access before the
     wait that orders it, a counted wait that counts too few, a collective's destination reused by the next round,
     a buffer reused after a wait for an older acknowledgement."""
@@ -37,8 +48,9 @@ def patterns(a, b, sim):
         yield from _older_ack(x, y, sim)
 
 
-def _after(x, sim):
+def _after(x: _Access, sim: _Simulation) -> list[tuple[int, Event]]:
     """``[(index, event)]`` on PE ``x.pe`` after ``x`` up to its next collective synchronisation."""
+    out: list[tuple[int, Event]]
     evs, out = sim.events[x.pe], []
     for i in range(x.index + 1, min(len(evs), x.index + 1 + LOOKBACK)):
         e = evs[i]
@@ -48,7 +60,7 @@ def _after(x, sim):
     return out
 
 
-def _before_its_wait(x, y, sim):
+def _before_its_wait(x: _Access, y: _Access, sim: _Simulation) -> _Advice:
     """PE ``x.pe`` accesses before its wait that is ordered after PE ``y.pe``'s write following ``y``: move ``x``
     after the wait."""
     if x.pe == y.pe or x.cell or y.cell:
@@ -68,7 +80,7 @@ def _before_its_wait(x, y, sim):
             return
 
 
-def _counts_too_few(x, y, sim):
+def _counts_too_few(x: _Access, y: _Access, sim: _Simulation) -> _Advice:
     """PE ``x.pe`` accesses after a counted wait (``>=`` a number of increments) that needs fewer increments than
     the PEs make, ``y``'s PE incrementing after ``y``: wait for all of them (the count in the wait rewritten)."""
     if x.pe == y.pe or x.cell or y.cell:
@@ -88,11 +100,11 @@ def _counts_too_few(x, y, sim):
             return
         if not any(q == y.pe and j > y.index for q, j, *_ in adds):
             return
-        total = sum(how[1] for *_, how in adds)
-        needed = model.increments_needed(cond[0], cond[1], w.before or 0)
+        total = sum(how[1] for *_, how in adds)  # type: ignore[index]  # every one adds
+        needed: int = model.increments_needed(cond[0], cond[1], w.before or 0)  # type: ignore[assignment]  # >=, >
         if needed >= total:
             return
-        old = _wait_count(sim.source, w.line)
+        old = _wait_count(sim.source, w.line)  # type: ignore[arg-type]  # checked with a source only
         if old is None:
             return
         new = recount(old, total - needed)
@@ -111,12 +123,13 @@ def _counts_too_few(x, y, sim):
         return
 
 
-def _older_ack(x, y, sim):
+def _older_ack(x: _Access, y: _Access, sim: _Simulation) -> _Advice:
     """PE ``x.pe`` writes memory after a wait (``>=``, ``>``) on a word that PE ``y.pe`` sets, after its access
     ``y`` of that memory, to a value the wait does not need: the wait lets ``x`` reuse the memory before that
     acknowledgement; wait for it (the wait's value written anew, as much larger as the acknowledgement is)."""
     if x.pe == y.pe or x.cell or y.cell or not x.writes:
         return
+    w: Any
     evs, w = sim.events[x.pe], None
     for i in range(x.index - 1, max(-1, x.index - 1 - LOOKBACK), -1):
         e = evs[i]
@@ -128,12 +141,13 @@ def _older_ack(x, y, sim):
     cond = model.condition(w) if w is not None else None
     if cond is None or cond[0] not in (">=", ">"):
         return
+    ack: Any
     ack = next((e for _, e in _after(y, sim) if e.kind == "rma" and e.pe == x.pe and e.lo < w.hi and w.lo < e.hi), None)
     how = model.written(ack) if ack is not None else None
     if how is None or how[0] != "set":
         return
     more = how[1] - (cond[0] == ">") - cond[1]
-    old = _wait_count(sim.source, w.line) if more > 0 else None
+    old = _wait_count(sim.source, w.line) if more > 0 else None  # type: ignore[arg-type]  # as above
     if old is None:
         return
     new = recount(old, more)
@@ -149,9 +163,10 @@ def _older_ack(x, y, sim):
     )
 
 
-def _writes_to(pe, w, sim):
+def _writes_to(pe: int, w: Event, sim: _Simulation) -> list[tuple[int, int, Event, Effect | None]]:
     """``[(pe, index, event, model.written(event))]``: the RMA writes to the word PE ``pe``'s wait ``w`` reads
     (once per simulation and wait)."""
+    cache: dict[tuple[int, int, int], list[tuple[int, int, Event, Effect | None]]]
     cache = sim.__dict__.setdefault("_writes_to", {})
     key = (pe, w.lo, w.hi)
     if key not in cache:
@@ -164,7 +179,7 @@ def _writes_to(pe, w, sim):
     return cache[key]
 
 
-def _wait_count(source, line):
+def _wait_count(source: str, line: int) -> str | None:
     """The text of the value argument of the wait called at cell ``line`` (None: not found)."""
     try:
         tree = ast.parse(source)
@@ -178,7 +193,7 @@ def _wait_count(source, line):
     return None
 
 
-def _next_round(a, b, sim):
+def _next_round(a: _Access, b: _Access, sim: _Simulation) -> _Advice:
     """A collective's destination used in a loop: the next round's collective may write it while this round's
     still does, or before this round's last use of it; one barrier after that use separates the rounds."""
     if a.pe != b.pe or a.cell or b.cell or a.index == b.index:
@@ -221,7 +236,7 @@ def _next_round(a, b, sim):
     yield text, Fix((Edit((last.line,), "shmem.barrier_all()", every_pe=True),))
 
 
-def touches(pe, e, owner, space, lo, hi):
+def touches(pe: int, e: Event, owner: int, space: str, lo: int, hi: int) -> bool:
     """Does event ``e`` of PE ``pe`` access bytes ``[lo, hi)`` of ``owner``'s memory ``space``?"""
     if e.kind == "mem":
         return pe == owner and e.space == space and e.lo < hi and lo < e.hi

@@ -9,29 +9,45 @@ and the lines that called compiled code (``compiled``). :func:`where` names a li
 compiled code. Pure Python over plain data.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import hashlib
 import os
 import re
+from typing import TYPE_CHECKING, Any
 
 from ..protocol import RACE_LINES
 
 __all__ = ["cell_labels", "name_places", "namer", "notes", "places_of", "where"]
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+    from typing import Protocol
+
+    from .happens_before import Access, Race
+
+    class _Record(Protocol):
+        code: str
+        count: int | None
+        part: int
+        number: int
+
+
 _LINE = re.compile(r"\bline (\d+)")
 
 
-def places_of(traces):
+def places_of(traces: Mapping[int, dict[str, Any]]) -> dict[int, Any]:
     """``{number: place}`` over every PE's recording (a place has one number on every PE)."""
-    found = {}
+    found: dict[int, Any] = {}
     for data in traces.values():
         found.update(data.get("places") or {})
     return found
 
 
-def cell_labels(history):
+def cell_labels(history: Iterable[_Record] | None) -> dict[str, str]:
     """``{sha1 of a cell's code: "In [3]"}`` of a job's history (``cell 3`` outside a notebook; the latest run wins)."""
-    labels = {}
+    labels: dict[str, str] = {}
     for record in history or ():
         label = (
             f"cell {record.number}"
@@ -42,7 +58,7 @@ def cell_labels(history):
     return labels
 
 
-def where(line, places, cells=None):
+def where(line: int, places: Mapping[int, Any], cells: Mapping[str, str] | None = None) -> str:
     """A recorded ``line`` named for the report: ``"line 7"`` for the cell's own lines."""
     number, rest = divmod(line, RACE_LINES)
     place = places.get(number) if number else None
@@ -56,29 +72,31 @@ def where(line, places, cells=None):
     return f"exec'd code line {rest} (called at {where(place[1], places, cells)})"
 
 
-def namer(traces, history=None):
+def namer(traces: Mapping[int, dict[str, Any]], history: Iterable[_Record] | None = None) -> Callable[[int], str]:
     """``name(line)``: :func:`where` with the places of ``traces`` and the cells of ``history``."""
     places = places_of(traces)
     cells = cell_labels(history) if places else None
     return lambda line: where(line, places, cells)
 
 
-def _outside(line):
+def _outside(line: int) -> bool:
     return line >= RACE_LINES
 
 
-def name_places(races, traces, history=None):
+def name_places(
+    races: list[Race], traces: Mapping[int, dict[str, Any]], history: Iterable[_Record] | None = None
+) -> list[Race]:
     """``races`` with the accesses outside the cell named (``Access.place``), the own places of accesses
     made in functions the cell called (``own_file``, ``own_line``, ``function``) and so the hints' lines;
     a fix that would edit code outside the cell is dropped (``fix`` None: the hint says what to change)."""
     places = places_of(traces)
-    functions = {}
+    functions: dict[int, str] = {}
     for data in traces.values():
         functions.update(data.get("functions") or {})
     if not places and not functions:
         return races
     cells = cell_labels(history)
-    out = []
+    out: list[Race] = []
     for race in races:
         named = [int(m.group(1)) for m in _LINE.finditer(f"{race.hint} {race.fix or ''}")]
         lines = [a.line for a in race.accesses] + [a.own_line or 0 for a in race.accesses] + named
@@ -94,7 +112,9 @@ def name_places(races, traces, history=None):
     return out
 
 
-def _own_place(access, places, cells, functions):
+def _own_place(
+    access: Access, places: Mapping[int, Any], cells: Mapping[str, str] | None, functions: Mapping[int, str]
+) -> Access:
     """``access`` with its place named: its own place in a function (file, line, name), or its line's."""
     at = access.own_line
     if at is None:
@@ -113,7 +133,11 @@ def _own_place(access, places, cells, functions):
     )
 
 
-def notes(traces, history=None, name=None):
+def notes(
+    traces: Mapping[int, dict[str, Any]],
+    history: Iterable[_Record] | None = None,
+    name: Callable[[int], str] | None = None,
+) -> list[str]:
     """One line per line that called compiled code: ``"line 12 calls compiled code: its arrays counted as
     read and written"``; ``name(line)`` names a line (default: :func:`where`)."""
     name = name or namer(traces, history)

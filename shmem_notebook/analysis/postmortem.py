@@ -11,13 +11,19 @@ Pure text analysis, testable without OpenSHMEM:
   line of the user's cell it is on and the shmem call it is blocked in.
 """
 
+from __future__ import annotations
+
 import re
 import signal
+from typing import TYPE_CHECKING
 
 from ..folding import pe_ranges
 from ..operations import EMULATED_WAIT
 
 __all__ = ["crash_causes", "with_first_deaths", "describe_exit", "cell_location", "where_report", "cell_error"]
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
 
 _SIGNAL_RANK = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
 _EXIT_RANK = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)")
@@ -32,14 +38,14 @@ _HYDRA_EXIT = re.compile(
 _GLOBAL_EXIT = re.compile(r"shmem_notebook: PE (\d+) called shmem\.global_exit\((-?\d+)\)")
 
 
-def _signal_text(number):
+def _signal_text(number: int) -> str:
     try:
         return f"signal {number} ({signal.Signals(number).name})"
     except ValueError:
         return f"signal {number}"
 
 
-def describe_exit(code):
+def describe_exit(code: int | None) -> str:
     """``-11`` / ``139`` -> ``'signal 11 (SIGSEGV)'``; ``3`` -> ``'exit code 3'``."""
     if code is None:
         return "an unknown cause"
@@ -50,12 +56,12 @@ def describe_exit(code):
     return f"exit code {code}"
 
 
-def crash_causes(output, pids=None):
+def crash_causes(output: str, pids: Mapping[int, int | None] | None = None) -> dict[int, str]:
     """PE -> cause (``'signal 11 (SIGSEGV)'``, ``'exit code 3'``, ...) found in ``oshrun`` output.
 
     ``pids`` maps PE -> pid, to attribute UCX signal reports and MPICH hydra's (which name a pid).
     """
-    causes = {}
+    causes: dict[int, str] = {}
     for pe, status in _GLOBAL_EXIT.findall(output):
         causes.setdefault(int(pe), f"shmem.global_exit({status})")
     by_pid = {pid: pe for pe, pid in (pids or {}).items()}
@@ -79,7 +85,9 @@ def crash_causes(output, pids=None):
 UNREPORTED = "a cause the launcher did not report"
 
 
-def with_first_deaths(causes, first, watched):
+def with_first_deaths(
+    causes: dict[int, str], first: Mapping[int, int | None], watched: Collection[int]
+) -> dict[int, str]:
     """``causes`` (from :func:`crash_causes`) corrected by ``first``: PE -> wait status (or None) of
     the PEs of ``watched`` (those on this host) seen ended first.
 
@@ -97,7 +105,7 @@ def with_first_deaths(causes, first, watched):
     return causes
 
 
-def _status_text(status):
+def _status_text(status: int | None) -> str | None:
     if status is None:
         return None
     return _signal_text(status & 0x7F) if status & 0x7F else f"exit code {status >> 8 & 0xFF}"
@@ -106,7 +114,7 @@ def _status_text(status):
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 
 
-def cell_location(dump):
+def cell_location(dump: str) -> tuple[int, str | None] | None:
     """``(line, shmem_call)`` of the thread running a cell in a faulthandler dump.
 
     ``line`` is the line of the cell's code (1-based); ``shmem_call`` the
@@ -126,14 +134,14 @@ def cell_location(dump):
     return None
 
 
-def where_report(locations, code, npes):
+def where_report(locations: Mapping[int, tuple[int, str | None] | str], code: str, npes: int) -> list[str]:
     """Lines like ``PE 0: line 3, shmem.barrier_all()`` / ``PE 1-3: finished``.
 
     ``locations`` maps PE -> ``(line, shmem_call)``, ``'finished'``, or a
     string saying why the location is unknown.
     """
     source = code.splitlines()
-    groups = {}
+    groups: dict[str, list[int]] = {}
     for pe in range(npes):
         where = locations.get(pe, "finished")
         if isinstance(where, tuple):
@@ -149,7 +157,7 @@ def where_report(locations, code, npes):
     return [f"PE {pe_ranges(pes)}: {where}" for where, pes in groups.items()]
 
 
-def cell_error(error, code):
+def cell_error(error: tuple[str, str, str], code: str) -> tuple[str, str, str]:
     """A PE's ``(ename, evalue, traceback)`` with a syntax error's temporary file name
     (``(2614432101.py, line 2)``) replaced by the cell's line: ``(line 2 of the cell: if x = 2:)``."""
     ename, evalue, tb = error

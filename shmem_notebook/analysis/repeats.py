@@ -22,15 +22,23 @@ whose PEs end after different numbers of world collectives, or inside a team's, 
 simulation forces such collectives through in an order that depends on their counts.
 """
 
+from __future__ import annotations
+
 from itertools import chain
 from math import gcd, lcm
 from operator import itemgetter
+from typing import TYPE_CHECKING, Any
 
 from ..distinct import numbering
 from ..operations import CALLS, FIELD, event
 from .model import COLLECTIVE_SYNCS as _SYNCS, COMPLETING as _COMPLETING, FETCHES as _FETCHES
 
 __all__ = ["fold_repeats"]
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    _Counts = dict[tuple[int, ...], int]
 _V, _CTX, _SCTX, _LOCK = FIELD["rma"]["values"], FIELD["rma"]["ctx"], FIELD["sync"]["ctx"], FIELD["lock"]["lock"]
 _MEMBERS = {"sync": FIELD["sync"]["members"], "coll": FIELD["coll"]["members"]}
 #: per ``values``, kind -> an event's fields as a tuple, an rma's written values only if ``values``
@@ -47,7 +55,7 @@ _NONES = [None] * max(map(len, FIELD.values()))  # a PE may leave out an event's
 _WORLD, _TEAM, _PENDING, _COMPLETED, _LOCK_CALL, _WAIT = range(6)  # what an event does to _walk's state
 
 
-def _step(e):
+def _step(e: Sequence[Any]) -> tuple[int, Any] | None:
     """What :func:`_walk` does at event ``e``: ``(what, argument)``, or None for nothing."""
     kind = e[0]
     if kind == "mem":
@@ -67,12 +75,16 @@ def _step(e):
     return (_WAIT, None) if kind == "wait" else None
 
 
-def _walk(evs):
+def _walk(evs: Sequence[Any]) -> tuple[Any, ...]:
     """Where each world collective of one PE ends (and its events), is the PE clean after it, its
     team counts then (a dict or None): three tuples; and does the PE wait? (Of an
     :class:`~shmem_notebook.distinct.Events` whose repeats are known, each distinct event is looked at once.)"""
     table, ids = numbering(evs) or (evs, range(len(evs)))
     steps = list(map(_step, table))
+    pending: set[Any]
+    held: set[Any]
+    teams: _Counts
+    found: list[tuple[int, bool, _Counts | None]]
     pending, held, teams, found, waits = set(), set(), {}, [], False
     for i, k in enumerate(ids):
         step = steps[k]
@@ -100,19 +112,20 @@ def _walk(evs):
     return (*zip(*found, (len(evs), False, dict(teams) if teams else None)), waits)
 
 
-def _balanced(counts):
+def _balanced(counts: Sequence[_Counts | None]) -> bool:
     """Has each PE of each team passed as many of its collectives (``counts``: a dict or None per PE)?"""
+    count: Callable[[int, tuple[int, ...]], int | None]
     count = lambda pe, team: (counts[pe] or {}).get(team, 0) if pe < len(counts) else None  # noqa: E731
     return not any(counts) or all(
         len({count(q, team) for q in {*team, pe}}) == 1 for pe, c in enumerate(counts) if c for team in c
     )
 
 
-def _frozen(x):
+def _frozen(x: Any) -> Any:
     return tuple(map(_frozen, x)) if type(x) is list else x
 
 
-def _keys(evs, lo, hi, get, frozen):
+def _keys(evs: Sequence[Any], lo: int, hi: int, get: Mapping[str, Callable[[Any], Any]], frozen: bool) -> list[Any]:
     """The keys of ``evs[lo:hi]`` (each event's fields as ``get`` takes them; ``frozen``: lists made
     tuples). Of an :class:`~shmem_notebook.distinct.Events` whose repeats are known, a number per
     distinct key: its distinct events are looked at, not every event."""
@@ -126,16 +139,22 @@ def _keys(evs, lo, hi, get, frozen):
         keys = [get[e[0]]([*e, *_NONES]) for e in rows]
     if known is None:
         return keys
-    number = {}
+    number: dict[Any, int] = {}
     numbers = [number.setdefault(key, len(number)) for key in keys]
     return [numbers[i] for i in known[1][lo:hi]]
 
 
-def _ids(lists, cuts, values):
+def _ids(  # type: ignore[return]  # the second pass returns or raises
+    lists: Sequence[Sequence[Any]],
+    cuts: Sequence[Sequence[int]],
+    values: bool,
+) -> list[int]:
     """An id per epoch, the same for the same signature: every PE's events in it, each as its fields
     (as its named tuple has them: missing ones None; written values left out unless ``values``)."""
     get = _FIELDS[values]
     for frozen in (False, True):  # a list is unhashable: if there is one, lists become tuples on the second pass
+        per_pe: list[list[tuple[Any, ...]]]
+        seen: dict[tuple[Any, ...], int]
         per_pe, seen = [], {}
         try:
             for evs, c in zip(lists, cuts):
@@ -147,7 +166,7 @@ def _ids(lists, cuts, values):
                 raise
 
 
-def _copies(block, npes):
+def _copies(block: list[tuple[list[list[Any]], int]], npes: int) -> int:
     """``g`` for ``block`` (per epoch: per PE its events, its world collectives); 0: keep every copy.
 
     :meth:`~.happens_before._Simulation.run` visits the PEs in turn from the one that finished the last
@@ -157,6 +176,8 @@ def _copies(block, npes):
     a flag the block writes with a value it saw blocks until the simulation is stuck, which
     restarts it at PE 0: copies after the first start alike. Else the order after a copy is a
     function of the one before: periodic after ``npes`` copies, its period dividing ``lcm(1..npes)``."""
+    writes: dict[tuple[int, int, int], set[Any]]
+    waits: list[tuple[tuple[int, int, int], Any]]
     writes, waits, turn, rotates = {}, [], 0, True
     for parts, worlds in block:
         turn += worlds
@@ -175,9 +196,12 @@ def _copies(block, npes):
     return npes // gcd(turn % npes, npes) if rotates else period * -(-2 * npes // period) if period <= 1000 else 0
 
 
-def _collapse(ids, copies):
+def _collapse(ids: list[int], copies: Callable[[list[int]], int]) -> list[int]:
     """The positions of ``ids`` (epoch signatures) kept: ``2g + 1`` consecutive copies of a block
     lose ``g`` of them, ``g = copies(block)`` (positions; 0: none)."""
+    out: list[int]
+    last: dict[int, int]
+    g: int | None
     out, last, period, match, g = [], {}, 0, 0, None
     for t, sid in enumerate(ids):
         if period and ids[out[-period]] == sid:
@@ -197,7 +221,7 @@ def _collapse(ids, copies):
     return out
 
 
-def fold_repeats(events, npes):
+def fold_repeats(events: dict[int, list[Any]], npes: int) -> dict[int, list[Any]]:
     """``events`` (PE -> its events: lists as the PEs send them, or their named tuples) without the
     repeated epochs the module describes; the same object when none repeats."""
     lists = [events.get(pe, []) for pe in range(npes)]
@@ -208,6 +232,7 @@ def fold_repeats(events, npes):
     if len(usable) < 2:
         return events
     cuts = list(map(itemgetter(*usable), ends))  # per PE: epoch t is its events cuts[pe][t]:cuts[pe][t + 1]
+    parts: Callable[[int], list[list[Any]]]
     parts = lambda t: [evs[c[t] : c[t + 1]] for evs, c in zip(lists, cuts)]  # noqa: E731
     ids = _ids(lists, cuts, any(waits))
     kept = _collapse(ids, lambda block: _copies([(parts(t), usable[t + 1] - usable[t]) for t in block], npes))

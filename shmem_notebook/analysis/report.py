@@ -8,12 +8,30 @@ cap; otherwise it says what was checked and why the rest was not::
     no races found in what was checked: PE 0-1 up to line 6; the cell raised ValueError on PE 0-1 at line 6 (...)
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..folding import pe_ranges
 from ..words import plural
 
 __all__ = ["Stop", "Words", "CELL", "PROGRAM", "stops_of", "verdict", "report_lines"]
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+    from typing import Protocol, TypeVar
+
+    from .happens_before import Race
+    from .partial import Checked
+
+    _V = TypeVar("_V", bound=Hashable)
+
+    class _Ended(Protocol):
+        errors: dict[int, tuple[str, str, str]]
+        outcome: str
+        waiting: dict[int, Any]
+        pending: list[int]
 
 
 @dataclass(frozen=True)
@@ -39,12 +57,14 @@ class Stop:
     after: str = ""
 
 
-def stops_of(result, timeout=None, raised_line=None):
+def stops_of(
+    result: _Ended, timeout: float | None = None, raised_line: Callable[[str], int | None] | None = None
+) -> dict[int, Stop]:
     """``{pe: Stop}`` for a cell's :class:`~shmem_notebook.cells.CellResult`: the PEs that raised, were
     interrupted, stopped at ``timeout``, waited for PEs that raised or could not be stopped.
     ``raised_line(traceback)``: the cell line of an error."""
     line_of = raised_line or (lambda tb: None)
-    stops = {}
+    stops: dict[int, Stop] = {}
     for pe, (ename, _, tb) in result.errors.items():
         if ename == "KeyboardInterrupt" and result.outcome == "timeout":
             stops[pe] = Stop(line_of(tb), f"was stopped by its timeout of {timeout:g} s" if timeout else "timed out")
@@ -60,15 +80,25 @@ def stops_of(result, timeout=None, raised_line=None):
     return stops
 
 
-def _line(line):
+def _line(line: int) -> str:
     return f"line {line}"
 
 
-def _plural(count, word):
+def _plural(count: int, word: str) -> str:
     return plural(count, word)
 
 
-def verdict(races, traces, npes, checked=None, stops=None, words=CELL, where=_line, after="", cost=""):
+def verdict(
+    races: Sequence[Race],
+    traces: Mapping[int, dict[str, Any]],
+    npes: int,
+    checked: Checked | None = None,
+    stops: Mapping[int, Stop] | None = None,
+    words: Words = CELL,
+    where: Callable[[int], str] = _line,
+    after: str = "",
+    cost: str = "",
+) -> str:
     """The summary line. ``traces``: ``{pe: trace data}`` of the PEs that sent one; ``checked``: the
     :class:`~shmem_notebook.analysis.partial.Checked` of a capped trace (None: no cap reached);
     ``stops``: ``{pe: Stop}``; ``where(line)``: how a line is named; ``after``, ``cost``: added to
@@ -83,9 +113,16 @@ def verdict(races, traces, npes, checked=None, stops=None, words=CELL, where=_li
     return f"{found} ({words.subject} traced: {_plural(ops, 'operation')} on {_plural(len(traces), 'PE')}{after}{cost})"
 
 
-def _what_was_checked(traces, missing, checked, stops, words, where):
+def _what_was_checked(
+    traces: Mapping[int, dict[str, Any]],
+    missing: list[int],
+    checked: dict[int, int | None] | None,
+    stops: Mapping[int, Stop],
+    words: Words,
+    where: Callable[[int], str],
+) -> str:
     """``PE 0-1 up to line 6; PE 2 sent no trace; the cell raised ValueError on PE 0-1 at line 6``."""
-    reach = {}
+    reach: dict[int, str] = {}
     for pe in sorted(traces):
         cap, stop = (checked or {}).get(pe), stops.get(pe)
         if cap is not None:
@@ -110,15 +147,22 @@ def _what_was_checked(traces, missing, checked, stops, words, where):
     return "; ".join(parts)
 
 
-def _groups(per_pe):
+def _groups(per_pe: Mapping[int, _V]) -> list[tuple[_V, list[int]]]:
     """``[(value, [pes])]`` of a ``{pe: value}``, in the order of each value's first PE."""
-    groups = {}
+    groups: dict[_V, list[int]] = {}
     for pe, value in sorted(per_pe.items()):
         groups.setdefault(value, []).append(pe)
     return list(groups.items())
 
 
-def report_lines(races, traces, npes, show=str, notes=(), **options):
+def report_lines(
+    races: Sequence[Race],
+    traces: Mapping[int, dict[str, Any]],
+    npes: int,
+    show: Callable[[Race], str] = str,
+    notes: Iterable[str] = (),
+    **options: Any,
+) -> list[str]:
     """The report's lines (without newlines): ``show(race)`` for each race, the ``notes`` (lines that
     called compiled code, see :mod:`.places`), then the :func:`verdict` (``options``: its keywords);
     one line saying nothing was checked when no PE sent its trace."""

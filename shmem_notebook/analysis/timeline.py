@@ -6,11 +6,17 @@ one node share one clock, so their slices line up exactly; across nodes the lane
 as aligned as the nodes' clocks are synchronised (NTP: typically within a millisecond).
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..operations import ATOMICS, CALLS, COLLECTIVES, RMA, WAITS
 
 __all__ = ["Slice", "lanes", "kind_of", "WAITING", "origin"]
+
+if TYPE_CHECKING:
+    from .trace import Trace
 
 #: calls in which a PE waits for others: barriers, team syncs, waits on memory, locks, collectives
 WAITING = (
@@ -20,7 +26,7 @@ WAITING = (
 )
 
 
-def kind_of(op):
+def kind_of(op: str) -> str:
     """``"wait"``, ``"rma"``, ``"amo"``, or the catalogue's kind (``"sync"``, ``"lock"``, ...)."""
     if op in WAITING:
         return "wait"
@@ -39,22 +45,22 @@ class Slice:
     op: str
     start: int
     end: int
-    line: object
-    event: dict
+    line: int | None
+    event: dict[str, Any]
     pause: int = 0
 
     @property
-    def kind(self):
+    def kind(self) -> str:
         return kind_of(self.op)
 
     @property
-    def seconds(self):
+    def seconds(self) -> float:
         return (self.end - self.start) / 1e9
 
 
-def lanes(trace):
+def lanes(trace: Trace) -> dict[int, list[Slice]]:
     """``{pe: [Slice]}`` in time order, for every PE of ``trace`` (an empty lane for a PE that sent nothing)."""
-    out = {pe: [] for pe in range(trace.npes)}
+    out: dict[int, list[Slice]] = {pe: [] for pe in range(trace.npes)}
     for event in trace.events:
         end = event["t"]
         start = min(event.get("t0", end), end)
@@ -65,8 +71,8 @@ def lanes(trace):
     return out
 
 
-def origin(trace):
+def origin(trace: Trace) -> int:
     """The earliest time of the trace (ns): the first PE's start, else its first call."""
-    times = [info["started"] for info in trace.pe_info.values() if info.get("started")]
+    times: list[int] = [info["started"] for info in trace.pe_info.values() if info.get("started")]
     times += [min(e.get("t0", e["t"]), e["t"]) for e in trace.events]
     return min(times, default=0)

@@ -8,6 +8,10 @@ the order is consistent with happens-before (on one host; across hosts the
 clocks are only as good as their synchronisation).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ..operations import COLLECTIVES, TRANSFERS
@@ -16,6 +20,16 @@ from .model import READS  # gets: data flows to the caller
 from .trace_ends import said
 
 __all__ = ["Trace", "TRANSFERS", "PROFILE_CHART"]
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Callable, Iterable, Mapping
+
+    import numpy.typing as npt
+    from matplotlib.figure import Figure, SubFigure
+
+    from .happens_before import Race
+    from .waits import Waits
 
 #: the plain-text form of the chart :meth:`Trace.profile` shows (what a terminal prints for it)
 PROFILE_CHART = "<chart: where each PE waited in the traced cell>"
@@ -30,29 +44,41 @@ class Trace:
     name (``job``, ``library``, ``cell``); ``ends``: ``{pe: sentence}`` where a cut-short PE's trace
     ends (:attr:`cut`); ``where(line)``: how a line is named (``line 7``, ``prog.py:7``)."""
 
-    def __init__(self, per_pe, code="", npes=None, meta=None, ends=None, where=None):
+    def __init__(
+        self,
+        per_pe: list[dict[str, Any]],
+        code: str = "",
+        npes: int | None = None,
+        meta: Mapping[str, Any] | None = None,
+        ends: Mapping[int, str] | None = None,
+        where: Callable[[Any], str] | None = None,
+    ) -> None:
         self.code = code
         self.npes = max([len(per_pe), npes or 0] + [p["pe"] + 1 for p in per_pe if p.get("pe") is not None])
         self.dropped = sum(p.get("dropped", 0) for p in per_pe)
-        self.events = sorted((e for p in per_pe for e in p["events"]), key=lambda e: (e["epoch"], e["t"], e["pe"]))
-        self.pe_info = {
+        self.events: list[dict[str, Any]] = sorted(
+            (e for p in per_pe for e in p["events"]), key=lambda e: (e["epoch"], e["t"], e["pe"])
+        )
+        self.pe_info: dict[int, dict[str, Any]] = {
             p["pe"]: {k: p.get(k) for k in ("host", "pid", "started", "stopped", "dropped", "cpu")}
             for p in per_pe
             if p.get("pe") is not None
         }
-        self._snapshots = [p["snapshots"] for p in sorted(per_pe, key=lambda p: p.get("pe") or 0)]
+        self._snapshots: list[list[dict[str, Any]]] = [
+            p["snapshots"] for p in sorted(per_pe, key=lambda p: p.get("pe") or 0)
+        ]
         #: heap states recorded on every PE: the start, after each world barrier, the end
         self.epochs = min((len(s) for s in self._snapshots), default=0)
-        self.meta = dict(meta or {})
-        self.ends = dict(ends or {})
+        self.meta: dict[str, Any] = dict(meta or {})
+        self.ends: dict[int, str] = dict(ends or {})
         for pe in range(self.npes):
             if pe not in self.pe_info:
                 self.ends.setdefault(pe, f"PE {pe} sent no trace")
-        self.where = where or (lambda line: f"line {line}")
-        self.races = []  # the races of the cell when it was race-checked too: the exports draw them
-        self._frames = None
+        self.where: Callable[[Any], str] = where or (lambda line: f"line {line}")
+        self.races: list[Race] = []  # the races of the cell when it was race-checked too: the exports draw them
+        self._frames: list[dict[str, Any]] | None = None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         cut = f", cut short: {said(self.ends)}" if self.cut else ""
         return (
             f"<Trace: {plural(len(self.events), 'event')} on {plural(self.npes, 'PE')}, "
@@ -60,18 +86,18 @@ class Trace:
         )
 
     @property
-    def cut(self):
+    def cut(self) -> bool:
         """True if the trace is cut short (a PE stopped early, sent nothing or reached the event cap)."""
         return bool(self.ends)
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike[str]) -> str:
         """Write the trace to ``path`` by its extension: ``.json`` (Chrome trace events: Perfetto,
         ui.perfetto.dev) or ``.otf2`` (an OTF2 archive: Vampir, Score-P tools); returns ``path``."""
         from .trace_save import save
 
         return save(self, path)
 
-    def waits(self):
+    def waits(self) -> Waits:
         """Where each PE waited: a :class:`~shmem_notebook.analysis.waits.Waits` (per PE, time per
         waiting call and line, time outside OpenSHMEM between, computing or sleeping; ``str()`` gives one
         sentence per PE)."""
@@ -79,13 +105,13 @@ class Trace:
 
         return Waits(self)
 
-    def timeline(self, fig=None):
+    def timeline(self, fig: Figure | None = None) -> Figure | SubFigure:
         """The calls as a timeline (a matplotlib Figure): a lane per PE, a box per call, an arrow per transfer."""
         from .trace_drawing import draw_timeline
 
         return draw_timeline(self, fig=fig)
 
-    def profile(self, fig=None, show=False):
+    def profile(self, fig: Figure | None = None, show: bool = False) -> Figure:
         """A per-PE bar chart of :meth:`waits` (a matplotlib Figure); ``show``: also display it under
         the running cell (in IPython)."""
         from .figures import show_png
@@ -96,7 +122,7 @@ class Trace:
             show_png(figure, PROFILE_CHART)
         return figure
 
-    def heap(self, epoch):
+    def heap(self, epoch: int) -> dict[str, Any]:
         """``{name: ndarray of shape (npes, *shape)}`` of the heap at ``epoch`` (0 = the cell's
         start, k = after the k-th world barrier, ``epochs - 1`` = the end); arrays too large to
         send exactly come as ``{name: [summary per PE]}``."""
@@ -106,7 +132,7 @@ class Trace:
             )
         states = [s[epoch] for s in self._snapshots]
         names = set(states[0]).intersection(*states[1:]) if states else set()
-        out = {}
+        out: dict[str, Any] = {}
         for name in sorted(names):
             values = [state[name] for state in states]
             if all(isinstance(v, np.ndarray) for v in values) and len({v.shape for v in values}) == 1:
@@ -117,17 +143,21 @@ class Trace:
                 out[name] = [v if isinstance(v, dict) else {"shape": list(np.shape(v))} for v in values]
         return out
 
-    def _fill(self, values, blank):
+    def _fill(self, values: Iterable[Any], blank: Any) -> list[Any]:
         """``values`` of the PEs that sent a trace, with ``blank`` for those that did not, in PE order."""
         sent = iter(values)
         return [next(sent) if pe in self.pe_info else blank for pe in range(self.npes)]
 
-    def frames(self):
+    def frames(self) -> list[dict[str, Any]]:
         """The replay's steps: ``[{"title", "epoch", "transfers", "heap"}]``. A teaching
         collective's step is one frame; other transfers make one frame per epoch; ``heap`` is the
         epoch's heap with the puts of the frames so far applied (when their values were sent)."""
         if self._frames is not None:
             return self._frames
+        frames: list[dict[str, Any]]
+        key_of: dict[tuple[Any, ...], int]
+        own: list[dict[str, Any]]
+        key: tuple[Any, ...]
         frames, key_of, own = [], {}, []
         for event in self.events:
             if event["op"] in TRANSFERS and event["target"] == event["pe"] and not event.get("label"):
@@ -157,8 +187,9 @@ class Trace:
         self._frames = frames
         return frames
 
-    def _apply(self, frames):
-        state, epoch = None, None
+    def _apply(self, frames: list[dict[str, Any]]) -> None:
+        state: dict[str, npt.NDArray[Any]]
+        state, epoch = None, None  # type: ignore[assignment]  # set by the first frame: its epoch is never None
         for frame in frames:
             if frame["epoch"] != epoch:
                 epoch = frame["epoch"]
@@ -173,7 +204,7 @@ class Trace:
             frame["heap"] = {k: v.copy() for k, v in state.items()}
 
     @staticmethod
-    def arrow(event):
+    def arrow(event: dict[str, Any]) -> tuple[int, int, str]:
         """(from PE, to PE, text) of a transfer event: data flows to the PE that receives it."""
         start, stop, step = event["indices"] or (0, 0, 1)
         if event["array"] == "(scratch)":  # the teaching collectives' own buffer: its offsets mean nothing to a reader

@@ -9,6 +9,10 @@ that was at least off the CPU, sleeping or blocked), the longest waits by call a
 each, the same on every PE), other waits and other calls.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from matplotlib.figure import Figure
 
 from ..operations import TRANSFERS
@@ -17,17 +21,24 @@ from .timeline import kind_of, lanes, origin
 
 __all__ = ["draw_waits", "draw_timeline"]
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import SubFigure
+
+    from .trace import Trace
+    from .waits import Waits
+
 _SHOWN = 5  # waits (call, line) given their own colour
 _COLOURS = ["#c4302b", "#e69f00", "#0072b2", "#009e73", "#cc79a7"]
 _KIND = {"wait": "#c4302b", "rma": "#0072b2", "amo": "#009e73", "coll": "#e69f00"}
 
 
-def draw_waits(waits, fig=None):
+def draw_waits(waits: Waits, fig: Figure | None = None) -> Figure:
     """A horizontal bar per PE of ``waits`` (:class:`~shmem_notebook.analysis.waits.Waits`); returns the figure."""
     entries = list(waits)
     fig = fig or Figure(figsize=(8, 1.2 + 0.4 * len(entries)), dpi=90)
     ax = fig.add_subplot(111)
-    totals = {}
+    totals: dict[tuple[str, int | None], float] = {}
     for entry in entries:
         for key, seconds in entry.waiting.items():
             totals[key] = totals.get(key, 0.0) + seconds
@@ -61,7 +72,7 @@ def draw_waits(waits, fig=None):
     return fig
 
 
-def draw_timeline(trace, fig=None, ax=None):
+def draw_timeline(trace: Trace, fig: Figure | None = None, ax: Axes | None = None) -> Figure | SubFigure:
     """One lane per PE, a box per call (red: waiting, blue: RMA, green: atomics), an arrow per transfer
     between PEs; time in ms from the trace's start. Returns the figure."""
     if ax is None:

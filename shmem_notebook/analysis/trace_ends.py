@@ -2,17 +2,32 @@
 the timeout, that raised, sent no trace, or whose trace reached the event cap. Shared by the
 ``--trace`` stage and the race runner's ``--trace``."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from ..operations import CAP
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from .report import Stop
 
 __all__ = ["ends", "said"]
 
 
-def ends(per_pe, npes, stops=None, where=None, cap=CAP):
+def ends(
+    per_pe: Mapping[int, dict[str, Any]],
+    npes: int,
+    stops: Mapping[int, Stop] | None = None,
+    where: Callable[[Any], str] | None = None,
+    cap: int = CAP,
+) -> dict[int, str]:
     """``{pe: sentence}`` for the PEs whose trace does not cover the whole cell. ``per_pe``: what the
     PEs sent (``{pe: data}``); ``stops``: ``{pe: Stop}`` (:func:`~.report.stops_of`); ``where(line)``
     names a line (default ``line 7``)."""
     where = where or (lambda line: f"line {line}")
-    out = {}
+    out: dict[int, str] = {}
     for pe in range(npes):
         data, stop = per_pe.get(pe), (stops or {}).get(pe)
         if data is None:
@@ -34,11 +49,11 @@ def ends(per_pe, npes, stops=None, where=None, cap=CAP):
     return out
 
 
-def said(ends_by_pe):
+def said(ends_by_pe: Mapping[int, str]) -> str:
     """The sentences of :func:`ends` joined, PEs that ended alike folded: ``PE 0-1 was interrupted at line 4``."""
     from ..folding import pe_ranges
 
-    alike = {}
+    alike: dict[str, list[int]] = {}
     for pe, sentence in sorted(ends_by_pe.items()):
         rest = sentence[len(f"PE {pe}") :]
         alike.setdefault(rest, []).append(pe)

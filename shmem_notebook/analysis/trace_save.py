@@ -2,11 +2,17 @@
 ``.json`` Chrome trace events for Perfetto (:mod:`.chrome_trace`), ``.otf2`` an OTF2 archive
 (:mod:`.otf2_export`)."""
 
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 
 __all__ = ["save", "FORMATS"]
+
+if TYPE_CHECKING:
+    from .trace import Trace
 
 #: extension -> what it writes
 FORMATS = {
@@ -15,7 +21,7 @@ FORMATS = {
 }
 
 
-def save(trace, path):
+def save(trace: Trace, path: str | os.PathLike[str]) -> str:
     """Write ``trace`` to ``path`` (``.json`` or ``.otf2``); returns ``path``. For ``.otf2``, ``path``
     names the archive's anchor file: ``run.otf2`` writes ``run.otf2``, ``run.def`` and ``run/``."""
     path = os.fspath(path)

@@ -7,15 +7,21 @@ right before each call that can block. :func:`read_spool` makes of that file the
 event lasts until ``now``).
 """
 
+from __future__ import annotations
+
 import pickle
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import os
 
 __all__ = ["read_spool"]
 
 
-def read_spool(path, now):
+def read_spool(path: str | os.PathLike[str], now: int) -> dict[str, Any] | None:
     """The trace data PE's spool at ``path`` holds (as ``trace_stop`` sends it, ``stopped`` = ``now``,
     ns on this host's clock, plus ``open``: the call it is in, or None), or None when it holds none."""
-    parts = []
+    parts: list[dict[str, Any]] = []
     try:
         with open(path, "rb") as f:
             while True:

@@ -12,11 +12,19 @@ sentence per PE: ``PE 3 waited 62% of the cell in barrier_all at line 7 (outside
 waiting for a core)``.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .timeline import WAITING, lanes
 
 __all__ = ["Waits", "PEWaits"]
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .trace import Trace
 
 
 @dataclass
@@ -26,18 +34,18 @@ class PEWaits:
 
     pe: int
     cell: float = 0.0
-    waiting: dict = field(default_factory=dict)  # (call, line) -> seconds
+    waiting: dict[tuple[str, int | None], float] = field(default_factory=dict)  # (call, line) -> seconds
     calls: float = 0.0  # seconds in calls that do not wait (puts, gets, atomics, quiet, ...)
     sent: bool = True
     cpu: float | None = None  # seconds the PE ran on the CPU over the cell (None: not measured)
 
     @property
-    def waited(self):
+    def waited(self) -> float:
         """Seconds waiting in all waiting calls."""
         return sum(self.waiting.values())
 
     @property
-    def outside(self):
+    def outside(self) -> float:
         """Seconds between calls, outside OpenSHMEM: computing or sleeping."""
         return max(0.0, self.cell - self.waited - self.calls)
 
@@ -45,28 +53,28 @@ class PEWaits:
     compute = outside
 
     @property
-    def off_cpu(self):
+    def off_cpu(self) -> float | None:
         """Seconds outside OpenSHMEM that were at least off the CPU (sleeping, blocked, waiting for a core), or None."""
         return None if self.cpu is None else min(self.outside, max(0.0, self.outside - self.cpu))
 
     @property
-    def on_cpu(self):
+    def on_cpu(self) -> float | None:
         """Seconds outside OpenSHMEM that were at least computing (CPU time the calls cannot hold), or None."""
         return None if self.cpu is None else min(self.outside, max(0.0, self.cpu - (self.cell - self.outside)))
 
-    def share(self, seconds):
+    def share(self, seconds: float) -> float:
         return seconds / self.cell if self.cell > 0 else 0.0
 
-    def top(self):
+    def top(self) -> tuple[tuple[str, int | None], float] | None:
         """``((call, line), seconds)`` of the longest wait, or None."""
         return max(self.waiting.items(), key=lambda item: item[1], default=None)
 
 
-def _percent(share):
+def _percent(share: float) -> str:
     return "<1%" if 0 < share < 0.005 else f"{share:.0%}"
 
 
-def _how(entry):
+def _how(entry: PEWaits) -> str:
     """What the PE did outside OpenSHMEM, as far as its CPU time tells: sleeping, computing, or either."""
     if entry.off_cpu is not None and entry.off_cpu >= entry.outside / 2:
         return f"at least {_percent(entry.share(entry.off_cpu))} off the CPU: sleeping, blocked or waiting for a core"
@@ -78,10 +86,10 @@ def _how(entry):
 class Waits:
     """``trace.waits()``: :class:`PEWaits` per PE (``waits[pe]``), :meth:`sentences`, :meth:`rows`."""
 
-    def __init__(self, trace):
+    def __init__(self, trace: Trace) -> None:
         self.trace, self.npes = trace, trace.npes
         self.what = trace.meta.get("what", "the cell")
-        self.per_pe = {}
+        self.per_pe: dict[int, PEWaits] = {}
         for pe, lane in lanes(trace).items():
             info = trace.pe_info.get(pe) or {}
             entry = PEWaits(
@@ -98,13 +106,13 @@ class Waits:
                     entry.calls += s.seconds
             self.per_pe[pe] = entry
 
-    def __getitem__(self, pe):
+    def __getitem__(self, pe: int) -> PEWaits:
         return self.per_pe[pe]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[PEWaits]:
         return iter(self.per_pe[pe] for pe in sorted(self.per_pe))
 
-    def sentence(self, pe):
+    def sentence(self, pe: int) -> str:
         """One sentence on where PE ``pe`` spent the cell."""
         entry, where = self.per_pe[pe], self.trace.where
         if not entry.sent:
@@ -124,15 +132,15 @@ class Waits:
             notes.append(f"waited most in {call}{at}: {_percent(entry.share(seconds))}")
         return f"PE {pe} spent {_percent(outside)} of {self.what} outside OpenSHMEM ({'; '.join(notes)})"
 
-    def sentences(self):
+    def sentences(self) -> list[str]:
         """One sentence per PE, in PE order."""
         return [self.sentence(pe) for pe in sorted(self.per_pe)]
 
-    def rows(self):
+    def rows(self) -> list[dict[str, Any]]:
         """``[{pe, cell, outside, off_cpu, on_cpu, calls, call, line, seconds}]``: one row per PE and waiting
         call and line (plain data, e.g. for a DataFrame; ``off_cpu``/``on_cpu``: at least that much of
         ``outside`` was sleeping / computing, None when not measured)."""
-        out = []
+        out: list[dict[str, Any]] = []
         for entry in self:
             base = {
                 "pe": entry.pe,
@@ -148,8 +156,8 @@ class Waits:
                 out.append(dict(base, call=None, line=None, seconds=0.0))
         return out
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "\n".join(self.sentences())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<Waits: {'; '.join(self.sentences())}>"

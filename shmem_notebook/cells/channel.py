@@ -24,18 +24,24 @@ the form of a request asked on its own) ride with the cell on the channel, whose
 before the cell and when ``answers`` is called.
 """
 
+from __future__ import annotations
+
 import concurrent.futures
 import contextlib
 import itertools
 import secrets
 import socket
 import time
+from typing import TYPE_CHECKING, Any
 
 import zmq
 from ipyparallel.error import collect_exceptions, unwrap_exception
 
 from ..errors import LaunchError
 from ..protocol import Op, answer, seal, unseal
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
 __all__ = ["DISPATCH", "CellChannel", "ChannelCell", "ExecuteCell"]
 
@@ -46,27 +52,29 @@ DISPATCH = ("direct", "ipyparallel")
 class CellChannel:
     """The job's cell channel: bound here, reached by the PEs at ``url``."""
 
-    def __init__(self, n, ip="127.0.0.1"):
+    def __init__(self, n: int, ip: str = "127.0.0.1") -> None:
         self.n = n
         self.key = secrets.token_bytes(32)
-        self.socket = zmq.Context.instance().socket(zmq.ROUTER)
+        self.socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a PE that is gone raises, not a silent drop
         everywhere = ip in ("0.0.0.0", "*")
-        port = self.socket.bind_to_random_port("tcp://*" if everywhere else f"tcp://{ip}")
+        port: int = self.socket.bind_to_random_port("tcp://*" if everywhere else f"tcp://{ip}")
         self.url = f"tcp://{socket.gethostname() if everywhere else ip}:{port}"
         self._ids = itertools.count(1)
-        self._cell = None
+        self._cell: ChannelCell | None = None
+        self._asked: dict[int, dict[int, dict[str, Any]]]
         self._asked = {}  # id -> {pe: reply} of the requests waiting for their answers
-        self._routes = {}  # PE -> its socket's identity, learnt from its hello
+        self._routes: dict[int, bytes] = {}  # PE -> its socket's identity, learnt from its hello
 
-    def connect(self, call, timeout=10.0):
+    def connect(self, call: Callable[..., object], timeout: float = 10.0) -> None:
         """Have every PE connect (``call`` is the job's request to all PEs); wait for each one's hello."""
         call("cells_connect", self.url, self.key.hex())
+        hello: set[int]
         hello, deadline = set(), time.monotonic() + timeout
         while len(hello) < self.n:
             left = deadline - time.monotonic()
-            if left <= 0 or not self.socket.poll(left * 1000):
+            if left <= 0 or not self.socket.poll(left * 1000):  # type: ignore[arg-type]  # pyzmq: float ms work
                 raise LaunchError(
                     f"PE {sorted(set(range(self.n)) - hello)[0]} could not reach this kernel's cell channel at "
                     f"{self.url} within {timeout:g} s; where the PEs may reach only the controller, set "
@@ -77,7 +85,12 @@ class CellChannel:
                     hello.add(pe)
                     self._routes[pe] = ident
 
-    def send(self, code, before=(), after=()):
+    def send(
+        self,
+        code: str,
+        before: Iterable[tuple[str, Sequence[Any]]] = (),
+        after: Iterable[tuple[str, Sequence[Any]]] = (),
+    ) -> ChannelCell:
         """Send ``code`` to every PE, with the requests to answer ``before`` and ``after`` it; a
         :class:`ChannelCell` follows its answers. Collective."""
         cell = ChannelCell(self, next(self._ids), self.n)
@@ -98,7 +111,13 @@ class CellChannel:
                 pass
         return cell
 
-    def ask(self, request, targets, timeout, check=None):
+    def ask(
+        self,
+        request: tuple[str, tuple[Any, ...]],
+        targets: Sequence[int],
+        timeout: float,
+        check: Callable[[], object] | None = None,
+    ) -> dict[int, Any] | None:
         """``{pe: answer}`` of ``request`` (:func:`~shmem_notebook.protocol.encode`) asked of ``targets``
         on its own; None when one of them cannot be reached this way (not connected, gone): ask through
         ipyparallel then. A PE that raised makes it raise :class:`~ipyparallel.error.CompositeError`,
@@ -109,6 +128,7 @@ class CellChannel:
             return None  # a PE answers cells_connect by replacing the channel it would answer through
         rid = next(self._ids)
         frames = seal(self.key, {"id": rid, "ask": True}, request)  # pickled: the request's tuples stay tuples
+        replies: dict[int, dict[str, Any]]
         replies = self._asked[rid] = {}
         try:
             for pe in targets:
@@ -132,12 +152,12 @@ class CellChannel:
         collect_exceptions(errors, answer.__name__)  # raised as ipyparallel raises what its apply(answer) raised
         return {pe: replies[pe].get("attachment") for pe in targets}
 
-    def receive(self, timeout):
+    def receive(self, timeout: float) -> None:
         """Apply what arrives within ``timeout`` seconds (or what is there already) to the current cell
         and the requests waiting. A closed channel (its PEs were stopped or restarted) receives nothing."""
         if self.socket.closed:
             return
-        if timeout > 0 and not self.socket.poll(timeout * 1000):
+        if timeout > 0 and not self.socket.poll(timeout * 1000):  # type: ignore[arg-type]  # pyzmq: float ms work
             return
         cell = self._cell
         for pe, message, _ in self._drain():
@@ -146,7 +166,7 @@ class CellChannel:
             elif message.get("id") in self._asked:
                 self._asked[message["id"]][pe] = message
 
-    def _drain(self):
+    def _drain(self) -> Iterator[tuple[int, dict[str, Any], bytes]]:
         while True:
             try:
                 ident, *frames = self.socket.recv_multipart(zmq.NOBLOCK)
@@ -156,22 +176,22 @@ class CellChannel:
             if message is not None:  # unsigned: not from our PEs
                 yield message["pe"], message, ident
 
-    def close(self):
+    def close(self) -> None:
         self.socket.close()
 
 
 class ChannelCell:
     """One cell sent through the :class:`CellChannel`: what every PE answered so far."""
 
-    def __init__(self, channel, cid, n):
+    def __init__(self, channel: CellChannel, cid: int, n: int) -> None:
         self.channel, self.id = channel, cid
-        self.metadata = [
+        self.metadata: list[dict[str, Any]] = [
             {"stdout": "", "stderr": "", "outputs": [], "execute_result": None, "status": None} for _ in range(n)
         ]
-        self._finished = set()
-        self._answers = {}  # PE -> {op: ("ok", answer) or ("error", text)}
+        self._finished: set[int] = set()
+        self._answers: dict[int, dict[str, Any]] = {}  # PE -> {op: ("ok", answer) or ("error", text)}
 
-    def _apply(self, pe, message):
+    def _apply(self, pe: int, message: dict[str, Any]) -> None:
         md = self.metadata[pe]
         for key in ("stdout", "stderr"):
             if key in message:
@@ -183,12 +203,12 @@ class ChannelCell:
             self._answers[pe] = message.get("attachment") or {}
             self._finished.add(pe)
 
-    def pending(self):
+    def pending(self) -> list[int]:
         """PEs whose final message has not arrived."""
         self.channel.receive(0)
         return [pe for pe in range(len(self.metadata)) if pe not in self._finished]
 
-    def wait(self, timeout):
+    def wait(self, timeout: float) -> None:
         """Take what arrives for up to ``timeout`` seconds; return early once every PE finished."""
         deadline = time.monotonic() + timeout
         while len(self._finished) < len(self.metadata):
@@ -197,11 +217,11 @@ class ChannelCell:
                 return
             self.channel.receive(left)
 
-    def answers(self, op):
+    def answers(self, op: str) -> dict[int, Any]:
         """``{pe: answer}`` to the request ``op`` made after the cell, from the PEs that finished it and answered."""
         return {pe: found[op][1] for pe, found in sorted(self._answers.items()) if found.get(op, ("",))[0] == "ok"}
 
-    def forget(self):
+    def forget(self) -> None:
         """Nothing is kept for a finished cell."""
 
 
@@ -209,25 +229,33 @@ class ExecuteCell:
     """One cell sent with ``DirectView.execute`` (``rc.dispatch = "ipyparallel"``); ``ask`` is the
     job's :meth:`~shmem_notebook.job.pe_requests.Asking.ask`, for the requests made before and after it."""
 
-    def __init__(self, view, code, before=(), ask=None, after=()):
+    def __init__(
+        self,
+        view: Any,
+        code: str,
+        before: Iterable[tuple[str, Sequence[Any]]] = (),
+        ask: Callable[..., dict[int, Any]] | None = None,
+        after: Iterable[tuple[str, Sequence[Any]]] = (),
+    ) -> None:
         for op, args in before:
-            ask(op, *args)
-        self.view, self.ask, self.after = view, ask, dict(after)
-        self.request = view.execute(code, silent=False, block=False)
-        self.metadata = self.request._metadata
+            ask(op, *args)  # type: ignore[misc]  # always given when there are requests before the cell
+        self.ask: Callable[..., dict[int, Any]]
+        self.view, self.ask, self.after = view, ask, dict(after)  # type: ignore[assignment]  # always given
+        self.request: Any = view.execute(code, silent=False, block=False)
+        self.metadata: list[dict[str, Any]] = self.request._metadata
 
-    def answers(self, op):
+    def answers(self, op: str) -> dict[int, Any]:
         """``{pe: answer}`` to the request ``op``, asked now of the PEs that finished the cell."""
         finished = [pe for pe in range(len(self.metadata)) if pe not in self.pending()]
         return dict(self.ask(op, *self.after.get(op, ()), pes=finished, timeout=30, partial=True)) if finished else {}
 
-    def pending(self):
+    def pending(self) -> list[int]:
         """PEs not finished: a PE is finished once its reply *and* all its output arrived."""
         return [pe for pe, c in enumerate(self.request._children) if not (c.done() and c.output.done())]
 
-    def wait(self, timeout):
+    def wait(self, timeout: float) -> None:
         concurrent.futures.wait([f for c in self.request._children for f in (c, c.output)], timeout=timeout)
 
-    def forget(self):
+    def forget(self) -> None:
         with contextlib.suppress(Exception):
             self.view.client.purge_local_results(self.request)

@@ -22,14 +22,22 @@ Where the PEs keep no board (PEs on other hosts, ``SHMEM_NOTEBOOK_POLITE_MS=0`` 
 environment) or with ``rc.deadlock_ms = 0``, a deadlock runs until the timeout or the stop button.
 """
 
+from __future__ import annotations
+
 import ast
 import math
 import time
+from typing import TYPE_CHECKING, Any
 
 from ..folding import fold, pe_ranges
 from ..operations import CALLS
 from ..rc import rc
 from .stranded import BLOCKING, POLL_NAMES, polling_lines, shown
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from .surface import JobSurface
 
 __all__ = ["AGAIN", "FOR_A_WRITE", "WORLD", "Watch", "deadlocked", "condition", "message"]
 
@@ -54,16 +62,16 @@ class Watch:
     """One cell's look-out for a deadlock while every PE still runs it: the cell path calls
     :meth:`look` at each turn of its loop (every 50 ms)."""
 
-    def __init__(self, job, code):
+    def __init__(self, job: JobSurface, code: str) -> None:
         self.job, self.code = job, code
         self.settle = max(rc.deadlock_ms, 0) / 1000
-        self.polls = polling_lines(code) if self.settle else set()
-        self.since = None  # the board as last read: {pe: ns it entered its call, 0: none}
-        self.seen = None  # where the PEs were at a first look that found them deadlocked
+        self.polls: set[int] = polling_lines(code) if self.settle else set()
+        self.since: dict[int, int] | None = None  # the board as last read: {pe: ns it entered its call, 0: none}
+        self.seen: dict[int, Any] | None = None  # where the PEs were at a first look that found them deadlocked
         self.found_none = False  # a look found no deadlock and the board has not changed since
         self.next = 0.0 if self.settle else math.inf
 
-    def look(self, now):
+    def look(self, now: float) -> dict[int, Any] | None:
         """``{pe: (line, call)}`` once two looks found the PEs deadlocked at the same places (``call``
         None: a polling loop), else None."""
         if now < self.next:
@@ -94,7 +102,7 @@ class Watch:
         return None
 
 
-def deadlocked(where, since, polls):
+def deadlocked(where: dict[int, Any], since: Mapping[int, int], polls: set[int]) -> dict[int, Any] | None:
     """``where`` (``{pe: (line, call)}`` of every PE) when it is a deadlock, else None: every PE on
     the board (``since``) is in a blocking call, every other polls at a line of ``polls``, and some PE
     waits for a write (:data:`FOR_A_WRITE`, a polling loop) or in a world synchronisation that
@@ -112,13 +120,13 @@ def deadlocked(where, since, polls):
     return None
 
 
-def message(where, released, restart_hint, code):
+def message(where: Mapping[int, tuple[int, str | None]], released: bool, restart_hint: str, code: str | None) -> str:
     """``the cell is deadlocked: PE 0 waits at line 2 for flag[0] == 1, which no PE will write; PE 1-3
     wait in shmem.barrier_all() at line 3, which PE 0 never reaches; ...``: one clause per group of PEs
     at one place, then what became of them."""
     tree = _parsed(code)
     world = {pe for pe, (_, call) in where.items() if call in WORLD}
-    parts = []
+    parts: list[str] = []
     for (line, call), pes in fold(where).items():
         one = len(pes) == 1
         who = f"PE {pe_ranges(pes)} {'waits' if one else 'wait'}"
@@ -153,7 +161,7 @@ def message(where, released, restart_hint, code):
     )
 
 
-def condition(tree, call, line):
+def condition(tree: ast.AST, call: str, line: int) -> str | None:
     """What the wait of ``call`` at ``line`` of the cell (``tree``) waits for, as written: ``flag[0] ==
     1``, ``all of flags >= 1``; None when it cannot be read from the cell."""
     node = _call_at(tree, call, line)
@@ -174,7 +182,7 @@ def condition(tree, call, line):
     return f"{kind} of {ast.unparse(what)} {op} {ast.unparse(value)}"
 
 
-def _comparison(cmp):
+def _comparison(cmp: ast.expr) -> str:
     """``==`` for ``shmem.CMP.EQ``, ``"eq"`` or ``"=="``; else the expression as written."""
     if isinstance(cmp, ast.Attribute) and cmp.attr.lower() in _CMP:
         return _CMP[cmp.attr.lower()]
@@ -184,16 +192,16 @@ def _comparison(cmp):
     return f"({ast.unparse(cmp)})"
 
 
-def _parsed(code):
+def _parsed(code: str | None) -> ast.Module:
     try:
         return ast.parse(code or "")
     except SyntaxError:
         return ast.Module(body=[], type_ignores=[])
 
 
-def _call_at(tree, call, line):
+def _call_at(tree: ast.AST, call: str, line: int) -> ast.Call | None:
     """The innermost call of ``call`` (``shmem.wait_until(...)``, ``wait_until(...)``) spanning ``line``."""
-    found = None
+    found: ast.Call | None = None
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and node.lineno <= line <= (node.end_lineno or node.lineno):
             func = node.func
@@ -203,15 +211,15 @@ def _call_at(tree, call, line):
     return found
 
 
-def _loop(tree, line):
+def _loop(tree: ast.AST, line: int) -> ast.While | None:
     """The innermost ``while`` loop spanning ``line``."""
     loops = [n for n in ast.walk(tree) if isinstance(n, ast.While) and n.lineno <= line <= (n.end_lineno or n.lineno)]
     return max(loops, key=lambda n: n.lineno, default=None)
 
 
-def _names(test):
+def _names(test: ast.expr) -> list[str]:
     """The variables a polling loop's condition reads (not ``int``, ``np``, ``me``...), in order."""
-    seen = []
+    seen: list[str] = []
     for node in ast.walk(test):
         if isinstance(node, ast.Name) and node.id not in POLL_NAMES and node.id not in seen:
             seen.append(node.id)

@@ -8,14 +8,22 @@ n-th display of several PEs is shown once when its data are identical
 their text is written instead.
 """
 
+from __future__ import annotations
+
 import json
+from typing import TYPE_CHECKING, Any
 
 from ..folding import fold, pe_ranges
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
+    from .result import CellResult
 
 __all__ = ["collect", "show", "is_rich"]
 
 
-def collect(result, metadata):
+def collect(result: CellResult, metadata: list[dict[str, Any]]) -> None:
     """Store each PE's display outputs and rich last expression on ``result``."""
     for pe, md in enumerate(metadata):
         outputs = [
@@ -29,24 +37,24 @@ def collect(result, metadata):
             result.result_data[pe] = dict(bundle)
 
 
-def is_rich(data):
+def is_rich(data: Iterable[str]) -> bool:
     """Whether a MIME bundle holds more than plain text."""
     return any(mime != "text/plain" for mime in data)
 
 
-def _key(data):
+def _key(data: Any) -> str:
     return json.dumps(data, sort_keys=True, default=str)
 
 
-def _groups(per_pe):
+def _groups(per_pe: Mapping[int, dict[str, Any]]) -> list[tuple[list[int], dict[str, Any]]]:
     """``{pe: bundle}`` -> ``[(pes, bundle)]``, identical bundles folded, in PE order."""
-    groups = {}
+    groups: dict[str, tuple[dict[str, Any], list[int]]] = {}
     for pe, bundle in sorted(per_pe.items()):
         groups.setdefault(_key(bundle["data"]), (bundle, []))[1].append(pe)
     return [(pes, bundle) for bundle, pes in groups.values()]
 
 
-def _publish(bundle, pes, write):
+def _publish(bundle: dict[str, Any], pes: Iterable[int], write: Callable[[str], object]) -> None:
     try:
         from IPython import get_ipython
 
@@ -61,7 +69,7 @@ def _publish(bundle, pes, write):
     shell.display_pub.publish(data=bundle["data"], metadata=metadata)
 
 
-def show(result, write):
+def show(result: CellResult, write: Callable[[str], object]) -> None:
     """Republish the PEs' displays (the n-th display of every PE together), then the last
     expressions: plain text as ``Out[PE 0-3]: text``, rich ones as themselves.
 

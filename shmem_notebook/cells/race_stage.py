@@ -15,7 +15,10 @@ takes more than a second; an interrupt stops it with one line, and the job stays
 the first ``rc.race_pictures`` races are drawn under the report (:mod:`shmem_notebook.analysis.race_picture`).
 """
 
+from __future__ import annotations
+
 import time
+from typing import TYPE_CHECKING, Any, cast
 
 from ..analysis.happens_before import analyse
 from ..analysis.places import name_places, namer, notes
@@ -28,26 +31,34 @@ from ..words import plural
 from .stages import Stage, register
 from .stranded import raised_line
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..analysis.carry import Carry
+    from .path import Cell
+    from .result import CellResult
+    from .surface import JobSurface, SentCell
+
 __all__ = ["RaceStage", "CAP", "cell_label", "in_notebook"]
 
 #: seconds of analysis before the progress line appears
 PROGRESS_AFTER = 1.0
 
 
-def _place(job):
+def _place(job: JobSurface) -> tuple[int, tuple[int | None, ...]]:
     """Where the next cell stands: its place in the job's history and the PEs' pids."""
     return len(job.history), tuple(info.get("pid") for _, info in sorted(job.pes.items()))
 
 
-def _carry(job):
+def _carry(job: JobSurface) -> Carry | None:
     """What earlier race-checked cells left in flight, if the next cell comes right after them."""
-    carry = RaceStage.state(job)
+    carry: Carry | None = RaceStage.state(job)
     if carry is not None and carry.after != _place(job):
         return None  # another cell ran in between, or the PEs were restarted
     return carry
 
 
-def cell_label(job):
+def cell_label(job: JobSurface) -> str:
     """``In [5]`` (``In [5].2`` for a second ``job.run`` in it) in a notebook, else ``cell 3``."""
     count = notebook_count()
     if count is None:
@@ -61,17 +72,17 @@ class _Progress:
     """Writes ``race check: analysing ... 40%`` (rewritten in place) once the analysis has taken
     :data:`PROGRESS_AFTER` seconds; ``close()`` ends the line."""
 
-    def __init__(self, write, what):
+    def __init__(self, write: Callable[[str], object], what: str) -> None:
         self.write, self.what, self.started, self.shown, self.last = write, what, time.perf_counter(), False, 0.0
 
-    def __call__(self, done, total):
+    def __call__(self, done: int, total: int) -> None:
         now = time.perf_counter()
         if now - self.started < PROGRESS_AFTER or now - self.last < 0.5:
             return
         self.last, self.shown = now, True
         self.write(f"\rrace check: analysing {self.what}... {100 * done // total}%")
 
-    def close(self):
+    def close(self) -> None:
         if self.shown:
             self.write(f"\rrace check: analysed {self.what} in {time.perf_counter() - self.started:.1f} s\n")
 
@@ -82,18 +93,24 @@ class RaceStage(Stage):
 
     name = "race"
     flag = {"action": "store_true", "help": "report put/get races after the cell"}
+    traces: dict[int, Any]  # PE -> the trace it sent
+    missing: list[int]
+    checked: Any
+    interrupted: float | bool
+    carried: list[str]
+    overhead: float
 
-    def requests(self, cell):
+    def requests(self, cell: Cell) -> tuple[list[tuple[str, tuple[Any, ...]]], list[tuple[str, tuple[Any, ...]]]]:
         carry = _carry(cell.job)
         private = carry.private(cell.job.n) if carry else None  # where earlier cells' operations still are
         return [(Op.RACE_START, ({"cap": CAP, "private": private},))], [(Op.RACE_STOP, ())]
 
-    def after(self, cell, result):
+    def after(self, cell: Cell, result: CellResult) -> None:
         started = time.perf_counter()
         job = cell.job
         self.traces, self.missing, self.checked, self.interrupted, self.carried = {}, [], None, False, []
         if result.outcome != "died":  # a PE that cannot answer: report what the others sent
-            answers = cell.request.answers(Op.RACE_STOP)
+            answers = cast("SentCell", cell.request).answers(Op.RACE_STOP)
             self.traces = {pe: data for pe, data in answers.items() if data is not None and pe not in result.pending}
         self.missing = [pe for pe in range(job.n) if pe not in self.traces]
         carry = _carry(job)
@@ -117,13 +134,13 @@ class RaceStage(Stage):
                 if result.trace is not None:  # the Perfetto export draws them (the trace stage's after may come first)
                     result.trace.races = result.races
                 self.checked = found.checked
-                self.carried = carry.cells() if carry else []
+                self.carried = cast("list[str]", carry.cells()) if carry else []
                 if not self.missing and result.outcome != "died":
                     found.carry.after = (len(job.history) + 1, _place(job)[1])
                     self.keep(job, found.carry)
         self.overhead = time.perf_counter() - started
 
-    def report(self, cell, result, write):
+    def report(self, cell: Cell, result: CellResult, write: Callable[[str], object]) -> None:
         if self.interrupted is not False:
             write(
                 f"\rrace check: interrupted after {self.interrupted:.1f} s of analysis; the cell ran, its races "
@@ -150,7 +167,7 @@ class RaceStage(Stage):
             race.show()  # a space-time diagram under the report (rc.race_pictures of them)
 
 
-def in_notebook():
+def in_notebook() -> bool:
     """Whether a Jupyter kernel runs this code (the race pictures are drawn under its report)."""
     try:
         from IPython import get_ipython

@@ -18,14 +18,22 @@ paused with SIGSTOP, so they burn no CPU until the restart that is needed. A cel
 ended but every PE waits for another (a deadlock, :mod:`.deadlock`) ends through :func:`release` too.
 """
 
+from __future__ import annotations
+
 import ast
 import re
 import socket
 import time
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import ShmemNotebookError
 from ..folding import pe_ranges
 from ..operations import CALLS, EMULATED_WAIT, JOINABLE, WAITS
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from .surface import JobSurface, SentCell
 
 __all__ = [
     "GRACE",
@@ -55,7 +63,7 @@ BLOCKING = frozenset(
 )
 
 
-def waiting(job, pending, code=None):
+def waiting(job: JobSurface, pending: Iterable[int], code: str | None = None) -> dict[int, Any] | None:
     """``{pe: (line, call)}`` when every PE of ``pending`` waits in a call that needs other PEs
     (:data:`BLOCKING`) or in a loop only another PE can end (``call`` None, see :func:`polling_lines`),
     else None. The cell path acts on two equal looks 0.3 s apart, so a PE that merely passes
@@ -74,7 +82,7 @@ def waiting(job, pending, code=None):
 POLL_NAMES = frozenset({"int", "float", "bool", "np", "me", "npes", "len", "any", "all", "abs"})
 
 
-def polling_lines(code):
+def polling_lines(code: str) -> set[int]:
     """The lines of ``code``'s ``while`` loops that only another PE can end: the condition reads
     variables and constants (no clock, no call but ``int()`` and the like), and the body only
     passes, sleeps or calls OpenSHMEM, never storing to what the condition reads. Once every other
@@ -83,7 +91,7 @@ def polling_lines(code):
         tree = ast.parse(code)
     except SyntaxError:
         return set()
-    lines = set()
+    lines: set[int] = set()
     for loop in (n for n in ast.walk(tree) if isinstance(n, ast.While)):
         calls = [n for n in ast.walk(loop.test) if isinstance(n, ast.Call)]
         if any(not isinstance(c.func, ast.Name) or c.func.id not in POLL_NAMES for c in calls):
@@ -91,11 +99,11 @@ def polling_lines(code):
         read = {n.id for n in ast.walk(loop.test) if isinstance(n, ast.Name)} - POLL_NAMES
         if not read or not all(_idle(stmt, read) for stmt in loop.body) or loop.orelse:
             continue
-        lines.update(range(loop.lineno, loop.end_lineno + 1))
+        lines.update(range(loop.lineno, cast(int, loop.end_lineno) + 1))
     return lines
 
 
-def _idle(stmt, read):
+def _idle(stmt: ast.stmt, read: set[str]) -> bool:
     """A statement of a polling loop's body: ``pass``, ``continue``, a sleep or an OpenSHMEM call
     not storing to ``read``."""
     if isinstance(stmt, (ast.Pass, ast.Continue)):
@@ -110,7 +118,7 @@ def _idle(stmt, read):
     return name == "sleep" and owner in (None, "time")
 
 
-def joinable(job, where):
+def joinable(job: JobSurface, where: Mapping[int, tuple[int, str | None]]) -> str | None:
     """The one call every waiting PE is in, if they can be released from here."""
     calls = {call for _, call in where.values()}
     call = calls.pop() if len(calls) == 1 else None
@@ -126,7 +134,12 @@ def joinable(job, where):
     return call
 
 
-def release(job, cell, where, restore=None):
+def release(
+    job: JobSurface,
+    cell: SentCell,
+    where: Mapping[int, tuple[int, str | None]],
+    restore: dict[str, list[Any]] | None = None,
+) -> list[int]:
     """Free the PEs of ``where`` (waiting for PEs whose cell ended); the PEs still running the cell.
     When they cannot be freed, they are paused (SIGSTOP) and the job is marked hung. ``restore``: the
     words :mod:`.unblock` wrote into waits, put back once every PE ended the cell."""
@@ -163,7 +176,7 @@ def release(job, cell, where, restore=None):
 ENDING, LATE = 2.0, 20.0
 
 
-def ended(job, cell, where, pes):
+def ended(job: JobSurface, cell: SentCell, where: Mapping[int, Any], pes: Iterable[int]) -> None:
     """Wait until ``pes`` ended ``cell`` (after an interrupt or a join): :data:`ENDING` seconds, then on while
     each of them still running it is seen somewhere else than at ``where`` (it handles the interrupt), up to
     :data:`LATE` seconds in all."""
@@ -181,13 +194,13 @@ def ended(job, cell, where, pes):
         cell.wait(0.5)
 
 
-def raised_line(traceback):
+def raised_line(traceback: str | None) -> int | None:
     """The line of the cell where a PE's exception was raised (its innermost cell frame), or None."""
     found = _CELL_LINE.findall(_ANSI.sub("", traceback or ""))
     return int(found[-1]) if found else None
 
 
-def shown(call, line, code):
+def shown(call: str | None, line: int, code: str | None) -> str:
     """How the user wrote the call a PE waits in: ``shmem.barrier_all()``, or the cell's statement
     for a team call (``half.sync()``: the tool's emulation, or ``shmem.sync`` of any team)."""
     if call is None:
@@ -203,11 +216,19 @@ def shown(call, line, code):
 VALUE = "a value that no PE will write now"
 
 
-def message(errors, where, released, restart_hint, code=None, finished=()):
+def message(
+    errors: Mapping[int, tuple[str, str, str]],
+    where: Mapping[int, tuple[int, str | None]],
+    released: bool,
+    restart_hint: str,
+    code: str | None = None,
+    finished: Sequence[int] = (),
+) -> str:
     """``PE 0 raised ValueError at line 2: boom; PE 1-3 wait in shmem.barrier_all() at line 3 for it; ...``
     (a PE in a wait waits ``for a value that no PE will write now``);
     ``finished``: PEs that ended the cell without an error (``PE 2 finished the cell``)."""
-    raised, waits = {}, {}
+    raised: dict[str, list[int]] = {}
+    waits: dict[str, list[int]] = {}
     for pe, (ename, evalue, tb) in sorted(errors.items()):
         line = raised_line(tb)
         at = f" at line {line}" if line and f"at line {line}" not in str(evalue) else ""  # the message may say it

@@ -18,11 +18,14 @@ arrays keep what the last rerun left). What it found is ``result.stages["stress"
 with ``trace=True`` / ``--trace`` the first rerun is traced too (``.trace``, ``%shmem trace save PATH --stress``).
 """
 
+from __future__ import annotations
+
 import argparse
 import io
 import random
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -33,6 +36,17 @@ from ..protocol import Op
 from ..words import plural
 from .path import rerun as rerun_cell
 from .stages import Stage, register
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+
+    import numpy.typing as npt
+
+    from ..analysis.happens_before import Race
+    from ..analysis.trace import Trace
+    from .path import Cell
+    from .result import CellResult
+    from .surface import SentCell
 
 __all__ = [
     "StressStage",
@@ -58,8 +72,8 @@ class Run:
     """What one run of the cell left: what each PE printed (``{pe: text}``), the compared arrays
     (``[{name: ndarray}]`` in PE order) and how it ended (``CellResult.outcome``)."""
 
-    stdout: dict
-    values: list
+    stdout: dict[int, str]
+    values: list[dict[str, npt.NDArray[Any]]]
     outcome: str
 
 
@@ -69,9 +83,9 @@ class Difference:
     the whole cell), ``what`` for the summary, and ``races``: the races whose memory it is."""
 
     text: str
-    pes: tuple
+    pes: tuple[int, ...]
     what: str
-    races: tuple = ()
+    races: tuple[Race, ...] = ()
 
 
 @dataclass
@@ -81,12 +95,12 @@ class Stressed:
     / ``--trace``), the :class:`~shmem_notebook.analysis.trace.Trace` of its first rerun (``trace``; else None)."""
 
     seed: int
-    runs: list
+    runs: list[tuple[int, list[Difference]]]
     stopped: str | None = None
     trace: object = None
 
 
-def seed(text):
+def seed(text: str) -> int:
     """``--stress SEED``'s text as an integer (argparse ``type``)."""
     try:
         return int(text)
@@ -109,29 +123,33 @@ class StressStage(Stage):
         "help": "with --race: rerun the cell with seeded random delays around shmem calls",
     }
     needs = ("race",)  # --stress says which races are real: the magic race-checks the cell too
+    runs: list[tuple[int, list[Difference]]]
+    stopped: str | None
+    trace: Trace | None
+    traced: bool
 
-    def __init__(self, option=True):
+    def __init__(self, option: Any = True) -> None:
         if option is not True and (isinstance(option, bool) or not isinstance(option, int)):
             raise InputError(
                 f"stress takes True or an integer seed, got {option!r}; e.g. job.run(code, race=True, stress=3)"
             )
         super().__init__(option)
 
-    def before(self, cell):
-        self.seed = self.option if self.option is not True else random.randrange(1000)
+    def before(self, cell: Cell) -> None:
+        self.seed: int = self.option if self.option is not True else random.randrange(1000)
         self.runs, self.stopped, self.trace = [], None, None
         self.traced = any(stage.name == "trace" for stage in cell.stages)  # then its first rerun is traced too
 
-    def requests(self, cell):
+    def requests(self, cell: Cell) -> tuple[list[tuple[str, tuple[Any, ...]]], list[tuple[str, tuple[Any, ...]]]]:
         return [(Op.STRESS_SAVE, ("before",))], []  # the declared arrays as they are before the cell
 
-    def after(self, cell, result):
+    def after(self, cell: Cell, result: CellResult) -> None:
         try:
             self._after(cell, result)
         finally:
             result.stages[self.name] = Stressed(self.seed, self.runs, self.stopped, self.trace)
 
-    def _after(self, cell, result):
+    def _after(self, cell: Cell, result: CellResult) -> None:
         job = cell.job
         if result.outcome not in ("ok", "error"):
             self.stopped = f"the cell ended {result.outcome!r}, so it was not rerun"
@@ -145,7 +163,7 @@ class StressStage(Stage):
             if job.state == "running":
                 job.ask(Op.STRESS_RESTORE, "after")  # the declared arrays as the cell left them
 
-    def _rerun(self, cell, result, mine, names):
+    def _rerun(self, cell: Cell, result: CellResult, mine: Run, names: list[str]) -> None:
         job, write = cell.job, cell.write_out
         write(
             f"stress: rerunning the cell {RUNS} times (seeds {self.seed}-{self.seed + RUNS - 1}) with random delays "
@@ -182,7 +200,7 @@ class StressStage(Stage):
                 self.stopped = f"the rerun with seed {seed} left the job {job.state}; the reruns after it were not run"
                 return
 
-    def _one(self, cell, seed, traced=False):
+    def _one(self, cell: Cell, seed: int, traced: bool = False) -> tuple[str, CellResult | None]:
         """Rerun the cell once with the delays of ``seed``, from the declared arrays as they were before
         it: ``(outcome, CellResult or None)``; "interrupted" when Ctrl-C stopped it. ``traced``: the trace
         stage's requests ride with it too and its trace is kept (``self.trace``)."""
@@ -194,14 +212,16 @@ class StressStage(Stage):
             sent, result, error = rerun_cell(cell, before, after, write=io.StringIO().write)
         except ShmemNotebookError as exc:  # the job could not take the rerun
             return str(exc).splitlines()[0], None
-        sent.request.answers(Op.STRESS_STOP)  # with rc.dispatch = "ipyparallel" the PEs are asked now
+        cast("SentCell", sent.request).answers(Op.STRESS_STOP)  # with rc.dispatch = "ipyparallel" the PEs are asked now
         if traced:
             from .trace_stage import collect as collect_trace  # here: "trace" registers after "stress"
 
-            self.trace = collect_trace(cell, sent.request, result, what=f"stress rerun with seed {seed}")
+            self.trace = collect_trace(
+                cell, cast("SentCell", sent.request), result, what=f"stress rerun with seed {seed}"
+            )
         return ("ok" if error is None else result.outcome), result
 
-    def report(self, cell, result, write):
+    def report(self, cell: Cell, result: CellResult, write: Callable[[str], object]) -> None:
         checked = any(stage.name == "race" for stage in cell.stages)
         for line in summary(self.runs, result.races, self.stopped, race_checked=checked):
             write(f"stress: {line}\n")
@@ -212,7 +232,14 @@ class StressStage(Stage):
             )
 
 
-def summary(runs, races, stopped=None, memory=True, race_checked=True, same="the cell's result"):
+def summary(
+    runs: list[tuple[int, list[Difference]]],
+    races: Sequence[Race],
+    stopped: str | None = None,
+    memory: bool = True,
+    race_checked: bool = True,
+    same: str = "the cell's result",
+) -> list[str]:
     """The stress verdict's lines: the races whose memory a rerun changed (real); the other differences,
     as what a race may explain (on a PE that made a racy read, or whose raced memory changed in that
     rerun) or what no race found explains; or that every rerun gave the cell's result.
@@ -222,6 +249,9 @@ def summary(runs, races, stopped=None, memory=True, race_checked=True, same="the
     lines = [stopped] if stopped else []
     if not runs:
         return lines
+    real: dict[str, list[int]]
+    explained: dict[str, tuple[dict[int, None], list[int]]]
+    unexplained: dict[str, tuple[dict[int, None], list[int]]]
     real, explained, unexplained = {}, {}, {}
     readers = {pe for race in races for a in race.accesses if a.mode != "write" for pe in (a.pes or (a.pe,))}
     for seed, found in runs:
@@ -259,7 +289,7 @@ def summary(runs, races, stopped=None, memory=True, race_checked=True, same="the
     return lines
 
 
-def estimate(runs, seconds):
+def estimate(runs: int, seconds: float) -> str:
     """How long ``runs`` reruns of a run of ``seconds`` take, in words."""
     return (
         f"{runs} x the first run's {_seconds(seconds)} = {_seconds(runs * seconds)}, plus about "
@@ -267,38 +297,40 @@ def estimate(runs, seconds):
     )
 
 
-def _named(race):
+def _named(race: Race) -> str:
     """``remote[0] on PE 1``."""
     return f"{race.array}{format_indices(race.indices, race.shape)} on PE {pe_ranges(race.pes or (race.pe,))}"
 
 
-def _on(pes, what):
+def _on(pes: Collection[int], what: str) -> str:
     return f"PE {pe_ranges(sorted(pes))} {what}" if pes else f"the cell {what}"
 
 
-def _seeds(seeds):
+def _seeds(seeds: Iterable[int]) -> str:
     seeds = sorted(set(seeds))
     return f"{plural(len(seeds), 'seed', number=False)} {', '.join(map(str, seeds))}"
 
 
-def _seconds(seconds):
+def _seconds(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s" if seconds >= 1 else f"{seconds:.2f} s"
 
 
-def _values(per_pe):
+def _values(per_pe: Mapping[int, Mapping[str, Any]]) -> list[dict[str, npt.NDArray[Any]]]:
     """``[{name: ndarray}]`` in PE order from the PEs' ``declared_values`` answers (``{pe: values}``)."""
     return [{name: np.asarray(v) for name, v in values.items()} for _, values in sorted(per_pe.items())]
 
 
-def _short(value):
+def _short(value: object) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _where(array, index):
+def _where(array: npt.NDArray[Any], index: int) -> str:
     return "[" + ", ".join(map(str, np.unravel_index(index, array.shape))) + "]"
 
 
-def _elements(name, a, b, indices, label="the cell"):
+def _elements(
+    name: str, a: npt.NDArray[Any], b: npt.NDArray[Any], indices: npt.NDArray[np.intp], label: str = "the cell"
+) -> str:
     """``A[3] = 1002 (the cell: 1001)`` for up to three of ``indices``, and how many more."""
     shown = ", ".join(
         f"{name}{_where(a, i)} = {_short(b.flat[i].item())} ({label}: {_short(a.flat[i].item())})" for i in indices[:3]
@@ -306,17 +338,20 @@ def _elements(name, a, b, indices, label="the cell"):
     return shown + (f" and {indices.size - 3} more of {a.size}" if indices.size > 3 else "")
 
 
-def _race_elements(races, pe, name, size):
+def _race_elements(races: Iterable[Race], pe: int, name: str, size: int) -> list[tuple[Race, npt.NDArray[np.int64]]]:
     """``[(race, flat indices)]`` of the races about ``name`` on ``pe``."""
-    found = []
+    found: list[tuple[Race, npt.NDArray[np.int64]]] = []
     for race in races:
         if race.array == name and pe in (race.pes or (race.pe,)):
-            flat = np.concatenate([np.arange(r.start, min(r.stop, size), r.step) for r in race.indices] or [[]])
+            flat = np.concatenate(
+                [np.arange(r.start, min(r.stop, size), r.step) for r in race.indices]
+                or cast("list[npt.ArrayLike]", [[]])
+            )
             found.append((race, flat.astype(np.int64)))
     return found
 
 
-def compare(cell, rerun, races=(), label="the cell"):
+def compare(cell: Run, rerun: Run, races: Sequence[Race] = (), label: str = "the cell") -> list[Difference]:
     """What ``rerun`` (a :class:`Run`) changed against ``cell`` (called ``label``), as :class:`Difference` s:
     the outcome, the first differing printed line of each PE (folded by PE), the differing elements of
     each array (those a race of ``races`` is about apart, with that race)."""
@@ -325,7 +360,9 @@ def compare(cell, rerun, races=(), label="the cell"):
         if cell.outcome == rerun.outcome
         else [Difference(f"the cell ended {rerun.outcome!r} ({label}: {cell.outcome!r})", (), "ended differently")]
     )
-    lines = {}
+    lines: dict[int, str] = {}
+    a: list[str] | npt.NDArray[Any]
+    b: list[str] | npt.NDArray[Any] | None
     for pe in sorted(set(cell.stdout) | set(rerun.stdout)):
         a, b = (cell.stdout.get(pe) or "").splitlines(), (rerun.stdout.get(pe) or "").splitlines()
         first = next((i for i, (x, y) in enumerate(zip(a + [None] * len(b), b + [None] * len(a))) if x != y), None)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
 if TYPE_CHECKING:
+    from ..launcher.library import Library
     from ..specs import ArraySpec
     from .result import CellResult
 
@@ -55,6 +56,10 @@ class JobSurface(Protocol):
     crash: dict[int, Any]  # PE -> cause, once PEs died
     restart_on_hang: bool  # a hung cell restarts the job by itself
     RESTART_HINT: str  # how to get a fresh job, in words
+    library: Library
+
+    @property
+    def history(self) -> Sequence[Any]: ...
 
     def prepare_cell(self, arrays: Any = None) -> None:
         """Check that a cell can run now and allocate the arrays it declares. Collective."""

@@ -1,26 +1,28 @@
 """A cell's syntax, checked in the notebook before it goes to the PEs (client side)."""
 
+from __future__ import annotations
+
 from ..errors import CellSyntaxError
 
 __all__ = ["check_syntax", "as_numbered"]
 
 
-def as_numbered(code):
+def as_numbered(code: str) -> str:
     """``code`` without its leading blank lines, which IPython drops before it numbers a cell's lines
     (``inputtransformer2.leading_empty_lines``): the lines the PEs report (races, hangs, errors, traces)
     then name the lines of the text the client reads them in, and a fix lands on the line it names."""
     from IPython.core.inputtransformer2 import leading_empty_lines
 
-    return "".join(leading_empty_lines(code.splitlines(keepends=True)))
+    return "".join(leading_empty_lines(code.splitlines(keepends=True)))  # type: ignore[no-untyped-call]  # IPython
 
 
-def check_syntax(code):
+def check_syntax(code: str) -> None:
     """Raise :class:`CellSyntaxError` (one line: the cell's line and what is wrong) if ``code``
     is not valid IPython input; magics and shell escapes count as valid."""
     from IPython.core.inputtransformer2 import TransformerManager
 
     try:
-        source = TransformerManager().transform_cell(code)
+        source = TransformerManager().transform_cell(code)  # type: ignore[no-untyped-call]  # IPython: untyped
         compile(source, "<cell>", "exec")
     except SyntaxError as exc:
         lines = code.splitlines()

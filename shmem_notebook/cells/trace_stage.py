@@ -10,7 +10,10 @@ the call it is in (:mod:`shmem_notebook.analysis.trace_spool`); a dead PE has an
 (``%%pxshmem --trace=profile``) also shows where each PE waited, as sentences and a bar chart.
 """
 
+from __future__ import annotations
+
 import argparse
+from typing import TYPE_CHECKING, Any, cast
 
 from ..analysis.report import stops_of
 from ..analysis.trace import Trace
@@ -21,17 +24,24 @@ from ..words import plural
 from .stages import Stage, register
 from .stranded import raised_line
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .path import Cell
+    from .result import CellResult
+    from .surface import SentCell
+
 __all__ = ["TraceStage", "trace_mode", "collect"]
 
 
-def trace_mode(text):
+def trace_mode(text: str) -> bool | str:
     """``--trace`` (True) or ``--trace=profile`` (argparse ``type``)."""
     if text in ("on", "profile"):
         return True if text == "on" else text
     raise argparse.ArgumentTypeError(f"--trace takes no value or =profile, got {text!r}")
 
 
-def collect(cell, request, result, what=None):
+def collect(cell: Cell, request: SentCell, result: CellResult, what: str | None = None) -> Trace | None:
     """The :class:`Trace` the PEs sent with ``request`` (their ``trace_stop`` answers) for ``cell``'s code
     run as ``result``, or None when no PE sent one; ``what``: added to the cell's label in the metadata
     (e.g. the stress rerun it is)."""
@@ -80,16 +90,16 @@ class TraceStage(Stage):
     }
     bare = "on"  # a bare --trace: the words after it are the cell's arrays
 
-    def requests(self, cell):
+    def requests(self, cell: Cell) -> tuple[list[tuple[str, tuple[Any, ...]]], list[tuple[str, tuple[Any, ...]]]]:
         return [(Op.TRACE_START, ())], [(Op.TRACE_STOP, ())]
 
-    def after(self, cell, result):
-        trace = collect(cell, cell.request, result)
+    def after(self, cell: Cell, result: CellResult) -> None:
+        trace = collect(cell, cast("SentCell", cell.request), result)
         if trace is not None:
             trace.races = result.races  # the race stage's, if its after came first (the Perfetto export's arrows)
             result.trace = trace
 
-    def report(self, cell, result, write):
+    def report(self, cell: Cell, result: CellResult, write: Callable[[str], object]) -> None:
         trace = result.trace
         if trace is None:
             write("trace: none (no PE sent or spooled one)\n")

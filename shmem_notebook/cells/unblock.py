@@ -18,8 +18,11 @@ this way (a team's collective, a lock, calls that differ) goes to :func:`.strand
 joins what it can and pauses the rest.
 """
 
+from __future__ import annotations
+
 import contextlib
 import json
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -27,10 +30,15 @@ from ..errors import ShmemNotebookError
 from ..operations import CALLS, JOINABLE
 from . import stranded
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .surface import JobSurface, SentCell
+
 __all__ = ["WAITS", "release", "satisfying"]
 
 #: the waits a PE that ended the cell can end: name -> (the flags' argument, the value's, vector?)
-WAITS = {
+WAITS: dict[str, tuple[str, str, bool]] = {
     "wait_until": ("ivar", "value", False),
     "signal_wait_until": ("signal", "value", False),
     **{f"wait_until_{k}": ("ivars", "value", False) for k in ("all", "any", "some")},
@@ -40,10 +48,10 @@ WAITS = {
 ROUNDS = 8
 
 
-def release(job, cell, where):
+def release(job: JobSurface, cell: SentCell, where: dict[int, Any]) -> list[int]:
     """Free the PEs of ``where`` (``{pe: (line, call)}``, blocked after the interrupt) round by round;
     what is left goes to :func:`.stranded.release`. Returns the PEs still running ``cell`` (paused)."""
-    restore = {}
+    restore: dict[str, list[Any]] = {}
     for round_ in range(ROUNDS):
         pending = cell.pending()
         free = [pe for pe in range(job.n) if pe not in pending]
@@ -61,7 +69,9 @@ def release(job, cell, where):
     return []
 
 
-def _round(job, cell, where, free, restore):
+def _round(
+    job: JobSurface, cell: SentCell, where: dict[int, Any], free: list[int], restore: dict[str, list[Any]]
+) -> bool:
     """One round: release the waits, else join the one call every blocked PE is in; whether it did."""
     if any(not isinstance(w, tuple) for w in where.values()):
         return False
@@ -83,7 +93,7 @@ def _round(job, cell, where, free, restore):
             written = polls and all(job.write_word(pe, at, bytes.fromhex(data)) for (_, at), data in writes)
             if not written and not _ask(job, cell, where, "poke", (pe, [[s, d] for (s, _), d in writes]), free[:1], []):
                 return False
-            restore.setdefault(str(pe), []).extend(olds)
+            restore.setdefault(str(pe), []).extend(cast("list[list[Any]]", olds))
         return _ended(job, cell, where, list(waits))
     shapes = {json.dumps([t["call"], _bare(t["args"]), _bare(t["kwargs"])], sort_keys=True) for t in told.values()}
     call = next(iter(told.values()))
@@ -93,7 +103,15 @@ def _round(job, cell, where, free, restore):
     return _ask(job, cell, where, "join", (call["call"], call["args"], call["kwargs"]), free, list(where))
 
 
-def _ask(job, cell, where, op, args, pes, released):
+def _ask(
+    job: JobSurface,
+    cell: SentCell,
+    where: dict[int, Any],
+    op: str,
+    args: Sequence[Any],
+    pes: list[int],
+    released: list[int],
+) -> bool:
     """Ask ``pes`` for ``op(*args)``, then wait until ``released`` ended the cell; whether all went well."""
     try:
         job.ask(op, *args, pes=pes, timeout=10)
@@ -102,12 +120,12 @@ def _ask(job, cell, where, op, args, pes, released):
     return _ended(job, cell, where, released)
 
 
-def _ended(job, cell, where, pes):
+def _ended(job: JobSurface, cell: SentCell, where: dict[int, Any], pes: list[int]) -> bool:
     stranded.ended(job, cell, where, pes)
     return not set(pes) & set(cell.pending())
 
 
-def _bare(value):
+def _bare(value: Any) -> Any:
     """``value`` without the arrays' contents and addresses (they differ from PE to PE; the call is the same)."""
     if isinstance(value, dict):
         return {k: _bare(v) for k, v in value.items() if k not in ("now", "at")}
@@ -116,7 +134,7 @@ def _bare(value):
     return value
 
 
-def satisfying(told):
+def satisfying(told: dict[str, Any]) -> tuple[list[Any], list[list[Any]]] | tuple[None, None]:
     """``(writes, olds)`` for a wait :meth:`blocked_calls` told: ``[((sym, address there), hex bytes)]`` that
     end it, and the words as they were (``[(sym, hex bytes)]``), to put back; ``(None, None)`` when its
     arguments do not say."""
@@ -143,7 +161,7 @@ def satisfying(told):
     return [write], [[flags["sym"], flags["now"]]]
 
 
-def _numbers(value, n):
+def _numbers(value: Any, n: int | None) -> Any:
     """A number (``n`` None) or ``n`` numbers from an encoded argument, else None."""
     if isinstance(value, dict) and "scalar" in value:
         value = value["value"]
@@ -160,7 +178,7 @@ def _numbers(value, n):
     return None
 
 
-def _meets(cmp, value, dtype):
+def _meets(cmp: str, value: float, dtype: np.dtype[Any]) -> float:
     """A value of ``dtype`` for which ``x cmp value`` holds."""
     step = 1 if dtype.kind in "iub" else max(abs(value) * 1e-6, 1.0)
     return {"EQ": value, "GE": value, "LE": value, "NE": value + step, "GT": value + step, "LT": value - step}[cmp]

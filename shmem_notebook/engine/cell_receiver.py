@@ -23,6 +23,8 @@ faster output is gathered and sent once per window (by a flusher thread when the
 cell prints nothing more), so 2,000 lines cost a few messages, not 2,000.
 """
 
+from __future__ import annotations
+
 import asyncio
 import io
 import secrets
@@ -30,6 +32,7 @@ import signal
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING, Any
 
 import zmq
 from ipyparallel.error import wrap_exception
@@ -38,13 +41,19 @@ from zmq.eventloop.zmqstream import ZMQStream
 from ..protocol import answer, seal, unseal
 from .context import this_pe
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import TextIO
+
+    from ..protocol import Request
+
 __all__ = ["connect"]
 
 #: seconds: output faster than one line per window is sent once per window
 WINDOW = 0.01
 
 
-def connect(url, key_hex):
+def connect(url: str, key_hex: str) -> bool:
     """Connect this PE to the client's cell channel at ``url`` (replacing an earlier one)."""
     if this_pe.cell_channel is not None:
         this_pe.cell_channel.close()
@@ -53,11 +62,13 @@ def connect(url, key_hex):
 
 
 class _Channel:
-    def __init__(self, url, key):
+    waiting: list[dict[str, Any]]
+
+    def __init__(self, url: str, key: bytes) -> None:
         self.shell = this_pe.shell
         self.key = key
-        self.pe = this_pe.shmem.my_pe()
-        socket = zmq.Context.instance().socket(zmq.DEALER)
+        self.pe: int = this_pe.shmem.my_pe()
+        socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         # a name of its own per connection: the client may still hold the previous one's
         socket.setsockopt(zmq.IDENTITY, f"{self.pe}.{secrets.token_hex(4)}".encode())
         socket.setsockopt(zmq.LINGER, 1000)
@@ -69,11 +80,11 @@ class _Channel:
         self.outbox = _Outbox(url, key, self.pe)
         self.running, self.waiting = False, []  # a cell runs; the requests that came meanwhile
 
-    def close(self):
+    def close(self) -> None:
         self.stream.close()
         self.outbox.close()
 
-    def _received(self, frames):
+    def _received(self, frames: list[bytes]) -> None:
         message = unseal(self.key, frames)
         if message is None:  # anything not signed with the job's key is dropped
             return
@@ -88,7 +99,7 @@ class _Channel:
             self._run(message["id"], message["code"], message.get("before", ()), message.get("after", ()))
         )
 
-    def _answer(self, message):
+    def _answer(self, message: dict[str, Any]) -> None:
         """Answer a request asked on its own: its value, or its error as ``apply`` reports one."""
         try:
             self.outbox.send({"id": message["id"]}, answer(message["attachment"]))
@@ -96,7 +107,9 @@ class _Channel:
             error = wrap_exception(self.shell.kernel.get_engine_info(method="apply"))
             self.outbox.send({"id": message["id"], "error": error})
 
-    async def _run(self, cid, code, before=(), after=()):
+    async def _run(
+        self, cid: int, code: str, before: Sequence[Sequence[Any]] = (), after: Sequence[Sequence[Any]] = ()
+    ) -> None:
         """Run the requests ``before`` (``[[op, args]]``), then one cell as ``execute_request`` would,
         then the requests ``after`` (the same form); send the cell's output, then its outcome with the
         answers of ``after`` (``{op: ("ok", answer)}`` or ``("error", "Type: message")``); then answer
@@ -108,7 +121,7 @@ class _Channel:
             while self.waiting and not self.running:
                 self._answer(self.waiting.pop(0))
 
-    async def _cell(self, cid, code, before, after):
+    async def _cell(self, cid: int, code: str, before: Sequence[Sequence[Any]], after: Sequence[Sequence[Any]]) -> None:
         shell = self.shell
         out, err = _Lines(self, cid, "stdout", sys.stdout), _Lines(self, cid, "stderr", sys.stderr)
         captured = _Captured(shell)
@@ -122,6 +135,9 @@ class _Channel:
                     reply = await shell.kernel.do_execute(code, silent=False, store_history=True, user_expressions={})
         except KeyboardInterrupt:  # between the cell's statements and our bookkeeping
             reply = {"status": "error", "ename": "KeyboardInterrupt", "evalue": "", "traceback": ["KeyboardInterrupt"]}
+        except Exception as exc:  # the kernel's own failure (a cell's is in the reply): the cell still gets its end
+            text = f"the engine failed to run the cell on this PE: {type(exc).__name__}: {exc}"
+            reply = {"status": "error", "ename": type(exc).__name__, "evalue": text, "traceback": [text]}
         finally:
             sys.stdout, sys.stderr = saved[:2]
             signal.signal(signal.SIGINT, saved[2])
@@ -138,7 +154,7 @@ class _Channel:
         self.outbox.send(done, _answers(answer, after) if after else None)
 
 
-def _prepare(handle, requests):
+def _prepare(handle: Callable[[Request], Any], requests: Iterable[Sequence[Any]]) -> dict[str, Any] | None:
     """Answer the requests ``[[op, args]]`` made before a cell; None, or the cell's error reply if one raised."""
     for op, args in requests:
         try:
@@ -149,9 +165,9 @@ def _prepare(handle, requests):
     return None
 
 
-def _answers(handle, requests):
+def _answers(handle: Callable[[Request], Any], requests: Iterable[Sequence[Any]]) -> dict[str, tuple[str, Any]]:
     """``{op: ("ok", answer)}`` of the requests ``[[op, args]]``, ``("error", "Type: message")`` for one that raised."""
-    answers = {}
+    answers: dict[str, tuple[str, Any]] = {}
     for op, args in requests:
         try:
             answers[op] = ("ok", handle((op, args)))
@@ -165,20 +181,20 @@ class _Outbox:
     ``window`` when it comes faster), then each cell's final message. The cell's thread and a
     flusher thread use the socket in turn, under one lock."""
 
-    def __init__(self, url, key, pe, window=WINDOW):
+    def __init__(self, url: str, key: bytes, pe: int, window: float = WINDOW) -> None:
         self.key, self.pe, self.window = key, pe, window
-        socket = zmq.Context.instance().socket(zmq.DEALER)
+        socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 1000)
         socket.connect(url)
         self.socket = socket
-        self.pending = []  # (cell id, stream, text) not sent yet, in order
+        self.pending: list[tuple[int, str, str]] = []  # (cell id, stream, text) not sent yet, in order
         self.last_sent = 0.0
         self.lock = threading.Condition()
         self.closed = False
         self.thread = threading.Thread(target=self._flusher, name="shmem_notebook-outbox", daemon=True)
         self.thread.start()
 
-    def output(self, cid, stream, text):
+    def output(self, cid: int, stream: str, text: str) -> None:
         """Send ``text`` of ``stream`` now, or within ``window`` seconds when output comes faster."""
         with self.lock:
             self.pending.append((cid, stream, text))
@@ -187,14 +203,14 @@ class _Outbox:
             elif len(self.pending) == 1:
                 self.lock.notify()  # the flusher sends it if nothing more comes
 
-    def send(self, message, attachment=None):
+    def send(self, message: dict[str, Any], attachment: object = None) -> None:
         """Send ``message`` (with ``attachment``, see :func:`~shmem_notebook.protocol.seal`) after all output
         before it."""
         with self.lock:
             self._send_pending()
             self._send(message, attachment)
 
-    def close(self):
+    def close(self) -> None:
         with self.lock:
             self._send_pending()
             self.closed = True
@@ -202,8 +218,8 @@ class _Outbox:
         self.thread.join()
         self.socket.close()
 
-    def _send_pending(self):
-        merged = []  # consecutive chunks of one stream of one cell: one message
+    def _send_pending(self) -> None:
+        merged: list[tuple[int, str, list[str]]] = []  # consecutive chunks of one stream of one cell: one message
         for cid, stream, text in self.pending:
             if merged and merged[-1][:2] == (cid, stream):
                 merged[-1][2].append(text)
@@ -213,11 +229,11 @@ class _Outbox:
         for cid, stream, texts in merged:
             self._send({"id": cid, stream: "".join(texts)})
 
-    def _send(self, message, attachment=None):
+    def _send(self, message: dict[str, Any], attachment: object = None) -> None:
         self.socket.send_multipart(seal(self.key, {**message, "pe": self.pe}, attachment))
         self.last_sent = time.monotonic()
 
-    def _flusher(self):
+    def _flusher(self) -> None:
         with self.lock:
             while not self.closed:
                 if not self.pending:
@@ -234,21 +250,21 @@ class _Lines(io.TextIOBase):
     """``sys.stdout`` / ``sys.stderr`` during a cell: hands every complete line to the
     :class:`_Outbox` at once, the rest at ``flush()`` and at the end."""
 
-    def __init__(self, channel, cid, name, original):
+    def __init__(self, channel: _Channel, cid: int, name: str, original: TextIO) -> None:
         self.channel, self.cid, self.name, self.original = channel, cid, name, original
-        self.buffer_text = []
+        self.buffer_text: list[str] = []
 
     @property
-    def encoding(self):
+    def encoding(self) -> str:  # type: ignore[override]  # typeshed: a writable attribute; read-only at run time
         return "utf-8"
 
-    def writable(self):
+    def writable(self) -> bool:
         return True
 
-    def fileno(self):  # file descriptors 1 and 2: what the kernel captures from them arrives too late
+    def fileno(self) -> int:  # file descriptors 1 and 2: what the kernel captures from them arrives too late
         return self.original.fileno()
 
-    def write(self, text):
+    def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         self.buffer_text.append(text)
@@ -256,7 +272,7 @@ class _Lines(io.TextIOBase):
             self.flush()
         return len(text)
 
-    def flush(self):
+    def flush(self) -> None:
         if self.buffer_text:
             text, self.buffer_text = "".join(self.buffer_text), []
             self.channel.outbox.output(self.cid, self.name, text)
@@ -266,12 +282,12 @@ class _Captured:
     """While a cell runs: its displays and its last expression are kept for the final
     message, and its traceback is kept instead of being published on the engine's iopub."""
 
-    def __init__(self, shell):
+    def __init__(self, shell: Any) -> None:
         self.shell = shell
-        self.outputs = []
-        self.result = None
+        self.outputs: list[dict[str, Any]] = []
+        self.result: dict[str, Any] | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> _Captured:
         shell = self.shell
         self.publisher = shell.display_pub
         shell.display_pub = _Publisher(self.outputs)
@@ -280,13 +296,13 @@ class _Captured:
         shell._showtraceback = self._showtraceback
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         shell = self.shell
         shell.display_pub = self.publisher
         del shell.displayhook.finish_displayhook  # the class's own again
         del shell._showtraceback
 
-    def _finish_displayhook(self):
+    def _finish_displayhook(self) -> None:
         hook = self.shell.displayhook
         sys.stdout.flush()
         sys.stderr.flush()
@@ -295,7 +311,7 @@ class _Captured:
             self.result = {"data": dict(content["data"]), "metadata": dict(content.get("metadata") or {})}
         hook.msg = None
 
-    def _showtraceback(self, etype, evalue, stb):
+    def _showtraceback(self, etype: type[BaseException] | None, evalue: BaseException | None, stb: list[str]) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         self.shell._last_traceback = stb
@@ -304,12 +320,21 @@ class _Captured:
 class _Publisher:
     """``shell.display_pub`` during a cell: keeps what ``display()`` shows."""
 
-    def __init__(self, outputs):
+    def __init__(self, outputs: list[dict[str, Any]]) -> None:
         self.outputs = outputs
         self.is_publishing = False
 
-    def publish(self, data, metadata=None, source=None, *, transient=None, update=False, **kwargs):
+    def publish(
+        self,
+        data: dict[str, Any],
+        metadata: dict[str, Any] | None = None,
+        source: str | None = None,
+        *,
+        transient: dict[str, Any] | None = None,
+        update: bool = False,
+        **kwargs: Any,
+    ) -> None:
         self.outputs.append({"data": dict(data), "metadata": dict(metadata or {})})
 
-    def clear_output(self, wait=False):
+    def clear_output(self, wait: bool = False) -> None:
         self.outputs.clear()

@@ -23,11 +23,34 @@ Longer than 400 lines: the teaching algorithms are kept side by side on purpose,
 student reads them together.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ..errors import InputError
 from . import heap, teams
 from .context import this_pe
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Protocol, TypeAlias
+
+    import numpy.typing as npt
+
+    _Ufunc: TypeAlias = Callable[[npt.NDArray[Any], npt.NDArray[Any]], npt.NDArray[Any]]
+
+    class _Reduction(Protocol):
+        def __call__(
+            self,
+            target: npt.NDArray[Any],
+            source: npt.NDArray[Any],
+            size: int | None = None,
+            team: Any = None,
+            algorithm: str | None = None,
+        ) -> Any: ...
+
 
 __all__ = [
     "ALGORITHMS",
@@ -59,12 +82,12 @@ SCRATCH_BYTES = 256 << 10
 _FOLD_OUT = teams.STEPS - 1  # the step counter of the fold out
 
 
-def install(shmem_module):
+def install(shmem_module: Any) -> None:
     """Reserve the scratch. Collective: every PE at engine start (after teams.install)."""
     this_pe.scratch = heap.reserve(shmem_module.zeros(SCRATCH_BYTES, dtype="u1"), "collectives: scratch")
 
 
-def _algorithm(collective, algorithm):
+def _algorithm(collective: str, algorithm: str | None) -> str:
     this_pe.collective_calls += 1  # numbers the calls in a trace
     choices = ALGORITHMS[collective]
     algorithm = choices[0] if algorithm is None else str(algorithm).lower().replace(" ", "_").replace("-", "_")
@@ -73,16 +96,16 @@ def _algorithm(collective, algorithm):
     return algorithm
 
 
-def _step(collective, algorithm, step, of, text):
+def _step(collective: str, algorithm: str, step: int, of: int, text: str) -> None:
     this_pe.collective_label = {"collective": collective, "algorithm": algorithm, "step": step, "of": of, "text": text}
 
 
-def _done(m):
+def _done(m: teams.Members) -> None:
     this_pe.collective_label = None
     teams.team_sync(m)
 
 
-def _put(t, s, pe):
+def _put(t: npt.NDArray[Any], s: npt.NDArray[Any], pe: int) -> None:
     """Put the local ``s`` into the symmetric ``t`` on world PE ``pe`` (also to itself, so that a
     trace sees every write of the result). A put to oneself is complete only at ``quiet``, as any
     put is (Sandia OpenSHMEM delivers it through the network): later steps read what it wrote."""
@@ -92,11 +115,11 @@ def _put(t, s, pe):
             this_pe.shmem.quiet()
 
 
-def _log2(n):
+def _log2(n: int) -> int:
     return n.bit_length() - 1
 
 
-def _fold(n):
+def _fold(n: int) -> tuple[int, int]:
     """(p, r): the largest power of two <= n and the PEs beyond it."""
     p = 1 << _log2(n)
     return p, n - p
@@ -105,7 +128,14 @@ def _fold(n):
 # --- broadcast -------------------------------------------------------------------
 
 
-def broadcast(target, source, root, size=None, team=None, algorithm=None):
+def broadcast(
+    target: npt.NDArray[Any],
+    source: npt.NDArray[Any],
+    root: int,
+    size: int | None = None,
+    team: Any = None,
+    algorithm: str | None = None,
+) -> Any:
     """Collective over ``team``: ``source`` of team PE ``root`` into ``target`` on every member.
 
     ``linear``: the root puts to each member in turn. ``binomial``: in round k the
@@ -157,7 +187,13 @@ def broadcast(target, source, root, size=None, team=None, algorithm=None):
 # --- fcollect ----------------------------------------------------------------------
 
 
-def fcollect(target, source, size=None, team=None, algorithm=None):
+def fcollect(
+    target: npt.NDArray[Any],
+    source: npt.NDArray[Any],
+    size: int | None = None,
+    team: Any = None,
+    algorithm: str | None = None,
+) -> Any:
     """Collective over ``team``: every member's ``size`` elements, concatenated in team order.
 
     ``ring``: n-1 steps, each PE forwards to its right neighbour the block it got
@@ -174,7 +210,7 @@ def fcollect(target, source, size=None, team=None, algorithm=None):
     if size * n > t.size:
         raise InputError(f"collectives.fcollect: target has {t.size} elements, needs {size} x {n} PEs")
 
-    def block(j):
+    def block(j: int) -> npt.NDArray[Any]:
         return t[(j % n) * size : (j % n + 1) * size]
 
     teams.team_sync(m)
@@ -213,7 +249,7 @@ def fcollect(target, source, size=None, team=None, algorithm=None):
     _done(m)
 
 
-def _recursive_doubling_fcollect(m, block):
+def _recursive_doubling_fcollect(m: teams.Members, block: Callable[[int], npt.NDArray[Any]]) -> None:
     n, rank = len(m.pes), m.rank
     p, r = _fold(n)
     steps = _log2(p)
@@ -268,7 +304,14 @@ def _recursive_doubling_fcollect(m, block):
 # --- reduce (allreduce) --------------------------------------------------------------
 
 
-def reduce(target, source, op="sum", size=None, team=None, algorithm=None):
+def reduce(
+    target: npt.NDArray[Any],
+    source: npt.NDArray[Any],
+    op: str = "sum",
+    size: int | None = None,
+    team: Any = None,
+    algorithm: str | None = None,
+) -> Any:
     """Collective over ``team``: ``op`` of every member's ``source`` into ``target`` (an allreduce).
 
     ``recursive_doubling``: log2 n steps, PE i swaps its whole partial result with
@@ -286,6 +329,7 @@ def reduce(target, source, op="sum", size=None, team=None, algorithm=None):
     p, _ = _fold(len(m.pes))
     regions = _log2(p) + 1
     cap = max(1, SCRATCH_BYTES // regions // 16 * 16 // t.itemsize)  # elements per region
+    work: npt.NDArray[Any] | None
     for lo in range(0, max(size, 1), cap):  # one run per chunk of the scratch's size
         hi = min(size, lo + cap)
         work = np.array(s[lo:hi])
@@ -307,12 +351,16 @@ def reduce(target, source, op="sum", size=None, team=None, algorithm=None):
 allreduce = reduce
 
 
-def _combine(ufunc, mine, theirs, rank, partner):
+def _combine(
+    ufunc: _Ufunc, mine: npt.NDArray[Any], theirs: npt.NDArray[Any], rank: int, partner: int
+) -> npt.NDArray[Any]:
     """Lower rank's partial first, so both partners compute bit-identical results."""
     return ufunc(mine, theirs) if rank < partner else ufunc(theirs, mine)
 
 
-def _fold_in(m, work, region, ufunc, algorithm, of):
+def _fold_in(
+    m: teams.Members, work: npt.NDArray[Any], region: list[npt.NDArray[Any]], ufunc: _Ufunc, algorithm: str, of: int
+) -> npt.NDArray[Any]:
     n, rank = len(m.pes), m.rank
     p, r = _fold(n)
     if not r:
@@ -329,7 +377,7 @@ def _fold_in(m, work, region, ufunc, algorithm, of):
     return work
 
 
-def _fold_out(m, t, algorithm):
+def _fold_out(m: teams.Members, t: npt.NDArray[Any], algorithm: str) -> None:
     n, rank = len(m.pes), m.rank
     p, r = _fold(n)
     if not r:
@@ -345,7 +393,9 @@ def _fold_out(m, t, algorithm):
         teams.wait_signal(m, _FOLD_OUT)
 
 
-def _recursive_doubling_reduce(m, work, region, ufunc):
+def _recursive_doubling_reduce(
+    m: teams.Members, work: npt.NDArray[Any], region: list[npt.NDArray[Any]], ufunc: _Ufunc
+) -> npt.NDArray[Any] | None:
     n, rank = len(m.pes), m.rank
     p, r = _fold(n)
     steps = _log2(p)
@@ -370,7 +420,9 @@ def _recursive_doubling_reduce(m, work, region, ufunc):
     return work
 
 
-def _rabenseifner(m, work, region, ufunc, t):
+def _rabenseifner(
+    m: teams.Members, work: npt.NDArray[Any], region: list[npt.NDArray[Any]], ufunc: _Ufunc, t: npt.NDArray[Any]
+) -> None:
     n, rank = len(m.pes), m.rank
     p, r = _fold(n)
     steps = _log2(p)
@@ -420,8 +472,14 @@ def _rabenseifner(m, work, region, ufunc, t):
         hi = lo + 2 * width
 
 
-def _reduction(op):
-    def reduction(target, source, size=None, team=None, algorithm=None):
+def _reduction(op: str) -> _Reduction:
+    def reduction(
+        target: npt.NDArray[Any],
+        source: npt.NDArray[Any],
+        size: int | None = None,
+        team: Any = None,
+        algorithm: str | None = None,
+    ) -> Any:
         return reduce(target, source, op, size=size, team=team, algorithm=algorithm)
 
     reduction.__name__ = f"{op}_reduce"
@@ -437,7 +495,13 @@ and_reduce, or_reduce, xor_reduce = _reduction("and"), _reduction("or"), _reduct
 # --- alltoall ---------------------------------------------------------------------------
 
 
-def alltoall(target, source, size=None, team=None, algorithm=None):
+def alltoall(
+    target: npt.NDArray[Any],
+    source: npt.NDArray[Any],
+    size: int | None = None,
+    team: Any = None,
+    algorithm: str | None = None,
+) -> Any:
     """Collective over ``team``: block j of my ``source`` goes to member j, into block my-rank.
 
     ``linear``: round robin, in step k PE i puts to PE i+k without waiting.

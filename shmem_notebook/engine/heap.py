@@ -8,8 +8,11 @@ the old values, so a write through them fails loudly instead of landing in
 whatever reuses that memory.
 """
 
+from __future__ import annotations
+
 import os
 import pickle
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -32,22 +35,34 @@ __all__ = [
     "FreedArrayError",
 ]
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import TypedDict
+
+    import numpy.typing as npt
+    from typing_extensions import Buffer
+
+    class HeapChange(TypedDict):
+        usage: tuple[int, int]
+        retired: dict[str, list[str]]
+
+
 #: declared symmetric arrays, name -> ndarray on the symmetric heap
-arrays = {}
+arrays: dict[str, npt.NDArray[Any]] = {}
 #: the tool's own symmetric allocations (teams' sync words, collectives' scratch): address -> what
-reserved = {}
+reserved: dict[int, str] = {}
 
 _DEFAULT_HEAP = 256 << 20  # OSHMEM's default symmetric heap
 _MISSING = object()
 
 
-def reserve(array, what):
+def reserve(array: npt.NDArray[Any], what: str) -> npt.NDArray[Any]:
     """Note ``array`` as the tool's own allocation (the inspector does not list it as the user's)."""
     reserved[array.__array_interface__["data"][0]] = what
     return array
 
 
-def heap_usage():
+def heap_usage() -> tuple[int, int]:
     """Bytes of this PE's symmetric heap in use and its size: the one count of heap use (the
     tool's own reservations, :data:`reserved`, are not counted)."""
     used = sum(n for address, n in allocations() if address not in reserved)
@@ -55,13 +70,13 @@ def heap_usage():
     return used, size
 
 
-def allocations():
+def allocations() -> list[tuple[int, int]]:
     """Every live shmem4py allocation on this PE: sorted ``[(address, bytes), ...]``."""
     shmem = _shmem()
     return sorted((int(shmem.ffi.cast("uintptr_t", c)), shmem.ffi.sizeof(c)) for c in list(shmem._heap.values()))
 
 
-def _shmem():
+def _shmem() -> Any:
     """shmem4py's ``shmem``, imported on first use: importing it calls ``shmem_init``, which only
     a running PE may do (this module's pure helpers are imported by tests and by other modules)."""
     from shmem4py import shmem
@@ -69,11 +84,11 @@ def _shmem():
     return shmem
 
 
-def _address(a):
-    return a.__array_interface__["data"][0]
+def _address(a: npt.NDArray[Any]) -> int:
+    return cast("int", a.__array_interface__["data"][0])
 
 
-def is_symmetric(obj):
+def is_symmetric(obj: object) -> bool:
     """Whether ``obj`` is an ndarray whose memory lies in a live symmetric allocation."""
     if not isinstance(obj, np.ndarray) or obj.nbytes == 0:
         return False
@@ -90,27 +105,27 @@ class FreedArray(np.ndarray):
 
     note = "this array's symmetric memory was freed"
 
-    def __array_finalize__(self, obj):
+    def __array_finalize__(self, obj: object) -> None:
         self.note = getattr(obj, "note", FreedArray.note)
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: Any, value: Any) -> None:
         if not self.flags.writeable:
             raise FreedArrayError(self.note)
         super().__setitem__(key, value)
 
-    def __array_wrap__(self, arr, context=None, return_scalar=False):
+    def __array_wrap__(self, arr: Any, context: Any = None, return_scalar: bool = False) -> Any:
         arr = np.asarray(arr).view(np.ndarray)  # results computed from it are ordinary arrays
         return arr[()] if return_scalar else arr
 
 
-def _freeze(a, note):
+def _freeze(a: npt.NDArray[Any], note: str) -> FreedArray:
     copy = np.array(a).view(FreedArray)
     copy.note = note
     copy.flags.writeable = False
     return copy
 
 
-def retire(old, what):
+def retire(old: npt.NDArray[Any], what: str) -> list[str]:
     """Before ``old`` is freed: every other name in the namespace pointing into its memory
     becomes a read-only copy (writes raise :class:`FreedArrayError`), and ``old`` itself is
     made read-only. ``what`` says what happened (``"A was re-allocated as int64[5]"``).
@@ -118,10 +133,10 @@ def retire(old, what):
     lo = _address(old)
     hi = lo + old.nbytes
 
-    def points_in(value):
+    def points_in(value: object) -> bool | int:
         return isinstance(value, np.ndarray) and value.nbytes and lo <= _address(value) < hi
 
-    retired = []
+    retired: list[str] = []
     for key, value in list(this_pe.namespace.items()):
         if points_in(value):
             note = (
@@ -142,12 +157,13 @@ def retire(old, what):
     return sorted(retired)
 
 
-def alloc(decls):
+def alloc(decls: Iterable[tuple[str, str, tuple[int, ...]]]) -> HeapChange:
     """Allocate ``[(name, dtype, shape), ...]`` zeroed, replacing same names.
 
     Collective: every PE must call it with the same declarations. Returns
     ``{"usage": (used, size), "retired": {name: [other names that pointed into the old array]}}``.
     """
+    retired: dict[str, list[str]]
     shmem, retired = _shmem(), {}
     for name, dtype, shape in decls:
         old = arrays.pop(name, None)
@@ -163,7 +179,7 @@ def alloc(decls):
     return {"usage": heap_usage(), "retired": retired}
 
 
-def free(name):
+def free(name: str) -> HeapChange:
     """Free the declared array ``name``. Collective. Returns what :func:`alloc` returns."""
     a = arrays.pop(name)
     if this_pe.namespace.get(name) is a:
@@ -173,13 +189,13 @@ def free(name):
     return {"usage": heap_usage(), "retired": {name: names} if names else {}}
 
 
-def _lookup(name):
+def _lookup(name: str) -> Any:
     """What ``name`` means in the cells now (a cell may have rebound a declared name)."""
     value = this_pe.namespace.get(name, _MISSING)
     return arrays.get(name, _MISSING) if value is _MISSING else value
 
 
-def _kind(value):
+def _kind(value: object) -> str:
     return f"{type(value).__module__}.{type(value).__qualname__}".replace("builtins.", "")
 
 
@@ -187,7 +203,7 @@ def _kind(value):
 FILE_BYTES = 1 << 20
 
 
-def place(value):
+def place(value: npt.NDArray[Any]) -> tuple[str, int, int] | None:
     """Where the C-contiguous ``value`` lies in this process: ``(pid namespace, pid, address)``
     for a client on this host to read it (:mod:`shmem_notebook.job.remote`); None if not contiguous."""
     if not value.flags.c_contiguous:
@@ -199,7 +215,7 @@ def place(value):
     return (namespace, os.getpid(), _address(value))
 
 
-def gather(name, by_file=False):
+def gather(name: str, by_file: bool = False) -> tuple[str, Any]:
     """This PE's symmetric array ``name`` (declared, or any name a cell bound to a symmetric array).
 
     Returns ``("ok", private copy)``, ``("missing", None)`` or ``("not symmetric", kind)``; with
@@ -217,14 +233,14 @@ def gather(name, by_file=False):
     return ("ok", np.array(value))
 
 
-def gather_into(name, path):
+def gather_into(name: str, path: str) -> None:
     """Write this PE's array ``name`` (C order) into the client's file ``path`` at offset
     ``my_pe * nbytes``, straight from symmetric memory when it is contiguous."""
     value = _lookup(name)
     data = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
     fd = os.open(path, os.O_WRONLY)
     try:
-        view, offset = memoryview(data), _shmem().my_pe() * value.nbytes
+        view, offset = memoryview(cast("Buffer", data)), _shmem().my_pe() * value.nbytes
         while view:
             n = os.pwrite(fd, view, offset)
             view, offset = view[n:], offset + n
@@ -232,7 +248,7 @@ def gather_into(name, path):
         os.close(fd)
 
 
-def pull(name):
+def pull(name: str) -> tuple[str, Any]:
     """The value bound to ``name`` on this PE, as plain data (ndarrays as private copies).
 
     Returns ``("ok", value)``, ``("missing", None)`` or ``("unsendable", reason)``.

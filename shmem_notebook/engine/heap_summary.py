@@ -8,9 +8,12 @@ mean and a bitwise hash per block), so one refresh moves a bounded payload
 whatever the heap size.
 """
 
+from __future__ import annotations
+
 import bisect
 import os
 import socket
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import psutil
@@ -22,6 +25,11 @@ from .record.memory import heap_start
 
 __all__ = ["snapshot", "allocations", "heap_base", "named_arrays", "summarise", "BLOCK_OVERHEAD", "PE_OVERHEAD"]
 
+if TYPE_CHECKING:
+    from collections.abc import Container
+
+    import numpy.typing as npt
+
 #: bytes charged per listed allocation / per PE reply for metadata (keys, pickling)
 BLOCK_OVERHEAD = 320
 PE_OVERHEAD = 1024
@@ -30,12 +38,12 @@ _CHUNK = 1 << 20
 _M = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-def allocations():
+def allocations() -> list[tuple[int, int]]:
     """Every live shmem4py allocation on this PE but the tool's own: sorted ``[(address, bytes), ...]``."""
     return [a for a in heap.allocations() if a[0] not in heap.reserved]
 
 
-def heap_base(lowest=None, maps="/proc/self/maps"):
+def heap_base(lowest: int | None = None, maps: str = "/proc/self/maps") -> int | None:
     """Start address of the symmetric heap segment, or ``None`` if unknown.
 
     OSHMEM maps the symmetric heap as one shared segment at the same virtual
@@ -62,7 +70,7 @@ def heap_base(lowest=None, maps="/proc/self/maps"):
     return lowest
 
 
-def named_arrays():
+def named_arrays() -> dict[int, list[tuple[str, npt.NDArray[Any], bool]]]:
     """Names bound to whole symmetric allocations: ``{address: [(name, ndarray, declared), ...]}``.
 
     Declared arrays (``heap.arrays``) come first, then names in the engine's
@@ -72,10 +80,10 @@ def named_arrays():
     """
     blocks = dict(allocations())
     starts = sorted(blocks)
-    found = {}
-    taken = set()
+    found: dict[int, list[tuple[str, npt.NDArray[Any], bool]]] = {}
+    taken: set[str] = set()
 
-    def consider(name, obj, declared):
+    def consider(name: str, obj: object, declared: bool) -> None:
         if isinstance(obj, memoryview):
             try:
                 obj = np.frombuffer(obj, np.uint8)
@@ -98,7 +106,7 @@ def named_arrays():
     return found
 
 
-def _keys(x):
+def _keys(x: npt.NDArray[Any]) -> npt.NDArray[np.uint64]:
     """A uint64 key per element holding its bits (for hashing)."""
     size = x.dtype.itemsize
     if size in (1, 2, 4, 8):
@@ -110,7 +118,7 @@ def _keys(x):
     return key
 
 
-def _mix(z):
+def _mix(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     """splitmix64 finaliser, elementwise (wrapping uint64 arithmetic)."""
     z = z + np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -118,7 +126,7 @@ def _mix(z):
     return z ^ (z >> np.uint64(31))
 
 
-def _as_2d(a):
+def _as_2d(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
     if a.ndim == 0:
         return a.reshape(1, 1)
     if a.ndim == 1:
@@ -126,7 +134,7 @@ def _as_2d(a):
     return a.reshape(-1, a.shape[-1])
 
 
-def _grid(rows, cols, max_blocks):
+def _grid(rows: int, cols: int, max_blocks: float) -> tuple[int, int]:
     """Block size ``(br, bc)`` giving at most ``max_blocks`` blocks, keeping the aspect."""
     max_blocks = max(1, int(max_blocks))
     scale = max(1.0, (rows * cols / max_blocks) ** 0.5)
@@ -135,10 +143,10 @@ def _grid(rows, cols, max_blocks):
     return -(-rows // gr), -(-cols // gc)
 
 
-def _stat_view(x):
+def _stat_view(x: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """Values the min/max/mean are taken over: abs for complex, uint8 for bool, float64 for long double."""
     if x.dtype.kind == "c":
-        return np.abs(x)
+        return cast("npt.NDArray[Any]", np.abs(x))
     if x.dtype.kind == "b":
         return x.view(np.uint8)
     if x.dtype.kind == "f" and x.dtype.itemsize > 8:
@@ -146,7 +154,7 @@ def _stat_view(x):
     return x
 
 
-def summarise(a, max_blocks):
+def summarise(a: npt.NDArray[Any], max_blocks: int) -> dict[str, Any]:
     """Block summary of ``a`` (viewed as 2-D) in at most ``max_blocks`` blocks.
 
     Returns ``{"block": (br, bc), "grid": (gr, gc), "min", "max", "mean", "hash"}``:
@@ -159,7 +167,7 @@ def summarise(a, max_blocks):
     br, bc = _grid(rows, cols, max_blocks)
     gr, gc = -(-rows // br), -(-cols // bc)
     sv = _stat_view(x2)
-    out = {
+    out: dict[str, Any] = {
         "min": np.empty((gr, gc), sv.dtype),
         "max": np.empty((gr, gc), sv.dtype),
         "mean": np.empty((gr, gc), np.float64),
@@ -174,7 +182,7 @@ def summarise(a, max_blocks):
         for c0 in range(0, cols, step):
             c1 = min(cols, c0 + step)
             full = (c1 - c0) // bc
-            parts = []
+            parts: list[tuple[int, int, int, slice]] = []
             if full:
                 parts.append((c0 // bc, full, bc, slice(c0, c0 + full * bc)))
             if c0 + full * bc < c1:
@@ -190,20 +198,20 @@ def summarise(a, max_blocks):
     return out
 
 
-def _block_cost(dtype):
+def _block_cost(dtype: np.dtype[Any]) -> int:
     """Bytes one summary block costs: min, max, mean, hash."""
     stat = np.float64 if dtype.kind == "c" else (np.uint8 if dtype.kind == "b" else dtype)
     return 2 * np.dtype(stat).itemsize + 16
 
 
-def _plan(arrays, budget):
+def _plan(arrays: dict[str, npt.NDArray[Any]], budget: int) -> dict[str, int | None]:
     """Per array: ``None`` (exact) or the number of summary blocks, within ``budget`` bytes.
 
     Water-filling from the smallest array: each gets an equal share of what is
     left; arrays that fit come exactly, the rest are summarised in their share.
     Deterministic in the arrays' sizes, so PEs holding the same arrays decide alike.
     """
-    plan = {}
+    plan: dict[str, int | None] = {}
     left = max(0, budget)
     order = sorted(arrays, key=lambda n: (arrays[n].nbytes, n))
     for k, name in enumerate(order):
@@ -219,7 +227,7 @@ def _plan(arrays, budget):
     return plan
 
 
-def snapshot(budget=256 << 10):
+def snapshot(budget: int = 256 << 10) -> dict[str, Any]:
     """This PE's heap, arrays and state, in about ``budget`` bytes. Not collective.
 
     Returns a dict: ``pe``, ``pid``, ``host``, ``rss`` (bytes), ``last_cell``
@@ -236,6 +244,8 @@ def snapshot(budget=256 << 10):
     base = heap_base(allocs[0][0] if allocs else None)
     names = named_arrays()
     allocs, omitted = _listed(allocs, names, budget)
+    arrays: dict[str, dict[str, Any]]
+    blocks: list[dict[str, Any]]
     arrays, blocks = {}, []
     for address, nbytes in allocs:
         entries = names.get(address, [])
@@ -268,7 +278,7 @@ def snapshot(budget=256 << 10):
         a = info.pop("_array")
         info["exact"] = plan[name] is None
         info["values"] = np.array(a) if plan[name] is None else None
-        info["summary"] = None if plan[name] is None else summarise(a, plan[name])
+        info["summary"] = None if plan[name] is None else summarise(a, cast("int", plan[name]))
     state = dict(runtime.last_cell)
     state.pop("started", None)
     return {
@@ -284,7 +294,9 @@ def snapshot(budget=256 << 10):
     }
 
 
-def _listed(allocs, names, budget):
+def _listed(
+    allocs: list[tuple[int, int]], names: Container[int], budget: int
+) -> tuple[list[tuple[int, int]], dict[str, int]]:
     """The allocations listed within half the budget (named ones first), and a count of the rest."""
     room = max(8, (budget // 2) // BLOCK_OVERHEAD)
     if len(allocs) <= room:

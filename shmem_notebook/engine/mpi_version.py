@@ -5,6 +5,8 @@ Read with ``MPI_Get_library_version`` from the MPI library this process has load
 not the one a site meant: ``"Open MPI v4.1.4"``, ``"MPICH 4.0.2"``.
 """
 
+from __future__ import annotations
+
 import ctypes
 import re
 
@@ -14,7 +16,7 @@ _LIBMPI = re.compile(r"\s(/\S*/libmpi(?:ch)?\.so[.\d]*)$")
 MAX_LIBRARY_VERSION_STRING = 8192  # above every MPI's MPI_MAX_LIBRARY_VERSION_STRING
 
 
-def loaded_libmpi(maps="/proc/self/maps"):
+def loaded_libmpi(maps: str = "/proc/self/maps") -> str | None:
     """The path of the MPI library this process has loaded, or None."""
     try:
         with open(maps) as fh:
@@ -27,7 +29,7 @@ def loaded_libmpi(maps="/proc/self/maps"):
     return None
 
 
-def short_name(text):
+def short_name(text: str) -> str:
     """``MPI_Get_library_version``'s text in a few words: ``"Open MPI v4.1.4, package: ..."`` ->
     ``"Open MPI v4.1.4"``, ``"MPICH Version:\\t4.0.2\\nMPICH Release date: ..."`` -> ``"MPICH 4.0.2"``."""
     first = text.strip().splitlines()[0] if text.strip() else ""
@@ -37,7 +39,7 @@ def short_name(text):
     return first.split(",")[0].strip()
 
 
-def mpi_version():
+def mpi_version() -> str | None:
     """The loaded MPI's name and version (``"Open MPI v4.1.4"``), or None when no MPI is loaded."""
     path = loaded_libmpi()
     if path is None:

@@ -25,30 +25,38 @@ the library's new team.
 The checks are local (no communication); a valid call goes to the library unchanged.
 """
 
+from __future__ import annotations
+
 import functools
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from . import teams
 from .context import this_pe
 from .shims.patches import Patches
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    import numpy.typing as npt
+
 __all__ = ["install"]
 
 _BORN = "_shmem_notebook_born"  # a Team's stamp: the destroys counted when it (or its original) was made
 
 
-def _handle(sh, team):
+def _handle(sh: Any, team: Any) -> int:
     return int(sh.ffi.cast("uintptr_t", team.ob_team))
 
 
-def _stale(handle, team):
+def _stale(handle: int, team: Any) -> bool:
     """Whether ``team`` holds a handle destroyed after the Team was made (teams from before
     :func:`install`, world and shared, count as made first)."""
     destroyed = this_pe.teams.destroyed
     return handle in destroyed and getattr(team, _BORN, -1) <= destroyed[handle]
 
 
-def check(sh, team, what):
+def check(sh: Any, team: Any, what: str) -> None:
     """Raise :class:`~.teams.TeamError` when ``team`` cannot be used on this PE (None = world)."""
     if team is None:
         return
@@ -58,7 +66,7 @@ def check(sh, team, what):
         raise teams.unusable(what, destroyed=stale or teams.was_destroyed(team))
 
 
-def _take_slots(sh, parent, new):
+def _take_slots(sh: Any, parent: Any, new: Sequence[Any]) -> None:
     """Give each team of ``new`` this PE is a member of a slot of the reserved words, agreed over
     ``parent``. Collective over the parent team."""
     slots = teams.agree_slots(teams.members(parent, "split"), len(new))
@@ -69,18 +77,18 @@ def _take_slots(sh, parent, new):
             this_pe.teams.free &= ~(1 << slot)
 
 
-def _guard_method(sh, name, original):
+def _guard_method(sh: Any, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
-    def method(self, *args, **kwargs):
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         check(sh, self, f"Team.{name}")
         return original(self, *args, **kwargs)
 
     return method
 
 
-def _guard_collective(sh, name, original):
+def _guard_collective(sh: Any, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
-    def collective(*args, **kwargs):
+    def collective(*args: Any, **kwargs: Any) -> Any:
         team = kwargs.get("team", args[-1] if args and isinstance(args[-1], sh.Team) else None)
         check(sh, team, f"shmem.{name}")
         return original(*args, **kwargs)
@@ -88,10 +96,10 @@ def _guard_collective(sh, name, original):
     return collective
 
 
-def _stamp_new(sh, original):
+def _stamp_new(sh: Any, original: Callable[..., Any]) -> staticmethod[[type[Any], Any], Any]:
     """``Team.__new__`` that stamps the Team with its age (a copy of a Team keeps the original's)."""
 
-    def new(cls, team=None):
+    def new(cls: type[Any], team: Any = None) -> Any:
         self = original(cls, team)
         setattr(self, _BORN, getattr(team, _BORN, -1) if isinstance(team, sh.Team) else this_pe.teams.destroys)
         if isinstance(team, sh.Team) and teams.was_destroyed(team):
@@ -101,7 +109,7 @@ def _stamp_new(sh, original):
     return staticmethod(new)
 
 
-def install(sh):
+def install(sh: Any) -> Callable[[], None]:
     """Put the guards on shmem4py's Team methods and collectives, after :func:`.teams.install` chose the
     native mode; return the undo."""
     patches = Patches()
@@ -113,7 +121,9 @@ def install(sh):
     translate = sh.Team.translate_pe
 
     @functools.wraps(translate)
-    def translate_pe(self, pe=None, team=None):  # both teams: the library reads the destination's too
+    def translate_pe(
+        self: Any, pe: int | None = None, team: Any = None
+    ) -> Any:  # both teams: the library reads the destination's too
         check(sh, self, "Team.translate_pe")
         check(sh, team, "Team.translate_pe (its destination team)")
         return translate(self, pe, team)
@@ -122,7 +132,9 @@ def install(sh):
     split, destroy = sh.Team.split_strided, sh.Team.destroy
 
     @functools.wraps(split)
-    def split_strided(self, start=0, stride=1, size=None, config=None, **kwargs):
+    def split_strided(
+        self: Any, start: int = 0, stride: int = 1, size: int | None = None, config: Any = None, **kwargs: Any
+    ) -> Any:
         check(sh, self, "split_strided")
         n = self.n_pes()
         size = (len(range(start, n, stride)) if stride > 0 else 0) if size is None else size
@@ -137,7 +149,7 @@ def install(sh):
         return team
 
     @functools.wraps(destroy)
-    def destroy_(self):  # on TEAM_INVALID or a destroyed team: nothing to do, as in shmem4py
+    def destroy_(self: Any) -> None:  # on TEAM_INVALID or a destroyed team: nothing to do, as in shmem4py
         handle = _handle(sh, self)
         if _stale(handle, self):  # a copy of a destroyed team: its handle may be another team's now
             self.ob_team = sh.lib.SHMEM_TEAM_INVALID
@@ -154,7 +166,7 @@ def install(sh):
     split_2d = sh.Team.split_2d
 
     @functools.wraps(split_2d)
-    def split_2d_(self, xrange, *args, **kwargs):
+    def split_2d_(self: Any, xrange: int, *args: Any, **kwargs: Any) -> Any:
         check(sh, self, "split_2d")
         if int(xrange) < 1:
             raise InputError(f"split_2d(xrange={xrange}): xrange must be at least 1")
@@ -170,7 +182,13 @@ def install(sh):
     library_reduce = sh.reduce
 
     @functools.wraps(library_reduce)
-    def reduce(target, source, op="sum", size=None, team=None):
+    def reduce(
+        target: npt.NDArray[Any],
+        source: npt.NDArray[Any],
+        op: str = "sum",
+        size: int | None = None,
+        team: Any = None,
+    ) -> Any:
         check(sh, team, "shmem.reduce")
         try:
             return library_reduce(target, source, op, size, team)

@@ -5,13 +5,20 @@ on its own and for one riding with a cell alike; the answer is plain data. Those
 :data:`shmem_notebook.protocol.COLLECTIVE` must reach every PE.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from ..protocol import Op, serve
 from . import cell_receiver, heap, heap_summary, record, runtime
 
 __all__ = ["HANDLERS", "handle", "start"]
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 #: Op -> function (race_*, trace_*, stress_* bracket a cell run with --race, --trace, --stress: engine/record)
-HANDLERS = {
+HANDLERS: dict[str, Callable[..., Any]] = {
     Op.ALLOC: heap.alloc,
     Op.FREE: heap.free,
     Op.GATHER: heap.gather,
@@ -36,13 +43,13 @@ HANDLERS = {
 }
 
 
-def handle(request):
+def handle(request: tuple[str, tuple[Any, ...]]) -> Any:
     """Answer the ``request`` ``(name, args)`` of :func:`shmem_notebook.protocol.encode` with plain data."""
     op, args = request
     return HANDLERS[op](*args)
 
 
-def start(shell):
+def start(shell: Any) -> None:
     """The engine's start-up command on a PE: bind the runtime to ``shell``, then answer requests."""
     runtime.bind(shell)
     serve(handle)

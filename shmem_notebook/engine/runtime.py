@@ -6,12 +6,15 @@ Importing it calls ``shmem_init()``, so it runs only inside a PE started by
 into the engine's namespace before every cell.
 """
 
+from __future__ import annotations
+
 import contextlib
 import json
 import os
 import socket
 import sys
 import time
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from shmem4py import shmem
@@ -26,22 +29,25 @@ from .shims.blocked_call import decode, symmetric_view
 
 __all__ = ["last_cell", "info", "bind", "join", "poke", "released", "main"]
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 #: outcome of the last cell: state, outcome ('ok' or exception type), seconds
-last_cell = {"state": "idle", "outcome": None, "seconds": None}
+last_cell: dict[str, Any] = {"state": "idle", "outcome": None, "seconds": None}
 
 
-def _bind_namespace():
+def _bind_namespace() -> None:
     ns = this_pe.namespace
     ns.update(shmem=shmem, np=np, me=shmem.my_pe(), npes=shmem.n_pes(), collectives=collectives)
     ns.update(heap.arrays)
 
 
-def _before_cell(info=None):
+def _before_cell(info: Any = None) -> None:
     _bind_namespace()
     last_cell.update(state="busy", outcome=None, seconds=None, started=time.time())
 
 
-def _after_cell(result):
+def _after_cell(result: Any) -> None:
     if "started" not in last_cell:  # the end of the start-up code that called bind(): not a cell
         return
     error = result.error_before_exec or result.error_in_exec
@@ -54,7 +60,7 @@ def _after_cell(result):
         drop_error_frames()
 
 
-def bind(shell):
+def bind(shell: Any) -> None:
     """Install the namespace and the per-cell hooks in the engine's shell."""
     this_pe.shell = shell  # the one place the PE keeps it: namespace, recordings, snapshot, channel
     lazy_imports.release("debugpy")
@@ -68,7 +74,7 @@ def bind(shell):
     shell.events.register("post_run_cell", _after_cell)
 
 
-def info():
+def info() -> dict[str, Any]:
     """Who this PE is: pe, pid, host, heap used/size, library name and version."""
     used, size = heap.heap_usage()
     major, minor = shmem.info_get_version()
@@ -89,19 +95,22 @@ def info():
     }
 
 
-def join(call, args=None, kwargs=None):
+def join(call: str, args: Sequence[Any] | None = None, kwargs: dict[str, Any] | None = None) -> str:
     """Make the world synchronisation ``call`` (one of :data:`shmem_notebook.operations.JOINABLE`) that
     other PEs wait in for this PE, whose cell raised (see ``shmem_notebook.cells.stranded``); with
     ``args``, the call the others are blocked in with those arguments
     (:func:`.shims.blocked_call.describe`: this PE's copies of their symmetric arrays). Collective."""
     if args is not None:
-        getattr(shmem, call)(*(decode(shmem, a) for a in args), **{k: decode(shmem, v) for k, v in kwargs.items()})
+        getattr(shmem, call)(
+            *(decode(shmem, a) for a in args),
+            **{k: decode(shmem, v) for k, v in cast("dict[str, Any]", kwargs).items()},
+        )
         return call
     {"barrier_all": shmem.barrier_all, "sync_all": shmem.sync_all, "sync": lambda: shmem.sync(shmem.TEAM_WORLD)}[call]()
     return call
 
 
-def poke(pe, writes):
+def poke(pe: int, writes: Sequence[Sequence[Any]]) -> int:
     """Put ``writes`` (``[(sym, hex bytes)]``, :func:`.shims.blocked_call.describe`'s symmetric places) to
     PE ``pe``, then quiet: the values a wait that PE is blocked in waits for. Not collective."""
     for sym, data in writes:
@@ -111,7 +120,7 @@ def poke(pe, writes):
     return len(writes)
 
 
-def released(restore=None):
+def released(restore: dict[str, Sequence[Sequence[Any]]] | None = None) -> bool:
     """After a cell was abandoned (``cells/stranded``): put back this PE's words that :func:`poke` wrote
     (``restore``: ``{pe: [(sym, hex bytes)]}``), drop the last exception's frames
     (:func:`drop_error_frames`), then zero the emulated teams' half-done counts. Collective."""
@@ -124,7 +133,7 @@ def released(restore=None):
     return True
 
 
-def drop_error_frames(forget=False):
+def drop_error_frames(forget: bool = False) -> None:
     """Drop the locals of the last exception's frames, which may hold symmetric arrays on some PEs and
     not others (shmem4py frees an array, collectively, when its last reference goes: a frame kept on
     one PE would make a later rebinding free it there alone, and the PEs' barriers pair wrongly from
@@ -151,7 +160,7 @@ def drop_error_frames(forget=False):
             last.error_in_exec = None
 
 
-def _wait_for_connection_file(timeout):
+def _wait_for_connection_file(timeout: float) -> None:
     """On one node oshrun starts while the controller starts: wait until the controller's
     engine connection file is complete (ipyparallel would read a half-written one)."""
     if os.environ.get("IPP_CONNECTION_INFO") or "IPP_PROFILE_DIR" not in os.environ:
@@ -172,7 +181,7 @@ def _wait_for_connection_file(timeout):
             time.sleep(0.05)
 
 
-def _publish_collectives():
+def _publish_collectives() -> None:
     """On a PE, ``import shmem_notebook.collectives`` (and ``from shmem_notebook import
     collectives``) give :mod:`.collectives`: the name users write, kept out of the client's
     package because the client never imports the engine."""
@@ -182,7 +191,7 @@ def _publish_collectives():
     shmem_notebook.collectives = collectives
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> None:
     """Run an ipyparallel engine whose id is this PE's number."""
     shims.install(shmem)  # collective: the teams shim reserves its synchronisation words
     collectives.install(shmem)  # collective: reserves the teaching collectives' scratch

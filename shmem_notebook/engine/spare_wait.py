@@ -16,7 +16,7 @@ from ..protocol import SPARE_GO
 __all__ = ["wait"]
 
 
-def wait(path):
+def wait(path: str) -> None:
     """Import what needs no ``shmem_init`` (NumPy, shmem4py's compiled module and the library it
     links), then block until the client lets go of ``path``'s lock; return if it said go, else exit."""
     import numpy  # noqa: F401

@@ -27,7 +27,10 @@ Longer than 400 lines: each emulated team call is short, but they share the rese
 words, the slot allocation and the members table, which splitting would expose.
 """
 
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -35,6 +38,11 @@ from ..errors import InputError, ShmemNotebookError
 from . import heap
 from .context import this_pe
 from .shims.patches import Patches
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    import numpy.typing as npt
 
 __all__ = [
     "ENV",
@@ -68,7 +76,7 @@ SLOTS = 63
 STEPS = 32
 _ARRIVE, _RELEASE = 0, 1
 
-_originals = {}
+_originals: dict[str, Any] = {}
 _patches = Patches()  # what install replaced on shmem4py
 _state = this_pe.teams  # the words and free slots, shared with native_teams (see .context)
 
@@ -92,14 +100,14 @@ class Members:
 
     __slots__ = ("pes", "slot", "rank", "team")
 
-    def __init__(self, pes, slot, rank, team=None):
+    def __init__(self, pes: Iterable[int], slot: int | None, rank: int, team: Any = None) -> None:
         self.pes, self.slot, self.rank, self.team = tuple(pes), slot, rank, team  # team: native only
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Members(pes={list(self.pes)}, slot={self.slot}, rank={self.rank})"
 
 
-def decide(spec_version, shared_team_valid, setting=None):
+def decide(spec_version: Iterable[int], shared_team_valid: bool, setting: str | None = None) -> str:
     """'native' when the library has teams (spec >= 1.5 and a valid TEAM_SHARED), else
     'emulated'; ``setting`` ("native", "emulated", "auto"/None) forces it."""
     setting = (setting or "auto").strip().lower()
@@ -113,27 +121,27 @@ def decide(spec_version, shared_team_valid, setting=None):
 # --- plumbing -----------------------------------------------------------------
 
 
-def _handle(team):
+def _handle(team: Any) -> int:
     return int(this_pe.shmem.ffi.cast("uintptr_t", team.ob_team))
 
 
-def _world_handle():
+def _world_handle() -> int:
     return int(this_pe.shmem.ffi.cast("uintptr_t", this_pe.shmem.lib.SHMEM_TEAM_WORLD))
 
 
-def members(team=None, what="this call"):
+def members(team: Any = None, what: str = "this call") -> Members:
     """The :class:`Members` of ``team`` (None = TEAM_WORLD) on this PE.
 
     Raises :class:`TeamError` when this PE is not a member (TEAM_INVALID) or the
     team was destroyed. In native mode teams are asked through the library.
     """
     if team is None:
-        return _state.world
+        return cast(Members, _state.world)
     handle = _handle(team)
     if handle == _world_handle():
-        return _state.world
+        return cast(Members, _state.world)
     if handle in _state.members:
-        return _state.members[handle]
+        return cast(Members, _state.members[handle])
     if handle == 0:
         raise unusable(what, destroyed=was_destroyed(team))
     if _state.mode == "native":
@@ -146,17 +154,17 @@ def members(team=None, what="this call"):
 _DESTROYED = "_shmem_notebook_destroyed"  # set on a Team object this PE destroyed (it holds TEAM_INVALID now)
 
 
-def mark_destroyed(team):
+def mark_destroyed(team: Any) -> None:
     """Note on the Team object that it was destroyed, so a later call says so (not "not a member")."""
     setattr(team, _DESTROYED, True)
 
 
-def was_destroyed(team):
+def was_destroyed(team: Any) -> bool:
     """Whether this Team object was destroyed on this PE (a native team's copy is marked too)."""
-    return getattr(team, _DESTROYED, False)
+    return cast(bool, getattr(team, _DESTROYED, False))
 
 
-def unusable(what, destroyed):
+def unusable(what: str, destroyed: bool) -> TeamError:
     """The :class:`TeamError` for a call on a destroyed team or on TEAM_INVALID (not a member)."""
     if destroyed:
         return TeamError(f"{what} got a team that was destroyed (team.destroy()); split a new one")
@@ -166,7 +174,7 @@ def unusable(what, destroyed):
     )
 
 
-def team_sync(m):
+def team_sync(m: Members) -> None:
     """Quiet, then wait for every member of ``m`` (:class:`Members`). Collective over the team."""
     sh = this_pe.shmem
     if m.slot == 0:  # the library's own
@@ -181,7 +189,7 @@ def team_sync(m):
     if n == 1:
         return
     me = sh.my_pe()
-    arrive, release = _word(m.slot, _ARRIVE), _word(m.slot, _RELEASE)
+    arrive, release = _word(cast(int, m.slot), _ARRIVE), _word(cast(int, m.slot), _RELEASE)
     if m.rank == 0:
         wait_for_members(arrive, n - 1)
         sh.atomic_add(arrive, -(n - 1), me)
@@ -193,7 +201,7 @@ def team_sync(m):
         sh.atomic_add(release, -1, me)
 
 
-def wait_for_members(word, count):
+def wait_for_members(word: Any, count: int) -> None:
     """Wait until ``word >= count`` (other members' atomics raise it). A Python loop over
     ``shmem.test``, not ``shmem.wait_until``: a PE stranded here by another PE's error takes the
     interrupt at once, so the cell path can release it (``cells/stranded``, which knows the wait by
@@ -203,7 +211,7 @@ def wait_for_members(word, count):
         give_way()  # with more PEs than cores the PE that raises the word gets the core (4 PEs on 2: ~100x faster)
 
 
-def reset():
+def reset() -> bool:
     """Zero every team's synchronisation words, after a cell was abandoned while PEs waited in an
     emulated team call (their counts are half-done; ``runtime.released``). Collective: every PE,
     none in a cell."""
@@ -216,25 +224,25 @@ def reset():
     return True
 
 
-def _word(slot, index):
+def _word(slot: int, index: int) -> Any:
     return _state.words[slot, index : index + 1]
 
 
-def signal(m, step, pe):
+def signal(m: Members, step: int, pe: int) -> None:
     """Tell world PE ``pe`` that step ``step`` of a collective on ``m`` delivered its data:
     a fence (earlier puts to ``pe`` land first), then an atomic add on ``pe``'s counter."""
     this_pe.shmem.fence()
     this_pe.shmem.atomic_add(_word(_slot_of(m), 2 + step), 1, pe)
 
 
-def wait_signal(m, step, count=1):
+def wait_signal(m: Members, step: int, count: int = 1) -> None:
     """Wait until ``count`` signals of step ``step`` arrived on this PE, and consume them."""
     word = _word(_slot_of(m), 2 + step)
     wait_for_members(word, count)
     this_pe.shmem.atomic_add(word, -count, this_pe.shmem.my_pe())
 
 
-def _slot_of(m):
+def _slot_of(m: Members) -> int:
     if m.slot is None:
         raise TeamError(
             "the step-by-step collectives work on teams split after the job started by shmem4py's split_strided "
@@ -243,7 +251,7 @@ def _slot_of(m):
     return m.slot
 
 
-def _reserve(sh):
+def _reserve(sh: Any) -> None:
     """Allocate the synchronisation words once. Collective (every PE, at engine start)."""
     _state.words = heap.reserve(sh.zeros((SLOTS, 2 + STEPS), dtype="i8"), "teams: synchronisation words")
     _state.exchange = heap.reserve(sh.zeros(1, dtype="i8"), "teams: exchange word")
@@ -251,7 +259,7 @@ def _reserve(sh):
     _state.world = Members(range(sh.n_pes()), 0, sh.my_pe())
 
 
-def _register(pes, slot):
+def _register(pes: Sequence[int], slot: int) -> Any:
     """A Team object for ``pes`` (world PE numbers, this PE among them) holding ``slot``."""
     me = this_pe.shmem.my_pe()
     _state.free &= ~(1 << slot)
@@ -261,7 +269,7 @@ def _register(pes, slot):
     return this_pe.shmem.Team(this_pe.shmem.ffi.cast("shmem_team_t", handle))
 
 
-def agree_slots(parent, count):
+def agree_slots(parent: Members, count: int) -> list[int]:
     """``count`` slots free on every member of ``parent``. Collective over the parent team."""
     sh = this_pe.shmem
     me = sh.my_pe()
@@ -282,7 +290,7 @@ def agree_slots(parent, count):
     return slots
 
 
-def _flat(a, what, writable=False):
+def _flat(a: object, what: str, writable: bool = False) -> npt.NDArray[Any]:
     if not isinstance(a, np.ndarray):
         raise InputError(f"{what} must be a NumPy array (a symmetric one for targets), got {type(a).__name__}")
     if not a.flags.c_contiguous and a.flags.f_contiguous:
@@ -294,7 +302,7 @@ def _flat(a, what, writable=False):
     return a.reshape(-1)
 
 
-def flat_pair(target, source, what):
+def flat_pair(target: object, source: object, what: str) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
     """``target`` and ``source`` as flat views of one dtype (the target writable), or one clear error."""
     t, s = _flat(target, f"{what}: target", writable=True), _flat(source, f"{what}: source")
     if t.dtype != s.dtype:
@@ -302,7 +310,7 @@ def flat_pair(target, source, what):
     return t, s
 
 
-def checked_size(size, limit, what):
+def checked_size(size: int | None, limit: int, what: str) -> int:
     """The element count ``size`` of a collective (``limit`` when None), checked against ``limit``."""
     if size is None:
         return limit
@@ -314,7 +322,9 @@ def checked_size(size, limit, what):
 # --- the Team methods, emulated ------------------------------------------------
 
 
-def _split_strided(self, start=0, stride=1, size=None, config=None, **kwargs):
+def _split_strided(
+    self: Any, start: int = 0, stride: int = 1, size: int | None = None, config: Any = None, **kwargs: Any
+) -> Any:
     """Collective over the parent team: a team of parent PEs start, start+stride, ...;
     non-members get a falsy TEAM_INVALID team."""
     parent = members(self, "split_strided")
@@ -334,7 +344,7 @@ def _split_strided(self, start=0, stride=1, size=None, config=None, **kwargs):
     return this_pe.shmem.Team(this_pe.shmem.lib.SHMEM_TEAM_INVALID)
 
 
-def _split_2d(self, xrange, xaxis_config=None, yaxis_config=None):
+def _split_2d(self: Any, xrange: int, xaxis_config: Any = None, yaxis_config: Any = None) -> tuple[Any, Any]:
     """Collective over the parent team: (xteam, yteam) of a grid ``xrange`` PEs wide;
     xteam = this PE's row (consecutive PEs), yteam = its column."""
     parent = members(self, "split_2d")
@@ -349,7 +359,7 @@ def _split_2d(self, xrange, xaxis_config=None, yaxis_config=None):
     return xteam, yteam
 
 
-def _native_split_2d(self, xrange, xaxis_config=None, yaxis_config=None):
+def _native_split_2d(self: Any, xrange: int, xaxis_config: Any = None, yaxis_config: Any = None) -> tuple[Any, Any]:
     """Collective over the parent team: (xteam, yteam) by the library's shmem_team_split_2d."""
     sh = this_pe.shmem
     xconf, yconf = sh.ffi.new("shmem_team_config_t*"), sh.ffi.new("shmem_team_config_t*")
@@ -360,7 +370,7 @@ def _native_split_2d(self, xrange, xaxis_config=None, yaxis_config=None):
     return sh.Team(xteam[0]), sh.Team(yteam[0])
 
 
-def _destroy(self):
+def _destroy(self: Any) -> None:
     """Collective over the team: free its slot; the Team becomes TEAM_INVALID."""
     handle = _handle(self)
     rec = _state.members.get(handle)
@@ -375,15 +385,15 @@ def _destroy(self):
     mark_destroyed(self)
 
 
-def _my_pe(self):
+def _my_pe(self: Any) -> int:
     return members(self, "Team.my_pe").rank
 
 
-def _n_pes(self):
+def _n_pes(self: Any) -> int:
     return len(members(self, "Team.n_pes").pes)
 
 
-def _translate_pe(self, pe=None, team=None):
+def _translate_pe(self: Any, pe: int | None = None, team: Any = None) -> int:
     src = members(self, "Team.translate_pe")
     pe = src.rank if pe is None else int(pe)
     if not 0 <= pe < len(src.pes):
@@ -395,12 +405,12 @@ def _translate_pe(self, pe=None, team=None):
     return dest.pes.index(world)
 
 
-def _get_config(self):
+def _get_config(self: Any) -> dict[str, int]:
     members(self, "Team.get_config")
     return {"num_contexts": 0}
 
 
-def _create_ctx(self, options=0):
+def _create_ctx(self: Any, options: int = 0) -> Any:
     if members(self, "Team.create_ctx") is _state.world:
         return _originals["create_ctx"](self, options)
     raise TeamError(
@@ -409,14 +419,14 @@ def _create_ctx(self, options=0):
     )
 
 
-def _team_sync_method(self):
+def _team_sync_method(self: Any) -> None:
     _sync(self)
 
 
 # --- the collectives, emulated on teams other than TEAM_WORLD ------------------
 
 
-def _sync(team=None):
+def _sync(team: Any = None) -> Any:
     """Collective over ``team``: like shmem.sync."""
     m = members(team, "shmem.sync")
     if m is _state.world:
@@ -424,7 +434,7 @@ def _sync(team=None):
     team_sync(m)
 
 
-def _put_block(t, s, pe):
+def _put_block(t: npt.NDArray[Any], s: npt.NDArray[Any], pe: int) -> None:
     if s.size:
         if pe == this_pe.shmem.my_pe():
             t[:] = s
@@ -432,7 +442,9 @@ def _put_block(t, s, pe):
             this_pe.shmem.put(t, s, pe)
 
 
-def _broadcast(target, source, root, size=None, team=None):
+def _broadcast(
+    target: npt.NDArray[Any], source: npt.NDArray[Any], root: int, size: int | None = None, team: Any = None
+) -> Any:
     """Collective over ``team``: ``source`` of the team's PE ``root`` into ``target`` everywhere."""
     m = members(team, "shmem.broadcast")
     if m is _state.world:
@@ -448,7 +460,7 @@ def _broadcast(target, source, root, size=None, team=None):
     team_sync(m)
 
 
-def _collect(target, source, size=None, team=None):
+def _collect(target: npt.NDArray[Any], source: npt.NDArray[Any], size: int | None = None, team: Any = None) -> Any:
     """Collective over ``team``: every member's ``size`` elements (sizes may differ), in team order."""
     m = members(team, "shmem.collect")
     if m is _state.world:
@@ -458,7 +470,7 @@ def _collect(target, source, size=None, team=None):
     me, got = this_pe.shmem.my_pe(), np.zeros(1, dtype="i8")
     _state.exchange[0] = size
     team_sync(m)
-    sizes = []
+    sizes: list[int] = []
     for pe in m.pes:
         if pe != me:
             this_pe.shmem.get(got, _state.exchange, pe)
@@ -471,7 +483,7 @@ def _collect(target, source, size=None, team=None):
     team_sync(m)
 
 
-def _fcollect(target, source, size=None, team=None):
+def _fcollect(target: npt.NDArray[Any], source: npt.NDArray[Any], size: int | None = None, team: Any = None) -> Any:
     """Collective over ``team``: ``size`` elements of every member, concatenated in team order."""
     m = members(team, "shmem.fcollect")
     if m is _state.world:
@@ -486,7 +498,9 @@ def _fcollect(target, source, size=None, team=None):
     team_sync(m)
 
 
-def alltoall_size(t, s, size, n, tst, sst, what):
+def alltoall_size(
+    t: npt.NDArray[Any], s: npt.NDArray[Any], size: int | None, n: int, tst: int, sst: int, what: str
+) -> int:
     """The block size of an alltoall(s) over ``n`` PEs (strides ``tst``, ``sst``), checked against both arrays."""
     tn, sn = -(-t.size // tst), -(-s.size // sst)
     if size is None:
@@ -498,7 +512,7 @@ def alltoall_size(t, s, size, n, tst, sst, what):
     return size
 
 
-def _alltoall(target, source, size=None, team=None):
+def _alltoall(target: npt.NDArray[Any], source: npt.NDArray[Any], size: int | None = None, team: Any = None) -> Any:
     """Collective over ``team``: block j of my source goes to member j, into block my-rank."""
     m = members(team, "shmem.alltoall")
     if m is _state.world:
@@ -507,7 +521,15 @@ def _alltoall(target, source, size=None, team=None):
     return _alltoalls(target, source, 1, 1, size, team, what="alltoall")
 
 
-def _alltoalls(target, source, tst=1, sst=1, size=None, team=None, what="alltoalls"):
+def _alltoalls(
+    target: npt.NDArray[Any],
+    source: npt.NDArray[Any],
+    tst: int = 1,
+    sst: int = 1,
+    size: int | None = None,
+    team: Any = None,
+    what: str = "alltoalls",
+) -> Any:
     """Collective over ``team``: alltoall with element strides ``tst`` (target), ``sst`` (source)."""
     m = members(team, f"shmem.{what}")
     if m is _state.world:
@@ -530,10 +552,11 @@ def _alltoalls(target, source, tst=1, sst=1, size=None, team=None, what="alltoal
     team_sync(m)
 
 
-def reduce_values(m, s, size, op):
+def reduce_values(m: Members, s: npt.NDArray[Any], size: int, op: str) -> npt.NDArray[Any]:
     """Combine ``s[:size]`` of every member of ``m`` with ``op``, in team order (the same
     result on every member). Collective over the team; reads the others' sources with gets."""
     ufunc = REDUCE_UFUNCS[op]
+    acc: npt.NDArray[Any] | None
     me, tmp, acc = this_pe.shmem.my_pe(), np.empty(size, dtype=s.dtype), None
     team_sync(m)
     for pe in m.pes:
@@ -545,10 +568,10 @@ def reduce_values(m, s, size, op):
             part = tmp
         acc = np.array(part) if acc is None else ufunc(acc, part)
     team_sync(m)  # every member has read every source: targets may now overwrite them
-    return acc
+    return cast("npt.NDArray[Any]", acc)
 
 
-def check_reduce(op, dtype, what="reduce"):
+def check_reduce(op: str, dtype: np.dtype[Any], what: str = "reduce") -> str:
     """The reduction's name in lower case; a clear error for an op the dtype cannot do."""
     name = f"{op}".lower()
     if name not in REDUCE_UFUNCS:
@@ -560,7 +583,9 @@ def check_reduce(op, dtype, what="reduce"):
     return name
 
 
-def _reduce(target, source, op="sum", size=None, team=None):
+def _reduce(
+    target: npt.NDArray[Any], source: npt.NDArray[Any], op: str = "sum", size: int | None = None, team: Any = None
+) -> Any:
     """Collective over ``team``: ``op`` of every member's ``source`` into ``target``."""
     m = members(team, "shmem.reduce")
     if m is _state.world:
@@ -597,13 +622,13 @@ _COLLECTIVES = {
 }
 
 
-def _shared_members(sh):
+def _shared_members(sh: Any) -> list[int]:
     """World PEs whose heap this PE can load from directly (shmem_ptr): its node."""
     me = sh.my_pe()
     return [pe for pe in range(sh.n_pes()) if pe == me or sh.ptr(_state.exchange, pe) is not None]
 
 
-def install(shmem_module, setting=None):
+def install(shmem_module: Any, setting: str | None = None) -> str:
     """Decide the mode, reserve the synchronisation words and, when emulating, replace
     shmem4py's Team methods, ``TEAM_SHARED`` and collectives (in native mode the teams shim then guards
     the library's own, :mod:`.native_teams`); the mode. Collective: every PE at start."""
@@ -627,6 +652,6 @@ def install(shmem_module, setting=None):
     return _state.mode
 
 
-def uninstall():
+def uninstall() -> None:
     """Put shmem4py's own Team methods and collectives back (the reserved words stay)."""
     _patches.undo()

@@ -10,7 +10,9 @@ Longer than 400 lines: one matplotlib helper per view of the inspector and the r
 they share the colour and layout conventions defined at the top.
 """
 
-from typing import TYPE_CHECKING
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from matplotlib.artist import Artist
@@ -24,6 +26,13 @@ from ..specs import format_size
 from ..words import plural
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    import numpy.typing as npt
+    from matplotlib.colorbar import Colorbar
+    from matplotlib.figure import FigureBase
+    from matplotlib.image import AxesImage
+
     from .snapshot import Snapshot
 
 __all__ = [
@@ -61,7 +70,7 @@ _PALETTE = [
 ]
 
 
-def _new_axes(ax, n=1, width=10.0, height=None):
+def _new_axes(ax: Axes | None, n: int = 1, width: float = 10.0, height: float | None = None) -> Axes:
     if ax is not None:
         return ax
     fig = Figure(figsize=(width, height or 1.2 + 0.55 * n), dpi=100, layout="constrained")
@@ -71,7 +80,9 @@ def _new_axes(ax, n=1, width=10.0, height=None):
 class _BinaryLocator(MaxNLocator):
     """Byte ticks at round binary steps (1 KiB, 16 MiB, ...)."""
 
-    def tick_values(self, vmin, vmax):
+    def tick_values(  # type: ignore[override]  # an array, as matplotlib's own locators return
+        self, vmin: float, vmax: float
+    ) -> npt.NDArray[np.float64]:
         span = max(vmax - vmin, 1)
         step = 2 ** int(np.ceil(np.log2(span / 8)))
         for mult in (1, 2, 4):
@@ -81,21 +92,21 @@ class _BinaryLocator(MaxNLocator):
         return np.arange(np.floor(vmin / step) * step, vmax + step / 2, step)
 
 
-def _size_ticks(ax):
+def _size_ticks(ax: Axes) -> None:
     ax.xaxis.set_major_locator(_BinaryLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: format_size(x).replace(".0 ", " ")))
 
 
-def name_colours(snapshot):
+def name_colours(snapshot: Snapshot) -> dict[str, str]:
     """A fixed colour per array name (same on every PE and every view)."""
     return {name: _PALETTE[i % len(_PALETTE)] for i, name in enumerate(snapshot.names())}
 
 
-def _missing_label(p):
+def _missing_label(p: dict[str, Any]) -> str:
     return "dead" if p["state"] == "dead" else "no answer (busy or hung)"
 
 
-def plot_heap(snapshot: "Snapshot", ax: Axes | None = None, layout: bool = False) -> list[Artist]:
+def plot_heap(snapshot: Snapshot, ax: Axes | None = None, layout: bool = False) -> list[Artist]:
     """Heap map: one bar per PE, each allocation drawn at its offset.
 
     ``layout=False``: the whole heap to scale (used vs free; tiny arrays are
@@ -111,7 +122,7 @@ def plot_heap(snapshot: "Snapshot", ax: Axes | None = None, layout: bool = False
     else:
         extent = [b["offset"] + b["bytes"] for p in snapshot.pes for b in p["blocks"] if b["offset"] is not None]
         xmax = max(sizes + extent + [1])
-    artists = []
+    artists: list[Artist] = []
     for p in snapshot.pes:
         y = p["pe"]
         if not layout:
@@ -192,32 +203,32 @@ def plot_heap(snapshot: "Snapshot", ax: Axes | None = None, layout: bool = False
     return artists
 
 
-def _array_label(snapshot, name):
+def _array_label(snapshot: Snapshot, name: str) -> str:
     info = snapshot.info(name)
     shape = ",".join(map(str, info["shape"]))
     return f"{name} {info['dtype']}[{shape}] {format_size(info['bytes'])} @ {info['offset']:#x}"
 
 
-def _display_values(values):
+def _display_values(values: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
     """Real, float values for colouring (abs of complex)."""
     if values.dtype.kind == "c":
         values = np.abs(values)
     return values.astype(np.float64)
 
 
-def _rows(values):
+def _rows(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """``(npes,)`` (0-d arrays) as ``(npes, 1)``."""
     return values[:, None] if values.ndim == 1 else values
 
 
-def _pe_panels(values):
+def _pe_panels(values: npt.NDArray[Any]) -> npt.NDArray[Any] | None:
     """Per PE a 2-D panel, or ``None`` when the array is 1-D (one PE x element image)."""
     if values.ndim <= 2:
         return None
     return values.reshape(values.shape[0], -1, values.shape[-1])
 
 
-def _axes_for(ax, npes, panels):
+def _axes_for(ax: Any, npes: int, panels: bool) -> list[Axes]:
     """A list of axes: one for a 1-D array, one per PE for 2-D panels."""
     if ax is not None:
         return list(np.atleast_1d(ax).ravel()) if panels else [ax]
@@ -229,20 +240,20 @@ def _axes_for(ax, npes, panels):
     return list(np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel())
 
 
-def _block(snapshot, name):
+def _block(snapshot: Snapshot, name: str) -> tuple[int, int]:
     """Elements per cell along (rows, columns): (1, 1) for exact arrays."""
     if snapshot.is_exact(name):
         return 1, 1
     holder = next(p for p in snapshot.pes if name in p["arrays"])
-    return holder["arrays"][name]["summary"]["block"]
+    return cast("tuple[int, int]", holder["arrays"][name]["summary"]["block"])
 
 
-def _x_label(snapshot, name):
+def _x_label(snapshot: Snapshot, name: str) -> str:
     _, bc = _block(snapshot, name)
     return "element" if bc == 1 else f"element (cells are blocks of {bc}: block means)"
 
 
-def _index_ticks(ax, block, rows=True):
+def _index_ticks(ax: Axes, block: tuple[int, int], rows: bool = True) -> None:
     """Integer ticks in element indices (cells of a summary span ``block`` elements)."""
     br, bc = block
     ax.xaxis.set_major_locator(MaxNLocator(nbins=5 if rows else "auto", integer=True))
@@ -252,7 +263,7 @@ def _index_ticks(ax, block, rows=True):
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{int(round(v * br))}"))
 
 
-def _outline(ax, mask, artists, colour="#d62728"):
+def _outline(ax: Axes, mask: npt.NDArray[np.bool_], artists: list[Artist], colour: str = "#d62728") -> None:
     """Outline the True cells of a 2-D mask (a translucent overlay when there are many)."""
     ys, xs = np.nonzero(mask)
     if len(ys) <= 400:
@@ -268,8 +279,12 @@ def _outline(ax, mask, artists, colour="#d62728"):
 
 
 def plot_values(
-    snapshot: "Snapshot", name: str, ax: Axes | None = None, reference: int | None = None, outline: bool = True
-) -> list[Artist]:
+    snapshot: Snapshot,
+    name: str,
+    ax: Axes | Sequence[Axes] | npt.NDArray[Any] | None = None,
+    reference: int | None = None,
+    outline: bool = True,
+) -> list[Artist | Colorbar]:
     """Heatmap of array ``name``: PE x element for 1-D arrays, one panel per PE otherwise.
 
     Small rows get their numbers written in; cells where a PE differs
@@ -282,7 +297,8 @@ def plot_values(
     vmin, vmax, clipped = colour_range(shown)
     panels = _pe_panels(shown)
     axes = _axes_for(ax, snapshot.npes, panels is not None)
-    artists = []
+    artists: list[Artist] = []
+    im: AxesImage | None
     if panels is None:
         a = axes[0]
         im = a.imshow(shown, aspect="auto", cmap="viridis", vmin=vmin, vmax=vmax, interpolation="nearest")
@@ -333,13 +349,13 @@ def plot_values(
     for a in axes[snapshot.npes :]:
         a.set_visible(False)
     fig = axes[0].figure
-    cb = fig.colorbar(im, ax=axes[: snapshot.npes], shrink=0.85, pad=0.01)
+    cb = fig.colorbar(cast("AxesImage", im), ax=axes[: snapshot.npes], shrink=0.85, pad=0.01)
     cb.ax.tick_params(labelsize=FONT - 1)
     fig.suptitle(_title(snapshot, name) + clipped, fontsize=FONT + 1, x=0.01, ha="left")
     return artists + [cb]
 
 
-def colour_range(values):
+def colour_range(values: npt.ArrayLike) -> tuple[float, float, str]:
     """``(vmin, vmax, note)`` of a heatmap's colour scale, robust to outliers.
 
     Values beyond ``3 x IQR`` from the quartiles are outliers; when they stretch
@@ -364,17 +380,17 @@ def colour_range(values):
     return lo, hi, note
 
 
-def _title(snapshot, name):
+def _title(snapshot: Snapshot, name: str) -> str:
     br, bc = _block(snapshot, name)
     how = "exact values" if (br, bc) == (1, 1) else f"downsampled to block means of {br}x{bc} elements"
     return f"{_array_label(snapshot, name)} ({how}; red outline: differs)"
 
 
-def _annotate(ax, raw, shown, vmin, vmax):
+def _annotate(ax: Axes, raw: npt.NDArray[Any], shown: npt.NDArray[Any], vmin: float, vmax: float) -> list[Artist]:
     """Write each value into its cell, dark or light for contrast."""
     raw = np.atleast_2d(raw)
     shown = np.atleast_2d(shown)
-    artists = []
+    artists: list[Artist] = []
     mid = (vmin + vmax) / 2
     for (y, x), v in np.ndenumerate(raw):
         if not np.isfinite(shown[y, x]):
@@ -388,7 +404,7 @@ def _annotate(ax, raw, shown, vmin, vmax):
     return artists
 
 
-def _pooled(mask, max_rows, max_cols):
+def _pooled(mask: npt.NDArray[np.bool_], max_rows: int, max_cols: int) -> npt.NDArray[np.bool_]:
     """OR-pool a 2-D mask to at most ``max_rows x max_cols`` cells, so single marks stay visible."""
     rows, cols = mask.shape
     fr, fc = -(-rows // max_rows), -(-cols // max_cols)
@@ -396,10 +412,12 @@ def _pooled(mask, max_rows, max_cols):
         return mask
     padded = np.zeros((-(-rows // fr) * fr, -(-cols // fc) * fc), bool)
     padded[:rows, :cols] = mask
-    return padded.reshape(padded.shape[0] // fr, fr, padded.shape[1] // fc, fc).any(axis=(1, 3))
+    return cast(
+        "npt.NDArray[np.bool_]", padded.reshape(padded.shape[0] // fr, fr, padded.shape[1] // fc, fc).any(axis=(1, 3))
+    )
 
 
-def _mask_image(ax, mask, max_rows, max_cols, **kw):
+def _mask_image(ax: Axes, mask: npt.NDArray[np.bool_], max_rows: int, max_cols: int, **kw: Any) -> AxesImage:
     rows, cols = mask.shape
     return ax.imshow(
         _pooled(mask, max_rows, max_cols),
@@ -416,13 +434,13 @@ def _mask_image(ax, mask, max_rows, max_cols, **kw):
 DIFFERS, AGREES, NO_DATA = "#d62728", "black", "#7f7f7f"
 
 
-def diff_labels(snapshot: "Snapshot", name: str, reference: int | None = None) -> list[tuple[str, str]]:
+def diff_labels(snapshot: Snapshot, name: str, reference: int | None = None) -> list[tuple[str, str]]:
     """``(label, colour)`` per PE of the diff of ``name`` (one PE x element image): ``PE 3 (1)`` in red
     when it differs at 1 element, ``PE 1 (0)`` in black when it agrees, ``PE 2 (ref)``, and ``PE 0 (no
     data)`` in grey for a PE that sent none (hung, dead, busy, or without the array)."""
     counts = snapshot.diff(name, reference).reshape(snapshot.npes, -1).sum(axis=1)
     without = snapshot.without(name)
-    labels = []
+    labels: list[tuple[str, str]] = []
     for pe in range(snapshot.npes):
         if pe in without:
             labels.append((f"PE {pe} (no data)", NO_DATA))
@@ -432,7 +450,7 @@ def diff_labels(snapshot: "Snapshot", name: str, reference: int | None = None) -
     return labels
 
 
-def _no_data_rows(ax, pes, cols):
+def _no_data_rows(ax: Axes, pes: Iterable[int], cols: int) -> None:
     """Hatch the rows of PEs without data, so that none reads as agreeing."""
     for pe in pes:
         ax.add_patch(
@@ -440,7 +458,12 @@ def _no_data_rows(ax, pes, cols):
         )
 
 
-def plot_diff(snapshot: "Snapshot", name: str, reference: int | None = None, ax: Axes | None = None) -> list[Artist]:
+def plot_diff(
+    snapshot: Snapshot,
+    name: str,
+    reference: int | None = None,
+    ax: Axes | Sequence[Axes] | npt.NDArray[Any] | None = None,
+) -> list[Artist]:
     """Where PEs disagree on ``name``: red cells differ from the consensus (or PE ``reference``); PEs
     without data are hatched and labelled ``no data``."""
     mask = _rows(snapshot.diff(name, reference))
@@ -450,7 +473,7 @@ def plot_diff(snapshot: "Snapshot", name: str, reference: int | None = None, ax:
     without = snapshot.without(name)
     against = "the consensus" if reference is None else f"PE {reference}"
     unit = "elements" if snapshot.is_exact(name) else "blocks"
-    artists = []
+    artists: list[Artist] = []
     if panels is None:
         a = axes[0]
         artists.append(_mask_image(a, mask, snapshot.npes, 500, aspect="auto"))
@@ -492,7 +515,7 @@ def plot_diff(snapshot: "Snapshot", name: str, reference: int | None = None, ax:
     return artists
 
 
-def _heights(snapshot, name):
+def _heights(snapshot: Snapshot, name: str | None) -> tuple[float, float]:
     """Inches for a heap panel and for a values/diff panel of ``name``."""
     heap = 0.9 + 0.45 * snapshot.npes
     if name is None:
@@ -502,14 +525,14 @@ def _heights(snapshot, name):
     return heap, 1.3 + 0.42 * snapshot.npes
 
 
-def _panel_axes(sub, snapshot, name):
+def _panel_axes(sub: FigureBase, snapshot: Snapshot, name: str) -> Axes | npt.NDArray[Any]:
     if _pe_panels(_rows(snapshot.values(name))) is None:
         return sub.add_subplot()
     cols = min(snapshot.npes, 4)
     return sub.subplots(-(-snapshot.npes // cols), cols, squeeze=False).ravel()
 
 
-def heap_figure(snapshot):
+def heap_figure(snapshot: Snapshot) -> Figure:
     """The heap map: the whole heap to scale (top), the allocations labelled (bottom)."""
     heap, _ = _heights(snapshot, None)
     fig = Figure(figsize=(11, 2 * heap), dpi=100, layout="constrained")
@@ -519,7 +542,7 @@ def heap_figure(snapshot):
     return fig
 
 
-def values_figure(snapshot, name, reference=None):
+def values_figure(snapshot: Snapshot, name: str, reference: int | None = None) -> Figure:
     """A figure with :func:`plot_values` of ``name``."""
     _, height = _heights(snapshot, name)
     fig = Figure(figsize=(11, height), dpi=100, layout="constrained")
@@ -527,7 +550,7 @@ def values_figure(snapshot, name, reference=None):
     return fig
 
 
-def diff_figure(snapshot, name, reference=None):
+def diff_figure(snapshot: Snapshot, name: str, reference: int | None = None) -> Figure:
     """A figure with :func:`plot_diff` of ``name``."""
     _, height = _heights(snapshot, name)
     fig = Figure(figsize=(11, height), dpi=100, layout="constrained")
@@ -536,7 +559,7 @@ def diff_figure(snapshot, name, reference=None):
 
 
 def static_figure(
-    snapshot: "Snapshot", name: str | None = None, reference: int | None = None, fig: Figure | None = None
+    snapshot: Snapshot, name: str | None = None, reference: int | None = None, fig: Figure | None = None
 ) -> Figure:
     """Heap map, then values and diff of ``name`` (default: the first array), on one figure.
 

@@ -8,6 +8,8 @@ collective's name and step. Widget-less front ends get the same figure as a
 PNG and the list of steps.
 """
 
+from __future__ import annotations
+
 import base64
 import html
 from typing import TYPE_CHECKING, Any
@@ -23,6 +25,13 @@ from ..errors import InputError
 from ..words import plural
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    import numpy.typing as npt
+    from matplotlib.backend_bases import RendererBase
+    from matplotlib.text import Text
+    from matplotlib.transforms import Bbox
+
     from ..analysis.trace import Trace
 
 __all__ = ["Replay", "replay", "draw_frame", "transfers"]
@@ -31,19 +40,19 @@ _SHOWN = 12  # most elements of an array written in a PE's box
 _ARROWS = 24  # most transfers drawn in one step
 
 
-def _box_xy(pe, npes):
+def _box_xy(pe: int, npes: int) -> tuple[float, float]:
     columns = npes if npes <= 4 else (npes + 1) // 2
     row, col = divmod(pe, columns)
     return col * 3.2, -row * 2.6
 
 
-def _values_text(name, array, limit=_SHOWN):
+def _values_text(name: str, array: npt.ArrayLike, limit: int = _SHOWN) -> str:
     flat = np.asarray(array).reshape(-1)
     shown = [f"{v:g}" if isinstance(v, (float, np.floating)) else str(v) for v in flat[:limit].tolist()]
     return f"{name} [{' '.join(shown)}{' ...' if flat.size > limit else ''}]"
 
 
-def _fit(text, name, array, width, renderer):
+def _fit(text: Text, name: str, array: npt.ArrayLike, width: float, renderer: RendererBase) -> None:
     """Shorten the values of ``text`` (a Text artist) until it is at most ``width`` pixels wide."""
     for limit in range(_SHOWN - 1, -1, -1):
         if text.get_window_extent(renderer).width <= width:
@@ -51,12 +60,12 @@ def _fit(text, name, array, width, renderer):
         text.set_text(_values_text(name, array, limit))
 
 
-def transfers(trace, frame):
+def transfers(trace: Trace, frame: dict[str, Any]) -> list[tuple[int, int, str]]:
     """``[(from PE, to PE, text)]`` of a frame's transfers between PEs, in PE order."""
     return sorted(trace.arrow(e) for e in frame["transfers"] if e["pe"] != e["target"])
 
 
-def _place(label, placed, renderer, step):
+def _place(label: Text, placed: list[Bbox], renderer: RendererBase, step: float) -> None:
     """Move ``label`` up until its box overlaps no label in ``placed``; add it there."""
     for _ in range(60):
         box = label.get_window_extent(renderer)
@@ -67,7 +76,7 @@ def _place(label, placed, renderer, step):
     placed.append(label.get_window_extent(renderer))
 
 
-def draw_frame(trace, index, fig=None, arrays=None):
+def draw_frame(trace: Trace, index: int, fig: Figure | None = None, arrays: Sequence[str] | None = None) -> Figure:
     """Draw frame ``index`` of ``trace`` on ``fig`` (a new Figure if None); return the figure.
 
     Each transfer is an arrow with a number; the numbers are listed under the PEs
@@ -77,9 +86,9 @@ def draw_frame(trace, index, fig=None, arrays=None):
     rows = 1 if trace.npes <= 4 else 2
     legend = (len(arrows) + 1) // 2  # two columns
     fig = fig or Figure(figsize=(9, 2.6 * rows + 1.0 + 0.17 * legend), dpi=90)
-    renderer = FigureCanvasAgg(fig).get_renderer()
+    renderer = FigureCanvasAgg(fig).get_renderer()  # type: ignore[no-untyped-call]  # matplotlib: untyped
     share = (0.17 * legend + 0.1) / fig.get_figheight()
-    ax = fig.add_axes([0.01, share + 0.01, 0.98, 0.84 - share])
+    ax = fig.add_axes([0.01, share + 0.01, 0.98, 0.84 - share])  # type: ignore[call-overload]  # a list works too
     ax.set_axis_off()
     if not frames:
         fig.suptitle("no transfers were recorded", fontsize=11)
@@ -101,7 +110,7 @@ def draw_frame(trace, index, fig=None, arrays=None):
                 x + 0.1, y + 1.2 - 0.38 * i, _values_text(name, values), fontsize=7, family="monospace", va="top"
             )
             _fit(text, name, values, width, renderer)
-    placed = []
+    placed: list[Bbox] = []
     for number, (src, dst, _) in enumerate(arrows, 1):
         (x0, y0), (x1, y1) = _box_xy(src, trace.npes), _box_xy(dst, trace.npes)
         start, end = (x0 + 1.3, y0 + 1.85), (x1 + 1.3, y1 + 1.85)  # from the top of one box to another's
@@ -144,7 +153,7 @@ def draw_frame(trace, index, fig=None, arrays=None):
     return fig
 
 
-def _check_arrays(trace, arrays):
+def _check_arrays(trace: Trace, arrays: str | Iterable[str] | None) -> list[str] | None:
     """``arrays`` (names to show) if the traced cell has them all; else one sentence naming those it has."""
     if arrays is None:
         return None
@@ -159,10 +168,10 @@ def _check_arrays(trace, arrays):
     return arrays
 
 
-class Replay(widgets.VBox):
+class Replay(widgets.VBox):  # type: ignore[misc]  # ipywidgets: untyped
     """Play button + slider over a :class:`~shmem_notebook.analysis.trace.Trace`'s frames."""
 
-    def __init__(self, trace, interval=1500, arrays=None):
+    def __init__(self, trace: Trace, interval: int = 1500, arrays: str | Iterable[str] | None = None) -> None:
         self.trace, self.arrays = trace, _check_arrays(trace, arrays)
         count = max(1, len(trace.frames()))
         # steps count from 1 on the slider, as in the title ("step 1 of 3")
@@ -177,7 +186,7 @@ class Replay(widgets.VBox):
         self.slider.observe(lambda change: self.show(change["new"] - 1), names="value")
         self.show(0)
 
-    def show(self, index):
+    def show(self, index: int) -> None:
         """Draw frame ``index`` (0-based; the slider shows ``index + 1``)."""
         self.index = index
         frames = self.trace.frames()
@@ -187,7 +196,7 @@ class Replay(widgets.VBox):
         self.title.value = f"<b>{html.escape(title)}</b>"
         self.image.value = figure_png(draw_frame(self.trace, index, arrays=self.arrays))
 
-    def static_text(self):
+    def static_text(self) -> str:
         """The steps as text: title, then one line per transfer."""
         lines = [
             f"replay: {plural(len(self.trace.frames()), 'step')}, {plural(len(self.trace.events), 'event')}, "
@@ -199,19 +208,19 @@ class Replay(widgets.VBox):
             lines += [f"  PE {a} -> PE {b}: {t}" for a, b, t in arrows[:16]]
         return "\n".join(lines)
 
-    def static_html(self):
+    def static_html(self) -> str:
         png = base64.b64encode(self.image.value).decode()
         steps = "".join(f"<li>{html.escape(f['title'])}</li>" for f in self.trace.frames())
         return f'<div class="shmem-replay-static"><img src="data:image/png;base64,{png}"/><ol>{steps}</ol></div>'
 
-    def _repr_mimebundle_(self, **kwargs):
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         data = super()._repr_mimebundle_(**kwargs) or {}
         data["text/plain"] = self.static_text()
         data["text/html"] = self.static_html()
         return data
 
 
-def replay(trace: "Trace", **options: Any) -> Replay:
+def replay(trace: Trace, **options: Any) -> Replay:
     """The replay widget of ``trace`` (a traced cell's :class:`~shmem_notebook.analysis.trace.Trace`):
     a slider and play button over its frames; ``options``: ``arrays`` (names to draw), ``interval`` (ms)."""
     return Replay(trace, **options)

@@ -9,9 +9,11 @@ what nbconvert and other widget-less front ends show; a terminal IPython
 gets text tables.
 """
 
+from __future__ import annotations
+
 import base64
 import html
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import ipywidgets as widgets
 from traitlets import Bool, Instance, Int, Unicode, observe, validate
@@ -23,6 +25,10 @@ from . import plots, tables
 from .snapshot import DEFAULT_BUDGET, DEFAULT_TIMEOUT, Snapshot, gather_snapshot
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from ..analysis.happens_before import Race
+    from ..cells.result import CellResult
     from ..job import Job
 
 __all__ = ["Inspector", "inspect"]
@@ -30,20 +36,20 @@ __all__ = ["Inspector", "inspect"]
 CONSENSUS = "consensus"
 
 
-def _image(css):
+def _image(css: str) -> Any:
     img = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
     img.add_class(css)
     return img
 
 
-def _html(css=None):
+def _html(css: str | None = None) -> Any:
     w = widgets.HTML()
     if css:
         w.add_class(css)
     return w
 
 
-class Inspector(widgets.VBox):
+class Inspector(widgets.VBox):  # type: ignore[misc]  # ipywidgets: untyped
     """Heap map, values / diff of one array, and PE state of a job, refreshable.
 
     Traits: ``array`` (the array shown; '' when there is none), ``reference``
@@ -59,7 +65,15 @@ class Inspector(widgets.VBox):
     flat = Bool(False, help="values table: every element of a PE in one row (N-D arrays keep their shape otherwise)")
     snapshot = Instance(Snapshot, allow_none=True)
 
-    def __init__(self, job, array=None, reference=None, auto=False, budget=DEFAULT_BUDGET, timeout=DEFAULT_TIMEOUT):
+    def __init__(
+        self,
+        job: Job | None,
+        array: str | None = None,
+        reference: int | None = None,
+        auto: bool = False,
+        budget: int = DEFAULT_BUDGET,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         if job is None or job.state == "stopped":
             raise NoJobError("the inspector")
         self.job = job
@@ -68,7 +82,7 @@ class Inspector(widgets.VBox):
         self.error = ""  # the last refresh's problem, if any
         self.refreshes = 0  # how many snapshots this inspector has shown
         self._shown_in_cell = False
-        self._heap_drawn = None
+        self._heap_drawn: tuple[Any, ...] | None = None
         self.title = _html("shmem-title")
         self.refresh_button = widgets.Button(
             description="Refresh", icon="refresh", tooltip="gather from every PE again"
@@ -89,7 +103,7 @@ class Inspector(widgets.VBox):
         self.diff_html = _html("shmem-diff-summary")
         self.state_html = _html("shmem-pe-state-html")
 
-        def heading(text):
+        def heading(text: str) -> Any:
             return widgets.HTML(f"<h4 style='margin:8px 0 2px 0'>{html.escape(text)}</h4>")
 
         super().__init__(
@@ -127,14 +141,14 @@ class Inspector(widgets.VBox):
         self.auto = auto
 
     # -- data --------------------------------------------------------------
-    def refresh(self):
+    def refresh(self) -> Snapshot:
         """Gather a new snapshot from the PEs (not collective) and redraw everything; returns it."""
         if self.job.state == "stopped":
             raise NoJobError("the inspector")
         self._update(gather_snapshot(self.job, budget=self.budget, timeout=self.timeout))
-        return self.snapshot
+        return cast("Snapshot", self.snapshot)
 
-    def _update(self, snap, array=None, reference=None):
+    def _update(self, snap: Snapshot, array: str | None = None, reference: int | None = None) -> None:
         """Take ``snap``, then the array and reference shown (checked against it), then redraw."""
         names = snap.names()
         self._rendering = True
@@ -160,7 +174,7 @@ class Inspector(widgets.VBox):
         self.error = ""
         self._render()
 
-    def _safe_refresh(self):
+    def _safe_refresh(self) -> None:
         """Refresh for the button and --auto: show a problem instead of raising."""
         try:
             self.refresh()
@@ -168,12 +182,12 @@ class Inspector(widgets.VBox):
             self.error = f"{type(exc).__name__}: {exc}"
             self.title.value = self._title_html()
 
-    def _on_cell(self, job, result):
+    def _on_cell(self, job: Job, result: CellResult) -> None:
         if job.state != "stopped":
             self._safe_refresh()
 
     @observe("auto")
-    def _auto_changed(self, change):
+    def _auto_changed(self, change: dict[str, Any]) -> None:
         callbacks = self.job.cell_callbacks
         if change["new"] and self._on_cell not in callbacks:
             callbacks.append(self._on_cell)
@@ -181,8 +195,8 @@ class Inspector(widgets.VBox):
             callbacks.remove(self._on_cell)
 
     @validate("array")
-    def _check_array(self, proposal):
-        name = proposal["value"]
+    def _check_array(self, proposal: dict[str, Any]) -> str:
+        name: str = proposal["value"]
         names = self.snapshot.names() if self.snapshot is not None else []
         if name and name not in names:
             raise InputError(
@@ -192,15 +206,15 @@ class Inspector(widgets.VBox):
         return name
 
     @validate("reference")
-    def _check_reference(self, proposal):
-        pe = proposal["value"]
+    def _check_reference(self, proposal: dict[str, Any]) -> int | None:
+        pe: int | None = proposal["value"]
         n = self.job.n
         if pe is not None and not 0 <= pe < n:
             raise InputError(f"reference must be a PE number 0..{n - 1} or None (the consensus), got {pe}")
         return pe
 
     @observe("array", "reference", "flat")
-    def _view_changed(self, change):
+    def _view_changed(self, change: dict[str, Any]) -> None:
         if self._rendering or self.snapshot is None:
             return
         self._rendering = True
@@ -211,23 +225,23 @@ class Inspector(widgets.VBox):
             self._rendering = False
         self._render_values()
 
-    def _pick_array(self, name):
+    def _pick_array(self, name: str | None) -> None:
         if not self._rendering and name is not None:
             self.array = name
 
-    def _pick_reference(self, value):
+    def _pick_reference(self, value: str | None) -> None:
         if not self._rendering and value is not None:
             self.reference = None if value == CONSENSUS else int(value)
 
     # -- drawing -------------------------------------------------------------
-    def _title_html(self):
+    def _title_html(self) -> str:
         snap = self.snapshot
         line = f"refresh {self.refreshes}: {tables.summary_line(snap)}" if snap is not None else "no data yet"
         err = f"<br><span style='color:#d62728'>refresh failed: {html.escape(self.error)}</span>" if self.error else ""
         return f"<b style='font-size:15px'>OpenSHMEM inspector</b>&nbsp; {html.escape(line)}{err}"
 
-    def _render(self):
-        snap = self.snapshot
+    def _render(self) -> None:
+        snap = cast("Snapshot", self.snapshot)
         self.title.value = self._title_html()
         key = _heap_key(snap)
         if key != self._heap_drawn:  # the heap map is redrawn only when the layout changed
@@ -237,8 +251,8 @@ class Inspector(widgets.VBox):
         self.state_html.value = tables.state_table(snap)
         self._render_values()
 
-    def _render_values(self):
-        snap, name = self.snapshot, self.array
+    def _render_values(self) -> None:
+        snap, name = cast("Snapshot", self.snapshot), self.array
         if not name:
             self.values_image.value = self.diff_image.value = b""
             self.values_html.value = ""
@@ -256,14 +270,14 @@ class Inspector(widgets.VBox):
         self.values_html.value = tables.values_table(snap, name, self.reference, races=self._races(), flat=self.flat)
         self.diff_image.value = figure_png(plots.diff_figure(snap, name, self.reference))
 
-    def close(self):
+    def close(self) -> None:
         """Stop refreshing after cells and close the widget and its parts."""
         self.auto = False
         for child in self._parts():
             child.close()
         super().close()
 
-    def _parts(self):
+    def _parts(self) -> list[Any]:
         stack, parts = list(self.children), []
         while stack:
             w = stack.pop()
@@ -272,13 +286,13 @@ class Inspector(widgets.VBox):
         return parts
 
     # -- display -------------------------------------------------------------
-    def _races(self):
+    def _races(self) -> list[Race]:
         """The races of the job's last cell (run with race=True), marked in the values table."""
         return getattr(getattr(self.job, "last_result", None), "races", None) or []
 
-    def static_html(self):
+    def static_html(self) -> str:
         """The inspector as static HTML: one figure (PNG) and the tables."""
-        snap = self.snapshot
+        snap = cast("Snapshot", self.snapshot)
         png = figure_png(self.figure())
         diff = f"<p><b>{html.escape(snap.describe_diff(self.array, self.reference))}</b></p>" if self.array else ""
         values = (
@@ -293,9 +307,9 @@ class Inspector(widgets.VBox):
             f"{tables.arrays_table(snap)}<h4>PE state</h4>{tables.state_table(snap)}</div>"
         )
 
-    def static_text(self):
+    def static_text(self) -> str:
         """The inspector as text tables (for a terminal)."""
-        snap = self.snapshot
+        snap = cast("Snapshot", self.snapshot)
         parts = [f"OpenSHMEM inspector: {tables.summary_line(snap)}", tables.arrays_table(snap, html_out=False)]
         if self.array:
             parts.append(snap.describe_diff(self.array, self.reference))
@@ -307,13 +321,13 @@ class Inspector(widgets.VBox):
         parts.append(tables.state_table(snap, html_out=False))
         return "\n\n".join(parts)
 
-    def _repr_mimebundle_(self, **kwargs):
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         data = super()._repr_mimebundle_(**kwargs) or {}
         data["text/plain"] = self.static_text()
         data["text/html"] = self.static_html()
         return data
 
-    def _ipython_display_(self):
+    def _ipython_display_(self) -> None:
         """Display once per cell (``inspect()`` displays, and its value must not show again)."""
         if self._shown_in_cell:
             return
@@ -325,13 +339,13 @@ class Inspector(widgets.VBox):
             print(self.static_text())
             self._show_figure()
             return
-        display(self._repr_mimebundle_(), raw=True)
+        display(self._repr_mimebundle_(), raw=True)  # type: ignore[no-untyped-call]  # IPython: untyped
 
-    def figure(self, fig=None):
+    def figure(self, fig: Figure | None = None) -> Figure:
         """The static matplotlib figure: heap map, values and diff of the current array."""
-        return plots.static_figure(self.snapshot, self.array or None, self.reference, fig=fig)
+        return plots.static_figure(cast("Snapshot", self.snapshot), self.array or None, self.reference, fig=fig)
 
-    def _show_figure(self):
+    def _show_figure(self) -> None:
         """In a terminal with an interactive matplotlib backend, show the static figure."""
         import matplotlib
 
@@ -343,7 +357,7 @@ class Inspector(widgets.VBox):
         self.figure(plt.figure())
         plt.show(block=False)
 
-    def _mark_shown(self):
+    def _mark_shown(self) -> None:
         """Suppress the display of ``inspect()``'s return value in this cell."""
         from IPython import get_ipython
 
@@ -352,14 +366,14 @@ class Inspector(widgets.VBox):
             return
         self._shown_in_cell = True
 
-        def clear():
+        def clear() -> None:
             self._shown_in_cell = False
             shell.events.unregister("post_execute", clear)
 
         shell.events.register("post_execute", clear)
 
 
-def _heap_key(snap):
+def _heap_key(snap: Snapshot) -> tuple[Any, ...]:
     """What the heap map shows: per PE its reachability, heap use and allocations."""
     return tuple(
         (
@@ -374,13 +388,13 @@ def _heap_key(snap):
 
 
 def inspect(
-    job: "Job | None" = None,
+    job: Job | None = None,
     auto: bool = False,
     array: str | None = None,
     reference: int | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     budget: int = DEFAULT_BUDGET,
-) -> "Inspector":
+) -> Inspector:
     """Display the inspector of ``job`` (default: the current job) and return it.
 
     ``auto=True`` refreshes it after every ``%%pxshmem`` cell; ``array``
@@ -394,6 +408,6 @@ def inspect(
     inspector = Inspector(job, array=array, reference=reference, auto=auto, timeout=timeout, budget=budget)
     from IPython.display import display
 
-    display(inspector)
+    display(inspector)  # type: ignore[no-untyped-call]  # IPython: untyped
     inspector._mark_shown()
     return inspector

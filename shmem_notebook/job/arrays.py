@@ -1,11 +1,13 @@
 """Heap bookkeeping of a job: declared symmetric arrays and heap use (client side)."""
 
+from __future__ import annotations
+
 import mmap
 import os
 import socket
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipyparallel as ipp
 import numpy as np
@@ -18,6 +20,12 @@ from ..specs import SpecError, as_specs, format_size
 from .members import JobMembers
 from .site import heap_to_ask
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from ..specs import ArraySpec
+    from .remote import Place
+
 __all__ = ["SymmetricArrays", "GATHER"]
 
 #: the ways gather moves large arrays (:data:`rc.gather <shmem_notebook.rc>`)
@@ -28,7 +36,7 @@ class _Large:
     """A PE's answer to gather for a large array: its dtype, shape and place in the PE's memory
     (see :mod:`.remote`; None when the PE will write it into the client's file instead)."""
 
-    def __init__(self, dtype, shape, place=None):
+    def __init__(self, dtype: npt.DTypeLike, shape: Iterable[int], place: Place | None = None) -> None:
         self.dtype, self.shape, self.place = np.dtype(dtype), tuple(shape), place
 
 
@@ -46,7 +54,7 @@ class SymmetricArrays:
         self._require_running("an allocation")
         self._alloc_on_pes(as_specs(*declarations, **specs))
 
-    def _alloc_on_pes(self, specs):
+    def _alloc_on_pes(self: JobMembers, specs: list[ArraySpec]) -> None:
         decls = [(s.name, s.dtype, s.shape(self.n)) for s in specs]  # SpecError names npes
         self._check_heap(specs)
         try:
@@ -58,10 +66,10 @@ class SymmetricArrays:
             self.specs[s.name] = s
         self._after_heap_change(replies, "re-allocated")
 
-    def _after_heap_change(self, replies, verb):
+    def _after_heap_change(self: JobMembers, replies: dict[int, Any], verb: str) -> None:
         """Record the heap use the PEs answered and say which names were retired (see engine/heap.py)."""
         self.record_usage({pe: r["usage"] for pe, r in replies.items()})
-        retired = {}  # (array, name) -> PEs
+        retired: dict[tuple[str, str], list[int]] = {}  # (array, name) -> PEs
         for pe, r in replies.items():
             for array, names in r["retired"].items():
                 for name in names:
@@ -86,7 +94,7 @@ class SymmetricArrays:
         if set(usage) >= set(range(self.n)):
             self._heap_stale = False
 
-    def _refresh_usage(self, skip=(), timeout=5.0):
+    def _refresh_usage(self: JobMembers, skip: Iterable[int] = (), timeout: float = 5.0) -> None:
         """After a cell (which may allocate with shmem4py directly), ask the PEs that can
         answer for their heap use. Not collective; PEs in ``skip`` (dead) or still busy
         keep their last figure."""
@@ -95,7 +103,7 @@ class SymmetricArrays:
         idle = [pe for pe in range(self.n) if pe not in skip and not self._unanswered(pe)]
         self.record_usage(self.ask("heap_usage", pes=idle, timeout=timeout, partial=True))
 
-    def _check_heap(self, specs):
+    def _check_heap(self: JobMembers, specs: list[ArraySpec]) -> None:
         if self._heap_stale:  # cells may have allocated with shmem4py directly
             self.record_usage(self.ask("heap_usage"))
         replaced = sum(self.specs[s.name].nbytes(self.n) for s in specs if s.name in self.specs)
@@ -109,7 +117,7 @@ class SymmetricArrays:
                 f"{heap_to_ask(used + need, self.n, self.hostfile)}"
             )
 
-    def _declared(self, name):
+    def _declared(self: JobMembers, name: str) -> None:
         if name not in self.specs:
             raise SpecError(f"no array named {name!r} is declared; declared: {', '.join(self.specs) or 'none'}")
 
@@ -121,7 +129,7 @@ class SymmetricArrays:
         del self.specs[name]
         self._after_heap_change(replies, "freed")
 
-    def gather(self: JobMembers, name: str) -> np.ndarray:
+    def gather(self: JobMembers, name: str) -> npt.NDArray[Any]:
         """Copy the symmetric array ``name`` from every PE: an ndarray of shape ``(npes, *shape)``.
 
         ``name`` is a declared array or any name cells bound to a symmetric array
@@ -157,7 +165,9 @@ class SymmetricArrays:
         self.last_gather = "message"
         return np.stack([values[pe] for pe in range(self.n)])
 
-    def _gather_by_file(self, name, dtype, shape):
+    def _gather_by_file(
+        self: JobMembers, name: str, dtype: np.dtype[Any], shape: tuple[int, ...]
+    ) -> npt.NDArray[Any] | None:
         """The PEs write ``name`` into one file in /dev/shm, each at its offset; the result maps
         that file (unlinked at once): the PEs' write is the only copy. None if /dev/shm lacks room."""
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -176,7 +186,7 @@ class SymmetricArrays:
             os.unlink(path)
         return np.frombuffer(pages, dtype).reshape(self.n, *shape)
 
-    def _transfer_by_file(self):
+    def _transfer_by_file(self: JobMembers) -> bool:
         """Whether gather may hand arrays over in shared memory: every PE on this host, rc.gather
         'shm' or 'file'."""
         here = socket.gethostname()
@@ -186,7 +196,7 @@ class SymmetricArrays:
             and all(info.get("host") == here for info in self.pes.values())
         )
 
-    def pull(self: JobMembers, name: str, stack: bool | None = None) -> np.ndarray | dict[int, Any]:
+    def pull(self: JobMembers, name: str, stack: bool | None = None) -> npt.NDArray[Any] | dict[int, Any]:
         """The value bound to ``name`` on every PE. Not collective.
 
         Returns ``{pe: value}``, or with ``stack=None`` (default) one ndarray of
@@ -208,10 +218,12 @@ class SymmetricArrays:
             return np.stack([np.asarray(values[pe]) for pe in range(self.n)])
         return values
 
-    def _values(self, op, name, *args):
+    def _values(self: JobMembers, op: str, name: str, *args: Any) -> dict[int, Any]:
         """``{pe: value}`` of the ``gather``/``pull`` request for ``name``, or one clear error."""
         if not isinstance(name, str) or not name.isidentifier():
             raise InputError(f"{op} takes a variable name, got {name!r}")
+        problems: dict[tuple[str, Any], list[int]]
+        values: dict[int, Any]
         problems, values = {}, {}
         for pe, (status, value) in self.ask(op, name, *args).items():
             if status == "ok":

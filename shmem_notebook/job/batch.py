@@ -8,11 +8,13 @@ place, until every PE registered. Interrupting the wait (the kernel's stop
 button, Ctrl-C) ends in :meth:`Job.start`'s clean-up, which cancels the job.
 """
 
+from __future__ import annotations
+
 import os
 import shlex
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..launcher.batch_proxy import parse_marks
@@ -20,6 +22,10 @@ from ..launcher.environment import platform_environment
 from ..rc import rc
 from ..words import plural
 from .options import JobOptions, declared, launcher_settings
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import TextIO
 
 __all__ = ["QueueProgress", "progress_text", "batch_options", "prologue_lines", "sbatch_script", "AS_ROOT"]
 
@@ -53,7 +59,7 @@ def batch_options(options: JobOptions, ip: str | None) -> dict[str, Any]:
     return {"slurm": True, **{name: settings.get(name) for name in given}, "sbatch_prologue": prologue}
 
 
-def prologue_lines(prologue):
+def prologue_lines(prologue: str | Sequence[str] | None) -> list[str]:
     """``"module load a\nmodule load b"`` or a list of lines -> the list of non-empty lines."""
     if not prologue:
         return []
@@ -71,7 +77,14 @@ def prologue_lines(prologue):
 AS_ROOT = ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
 
 
-def sbatch_script(n, program_path, heap, options=None, runner=None, python=None):
+def sbatch_script(
+    n: int,
+    program_path: str,
+    heap: str | int,
+    options: Mapping[str, Any] | None = None,
+    runner: str | None = None,
+    python: str | None = None,
+) -> str:
     """An sbatch script that runs ``program_path`` on ``n`` PEs with the launcher's environment;
     ``options``: ``partition``, ``time``, ``nodes``, ``account``, ``sbatch_args``, ``sbatch_prologue``
     (as ``Job.batch``). Open MPI's run-as-root variables are set only when the job runs as root."""
@@ -117,7 +130,7 @@ def sbatch_script(n, program_path, heap, options=None, runner=None, python=None)
     return "\n".join(lines)
 
 
-def progress_text(mark, elapsed, registered, n):
+def progress_text(mark: Mapping[str, str] | None, elapsed: float, registered: int, n: int) -> str:
     """One progress line from the last state line ``mark`` of the batch job."""
     if not mark or "job" not in mark:
         return f"Slurm: submitting the batch job, {elapsed:.0f} s"
@@ -137,14 +150,16 @@ def progress_text(mark, elapsed, registered, n):
 class QueueProgress:
     """Shows one line, rewritten in place, while a batch job waits and its PEs register."""
 
-    def __init__(self, output_file, n, interval=0.25, out=None):
+    mark: dict[str, str] | None
+
+    def __init__(self, output_file: str, n: int, interval: float = 0.25, out: TextIO | None = None) -> None:
         self.output_file, self.n, self.interval = output_file, n, interval
         self.out = out
         self.started = time.monotonic()
         self._shown, self._last = "", 0.0
         self.mark = None
 
-    def read(self):
+    def read(self) -> dict[str, str] | None:
         """The batch job's last state line (a dict), or None before it was submitted."""
         try:
             with open(self.output_file, errors="replace") as f:
@@ -154,10 +169,10 @@ class QueueProgress:
         return self.mark
 
     @property
-    def job_id(self):
+    def job_id(self) -> str | None:
         return (self.mark or {}).get("job")
 
-    def update(self, registered):
+    def update(self, registered: int) -> None:
         """Redraw the line (at most every ``interval`` s)."""
         now = time.monotonic()
         if now - self._last < self.interval:
@@ -170,7 +185,7 @@ class QueueProgress:
             out.flush()
             self._shown = text
 
-    def done(self, registered=None):
+    def done(self, registered: int | None = None) -> None:
         """End the progress line, redrawn first with ``registered`` PEs (when given)."""
         if registered is not None:
             self._last = 0.0

@@ -24,6 +24,8 @@ module imports nothing but the standard library (a process of its own per job co
 its start).
 """
 
+from __future__ import annotations
+
 import contextlib
 import itertools
 import json
@@ -33,6 +35,14 @@ import select
 import signal
 import threading
 import time
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Iterable, Mapping
+    from typing import IO
+
+    from .members import JobMembers
 
 __all__ = ["PERIOD", "RUN", "SHARE", "Governor", "governor_for", "Governed"]
 
@@ -55,7 +65,7 @@ _RUNNING = 4
 _NUDGED = 0.5
 
 
-def board_size(n, stride):
+def board_size(n: int, stride: int) -> int:
     """Bytes of a board for ``n`` PEs: an entry every ``stride`` int64 (written by the PEs), held[n]
     (by the client), then the governor's counts and whether it runs."""
     return 8 * (n * stride + n + _STATS)
@@ -67,7 +77,15 @@ class Governor:
 
     _ids = itertools.count(1)
 
-    def __init__(self, set_id, n, pids, path, after, watchdog):
+    def __init__(
+        self,
+        set_id: str | None,
+        n: int,
+        pids: Mapping[int, int],
+        path: str,
+        after: float,
+        watchdog: subprocess.Popen[bytes],
+    ) -> None:
         from ..protocol import BOARD_STRIDE
 
         self.set_id, self.n, self.pids, self.after_ms = set_id, n, dict(pids), after * 1000
@@ -90,36 +108,36 @@ class Governor:
             raise OSError("the job's watchdog is gone")
 
     @property
-    def cycles(self):
+    def cycles(self) -> int:
         """How many times it stopped PEs."""
         return self._board[self._held + self.n]
 
     @property
-    def ran(self):
+    def ran(self) -> float:
         """Seconds the governed PEs were let run between stops."""
         return self._board[self._held + self.n + 1] / 1e9
 
     @property
-    def slept(self):
+    def slept(self) -> float:
         """Seconds the governed PEs were stopped."""
         return self._board[self._held + self.n + 2] / 1e9
 
-    def serves(self, set_id):
+    def serves(self, set_id: str | None) -> bool:
         """Whether this governor still runs for engine set ``set_id``."""
         return self.set_id == set_id and self.alive()
 
-    def nudge(self):
+    def nudge(self) -> None:
         """Wake the PEs it stopped now and stop none for half a second: the client is about to signal
         them (an interrupt, a stack dump), which a stopped PE would take only when woken."""
         self._board[self._held + self.n + 3] += 1
 
-    def hold(self, pes):
+    def hold(self, pes: Iterable[int]) -> None:
         """Stop ``pes`` for good: the governor will not wake them (:meth:`Job.pause`)."""
         for pe in pes:
             self._board[self._held + pe] = 1
         _send([self.pids[pe] for pe in pes if pe in self.pids], signal.SIGSTOP)
 
-    def close(self, wait=0.0):
+    def close(self, wait: float = 0.0) -> None:
         """End the governor: it wakes the PEs it stopped (not those held) and ends; wait up to ``wait`` s
         for it to have ended."""
         if self.alive():
@@ -128,22 +146,22 @@ class Governor:
         while self.alive() and time.monotonic() < deadline:
             time.sleep(0.002)
 
-    def alive(self):
+    def alive(self) -> bool:
         """Whether its thread runs (the watchdog's too)."""
         return self._board[self._held + self.n + _RUNNING] == self.id and self.watchdog.poll() is None
 
 
-def _tell(watchdog, request):
+def _tell(watchdog: subprocess.Popen[bytes], request: dict[str, Any]) -> bool:
     """Write ``request`` to the watchdog's stdin; False when it is gone."""
     try:
-        watchdog.stdin.write(json.dumps(request).encode() + b"\n")
-        watchdog.stdin.flush()
+        cast("IO[bytes]", watchdog.stdin).write(json.dumps(request).encode() + b"\n")
+        cast("IO[bytes]", watchdog.stdin).flush()
     except (OSError, ValueError, AttributeError):
         return False
     return True
 
 
-def governor_for(job, after):
+def governor_for(job: JobMembers, after: float) -> Governor | None:
     """A started :class:`Governor` for ``job``'s current PEs on this host, or None when they
     noted no board here (PEs elsewhere, a board that could not be made)."""
     import socket
@@ -161,7 +179,7 @@ def governor_for(job, after):
         return None
 
 
-def _send(pids, signum):
+def _send(pids: Iterable[int], signum: int) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
@@ -171,10 +189,12 @@ def _send(pids, signum):
 class Governed:
     """The governors a watchdog runs, one thread each (the watchdog's side of :class:`Governor`)."""
 
-    def __init__(self):
+    threads: dict[int, tuple[threading.Thread, int]]
+
+    def __init__(self) -> None:
         self.threads = {}  # id -> (thread, the write end of the pipe whose closing ends it)
 
-    def request(self, line):
+    def request(self, line: dict[str, Any]) -> bool:
         """Start (``govern``) or end (``ungovern``) a governor; False for a line that is neither."""
         for key, (thread, _) in list(self.threads.items()):
             if not thread.is_alive():  # its PEs are gone
@@ -193,18 +213,18 @@ class Governed:
             return True
         return False
 
-    def end(self, key, wait=1.0):
+    def end(self, key: int, wait: float = 1.0) -> None:
         thread, ender = self.threads.pop(key, (None, None))
         if thread is not None:
-            os.close(ender)
+            os.close(cast(int, ender))
             thread.join(wait)
 
-    def end_all(self):
+    def end_all(self) -> None:
         for key in list(self.threads):
             self.end(key)
 
 
-def _govern(path, n, pids, after, stride, stop, key):
+def _govern(path: str, n: int, pids: dict[int, int], after: float, stride: int, stop: int, key: int) -> None:
     """Duty-cycle the PEs ``pids`` that wait long, until ``stop`` (a file descriptor, closed after)
     reads its end or the PEs are gone; ``key`` is the governor's id on the board."""
     try:
@@ -213,7 +233,7 @@ def _govern(path, n, pids, after, stride, stop, key):
         os.close(stop)
 
 
-def _duty_cycle(path, n, pids, after, stride, stdin, key):
+def _duty_cycle(path: str, n: int, pids: dict[int, int], after: float, stride: int, stdin: int, key: int) -> None:
     with contextlib.suppress(OSError, AttributeError):  # on time where the user may (root, RLIMIT_RTPRIO)
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))  # this thread only
     fd = os.open(path, os.O_RDWR)
@@ -221,15 +241,17 @@ def _duty_cycle(path, n, pids, after, stride, stdin, key):
     os.close(fd)
     board = memoryview(pages).cast("q")
     held, stats = n * stride, n * stride + n  # where the client's held flags and the counts are
+    stopped: list[int]
+    woken: float | None
     after_ns, stopped, woken, budget = int(after * 1e9), [], None, _Budget()
 
     nudges, quiet_until, last_entered = board[stats + 3], 0.0, time.monotonic()
 
-    def sleep(seconds):
+    def sleep(seconds: float) -> bool:
         """Sleep; False once the client ended the governor (or died)."""
         return not select.select([stdin], [], [], seconds)[0]
 
-    def rest(seconds):
+    def rest(seconds: float) -> bool:
         """Keep the stopped PEs stopped up to ``seconds``, looking every 5 ms whether to wake them
         sooner: the client nudged, or every PE now waits (the one they waited for came). False
         once the client ended the governor."""
@@ -245,7 +267,7 @@ def _duty_cycle(path, n, pids, after, stride, stdin, key):
                 return True
         return True
 
-    def waiting_long():
+    def waiting_long() -> list[int]:
         if time.monotonic() < quiet_until or board[stats + 3] != nudges:
             return []
         now = time.monotonic_ns()
@@ -254,7 +276,7 @@ def _duty_cycle(path, n, pids, after, stride, stdin, key):
             return []  # every PE is in the call: it may be a slow collective, not a wait for someone
         return [pe for pe, since in entered.items() if 0 < since < now - after_ns]
 
-    def wake():
+    def wake() -> None:
         _send([pids[pe] for pe in stopped if not board[held + pe]], signal.SIGCONT)
         _send([pids[pe] for pe in pids if board[held + pe]], signal.SIGSTOP)  # held ones stay stopped
 
@@ -303,13 +325,15 @@ class _Budget:
 
     _BLOCK = 0.25
 
-    def __init__(self):
+    start: dict[int, tuple[float, float]]
+
+    def __init__(self) -> None:
         self.start = {}  # pe -> (time, CPU seconds) the count starts from
 
-    def clear(self):
+    def clear(self) -> None:
         self.start.clear()
 
-    def over(self, pe, pid, now):
+    def over(self, pe: int, pid: int, now: float) -> float:
         used = _cpu_seconds(pid)
         since, base = self.start.setdefault(pe, (now, used))
         over = used - base - SHARE * (now - since)
@@ -318,7 +342,7 @@ class _Budget:
         return max(over, 0.0)
 
 
-def _cpu_seconds(pid):
+def _cpu_seconds(pid: int) -> float:
     """CPU seconds process ``pid`` used so far, all its threads (0 once it is gone)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -331,7 +355,7 @@ def _cpu_seconds(pid):
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _exists(pid):
+def _exists(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

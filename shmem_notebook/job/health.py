@@ -1,5 +1,7 @@
 """Is the job alive, and if not, why: dead PEs, crash causes, where hung PEs are (client side)."""
 
+from __future__ import annotations
+
 import contextlib
 import os
 import signal
@@ -24,7 +26,7 @@ class Health:
 
     RESTART_HINT = "run `%shmem restart` (or job.restart()) to get a fresh job"
 
-    def _require_running(self, what):
+    def _require_running(self: JobMembers, what: str) -> None:
         if self.state == "stopped":
             raise NoJobError(what)
         if self.state == "running" and self.dead_pes(each=False):
@@ -53,9 +55,9 @@ class Health:
         self._stop_pes()
         return self._crash_text()
 
-    def _global_exits(self):
+    def _global_exits(self: JobMembers) -> dict[int, str]:
         """PE -> 'shmem.global_exit(status)' for PEs of this host that noted calling it (notes read are removed)."""
-        found = {}
+        found: dict[int, str] = {}
         for pe in range(self.n):
             path = exit_path(self._cluster.profile_dir, self._cluster.cluster_id, pe)
             with contextlib.suppress(OSError, ValueError):
@@ -64,12 +66,12 @@ class Health:
                 os.remove(path)
         return found
 
-    def _crash_text(self):
+    def _crash_text(self: JobMembers) -> str:
         if not self.crash:
             return "oshrun exited"
         return "; ".join(f"PE {pe_ranges(pes)} died of {cause}" for cause, pes in fold(self.crash).items())
 
-    def _signal(self, pes, signum):
+    def _signal(self: JobMembers, pes: Iterable[int], signum: int) -> None:
         """Send ``signum`` to those of ``pes`` that run on this host (the governor wakes them first)."""
         if self._governor and signum != signal.SIGSTOP:
             self._governor.nudge()
@@ -85,6 +87,8 @@ class Health:
         governor lets them run first: a PE stopped mid-dump would leave half a stack)."""
         if self._governor:
             self._governor.nudge()
+        paths: dict[int, str]
+        where: dict[int, Any]
         here, paths, where = socket.gethostname(), {}, {}
         for pe in pes:
             info = self.pes.get(pe, {})
@@ -114,6 +118,7 @@ class Health:
 
         if self._governor:
             self._governor.nudge()
+        replies: dict[int, str]
         here, replies, told = socket.gethostname(), {}, dict[int, Any]()
         for pe in pes:
             if self.pes.get(pe, {}).get("host") != here:
@@ -182,7 +187,7 @@ class Health:
         dead = set(range(self.n)) if self.state == "dead" else set(self.dead_pes())
         if self.state in ("running", "hung"):
             self._refresh_usage(skip=dead)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for pe in range(self.n):
             info = self.pes.get(pe, {})
             state = pe_state(self.state, pe in dead, bool(self._unanswered(pe)))  # the words of .states
@@ -204,7 +209,7 @@ class Health:
             )
         return rows
 
-    def _unanswered(self, pe):
+    def _unanswered(self: JobMembers, pe: int) -> int:
         """Requests this client sent to PE ``pe`` that have no reply yet (the hub's count lags),
         the last cell included while PE ``pe`` has not finished it."""
         uuid_ = self._client._engines.get(pe)

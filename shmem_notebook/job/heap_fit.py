@@ -14,13 +14,22 @@ memory (other nodes cannot be measured from here); ``SHMEM_NOTEBOOK_HEAP_CHECK=o
 skips the check.
 """
 
+from __future__ import annotations
+
 import math
 import os
 import re
+from typing import TYPE_CHECKING
 
 from ..errors import LaunchError
 from ..launcher.shm import SHM_DIR, sysv_segments
 from ..specs import format_size
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import TypeVar
+
+    D = TypeVar("D", int, None)
 
 __all__ = [
     "PE_OVERHEAD",
@@ -38,7 +47,7 @@ PE_OVERHEAD = 128 << 20
 TRANSPORT_SHM = 8 << 20
 
 
-def _meminfo(field):
+def _meminfo(field: str) -> int:
     with open("/proc/meminfo") as f:
         for line in f:
             if line.startswith(field + ":"):
@@ -46,7 +55,7 @@ def _meminfo(field):
     raise LookupError(field)
 
 
-def _read_int(path, default):
+def _read_int(path: str, default: D) -> int | D:
     try:
         with open(path) as f:
             return int(f.read().split()[0])
@@ -54,7 +63,7 @@ def _read_int(path, default):
         return default
 
 
-def _cgroup_room(cgroup_file="/proc/self/cgroup", root="/sys/fs/cgroup"):
+def _cgroup_room(cgroup_file: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int | None:
     """Memory this process's cgroup (a container's limit, e.g. binder's) still allows, or None."""
     try:
         with open(cgroup_file) as f:
@@ -85,7 +94,7 @@ def _cgroup_room(cgroup_file="/proc/self/cgroup", root="/sys/fs/cgroup"):
     return None
 
 
-def node_memory():
+def node_memory() -> tuple[int | None, str]:
     """``(bytes, what)``: shared memory this node can give heaps now, and which limit that is."""
     limits = []
     try:
@@ -104,7 +113,7 @@ def node_memory():
     return min(limits)
 
 
-def _parse_hostfile(path):
+def _parse_hostfile(path: str) -> list[int]:
     slots = []
     with open(path) as f:
         for line in f:
@@ -116,9 +125,9 @@ def _parse_hostfile(path):
     return slots
 
 
-def _parse_slurm(text):
+def _parse_slurm(text: str) -> list[int]:
     """``'2(x3),1'`` -> ``[2, 2, 2, 1]`` (SLURM_TASKS_PER_NODE)."""
-    slots = []
+    slots: list[int] = []
     for part in text.split(","):
         match = re.match(r"^\s*(\d+)(?:\(x(\d+)\))?\s*$", part)
         if match:
@@ -126,7 +135,7 @@ def _parse_slurm(text):
     return slots
 
 
-def pes_per_node(n, hostfile=None, environ=None):
+def pes_per_node(n: int, hostfile: str | None = None, environ: Mapping[str, str] | None = None) -> int:
     """How many of ``n`` PEs the busiest node gets: all of them on one node; with a
     hostfile or Slurm allocation, each node's slots filled in order, the rest spread evenly."""
     environ = os.environ if environ is None else environ
@@ -147,7 +156,7 @@ def pes_per_node(n, hostfile=None, environ=None):
     return max(placed)
 
 
-def largest_heap(per_node, memory):
+def largest_heap(per_node: int, memory: int) -> str | None:
     """The largest heap (a ``--heap`` string, whole MiB) that ``per_node`` PEs can each have."""
     mib = (memory - per_node * PE_OVERHEAD) // per_node >> 20
     if mib <= 0:
@@ -159,7 +168,14 @@ def largest_heap(per_node, memory):
 TOOL_RESERVE = 256 << 10
 
 
-def check_heap_fits(n, heap_bytes, hostfile=None, environ=None, memory=None, shm_free=None):
+def check_heap_fits(
+    n: int,
+    heap_bytes: int,
+    hostfile: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    memory: int | None = None,
+    shm_free: float | None = None,
+) -> None:
     """Raise :class:`LaunchError` when the heaps of one node's PEs cannot fit in its memory."""
     environ = os.environ if environ is None else environ
     if environ.get("SHMEM_NOTEBOOK_HEAP_CHECK", "on").lower() in ("off", "0", "no", "false"):

@@ -8,12 +8,21 @@ notebook's ``In[k]``. Cells run *by* another cell's stage (the ``stress`` reruns
 recorded: they repeat the cell they belong to.
 """
 
+from __future__ import annotations
+
 import contextlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..errors import notebook_count
 from ..specs import as_specs
 from .state_file import note_state
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from ..cells.result import CellResult
+    from .job import Job
 
 __all__ = ["CellRecord", "History"]
 
@@ -23,19 +32,19 @@ class CellRecord:
     """One cell the job ran."""
 
     code: str
-    arrays: dict  # name -> declaration text (``"right=int64[4]"``), every array declared when it ran
-    options: dict  # what it ran with: the line's declarations (``declared``), timeout, race, stress, trace
+    arrays: dict[str, str]  # name -> declaration text (``"right=int64[4]"``), every array declared when it ran
+    options: dict[str, Any]  # what it ran with: the line's declarations (``declared``), timeout, race, stress, trace
     count: int | None = None  # the notebook's In[k] (None outside IPython)
     part: int = 1  # several job.run calls in one notebook cell: the 2nd is part 2 of In[k]
     number: int = 0  # its place in the job's history, from 1
     outcome: str = "ok"  # as CellResult.outcome: ok, error, timeout, interrupted, died, stranded
-    stdout: dict = field(default_factory=dict)  # PE -> what it printed
-    results: dict = field(default_factory=dict)  # PE -> text/plain of its last expression
+    stdout: dict[int, str] = field(default_factory=dict)  # PE -> what it printed
+    results: dict[int, str] = field(default_factory=dict)  # PE -> text/plain of its last expression
     npes: int = 0
-    pids: tuple = ()  # the PEs' pids: a change between two cells means the job was restarted
+    pids: tuple[int | None, ...] = ()  # the PEs' pids: a change between two cells means the job was restarted
 
     @property
-    def label(self):
+    def label(self) -> str:
         """``In[4]`` in a notebook (``In[4].2`` for a second ``job.run`` in it), ``cell 3`` (its place
         in the history) otherwise."""
         if self.count is None:
@@ -43,17 +52,19 @@ class CellRecord:
         return f"In[{self.count}]" + (f".{self.part}" if self.part > 1 else "")
 
 
-class History(list):
+class History(list[CellRecord]):
     """``job.history``: the :class:`CellRecord` of every cell the job ran, in order."""
 
-    def __init__(self, job):
+    _running: list[tuple[str, dict[str, Any]]]
+
+    def __init__(self, job: Job) -> None:
         super().__init__()
         self._running = []  # (code, options) of the cells running now; more than one: a stage's rerun
         self._job = job
         job.cell_callbacks.append(self.record)
 
     @contextlib.contextmanager
-    def running(self, code, arrays, options):
+    def running(self, code: str, arrays: Any, options: dict[str, Any]) -> Iterator[None]:
         """While ``Job.run`` runs ``code``: what the cell callback records with its result."""
         self._running.append((code, dict(options, declared=arrays) if arrays else dict(options)))
         note_state(self._job, "busy")  # for the instructor's view (.state_file)
@@ -63,7 +74,7 @@ class History(list):
             self._running.pop()
             note_state(self._job)
 
-    def record(self, job, result):
+    def record(self, job: Job, result: CellResult) -> None:
         """The cell callback: append the cell that just finished (not a stage's rerun of it)."""
         if len(self._running) != 1:
             return

@@ -15,7 +15,7 @@ import socket
 import sys
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Self, TextIO, Unpack
+from typing import TYPE_CHECKING, Any, Self, TextIO, Unpack, cast
 
 import ipyparallel as ipp
 import psutil
@@ -44,6 +44,8 @@ from .spare import Spares
 from .watchdog import kill_owned, owned_by, remove_profile_files, start_watchdog, stop_watchdog, tell_watchdog
 
 if TYPE_CHECKING:
+    from subprocess import Popen
+
     from .script_export import Exported
 
 __all__ = ["Job"]
@@ -97,13 +99,13 @@ class Job(SymmetricArrays, Health, Asking):
         self._segments: dict[Any, Segments] = {}  # engine set id -> Segments: shared memory to remove once it ended
         self._heap_stale, self._gathers = False, 0
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<Job n={self.n} heap={self.heap} state={self.state}>"
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # -- lifecycle -------------------------------------------------------
@@ -129,14 +131,14 @@ class Job(SymmetricArrays, Health, Asking):
             raise
         return self
 
-    def _interrupted(self, what):
+    def _interrupted(self, what: str) -> LaunchError:
         cancelled = " (its Slurm batch job was cancelled)" if self.slurm else ""
         return LaunchError(
             f"the {what} of {plural(self.n, 'PE')} was interrupted; its processes were stopped{cancelled} and nothing "
             f"is left running: run `%shmem start -n {self.n}` (or shmem_notebook.start({self.n})) to start again"
         )
 
-    def _start_controller(self):
+    def _start_controller(self) -> None:
         """Spawn the controller; don't wait for it (the PEs and the client wait for its files)."""
         cache_entry_points()  # ipyparallel scans every installed distribution 5 times a start otherwise
         self._cluster = ipp.Cluster(
@@ -153,24 +155,24 @@ class Job(SymmetricArrays, Health, Asking):
             log_level=logging.ERROR,  # we report failures ourselves
         )  # one host: it listens on Unix sockets in the private profile (no TCP port to lose to another job)
         listen_privately(self._cluster, one_host=self.ip in LOOPBACK and not (self.slurm or self.hostfile))
-        tell_watchdog(self._watchdog, self._cluster.profile_dir, self._cluster.cluster_id)
+        tell_watchdog(cast("Popen[bytes]", self._watchdog), self._cluster.profile_dir, self._cluster.cluster_id)
         with owned_by(self._token):  # ipcontroller, with a heart monitor that registers PEs at once
             self._cluster.start_controller_sync(
                 controller_cmd=[sys.executable, "-m", "shmem_notebook.launcher.controller", "--pes", str(self.n)]
             )
 
     @property
-    def _batch_name(self):
+    def _batch_name(self) -> str:
         """The name of this job's Slurm batch jobs: it carries the job's token."""
         return f"shmem_notebook-{self._token[:12]}"
 
-    def _set_options(self):
+    def _set_options(self) -> dict[str, Any]:
         """The launcher's options (.options.launcher_settings) with this job's heap, library and batch options."""
         resolved = dataclasses.replace(self.options, heap=self.heap, library=self.library.name, **self.batch)
         named = {"batch_name": self._batch_name} if self.slurm else {}
         return launcher_settings(resolved) | named | {"local_only": self.ip in LOOPBACK and not self.slurm}
 
-    def _start_pes(self):
+    def _start_pes(self) -> None:
         with owned_by(self._token):  # the spare set, if one waits (see .spare)
             self._engine_set_id = self.spares.take() or self._cluster.start_engines_sync(self.n, **self._set_options())
         if self._client is None:  # the controller shares the CPU with the starting PEs: be patient
@@ -195,25 +197,25 @@ class Job(SymmetricArrays, Health, Asking):
             self._alloc_on_pes(list(self.specs.values()))
         self.spares.keep()
 
-    def _private_files(self):
+    def _private_files(self) -> None:
         """Connection and cluster files readable by the owner only."""
         security = os.path.join(self._cluster.profile_dir, "security")
         for path in glob.glob(os.path.join(security, f"*{self._cluster.cluster_id}*")):
             os.chmod(path, 0o600)
 
-    def _engine_set(self, set_id=None):
+    def _engine_set(self, set_id: str | None = None) -> Any:
         return self._cluster.engines.get(set_id or self._engine_set_id) if self._cluster else None
 
-    def _oshrun_running(self, set_id=None):
+    def _oshrun_running(self, set_id: str | None = None) -> bool:
         engines = self._engine_set(set_id)
         return engines is not None and alive(engines.process)
 
-    def _oshrun_output(self, lines=15):
+    def _oshrun_output(self, lines: int = 15) -> str:
         engines = self._engine_set()
         out = engines.get_output(remove=False) if engines else ""
         return "\n".join(out.strip().splitlines()[-lines:])
 
-    def _note_segments(self, set_id=None):
+    def _note_segments(self, set_id: str | None = None) -> None:
         """Remember the shared memory oshrun and the PEs of engine set ``set_id`` map now
         (PEs on this host that Slurm started are not oshrun's children: they count too)."""
         set_id = set_id or self._engine_set_id
@@ -226,7 +228,7 @@ class Job(SymmetricArrays, Health, Asking):
                 pids += [p.pid for p in self._pe_procs.values() if alive(p)]
             self._segments.setdefault(set_id, Segments(self._token)).note(pids)
 
-    def _wait_for_pes(self, deadline):
+    def _wait_for_pes(self, deadline: float) -> None:
         """Wait until every PE registered; a batch job's time in the queue does not count."""
         what = "the Slurm batch job" if self.slurm else "oshrun"
         queue = QueueProgress(self._engine_set().output_file, self.n) if self.slurm else None
@@ -257,7 +259,7 @@ class Job(SymmetricArrays, Health, Asking):
             if queue is not None:
                 queue.done(len(self._client.ids))
 
-    def _release_pes(self, polite=True):
+    def _release_pes(self, polite: bool = True) -> None:
         """Ask the PEs to exit, politely if the job is healthy (and ``polite``), by SIGKILL otherwise; don't wait."""
         self._let_go()
         if (engines := self._engine_set()) is None:
@@ -270,7 +272,7 @@ class Job(SymmetricArrays, Health, Asking):
             self._kill_pes(engines)
         self._forget_pes()
 
-    def _forget_pes(self):
+    def _forget_pes(self) -> None:
         """Tell the controller the PEs are gone, so their ids are free for new PEs at once. Without it the
         controller frees the id of a killed PE only after 10 missed heartbeats (2.5 s), and of a PE shutting
         down only once it unregistered itself."""
@@ -285,10 +287,10 @@ class Job(SymmetricArrays, Health, Asking):
             )
 
     @staticmethod
-    def _kill_pes(engines):
+    def _kill_pes(engines: Any) -> None:
         engines.kill_pes()  # kills a local oshrun's PEs, cancels a batch job
 
-    def _reap(self, set_id):
+    def _reap(self, set_id: str | None) -> None:
         """Wait for engine set ``set_id``'s oshrun to end (killing its PEs after 3 s), remove
         the shared memory it left and forget it."""
         engines = self._engine_set(set_id) if set_id is not None else None
@@ -303,18 +305,18 @@ class Job(SymmetricArrays, Health, Asking):
         wait(lambda: not any(alive(process(pid)) for pid in self._segments.get(set_id, Segments()).pids), 3.0)
         self._segments.pop(set_id, Segments(self._token)).release()
 
-    def _reap_ended(self):
+    def _reap_ended(self) -> None:
         """Reap the engine sets a restart left behind whose oshrun has ended (not waiting)."""
         for set_id in self._left_behind():
             if not self._oshrun_running(set_id):
                 self._reap(set_id)
 
-    def _left_behind(self):
+    def _left_behind(self) -> list[str]:
         """Engine sets other than the current one and the spare (a restart's old PEs)."""
         engines = self._cluster.engines if self._cluster else {}
         return [set_id for set_id in engines if set_id not in (self._engine_set_id, self.spares.set_id)]
 
-    def _stop_pes(self):
+    def _stop_pes(self) -> None:
         """End the PEs and wait until they are gone, with those a restart left behind (not the spare set)."""
         self._release_pes()
         for set_id in self._left_behind():
@@ -322,7 +324,7 @@ class Job(SymmetricArrays, Health, Asking):
         self._reap(self._engine_set_id)
         self._engine_set_id = None
 
-    def _teardown(self):
+    def _teardown(self) -> None:
         self._close_channel()
         cluster = self._cluster
         if cluster is not None:
@@ -347,7 +349,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.pes = {}
         self._forget_cells()
 
-    def _forget_cells(self):
+    def _forget_cells(self) -> None:
         """The cells of PEs that are gone say nothing about the new ones (start, restart, stop)."""
         self.last_cell = self.last_result = None
         self._heap_stale = False
@@ -401,7 +403,9 @@ class Job(SymmetricArrays, Health, Asking):
         cell is checked alone. Not collective: nothing reaches the PEs."""
         STAGES["race"].reset(self)
 
-    def export(self, path: str | os.PathLike, cells: str | None = None, slurm: bool | dict = False) -> "Exported":
+    def export(
+        self, path: str | os.PathLike[str], cells: str | None = None, slurm: bool | dict[str, Any] = False
+    ) -> "Exported":
         """Write the cells run so far (``cells``: those chosen, e.g. ``"4,6-8"``, by their In[k]) as one
         standalone shmem4py program at ``path``; ``slurm=True`` (or a dict of sbatch options) also writes
         an sbatch script next to it. Not collective: nothing reaches the PEs. See :mod:`.script_export`."""

@@ -7,14 +7,23 @@ No code runs here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..cells.surface import JobSurface
+    import subprocess
+
+    import numpy as np
+    import numpy.typing as npt
+
+    from ..cells.channel import CellChannel
+    from ..cells.surface import JobSurface, SentCell
     from ..launcher.library import Library
+    from ..protocol import Request
     from ..specs import ArraySpec
+    from .governor import Governor
     from .job import Job
+    from .pe_requests import Answers
     from .processes import LocalPEs
 
 __all__ = ["JobMembers"]
@@ -28,16 +37,30 @@ class JobMembers(Protocol):
     pes: dict[int, dict[str, Any]]
     specs: dict[str, ArraySpec]
     crash: dict[int, str]
+    paused: set[int]
     heap_bytes: int
+    hostfile: str | None
     library: Library
+    last_cell: SentCell | None
     last_gather: Any  # the last gather's route, "memory", "file" or "message" (None before one)
+    RESTART_HINT: str
     _cluster: Any  # ipyparallel.Cluster, None when stopped
+    _client: Any
+    _view: Any
+    _channel: CellChannel | None
+    _engine_set_id: str | None
+    _watchdog: subprocess.Popen[bytes] | None
+    _token: str
+    _heap_stale: bool
+    _gathers: int
     _pe_procs: LocalPEs  # PE -> psutil.Process, for PEs on this host
-    _governor: Any  # the polite-waiting Governor of this host's PEs, None before a cell
+    _governor: Governor | None  # the polite-waiting Governor of this host's PEs, None before a cell
 
     def ask(
         self, op: str, *args: Any, pes: Iterable[int] | None = None, timeout: float = 60.0, partial: bool = False
     ) -> dict[int, Any]: ...
+
+    def record_usage(self, usage: Iterable[Any] | Mapping[int, Any]) -> None: ...
 
     def dead_pes(self, each: bool = True) -> list[int]: ...
 
@@ -47,7 +70,7 @@ class JobMembers(Protocol):
 
     def _crash_text(self) -> str: ...
 
-    def _oshrun_running(self, set_id: Any = None) -> bool: ...
+    def _oshrun_running(self, set_id: str | None = None) -> bool: ...
 
     def _oshrun_output(self, lines: int = 15) -> str: ...
 
@@ -60,6 +83,8 @@ class JobMembers(Protocol):
     # the mixins' own helpers, which their annotated methods call through ``self``
     def _declared(self, name: str) -> None: ...
 
+    def _check_heap(self, specs: list[ArraySpec]) -> None: ...
+
     def _alloc_on_pes(self, specs: list[ArraySpec]) -> None: ...
 
     def _after_heap_change(self, replies: dict[int, Any], verb: str) -> None: ...
@@ -68,11 +93,21 @@ class JobMembers(Protocol):
 
     def _transfer_by_file(self) -> bool: ...
 
-    def _gather_by_file(self, name: str, dtype: Any, shape: tuple[int, ...]) -> Any: ...
+    def _gather_by_file(self, name: str, dtype: np.dtype[Any], shape: tuple[int, ...]) -> npt.NDArray[Any] | None: ...
 
     def _global_exits(self) -> dict[int, str]: ...
 
     def _unanswered(self, pe: int) -> int: ...
+
+    def _signal(self, pes: Iterable[int], signum: int) -> None: ...
+
+    def _require_alive(self) -> None: ...
+
+    def _ask_each(self, request: Request, targets: list[int], timeout: float) -> Answers: ...
+
+    def _close_channel(self) -> None: ...
+
+    def _govern(self) -> None: ...
 
 
 if TYPE_CHECKING:  # the type checker's proof that Job has what its mixins and the cell path use

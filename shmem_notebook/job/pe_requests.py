@@ -6,9 +6,12 @@ not is refused here, before anything is sent. A request travels as :func:`shmem_
 makes it (plain data), asked on its own (:meth:`Asking.ask`) or riding with a cell (:meth:`Asking.send_cell`).
 """
 
+from __future__ import annotations
+
 import contextlib
 import signal
 import time
+from typing import TYPE_CHECKING, Any
 
 import ipyparallel as ipp
 
@@ -20,10 +23,20 @@ from ..specs import as_specs
 from .governor import governor_for
 from .processes import wait
 
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Iterable, Sequence
+
+    from ..cells.channel import CellChannel
+    from ..cells.surface import SentCell
+    from ..protocol import Request
+    from .governor import Governor
+    from .members import JobMembers
+
 __all__ = ["Answers", "Asking", "encoded"]
 
 
-def encoded(op, args=()):
+def encoded(op: str, args: Sequence[Any] = ()) -> Request:
     """:func:`shmem_notebook.protocol.encode` of ``op(*args)``; an unknown ``op`` is an :class:`InputError`."""
     try:
         return encode(op, *args)
@@ -31,12 +44,15 @@ def encoded(op, args=()):
         raise InputError(str(exc)) from None
 
 
-class Answers(dict):
+class Answers(dict[int, Any]):
     """``{pe: reply}`` of :meth:`Asking.ask`, in PE order. With ``partial=True`` also
     ``failed`` (``{pe: "Error: message"}``: the PE raised or is gone) and ``unanswered``
     (PEs that did not answer in time; their request was withdrawn)."""
 
-    def __init__(self, *args):
+    failed: dict[int, str]
+    unanswered: list[int]
+
+    def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.failed, self.unanswered = {}, []
 
@@ -44,9 +60,23 @@ class Answers(dict):
 class Asking:
     """The :class:`~shmem_notebook.Job` methods that talk to the PEs."""
 
-    _governor = None  # the Governor of the job's current PEs, once a cell ran
+    _governor: Governor | None = None  # the Governor of the job's current PEs, once a cell ran
+    _cluster: Any
+    _client: Any
+    _view: Any
+    _channel: CellChannel | None
+    _engine_set_id: str | None
+    _watchdog: subprocess.Popen[bytes] | None
+    last_cell: SentCell | None
 
-    def ask(self, op, *args, pes=None, timeout=60.0, partial=False):
+    def ask(
+        self: JobMembers,
+        op: str,
+        *args: Any,
+        pes: Iterable[int] | None = None,
+        timeout: float = 60.0,
+        partial: bool = False,
+    ) -> Answers:
         """The request ``op(*args)`` on ``pes`` (default: every PE); an :class:`Answers` ``{pe: reply}``.
 
         Collective when the request is (``alloc``, ``free``...): then ask every PE. With
@@ -96,13 +126,14 @@ class Asking:
             with contextlib.suppress(Exception):
                 self._client.purge_local_results(ar)
 
-    def _require_alive(self):
+    def _require_alive(self: JobMembers) -> None:
         """Raise :class:`~shmem_notebook.PEDiedError` once a PE of this host ended: its answer never comes."""
         if self.dead_pes():
             self.mark_dead()
             self._require_running("a request")
 
-    def _ask_each(self, request, targets, timeout):
+    def _ask_each(self: JobMembers, request: Request, targets: list[int], timeout: float) -> Answers:
+        pending: dict[int, Any]
         answers, pending = Answers(), {}
         for pe in targets:
             try:
@@ -127,7 +158,7 @@ class Asking:
         return answers
 
     # -- the cell path's surface (see shmem_notebook.cells.path) ---------------------------
-    def prepare_cell(self, arrays=None):
+    def prepare_cell(self: JobMembers, arrays: Any = None) -> None:
         """Check that a cell can run now and allocate those of ``arrays`` (declarations) not
         allocated with the same spec. Collective when it allocates."""
         self._require_running("a cell")
@@ -136,13 +167,16 @@ class Asking:
         if todo:
             self._alloc_on_pes(todo)
 
-    def send_cell(self, code, before=(), after=()):
+    def send_cell(
+        self: JobMembers, code: str, before: Iterable[tuple[str, Sequence[Any]]] = (), after: Iterable[Any] = ()
+    ) -> SentCell:
         """Send a cell to every PE (collective), with the requests ``before`` (``[(op, args)]``) and
         ``after`` it (the same, or op names; answered by ``answers(op)``); its request (see
         :mod:`shmem_notebook.cells.channel`). An unknown op is refused before anything is sent."""
         before = [encoded(op, args) for op, args in before]
         after = [encoded(*([item, ()] if isinstance(item, str) else item)) for item in after]
         self._govern()
+        cell: SentCell
         if self._channel is not None:
             cell = self._channel.send(code, before, after)
         else:
@@ -150,14 +184,14 @@ class Asking:
         self.last_cell, self._heap_stale = cell, True  # the cell may allocate
         return cell
 
-    def interrupt(self, cell, pes, grace=1.5):
+    def interrupt(self: JobMembers, cell: SentCell, pes: Iterable[int], grace: float = 1.5) -> list[int]:
         """SIGINT to ``pes`` of this host (as the stop button); wait up to ``grace`` seconds for
         ``cell`` to end there. Returns the PEs still running it."""
         self._signal(pes, signal.SIGINT)
         wait(lambda: not cell.pending(), grace)
         return cell.pending()
 
-    def pause(self, pes):
+    def pause(self: JobMembers, pes: Iterable[int]) -> None:
         """SIGSTOP ``pes`` of this host (blocked for good: they burn no CPU until the restart or stop
         that kills them); the job is marked hung."""
         if self._governor:
@@ -166,7 +200,7 @@ class Asking:
         self.paused.update(pes)
         self.state = "hung"
 
-    def spooled_traces(self, pes):
+    def spooled_traces(self: JobMembers, pes: Iterable[int]) -> dict[int, dict[str, Any]]:
         """``{pe: trace data}`` of those of ``pes`` on this host that spooled their ``--trace``
         recording and did not finish the cell (:mod:`shmem_notebook.analysis.trace_spool`); each
         spool is removed once read. Not collective: no PE is asked."""
@@ -176,6 +210,7 @@ class Asking:
         from ..analysis.trace_spool import read_spool
         from ..protocol import trace_spool_path
 
+        found: dict[int, dict[str, Any]]
         here, now, found = socket.gethostname(), time.time_ns(), {}
         for pe in pes:
             if self._cluster is None or self.pes.get(pe, {}).get("host") != here:
@@ -188,7 +223,7 @@ class Asking:
                 found[pe] = data
         return found
 
-    def _let_go(self):
+    def _let_go(self: JobMembers) -> None:
         """Stop reaching the PEs being released: close their governor (it wakes the PEs it stopped,
         so they take the shutdown, or die, at once) and reap its process, close the cell channel
         (no request reaches them; the next PEs get a channel of their own) and detach their heaps."""
@@ -198,12 +233,12 @@ class Asking:
         self._close_channel()
         self._pe_procs.heaps.close()  # an attached segment would outlive its PEs
 
-    def _close_channel(self):
+    def _close_channel(self: JobMembers) -> None:
         if self._channel is not None:
             self._channel.close()
             self._channel = None
 
-    def _govern(self):
+    def _govern(self: JobMembers) -> None:
         """Let the PEs of this host that wait long in a blocking call sleep (see :mod:`.governor`),
         from the first cell of each start on, where the library polls while it waits;
         ``rc.polite_ms = 0`` switches it off."""

@@ -5,12 +5,18 @@ exists, else ``pass`` with a comment saying why; a cell's last expression, which
 shows as ``Out[PE k]``, can be printed; and the names a cell binds at its top level are found.
 """
 
+from __future__ import annotations
+
 import ast
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
 
 __all__ = ["plain_cell", "show_last", "stored", "used"]
 
 
-def _ipython_call(line):
+def _ipython_call(line: str) -> tuple[str, list[Any], str | None] | None:
     """``(method, args, targets)`` of a line IPython's transformer wrote (``get_ipython().system('ls')``)."""
     try:
         tree = ast.parse(line.strip())
@@ -35,11 +41,11 @@ def _ipython_call(line):
     return call.func.attr, args, targets
 
 
-def _left_out(indent, original, why):
+def _left_out(indent: str, original: str, why: str) -> str:
     return f"{indent}pass  # left out: {original.strip()}  ({why})"
 
 
-def _plain_line(original, transformed, needs):
+def _plain_line(original: str, transformed: str, needs: set[str]) -> str:
     """One line IPython's transformer changed, as plain Python (or ``pass`` with why)."""
     indent = transformed[: len(transformed) - len(transformed.lstrip())]
     found = _ipython_call(transformed)
@@ -70,7 +76,7 @@ def _plain_line(original, transformed, needs):
     return _left_out(indent, original, "IPython syntax")
 
 
-def plain_cell(code, needs=None):
+def plain_cell(code: str, needs: set[str] | None = None) -> str:
     """``code`` (a ``%%pxshmem`` cell's body) as plain Python: IPython's magics and shell escapes
     become plain Python where one exists (``%time stmt`` -> ``stmt``, ``!cmd`` -> ``subprocess.run``),
     else ``pass`` with a comment saying why; lines calling ``get_ipython()`` likewise. ``needs``
@@ -79,7 +85,7 @@ def plain_cell(code, needs=None):
 
     needs = set() if needs is None else needs
     original = code.rstrip("\n").splitlines()
-    transformed = TransformerManager().transform_cell(code).rstrip("\n").splitlines()
+    transformed = TransformerManager().transform_cell(code).rstrip("\n").splitlines()  # type: ignore[no-untyped-call, unused-ignore]  # IPython: untyped
     if transformed == original:
         lines = list(original)
     elif len(transformed) == len(original):
@@ -98,7 +104,7 @@ def plain_cell(code, needs=None):
     return "\n".join(_without_get_ipython(lines))
 
 
-def _without_get_ipython(lines):
+def _without_get_ipython(lines: list[str]) -> list[str]:
     """Lines that call ``get_ipython()`` themselves need IPython's shell: left out, saying so."""
     try:
         tree = ast.parse("\n".join(lines))
@@ -122,7 +128,7 @@ def _without_get_ipython(lines):
     return lines
 
 
-def show_last(text):
+def show_last(text: str) -> str | None:
     """The cell's last expression printed as the notebook shows it (``Out[PE k]``), or None when
     it cannot be rewritten alone on its lines."""
     try:
@@ -133,9 +139,9 @@ def show_last(text):
         return None
     last, lines = tree.body[-1], text.splitlines()
     before = tree.body[-2] if len(tree.body) > 1 else None
-    if last.col_offset != 0 or (before is not None and before.end_lineno >= last.lineno):
+    if last.col_offset != 0 or (before is not None and cast(int, before.end_lineno) >= last.lineno):
         return None
-    if lines[last.end_lineno - 1].rstrip().endswith(";"):  # IPython shows nothing after a ';'
+    if lines[cast(int, last.end_lineno) - 1].rstrip().endswith(";"):  # IPython shows nothing after a ';'
         return None
     segment = ast.get_source_segment(text, last.value)
     rest = lines[last.end_lineno :]
@@ -144,9 +150,9 @@ def show_last(text):
     )
 
 
-def _module_level(tree):
+def _module_level(tree: ast.Module) -> Iterator[ast.AST]:
     """Nodes outside function and class bodies (what runs at the cell's top level)."""
-    todo = list(tree.body)
+    todo: list[ast.AST] = list(tree.body)
     while todo:
         node = todo.pop()
         yield node
@@ -154,13 +160,13 @@ def _module_level(tree):
             todo.extend(ast.iter_child_nodes(node))
 
 
-def stored(text):
+def stored(text: str) -> set[str]:
     """Names a cell binds at its top level (and ``global`` names of its functions)."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
         return set()
-    names = set()
+    names: set[str] = set()
     for node in _module_level(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
@@ -174,9 +180,9 @@ def stored(text):
     return names
 
 
-def used(texts):
+def used(texts: Iterable[str]) -> set[str]:
     """Every name the cells read."""
-    names = set()
+    names: set[str] = set()
     for text in texts:
         try:
             names.update(n.id for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name))

@@ -1,19 +1,28 @@
 """Small helpers over processes and waiting, and :class:`LocalPEs`, the PEs of this host (client side)."""
 
+from __future__ import annotations
+
 import contextlib
 import os
 import select
 import threading
 import time
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from .remote import HeapReader
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    T = TypeVar("T")
+
 __all__ = ["LocalPEs", "alive", "process", "wait"]
 
 
-def alive(proc):
+def alive(proc: Any) -> bool:
     """Whether a psutil process still runs (the launcher's own state lags behind)."""
     try:
         return proc is not None and proc.status() != psutil.STATUS_ZOMBIE
@@ -21,7 +30,7 @@ def alive(proc):
         return False
 
 
-def process(pid):
+def process(pid: int) -> psutil.Process | None:
     """A psutil handle on ``pid``, or None if it is gone."""
     try:
         return psutil.Process(pid)
@@ -29,7 +38,7 @@ def process(pid):
         return None
 
 
-def wait(condition, timeout, step=0.02):
+def wait(condition: Callable[[], T], timeout: float, step: float = 0.02) -> T:
     """Poll ``condition`` until true or ``timeout`` seconds; return its last value."""
     deadline = time.monotonic() + timeout
     while not (ok := condition()) and time.monotonic() < deadline:
@@ -37,7 +46,7 @@ def wait(condition, timeout, step=0.02):
     return ok
 
 
-class LocalPEs(dict):
+class LocalPEs(dict[int, Any]):
     """PE -> psutil process, for the PEs on this host; ``first`` tells which of them died first,
     ``heaps`` reads their arrays from their memory (close it before they end).
 
@@ -46,18 +55,18 @@ class LocalPEs(dict):
     The launcher's own report may name a PE it killed afterwards (MPICH's hydra, under load).
     """
 
-    def __init__(self, pids: dict[int, int]):
+    def __init__(self, pids: dict[int, int]) -> None:
         super().__init__({pe: process(pid) for pe, pid in pids.items()})
         self.first: dict[int, int | None] = {}  # PE -> its wait status (as waitpid gives it), or None
         self.heaps = HeapReader()
-        fds = {}
+        fds: dict[int, tuple[int, int]] = {}
         for pe, pid in pids.items():
             with contextlib.suppress(OSError, AttributeError):  # gone already; no pidfd before Linux 5.3
                 fds[os.pidfd_open(pid)] = (pe, pid)
         if fds:
             threading.Thread(target=self._watch, args=(fds,), name="shmem-notebook-deaths", daemon=True).start()
 
-    def _watch(self, fds):
+    def _watch(self, fds: dict[int, tuple[int, int]]) -> None:
         try:
             ended, _, _ = select.select(list(fds), [], [])
             self.first = {fds[fd][0]: _wait_status(fds[fd][1]) for fd in ended}
@@ -66,7 +75,7 @@ class LocalPEs(dict):
                 os.close(fd)
 
 
-def _wait_status(pid):
+def _wait_status(pid: int) -> int | None:
     """The wait status of zombie ``pid`` (``/proc/PID/stat`` field 52), or None once it was reaped."""
     try:
         with open(f"/proc/{pid}/stat") as f:

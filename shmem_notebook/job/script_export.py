@@ -14,10 +14,13 @@ are left out (named in the program's docstring) unless chosen with ``cells``.
 Nothing here reaches the PEs.
 """
 
+from __future__ import annotations
+
 import os
 import shlex
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..launcher.environment import platform_environment
@@ -25,6 +28,15 @@ from ..specs import parse_size, parse_spec
 from ..words import plural
 from .batch import sbatch_script
 from .plain_python import plain_cell, show_last, stored as names_stored, used as names_used
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from ..specs import ArraySpec
+    from .history import CellRecord
+    from .job import Job
+
+    Cells = str | int | Iterable[str | int]
 
 __all__ = ["export", "Exported", "select", "program", "sbatch_script"]
 
@@ -63,18 +75,18 @@ class Exported:
     """What :func:`export` wrote; ``str()`` says it in a few lines."""
 
     program: str
-    cells: list  # labels of the cells written, in order
-    left_out: list = field(default_factory=list)  # (label, why)
+    cells: list[str]  # labels of the cells written, in order
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # (label, why)
     sbatch: str | None = None
     npes: int = 0
     oshrun: str = "oshrun"  # the job's library's launcher
     python: str = sys.executable  # the Python the job's PEs ran: a bare python3 may lack shmem4py
 
     @property
-    def command(self):
+    def command(self) -> str:
         return f"{shlex.quote(self.oshrun)} -n {self.npes} {shlex.quote(self.python)} {shlex.quote(self.program)}"
 
-    def __str__(self):
+    def __str__(self) -> str:
         cells = ", ".join(self.cells) or "none"
         text = f"wrote {self.program}: {plural(len(self.cells), 'cell')} ({cells})"
         if self.left_out:
@@ -85,7 +97,9 @@ class Exported:
         return text
 
 
-def export(job, path, cells=None, slurm=False):
+def export(
+    job: Job, path: str | os.PathLike[str], cells: Cells | None = None, slurm: bool | dict[str, Any] = False
+) -> Exported:
     """Write ``job``'s cells as a program at ``path`` (and an sbatch script with ``slurm``); an :class:`Exported`."""
     if not isinstance(path, (str, os.PathLike)) or not str(path):
         raise InputError(f"export needs a file name, got {path!r}; e.g. job.export('ring.py')")
@@ -117,14 +131,14 @@ def export(job, path, cells=None, slurm=False):
     return done
 
 
-def _python(job):
+def _python(job: Job) -> str:
     """The Python the job's PEs ran (its library's: the notebook's own for Open MPI's OSHMEM)."""
     library = getattr(job, "library", None)
     return getattr(library, "python", None) or sys.executable
 
 
 # -- choosing cells ----------------------------------------------------------------------------
-def _wanted(cells):
+def _wanted(cells: Cells) -> set[int | tuple[int, int]]:
     """``"4,6-8,9.2"``, ``7``, ``"In[9].2"`` or ``[4, 6]`` -> a set of keys: ``k`` (every part of
     cell ``k``) or ``(k, part)`` (one ``job.run`` of several in notebook cell ``k``)."""
     if isinstance(cells, bool):
@@ -136,7 +150,7 @@ def _wanted(cells):
         items = list(items)
     except TypeError:
         raise InputError(f"cells is a list of cell numbers such as '4,6-8', got {cells!r}") from None
-    found = set()
+    found: set[int | tuple[int, int]] = set()
     for item in items:
         text = str(item).strip().replace("In[", "").replace("]", "").replace("cell ", "")
         if not text:
@@ -156,11 +170,11 @@ def _wanted(cells):
     return found
 
 
-def _key(record):
+def _key(record: CellRecord) -> int:
     return record.count if record.count is not None else record.number
 
 
-def select(history, cells=None):
+def select(history: Sequence[CellRecord], cells: Cells | None = None) -> tuple[list[CellRecord], list[tuple[str, str]]]:
     """The records to write, in the order they ran, and ``[(label, why)]`` of those left out.
 
     ``cells=None``: every cell that ended well. Otherwise the cells whose ``In[k]`` (or, for cells
@@ -182,16 +196,16 @@ def select(history, cells=None):
 
 
 # -- the program ------------------------------------------------------------------------------
-def _shape(spec):
+def _shape(spec: ArraySpec) -> str:
     dims = list(spec.dims)
     return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
 
-def _alloc(spec):
+def _alloc(spec: ArraySpec) -> str:
     return f'{spec.name} = _declared["{spec.name}"] = shmem.zeros({_shape(spec)}, dtype="{spec.dtype}")'
 
 
-def _header(record):
+def _header(record: CellRecord) -> str:
     declared = " ".join(record.options.get("declared", []))
     flags = " ".join(f"--{k}" if v is True else f"--{k} {v}" for k, v in record.options.items() if k in OPTION_NOTES)
     magic = " ".join(filter(None, ["%%pxshmem", declared, flags]))
@@ -199,7 +213,9 @@ def _header(record):
     return title + "-" * max(4, 96 - len(title))
 
 
-def _cell_block(record, prev, stored, bound_names, needs):
+def _cell_block(
+    record: CellRecord, prev: CellRecord | None, stored: set[str], bound_names: set[str], needs: set[str]
+) -> list[str]:
     """The lines of one cell: arrays (re)declared or freed, names bound again, options, the code."""
     out = ["", "", _header(record)]
     if prev is not None:  # every PE ended the cell before: ordered as in the notebook, nothing completed
@@ -260,7 +276,9 @@ def _cell_block(record, prev, stored, bound_names, needs):
     return out
 
 
-def _preamble(name, records, left_out, job, needs, used):
+def _preamble(
+    name: str, records: Sequence[CellRecord], left_out: list[tuple[str, str]], job: Job, needs: set[str], used: set[str]
+) -> list[str]:
     labels = ", ".join(r.label for r in records)
     env = platform_environment(environ={}, heap=job.heap)
     heap = parse_size(job.heap)
@@ -377,8 +395,12 @@ def _preamble(name, records, left_out, job, needs, used):
     return lines
 
 
-def program(records, left_out, job, name):
+def program(records: Sequence[CellRecord], left_out: list[tuple[str, str]], job: Job, name: str) -> str:
     """The program's text for the cell records ``records``."""
+    needs: set[str]
+    body: list[str]
+    stored: set[str]
+    prev: CellRecord | None
     needs, used = set(), names_used(plain_cell(r.code) for r in records)
     bound = set(BOUND) - ({"collectives"} - used)
     body, stored, prev = [], set(), None

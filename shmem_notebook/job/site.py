@@ -15,9 +15,12 @@ settings may ask for less, never for more: a start beyond a limit is refused in 
 :data:`RESERVE` of each for the others on the server.
 """
 
+from __future__ import annotations
+
 import contextlib
 import json
 import os
+from typing import TYPE_CHECKING, Any, cast
 
 import psutil
 
@@ -30,6 +33,12 @@ from ..words import plural
 from .heap_fit import PE_OVERHEAD, TOOL_RESERVE, TRANSPORT_SHM, check_heap_fits, largest_heap, node_memory, pes_per_node
 from .options import declared, site_key
 from .watchdog import OWNER
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ..launcher.library import Library
+    from .options import JobOptions
 
 __all__ = [
     "SITE_FILE",
@@ -56,7 +65,7 @@ MIN_RESERVE = 256 << 20
 #: unlinked ``/dev/shm/osc_sm.*`` file, and a site's library is counted there too, to be safe
 HEAP_NOT_IN_SHM = ("oshmem", "sos")
 #: the site key of each start option a site may cap (``max_<name>``, ``max_pes`` for ``n``: its ``Limit``)
-KEYS = {f.name: site_key(f.name, o) for f, o in declared() if o.limit}
+KEYS = cast("dict[str, str]", {f.name: site_key(f.name, o) for f, o in declared() if o.limit})
 #: the ``Limit`` of each option a site may cap (.options): its key, how it is written and said
 LIMITS = {f.name: o.limit for f, o in declared() if o.limit}
 
@@ -65,16 +74,23 @@ class Policy:
     """A site's policy: ``limits`` (option name -> (number, as written)), ``default_heap``, ``max_jobs``,
     ``libraries`` (name -> Library); ``path`` is the file it was read from (``None``: no policy)."""
 
-    def __init__(self, path=None, limits=None, default_heap=None, max_jobs=None, libraries=None):
+    def __init__(
+        self,
+        path: str | None = None,
+        limits: dict[str, tuple[float, Any]] | None = None,
+        default_heap: str | int | None = None,
+        max_jobs: int | None = None,
+        libraries: dict[str, Library] | None = None,
+    ) -> None:
         self.path, self.limits, self.default_heap = path, limits or {}, default_heap
         self.max_jobs, self.libraries = max_jobs, libraries or {}
 
-    def where(self, key):
+    def where(self, key: str) -> str:
         """``(site.json: max_pes)``: where a limit is set, for a refusal."""
         return f"({os.path.basename(self.path or SITE_FILE)}: {key})"
 
 
-def policy():
+def policy() -> Policy:
     """The site's :class:`Policy` (an empty one when there is no file); a malformed file is one
     sentence naming the file and the key (:class:`LaunchError`), and no job starts."""
     path = os.environ.get("SHMEM_NOTEBOOK_SITE") or SITE_FILE
@@ -92,15 +108,15 @@ def policy():
     return _read(path, text)
 
 
-def _read(path, text):
-    def bad(key, what):
+def _read(path: str, text: dict[str, Any]) -> Policy:
+    def bad(key: str, what: str) -> LaunchError:
         return LaunchError(f"the site policy {path} is malformed: {key} {what}; no job starts until it is fixed")
 
     known = {*KEYS.values(), "default_heap", "max_jobs", "libraries"}
     for key in text:
         if key not in known:
             raise bad(repr(key), f"is not a key (the keys are: {', '.join(sorted(known))})")
-    limits = {}
+    limits: dict[str, tuple[float, Any]] = {}
     for name, key in KEYS.items():
         if key in text:
             value, limit = text[key], LIMITS[name]
@@ -130,7 +146,7 @@ def _read(path, text):
     return Policy(path, limits, default_heap, max_jobs, described(libraries, path, "libraries"))
 
 
-def within_site(options, site=None):
+def within_site(options: JobOptions, site: Policy | None = None) -> str | int:
     """The heap a job of ``options`` (:class:`JobOptions`) gets, once ``options`` are within the site's
     limits; else :class:`LaunchError` in one sentence naming the limit. A start without a heap (and no
     ``rc.heap``/``SHMEM_NOTEBOOK_HEAP`` of the user's) gets ``default_heap``, or the smaller of the tool's
@@ -142,7 +158,7 @@ def within_site(options, site=None):
             heap = site.default_heap
         elif "heap" in site.limits and site.limits["heap"][0] < parse_size(heap):
             heap = site.limits["heap"][1]
-    asked = {"heap": check_heap(heap)}  # a bad heap: one sentence now
+    asked: dict[str, float] = {"heap": check_heap(heap)}  # a bad heap: one sentence now
     for name in site.limits.keys() - {"heap"}:
         value = getattr(options, name)
         with contextlib.suppress(ValueError, TypeError):  # a value unread here: the Job says why
@@ -165,7 +181,7 @@ def within_site(options, site=None):
     return heap
 
 
-def allowed(name, values, site=None):
+def allowed(name: str, values: Iterable[Any], site: Policy | None = None) -> tuple[list[Any], str]:
     """``(kept, left_out)``: the ``values`` of start option ``name`` (``"n"``, ``"heap"``, ...) the site's
     limit allows, in their order, and one sentence saying what was left out ('' when nothing was):
     ``"8 PEs left out: this site allows at most 4 PEs per job (site.json: max_pes)"``. For a notebook
@@ -185,11 +201,11 @@ def allowed(name, values, site=None):
     return kept, f"{said} left out: this site allows {limit.said.format(written)} {site.where(KEYS[name])}"
 
 
-def running_jobs(uid=None):
+def running_jobs(uid: int | None = None) -> set[str]:
     """The tokens of this user's (``uid``'s) running jobs: every process a job starts (its watchdog
     first, which lives exactly as long as the job) carries ``SHMEM_NOTEBOOK_OWNER=<token>``."""
     uid = os.getuid() if uid is None else uid
-    tokens = set()
+    tokens: set[str] = set()
     for proc in psutil.process_iter(["uids"]):
         try:
             if proc.pid == os.getpid() or proc.info["uids"] is None or proc.info["uids"].real != uid:
@@ -202,7 +218,14 @@ def running_jobs(uid=None):
     return tokens
 
 
-def admit(n, heap_bytes, hostfile=None, library="oshmem", shm_dir=SHM_DIR, memory=None):
+def admit(
+    n: int,
+    heap_bytes: int,
+    hostfile: str | None = None,
+    library: str = "oshmem",
+    shm_dir: str = SHM_DIR,
+    memory: tuple[int | None, int] | None = None,
+) -> None:
     """Refuse in one sentence (:class:`LaunchError`) a job whose heaps do not fit, with room for others,
     in what this node's memory and ``shm_dir`` have free (after :func:`~.heap_fit.check_heap_fits`). The heaps
     count in ``shm_dir`` too except :data:`HEAP_NOT_IN_SHM`'s (measured: docs/oshmpi.md, "The heap").
@@ -229,7 +252,16 @@ def admit(n, heap_bytes, hostfile=None, library="oshmem", shm_dir=SHM_DIR, memor
     )
 
 
-def admission(per_node, heap_bytes, free, total, shm_free, shm_size, shm_dir=SHM_DIR, heap_in_shm=True):
+def admission(
+    per_node: int,
+    heap_bytes: int,
+    free: int | None,
+    total: int,
+    shm_free: int,
+    shm_size: int,
+    shm_dir: str = SHM_DIR,
+    heap_in_shm: bool = True,
+) -> None:
     """The admission rule itself: ``per_node`` heaps (and their processes) must fit in ``free`` memory
     less :data:`RESERVE` of ``total``, and their transport files (and the heaps, ``heap_in_shm``) in
     ``shm_free`` less :data:`RESERVE` of ``shm_size``."""
@@ -255,7 +287,7 @@ def admission(per_node, heap_bytes, free, total, shm_free, shm_size, shm_dir=SHM
         )
 
 
-def heap_to_ask(needed, n, hostfile=None, site=None):
+def heap_to_ask(needed: int, n: int, hostfile: str | None = None, site: Policy | None = None) -> str:
     """Advice for a heap of at least ``needed`` bytes per PE: a round ``--heap`` that holds it, at most the
     ``site``'s ``max_heap`` (a :class:`Policy`; default: this server's), or why no heap that the site
     allows, or that this node can give, holds it."""
@@ -270,10 +302,10 @@ def heap_to_ask(needed, n, hostfile=None, site=None):
     if limit and needed + TOOL_RESERVE > limit[0]:
         return (
             f"or declare smaller arrays: {format_size(needed)} per PE in all is more than the largest heap this "
-            f"site allows, {limit[1]} {site.where(KEYS['heap'])}; for more, ask the site's administrator"
+            f"site allows, {limit[1]} {cast(Policy, site).where(KEYS['heap'])}; for more, ask the site's administrator"
         )
     if limit and mib << 20 > limit[0]:
-        size, capped = limit[1], f", the largest this site allows {site.where(KEYS['heap'])}"
+        size, capped = limit[1], f", the largest this site allows {cast(Policy, site).where(KEYS['heap'])}"
     memory, _ = node_memory()
     per_node = pes_per_node(n, hostfile, os.environ)
     if memory is not None and per_node * (needed + PE_OVERHEAD) > memory:

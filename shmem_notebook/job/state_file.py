@@ -7,12 +7,18 @@ written by its user only, readable by them and root (mode 0600). It goes with th
 profile files (named by its cluster id) when the job stops or its watchdog cleans up.
 """
 
+from __future__ import annotations
+
 import contextlib
 import json
 import os
 import time
+from typing import TYPE_CHECKING, Any
 
 from .states import job_state
+
+if TYPE_CHECKING:
+    from .job import Job
 
 __all__ = ["PREFIX", "state_path", "note_state", "read_state"]
 
@@ -21,12 +27,12 @@ PREFIX = "shmem_notebook-state-"
 SIZE = 512
 
 
-def state_path(profile_dir, cluster_id):
+def state_path(profile_dir: str, cluster_id: str) -> str:
     """Where the job of ``cluster_id`` notes its state."""
     return os.path.join(profile_dir, "log", f"{PREFIX}{cluster_id}.json")
 
 
-def note_state(job, state=None):
+def note_state(job: Job, state: str | None = None) -> None:
     """Note ``state`` (default: the job's own, :func:`.states.job_state`); never fails a cell."""
     cluster = getattr(job, "_cluster", None)  # None: not started (or a stand-in job of a test)
     if cluster is None:
@@ -50,12 +56,13 @@ def note_state(job, state=None):
             os.close(fd)
 
 
-def read_state(profile_dir, cluster_id):
+def read_state(profile_dir: str, cluster_id: str) -> dict[str, Any] | None:
     """The job's last note (a dict), or None when it noted nothing yet."""
     for _ in range(3):  # a read that met a note being written sees half of it: read again
         try:
             with open(state_path(profile_dir, cluster_id)) as fh:
-                return json.load(fh)
+                note: dict[str, Any] = json.load(fh)
+                return note
         except OSError:
             return None
         except ValueError:

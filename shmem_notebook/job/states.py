@@ -16,7 +16,7 @@ MEANING = {
 }
 
 
-def pe_state(job_state, dead, running_cell):
+def pe_state(job_state: str, dead: bool, running_cell: bool) -> str:
     """A PE's word: ``dead`` when its process is gone, ``hung`` when it is still in the cell of a
     job marked hung, ``busy`` while it runs a cell (or answers a request), ``idle`` otherwise."""
     if dead:
@@ -26,6 +26,6 @@ def pe_state(job_state, dead, running_cell):
     return IDLE
 
 
-def job_state(state):
+def job_state(state: str) -> str:
     """The word for a :class:`~shmem_notebook.Job`'s ``state`` (``running`` is said ``idle``)."""
     return {"running": IDLE}.get(state, state)

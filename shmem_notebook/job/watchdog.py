@@ -11,6 +11,8 @@ The same process runs the job's governor (:mod:`.governor`) as a thread when the
 through the pipe: one helper process per job.
 """
 
+from __future__ import annotations
+
 import contextlib
 import glob
 import json
@@ -19,8 +21,13 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING, Any, cast
 
 import psutil
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import IO
 
 __all__ = [
     "OWNER",
@@ -38,7 +45,7 @@ OWNER = "SHMEM_NOTEBOOK_OWNER"
 
 
 @contextlib.contextmanager
-def owned_by(token):
+def owned_by(token: str) -> Iterator[None]:
     """Processes started inside this block carry ``token``."""
     old = os.environ.get(OWNER)
     os.environ[OWNER] = token
@@ -51,7 +58,7 @@ def owned_by(token):
             os.environ[OWNER] = old
 
 
-def start_watchdog(token, batch_name=None):
+def start_watchdog(token: str, batch_name: str | None = None) -> subprocess.Popen[bytes]:
     """A watchdog for ``token``'s processes (and Slurm batch jobs called ``batch_name``);
     it acts when its stdin closes."""
     with owned_by(token):
@@ -62,14 +69,16 @@ def start_watchdog(token, batch_name=None):
         )
 
 
-def tell_watchdog(watchdog, profile_dir, cluster_id):
+def tell_watchdog(watchdog: subprocess.Popen[bytes], profile_dir: str, cluster_id: str) -> None:
     """Name the job's cluster: the watchdog removes its profile files too."""
     with contextlib.suppress(OSError, ValueError):
-        watchdog.stdin.write(json.dumps({"profile_dir": profile_dir, "cluster_id": cluster_id}).encode() + b"\n")
-        watchdog.stdin.flush()
+        cast("IO[bytes]", watchdog.stdin).write(
+            json.dumps({"profile_dir": profile_dir, "cluster_id": cluster_id}).encode() + b"\n"
+        )
+        cast("IO[bytes]", watchdog.stdin).flush()
 
 
-def remove_profile_files(profile_dir, cluster_id):
+def remove_profile_files(profile_dir: str, cluster_id: str) -> None:
     """Remove what a job left in its ipyparallel profile: the controller's engines<ID>.json, the
     PEs' stack and exit notes, logs, connection files and the controller's sockets (all named by the cluster id)."""
     for folder in ("log", "security"):
@@ -78,13 +87,13 @@ def remove_profile_files(profile_dir, cluster_id):
                 os.remove(path)
 
 
-def stop_watchdog(watchdog, timeout=15.0):
+def stop_watchdog(watchdog: subprocess.Popen[bytes] | None, timeout: float = 15.0) -> bool:
     """Close the pipe: the watchdog cleans up what is left and exits. False when it had to be
     killed after ``timeout`` s (what it had left to do is the caller's); True otherwise."""
     if watchdog is None:
         return True
     with contextlib.suppress(OSError):
-        watchdog.stdin.close()
+        cast("IO[bytes]", watchdog.stdin).close()
     try:
         watchdog.wait(timeout)
     except subprocess.TimeoutExpired:
@@ -94,9 +103,9 @@ def stop_watchdog(watchdog, timeout=15.0):
     return True
 
 
-def owned_processes(token, variable=OWNER):
+def owned_processes(token: str, variable: str = OWNER) -> list[psutil.Process]:
     """Live processes whose environment has ``variable=token``, except this one."""
-    found = []
+    found: list[psutil.Process] = []
     for proc in psutil.process_iter(["pid"]):
         if proc.pid == os.getpid():
             continue
@@ -108,7 +117,7 @@ def owned_processes(token, variable=OWNER):
     return found
 
 
-def kill_owned(token, grace=1.0):
+def kill_owned(token: str, grace: float = 1.0) -> None:
     """SIGTERM every process carrying ``token``, SIGKILL what is left after ``grace`` s."""
     procs = owned_processes(token)
     for proc in procs:
@@ -120,17 +129,18 @@ def kill_owned(token, grace=1.0):
             proc.kill()
 
 
-def cancel_batch_jobs(name):
+def cancel_batch_jobs(name: str | None) -> None:
     """``scancel`` every Slurm job called ``name`` (a job's batch jobs carry its token in their name)."""
     if name and shutil.which("scancel"):
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             subprocess.run(["scancel", f"--name={name}"], capture_output=True, timeout=60)
 
 
-def main(token, batch_name=None):
+def main(token: str, batch_name: str | None = None) -> None:
     from ..launcher.shm import Segments
     from .governor import Governed
 
+    told: list[Any]
     told, governed = [], Governed()
     for line in iter(sys.stdin.buffer.readline, b""):  # ends when the kernel is gone or the job stopped
         with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError, OSError):
@@ -150,7 +160,7 @@ def main(token, batch_name=None):
             remove_profile_files(cluster["profile_dir"], cluster["cluster_id"])
 
 
-def _process(pid):
+def _process(pid: int) -> psutil.Process | None:
     try:
         return psutil.Process(pid)
     except psutil.Error:

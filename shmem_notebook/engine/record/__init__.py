@@ -13,7 +13,10 @@ is local to the PE. Consumers are independent: starting one never discards anoth
 cell may be race-checked, traced and stressed at once, in any order.
 """
 
+from __future__ import annotations
+
 import gc
+from typing import Any, cast
 
 from shmem4py import shmem
 
@@ -55,12 +58,12 @@ in_c.give(
 )
 
 
-def active():
+def active() -> list[str]:
     """Names of the consumers recording now (``"race"``, ``"trace"``, ``"stress"``)."""
     return [name for name in ("race", "trace", "stress") if layer.attached(name) is not None]
 
 
-def _rewrite_with(transformer):
+def _rewrite_with(transformer: MarkTransformer) -> None:
     """Have the shell rewrite the cells it runs with ``transformer`` until :func:`_rewrite_stop`. IPython's
     shell: after its own ``transform_ast`` (as its last AST transformer would be, without its
     ``fix_missing_locations`` walking again a rewrite kept from an earlier run), told each cell's text
@@ -75,7 +78,7 @@ def _rewrite_with(transformer):
     events.register("pre_run_cell", transformer.expect)
 
 
-def _rewrite_stop(transformer):
+def _rewrite_stop(transformer: MarkTransformer) -> None:
     shell = this_pe.shell
     if transformer in shell.ast_transformers:
         shell.ast_transformers.remove(transformer)
@@ -87,7 +90,7 @@ def _rewrite_stop(transformer):
         events.unregister("pre_run_cell", transformer.expect)
 
 
-def race_start(options=None):
+def race_start(options: dict[str, Any] | None = None) -> bool:
     """Collective. Record the next cell for the race check: every call, and (``loads``, default True) the
     cell's loads and stores. ``options``: ``cap`` (default :data:`CAP`), ``loads``, ``private`` (per
     PE, ``[lo, hi]`` of private buffers earlier cells' operations in flight use), ``library_writes``
@@ -115,9 +118,9 @@ def race_start(options=None):
     return True
 
 
-def race_stop():
+def race_stop() -> dict[str, Any] | None:
     """Stop the race recording; its plain data (see :mod:`.accesses`), or None if none ran."""
-    recording = layer.detach("race")
+    recording = cast("RaceRecording | None", layer.detach("race"))
     if recording is None:
         return None
     hooks.uninstall()
@@ -134,7 +137,7 @@ def race_stop():
     return data
 
 
-def trace_start(options=None):
+def trace_start(options: dict[str, Any] | None = None) -> bool:
     """Trace the next cell: its calls and the heap between world barriers (see :mod:`.trace_log`)."""
     options = dict(options or {})
     layer.detach("trace")
@@ -142,21 +145,21 @@ def trace_start(options=None):
     return True
 
 
-def trace_stop():
+def trace_stop() -> dict[str, Any]:
     """Stop tracing; the trace's plain data, or an empty one if none ran."""
-    recording = layer.detach("trace")
+    recording = cast("TraceRecording | None", layer.detach("trace"))
     if recording is None:
         return {"pe": None, "events": [], "snapshots": [], "dropped": 0}
     return recording.data()
 
 
-def stress_start(seed, max_delay):
+def stress_start(seed: int, max_delay: float) -> bool:
     """Delay every shmem call of the next cell at random, seeded by ``seed`` (see :mod:`.perturb`)."""
     layer.attach("stress", StressDelays(seed, max_delay))
     return True
 
 
-def stress_stop():
+def stress_stop() -> bool:
     """Stop delaying calls."""
     layer.detach("stress")
     return True

@@ -12,8 +12,11 @@ Longer than 420 lines once formatted: every kind of event (RMA, atomics, waits, 
 signals, loads and stores) is written by one class, in the one form the client reads.
 """
 
+from __future__ import annotations
+
 import bisect
 import time
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from shmem4py import shmem
@@ -26,6 +29,22 @@ from ..context import this_pe
 from ..shims import late_zeroing, signals
 from . import in_c, state
 from .memory import AddressBook, assigned_to, numpy_owned
+
+if TYPE_CHECKING:
+    import array
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import TypeAlias
+
+    import numpy.typing as npt
+
+    from ...analysis.footprint import Footprint
+    from ...operations import Operation
+    from .instrument import MarkTransformer
+    from .memory import Info, Space
+
+    Event: TypeAlias = "list[Any]"
+    _After: TypeAlias = "Callable[[Operation, dict[str, Any], Any, int], None]"
+    _Fast: TypeAlias = "Callable[[tuple[Any, ...], Any, int], None]"
 
 __all__ = ["RaceRecording"]
 
@@ -61,7 +80,7 @@ _CMP_NAMES = {
 _SNAPSHOT_LARGEST, _SNAPSHOT_TOTAL = 4096, 1 << 20
 
 
-def _cmp_name(cmp):
+def _cmp_name(cmp: Any) -> str | None:
     """A wait's comparison as ``"=="``, ``">="``... (shmem4py takes names, strings or CMP values)."""
     if isinstance(cmp, str):
         if cmp in ("==", "!=", ">", ">=", "<", "<="):
@@ -73,10 +92,11 @@ def _cmp_name(cmp):
         return None
 
 
-def _snapshot(heap_lo):
+def _snapshot(heap_lo: int) -> list[tuple[int, bytes | int]]:
     """``[(offset, bytes)]`` of the small symmetric allocations and signal words, sorted: what a wait's
     flag held before the recording (a wait satisfied by it orders nothing). Memory allocated later
     starts at zero (shmem4py clears what it allocates); larger arrays are not known."""
+    found: list[tuple[int, bytes | int]]
     found, total = [], 0
     ffi = shmem.ffi
     for addr, cdata in [*shmem._heap.items(), *signals.live(shmem)]:
@@ -88,7 +108,7 @@ def _snapshot(heap_lo):
     return found
 
 
-def _join(last, event, at):
+def _join(last: Event, event: Event, at: int) -> tuple[int, int, Footprint | None] | None:
     """``(lo, hi, footprint)`` of the ranges at ``at`` (lo, then hi) of both events when their union
     is as exact (see :func:`~shmem_notebook.analysis.footprint.extend`), else None."""
     f = _FP_OF[at]
@@ -98,7 +118,7 @@ def _join(last, event, at):
     return extend(lo, hi, fp, elo, ehi, efp)
 
 
-def _merge_values(last, more):
+def _merge_values(last: Event, more: list[Any] | None) -> None:
     """The values of an RMA event merged into ``last``: increments add up, other values are kept (up to 16)."""
     values = last[_R_VALUES]
     if more is None:
@@ -112,7 +132,7 @@ def _merge_values(last, more):
                 values.append(v)
 
 
-def _ctx_key(ctx):
+def _ctx_key(ctx: Any) -> int:
     if ctx is None:
         return 0
     handle = ctx.ob_ctx
@@ -121,7 +141,7 @@ def _ctx_key(ctx):
     return int(shmem.ffi.cast("uintptr_t", handle))
 
 
-def _team_of(ctx):
+def _team_of(ctx: Any) -> tuple[str | None, tuple[int, ...] | None]:
     """``(domain, pes)`` of a context: the atomicity domain of its AMOs (see
     :mod:`shmem_notebook.analysis.domains`), ``"slot:pe,pe..."``, and its team's world PEs (its calls
     number PEs in the team); ``(None, None)`` for the world team's contexts. Emulated teams (OpenSHMEM
@@ -137,7 +157,7 @@ def _team_of(ctx):
     return f"{m.slot}:{','.join(map(str, m.pes))}", m.pes
 
 
-def _members(team):
+def _members(team: Any) -> list[int] | None:
     """World PEs of ``team`` (None: every PE), for matching collectives of one team."""
     if team is None:
         return None
@@ -148,12 +168,12 @@ def _members(team):
     return None if len(pes) == shmem.n_pes() else pes
 
 
-def _program_file(filename):
+def _program_file(filename: str) -> bool:
     """Whether ``filename`` is the recorded cell's or code outside it that runs rewritten."""
     return filename in state.cell_files or filename in state.outside
 
 
-def _integer(x):
+def _integer(x: Any) -> int | None:
     """``x`` as a Python int, or None when it is not an integer (a wait's value, an increment)."""
     try:
         n = int(x)
@@ -167,12 +187,14 @@ class _Ranges:
     non-blocking call of this cell, or one an earlier cell left in flight, may still be using.
     ``starts`` is empty when there are none (tested on every access: a list, not a method)."""
 
-    def __init__(self, ranges=()):
+    def __init__(self, ranges: Iterable[Sequence[int]] = ()) -> None:
+        self.starts: list[int]
+        self.stops: list[int]
         self.starts, self.stops = [], []
         for lo, hi in ranges:
             self.add(lo, hi)
 
-    def add(self, lo, hi):
+    def add(self, lo: int, hi: int) -> None:
         starts, stops = self.starts, self.stops
         k = bisect.bisect_right(starts, hi)  # ranges starting at or before hi
         j = k
@@ -182,7 +204,7 @@ class _Ranges:
             lo, hi = min(lo, starts[j]), max(hi, stops[k - 1])
         starts[j:k], stops[j:k] = [lo], [hi]
 
-    def overlaps(self, lo, hi):
+    def overlaps(self, lo: int, hi: int) -> bool:
         k = bisect.bisect_right(self.starts, hi - 1)  # the last range starting before hi
         return bool(k) and self.stops[k - 1] > lo
 
@@ -191,21 +213,28 @@ class RaceRecording:
     """One cell's events on this PE. ``private``: ``(lo, hi)`` of private buffers that operations
     of earlier cells, still in flight, use (see :meth:`access`)."""
 
-    def __init__(self, cap, private=(), library_writes=False):
+    transformer: MarkTransformer
+    froze: bool
+    compiled: set[int]
+    calls: array.array[int]
+    call_line: int | None
+
+    def __init__(self, cap: int, private: Iterable[Sequence[int]] = (), library_writes: bool = False) -> None:
         self.cap = cap
         self.private = _Ranges(private)
         self.me = shmem.my_pe()
-        self.events = []
+        self.events: list[Event] = []
         self.ops = 0
-        self.truncated = None
+        self.truncated: int | None = None
         self.memory = AddressBook()
-        self.merge = {}  # merge key -> event (reset at every synchronisation)
+        self.merge: dict[tuple[Any, ...], Event] = {}  # merge key -> event (reset at every synchronisation)
         self.n_async = 0  # async RMA events so far (local accesses do not merge across them)
         self.n_local = 0
-        self.fetched = {}  # signal word -> what signal_fetch saw last
+        self.fetched: dict[int, Any] = {}  # signal word -> what signal_fetch saw last
+        self.teams: dict[int, tuple[str | None, tuple[int, ...] | None]]
         self.teams = {}  # context key -> its AMOs' atomicity domain and its team's PEs (see _team_of)
         self.snapshot = _snapshot(self.memory.heap[0])
-        self.signals_made = signals.made()  # signals made after this start at zero
+        self.signals_made = cast(int, signals.made())  # signals made after this start at zero
         self.fresh = _Ranges()  # symmetric memory allocated since the recording began (zeroed)
         self.filled = _Ranges()  # ... and not zeroed (shmem.full, ones, array, empty): its first value not known
         # the library zeroes after its barrier: repaired by a shim, but a plain program's run meets it
@@ -213,10 +242,12 @@ class RaceRecording:
         self.started = time.perf_counter()
         native = in_c.module()
         if native is not None:  # the usual loads and stores in C, the others given to the method
-            self.access = native.Access(self, RaceRecording.access.__get__(self), _M)
+            self.access = native.Access(  # type: ignore[method-assign]  # the C handler in its place
+                self, RaceRecording.access.__get__(self), _M
+            )
 
     # -- events ----------------------------------------------------------------------
-    def _add(self, event, key=None):
+    def _add(self, event: Event, key: tuple[Any, ...] | None = None) -> None:
         self.ops += 1
         if self.truncated is not None:
             return  # past the cap nothing is recorded, not even into earlier events: the check says where it stopped
@@ -233,7 +264,7 @@ class RaceRecording:
             self.merge[key] = event
 
     @staticmethod
-    def _extend(last, event):
+    def _extend(last: Event, event: Event) -> bool:
         """Merge ``event`` into ``last`` (same key) when the union is as exact: touching ranges, or
         one more step of a strided progression (see :func:`~shmem_notebook.analysis.footprint.extend`)."""
         if last[0] == "mem":
@@ -254,7 +285,18 @@ class RaceRecording:
         _merge_values(last, event[_R_VALUES])
         return True
 
-    def access(self, a, op, mode, line, lo=None, hi=None, fp=None, info=None, value=None):
+    def access(
+        self,
+        a: npt.NDArray[Any],
+        op: str,
+        mode: str,
+        line: int,
+        lo: int | None = None,
+        hi: int | None = None,
+        fp: Footprint | None = None,
+        info: Info | None = None,
+        value: Any = None,
+    ) -> None:
         """A load/store of ``a`` (or of bytes ``[lo, hi)`` of it, footprint ``fp``) by the cell; ``info``:
         ``a``'s :meth:`~.memory.AddressBook.info` when known; ``value``: what a store writes, kept
         when it is one integer element of symmetric memory (a flag or counter reset: waits read it).
@@ -271,7 +313,7 @@ class RaceRecording:
         _, space, _, alo, ahi, _, dtype, _, _, afp = info
         if lo is None:
             lo, hi, fp = alo, ahi, afp
-        if space == "priv" and not self.private.overlaps(lo, hi):
+        if space == "priv" and not self.private.overlaps(lo, hi):  # type: ignore[arg-type]  # given with lo
             self.ops += 1
             return
         self.n_local += 1
@@ -279,7 +321,7 @@ class RaceRecording:
             value is not None
             and space == "sym"
             and dtype[1] in "iu"
-            and hi - lo == info[5]
+            and hi - lo == info[5]  # type: ignore[operator]  # given with lo
             and fp is None
             and ahi - alo <= 16 * info[5]
         ):  # flags and counters: arrays of a few elements
@@ -306,9 +348,26 @@ class RaceRecording:
         self._add(["mem", op, line, mode, space, lo, hi, dtype, fp], key)
 
     def _rma_event(
-        self, op, line, target, pe, count, local, ctx, values, asynchronous, stride=1, lstride=1, domain=None
-    ):
+        self,
+        op: str,
+        line: int,
+        target: Any,
+        pe: int,
+        count: int,
+        local: npt.NDArray[Any] | None,
+        ctx: Any,
+        values: list[Any] | None,
+        asynchronous: bool,
+        stride: int = 1,
+        lstride: int = 1,
+        domain: str | None = None,
+    ) -> None:
         space, lo, hi, dtype, fp = self.memory.sym(target, count, stride)
+        lspace: Space | None
+        llo: int | None
+        lhi: int | None
+        lfp: Footprint | None
+        key: tuple[Any, ...] | None
         if local is not None:
             lspace, llo, lhi, _, lfp = self.memory.sym(local, count, lstride)
             if asynchronous and lspace == "priv":
@@ -331,23 +390,23 @@ class RaceRecording:
             event.append(domain)
         self._add(event, key)
 
-    def _sync_event(self, event):
+    def _sync_event(self, event: Event) -> None:
         self.merge.clear()
         self._add(event)
 
     # -- the layer's consumer: one handler per kind of call ---------------------------------
     before_calls = frozenset({"Ctx.destroy"})
 
-    def before(self, op, args, line):
+    def before(self, op: Operation, args: dict[str, Any], line: int) -> None:
         """Note a context's key before ``Ctx.destroy`` resets its handle (it completes that context)."""
         if op.name == "Ctx.destroy":
             args["ctx_key"] = _ctx_key(args.get("ctx"))
             self.teams.pop(args["ctx_key"], None)  # a context made later may get its handle
 
-    def after(self, op, args, result, line):
+    def after(self, op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
         self._handlers[op.kind](self, op, args, result, line)
 
-    def after_for(self, op):
+    def after_for(self, op: Operation) -> _After:
         """The handler of ``op``'s calls (see :mod:`.layer`): plain puts and gets, and the world's
         synchronisations, have their own short paths (a recorded put costs most of a traced loop)."""
         if op.kind == "rma" and op.params == _PLAIN_RMA:
@@ -355,18 +414,22 @@ class RaceRecording:
         if op.kind == "sync" and not op.params:
             native, python = in_c.module(), self._world_sync(_RECORDED[op.name])
             return python if native is None else native.WorldSync(self, _RECORDED[op.name], python)
-        return self._handlers[op.kind].__get__(self)
+        return cast("_After", self._handlers[op.kind].__get__(self))
 
-    def fast_for(self, op):
+    def fast_for(self, op: Operation) -> _Fast | None:
         """The handler of ``op``'s calls made without keywords, given their arguments as they came (see
         :mod:`.layer`): plain puts and gets, and the world's synchronisations; None for the others."""
         if op.kind == "sync" and not op.params:  # no parameter: called with no argument, or it raised
             handler = self.after_for(op)  # C's WorldSync takes the fast form too
-            return handler if in_c.module() is not None else lambda args, result, line: handler(op, {}, result, line)
+            return (
+                cast("_Fast", handler)
+                if in_c.module() is not None
+                else lambda args, result, line: handler(op, {}, result, line)
+            )
         if op.kind == "rma" and op.params == _PLAIN_RMA:
             plain, on_rma, params = self._plain_rma, self._on_rma, op.params
 
-            def fast_rma(args, result, line):
+            def fast_rma(args: tuple[Any, ...], result: Any, line: int) -> None:
                 if len(args) == 3:
                     plain(op, args[0], args[1], args[2], line)
                 else:
@@ -376,12 +439,12 @@ class RaceRecording:
             return fast_rma if native is None else native.PlainRMA(self, op, fast_rma, _R)
         return None
 
-    def _world_sync(self, recorded):
+    def _world_sync(self, recorded: str) -> _After:
         """The handler of ``barrier_all``, ``sync_all``, ``quiet`` or ``fence`` (named ``recorded``)
         called with no argument: :meth:`_on_sync`'s first case."""
         events, merge = self.events, self.merge
 
-        def on_world_sync(op, args, result, line):
+        def on_world_sync(op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
             if args:
                 return self._on_sync(op, args, result, line)
             merge.clear()
@@ -394,14 +457,14 @@ class RaceRecording:
 
         return on_world_sync
 
-    def _on_plain_rma(self, op, args, result, line):
+    def _on_plain_rma(self, op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
         """``put``/``get``/``put_nbi``/``get_nbi`` of whole arrays on the default context: what
         :meth:`_on_rma` records, with a repeated put merged without building its event."""
         if len(args) != 3:
             return self._on_rma(op, args, result, line)
         self._plain_rma(op, args["target"], args["source"], args["pe"], line)
 
-    def _plain_rma(self, op, target, source, pe, line):
+    def _plain_rma(self, op: Operation, target: npt.NDArray[Any], source: npt.NDArray[Any], pe: int, line: int) -> None:
         """:meth:`_on_plain_rma` of the call's three arguments."""
         writes, cache = op.writes, self.memory.cache
         remote, local = (target, source) if writes else (source, target)
@@ -423,6 +486,7 @@ class RaceRecording:
         values = (
             [source.item(0)] if count == 1 and writes and isinstance(source, np.ndarray) and source.size == 1 else None
         )
+        key: tuple[Any, ...]
         if op.nbi:
             if lspace == "priv":
                 self.private.add(llo, lhi)
@@ -469,7 +533,7 @@ class RaceRecording:
         self.events.append(event)
         self.merge[key] = event
 
-    def _on_rma(self, op, args, result, line):
+    def _on_rma(self, op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
         target, source = args["target"], args["source"]
         get = args.get
         count = get("size")
@@ -493,7 +557,7 @@ class RaceRecording:
         if "signal" in args:  # put_signal: then the signal word, an atomic delivered after the data
             self._signal_event(args, line)
 
-    def _signal_event(self, args, line):
+    def _signal_event(self, args: dict[str, Any], line: int) -> None:
         """The signal word of a put_signal, right after its data event (the analysis pairs them)."""
         lo = self._signal_offset(args["signal"])
         adds = int(args.get("sigop", 0)) == int(shmem.SIGNAL_ADD)
@@ -522,11 +586,11 @@ class RaceRecording:
             ]
         )
 
-    def _signal_offset(self, signal):
+    def _signal_offset(self, signal: Any) -> int:
         """A signal word (shmem4py's ``uint64_t *``) as a heap offset."""
         return self.memory.offset(int(shmem.ffi.cast("uintptr_t", signal)))
 
-    def _on_amo(self, op, args, result, line):
+    def _on_amo(self, op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
         values = None
         if op.name in ("atomic_set", "atomic_swap", "atomic_compare_swap"):
             values = [args.get("value")]
@@ -544,26 +608,29 @@ class RaceRecording:
             name, line, args.get(op.remote), args["pe"], 1, local, ctx, values, not op.fetches, 1, 1, domain
         )
 
-    def _team_of(self, ctx):
+    def _team_of(self, ctx: Any) -> tuple[str | None, tuple[int, ...] | None]:
         """:func:`_team_of` ``ctx``, asked once per context (a context keeps its team; forgotten when destroyed)."""
         key = _ctx_key(ctx)
         if key not in self.teams:
             self.teams[key] = _team_of(ctx)
         return self.teams[key]
 
-    def _world_pe(self, ctx, pe):
+    def _world_pe(self, ctx: Any, pe: int) -> int:
         """The world PE of ``pe`` as a call through ``ctx`` numbers it (a team's context: in its team)."""
         pes = self._team_of(ctx)[1]
         return pes[pe] if pes is not None and 0 <= pe < len(pes) else pe
 
-    def _on_sync(self, op, args, result, line):
+    def _on_sync(self, op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
+        lo: int | None
+        hi: int
+        zeroed: tuple[int, int] | None
         zeroed = None  # what the library zeroes after the allocation's barrier: written after the sync event
         if op.name == "alloc" and result is not None:
             try:
                 lo = int(shmem.ffi.cast("uintptr_t", shmem.ffi.from_buffer(result))) - self.memory.heap[0]
                 hi = lo + len(result.cast("B"))
             except (TypeError, ValueError):
-                lo = hi = None
+                lo = hi = None  # type: ignore[assignment]  # hi is read when lo is set
             clear = args.get("clear", True)
             if lo is not None:  # what a wait on it sees before any write: zero, or (full, ones, array, empty) not known
                 (self.fresh if clear else self.filled).add(lo, hi)
@@ -580,7 +647,7 @@ class RaceRecording:
             # covers is set to 0, which a wait on it reads
             self.events.append(["mem", "zeroing", line, "write", "sym", *zeroed, "|u1", None, [0]])
 
-    def _on_coll(self, op, args, result, line):
+    def _on_coll(self, op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
         info = self.memory.info
         _, tspace, _, tlo, thi, _, dtype = info(args["target"])[:7]
         _, sspace, _, slo, shi = info(args["source"])[:5]
@@ -601,7 +668,7 @@ class RaceRecording:
             ]
         )
 
-    def _on_wait(self, op, args, result, line):
+    def _on_wait(self, op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
         if op.name.startswith("test") and (result is None or result is False or result == []):
             return  # a test that failed orders nothing
         if "signal" in args:  # signal_wait_until returns the value it saw; signal_fetch counts when it changed
@@ -615,7 +682,7 @@ class RaceRecording:
                 ["wait", op.name, line, lo, lo + 8, "<u8", [int(result)], cmp, value, self._before(lo, lo + 8, "<u8")]
             )
             return
-        ivar = args.get("ivar", args.get("ivars"))
+        ivar: Any = args.get("ivar", args.get("ivars"))
         space, lo, hi, dtype, fp = self.memory.sym(ivar)
         if op.name.endswith(_PICKING) and fp is None:  # *_any/*_some: ordered after the words they return only
             self._picked(op, args, result, line, ivar, lo, dtype)
@@ -637,7 +704,9 @@ class RaceRecording:
             ]
         )
 
-    def _picked(self, op, args, result, line, ivar, lo, dtype):
+    def _picked(
+        self, op: Operation, args: dict[str, Any], result: Any, line: int, ivar: Any, lo: int, dtype: str
+    ) -> None:
         """One wait per word a ``wait_until_any/some`` (or ``test_any/some``) returned, on that word with
         its own condition: the other words' writers are not ordered before what follows."""
         size = np.dtype(dtype).itemsize
@@ -663,7 +732,7 @@ class RaceRecording:
                 ]
             )
 
-    def _before(self, lo, hi, dtype):
+    def _before(self, lo: int, hi: int, dtype: str) -> int | None:
         """The value bytes ``[lo, hi)`` of the heap held when the recording began, None if not known."""
         if self.fresh.overlaps(lo, hi):
             return 0  # allocated during the recording, cleared
@@ -682,7 +751,7 @@ class RaceRecording:
             return None  # a large array's word: its old value is not kept
         return _integer(np.frombuffer(data[lo - start : hi - start], dtype=dtype)[0])
 
-    def _on_lock(self, op, args, result, line):
+    def _on_lock(self, op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
         if op.name == "test_lock" and result:
             return  # the lock was taken by someone else: nothing acquired
         word = args["lock"]  # a lock handle, or a symmetric int64[1] (engine/shims/locks.py)
@@ -695,13 +764,13 @@ class RaceRecording:
 
     _handlers = {"rma": _on_rma, "amo": _on_amo, "sync": _on_sync, "coll": _on_coll, "wait": _on_wait, "lock": _on_lock}
 
-    def release(self):
+    def release(self) -> None:
         """Drop the C handler of accesses, which holds this recording: a cycle the collector would
         free late, and with it the events (the recording has stopped)."""
         vars(self).pop("access", None)
 
     # -- the plain data -----------------------------------------------------------------
-    def data(self):
+    def data(self) -> dict[str, Any]:
         """What the client analyses (see the module docstring); the events an :class:`~shmem_notebook.distinct.Events`
         that knows its repeated events where the C module is loaded."""
         native = in_c.module()

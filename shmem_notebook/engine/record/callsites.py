@@ -11,19 +11,27 @@ as ``at`` (a line of the cell inside a ``def``, or ``place * RACE_LINES + line``
 programs' lines itself.
 """
 
+from __future__ import annotations
+
 import ast
 import linecache
+from typing import TYPE_CHECKING, Any, cast
 
 from ...operations import EVENT_FIELDS
 from ...protocol import RACE_LINES
 from . import outside, state
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .accesses import RaceRecording
+
 __all__ = ["place_calls", "functions"]
 
-_WIDTH = {kind: len(fields.split()) for kind, fields in EVENT_FIELDS.items()}
+_WIDTH: dict[str, int] = {kind: len(fields.split()) for kind, fields in EVENT_FIELDS.items()}
 
 
-def place_calls(recording):
+def place_calls(recording: RaceRecording) -> None:
     """Move the events of the cell's top-level calls to their call's line, keeping their own in ``at``."""
     if not outside.enabled:  # the race runner numbers its programs' lines its own way
         return
@@ -40,9 +48,11 @@ def place_calls(recording):
             events[i] = new
 
 
-def functions(events):
+def functions(events: Sequence[list[Any]]) -> dict[int, str]:
     """``{at: function name}`` of the events' own lines (``at``) whose function is found in its file."""
     lines = {e[-1] for e in events if len(e) == _WIDTH[e[0]] and e[-1] is not None}
+    names: dict[int, str]
+    trees: dict[str, list[tuple[int, int, str]]]
     names, trees = {}, {}
     for at in lines:
         number, line = divmod(at, RACE_LINES)
@@ -57,7 +67,7 @@ def functions(events):
     return names
 
 
-def _filename(number):
+def _filename(number: int) -> str | None:
     """The file of a place (0: the cell being recorded), None when it is not a file."""
     if not number:
         return next(iter(state.cell_files), None)
@@ -65,20 +75,20 @@ def _filename(number):
     return place[1] if place is not None and place[0] == "file" else None
 
 
-def _spans(filename):
+def _spans(filename: str) -> list[tuple[int, int, str]]:
     """``[(first line, last line, qualified name)]`` of the functions in ``filename``'s text."""
     try:
         tree = ast.parse("".join(linecache.getlines(filename)))
     except (SyntaxError, ValueError):
         return []
-    spans = []
+    spans: list[tuple[int, int, str]] = []
 
-    def walk(node, prefix):
+    def walk(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = prefix + child.name
                 if not isinstance(child, ast.ClassDef):
-                    spans.append((child.lineno, child.end_lineno, name))
+                    spans.append((child.lineno, cast(int, child.end_lineno), name))
                 walk(child, name + ".")
             else:
                 walk(child, prefix)

@@ -24,6 +24,8 @@ writes its array arguments: its line is noted in the recording's ``compiled``. O
 their arrays. ``x.flat[i]`` reads and writes element ``i`` of ``x`` in C order.
 """
 
+from __future__ import annotations
+
 import array
 import builtins
 import collections
@@ -35,6 +37,7 @@ import queue
 import sys
 import types
 import weakref
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,12 +47,25 @@ from . import outside, state
 from .layer import depth as _depth  # >0 inside a recorded call (a list: read without a call)
 from .memory import extent, numpy_owned
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable, Mapping
+    from typing import TypeAlias, TypeVar
+
+    import numpy.typing as npt
+
+    from ...analysis.footprint import Footprint
+    from .accesses import RaceRecording
+    from .memory import Info
+
+    _T = TypeVar("_T")
+    _Span: TypeAlias = "tuple[int, int, Footprint | None]"
+
 __all__ = ["install", "uninstall", "get_rest", "element_range", "element_spans", "FUNCS"]
 
-_rec = None  # the RaceRecording the hooks feed, or None
+_rec: RaceRecording | None = None  # the RaceRecording the hooks feed, or None
 
 
-def install(recording):
+def install(recording: RaceRecording) -> None:
     """Feed ``recording`` from now on; the hook functions go into the shell's namespace."""
     global _rec
     from . import in_c
@@ -71,7 +87,7 @@ def install(recording):
         setattr(builtins, HOOKS[hook], func)  # for rewritten code outside the cell (other globals)
 
 
-def uninstall():
+def uninstall() -> None:
     """Stop feeding (the hooks stay in the namespace: functions the cell defined still call them)."""
     global _rec
     from . import in_c
@@ -106,7 +122,7 @@ _NO_READ_FUNCS = {
     np.may_share_memory,
     np.shares_memory,
 }
-_AUG = {
+_AUG: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.iadd,
     "-": operator.isub,
     "*": operator.imul,
@@ -123,13 +139,13 @@ _AUG = {
 }
 
 
-def _basic(index):
+def _basic(index: object) -> bool:
     if isinstance(index, tuple):
         return all(isinstance(i, _BASIC) for i in index)
     return isinstance(index, _BASIC)
 
 
-def _wanted(rec, x):
+def _wanted(rec: RaceRecording, x: npt.NDArray[Any]) -> Info | None:
     """``x``'s :meth:`~.memory.AddressBook.info`, or None when no access to it can matter: private
     memory while no non-blocking call uses any (see :meth:`.accesses.RaceRecording.access`)."""
     if not rec.private.starts and numpy_owned(x):
@@ -138,7 +154,7 @@ def _wanted(rec, x):
     return None if info[1] == "priv" and not rec.private.starts else info
 
 
-def element_range(rec, x, index, info):
+def element_range(rec: RaceRecording, x: npt.NDArray[Any], index: Any, info: Info) -> _Span | None:
     """``(lo, hi, footprint)`` of the bytes ``x[index]`` touches (bounds for fancy indexing)."""
     if info[7] and isinstance(index, (int, np.integer)):  # 1-D, one element: the fast path
         i = int(index)
@@ -172,7 +188,7 @@ def element_range(rec, x, index, info):
     return min(s[0] for s in spans), max(s[1] for s in spans), None  # bounds: element_spans has them all
 
 
-def element_spans(rec, x, index, info):
+def element_spans(rec: RaceRecording, x: npt.NDArray[Any], index: Any, info: Info) -> list[_Span]:
     """``[(lo, hi, footprint)]`` of exactly the bytes ``x[index]`` touches: one span for basic
     indexing, the elements' progressions for index arrays and boolean masks."""
     if _basic(index):
@@ -181,7 +197,7 @@ def element_spans(rec, x, index, info):
     return _positions_spans(x, np.arange(x.size).reshape(x.shape)[index], info)
 
 
-def _positions_spans(x, positions, info):
+def _positions_spans(x: npt.NDArray[Any], positions: npt.ArrayLike, info: Info) -> list[_Span]:
     """The spans (see :func:`element_spans`) of the elements of ``x`` at flat C-order ``positions``;
     beyond :func:`~shmem_notebook.analysis.footprint.scattered`'s pieces, their bounding range."""
     positions = np.unique(np.asarray(positions, dtype=np.intp).reshape(-1))
@@ -196,7 +212,7 @@ def _positions_spans(x, positions, info):
     return spans if spans is not None else [(offsets[0], offsets[-1] + x.itemsize, None)]
 
 
-def _flat_positions(a, index, mode=None):
+def _flat_positions(a: npt.NDArray[Any], index: Any, mode: str | None = None) -> npt.NDArray[Any]:
     """The flat C-order positions ``a.flat[index]`` (or ``np.put(a, index, ..., mode)``) touches."""
     pos = np.asarray(np.arange(a.size)[index] if mode is None else index, dtype=np.intp).reshape(-1)
     if mode == "wrap":
@@ -206,7 +222,7 @@ def _flat_positions(a, index, mode=None):
     return np.where(pos < 0, pos + a.size, pos)
 
 
-def _note_at(rec, a, positions, op, mode, line):
+def _note_at(rec: RaceRecording, a: npt.NDArray[Any], positions: npt.ArrayLike, op: str, mode: str, line: int) -> None:
     """Note ``a``'s elements at flat C-order ``positions`` as read or written (``mode``) by ``op``."""
     info = _wanted(rec, a)
     if info and a.size:
@@ -214,12 +230,14 @@ def _note_at(rec, a, positions, op, mode, line):
             rec.access(a, op, mode, line, *span, info)
 
 
-def _mark():
+def _mark() -> None:
     if _rec is not None:
         state.cell_files.add(sys._getframe(1).f_code.co_filename)
 
 
-def _flat_range(rec, x, index):
+def _flat_range(
+    rec: RaceRecording, x: np.flatiter[Any], index: Any
+) -> tuple[npt.NDArray[Any], Info, list[_Span]] | None:
     """``(x, info, spans)`` of the elements ``x.flat[index]`` touches of its array (C order, see
     :func:`element_spans`); None when no access to them can matter."""
     a = x.base
@@ -230,11 +248,11 @@ def _flat_range(rec, x, index):
     return (a, info, spans) if spans else None
 
 
-def _get(x, index, line):
+def _get(x: Any, index: Any, line: int) -> Any:
     return get_rest(x, index, line, x[index])
 
 
-def get_rest(x, index, line, r):
+def get_rest(x: Any, index: Any, line: int, r: _T) -> _T:
     """What :func:`_get` notes of ``r = x[index]`` (the C ``get`` takes slices of arrays itself)."""
     rec = _rec
     if rec is not None and not _depth[0]:
@@ -250,11 +268,11 @@ def get_rest(x, index, line, r):
         elif type(x) is _flatiter:
             found = _flat_range(rec, x, index)
             for span in found[2] if found else ():
-                rec.access(found[0], "load", "read", line, *span, found[1])
+                rec.access(found[0], "load", "read", line, *span, found[1])  # type: ignore[index]  # has spans
     return r
 
 
-def _set(x, index, value, line):
+def _set(x: Any, index: Any, value: Any, line: int) -> None:
     rec = _rec
     if rec is not None and not _depth[0]:
         if isinstance(x, _ndarray):
@@ -270,35 +288,36 @@ def _set(x, index, value, line):
                 rec.access(value, "load", "read", line)
             found = _flat_range(rec, x, index)
             for span in found[2] if found else ():
-                rec.access(found[0], "store", "write", line, *span, found[1])
+                rec.access(found[0], "store", "write", line, *span, found[1])  # type: ignore[index]  # has spans
     x[index] = value
 
 
-def _aug(x, index, op, value, line):
+def _aug(x: Any, index: Any, op: str, value: Any, line: int) -> None:
     rec = _rec
     if rec is not None and not _depth[0] and (isinstance(x, _ndarray) or type(x) is _flatiter):
         if isinstance(value, _ndarray):
             rec.access(value, "load", "read", line)
+        a: npt.NDArray[Any]
         if isinstance(x, _ndarray):
             info = _wanted(rec, x)
             spans = element_spans(rec, x, index, info) if info else ()
             a = x
         else:
             found = _flat_range(rec, x, index)
-            a, info, spans = found or (None, None, ())
+            a, info, spans = found or (None, None, ())  # type: ignore[assignment]  # None: no spans
         for span in spans:
             rec.access(a, "load", "read", line, *span, info)
             rec.access(a, "store", "write", line, *span, info)
     x[index] = _AUG[op](x[index], value)
 
 
-def _read(value, line):
+def _read(value: _T, line: int) -> _T:
     if isinstance(value, _ndarray) and _rec is not None and not _depth[0]:
         _rec.access(value, "load", "read", line)
     return value
 
 
-def _iter(value, line):
+def _iter(value: _T, line: int) -> _T:
     """``for x in value``: a 1-D array's elements are read; an N-D array hands out its rows, views whose
     elements count when they are used (a generator made now may read them much later)."""
     if isinstance(value, _ndarray) and value.ndim < 2 and _rec is not None and not _depth[0]:
@@ -306,18 +325,18 @@ def _iter(value, line):
     return value
 
 
-def _rw(value, line):
+def _rw(value: object, line: int) -> None:
     if isinstance(value, _ndarray) and _rec is not None and not _depth[0]:
         _rec.access(value, "load", "read", line)
         _rec.access(value, "store", "write", line)
 
 
-def _write(value, line):
+def _write(value: object, line: int) -> None:
     if isinstance(value, _ndarray) and _rec is not None and not _depth[0]:
         _rec.access(value, "store", "write", line)
 
 
-def _call(line, f, *args, **kwargs):
+def _call(line: int, f: Any, *args: Any, **kwargs: Any) -> Any:
     rec = _rec
     if rec is None or _depth[0] or getattr(f, "__shmem_race_skip__", False):
         return f(*args, **kwargs)
@@ -406,7 +425,7 @@ def _call(line, f, *args, **kwargs):
 _NOT_MADE = object()
 
 
-def _binds_only(cls):
+def _binds_only(cls: type[Any]) -> bool:
     """Does making ``cls`` only bind its arguments, or leave them to code that is recorded itself: an
     ``__init__`` defined in the cell (rewritten), a dataclass's, a named tuple, ``functools.partial``?"""
     init = cls.__init__
@@ -418,7 +437,7 @@ def _binds_only(cls):
     )
 
 
-def _put(rec, line, name, owner, args, kwargs):
+def _put(rec: RaceRecording, line: int, name: str, owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``np.put(a, ind, v, mode)`` / ``a.put(ind, v, mode)``: writes ``a.flat`` at ``ind`` (wrapped or clipped)."""
     a, rest = (owner, args) if owner is not None else (args[0] if args else kwargs.get("a"), args[1:])
     ind = rest[0] if rest else kwargs.get("ind")
@@ -431,7 +450,7 @@ def _put(rec, line, name, owner, args, kwargs):
     return (owner.put if owner is not None else np.put)(*args, **kwargs)
 
 
-def _masked(rec, line, name, owner, args, kwargs):
+def _masked(rec: RaceRecording, line: int, name: str, owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``np.place(arr, mask, vals)`` / ``np.putmask(a, mask, values)``: writes the elements where ``mask``."""
     a = args[0] if args else kwargs.get("arr", kwargs.get("a"))
     mask = args[1] if len(args) > 1 else kwargs.get("mask")
@@ -443,7 +462,7 @@ def _masked(rec, line, name, owner, args, kwargs):
     return _INDEXED_FUNCS[name](*args, **kwargs)
 
 
-def _copyto(rec, line, name, owner, args, kwargs):
+def _copyto(rec: RaceRecording, line: int, name: str, owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``np.copyto(dst, src, casting, where)``: writes ``dst`` where ``where`` (broadcast) holds."""
     dst = args[0] if args else kwargs.get("dst")
     src = args[1] if len(args) > 1 else kwargs.get("src")
@@ -459,7 +478,12 @@ def _copyto(rec, line, name, owner, args, kwargs):
     return np.copyto(*args, **kwargs)
 
 
-_INDEXED_FUNCS = {"put": np.put, "place": np.place, "putmask": np.putmask, "copyto": np.copyto}
+_INDEXED_FUNCS: dict[str, Callable[..., Any]] = {
+    "put": np.put,
+    "place": np.place,
+    "putmask": np.putmask,
+    "copyto": np.copyto,
+}
 #: NumPy calls that write the elements an index, a mask or ``where=`` selects: their exact footprint
 _INDEXED = {np.put: _put, np.place: _masked, np.putmask: _masked, np.copyto: _copyto}
 #: callables that only bind their arguments (a partial, a namespace, an attribute, a buffer): no element touched
@@ -485,16 +509,16 @@ _ITERATING = {list, tuple, zip, enumerate, iter, reversed, dict}
 _FFI_BINDS = frozenset({"from_buffer", "cast", "addressof", "buffer", "new_handle", "typeof", "sizeof"})
 
 
-def _is_ffi(owner):
+def _is_ffi(owner: object) -> bool:
     return type(owner).__module__ == "_cffi_backend"
 
 
-def _construct(cls, args, kwargs):
+def _construct(cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``cls(*args, **kwargs)`` with its ``__init__`` rewritten (a class defined in an earlier cell or the
     user's module), as ``type.__call__`` makes it: ``object.__new__`` then ``__init__``. Only for a plain
     class (no metaclass, no ``__new__`` of its own); :data:`_NOT_MADE` when not (the call is made as before)."""
     init = cls.__init__
-    if type(init) is not _Function or cls.__new__ is not _object_new:
+    if type(init) is not _Function or cls.__new__ is not _object_new:  # type: ignore[comparison-overlap]  # typeshed
         return _NOT_MADE
     g = outside.rewritten(init)
     if g is None or g is init:  # library code, or rewritten already (defined in the cell)
@@ -514,11 +538,20 @@ _CYTHON = {"cython_function_or_method", "fused_cython_function"}
 _SEEN_INTO = {"numpy", "scipy", "shmem4py", "shmem_notebook", "builtins", *sys.stdlib_module_names}
 _PROBED = {"numpy", "scipy"}  # C-level code that checks WRITEABLE before it changes anything
 _READ_ONLY = ("read-only", "writable", "writeable")
+_written: dict[Hashable, tuple[int, ...]]
 _written = {}  # _key(call) -> the positions of the arrays it wrote (reset at each install)
 _UFUNC_OUT = {"reduce": 3, "accumulate": 3, "reduceat": 4}  # positional `out` of a ufunc's methods
 
 
-def _call_ufunc(rec, line, f, owner, name, args, kwargs):
+def _call_ufunc(
+    rec: RaceRecording,
+    line: int,
+    f: Any,
+    owner: np.ufunc | None,
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
     """A ufunc writes its outputs (positional after ``nin``, or ``out=``); ``ufunc.at`` its first argument."""
     if owner is None:
         outputs = args[f.nin :]
@@ -549,7 +582,7 @@ def _call_ufunc(rec, line, f, owner, name, args, kwargs):
     return f(*args, **kwargs)
 
 
-def _compiled(f, kind, module):
+def _compiled(f: object, kind: type, module: str | None) -> bool:
     """Is ``f`` compiled code the recording cannot see into: a numba, Cython, ctypes or cffi function,
     or a C extension's function (not NumPy's, SciPy's or the standard library's)?"""
     if kind is _Builtin:
@@ -563,14 +596,16 @@ def _compiled(f, kind, module):
     )
 
 
-def _key(f, owner, name, args, kwargs):
+def _key(f: object, owner: object, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Hashable:
     """What a call's writes are remembered by: the callable, its arguments' count, the keywords
     (with their values when plain: ``copy=False`` writes where ``copy=True`` does not)."""
     plain = tuple((k, v) if isinstance(v, (bool, int, str, type(None))) else k for k, v in kwargs.items())
     return (f if owner is None else (type(owner), name)), len(args), plain
 
 
-def _probe(f, key, args, kwargs, arrays):
+def _probe(
+    f: Callable[..., Any], key: Hashable, args: tuple[Any, ...], kwargs: dict[str, Any], arrays: list[npt.NDArray[Any]]
+) -> tuple[Any, list[npt.NDArray[Any]]]:
     """Call ``f`` with ``arrays`` read-only; if NumPy refuses to write one, find which (each made
     writable alone; if none suffices, the first, then again). Returns the result and the arrays
     ``f`` wrote. The positions found written are remembered by ``key`` and not probed again."""
@@ -595,7 +630,13 @@ def _probe(f, key, args, kwargs, arrays):
     return _writable_views(result, arrays), [arrays[i] for i in written]
 
 
-def _attempt(f, args, kwargs, arrays, protected):
+def _attempt(
+    f: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    arrays: list[npt.NDArray[Any]],
+    protected: list[int],
+) -> tuple[bool, Any]:
     """``(True, result)`` of ``f`` called with ``arrays[i]`` read-only for ``i`` in ``protected``;
     ``(False, None)`` if NumPy refused to write one of them (NumPy checks before it writes)."""
     for i in protected:
@@ -612,7 +653,7 @@ def _attempt(f, args, kwargs, arrays, protected):
     return True, result
 
 
-def _writable_views(result, arrays):
+def _writable_views(result: _T, arrays: list[npt.NDArray[Any]]) -> _T:
     """Views ``f`` returned of an array it saw read-only are made writable again, as without the probe."""
     for r in result if isinstance(result, (list, tuple)) and len(result) <= 64 else (result,):
         if isinstance(r, _ndarray) and not r.flags.writeable and r.base is not None:
@@ -628,7 +669,9 @@ _exec_builtin = builtins.exec
 _compile_builtin = builtins.compile
 
 
-def _exec(line, f, g, loc, *args, **kwargs):
+def _exec(
+    line: int, f: Callable[..., Any], g: dict[str, Any], loc: Mapping[str, object], *args: Any, **kwargs: Any
+) -> Any:
     """``f(*args)`` called by rewritten code at ``line`` with ``globals()`` and ``locals()`` there: when
     ``f`` is ``exec`` and it is given text, or a code object whose text is known (:func:`.outside.code_text`),
     the text runs rewritten (see :mod:`.outside`)."""
@@ -645,7 +688,7 @@ def _exec(line, f, g, loc, *args, **kwargs):
     return _exec_builtin(*args, **kwargs)
 
 
-def _top(line, f, *args, **kwargs):
+def _top(line: int, f: Any, *args: Any, **kwargs: Any) -> Any:
     """:func:`_call` made by the cell's top-level code: the events a Python function, method or class it
     calls records are noted as that line's (see :mod:`.callsites`)."""
     rec = _rec
@@ -679,15 +722,15 @@ def _top(line, f, *args, **kwargs):
                 calls.extend((start, end, line))
 
 
-def _fn(f):
+def _fn(f: _T) -> _T:
     try:
-        f.__shmem_race_cell__ = True
+        f.__shmem_race_cell__ = True  # type: ignore[attr-defined]  # a function takes attributes
     except (AttributeError, TypeError):
         pass
     return f
 
 
-FUNCS = {
+FUNCS: dict[str, Callable[..., Any]] = {
     "mark": _mark,
     "get": _get,
     "set": _set,

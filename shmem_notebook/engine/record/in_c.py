@@ -4,15 +4,29 @@ loaded at its first use and given what its functions read, or None where it is n
 Imports nothing of the recording: the record package gives it the layer's and the hooks' parts
 (:func:`give`) once they are imported."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from ... import native_record
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
 
 __all__ = ["give", "module"]
 
-_given = []  # what the C functions read: see give()
-_loaded = []  # [the module, or None] once loaded
+_given: list[Any] = []  # what the C functions read: see give()
+_loaded: list[Any] = []  # [the module, or None] once loaded
 
 
-def give(depth, cell_files, layer_globals, cell_line, python):
+def give(
+    depth: list[int],
+    cell_files: set[str],
+    layer_globals: dict[str, Any],
+    cell_line: Callable[[FrameType], int],
+    python: dict[str, Callable[..., Any]],
+) -> None:
     """What the C functions read: the layer's depth list, the cell files, the layer's namespace and its
     own ``cell_line`` (the race runner replaces it there: then the C wrapper calls the runner's), and
     ``python``, the hooks that take the cases C leaves (``get_rest``, ``read``, ``set``,
@@ -20,7 +34,7 @@ def give(depth, cell_files, layer_globals, cell_line, python):
     _given[:] = [depth, cell_files, layer_globals, cell_line, python]
 
 
-def module():
+def module() -> Any:
     """The C module, set up at its first use; None where it is not built or is switched off."""
     if not _loaded:
         found = native_record.load() if _given else None

@@ -10,7 +10,17 @@ same memory. The hooks live in the cell's namespace under :data:`HOOKS` names.
 Pure AST code: nothing here imports shmem4py.
 """
 
+from __future__ import annotations
+
 import ast
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeAlias, TypeVar
+
+    _Tree = TypeVar("_Tree", bound=ast.AST)
+    _Outline: TypeAlias = "tuple[tuple[type[ast.stmt], int, int, int | None, int | None], ...]"
 
 __all__ = ["AccessTransformer", "MarkTransformer", "HOOKS", "renumber"]
 
@@ -51,15 +61,15 @@ _AUG_OPS = {
 }
 
 
-def _name(hook):
+def _name(hook: str) -> ast.Name:
     return ast.Name(id=HOOKS[hook], ctx=ast.Load())
 
 
-def _call(hook, *args):
+def _call(hook: str, *args: ast.expr) -> ast.Call:
     return ast.Call(func=_name(hook), args=list(args), keywords=[])
 
 
-def _index(node):
+def _index(node: ast.expr) -> ast.expr:
     """A subscript's slice as an expression that can be passed to a function."""
     if isinstance(node, ast.Slice):
         parts = [node.lower, node.upper, node.step]
@@ -78,17 +88,17 @@ def _index(node):
 _FRAME_BUILTINS = frozenset({"super", "locals", "vars", "globals", "dir", "eval", "exec"})
 
 
-def _is_shmem_call(func):
+def _is_shmem_call(func: ast.expr) -> bool:
     """``shmem.put(...)`` and the like: recorded by the shmem4py wrappers, not here."""
     return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "shmem"
 
 
 #: the last few cells rewritten, by transformer, text and outline: a cell run again is not rewritten again
-_REWRITTEN: dict = {}
+_REWRITTEN: dict[tuple[type[MarkTransformer], str, _Outline], ast.Module] = {}
 _KEEP = 16
 
 
-def _outline(tree):
+def _outline(tree: ast.Module) -> _Outline:
     """Where a module's statements are: with the cell's text, what a rewritten tree is kept by."""
     return tuple((type(s), s.lineno, s.col_offset, s.end_lineno, s.end_col_offset) for s in tree.body)
 
@@ -97,16 +107,16 @@ class MarkTransformer(ast.NodeTransformer):
     """Only add the first statement telling the recorder the cell's code file name."""
 
     #: the text of the cell IPython parses next (see :meth:`expect`), or None
-    source = None
+    source: str | None = None
     #: the shell's ``transform_ast`` that calls this transformer while it rewrites cells, or None
-    installed = None
+    installed: Callable[[ast.Module], Any] | None = None
 
-    def expect(self, info):
+    def expect(self, info: Any) -> None:
         """IPython's ``pre_run_cell`` event: the next module this transformer gets is ``info.raw_cell``
         parsed, whose rewrite is kept and given again when the same cell runs again."""
         self.source = info.raw_cell
 
-    def visit_Module(self, node):
+    def visit_Module(self, node: ast.Module) -> ast.Module:
         source, self.source = self.source, None
         key = None if source is None else (type(self), source, _outline(node))
         if key in _REWRITTEN:
@@ -123,7 +133,7 @@ class MarkTransformer(ast.NodeTransformer):
             _REWRITTEN[key] = node
         return node
 
-    def generic_visit(self, node):
+    def generic_visit(self, node: ast.AST) -> ast.AST:
         if type(self) is MarkTransformer:
             return node
         return super().generic_visit(node)
@@ -136,47 +146,47 @@ class AccessTransformer(MarkTransformer):
 
     _depth = 1  # enclosing defs, lambdas and classes; 0 only at a cell's own top level
 
-    def visit_Module(self, node):
+    def visit_Module(self, node: ast.Module) -> ast.Module:
         self._depth = 0
         try:
             return super().visit_Module(node)
         finally:
             self._depth = 1
 
-    def _nested(self, node):
+    def _nested(self, node: ast.AST) -> ast.AST:
         self._depth += 1
         try:
             return self.generic_visit(node)
         finally:
             self._depth -= 1
 
-    def visit_ClassDef(self, node):
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
         return self._nested(node)
 
     # -- reads -----------------------------------------------------------------
-    def visit_Subscript(self, node):
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
         self.generic_visit(node)
         if isinstance(node.ctx, ast.Load):
             new = _call("get", node.value, _index(node.slice), ast.Constant(node.lineno))
             return ast.copy_location(new, node)
         return node
 
-    def _read(self, node):
+    def _read(self, node: ast.expr) -> ast.expr:
         if node is None or isinstance(node, (ast.Constant, ast.Starred)):
             return node
         return ast.copy_location(_call("read", node, ast.Constant(node.lineno)), node)
 
-    def visit_BinOp(self, node):
+    def visit_BinOp(self, node: ast.BinOp) -> ast.BinOp:
         self.generic_visit(node)
         node.left, node.right = self._read(node.left), self._read(node.right)
         return node
 
-    def visit_UnaryOp(self, node):
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.UnaryOp:
         self.generic_visit(node)
         node.operand = self._read(node.operand)
         return node
 
-    def visit_Compare(self, node):
+    def visit_Compare(self, node: ast.Compare) -> ast.Compare:
         self.generic_visit(node)
         if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
             return node  # `x is None` reads no element
@@ -184,29 +194,29 @@ class AccessTransformer(MarkTransformer):
         node.comparators = [self._read(c) for c in node.comparators]
         return node
 
-    def visit_FormattedValue(self, node):
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.FormattedValue:
         self.generic_visit(node)
         node.value = self._read(node.value)
         return node
 
-    def _iter(self, node):
+    def _iter(self, node: ast.expr) -> ast.expr:
         if isinstance(node, (ast.Constant, ast.Starred)):
             return node
         return ast.copy_location(_call("iter", node, ast.Constant(node.lineno)), node)
 
-    def visit_For(self, node):
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> ast.For | ast.AsyncFor:
         self.generic_visit(node)
         node.iter = self._iter(node.iter)
         return node
 
     visit_AsyncFor = visit_For
 
-    def visit_comprehension(self, node):
+    def visit_comprehension(self, node: ast.comprehension) -> ast.comprehension:
         self.generic_visit(node)
         node.iter = self._iter(node.iter)
         return node
 
-    def visit_Call(self, node):
+    def visit_Call(self, node: ast.Call) -> ast.Call:
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id == "exec":  # the caller's namespaces, as exec takes them
             scopes = [
@@ -227,13 +237,14 @@ class AccessTransformer(MarkTransformer):
         return ast.copy_location(new, node)
 
     # -- writes ----------------------------------------------------------------
-    def visit_Assign(self, node):
+    def visit_Assign(self, node: ast.Assign) -> ast.stmt | list[ast.stmt]:
         self.generic_visit(node)
+        target: ast.expr
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
             target = node.targets[0]
             new = ast.Expr(_call("set", target.value, _index(target.slice), node.value, ast.Constant(node.lineno)))
             return ast.copy_location(new, node)
-        after = []
+        after: list[ast.stmt] = []
         for target in node.targets:
             for sub in ast.walk(target):
                 if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store):
@@ -243,7 +254,7 @@ class AccessTransformer(MarkTransformer):
                     )
         return [node, *after] if after else node
 
-    def visit_AugAssign(self, node):
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt | list[ast.stmt]:
         self.generic_visit(node)
         line = ast.Constant(node.lineno)
         op = ast.Constant(_AUG_OPS[type(node.op)])
@@ -255,31 +266,37 @@ class AccessTransformer(MarkTransformer):
         return [touch, node]
 
     # -- functions defined in the cell ---------------------------------------------
-    def visit_FunctionDef(self, node):
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.FunctionDef | ast.AsyncFunctionDef:
         self._nested(node)
         node.decorator_list.append(_name("fn"))
         return node
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
-    def visit_Lambda(self, node):
+    def visit_Lambda(self, node: ast.Lambda) -> ast.Call:
         self._nested(node)
         return ast.copy_location(_call("fn", node), node)
 
 
-def renumber(tree, offset):
+def renumber(tree: _Tree, offset: int) -> _Tree:
     """Add ``offset`` to the line every hook call of the rewritten ``tree`` records (code outside a cell:
     ``place * RACE_LINES + line``)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
             name = node.func.id
             where = 0 if name in _LINE_FIRST else -1 if name in _LINE_LAST else None
-            if where is not None and isinstance(node.args[where], ast.Constant) and type(node.args[where].value) is int:
-                node.args[where] = ast.copy_location(ast.Constant(node.args[where].value + offset), node.args[where])
+            if (
+                where is not None
+                and isinstance(node.args[where], ast.Constant)
+                and type(cast("ast.Constant", node.args[where]).value) is int
+            ):
+                node.args[where] = ast.copy_location(
+                    ast.Constant(cast(int, cast("ast.Constant", node.args[where]).value) + offset), node.args[where]
+                )
     return tree
 
 
-def _load(node):
+def _load(node: ast.expr) -> ast.expr:
     """A copy of a store-context target as a load expression."""
     node = ast.parse(ast.unparse(node), mode="eval").body
     return node

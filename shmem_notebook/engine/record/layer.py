@@ -18,20 +18,38 @@ is the only one wanting a call, its ``fast_for(op)`` may give a ``handler(args, 
 taking the call's positional arguments as they came (calls without keywords only): no dict is made.
 """
 
+from __future__ import annotations
+
 import sys
+from typing import TYPE_CHECKING, Any
 
 from shmem4py import shmem
 
 from ...operations import CALLS
 from . import state
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+    from typing import Protocol
+
+    from ...operations import Operation
+
+    class Consumer(Protocol):
+        @property
+        def before(self) -> Callable[[Operation, dict[str, Any], int], None] | None: ...
+
+        def after(self, op: Operation, args: dict[str, Any], result: Any, line: int) -> None: ...
+
+
 __all__ = ["attach", "detach", "attached", "original", "cell_line", "depth"]
 
-_consumers = {}  # name -> consumer, in attach order
+_consumers: dict[str, Consumer] = {}  # name -> consumer, in attach order
 #: call name -> [befores, afters, fast]: the functions each recorded call goes to (filled by _refresh;
 #: one list per call, held by its wrapper, so a call finds its handlers without a lookup)
-_slots = {name: [(), (), None] for name in CALLS}
-_originals = {}  # (owner, attribute) -> the function wrapped
+_slots: dict[str, list[Any]] = {name: [(), (), None] for name in CALLS}
+_originals: dict[tuple[Any, str], Callable[..., Any]] = {}  # (owner, attribute) -> the function wrapped
+_made: dict[tuple[Any, str], tuple[Callable[..., Any], Any, Callable[..., Any]]]
 _made = {}  # (owner, attribute) -> (the function, the C module or None, its wrapper): kept for the next attach
 #: >0 while inside a wrapped call (a list, so that the hooks read it without a call)
 depth = [0]
@@ -39,12 +57,12 @@ _getframe = sys._getframe
 _cell_files = state.cell_files  # one set for the whole process (cleared, never replaced)
 
 
-def _owner(name):
+def _owner(name: str) -> tuple[Any, str]:
     owner, _, attr = name.rpartition(".")
     return (getattr(shmem, owner) if owner else shmem), attr
 
 
-def attach(name, consumer):
+def attach(name: str, consumer: Consumer) -> None:
     """Feed ``consumer`` every call from now on (replacing the consumer of that ``name``)."""
     if not _consumers:
         _wrap_all()
@@ -52,7 +70,7 @@ def attach(name, consumer):
     _refresh()
 
 
-def detach(name):
+def detach(name: str) -> Consumer | None:
     """Stop feeding the consumer ``name``; the last one out unwraps everything. Returns it (or None)."""
     if name not in _consumers:
         return None
@@ -63,18 +81,18 @@ def detach(name):
     return consumer
 
 
-def attached(name):
+def attached(name: str) -> Consumer | None:
     """The consumer attached as ``name``, or None."""
     return _consumers.get(name)
 
 
-def original(name):
+def original(name: str) -> Any:
     """The unwrapped shmem4py function ``name`` (for a consumer's own calls)."""
     owner, attr = _owner(name)
     return _originals.get((owner, attr), owner.__dict__.get(attr))
 
 
-def _refresh():
+def _refresh() -> None:
     if not _consumers:  # nothing wanted: every call goes straight through (and no handler is held)
         for slot in _slots.values():
             slot[:] = (), (), None
@@ -85,6 +103,8 @@ def _refresh():
             for c in _consumers.values()
             if getattr(c, "before", None) is not None and name in getattr(c, "before_calls", (name,))
         )
+        afters: list[Callable[..., Any]]
+        wanting: list[Consumer]
         afters, wanting = [], []
         for c in _consumers.values():
             handler = c.after_for(op) if hasattr(c, "after_for") else c.after
@@ -97,11 +117,11 @@ def _refresh():
         _slots[name][:] = befores, tuple(afters) if afters else (_ignore,), fast
 
 
-def _ignore(op, args, result, line):
+def _ignore(op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
     """The handler of a call no consumer wants (it still hides its inner calls)."""
 
 
-def _wrap_all():
+def _wrap_all() -> None:
     from .in_c import module
 
     state.cell_files.clear()
@@ -121,23 +141,23 @@ def _wrap_all():
         setattr(owner, attr, made[2])
 
 
-def _like(recorded, wrapper):
+def _like(recorded: Any, wrapper: Callable[..., Any]) -> Any:
     """The C wrapper ``recorded`` named and marked as the Python ``wrapper`` it stands for."""
     for attr in ("__name__", "__qualname__", "__module__", "__doc__", "__wrapped__", "__shmem_race_skip__"):
         setattr(recorded, attr, getattr(wrapper, attr))
     return recorded
 
 
-def _unwrap_all():
+def _unwrap_all() -> None:
     for (owner, attr), func in _originals.items():
         setattr(owner, attr, func)
     _originals.clear()
 
 
-def _wrapper(op, func, slot):
+def _wrapper(op: Operation, func: Callable[..., Any], slot: list[Any]) -> Callable[..., Any]:
     params = op.params
 
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         befores, afters, fast = slot
         if depth[0] or not afters:
             return func(*args, **kwargs)
@@ -177,25 +197,27 @@ def _wrapper(op, func, slot):
         return result
 
     wrapper.__name__ = wrapper.__qualname__ = func.__name__
-    wrapper.__module__ = getattr(func, "__module__", None)
+    wrapper.__module__ = getattr(func, "__module__", None)  # type: ignore[assignment]  # None: func has none
     wrapper.__doc__ = func.__doc__
-    wrapper.__wrapped__ = func
-    wrapper.__shmem_race_skip__ = True  # the load/store hooks leave recorded calls to the layer
+    wrapper.__wrapped__ = func  # type: ignore[attr-defined]  # a function takes attributes
+    wrapper.__shmem_race_skip__ = (  # type: ignore[attr-defined]  # a function takes attributes
+        True  # the load/store hooks leave recorded calls to the layer
+    )
     return wrapper
 
 
-def inside():
+def inside() -> bool:
     """Is a wrapped call running (its inner calls and accesses are not recorded)?"""
     return depth[0] > 0
 
 
-def cell_line(frame):
+def cell_line(frame: FrameType) -> int:
     """The line of the recorded cell that ``frame`` (or a caller of it) runs, 0 if none: the
     innermost frame of the cell's code, found by its file name (the cell's code marks its file
     at start when rewritten; else the frame below IPython's ``run_code`` names it), or of code
     outside the cell that runs rewritten (``place * RACE_LINES + line``, see :mod:`.outside`)."""
     files, outside = state.cell_files, state.outside
-    f = frame
+    f: FrameType | None = frame
     while f is not None:
         name = f.f_code.co_filename
         if name in files:

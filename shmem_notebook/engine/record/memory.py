@@ -2,12 +2,15 @@
 another PE's symmetric memory seen through a ``shmem.ptr`` view (that PE's number, and the
 offset in its heap), or private (this PE's address), and what the cell calls it (PE side)."""
 
+from __future__ import annotations
+
 import ast
 import functools
 import linecache
 import mmap
 import sys
 import types
+from typing import TYPE_CHECKING, Any, cast
 from weakref import ref as _weakref
 
 import numpy as np
@@ -15,6 +18,21 @@ from shmem4py import shmem
 
 from ...analysis.footprint import of_view, strided
 from ..context import this_pe
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+    from typing import TypeAlias
+
+    import numpy.typing as npt
+
+    from ...analysis.footprint import Footprint
+
+    Space: TypeAlias = "str | int"
+    InfoRest: TypeAlias = "tuple[Space, int, int, int, int, str, int, int, Footprint | None]"
+    Info: TypeAlias = "tuple[_weakref[npt.NDArray[Any]], Space, int, int, int, int, str, int, int, Footprint | None]"
+    Sym: TypeAlias = "tuple[Space, int, int, str, Footprint | None]"
+    Layout: TypeAlias = "tuple[int, tuple[int, ...], tuple[int, ...]]"
 
 __all__ = [
     "heap_range",
@@ -31,7 +49,7 @@ _ffi = shmem.ffi
 _cast, _from_buffer = _ffi.cast, _ffi.from_buffer
 
 
-def heap_range():
+def heap_range() -> tuple[int, int]:
     """``(lo, hi)`` of the symmetric heap's mapping in this process."""
     live = [int(key) for key in list(shmem._heap.keys())]
     probe = live[:1] or [0xFF000000]  # OSHMEM's usual base
@@ -43,7 +61,7 @@ def heap_range():
     return 0, 0
 
 
-def heap_start(mapping, lowest):
+def heap_start(mapping: int, lowest: int) -> int:
     """Where the symmetric heap's offsets count from, given the start of the ``/proc/self/maps`` mapping
     holding it and the address of the lowest allocation still live.
 
@@ -57,11 +75,11 @@ def heap_start(mapping, lowest):
 
 
 @functools.cache
-def anonymous_heap():
+def anonymous_heap() -> bool:
     return "OSHMPI" in shmem.info_get_name()
 
 
-def peer_heaps(heap):
+def peer_heaps(heap: tuple[int, int]) -> list[tuple[int, int, int]]:
     """``[(lo, hi, pe)]``: where the other PEs' heaps are mapped in this process (``shmem.ptr`` views
     point there; PEs on this node, where the library maps them at all)."""
     lo, hi = heap
@@ -75,7 +93,7 @@ def peer_heaps(heap):
     return found
 
 
-def extent(a):
+def extent(a: npt.NDArray[Any]) -> tuple[int, int, int, Footprint | None]:
     """``(address, lo, hi, footprint)`` of an ndarray: where its first element is, the bytes from its
     lowest to its highest element, and the bytes it touches (None: all of ``[lo, hi)``, see
     :mod:`shmem_notebook.analysis.footprint`)."""
@@ -88,7 +106,7 @@ def extent(a):
     return (addr, *of_view(addr, a.itemsize, a.shape, a.strides))
 
 
-def numpy_owned(a):
+def numpy_owned(a: npt.NDArray[Any]) -> bool:
     """Whether NumPy allocated ``a``'s memory (it, or the array it views, owns its data): then it is
     private, as shmem4py's symmetric arrays are views of the heap's buffers. A cheap test (no address)."""
     base = a.base
@@ -96,10 +114,10 @@ def numpy_owned(a):
 
 
 #: (file name, its number of lines) -> {line: the text of the one target assigned a call's value there}
-_targets = {}
+_targets: dict[tuple[str, int, int], dict[int, str]] = {}
 
 
-def _assignments(filename):
+def _assignments(filename: str) -> dict[int, str]:
     """``{line: target}`` of the file's statements ``target = call(...)`` with one target (an
     attribute, a subscript or a name), each line of the statement mapped to the target's text."""
     lines = linecache.getlines(filename)
@@ -119,9 +137,14 @@ def _assignments(filename):
                 if isinstance(node, ast.AnnAssign)
                 else None
             )
-            if isinstance(target, (ast.Attribute, ast.Subscript, ast.Name)) and isinstance(node.value, ast.Call):
+            if isinstance(target, (ast.Attribute, ast.Subscript, ast.Name)) and isinstance(
+                cast("ast.Assign | ast.AnnAssign", node).value, ast.Call
+            ):
                 text = ast.unparse(target)
-                for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                for line in range(
+                    node.lineno,  # type: ignore[attr-defined]  # a statement
+                    (node.end_lineno or node.lineno) + 1,  # type: ignore[attr-defined]  # a statement
+                ):
                     found[line] = text
         if len(_targets) > 256:
             _targets.clear()
@@ -129,11 +152,11 @@ def _assignments(filename):
     return found
 
 
-def assigned_to(files, depth=1):
+def assigned_to(files: Callable[[str], bool], depth: int = 1) -> str | None:
     """The text of what the program's statement running an allocation assigns its result to
     (``self.inbox``, ``bufs["halo"]``), or None: the innermost frame whose file is in ``files``
     (a callable telling a program's file) is looked up in its source (:mod:`linecache`)."""
-    frame = sys._getframe(depth)
+    frame: FrameType | None = sys._getframe(depth)
     while frame is not None and not files(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
@@ -141,7 +164,7 @@ def assigned_to(files, depth=1):
     return _assignments(frame.f_code.co_filename).get(frame.f_lineno)
 
 
-def _slice_key(index):
+def _slice_key(index: object) -> object:
     """A basic index as a dict key (slices are not hashable before Python 3.12)."""
     if type(index) is not tuple:
         return index
@@ -158,20 +181,25 @@ class AddressBook:
     :mod:`shmem_notebook.analysis.footprint`).
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.heap = heap_range()
         self.peers = peer_heaps(self.heap)
-        self.cache = {}
+        self.cache: dict[int, Info] = {}
         # (id(x), index as a key) -> (weakref to x, its shape, its strides, x[index]'s info but its weakref)
+        self.slices: dict[
+            tuple[object, ...], tuple[_weakref[npt.NDArray[Any]], tuple[int, ...], tuple[int, ...], InfoRest]
+        ]
         self.slices = {}
+        self.hints: dict[tuple[Space, int], tuple[str, int, int]]
         self.hints = {}  # (space, lo) -> (name, hi, itemsize): what the program assigned an allocation to
 
-    def info(self, a):
+    def info(self, a: npt.NDArray[Any]) -> Info:
         found = self.cache.get(id(a))
         if found is not None and found[0]() is a:
             return found
         addr, lo, hi, fp = extent(a)
         hlo, hhi = self.heap
+        space: Space
         if hlo <= lo < hhi:
             space, lo, hi, addr = "sym", lo - hlo, hi - hlo, addr - hlo  # a footprint holds no address
         else:
@@ -182,7 +210,7 @@ class AddressBook:
                     break
         return self._keep(a, space, addr, lo, hi, fp)
 
-    def view(self, x, index, r):
+    def view(self, x: npt.NDArray[Any], index: Any, r: npt.NDArray[Any]) -> Info:
         """The :meth:`info` of ``r = x[index]``, a view by basic indexing: the same index of the same
         array, as long as it has the same shape and strides (a loop's), is found again without asking
         NumPy where ``r`` is (a third of a loop's recording was that)."""
@@ -198,13 +226,13 @@ class AddressBook:
         self.slices[key] = (_weakref(x), x.shape, x.strides, found[1:])
         return found
 
-    def allocated(self, name, lo, hi, itemsize):
+    def allocated(self, name: str | None, lo: int, hi: int, itemsize: int | None) -> None:
         """Name the symmetric memory ``[lo, hi)`` (heap offsets) an allocation made: what the program
         assigned it to (see :func:`assigned_to`); the namespace's names come first."""
         if name is not None and itemsize and hi > lo:
             self.hints[("sym", lo)] = (name, hi, itemsize)
 
-    def _keep(self, a, space, addr, lo, hi, fp):
+    def _keep(self, a: npt.NDArray[Any], space: Space, addr: int, lo: int, hi: int, fp: Footprint | None) -> Info:
         ndim = a.ndim
         found = (
             _weakref(a),
@@ -224,7 +252,7 @@ class AddressBook:
         cache[id(a)] = found
         return found
 
-    def sym(self, a, count=None, stride=1):
+    def sym(self, a: npt.NDArray[Any], count: int | None = None, stride: int = 1) -> Sym:
         """``(space, lo, hi, dtype, footprint)`` of the first ``count`` elements of ``a`` (every ``stride``-th)."""
         _, space, addr, lo, hi, itemsize, dtype, _, _, fp = self.info(a)
         if count is not None and a.flags.contiguous:
@@ -234,25 +262,25 @@ class AddressBook:
             return space, lo, hi, dtype, fp
         return space, lo, hi, dtype, fp
 
-    def layout(self, a):
+    def layout(self, a: npt.NDArray[Any]) -> Layout | None:
         """``(origin, shape, strides)`` for naming the elements of an N-D or strided array, else None."""
         if a.ndim == 1 and a.strides[0] == a.itemsize:
             return None
         return self.info(a)[2], tuple(a.shape), tuple(a.strides)
 
-    def offset(self, address):
+    def offset(self, address: int) -> int:
         """A raw address (a lock) as a heap offset when it is in the heap."""
         return address - self.heap[0] if self.heap[0] <= address < self.heap[1] else address
 
-    def names(self):
+    def names(self) -> list[list[Any]]:
         """``[name, space, lo, hi, itemsize, priority, layout]`` for the memory the cell can name: declared
         arrays first, then the namespace's arrays, items of its lists and dicts and attributes of its objects
         (``ring.inbox``, ``ring.bufs[0]``), then what the program assigned its allocations to (``self.inbox``)."""
         from .. import heap
 
-        found = []
+        found: list[list[Any]] = []
 
-        def add(name, value, priority):
+        def add(name: str, value: object, priority: int) -> None:
             if isinstance(value, np.ndarray) and value.size:
                 _, space, _, lo, hi, itemsize = self.info(value)[:6]
                 found.append([name, space, lo, hi, itemsize, priority, self.layout(value)])
@@ -274,7 +302,7 @@ class AddressBook:
         return found
 
 
-def _held(name, value, add, priority):
+def _held(name: str, value: object, add: Callable[[str, object, int], None], priority: int) -> bool | None:
     """``add`` the arrays a list, tuple or dict ``value`` holds (``name[0]``, ``name['halo']``);
     None when ``value`` is not one."""
     if isinstance(value, (list, tuple)):
@@ -288,7 +316,7 @@ def _held(name, value, add, priority):
     return None
 
 
-def _is_object(value):
+def _is_object(value: object) -> bool:
     """An instance or a class of the program's own, whose attributes may hold its arrays (not a
     module, a function or NumPy's)."""
     if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, np.generic)):

@@ -17,6 +17,8 @@ execution count]`` for an earlier cell, ``["file", path]`` for a module, ``["exe
 code run by ``exec`` called at that (recorded) line.
 """
 
+from __future__ import annotations
+
 import ast
 import copy
 import hashlib
@@ -27,31 +29,40 @@ import sys
 import types
 import weakref
 import zlib
+from typing import TYPE_CHECKING, Any, cast
 
 from ...protocol import RACE_LINES
 from ..context import this_pe
 from . import state
 from .instrument import AccessTransformer, renumber
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Literal, TypeAlias
+
+    _Plan: TypeAlias = "tuple[types.CodeType, tuple[int, ...]] | Literal[True] | None"
+    _Definition: TypeAlias = "ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda"
+
 __all__ = ["enabled", "code_text", "compiled", "exec_code", "offsets", "places", "rewritten"]
 
 #: off in the race runner, which numbers its program's files itself (see .script)
 enabled = True
 
-_places = {}  # number -> what the place is (see the module docstring)
+_places: dict[int, list[Any]] = {}  # number -> what the place is (see the module docstring)
 #: file name -> place * RACE_LINES of the code rewritten here (state.outside while a race recording runs)
-offsets = {}
+offsets: dict[str, int] = {}
+_plans: dict[tuple[types.CodeType, bool], _Plan]
 _plans = {}  # (code object, its file is the cell's) -> (new code, closure positions), True (run as is) or None
-_made = set()  # code objects made here (and the functions defined in them): run as they are
-_exec = {}  # (source, line) -> (code object, its file name)
+_made: set[types.CodeType] = set()  # code objects made here (and the functions defined in them): run as they are
+_exec: dict[tuple[str | bytes, int], tuple[types.CodeType, str]] = {}  # (source, line) -> (code object, its file name)
 _EXEC_KEPT = 1000  # texts kept rewritten (a loop may exec a new text each time)
 #: code object -> the text it was compiled from (False: not known), while the code object lives
-_texts: "weakref.WeakKeyDictionary[types.CodeType, str | bytes | bool]" = weakref.WeakKeyDictionary()
+_texts: weakref.WeakKeyDictionary[types.CodeType, str | bytes | Literal[False]] = weakref.WeakKeyDictionary()
 _transformer = AccessTransformer()
 _MethodType = types.MethodType
 
 
-def _library_roots():
+def _library_roots() -> tuple[str, ...]:
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, package, *site.getsitepackages()}
     roots.add(site.getusersitepackages())
@@ -61,18 +72,18 @@ def _library_roots():
 _LIBRARY = _library_roots()
 
 
-def places():
+def places() -> dict[int, list[Any]]:
     """``{number: place}`` of every place outside the cell whose lines were recorded so far."""
     return dict(_places)
 
 
-def _number(key, place):
+def _number(key: tuple[str, str | int], place: list[Any]) -> int:
     number = zlib.crc32(repr(key).encode()) + 1
     _places[number] = place
     return number
 
 
-def _file_place(filename):
+def _file_place(filename: str) -> int:
     """The place number of a file: an earlier cell (by its code) or a module."""
     shell = this_pe.shell
     count = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(filename)
@@ -84,10 +95,10 @@ def _file_place(filename):
     return _number(("file", filename), ["file", filename])
 
 
-def rewritten(f):
+def rewritten(f: types.FunctionType | types.MethodType) -> types.FunctionType | types.MethodType | None:
     """``f`` (a function or a bound method) as a function running rewritten code; ``f`` itself when its
     code is rewritten already; None when it cannot be seen into (library code, no source)."""
-    func = f.__func__ if type(f) is _MethodType else f
+    func = cast("types.FunctionType", f.__func__ if type(f) is _MethodType else f)
     code = func.__code__
     key = (code, code.co_filename in state.cell_files)
     plan = _plans.get(key, False)
@@ -102,14 +113,18 @@ def rewritten(f):
     new, cells = plan
     closure = func.__closure__
     g = types.FunctionType(
-        new, func.__globals__, func.__name__, func.__defaults__, tuple(closure[i] for i in cells) if cells else None
+        new,
+        func.__globals__,
+        func.__name__,
+        func.__defaults__,
+        tuple(closure[i] for i in cells) if cells else None,  # type: ignore[index]  # free: a closure
     )
     if func.__kwdefaults__:
         g.__kwdefaults__ = func.__kwdefaults__
-    return _MethodType(g, f.__self__) if func is not f else g
+    return _MethodType(g, cast("types.MethodType", f).__self__) if func is not f else g
 
 
-def _plan(func, in_cell):
+def _plan(func: types.FunctionType, in_cell: bool) -> _Plan:
     code = func.__code__
     if code in _made or (in_cell and getattr(func, "__shmem_race_cell__", False)):
         return True
@@ -145,8 +160,10 @@ def _plan(func, in_cell):
     return new, tuple(code.co_freevars.index(name) for name in new.co_freevars)
 
 
-def _imports(tree):
+def _imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     """The module-level imports of ``tree`` (also inside its ``if`` and ``try`` blocks), in order."""
+    found: list[ast.Import | ast.ImportFrom]
+    todo: list[ast.AST]
     found, todo = [], list(tree.body)
     while todo:
         node = todo.pop()
@@ -157,10 +174,10 @@ def _imports(tree):
     return sorted(found, key=lambda n: n.lineno)
 
 
-def _definition(tree, code):
+def _definition(tree: ast.Module, code: types.CodeType) -> _Definition | None:
     """The ``def`` (or ``lambda``) node of ``code`` in its file's tree, None when not found for sure."""
     name, first = code.co_name, code.co_firstlineno
-    found = []
+    found: list[_Definition] = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
             start = node.decorator_list[0].lineno if node.decorator_list else node.lineno
@@ -171,7 +188,7 @@ def _definition(tree, code):
     return found[0] if len(found) == 1 else None
 
 
-def _same(a, b):
+def _same(a: types.CodeType, b: types.CodeType) -> bool:
     """Do code objects ``a`` and ``b`` do the same (bytecode, names, constants)?"""
     if (a.co_code, a.co_names, a.co_varnames, a.co_freevars, len(a.co_consts)) != (
         b.co_code,
@@ -189,7 +206,14 @@ def _same(a, b):
     )
 
 
-def _compile(node, code, filename, offset, imports=(), rewrite=True):
+def _compile(
+    node: ast.stmt | ast.Lambda,
+    code: types.CodeType,
+    filename: str,
+    offset: int,
+    imports: Sequence[ast.stmt] = (),
+    rewrite: bool = True,
+) -> types.CodeType | None:
     """``node`` (``rewrite``: rewritten) compiled as the one function of a module, after the file's
     ``imports`` (the compiler calls methods of imported modules its own way), in a class of its
     class's name for a method (private names are mangled by it); its code object. Free variables
@@ -199,15 +223,15 @@ def _compile(node, code, filename, offset, imports=(), rewrite=True):
             targets=[ast.Name(id="_shmem_race_lambda", ctx=ast.Store())], value=node, lineno=node.lineno, col_offset=0
         )
     if rewrite:
-        node = _transformer.visit(node)
-    body = [node]
+        node = cast("ast.stmt", _transformer.visit(node))
+    body: list[ast.stmt] = [node]
     owner = code.co_qualname.split(".")[-2:-1]
     if owner and owner[0] != "<locals>":
         body = [
             ast.copy_location(ast.ClassDef(name=owner[0], bases=[], keywords=[], body=body, decorator_list=[]), node)
         ]
     if code.co_freevars:
-        binds = [
+        binds: list[ast.stmt] = [
             ast.copy_location(ast.Assign(targets=[ast.Name(id=v, ctx=ast.Store())], value=ast.Constant(None)), node)
             for v in code.co_freevars
         ]
@@ -225,7 +249,7 @@ def _compile(node, code, filename, offset, imports=(), rewrite=True):
     return _find(compiled, code.co_name)
 
 
-def _find(compiled, name):
+def _find(compiled: types.CodeType, name: str) -> types.CodeType | None:
     """The code named ``name`` in ``compiled``, the outermost first."""
     codes = [c for c in compiled.co_consts if isinstance(c, types.CodeType)]
     for c in codes:
@@ -238,21 +262,21 @@ def _find(compiled, name):
     return None
 
 
-def _remember(code):
+def _remember(code: types.CodeType) -> None:
     _made.add(code)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             _remember(const)
 
 
-def compiled(code, text):
+def compiled(code: object, text: object) -> None:
     """Note that ``compile`` made ``code`` from ``text`` in recorded code: ``exec`` of that code object
     then runs the text rewritten (see :func:`code_text`)."""
     if isinstance(code, types.CodeType) and isinstance(text, (str, bytes)):
         _texts[code] = text
 
 
-def code_text(code):
+def code_text(code: types.CodeType) -> str | bytes | None:
     """The text the code object ``code`` given to ``exec`` was compiled from, or None if not known: noted
     by :func:`compiled`, or its file's lines (a file compiled whole, an earlier cell) when compiling
     them again gives the same code."""
@@ -269,7 +293,7 @@ def code_text(code):
     return text or None
 
 
-def exec_code(source, line):
+def exec_code(source: str | bytes, line: int) -> types.CodeType | None:
     """The code of ``exec(source)`` called at (recorded) ``line``, rewritten; None if it does not compile."""
     key = (source, line)
     found = _exec.get(key)
@@ -285,7 +309,10 @@ def exec_code(source, line):
         try:
             tree = _transformer.generic_visit(ast.parse(text, filename))  # no mark statement: not the cell's lines
             code = compile(
-                ast.fix_missing_locations(renumber(tree, number * RACE_LINES)), filename, "exec", dont_inherit=True
+                ast.fix_missing_locations(renumber(cast("ast.Module", tree), number * RACE_LINES)),
+                filename,
+                "exec",
+                dont_inherit=True,
             )
         except Exception:  # a syntax error: exec raises it itself
             return None

@@ -2,14 +2,24 @@
 saved before the cell (each rerun starts from them) and after it (put back after the reruns),
 and the values the client compares between runs."""
 
+from __future__ import annotations
+
 import random
 import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from shmem4py import shmem
 
 from .. import heap
 from ..context import this_pe
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    import numpy.typing as npt
+
+    from ...operations import Operation
 
 __all__ = ["StressDelays", "save_arrays", "restore_arrays", "declared_values"]
 
@@ -18,30 +28,30 @@ class StressDelays:
     """A consumer of the :mod:`.layer`: before and after every call, half the time, sleep up to
     ``max_delay`` seconds; the generator is seeded by ``seed`` and the PE, so a seed repeats."""
 
-    def __init__(self, seed, max_delay):
+    def __init__(self, seed: int, max_delay: float) -> None:
         self.rng = random.Random(f"{seed}:{shmem.my_pe()}")
         self.max_delay = max_delay
 
-    def pause(self):
+    def pause(self) -> None:
         if self.rng.random() < 0.5:
             time.sleep(self.rng.random() * self.max_delay)
 
-    def before(self, op, args, line):
+    def before(self, op: Operation, args: dict[str, Any], line: int) -> None:
         self.pause()
 
-    def after(self, op, args, result, line):
+    def after(self, op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
         self.pause()
 
 
-_saved = {}  # "before" / "after" the cell -> {name: private copy}
+_saved: dict[str, dict[str, npt.NDArray[Any]]] = {}  # "before" / "after" the cell -> {name: private copy}
 
 
-def save_arrays(when="before"):
+def save_arrays(when: str = "before") -> None:
     """Keep a private copy of every declared array, as it is ``when`` (``"before"`` or ``"after"`` the cell)."""
     _saved[when] = {name: np.array(a) for name, a in heap.arrays.items()}
 
 
-def restore_arrays(when="before"):
+def restore_arrays(when: str = "before") -> list[str]:
     """Put the copies :func:`save_arrays` kept ``when`` back; return the names restored."""
     saved = _saved.get(when, {})
     for name, copy in saved.items():
@@ -54,10 +64,10 @@ def restore_arrays(when="before"):
 COMPARED = 1 << 20
 
 
-def declared_values(names=()):
+def declared_values(names: Iterable[str] = ()) -> dict[str, npt.NDArray[Any]]:
     """``{name: copy}`` of the declared arrays up to :data:`COMPARED` bytes, and of the arrays of the
     namespace called ``names`` (the memory of the races the client found), for the stress report."""
     namespace = this_pe.namespace
-    found = {name: namespace.get(name) for name in names if name not in heap.arrays}
+    found: dict[str, Any] = {name: namespace.get(name) for name in names if name not in heap.arrays}
     found = {name: a for name, a in found.items() if isinstance(a, np.ndarray)}
     return {name: np.array(a) for name, a in {**found, **heap.arrays}.items() if a.nbytes <= COMPARED}

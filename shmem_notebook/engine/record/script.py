@@ -21,6 +21,8 @@ arrays (``ranges``: where each lies, up to :data:`_VALUES_CAP` bytes in all), a 
 ``SHMEM_NOTEBOOK_RACE_MEMORY`` (the ranges of the arrays the races are about): the runner compares them.
 """
 
+from __future__ import annotations
+
 import ast
 import builtins
 import ctypes
@@ -32,6 +34,7 @@ import pickle
 import sys
 import traceback
 import types
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from shmem4py import shmem
@@ -45,9 +48,21 @@ from .hooks import FUNCS
 from .instrument import HOOKS, renumber
 from .memory import anonymous_heap, heap_range
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from types import FrameType
+    from typing import NoReturn, TextIO
+
+    import numpy.typing as npt
+
+    from ...operations import Operation
+    from .accesses import RaceRecording
+    from .instrument import MarkTransformer
+    from .memory import Layout, Space
+
 __all__ = ["main", "instrument"]
 
-_files = {}  # absolute path of a rewritten file -> its number (from 1)
+_files: dict[str, int] = {}  # absolute path of a rewritten file -> its number (from 1)
 _STDOUT_CAP = 1 << 20  # what a PE printed is kept up to this many characters (for stress runs)
 _VALUES_CAP = 16 << 20  # bytes of named symmetric memory a recorded run keeps for the stress reruns' verdict
 
@@ -56,20 +71,21 @@ class _Shell:
     """What the recording needs of IPython's shell: a namespace (the program's ``__main__``)
     and a list of AST transformers (the one the race recording adds is used on every file)."""
 
-    def __init__(self, namespace):
+    def __init__(self, namespace: dict[str, Any]) -> None:
         self.user_ns = namespace
-        self.ast_transformers = []
+        self.ast_transformers: list[MarkTransformer] = []
 
 
 class _Tee:
     """sys.stdout that also keeps what the program prints; with ``label`` (``{text}`` in it) it writes
     whole lines, each marked with the PE, for the runner to fold (:data:`~shmem_notebook.protocol.PE_LINE`)."""
 
-    def __init__(self, stream, label=None):
+    def __init__(self, stream: TextIO, label: str | None = None) -> None:
+        self.kept: list[str]
         self._stream, self.kept, self._size = stream, [], 0
         self._label, self._partial = label, ""
 
-    def write(self, text):
+    def write(self, text: str) -> int:
         if self._size < _STDOUT_CAP:
             self.kept.append(text)
             self._size += len(text)
@@ -80,7 +96,7 @@ class _Tee:
             self._stream.write(self._label.format(text=line) + "\n")
         return len(text)
 
-    def close_lines(self, done):
+    def close_lines(self, done: str) -> None:
         """The unterminated last line, then ``done``: this PE prints no more."""
         if self._label is not None:
             if self._partial:
@@ -89,16 +105,16 @@ class _Tee:
             self._partial = ""
         self._stream.flush()
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
 
 # -- rewriting the program's files ---------------------------------------------------------
-def _number(path):
+def _number(path: str) -> int:
     return _files.setdefault(path, len(_files) + 1)
 
 
-def instrument(source, path, transformer):
+def instrument(source: str, path: str, transformer: MarkTransformer | None) -> types.CodeType:
     """The code of ``source`` (file ``path``) with its loads and stores routed through the race
     hooks, and every hook's line encoded with the file's number."""
     tree = transformer.visit(ast.parse(source, path)) if transformer is not None else ast.parse(source, path)
@@ -106,9 +122,9 @@ def instrument(source, path, transformer):
     return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
 
 
-def _line(frame):
+def _line(frame: FrameType) -> int:
     """The recorded line of the innermost frame in the program's files (0 if none)."""
-    f = frame
+    f: FrameType | None = frame
     while f is not None:
         number = _files.get(f.f_code.co_filename)
         if number is not None:
@@ -117,7 +133,7 @@ def _line(frame):
     return 0
 
 
-def _program_frame(frame):
+def _program_frame(frame: FrameType | None) -> FrameType | None:
     while frame is not None and frame.f_code.co_filename not in _files:
         frame = frame.f_back
     return frame
@@ -126,40 +142,45 @@ def _program_frame(frame):
 class _Finder:
     """Import hook: modules whose file lies under ``roots`` (the program's directory) are rewritten."""
 
-    def __init__(self, roots, transformer):
+    def __init__(self, roots: list[str], transformer: MarkTransformer | None) -> None:
         self.roots = [os.path.join(os.path.realpath(r), "") for r in roots]
         self.skip = [os.path.join(os.path.realpath(p), "") for p in {sys.prefix, sys.base_prefix, _package_root()}]
         self.transformer = transformer
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         origin = getattr(spec, "origin", None)
         if (
             not origin
             or not origin.endswith(".py")
-            or not isinstance(spec.loader, importlib.machinery.SourceFileLoader)
+            or not isinstance(
+                spec.loader,  # type: ignore[union-attr]  # origin: a spec
+                importlib.machinery.SourceFileLoader,
+            )
         ):
             return None
         real = os.path.realpath(origin)
         if not any(real.startswith(r) for r in self.roots) or any(real.startswith(s) for s in self.skip):
             return None
-        spec.loader = _Loader(spec.name, origin, self.transformer)
+        spec.loader = _Loader(spec.name, origin, self.transformer)  # type: ignore[union-attr]  # origin: a spec
         return spec
 
 
 class _Loader(importlib.machinery.SourceFileLoader):
     """Compiles the rewritten source, never from or into ``__pycache__``."""
 
-    def __init__(self, fullname, path, transformer):
+    def __init__(self, fullname: str, path: str, transformer: MarkTransformer | None) -> None:
         super().__init__(fullname, path)
         self.transformer = transformer
 
-    def get_code(self, fullname):
+    def get_code(self, fullname: str) -> types.CodeType:
         path = self.get_filename(fullname)
         return instrument(self.get_data(path).decode("utf-8"), os.path.abspath(path), self.transformer)
 
 
-def _package_root():
+def _package_root() -> str:
     """shmem_notebook's own directory: never rewritten."""
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -172,11 +193,12 @@ class _Namer:
 
     before = None
 
-    def __init__(self, recording):
+    def __init__(self, recording: RaceRecording) -> None:
         self.memory = recording.memory
+        self.seen: dict[tuple[Space, int, int], tuple[str, int, Layout | None, str]]
         self.seen = {}  # (space, lo, hi) -> (name, itemsize, layout), the last name seen for that memory
 
-    def after(self, op, args, result, line):
+    def after(self, op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
         arrays = [a for a in args.values() if isinstance(a, np.ndarray) and a.size]
         frame = _program_frame(sys._getframe(1)) if arrays else None
         if frame is None:
@@ -191,12 +213,12 @@ class _Namer:
                 self.seen.pop((space, lo, hi), None)  # the last name, and last in the order
                 self.seen[(space, lo, hi)] = (name, itemsize, self.memory.layout(value), dtype)
 
-    def names(self, namespace):
+    def names(self, namespace: dict[str, Any]) -> list[list[Any]]:
         """``[name, space, lo, hi, itemsize, priority, layout]`` (see ``AddressBook.names``): first the arrays of a
         program exported from a notebook declared (its ``_declared``: priority 0, as a cell's declared
         arrays), then the memory named at calls (priority 1, before the namespace's at the end)."""
         declared = namespace.get("_declared")
-        found = []
+        found: list[list[Any]] = []
         for name, value in declared.items() if isinstance(declared, dict) else ():
             if isinstance(value, np.ndarray) and value.size:
                 _, space, _, lo, hi, itemsize = self.memory.info(value)[:6]
@@ -206,14 +228,15 @@ class _Namer:
             for (space, lo, hi), (name, itemsize, layout, _) in self.seen.items()
         ]
 
-    def ranges(self):
+    def ranges(self) -> dict[str, tuple[int, int, str, Layout | None]]:
         """``{name: (lo, hi, dtype, layout)}``: the symmetric memory last named so at a call (heap offsets),
         as long as they add up to at most :data:`_VALUES_CAP` bytes."""
-        last = {}
+        last: dict[str, tuple[int, int, str, Layout | None]] = {}
         for (space, lo, hi), (name, _, layout, dtype) in self.seen.items():
             if space == "sym":
                 last.pop(name, None)
                 last[name] = (lo, hi, dtype, layout)
+        kept: dict[str, tuple[int, int, str, Layout | None]]
         kept, size = {}, 0
         for name, (lo, hi, dtype, layout) in reversed(last.items()):  # the latest first
             if size + hi - lo <= _VALUES_CAP:
@@ -221,7 +244,7 @@ class _Namer:
         return kept
 
 
-def _heap_values(ranges, heap):
+def _heap_values(ranges: Mapping[str, Sequence[Any]], heap: tuple[int, int]) -> dict[str, npt.NDArray[Any]]:
     """``{name: ndarray}``: copies of this PE's symmetric memory in ``ranges`` (see :meth:`_Namer.ranges`),
     ``heap`` the ``(lo, hi)`` its offsets count in. Empty on OSHMPI, whose heap offsets count from
     the lowest live allocation, which differs between runs."""
@@ -229,14 +252,25 @@ def _heap_values(ranges, heap):
     if not lo_heap or anonymous_heap():
         return {}
     memory = (ctypes.c_char * (hi_heap - lo_heap)).from_address(lo_heap)
-    values = {}
+    values: dict[str, npt.NDArray[Any]] = {}
     for name, (lo, hi, dtype, layout) in ranges.items():
         try:
             if layout:
                 origin, shape, strides = layout
-                view = np.ndarray(tuple(shape), dtype, buffer=memory, offset=origin, strides=tuple(strides))
+                view = np.ndarray(
+                    tuple(shape),
+                    dtype,
+                    buffer=memory,  # type: ignore[arg-type]  # a ctypes array is a buffer
+                    offset=origin,
+                    strides=tuple(strides),
+                )
             else:
-                view = np.ndarray(((hi - lo) // np.dtype(dtype).itemsize,), dtype, buffer=memory, offset=lo)
+                view = np.ndarray(
+                    ((hi - lo) // np.dtype(dtype).itemsize,),
+                    dtype,
+                    buffer=memory,  # type: ignore[arg-type]  # a ctypes array is a buffer
+                    offset=lo,
+                )
         except (TypeError, ValueError):  # outside the heap, or a layout NumPy refuses: not compared
             continue
         values[name] = view.copy()
@@ -244,7 +278,7 @@ def _heap_values(ranges, heap):
 
 
 # -- running the program ---------------------------------------------------------------------
-def _target(argv):
+def _target(argv: list[str]) -> tuple[str, str, importlib.machinery.ModuleSpec | None, list[str]]:
     """``(path, run name's package, module name)`` of ``FILE ARGS`` or ``-m MODULE ARGS``."""
     if argv[:1] == ["-m"] and len(argv) > 1:
         spec = importlib.util.find_spec(argv[1])
@@ -261,7 +295,7 @@ def _target(argv):
     return path, "", None, argv[1:]
 
 
-def _run(code, namespace):
+def _run(code: types.CodeType, namespace: dict[str, Any]) -> int:
     """Run the program's code; its exit status as Python would give it."""
     try:
         exec(code, namespace)
@@ -272,12 +306,12 @@ def _run(code, namespace):
         return 1
     except BaseException:
         kind, value, tb = sys.exc_info()
-        traceback.print_exception(kind, value, tb.tb_next)  # without this module's frame
+        traceback.print_exception(kind, value, cast("types.TracebackType", tb).tb_next)  # without this module's frame
         return 1
     return 0
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> NoReturn:
     argv = list(sys.argv[1:] if argv is None else argv)
     path, package, spec, args = _target(argv)
     out_dir = os.environ.get(RACE_ENV["dir"])
@@ -297,7 +331,8 @@ def main(argv=None):
     if spec is None:
         sys.path[0] = os.path.dirname(path)
 
-    transformer = namer = None
+    namer: _Namer
+    transformer = namer = None  # type: ignore[assignment]  # set where it is read (not stress)
     this_pe.shell = _Shell(module.__dict__)
     if stress:
         seed, _, delay = stress.partition(":")
@@ -310,7 +345,7 @@ def main(argv=None):
         if os.environ.get(RACE_ENV["trace"]):  # the runner's --trace FILE: also the calls' timeline
             trace_start({"cap": int(os.environ.get(RACE_ENV["cap"]) or CAP)})
         transformer = this_pe.shell.ast_transformers[-1]
-        recording = layer.attached("race")
+        recording = cast("RaceRecording", layer.attached("race"))
         for hook, func in FUNCS.items():  # every rewritten module finds the hooks
             setattr(builtins, HOOKS[hook], func)
         layer.cell_line = _line  # lines of the program's files, numbered
@@ -326,6 +361,8 @@ def main(argv=None):
 
     with open(path, encoding="utf-8") as f:
         source = f.read()
+    data: dict[str, Any] | None
+    ranges: Mapping[str, Sequence[Any]]
     status, data, ranges, values = 1, None, {}, {}
     try:
         status = _run(instrument(source, path, transformer), module.__dict__)
@@ -342,7 +379,7 @@ def main(argv=None):
             layer.detach("names")
             ranges = namer.ranges()
             values = _heap_values(ranges, namer.memory.heap)
-            data = race_stop()
+            data = cast("dict[str, Any]", race_stop())
             data["timeline"] = trace_stop() if os.environ.get(RACE_ENV["trace"]) else None
             data["names"] = namer.names(module.__dict__) + data["names"]
         if out_dir:
@@ -362,7 +399,7 @@ def main(argv=None):
     sys.exit(status)
 
 
-def _write(directory, report):
+def _write(directory: str, report: dict[str, Any]) -> None:
     path = os.path.join(directory, f"pe{report['pe']}.pickle")
     with open(path + ".part", "wb") as f:
         pickle.dump(report, f, protocol=pickle.HIGHEST_PROTOCOL)

@@ -4,8 +4,8 @@ code outside the cell that runs rewritten. (The engine's shell is :data:`..conte
 __all__ = ["cell_files", "outside"]
 
 #: code file names of the cell being recorded (filled as the cell runs; see layer.cell_line)
-cell_files = set()
+cell_files: set[str] = set()
 
 #: code file name -> place * RACE_LINES of code outside the cell that runs rewritten, while a race
 #: recording runs (see .outside)
-outside = {}
+outside: dict[str, int] = {}

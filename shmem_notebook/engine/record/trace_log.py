@@ -34,11 +34,14 @@ recording appends what it recorded since its last such call to a spool file on t
 that did not finish (:mod:`shmem_notebook.analysis.trace_spool`). ``trace_stop`` removes it.
 """
 
+from __future__ import annotations
+
 import os
 import pickle
 import socket
 import threading
 import time
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from shmem4py import shmem
@@ -48,6 +51,11 @@ from ...protocol import trace_spool_path
 from .. import heap
 from ..context import this_pe
 from . import layer
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from ...operations import Operation
 
 __all__ = ["TraceRecording", "PAYLOAD", "EXACT", "BUDGET"]
 
@@ -66,13 +74,13 @@ BLOCKING = frozenset(
 )
 
 
-def _known_arrays():
+def _known_arrays() -> list[tuple[int, int, str, npt.NDArray[Any]]]:
     """(start address, end address, name, array) of the symmetric arrays a cell can name."""
     found = [(this_pe.teams.words, "(sync)"), (this_pe.teams.exchange, "(sync)"), (this_pe.scratch, "(scratch)")]
     for name, value in list(this_pe.namespace.items()) + list(heap.arrays.items()):
         if isinstance(value, np.ndarray) and not name.startswith("_") and value.size:
             found.append((value, name))
-    spans = []
+    spans: list[tuple[int, int, str, npt.NDArray[Any]]] = []
     for array, name in found:
         if array is not None:
             base = array.__array_interface__["data"][0]
@@ -83,9 +91,11 @@ def _known_arrays():
 class TraceRecording:
     """One cell's calls and heap states on this PE."""
 
-    def __init__(self, cap):
+    def __init__(self, cap: int) -> None:
         self.cap = cap
         self.me = shmem.my_pe()
+        self.events: list[dict[str, Any]]
+        self.snapshots: list[dict[str, Any]]
         self.events, self.snapshots = [], []
         self.seq = self.epoch = self.dropped = self.bytes = 0
         self.spans = _known_arrays()
@@ -93,6 +103,7 @@ class TraceRecording:
         self.t0 = self.started = time.time_ns()
         #: this thread's CPU time at the start (the cell runs on it): what the PE computed vs slept
         self.cpu, self.thread = time.thread_time_ns(), threading.get_ident()
+        self.spool: tuple[str, int] | None
         self.spool, self.spooled = None, (0, 0)  # its path and fd; events and snapshots written so far
         profile, cluster = os.environ.get("IPP_PROFILE_DIR"), os.environ.get("IPP_CLUSTER_ID")
         if profile and cluster:  # under a notebook's job (not the race runner's program)
@@ -104,7 +115,7 @@ class TraceRecording:
             self.spool = (path, fd)
             self._write({"pe": self.me, "host": socket.gethostname(), "pid": os.getpid(), "started": self.started})
 
-    def before(self, op, args, line):
+    def before(self, op: Operation, args: dict[str, Any], line: int) -> None:
         self.t0 = time.time_ns()
         if self.spool is not None and op.name in BLOCKING:
             events, snapshots = self.spooled
@@ -118,13 +129,13 @@ class TraceRecording:
             )
             self.spooled = (len(self.events), len(self.snapshots))
 
-    def _write(self, part):
+    def _write(self, part: dict[str, Any]) -> None:
         try:
-            os.write(self.spool[1], pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+            os.write(cast("tuple[str, int]", self.spool)[1], pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
         except (OSError, pickle.PicklingError):
             self.close_spool()
 
-    def close_spool(self):
+    def close_spool(self) -> None:
         """Remove the spool: the trace is sent whole (``trace_stop``)."""
         if self.spool is not None:
             path, fd = self.spool
@@ -135,7 +146,7 @@ class TraceRecording:
             except OSError:
                 pass
 
-    def _locate(self, array):
+    def _locate(self, array: object) -> tuple[str | None, int | None]:
         """(name, flat start index) of the symmetric array ``array`` points into."""
         if not isinstance(array, np.ndarray):
             return None, None
@@ -148,8 +159,8 @@ class TraceRecording:
                 self.spans = _known_arrays()  # the cell allocated something new
         return "(private)", 0
 
-    def snapshot(self):
-        exact = {}
+    def snapshot(self) -> None:
+        exact: dict[str, Any] = {}
         for name, value in list(this_pe.namespace.items()):
             if not isinstance(value, np.ndarray) or name.startswith("_") or not value.size:
                 continue
@@ -170,7 +181,16 @@ class TraceRecording:
                 }
         self.snapshots.append(exact)
 
-    def _record(self, op, line, target=None, array=None, indices=None, values=None, nbytes=None):
+    def _record(
+        self,
+        op: str,
+        line: int,
+        target: int | None = None,
+        array: str | None = None,
+        indices: list[int] | None = None,
+        values: list[Any] | None = None,
+        nbytes: int | None = None,
+    ) -> None:
         self.seq += 1
         if len(self.events) >= self.cap:
             self.dropped += 1
@@ -194,7 +214,7 @@ class TraceRecording:
             }
         )
 
-    def after(self, op, args, result, line):
+    def after(self, op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
         kind = op.kind
         if kind in ("rma", "amo"):
             array, start = self._locate(args.get(op.remote))
@@ -202,13 +222,15 @@ class TraceRecording:
                 return  # the emulation's own words
             strided = "tst" in args
             step = int(args.get("tst" if op.writes else "sst", 1) or 1) if strided else 1
-            local = args.get(op.local)
+            local: Any = args.get(op.local)
             if kind == "amo":
                 count = 1
             elif strided:
                 count = int(args.get("size") or 1)
             else:
-                count = int(args.get("size") or min(np.size(args.get(op.remote)), np.size(local)))
+                count = int(
+                    args.get("size") or min(np.size(cast("npt.ArrayLike", args.get(op.remote))), np.size(local))
+                )
             values = None
             if kind == "rma" and op.writes and count <= PAYLOAD:
                 sst = int(args.get("sst", 1) or 1) if strided else 1
@@ -241,7 +263,7 @@ class TraceRecording:
                 if self.events and self.events[-1]["seq"] == self.seq:
                     self.events[-1]["resume"] = time.time_ns()
 
-    def data(self):
+    def data(self) -> dict[str, Any]:
         """The plain data (see the module docstring); takes the final heap state and removes the spool."""
         self.close_spool()
         stopped = time.time_ns()

@@ -18,7 +18,10 @@ Another library changes this table, not the modules that use shmem4py.
 - :mod:`.diagnostics`: stack dumps on SIGUSR1, ``global_exit`` noted.
 """
 
+from __future__ import annotations
+
 from collections import namedtuple
+from typing import TYPE_CHECKING, Any
 
 from ..context import this_pe
 from . import (
@@ -38,26 +41,29 @@ from .missing import UnsupportedError
 
 __all__ = ["Shim", "SHIMS", "UnsupportedError", "install", "uninstall", "installed"]
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection
+
 #: ``applies(shmem) -> bool``; ``install(shmem) -> undo()``
 Shim = namedtuple("Shim", "name adapts applies install")
 
 
-def _always(shmem):
+def _always(shmem: Any) -> bool:
     return True
 
 
-def _pitfalls(shmem):
+def _pitfalls(shmem: Any) -> Callable[[], None]:
     pitfalls.install(shmem)
     return lambda: pitfalls.uninstall(shmem)
 
 
-def _teams(shmem):
+def _teams(shmem: Any) -> Callable[[], object]:
     from .. import native_teams, teams  # they import .patches from here
 
     if teams.install(shmem) != "native":
         return teams.uninstall
     undo_guards = native_teams.install(shmem)  # the library's own teams, guarded
-    return lambda: (undo_guards(), teams.uninstall())
+    return lambda: (undo_guards(), teams.uninstall())  # type: ignore[func-returns-value]  # both undos, in order
 
 
 #: in the order they are installed
@@ -106,10 +112,10 @@ SHIMS = [
     Shim("diagnostics", "stack dumps and global_exit notes for the client", _always, diagnostics.install),
 ]
 
-_undo = []  # (name, undo) of the installed shims, in order
+_undo: list[tuple[str, Callable[[], object]]] = []  # (name, undo) of the installed shims, in order
 
 
-def install(shmem, exclude=()):
+def install(shmem: Any, exclude: Collection[str] = ()) -> list[str]:
     """Install every shim of :data:`SHIMS` that applies, in order, but those named in ``exclude``
     (a program exported from a notebook leaves out ``diagnostics``, which serves the notebook);
     return their names. Once installed, another call does nothing. The first call of every entry point
@@ -123,12 +129,12 @@ def install(shmem, exclude=()):
     return installed()
 
 
-def uninstall():
+def uninstall() -> None:
     """Undo the installed shims, newest first."""
     while _undo:
         _undo.pop()[1]()
 
 
-def installed():
+def installed() -> list[str]:
     """Names of the shims installed, in order."""
     return [name for name, _ in _undo]

@@ -12,12 +12,15 @@ ended the cell make the same collective, or put the value a wait waits for. Cost
 nobody asks: the thread sleeps in ``open()``.
 """
 
+from __future__ import annotations
+
 import contextlib
 import json
 import os
 import stat
 import sys
 import threading
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -27,13 +30,19 @@ from . import board
 
 __all__ = ["install", "describe", "decode", "symmetric_view"]
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from types import FrameType
+
+    import numpy.typing as npt
+
 #: enums of shmem4py an argument may be (sent by name and value)
 ENUMS = ("CMP", "OP", "SIGNAL")
 #: bytes of a symmetric argument whose contents are sent along (a wait's flag, to restore it)
 SMALL = 4096
 
 
-def install(shmem, profile_dir, cluster_id):
+def install(shmem: Any, profile_dir: str, cluster_id: str) -> Callable[[], None]:
     """Start the thread that tells the client what this PE is blocked in; return the undo."""
     ask, reply = blocked_call_paths(profile_dir, cluster_id, shmem.my_pe())
     with contextlib.suppress(FileNotFoundError):
@@ -42,10 +51,10 @@ def install(shmem, profile_dir, cluster_id):
         os.mkfifo(ask, 0o600)
     except OSError:
         return lambda: None
-    main = threading.main_thread().ident
+    main = cast("int", threading.main_thread().ident)
     stopping = threading.Event()
 
-    def serve():
+    def serve() -> None:
         while not stopping.is_set():
             try:
                 with open(ask, "rb") as f:  # sleeps until the client opens it
@@ -64,7 +73,7 @@ def install(shmem, profile_dir, cluster_id):
     thread = threading.Thread(target=serve, name="shmem_notebook-blocked-call", daemon=True)
     thread.start()
 
-    def undo():
+    def undo() -> None:
         stopping.set()
         with contextlib.suppress(OSError):  # wake the thread: it sees stopping and ends
             fd = os.open(ask, os.O_WRONLY | os.O_NONBLOCK)
@@ -78,7 +87,7 @@ def install(shmem, profile_dir, cluster_id):
     return undo
 
 
-def describe(shmem, frame):
+def describe(shmem: Any, frame: FrameType | None) -> dict[str, Any]:
     """``{"call": name, "args": [...], "kwargs": {...}}`` for the board-noted call ``frame`` (the main
     thread's innermost frame) is inside, its arguments encoded (:func:`_encode`); ``{"call": None}`` when
     it is in none, ``"args": None`` when an argument cannot be told to another PE."""
@@ -101,7 +110,7 @@ def describe(shmem, frame):
     return {"call": None}
 
 
-def _attribute(shmem, original):
+def _attribute(shmem: Any, original: object) -> str | None:
     """The name of shmem4py's attribute whose board wrapper calls ``original`` (a shim's function may
     have a name of its own), found along the ``__wrapped__`` chains of :data:`.board.NOTED`."""
     for name in (*board.NOTED, "barrier_all", "sync_all"):
@@ -115,13 +124,13 @@ def _attribute(shmem, original):
     return getattr(original, "__name__", None)
 
 
-def _encode(shmem, value):
+def _encode(shmem: Any, value: Any) -> object:
     """An argument as plain data another PE can :func:`decode`; ValueError for one it cannot."""
     if value is None or isinstance(value, (bool, int, float, str)) and not hasattr(value, "_name_"):
         return value
     for name in ENUMS:
         if isinstance(value, getattr(shmem, name, ())):
-            return {"enum": name, "name": value.name}
+            return {"enum": name, "name": value.name}  # type: ignore[union-attr]  # one of shmem4py's enums
     if isinstance(value, shmem.Team):
         if value.ob_team == shmem.TEAM_WORLD.ob_team:
             return {"team": "world"}
@@ -143,7 +152,7 @@ def _encode(shmem, value):
     raise ValueError(f"an argument of type {type(value).__name__}")
 
 
-def decode(shmem, value):
+def decode(shmem: Any, value: Any) -> Any:
     """The argument :func:`_encode` wrote, on this PE: symmetric arrays are this PE's own copies."""
     if not isinstance(value, dict):
         return value
@@ -160,7 +169,7 @@ def decode(shmem, value):
     return symmetric_view(shmem, value["sym"])
 
 
-def symmetric_view(shmem, sym):
+def symmetric_view(shmem: Any, sym: Sequence[Any]) -> npt.NDArray[Any]:
     """This PE's array at ``sym`` (``[allocation, offset, dtype, shape, strides]``, from :func:`_encode`)."""
     k, offset, dtype, shape, strides = sym
     lo, n = heap.allocations()[k]

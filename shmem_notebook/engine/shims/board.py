@@ -13,11 +13,14 @@ others. Nothing happens when the board cannot be made or ``SHMEM_NOTEBOOK_POLITE
 PEs' environment.
 """
 
+from __future__ import annotations
+
 import functools
 import mmap
 import os
 import time
 import types
+from typing import TYPE_CHECKING, Any
 
 from ... import native_board
 from ...operations import CALLS
@@ -26,8 +29,11 @@ from .patches import Patches
 
 __all__ = ["NOTED", "SMALL", "install"]
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 #: shmem4py functions that wait for other PEs (collectives only when their target is small)
-NOTED = tuple(
+NOTED: tuple[str, ...] = tuple(
     name
     for name, op in CALLS.items()
     if name in ("barrier_all", "sync_all", "sync", "set_lock")
@@ -38,7 +44,7 @@ NOTED = tuple(
 SMALL = 1 << 20
 
 
-def _open(path, npes):
+def _open(path: str, npes: int) -> mmap.mmap:
     """This host's board, mapped: ``npes`` entries (created by the first PE to come)."""
     size = 8 * BOARD_STRIDE * npes
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -50,7 +56,7 @@ def _open(path, npes):
         os.close(fd)
 
 
-def install(shmem):
+def install(shmem: Any) -> Callable[[], None]:
     """Note every call of :data:`NOTED` (and ``Team.sync``) on the board; return the undo."""
     profile, cluster = os.environ.get("IPP_PROFILE_DIR"), os.environ.get("IPP_CLUSTER_ID")
     if not profile or not cluster or os.environ.get("SHMEM_NOTEBOOK_POLITE_MS", "").strip() == "0":
@@ -62,9 +68,9 @@ def install(shmem):
     board, me, clock = memoryview(pages).cast("q"), shmem.my_pe() * BOARD_STRIDE, time.monotonic_ns
     board[me] = 0
 
-    def noted(original, small_only=False):
+    def noted(original: Callable[..., Any], small_only: bool = False) -> Callable[..., Any]:
         @functools.wraps(original)
-        def waiting(*args, **kwargs):
+        def waiting(*args: Any, **kwargs: Any) -> Any:
             # not inside a noted call already, nor a large collective
             noting = not board[me] and not (
                 small_only and getattr(args[0] if args else kwargs.get("target"), "nbytes", 0) > SMALL
@@ -84,12 +90,12 @@ def install(shmem):
 
         return waiting
 
-    def noted_bare(original):
+    def noted_bare(original: Callable[[], Any]) -> Callable[[], Any]:
         """barrier_all and sync_all take nothing: the leanest wrapper. It calls shmem4py's function,
         whose frame in a stack dump tells the client which call a PE waits in (cells/stranded)."""
 
         @functools.wraps(original)
-        def waiting():  # never inside another noted call: no check (0.03 us)
+        def waiting() -> Any:  # never inside another noted call: no check (0.03 us)
             board[me] = clock()
             try:
                 return original()
@@ -108,7 +114,7 @@ def install(shmem):
             patches.set(shmem, name, noted(original, small_only=CALLS[name].kind == "coll"))
     patches.set(shmem.Team, "sync", noted(shmem.Team.sync))
 
-    def undo():
+    def undo() -> None:
         patches.undo()
         if native:
             native["release"]()
@@ -118,11 +124,11 @@ def install(shmem):
     return undo
 
 
-def _native(shmem, pages, me):
+def _native(shmem: Any, pages: mmap.mmap, me: int) -> dict[str, Callable[..., Any]]:
     """``{name: function}`` for barrier_all and sync_all noted in C, and ``release`` (the board is no
     longer written, even by a function a cell kept); empty where the C module is not built."""
     module = native_board.load()
-    functions = {name: getattr(shmem, name, None) for name in ("barrier_all", "sync_all")}
+    functions: dict[str, Any] = {name: getattr(shmem, name, None) for name in ("barrier_all", "sync_all")}
     # shmem4py's own functions, each one call of lib.shmem_<name>(): run the same code with our lib
     if module is None or not all(
         isinstance(f, types.FunctionType) and f.__code__.co_names == ("lib", f"shmem_{name}")
@@ -131,20 +137,20 @@ def _native(shmem, pages, me):
         return {}
     theirs, ours = functions["barrier_all"].__globals__["lib"], module.lib
 
-    def pointer(name):
+    def pointer(name: str) -> Any:
         address = int(shmem.ffi.cast("uintptr_t", shmem.ffi.addressof(theirs, name)))
         return module.ffi.cast("void (*)(void)", address)
 
     slots = module.ffi.from_buffer(pages)
     ours.noted_init(module.ffi.cast("int64_t *", slots) + me, pointer("shmem_barrier_all"), pointer("shmem_sync_all"))
     lib = types.SimpleNamespace(shmem_barrier_all=ours.noted_barrier_all, shmem_sync_all=ours.noted_sync_all)
-    noted = {}
+    noted: dict[str, Callable[..., Any]] = {}
     for name, original in functions.items():
         noted[name] = functools.update_wrapper(
             types.FunctionType(original.__code__, {"lib": lib, "__builtins__": __builtins__}, name), original
         )
 
-    def release():
+    def release() -> None:
         ours.noted_init(module.ffi.NULL, pointer("shmem_barrier_all"), pointer("shmem_sync_all"))
         module.ffi.release(slots)
 

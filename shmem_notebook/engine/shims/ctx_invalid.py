@@ -8,23 +8,29 @@ nothing, and Open MPI's OSHMEM 1.4 dereferences the handle and the PE dies with 
 does); a put, get or atomic given an invalid context is refused by :mod:`.mistakes`.
 """
 
+from __future__ import annotations
+
 import functools
+from typing import TYPE_CHECKING, Any
 
 from .patches import Patches
 
 __all__ = ["install"]
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def _valid_only(original):
+
+def _valid_only(original: Callable[[Any], object]) -> Callable[[Any], None]:
     @functools.wraps(original)
-    def method(self):
+    def method(self: Any) -> None:
         if self:  # a Ctx is false when it is SHMEM_CTX_INVALID (never created, or destroyed)
             original(self)
 
     return method
 
 
-def install(shmem):
+def install(shmem: Any) -> Callable[[], None]:
     """Replace ``Ctx.quiet`` and ``Ctx.fence``; return the undo."""
     patches = Patches()
     for name in ("quiet", "fence"):

@@ -6,9 +6,12 @@ PE is blocked in a shmem call), and a thread tells which call and with what
 output and a file, so the client can say which PE ended the job and with what status.
 """
 
+from __future__ import annotations
+
 import faulthandler
 import os
 import signal
+from typing import TYPE_CHECKING, Any
 
 from ...protocol import GLOBAL_EXIT_MARK, exit_path, stack_path
 from . import blocked_call
@@ -16,8 +19,11 @@ from .patches import Patches
 
 __all__ = ["install"]
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def install(shmem):
+
+def install(shmem: Any) -> Callable[[], None]:
     """Register the stack dump and note ``shmem.global_exit``; return the undo."""
     where = (os.environ.get("IPP_PROFILE_DIR", "/tmp"), os.environ.get("IPP_CLUSTER_ID", ""), shmem.my_pe())
     path = stack_path(*where)
@@ -27,7 +33,7 @@ def install(shmem):
     told = blocked_call.install(shmem, *where[:2]) if os.environ.get("IPP_CLUSTER_ID") else lambda: None
     global_exit = shmem.global_exit
 
-    def noted_global_exit(status=0):
+    def noted_global_exit(status: int = 0) -> None:
         with open(exit_path(*where), "w") as f:
             f.write(f"{int(status)}\n")
         os.write(2, (GLOBAL_EXIT_MARK.format(pe=shmem.my_pe(), status=status) + "\n").encode())
@@ -37,7 +43,7 @@ def install(shmem):
     patches = Patches()
     patches.set(shmem, "global_exit", noted_global_exit)
 
-    def undo():
+    def undo() -> None:
         patches.undo()
         told()
         faulthandler.unregister(signal.SIGUSR1)

@@ -13,28 +13,34 @@ right values), and its report names the race it meets under a plain ``oshrun`` (
 ``library_writes``, :mod:`..record.accesses`).
 """
 
+from __future__ import annotations
+
 import functools
+from typing import TYPE_CHECKING, Any
 
 from ...deviations import LATE_ZEROING, affects
 from .patches import Patches
 
 __all__ = ["applies", "install"]
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def applies(shmem):
+
+def applies(shmem: Any) -> bool:
     """Whether this PE's library zeroes after its barrier."""
     return affects(LATE_ZEROING, shmem.info_get_name())
 
 
-def _allocator_factory(shmem):
+def _allocator_factory(shmem: Any) -> Callable[..., Any]:
     """shmem4py 1.0.0's ``_get_allocator``, with a ``shmem_sync_all`` after each ``shmem_calloc``."""
     ffi, lib = shmem.ffi, shmem.lib
 
-    def _get_allocator(align=None, hints=None, clear=True):
+    def _get_allocator(align: int | None = None, hints: int | None = None, clear: bool = True) -> Any:
         align, hints = align or 0, hints or 0
         calloc = bool(clear) and not align and not hints  # shmem_py_alloc calls shmem_calloc then
 
-        def allocate(size):
+        def allocate(size: int) -> Any:
             pointer = lib.shmem_py_alloc(size, align, hints, clear)
             if calloc:  # on every PE, NULL or not: the allocation was collective
                 lib.shmem_sync_all()
@@ -45,9 +51,11 @@ def _allocator_factory(shmem):
     return _get_allocator
 
 
-def _synchronised_alloc(alloc, sync_all):
+def _synchronised_alloc(alloc: Callable[..., Any], sync_all: Callable[[], object]) -> Callable[..., Any]:
     @functools.wraps(alloc)
-    def zeroed_alloc(count, size=1, align=None, hints=None, clear=True):
+    def zeroed_alloc(
+        count: int, size: int = 1, align: int | None = None, hints: int | None = None, clear: bool = True
+    ) -> Any:
         mem = alloc(count, size, align, hints, clear)
         if clear and count * size:  # the library returned without a barrier after its memset
             sync_all()
@@ -56,7 +64,7 @@ def _synchronised_alloc(alloc, sync_all):
     return zeroed_alloc
 
 
-def install(shmem):
+def install(shmem: Any) -> Callable[[], None]:
     """Replace shmem4py's allocator factory (or ``shmem.alloc``); return the undo."""
     patches = Patches()
     if hasattr(shmem, "_get_allocator") and hasattr(shmem.lib, "shmem_py_alloc"):

@@ -10,7 +10,10 @@ before the library sees it. A lock made by ``shmem.new_lock()`` passes unchanged
 the word must be zero before its first use (declared arrays and ``shmem.zeros`` are).
 """
 
+from __future__ import annotations
+
 import functools
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,11 +23,16 @@ from .patches import Patches
 
 __all__ = ["LOCK_CALLS", "install", "as_lock"]
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy.typing as npt
+
 #: the shmem4py functions that take a lock
 LOCK_CALLS = ("set_lock", "test_lock", "clear_lock")
 
 
-def _problem(lock):
+def _problem(lock: npt.NDArray[Any]) -> str | None:
     """What keeps the array ``lock`` from being a lock (None: nothing)."""
     said = f"an array of {lock.size} {lock.dtype} element{'s' if lock.size != 1 else ''}"
     if lock.dtype != np.dtype(np.int64) or lock.size != 1:
@@ -34,7 +42,7 @@ def _problem(lock):
     return None
 
 
-def as_lock(shmem, name, lock):
+def as_lock(shmem: Any, name: str, lock: Any) -> Any:
     """``lock`` as the library takes it: a symmetric one-element int64 array as a ``long *`` to its
     element; anything that is not an array unchanged (shmem4py checks it)."""
     if not isinstance(lock, np.ndarray):
@@ -48,15 +56,15 @@ def as_lock(shmem, name, lock):
     return shmem.ffi.cast("long *", lock.__array_interface__["data"][0])
 
 
-def _taking_arrays(shmem, name, original):
+def _taking_arrays(shmem: Any, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
-    def call(lock, *args, **kwargs):
+    def call(lock: Any, *args: Any, **kwargs: Any) -> Any:
         return original(as_lock(shmem, name, lock), *args, **kwargs)
 
     return call
 
 
-def install(shmem):
+def install(shmem: Any) -> Callable[[], None]:
     """Wrap :data:`LOCK_CALLS`; return the undo."""
     patches = Patches()
     for name in LOCK_CALLS:

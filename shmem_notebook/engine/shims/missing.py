@@ -11,13 +11,19 @@ replaced by functions that refuse before calling the library; on OSHMPI, whose m
 and tests abort the job (:data:`shmem_notebook.deviations.MULTI_WAITS`), so are those.
 """
 
+from __future__ import annotations
+
 import re
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ...deviations import MULTI_WAITS, affects
 from ...errors import ShmemNotebookError
 from .patches import Patches
 
 __all__ = ["UnsupportedError", "ALTERNATIVES", "LACKING", "explain", "explain_no_ctx", "install"]
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 #: (pattern on the routine's name, what to use instead), first match wins
 ALTERNATIVES = [
@@ -71,7 +77,7 @@ NOT_IMPLEMENTED = -1431655766
 CTX_CREATORS = ("shmem_ctx_create", "shmem_team_create_ctx")
 
 
-def explain_no_ctx(routine, library):
+def explain_no_ctx(routine: str, library: str) -> str:
     """One sentence on a context the library could not create, and what to use instead."""
     return (
         f"{library} could not create a context ({routine}; OSHMPI never can, as MPI has no endpoints); "
@@ -83,7 +89,7 @@ class UnsupportedError(ShmemNotebookError, NotImplementedError):
     """The cell used an OpenSHMEM routine the library under this job does not implement."""
 
 
-def explain(routine, library="Open MPI 4.1.4's OSHMEM", spec="1.4"):
+def explain(routine: str, library: str = "Open MPI 4.1.4's OSHMEM", spec: str = "1.4") -> str:
     """One sentence on the missing ``routine`` and what to use instead."""
     instead = next(
         (alt for pattern, alt in ALTERNATIVES if re.search(pattern, routine)),
@@ -95,12 +101,12 @@ def explain(routine, library="Open MPI 4.1.4's OSHMEM", spec="1.4"):
     )
 
 
-def install(shmem):
+def install(shmem: Any) -> Callable[[], None]:
     """Make calls of routines the library lacks raise :class:`UnsupportedError`; return the undo."""
     patches = Patches()
     original = shmem._chkerr
 
-    def chkerr(ierr, func="shmem"):  # as cheap as the original on the success path
+    def chkerr(ierr: int, func: str = "shmem") -> None:  # as cheap as the original on the success path
         if ierr != 0:
             if ierr == NOT_IMPLEMENTED:
                 raise UnsupportedError(explain(func, *_library(shmem)))
@@ -134,11 +140,11 @@ ABORTS = (
 )
 
 
-def _refusal(shmem, name, why=None):
+def _refusal(shmem: Any, name: str, why: str | None = None) -> Callable[..., NoReturn]:
     """A function named like shmem4py's ``name`` that raises :class:`UnsupportedError` (``why``: a
     format of ``routine`` and ``library``; by default :func:`explain`'s sentence)."""
 
-    def refuse(*args, **kwargs):
+    def refuse(*args: Any, **kwargs: Any) -> NoReturn:
         del args, kwargs  # the traceback keeps this frame: not the call's symmetric arrays (see layer)
         library = _library(shmem)
         routine = f"shmem.{name}"
@@ -154,7 +160,7 @@ def _refusal(shmem, name, why=None):
     return refuse
 
 
-def _library(shmem):
+def _library(shmem: Any) -> tuple[str, str]:
     """("Open MPI 4.1.4's OSHMEM", "1.4") for the library under this PE (asked on the error path only)."""
     from .pitfalls import describe, ompi_version
 

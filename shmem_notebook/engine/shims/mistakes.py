@@ -14,10 +14,13 @@ Longer than 420 lines once formatted: each family of calls (RMA, strided, signal
 collectives) has its check and its explanation here, against one table of calls.
 """
 
+from __future__ import annotations
+
 import functools
 import inspect
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +42,12 @@ __all__ = [
     "install",
 ]
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+
+    import numpy.typing as npt
+
 
 class ShmemArgumentError(InputError):
     """A shmem call's arguments are wrong in a way the library would crash on or ignore silently."""
@@ -59,9 +68,9 @@ _ATTR = "_shmem_notebook_npes"  # a Ctx's team size, noted on the Ctx the first 
 
 
 # -- where, and what ----------------------------------------------------------------------
-def _where():
+def _where() -> str:
     """``at line 3`` (``at line 3 (in halo)``, ``at kernels.py:12``): the user's innermost frame."""
-    f = sys._getframe(2)
+    f: FrameType | None = sys._getframe(2)
     while f is not None and any(part in f.f_code.co_filename for part in _HIDDEN):
         f = f.f_back
     if f is None:
@@ -72,11 +81,11 @@ def _where():
     return f" at {os.path.basename(code.co_filename)}:{f.f_lineno}"
 
 
-def _valid(n, what="PEs"):
+def _valid(n: int, what: str = "PEs") -> str:
     return "the only valid PE is 0" if n == 1 else f"valid {what} are {pe_ranges(range(n))}"
 
 
-def _pe_problem(pe, n, team=""):
+def _pe_problem(pe: Any, n: int, team: str = "") -> str | None:
     """What is wrong with PE number ``pe`` among ``n`` (None: nothing)."""
     try:
         if 0 <= pe < n:
@@ -86,10 +95,10 @@ def _pe_problem(pe, n, team=""):
     return f"names PE {pe}, but {_valid(n)}{team}"
 
 
-def _is_symmetric(a):
+def _is_symmetric(a: npt.NDArray[Any]) -> bool:
     """Symmetric memory of this PE: shmem4py's arrays are views of a memoryview of a cffi buffer
     (found in a few lookups); anything else is measured against the live allocations."""
-    base = a.base
+    base: Any = a.base
     if type(base) is _ndarray:  # a view's base is the array shmem4py made
         base = base.base
     return (
@@ -99,15 +108,24 @@ def _is_symmetric(a):
     )
 
 
-def _ctype(a):
+def _ctype(a: npt.NDArray[Any]) -> str | None:
     return this_pe.checks.numpy_to_shmem.get(a.dtype.char)
 
 
-def _elements(n):
+def _elements(n: int) -> str:
     return f"{n} element" if n == 1 else f"{n} elements"
 
 
-def _copy_problem(verb, target, source, size, tst=1, sst=1, npes=1, per_pe=False):
+def _copy_problem(
+    verb: str,
+    target: npt.NDArray[Any],
+    source: npt.NDArray[Any],
+    size: int | None,
+    tst: int = 1,
+    sst: int = 1,
+    npes: int = 1,
+    per_pe: bool = False,
+) -> str | None:
     """What is wrong with copying ``source`` into ``target`` (dtype, lengths), or None. Without
     ``size``, lengths that differ are a mistake when the longer one is a slice the user cut
     (``put(u[11:13], u[9:11][:1], pe)``); a whole array may be longer (``put(remote, one, pe)``
@@ -131,16 +149,16 @@ def _copy_problem(verb, target, source, size, tst=1, sst=1, npes=1, per_pe=False
     return None
 
 
-def _team_npes(team):
+def _team_npes(team: Any) -> int:
     return this_pe.checks.npes if team is None else team.n_pes()
 
 
-def _ctx_npes(ctx):
+def _ctx_npes(ctx: Any) -> int:
     """The size of the team a context belongs to (OpenSHMEM 1.4: every context is the world's);
     0 for ``SHMEM_CTX_INVALID``, so that the call is explained (:data:`_INVALID_CTX`)."""
     if not ctx:
         return 0
-    n = getattr(ctx, _ATTR, None)
+    n: int | None = getattr(ctx, _ATTR, None)
     if n is None:
         n = this_pe.checks.npes
         if this_pe.checks.native_teams:
@@ -163,7 +181,17 @@ _INVALID_CTX = (
 )
 
 
-def explain_rma(name, target, source, pe, size=None, ctx=None, tst=1, sst=1, signal=None):
+def explain_rma(
+    name: str,
+    target: Any,
+    source: Any,
+    pe: Any,
+    size: int | None = None,
+    ctx: Any = None,
+    tst: int = 1,
+    sst: int = 1,
+    signal: Any = None,
+) -> str | None:
     """One sentence on what is wrong with this RMA call, or None if nothing is."""
     if ctx is not None and not ctx:
         return f"shmem.{name}{_where()} {_INVALID_CTX}"
@@ -184,7 +212,7 @@ def explain_rma(name, target, source, pe, size=None, ctx=None, tst=1, sst=1, sig
     return None if problem is None else f"shmem.{name}{_where()} {problem}"
 
 
-def explain_amo(name, remote, pe, ctx=None, fetch=None):
+def explain_amo(name: str, remote: Any, pe: Any, ctx: Any = None, fetch: Any = None) -> str | None:
     """One sentence on what is wrong with this atomic, or None if nothing is."""
     if ctx is not None and not ctx:
         return f"shmem.{name}{_where()} {_INVALID_CTX}"
@@ -213,12 +241,21 @@ _NOT_A_SIGNAL = (
 )
 
 
-def explain_signal(name, signal):
+def explain_signal(name: str, signal: Any) -> str | None:
     """One sentence on a NumPy array given as a signal word, or None."""
     return f"shmem.{name}{_where()} {_NOT_A_SIGNAL}" if isinstance(signal, np.ndarray) else None
 
 
-def explain_collective(name, target, source, size=None, team=None, root=None, tst=1, sst=1):
+def explain_collective(
+    name: str,
+    target: Any,
+    source: Any,
+    size: int | None = None,
+    team: Any = None,
+    root: Any = None,
+    tst: int = 1,
+    sst: int = 1,
+) -> str | None:
     """One sentence on what is wrong with this collective, or None if nothing is. Collective
     calls refused this way are refused on every PE that makes the same mistake."""
     if not isinstance(target, np.ndarray) or not isinstance(source, np.ndarray):
@@ -266,12 +303,12 @@ def explain_collective(name, target, source, size=None, team=None, root=None, ts
 
 
 # -- the wrappers --------------------------------------------------------------------------
-def _contiguous(name, original):
+def _contiguous(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     remote_is_target = name.startswith("put")
     npes, buffer_type = this_pe.checks.npes, this_pe.checks.buffer_type  # install's, read once: a put's hot path
 
     @functools.wraps(original)
-    def call(target, source, pe, size=None, ctx=None):
+    def call(target: Any, source: Any, pe: Any, size: int | None = None, ctx: Any = None) -> Any:
         try:  # the usual call, in a few comparisons: shmem4py's own arrays, one dtype, one length
             tsize, ssize = target.size, source.size
             ok = (
@@ -300,12 +337,21 @@ def _contiguous(name, original):
     return call
 
 
-def _signalled(name, original):
+def _signalled(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     """put_signal(_nbi): the checks of a put, and the signal word not a NumPy array."""
     npes, buffer_type = this_pe.checks.npes, this_pe.checks.buffer_type
 
     @functools.wraps(original)
-    def call(target, source, pe, signal, value, sigop, size=None, ctx=None):
+    def call(
+        target: Any,
+        source: Any,
+        pe: Any,
+        signal: Any,
+        value: Any,
+        sigop: Any,
+        size: int | None = None,
+        ctx: Any = None,
+    ) -> Any:
         try:
             tsize, ssize = target.size, source.size
             ok = (
@@ -335,14 +381,16 @@ def _signalled(name, original):
     return call
 
 
-def _general(name, original, explain, fields):
+def _general(
+    name: str, original: Callable[..., Any], explain: Callable[..., str | None], fields: dict[str, str]
+) -> Callable[..., Any]:
     """A wrapper that binds the call's arguments by name and asks ``explain`` (calls slower than a put)."""
     signature = inspect.signature(original)
 
     @functools.wraps(original)
-    def call(*args, **kwargs):
+    def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            bound = signature.bind(*args, **kwargs).arguments
+            bound: dict[str, Any] | None = signature.bind(*args, **kwargs).arguments
         except TypeError:
             bound = None  # shmem4py's own error stands
         if bound is not None:
@@ -355,7 +403,7 @@ def _general(name, original, explain, fields):
     return call
 
 
-def _amo(name, original):
+def _amo(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     params = CALLS[name].params
     remote = "source" if "source" in params else "target"
     index = params.index(remote), params.index("pe")
@@ -366,7 +414,7 @@ def _amo(name, original):
     npes, buffer_type = this_pe.checks.npes, this_pe.checks.buffer_type
 
     @functools.wraps(original)
-    def call(*args, **kwargs):
+    def call(*args: Any, **kwargs: Any) -> Any:
         if kwargs or len(args) <= pe_at:
             bound = _bind(original, args, kwargs)
             message = explain_amo(name, bound.get(remote), bound.get("pe"), bound.get("ctx")) if bound else None
@@ -387,14 +435,14 @@ def _amo(name, original):
                 ok = True
             message = None if ok else explain_amo(name, args[at], args[pe_at], ctx)
         if message is not None:
-            args = kwargs = bound = target = base = ctx = None  # the traceback keeps this frame, not the arrays
+            args = kwargs = bound = target = base = ctx = None  # type: ignore[assignment]  # the traceback keeps this frame, not the arrays
             raise ShmemArgumentError(message) from None
         return original(*args, **kwargs)
 
     return call
 
 
-def _bind(function, args, kwargs):
+def _bind(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
     try:
         return inspect.signature(function).bind(*args, **kwargs).arguments
     except TypeError:
@@ -414,7 +462,7 @@ _COLLECTIVE_FIELDS = {
 }
 
 
-def install(shmem):
+def install(shmem: Any) -> Callable[[], None]:
     """Wrap every call of :data:`CHECKED` this shmem4py has (but routines the library lacks, which
     :mod:`.missing` refuses already); return the undo."""
     this_pe.checks = Checks(

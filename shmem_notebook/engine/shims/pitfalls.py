@@ -7,6 +7,8 @@ affected libraries (see :func:`decide`); ``SHMEM_NOTEBOOK_PITFALLS=on|off`` forc
 shmem4py is imported only by :func:`install` (importing it calls ``shmem_init``).
 """
 
+from __future__ import annotations
+
 import ctypes
 import functools
 import operator
@@ -15,6 +17,7 @@ import re
 import subprocess
 import sys
 import warnings
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -32,6 +35,16 @@ __all__ = [
     "ompi_version",
     "parse_ompi_version",
 ]
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection
+    from typing import TypedDict
+
+    class _State(TypedDict):
+        guards: tuple[str, ...]
+        originals: dict[str, Callable[..., Any]]
+        library: str
+
 
 #: environment variable forcing the guards: "on", "off" or "auto" (the default)
 ENV = "SHMEM_NOTEBOOK_PITFALLS"
@@ -67,13 +80,13 @@ class LibraryBugError(ShmemNotebookError, RuntimeError):
 
 
 # -- which library, and is it affected ------------------------------------------------
-def parse_ompi_version(text):
+def parse_ompi_version(text: str | None) -> tuple[int, ...] | None:
     """``(major, minor, release)`` from text like "Open MPI v4.1.4, ...", or None."""
     match = _VERSION_RE.search(text or "")
     return tuple(int(part) for part in match.groups()) if match else None
 
 
-def _loaded_libmpi_version():
+def _loaded_libmpi_version() -> tuple[int, ...] | None:
     """Ask the libmpi loaded in this process (MPI_Get_library_version works before MPI_Init)."""
     try:
         with open("/proc/self/maps") as maps:
@@ -91,7 +104,7 @@ def _loaded_libmpi_version():
     return None
 
 
-def _ompi_info_version():
+def _ompi_info_version() -> tuple[int, ...] | None:
     try:
         out = subprocess.run(["ompi_info", "--version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
@@ -99,12 +112,12 @@ def _ompi_info_version():
     return parse_ompi_version(out.stdout)
 
 
-def ompi_version():
+def ompi_version() -> tuple[int, ...] | None:
     """Open MPI's version: from the loaded libmpi, else from ``ompi_info``; None if unknown."""
     return _loaded_libmpi_version() or _ompi_info_version()
 
 
-def decide(vendor, version, setting=None):
+def decide(vendor: str | None, version: tuple[int, ...] | None, setting: str | None = None) -> tuple[str, ...]:
     """Names of the guards to install, in :data:`GUARDS` order. Pure function.
 
     ``vendor`` is ``shmem.info_get_name()``, ``version`` Open MPI's ``(major, minor,
@@ -130,7 +143,7 @@ def decide(vendor, version, setting=None):
     return tuple(name for name in GUARDS if affected[name])
 
 
-def describe(vendor, version):
+def describe(vendor: str | None, version: tuple[int, ...] | None) -> str:
     """The library in words, e.g. ``Open MPI 4.1.4`` (``version``: a tuple, or None when unknown)."""
     if "open-mpi" in (vendor or "").lower():
         return "Open MPI " + (".".join(map(str, version)) if version else "(version unknown)")
@@ -138,14 +151,14 @@ def describe(vendor, version):
 
 
 # -- the wrappers -----------------------------------------------------------------------
-def _int_dtype(target):
+def _int_dtype(target: Any) -> np.dtype[Any] | None:
     """The dtype of an integer ndarray, else None (shmem4py then raises its own error)."""
     return target.dtype if isinstance(target, np.ndarray) and target.dtype.kind in "iu" else None
 
 
-def _cswap_guard(original, lib):
+def _cswap_guard(original: Callable[..., Any], lib: str) -> Callable[..., Any]:
     @functools.wraps(original)
-    def atomic_compare_swap(target, cond, value, pe, ctx=None):
+    def atomic_compare_swap(target: Any, cond: Any, value: Any, pe: int, ctx: Any = None) -> Any:
         dtype = _int_dtype(target)
         if dtype is not None and dtype.itemsize == 4:
             raise LibraryBugError(
@@ -157,7 +170,9 @@ def _cswap_guard(original, lib):
     return atomic_compare_swap
 
 
-def _fetch_bitwise(op, target, value, pe, ctx, originals, lib):
+def _fetch_bitwise(
+    op: str, target: Any, value: Any, pe: int, ctx: Any, originals: dict[str, Callable[..., Any]], lib: str
+) -> Any:
     """The guarded fetch-and-op, or NotImplemented to let the library do it."""
     dtype = _int_dtype(target)
     if dtype is None or dtype.kind != "u":
@@ -180,12 +195,12 @@ def _fetch_bitwise(op, target, value, pe, ctx, originals, lib):
         old = seen
 
 
-def _fetch_guards(originals, lib):
-    def make(op):
+def _fetch_guards(originals: dict[str, Callable[..., Any]], lib: str) -> dict[str, Callable[..., Any]]:
+    def make(op: str) -> Callable[..., Any]:
         original = originals[f"atomic_fetch_{op}"]
 
         @functools.wraps(original)
-        def guarded(target, value, pe, ctx=None):
+        def guarded(target: Any, value: Any, pe: int, ctx: Any = None) -> Any:
             result = _fetch_bitwise(op, target, value, pe, ctx, originals, lib)
             return original(target, value, pe, ctx) if result is NotImplemented else result
 
@@ -194,7 +209,7 @@ def _fetch_guards(originals, lib):
     fetch_op = originals["atomic_fetch_op"]
 
     @functools.wraps(fetch_op)
-    def atomic_fetch_op(target, value, op, pe, ctx=None):
+    def atomic_fetch_op(target: Any, value: Any, op: Any, pe: int, ctx: Any = None) -> Any:
         name = f"{op}".lower()
         if name in _BITWISE:
             result = _fetch_bitwise(name, target, value, pe, ctx, originals, lib)
@@ -202,7 +217,7 @@ def _fetch_guards(originals, lib):
                 return result
         return fetch_op(target, value, op, pe, ctx)
 
-    wrappers = {f"atomic_fetch_{op}": make(op) for op in _BITWISE}
+    wrappers: dict[str, Callable[..., Any]] = {f"atomic_fetch_{op}": make(op) for op in _BITWISE}
     wrappers["atomic_fetch_op"] = atomic_fetch_op
     return wrappers
 
@@ -212,15 +227,15 @@ _WRAPPED = ("atomic_fetch", "atomic_compare_swap", "atomic_fetch_op", *(f"atomic
 
 
 # -- install / inspect --------------------------------------------------------------------
-def install(shmem_module=None, *, guards=None):
+def install(shmem_module: Any = None, *, guards: Collection[str] | None = None) -> tuple[str, ...]:
     """Wrap the shmem4py functions hit by this library's bugs; return the active guard names.
 
     ``shmem_module`` defaults to ``shmem4py.shmem``; ``guards`` (names from
     :data:`GUARDS`) overrides :func:`decide`. Idempotent: a second call changes nothing.
     """
     if shmem_module is None:
-        from shmem4py import shmem as shmem_module
-    state = getattr(shmem_module, _ATTR, None)
+        from shmem4py import shmem as shmem_module  # type: ignore[no-redef]  # the default, imported only then
+    state: _State | None = getattr(shmem_module, _ATTR, None)
     if state is not None:
         return state["guards"]
     vendor = shmem_module.info_get_name()
@@ -233,7 +248,7 @@ def install(shmem_module=None, *, guards=None):
     guards = tuple(name for name in GUARDS if name in guards)
     lib = describe(vendor, version)
     originals = {name: getattr(shmem_module, name) for name in _WRAPPED}
-    wrappers = {}
+    wrappers: dict[str, Callable[..., Any]] = {}
     if "cswap32" in guards:
         wrappers["atomic_compare_swap"] = _cswap_guard(originals["atomic_compare_swap"], lib)
     if "fetch_bitwise" in guards:
@@ -244,10 +259,10 @@ def install(shmem_module=None, *, guards=None):
     return guards
 
 
-def uninstall(shmem_module=None):
+def uninstall(shmem_module: Any = None) -> None:
     """Put the original functions back (mainly for tests)."""
     shmem_module = shmem_module or sys.modules.get("shmem4py.shmem")
-    state = getattr(shmem_module, _ATTR, None)
+    state: _State | None = getattr(shmem_module, _ATTR, None)
     if state is None:
         return
     for name, original in state["originals"].items():
@@ -255,7 +270,7 @@ def uninstall(shmem_module=None):
     delattr(shmem_module, _ATTR)
 
 
-def active(shmem_module=None):
+def active(shmem_module: Any = None) -> tuple[str, ...]:
     """Names of the guards installed on ``shmem_module`` (default: shmem4py.shmem if imported)."""
     shmem_module = shmem_module or sys.modules.get("shmem4py.shmem")
-    return getattr(shmem_module, _ATTR, {"guards": ()})["guards"]
+    return cast("tuple[str, ...]", getattr(shmem_module, _ATTR, {"guards": ()})["guards"])

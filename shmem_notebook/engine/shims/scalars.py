@@ -9,8 +9,11 @@ refuses (``TypeError: only 0-dimensional arrays can be converted to Python scala
 ``signal``) so that a 1-element array becomes its element; anything else passes unchanged.
 """
 
+from __future__ import annotations
+
 import functools
 import inspect
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,29 +21,32 @@ from .patches import Patches
 
 __all__ = ["SCALARS", "applies", "install", "as_scalar"]
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 #: parameters of shmem4py functions that are numbers
 SCALARS = ("value", "cond", "signal")
 
 
-def applies(shmem):
+def applies(shmem: Any) -> bool:
     """NumPy 2 with shmem4py 1.0 (which passes these values to C unconverted)."""
     import shmem4py
 
     return int(np.__version__.split(".")[0]) >= 2 and shmem4py.__version__.split(".")[:2] == ["1", "0"]
 
 
-def as_scalar(value):
+def as_scalar(value: Any) -> Any:
     """A 1-element array's element; anything else unchanged."""
     if isinstance(value, np.ndarray) and value.ndim and value.size == 1:
         return value.reshape(()).item()
     return value
 
 
-def _converting(func, positions):
+def _converting(func: Callable[..., Any], positions: dict[int, str]) -> Callable[..., Any]:
     names = set(positions.values())
 
     @functools.wraps(func)
-    def call(*args, **kwargs):
+    def call(*args: Any, **kwargs: Any) -> Any:
         if any(isinstance(a, np.ndarray) for a in args) or kwargs.keys() & names:
             args = tuple(as_scalar(a) if i in positions else a for i, a in enumerate(args))
             kwargs = {k: as_scalar(v) if k in names else v for k, v in kwargs.items()}
@@ -49,7 +55,7 @@ def _converting(func, positions):
     return call
 
 
-def install(shmem):
+def install(shmem: Any) -> Callable[[], None]:
     """Wrap every public shmem4py function with a number parameter of :data:`SCALARS`; return the undo."""
     patches = Patches()
     for name, func in list(vars(shmem).items()):

@@ -5,23 +5,29 @@ recording reads the value every small symmetric word held when a cell began (a w
 already satisfies orders nothing), so the signals are noted here as they are made.
 """
 
+from __future__ import annotations
+
 import weakref
+from typing import TYPE_CHECKING, Any
 
 from .patches import Patches
 
 __all__ = ["install", "live", "made"]
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 #: address -> the signal's cdata, until del_signal
 _signals: weakref.WeakValueDictionary[int, object] = weakref.WeakValueDictionary()
-_made = {}  # address -> how many signals had been made when this one was
+_made: dict[int, int] = {}  # address -> how many signals had been made when this one was
 
 
-def live(shmem):
+def live(shmem: Any) -> list[tuple[int, object]]:
     """``[(address, cdata)]`` of the signal words alive now."""
     return list(_signals.items())
 
 
-def made(address=None):
+def made(address: int | None = None) -> int | None:
     """How many signals have been made so far; with ``address``: how many had been when the live
     signal there was made (None: no live signal there)."""
     if address is None:
@@ -29,13 +35,13 @@ def made(address=None):
     return _made.get(address) if address in _signals else None
 
 
-def install(shmem):
+def install(shmem: Any) -> Callable[[], None]:
     """Wrap ``shmem.new_signal`` so that every signal it makes is noted. Returns the undo."""
     patches = Patches()
     make, delete = shmem.new_signal, shmem.del_signal
     serial = [0]
 
-    def new_signal():
+    def new_signal() -> Any:
         signal = make()
         address = int(shmem.ffi.cast("uintptr_t", signal))
         try:
@@ -46,12 +52,13 @@ def install(shmem):
         _made[address] = serial[0]
         return signal
 
-    def del_signal(signal):
+    def del_signal(signal: Any) -> Any:
         address = int(shmem.ffi.cast("uintptr_t", signal))
         _signals.pop(address, None)
         _made.pop(address, None)
         return delete(signal)
 
+    wrapper: Any
     for wrapper, original in ((new_signal, make), (del_signal, delete)):
         wrapper.__doc__, wrapper.__wrapped__ = original.__doc__, original
         patches.set(shmem, original.__name__, wrapper)
