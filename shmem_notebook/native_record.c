@@ -8,13 +8,13 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
-/* set by setup(): layer.depth, state.cell_files, the layer's namespace (whose cell_line the race
- * runner replaces) and its own cell_line, the Python hooks the C ones hand other cases to */
-static PyObject *depth, *cell_files, *layer_globals, *own_cell_line, *get_rest, *read_py, *set_py,
+/* set by setup(): layer.depth, state.cell_files, layer.line_of as line_finder (a list of one function, which
+ * the race runner replaces) and the layer's own cell_line, the Python hooks the C ones hand other cases to */
+static PyObject *depth, *cell_files, *line_finder, *own_cell_line, *get_rest, *read_py, *set_py,
     *element_range_py;
 /* the recording the hooks feed (feed()), or NULL; its access when that is an Access, else NULL */
 static PyObject *fed, *fed_access;
-static PyObject *s_cell_line, *s_starts, *s_slices,
+static PyObject *s_starts, *s_slices,
     *s_cache, *s_view, *s_ops, *s_truncated, *s_n_async, *s_n_local, *s_cap, *s_rma, *s_priv, *s_zero, *s_mem,
     *s_access, *s_load, *s_read, *s_store, *s_write, *s_sync, *s_heap, *s_peers, *s_sym;
 
@@ -73,11 +73,7 @@ static int line_of(PyFrameObject *frame) {
 static PyObject *caller_line(void) {
     PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller's (C functions have none) */
     if (frame == NULL) return PyLong_FromLong(0);
-    PyObject *cell_line = PyDict_GetItemWithError(layer_globals, s_cell_line);
-    if (cell_line == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "layer.cell_line is missing");
-        return NULL;
-    }
+    PyObject *cell_line = PyList_GET_ITEM(line_finder, 0); /* borrowed: setup() checked its length */
     if (cell_line == own_cell_line) {
         PyCodeObject *code = PyFrame_GetCode(frame);
         int found = PySet_Contains(cell_files, code->co_filename);
@@ -1280,12 +1276,12 @@ static PyObject *hook_set(PyObject *module, PyObject *const *args, Py_ssize_t na
 }
 
 static PyObject *setup(PyObject *module, PyObject *args) {
-    PyObject *d, *files, *lg, *own, *python, *rest, *rd, *st, *er;
-    if (!PyArg_ParseTuple(args, "O!O!O!OO!:setup", &PyList_Type, &d, &PySet_Type, &files, &PyDict_Type, &lg, &own,
+    PyObject *d, *files, *lo, *own, *python, *rest, *rd, *st, *er;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!:setup", &PyList_Type, &d, &PySet_Type, &files, &PyList_Type, &lo, &own,
                           &PyDict_Type, &python))
         return NULL;
-    if (PyList_GET_SIZE(d) != 1) {
-        PyErr_SetString(PyExc_ValueError, "depth must be a list of one int");
+    if (PyList_GET_SIZE(d) != 1 || PyList_GET_SIZE(lo) != 1) {
+        PyErr_SetString(PyExc_ValueError, "depth and line_of must be lists of one item");
         return NULL;
     }
     if ((rest = PyDict_GetItemString(python, "get_rest")) == NULL || (rd = PyDict_GetItemString(python, "read")) == NULL ||
@@ -1296,7 +1292,7 @@ static PyObject *setup(PyObject *module, PyObject *args) {
     }
     Py_XSETREF(depth, Py_NewRef(d));
     Py_XSETREF(cell_files, Py_NewRef(files));
-    Py_XSETREF(layer_globals, Py_NewRef(lg));
+    Py_XSETREF(line_finder, Py_NewRef(lo));
     Py_XSETREF(own_cell_line, Py_NewRef(own));
     Py_XSETREF(get_rest, Py_NewRef(rest));
     Py_XSETREF(read_py, Py_NewRef(rd));
@@ -1411,7 +1407,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
-     "setup(depth, cell_files, layer_globals, cell_line, python): what the functions read (python: the hooks "
+     "setup(depth, cell_files, line_of, cell_line, python): what the functions read (python: the hooks "
      "get_rest, read, set and element_range that take the cases C leaves)."},
     {"feed", feed, METH_O,
      "feed(recording): the recording the hooks note into from now on (None: none); its access is read now."},
@@ -1434,8 +1430,7 @@ PyMODINIT_FUNC PyInit__shmem_notebook_record(void) {
     struct {
         PyObject **to;
         const char *s;
-    } names[] = {{&s_cell_line, "cell_line"},
-                 {&s_starts, "starts"},
+    } names[] = {{&s_starts, "starts"},
                  {&s_slices, "slices"},       {&s_cache, "cache"},            {&s_view, "view"},
                  {&s_ops, "ops"},             {&s_truncated, "truncated"},    {&s_n_async, "n_async"},
                  {&s_n_local, "n_local"},     {&s_cap, "cap"},                {&s_rma, "rma"},

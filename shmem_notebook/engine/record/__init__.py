@@ -47,7 +47,7 @@ from ...operations import CAP  # one cap for every recording, shared with the cl
 in_c.give(
     layer.depth,
     state.cell_files,
-    vars(layer),
+    layer.line_of,
     layer.cell_line,
     {
         "get_rest": hooks.get_rest,

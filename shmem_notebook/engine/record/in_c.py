@@ -23,15 +23,15 @@ _loaded: list[Any] = []  # [the module, or None] once loaded
 def give(
     depth: list[int],
     cell_files: set[str],
-    layer_globals: dict[str, Any],
+    line_of: list[Callable[[FrameType], int]],
     cell_line: Callable[[FrameType], int],
     python: dict[str, Callable[..., Any]],
 ) -> None:
-    """What the C functions read: the layer's depth list, the cell files, the layer's namespace and its
-    own ``cell_line`` (the race runner replaces it there: then the C wrapper calls the runner's), and
+    """What the C functions read: the layer's depth list, the cell files, ``layer.line_of`` (the function
+    that finds a call's line: the layer's own ``cell_line``, also given, or the race runner's), and
     ``python``, the hooks that take the cases C leaves (``get_rest``, ``read``, ``set``,
     ``element_range``). The recording the hooks note into is given by ``hooks.install`` (``feed``)."""
-    _given[:] = [depth, cell_files, layer_globals, cell_line, python]
+    _given[:] = [depth, cell_files, line_of, cell_line, python]
 
 
 def module() -> Any:

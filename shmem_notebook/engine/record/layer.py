@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         def after(self, op: Operation, args: dict[str, Any], result: Any, line: int) -> None: ...
 
 
-__all__ = ["attach", "detach", "attached", "original", "cell_line", "depth"]
+__all__ = ["attach", "detach", "attached", "original", "cell_line", "line_of", "depth"]
 
 _consumers: dict[str, Consumer] = {}  # name -> consumer, in attach order
 #: call name -> [befores, afters, fast]: the functions each recorded call goes to (filled by _refresh;
@@ -162,10 +162,11 @@ def _wrapper(op: Operation, func: Callable[..., Any], slot: list[Any]) -> Callab
         if depth[0] or not afters:
             return func(*args, **kwargs)
         frame = _getframe(1)  # the cell's own frame, usually: its line without a call
-        if frame.f_code.co_filename in _cell_files and cell_line is _cell_line:
+        find = line_of[0]
+        if find is cell_line and frame.f_code.co_filename in _cell_files:
             line = frame.f_lineno
-        else:  # cell_line is a global: the race runner numbers its programs' lines its own way
-            line = cell_line(frame)
+        else:  # the race runner numbers its programs' lines its own way
+            line = find(frame)
         if fast is not None and not kwargs:  # the one consumer takes the arguments as they came
             depth[0] += 1
             try:
@@ -237,4 +238,6 @@ def cell_line(frame: FrameType) -> int:
     return 0
 
 
-_cell_line = cell_line  # the notebook's (the race runner replaces cell_line)
+#: how a recorded call finds its line: ``[cell_line]``, or the race runner's function (it numbers its
+#: programs' files); a list, which the C wrapper reads without a lookup in this module
+line_of: list[Callable[[FrameType], int]] = [cell_line]

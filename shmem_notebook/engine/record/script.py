@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         seed, _, delay = stress.partition(":")
         stress_start(int(seed), float(delay or 0.02))
         if os.environ.get(RACE_ENV["trace"]):  # --stress with --trace: the first rerun's timeline
-            layer.cell_line = _line
+            layer.line_of[0] = _line
             trace_start({"cap": int(os.environ.get(RACE_ENV["cap"]) or CAP)})
     else:
         race_start({"cap": int(os.environ.get(RACE_ENV["cap"]) or CAP), "library_writes": True})
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         recording = cast("RaceRecording", layer.attached("race"))
         for hook, func in FUNCS.items():  # every rewritten module finds the hooks
             setattr(builtins, HOOKS[hook], func)
-        layer.cell_line = _line  # lines of the program's files, numbered
+        layer.line_of[0] = _line  # lines of the program's files, numbered
         outside.enabled = False  # its files are rewritten as they are imported, numbered here
         namer = _Namer(recording)
         layer.attach("names", namer)
