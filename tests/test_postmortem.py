@@ -56,6 +56,10 @@ def test_the_pes_seen_ending_first_correct_a_report_that_names_a_pe_killed_after
     assert with_first_deaths(hydra_blames_0, {1: None}, watched={0, 1}) == {1: UNREPORTED}
     # the report agrees with what was seen, or both were seen ended at once: keep it, add what was seen
     assert with_first_deaths({1: "signal 9 (SIGKILL)"}, {1: None}, {0, 1}) == {1: "signal 9 (SIGKILL)"}
+    # both seen ended, PE 1 already reaped while PE 0 was a zombie: PE 1 ended first (the launcher reaps a
+    # PE before it kills the rest), so hydra's PE 0 was killed after (the soak met it under load)
+    assert with_first_deaths(hydra_blames_0, {0: killed, 1: None}, watched={0, 1}) == {1: UNREPORTED}
+    assert with_first_deaths({1: "signal 9 (SIGKILL)"}, {0: killed, 1: None}, {0, 1})[1] == "signal 9 (SIGKILL)"
     both = with_first_deaths(hydra_blames_0, {0: killed, 1: killed}, {0, 1})
     assert both == {0: "signal 9 (SIGKILL)", 1: "signal 9 (SIGKILL)"}
     assert with_first_deaths({1: "exit code 3"}, {1: 3 << 8}, {0, 1}) == {1: "exit code 3"}

@@ -94,13 +94,20 @@ def with_first_deaths(
     Once a PE died the launcher kills the others with SIGKILL, and MPICH's hydra may then report one
     of those instead: a report naming only watched PEs killed that way, none of them first, is
     replaced by the first PEs; a report naming only first PEs gains the other first PEs' causes.
+    When several were seen ended at once, those already reaped (status None) ended before those still
+    zombies (a launcher reaps a PE before it kills the rest): a report naming only such later ones
+    killed by SIGKILL is replaced by the reaped ones.
     """
     if not first or not set(causes) <= set(watched):
         return causes
+    killed = {_signal_text(int(signal.SIGKILL))}
+    reaped = {pe for pe, status in first.items() if status is None}
+    if reaped and causes and set(causes) <= set(first) - reaped and set(causes.values()) == killed:
+        return dict.fromkeys(sorted(reaped), UNREPORTED)
     seen = {pe: _status_text(status) for pe, status in first.items()}
     if set(causes) <= set(first):
         return {**{pe: cause for pe, cause in seen.items() if cause}, **causes}
-    if causes and set(causes).isdisjoint(first) and set(causes.values()) == {_signal_text(int(signal.SIGKILL))}:
+    if causes and set(causes).isdisjoint(first) and set(causes.values()) == killed:
         return {pe: cause or UNREPORTED for pe, cause in seen.items()}
     return causes
 
