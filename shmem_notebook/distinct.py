@@ -22,7 +22,7 @@ if TYPE_CHECKING:
         ids: list[int]
 
 
-__all__ = ["Events", "numbering"]
+__all__ = ["Events", "numbering", "prepended"]
 
 
 class Events(list):  # type: ignore[type-arg]  # the runtime base stays a plain list
@@ -56,3 +56,14 @@ def numbering(events: Sequence[Any]) -> tuple[list[Any], list[int]] | None:
     still has as many events as ``ids``), else None."""
     ids = getattr(events, "ids", None)
     return (cast("_Numbered", events).table, ids) if ids is not None and len(ids) == len(events) else None
+
+
+def prepended(head: list[Any], events: list[Any]) -> list[Any]:
+    """``head + events``: an :class:`Events` whose repeats are known when those of ``events`` are (each
+    event of ``head`` its own), else a list."""
+    known = numbering(events)
+    if known is None:
+        return head + events
+    out = Events(head + events)
+    out.table, out.ids = head + known[0], [*range(len(head)), *map(len(head).__add__, known[1])]
+    return out

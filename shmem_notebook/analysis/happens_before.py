@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..distinct import prepended
 from ..folding import pe_ranges
 from ..operations import CALLS, SIGNAL_EVENTS, event
 from . import domains, model
@@ -256,7 +257,10 @@ class _Simulation:
         """For every wait: the writes that may have produced the value it saw (the fallback rule);
         for the condition's rule, the writes to its word by writer (``_writes``), their running sums
         when every one adds (``_sums``), and the waiting PE's last store to the word before the wait
-        (``_own``; ``_stores`` when one of them wrote a value not recorded). Computed once per word."""
+        (``_own``; ``_stores`` when one of them wrote a value not recorded). Computed once per word;
+        nothing without waits (only they read these)."""
+        if not any(e.kind == "wait" for evs in self.events.values() for e in evs):
+            return {}
         writes: defaultdict[int, list[tuple[int, int, int, int, Any, Footprint | None]]]
         writes = defaultdict(list)  # target PE -> [(lo, hi, pe, index, values, fp)], sorted by lo
         stores: defaultdict[int, list[tuple[int, int, int, bool]]]
@@ -395,8 +399,10 @@ class _Simulation:
 
         def finish(k: _Team) -> None:
             """Every PE that arrived at collective ``k`` (team, number) leaves it."""
-            joined = [max(clock[q][r] for q in arrivals[k]) for r in range(n)]
-            entered = tuple(min(self.arrived[(q, index)][r] for q, index in arrivals[k].items()) for r in range(n))
+            clocks = [clock[q] for q in arrivals[k]]  # each position's latest, then earliest arrival
+            joined = list(map(max, *clocks)) if len(clocks) > 1 else list(clocks[0])
+            starts = [self.arrived[(q, index)] for q, index in arrivals[k].items()]
+            entered = tuple(map(min, *starts)) if len(starts) > 1 else tuple(starts[0])
             for q, index in arrivals.pop(k).items():
                 self.entered[(q, index)] = entered
                 clock[q] = list(joined)
@@ -414,14 +420,16 @@ class _Simulation:
                 team = tuple(e.members) if e.members else None
                 members = team or tuple(range(n))
                 k = (team, ncoll[(pe, team)])
-                if pe not in arrivals[k]:
+                arrived = arrivals[k]
+                if pe not in arrived:
                     clock[pe][pe] += 1
-                    arrivals[k][pe] = i
+                    arrived[pe] = i
                     self.arrived[(pe, i)] = tuple(clock[pe])
                     if kind == "sync" and op in _COMPLETING:
                         complete(pe, 0, clock[pe][pe])
-                if any(q not in arrivals[k] and pos[q] < len(self.events[q]) for q in members):
-                    return False
+                for q in members:
+                    if q not in arrived and pos[q] < len(self.events[q]):
+                        return False
                 finish(k)
                 return True
             if kind == "wait":
@@ -838,7 +846,7 @@ def _check(sim: _Simulation, accesses: list[_Access], progress: Callable[[int], 
         key = (b.owner, b.space)
         where, shadow = segment[key], shadows[key]
         kind = b.sig = b.kind()
-        pieces, whole = placed[count], b.exact
+        pieces, whole, point = placed[count], b.exact, b.point
         if pieces is None:
             spans = range(where[b.lo], where[b.hi])
         else:
@@ -853,9 +861,16 @@ def _check(sim: _Simulation, accesses: list[_Access], progress: Callable[[int], 
                 continue
             keep: list[_Access] = []
             for a in live:
-                before = ordered.get(id(a))
+                ia = id(a)
+                before = ordered.get(ia)
                 if before is None:
-                    before = ordered[id(a)] = _before(a, b, sim) or _before(b, a, sim)
+                    for pe, at in a.ends:  # _before's first test, inline: it answers most pairs
+                        if point[pe] >= at:
+                            before = True
+                            break
+                    else:
+                        before = _before(a, b, sim) or _before(b, a, sim)
+                    ordered[ia] = before
                     if (
                         not before
                         and (a.pe != b.pe or a.index != b.index)
@@ -864,7 +879,7 @@ def _check(sim: _Simulation, accesses: list[_Access], progress: Callable[[int], 
                         and not (a.cell and b.cell)
                     ):  # carried pairs: checked before
                         if (a.fp or b.fp) and whole and a.exact:
-                            shared[id(a)] = (a, [])  # the bytes both touch: the segments they share
+                            shared[ia] = (a, [])  # the bytes both touch: the segments they share
                         else:
                             _pair(
                                 pairs,
@@ -873,8 +888,8 @@ def _check(sim: _Simulation, accesses: list[_Access], progress: Callable[[int], 
                                 key,
                                 overlap((a.lo, a.hi, a.fp), (b.lo, b.hi, b.fp)) if (a.fp or b.fp) else None,
                             )
-                if id(a) in shared:
-                    shared[id(a)][1].append(s)
+                if ia in shared:
+                    shared[ia][1].append(s)
                 if not (
                     before
                     and a.sig == kind  # b covers a's bytes here: all of them, or the same footprint
@@ -1094,10 +1109,10 @@ def _analyse(
         if carry and pe in traces:  # every PE crosses the boundary, whether it left operations or not
             before = carry.ops.get(pe, ())
             labels.update(((pe, i), label) for i, (_, label) in enumerate(before))
-            evs = [e for e, _ in before] + [["sync", "sync_all", 0, 0, None]] + evs
+            evs = prepended([e for e, _ in before] + [["sync", "sync_all", 0, 0, None]], evs)
         events[pe] = evs
     events = fold_repeats(events, npes)  # repeated epochs between clean barriers: the same races
-    events = {pe: [event(e) for e in evs] for pe, evs in events.items()}
+    events = {pe: list(map(event, evs)) for pe, evs in events.items()}
     total = 2 * sum(len(evs) for evs in events.values()) or 1
     sim = _Simulation(events, npes, progress and (lambda done: progress(done, total))).run()
     sim.source = source  # the hints check their fixes on it (.fixcheck)

@@ -20,11 +20,18 @@ the same lines: a kept copy stands where a dropped one was. Collectives stay mat
 to the first boundary (operations carried from earlier cells, the cell boundary) moves. Traces
 whose PEs end after different numbers of world collectives, or inside a team's, stay whole: the
 simulation forces such collectives through in an order that depends on their counts.
+
+The work. Where every world collective of every PE is a boundary (:func:`_quick`: syncs, nothing
+pending but on the default context, which each completes, no lock held, no team), each distinct
+event's key is numbered once and an epoch is a stretch of a text with a character per event (its
+key's number): no event is walked, epochs are compared as strings. Otherwise :func:`_walk` follows
+each PE's state event by event. Once a run's ``g`` is known, the rest of the run is found by
+comparing stretches of epochs and folded at once (:func:`_skip`), as one by one.
 """
 
 from __future__ import annotations
 
-from itertools import chain
+from itertools import chain, compress, count
 from math import gcd, lcm
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -39,6 +46,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     _Counts = dict[tuple[int, ...], int]
+    _Same = Callable[[int, int, int], bool]
+    _Quick = tuple[list[int], bool, Callable[[bool], str]]
+    _Epochs = tuple[Sequence[int], list[Sequence[int]], Callable[[int], int], _Same]
 _V, _CTX, _SCTX, _LOCK = FIELD["rma"]["values"], FIELD["rma"]["ctx"], FIELD["sync"]["ctx"], FIELD["lock"]["lock"]
 _MEMBERS = {"sync": FIELD["sync"]["members"], "coll": FIELD["coll"]["members"]}
 #: per ``values``, kind -> an event's fields as a tuple, an rma's written values only if ``values``
@@ -125,23 +135,29 @@ def _frozen(x: Any) -> Any:
     return tuple(map(_frozen, x)) if type(x) is list else x
 
 
-def _keys(evs: Sequence[Any], lo: int, hi: int, get: Mapping[str, Callable[[Any], Any]], frozen: bool) -> list[Any]:
-    """The keys of ``evs[lo:hi]`` (each event's fields as ``get`` takes them; ``frozen``: lists made
-    tuples). Of an :class:`~shmem_notebook.distinct.Events` whose repeats are known, a number per
-    distinct key: its distinct events are looked at, not every event."""
-    known = numbering(evs)
-    rows = evs[lo:hi] if known is None else known[0]
+def _rows(rows: Sequence[Any], get: Mapping[str, Callable[[Any], Any]], frozen: bool) -> list[Any]:
+    """The keys of ``rows`` (each event's fields as ``get`` takes them; ``frozen``: lists made tuples)."""
     if frozen:
         rows = [[*map(_frozen, e), *_NONES] for e in rows]
     try:
-        keys = [get[e[0]](e) for e in rows]
+        return [get[e[0]](e) for e in rows]
     except IndexError:  # events without their last fields
-        keys = [get[e[0]]([*e, *_NONES]) for e in rows]
-    if known is None:
-        return keys
+        return [get[e[0]]([*e, *_NONES]) for e in rows]
+
+
+def _numbers(keys: Sequence[Any]) -> list[int]:
+    """A number per key, the same for the same key, in order of first appearance (TypeError: unhashable)."""
     number: dict[Any, int] = {}
-    numbers = [number.setdefault(key, len(number)) for key in keys]
-    return [numbers[i] for i in known[1][lo:hi]]
+    return [number.setdefault(key, len(number)) for key in keys]
+
+
+def _keys(evs: Sequence[Any], lo: int, hi: int, get: Mapping[str, Callable[[Any], Any]], frozen: bool) -> list[Any]:
+    """The keys of ``evs[lo:hi]`` (:func:`_rows`). Of an :class:`~shmem_notebook.distinct.Events` whose
+    repeats are known, a number per distinct key: its distinct events are looked at, not every event."""
+    known = numbering(evs)
+    if known is None:
+        return _rows(evs[lo:hi], get, frozen)
+    return list(map(_numbers(_rows(known[0], get, frozen)).__getitem__, known[1][lo:hi]))
 
 
 def _ids(  # type: ignore[return]  # the second pass returns or raises
@@ -196,49 +212,174 @@ def _copies(block: list[tuple[list[list[Any]], int]], npes: int) -> int:
     return npes // gcd(turn % npes, npes) if rotates else period * -(-2 * npes // period) if period <= 1000 else 0
 
 
-def _collapse(ids: list[int], copies: Callable[[list[int]], int]) -> list[int]:
-    """The positions of ``ids`` (epoch signatures) kept: ``2g + 1`` consecutive copies of a block
-    lose ``g`` of them, ``g = copies(block)`` (positions; 0: none)."""
+def _collapse(n: int, sid: Callable[[int], int], same: _Same, copies: Callable[[list[int]], int]) -> list[int]:
+    """The positions of ``n`` epochs kept (``sid(t)``: epoch ``t``'s signature id; ``same(a, b, k)``: do the
+    ``k`` epochs from ``a`` and from ``b`` match?): ``2g + 1`` consecutive copies of a block lose ``g`` of
+    them, ``g = copies(block)`` (positions; 0: none). The rest of a run whose ``g`` is known is taken at
+    once (:func:`_skip`)."""
     out: list[int]
     last: dict[int, int]
     g: int | None
-    out, last, period, match, g = [], {}, 0, 0, None
-    for t, sid in enumerate(ids):
-        if period and ids[out[-period]] == sid:
+    out, last, period, match, g, t = [], {}, 0, 0, None, 0
+    while t < n:
+        if period and g is not None:  # the run's copies after its first 2 * period: as one step-by-step
+            k = _run(same, t, period, n)
+            if k:
+                match = _skip(out, range(t, t + k), period, match, g)
+                for i in range(len(out) - period, len(out)):
+                    last[sid(out[i])] = i
+                t += k
+                continue
+        s = sid(t)
+        if period and sid(out[-period]) == s:
             match += 1
         else:  # a new run: the period is the distance to the signature's last copy
-            period = len(out) - last[sid] if sid in last else 0
+            period = len(out) - last[s] if s in last else 0
             match, g = (1 if period else 0), None
-        last[sid] = len(out)
+        last[s] = len(out)
         out.append(t)
         if period and match == 2 * period and g is None:
             g = copies(out[-period:])
         if g and match == 2 * g * period:
             del out[-(g + 1) * period : -period]
-            for k in range(len(out) - period, len(out)):
-                last[ids[out[k]]] = k
+            for i in range(len(out) - period, len(out)):
+                last[sid(out[i])] = i
             match = g * period
+        t += 1
     return out
+
+
+def _run(same: _Same, t: int, period: int, n: int) -> int:
+    """How many epochs from ``t`` on repeat the ones ``period`` before them: longer stretches compared
+    while they match, then halves of the one that does not (the epochs compared once or twice)."""
+    k, step = 0, 1
+    while step <= n - t - k and same(t + k, t + k - period, step):
+        k, step = k + step, 2 * step
+    while step > 1:  # the first mismatch (or the end) is within step epochs from t + k
+        step //= 2
+        if step <= n - t - k and same(t + k, t + k - period, step):
+            k += step
+    return k
+
+
+def _skip(out: list[int], new: range, period: int, match: int, g: int) -> int:
+    """Append ``new`` (more copies of the run that ends ``out``, ``match`` long) to ``out`` as
+    :func:`_collapse` would one by one; returns the run's new ``match``. Its first ``g`` periods
+    stay, each deletion drops the ``g`` periods before the last one: after the last deletion
+    the run is those and its latest entries."""
+    total, gp = match + len(new), g * period
+    if not g or total < 2 * gp:
+        out += new
+        return total
+    run = out[len(out) - period - match :] + list(new)
+    match = gp + (total - 2 * gp) % gp
+    del out[len(out) - period - (total - len(new)) :]
+    out += run[:gp] + run[len(run) - (period + match - gp) :]
+    return match
+
+
+def _numbered(rows: Sequence[Any], values: bool) -> list[int]:
+    """:func:`_numbers` of the keys of ``rows`` as :func:`_ids` takes them (lists made tuples if need be)."""
+    try:
+        return _numbers(_rows(rows, _FIELDS[values], False))
+    except TypeError:
+        return _numbers(_rows(rows, _FIELDS[values], True))
+
+
+def _quick(evs: Sequence[Any]) -> _Quick | None:
+    """``(ends, waits, text)`` of a PE whose world collectives are all boundaries: syncs, no team's
+    collective, no lock set, nothing pending but on the default context, which each one completes (or
+    nothing pending). ``ends`` as :func:`_walk`'s; ``text(values)``: a character per event, the number
+    of its key (as :func:`_ids` takes it). None for other PEs. Looks at each distinct key once."""
+    table, ids = numbering(evs) or (evs, range(len(evs)))
+    if len(table) >= 0x110000:
+        return None
+    try:
+        numbers = _numbered(table, False)
+    except (TypeError, KeyError):  # keys unhashable or of no known kind: as the walk finds them
+        return None
+    first = dict(zip(reversed(numbers), reversed(table)))  # key -> its first row
+    worlds, waiting, pending, completing = set(), set(), False, True
+    what: int | None
+    arg: Any
+    for k, row in first.items():
+        what, arg = _step(row) or (None, None)
+        if what == _WORLD:
+            worlds.add(k)
+            completing = completing and arg[0]
+            if not arg[1]:
+                return None
+        elif what == _TEAM or (what == _PENDING and arg != 0) or (what == _LOCK_CALL and arg[0]):
+            return None
+        pending = pending or what == _PENDING
+        if what == _WAIT:
+            waiting.add(k)
+    if pending and not completing:
+        return None
+    ends = list(compress(count(1), map(list(map(worlds.__contains__, numbers)).__getitem__, ids)))
+    waits = bool(waiting) and any(map(list(map(waiting.__contains__, numbers)).__getitem__, ids))
+
+    def text(values: bool) -> str:
+        return "".join(map(list(map(chr, _numbered(table, True) if values else numbers)).__getitem__, ids))
+
+    return [*ends, len(evs)], waits, text
 
 
 def fold_repeats(events: dict[int, list[Any]], npes: int) -> dict[int, list[Any]]:
     """``events`` (PE -> its events: lists as the PEs send them, or their named tuples) without the
     repeated epochs the module describes; the same object when none repeats."""
     lists = [events.get(pe, []) for pe in range(npes)]
-    ends, clean, counts, waits = zip(*map(_walk, lists)) if lists else ((),) * 4  # each per PE
-    if len(set(map(len, ends))) > 1 or not _balanced([c[-1] for c in counts]):
-        return events  # a PE stopped early or inside a collective: the simulation forces them through
-    usable = [m for m, (ok, c) in enumerate(zip(map(all, zip(*clean)), zip(*counts))) if ok and _balanced(c)]
-    if len(usable) < 2:
+    quick = [q for q in map(_quick, lists) if q is not None]
+    epochs = _by_text(quick) if lists and len(quick) == len(lists) else _by_walk(lists)
+    if epochs is None or len(epochs[0]) < 2:
         return events
-    cuts = list(map(itemgetter(*usable), ends))  # per PE: epoch t is its events cuts[pe][t]:cuts[pe][t + 1]
+    usable, cuts, sid, same = epochs
     parts: Callable[[int], list[list[Any]]]
     parts = lambda t: [evs[c[t] : c[t + 1]] for evs, c in zip(lists, cuts)]  # noqa: E731
-    ids = _ids(lists, cuts, any(waits))
-    kept = _collapse(ids, lambda block: _copies([(parts(t), usable[t + 1] - usable[t]) for t in block], npes))
-    if len(kept) == len(ids):
+    n = len(usable) - 1
+    kept = _collapse(n, sid, same, lambda block: _copies([(parts(t), usable[t + 1] - usable[t]) for t in block], npes))
+    if len(kept) == n:
         return events
     return {
         pe: [*evs[: c[0]], *chain.from_iterable(evs[c[t] : c[t + 1]] for t in kept), *evs[c[-1] :]]
         for pe, (evs, c) in enumerate(zip(lists, cuts))
     }
+
+
+def _by_text(quick: list[_Quick]) -> _Epochs | None:
+    """``(usable, cuts, sid, same)`` of PEs all :func:`_quick` (every world collective a boundary): the
+    world collectives, their ends per PE, and :func:`_collapse`'s look at the epochs, compared as texts;
+    None when the PEs passed different numbers of world collectives."""
+    ends = [q[0] for q in quick]
+    if len(set(map(len, ends))) > 1 or len(ends[0]) < 3:  # fewer than two boundaries
+        return None
+    cuts: list[Sequence[int]] = [e[:-1] for e in ends]
+    values = any(q[1] for q in quick)
+    return (range(len(ends[0]) - 1), cuts, *_texts([q[2](values) for q in quick], cuts))
+
+
+def _by_walk(lists: list[list[Any]]) -> _Epochs | None:
+    """:func:`_by_text`'s answer for any PEs, from :func:`_walk`; None when no epoch may fold."""
+    ends, clean, counts, waits = zip(*map(_walk, lists)) if lists else ((),) * 4  # each per PE
+    if len(set(map(len, ends))) > 1 or not _balanced([c[-1] for c in counts]):
+        return None  # a PE stopped early or inside a collective: the simulation forces them through
+    usable = [m for m, (ok, c) in enumerate(zip(map(all, zip(*clean)), zip(*counts))) if ok and _balanced(c)]
+    if len(usable) < 2:
+        return None
+    cuts = list(map(itemgetter(*usable), ends))  # per PE: epoch t is its events cuts[pe][t]:cuts[pe][t + 1]
+    ids = _ids(lists, cuts, any(waits))
+    return usable, cuts, ids.__getitem__, lambda a, b, k: ids[a : a + k] == ids[b : b + k]
+
+
+def _texts(texts: list[str], cuts: list[Sequence[int]]) -> tuple[Callable[[int], int], _Same]:
+    """``(sid, same)`` of :func:`_collapse` for epochs cut from each PE's ``texts`` at ``cuts``, the
+    ends of its world collectives (:func:`_quick`): where two stretches of text match, so do their cuts."""
+    seen: dict[tuple[str, ...], int] = {}
+
+    def sid(t: int) -> int:
+        return seen.setdefault(tuple(s[c[t] : c[t + 1]] for s, c in zip(texts, cuts)), len(seen))
+
+    def same(a: int, b: int, k: int) -> bool:
+        return all(s[c[a] : c[a + k]] == s[c[b] : c[b + k]] for s, c in zip(texts, cuts))
+
+    return sid, same
