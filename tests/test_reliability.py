@@ -301,7 +301,8 @@ def test_kernel_end_stops_the_job(kernel, how):
 @needs_sos
 def test_sos_crash_and_kernel_death_leave_nothing(kernel):
     """On Sandia OpenSHMEM (mpiexec.hydra and its proxies start the PEs): a PE killed is named
-    with its cause, restart recovers, and a SIGKILLed kernel leaves no process, segment or file."""
+    with its cause, restart recovers, a PE that aborts leaves no crash file, and a SIGKILLed kernel
+    leaves no process, segment or file."""
     km, kc = kernel
     execute(kc, "%load_ext shmem_notebook")
     out, err = execute(kc, "%shmem start -n 2 --library sos --heap 8M")
@@ -312,6 +313,16 @@ def test_sos_crash_and_kernel_death_leave_nothing(kernel):
     assert re.search(
         r"PEDiedError: PE (1|0-1) died of (signal 9 \(SIGKILL\)|a cause the launcher did not report) while", err
     ), err
+    out, err = execute(kc, "%shmem restart")
+    assert "restarted: 2 PEs" in out, err
+    # a PE that aborts leaves no crash file in the notebook's folder (libfabric's libinfinipath writes
+    # python.80s-PID,HOST.btr there unless told not to: the launcher's environment)
+    out, err = execute(kc, "import os; print(os.getcwd())")
+    folder = out.strip()
+    before = {n for n in os.listdir(folder) if n.endswith(".btr")}
+    out, err = execute(kc, "%%pxshmem\nimport os, time\nif me == 1:\n    os.abort()\ntime.sleep(30)")
+    assert re.search(r"PEDiedError: PE (1|0-1) died of", err), err
+    assert {n for n in os.listdir(folder) if n.endswith(".btr")} == before, f"a crash file was left in {folder}"
     out, err = execute(kc, "%shmem restart")
     assert "restarted: 2 PEs" in out, err
     out, err = execute(kc, "%shmem status")
