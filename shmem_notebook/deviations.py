@@ -95,10 +95,12 @@ DEVIATIONS = (
         "finalize_segfault",
         "oshmem",
         "Open MPI < 4.1.6",
-        "every process segfaults in `shmem_finalize` (UCX memory hooks against the rdma one-sided component)",
-        "open-mpi/ompi#11604, fixed in 4.1.6",
+        "every process segfaults in `shmem_finalize`, and now and then one at start under load (a UCX "
+        "component unloaded at start leaves its memory-release hook registered)",
+        "open-mpi/ompi#11604, #10765, #11620, fixed in 4.1.6",
         "launch",
-        "the launcher sets `OMPI_MCA_osc=^rdma` unless you set it or `OMPI_MCA_opal_common_ucx_opal_mem_hooks=0`",
+        "the launcher sets `OMPI_MCA_opal_common_ucx_opal_mem_hooks=0` (no such hook) and `OMPI_MCA_osc=^rdma` "
+        "unless you set them",
     ),
     Deviation(
         "heap_variable",

@@ -56,6 +56,7 @@ def test_no_automatic_oversubscribe_with_hostfile_or_slurm(monkeypatch, tmp_path
 def test_platform_environment_defaults_and_user_wins():
     env = L.platform_environment({}, heap="1G")
     assert env["OMPI_MCA_osc"] == "^rdma"
+    assert env["OMPI_MCA_opal_common_ucx_opal_mem_hooks"] == "0"  # no stale UCX hook to jump to (ompi#10765)
     assert env["SMA_SYMMETRIC_SIZE"] == env["SHMEM_SYMMETRIC_SIZE"] == str(1 << 30)
     assert "OMPI_MCA_osc" not in L.platform_environment({"OMPI_MCA_osc": "ucx"})
     assert "OMPI_MCA_osc" not in L.platform_environment({"OMPI_MCA_opal_common_ucx_opal_mem_hooks": "0"})

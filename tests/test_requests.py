@@ -19,7 +19,12 @@ UNKNOWN = r"^no PE answers a request named 'no_such_request'; the requests are: 
 def test_the_pe_side_answers_every_op_and_no_other():
     source = pathlib.Path(shmem_notebook.__file__).parent / "engine" / "requests.py"
     tree = ast.parse(source.read_text())
-    table = next(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and n.targets[0].id == "HANDLERS")
+    table = next(
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Assign, ast.AnnAssign))
+        and getattr(n.target if isinstance(n, ast.AnnAssign) else n.targets[0], "id", None) == "HANDLERS"
+    )
     assert [key.attr for key in table.keys] == [op.name for op in Op]  # Op.X keys only, every one, in order
     assert COLLECTIVE < set(Op)
 

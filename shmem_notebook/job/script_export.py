@@ -314,6 +314,7 @@ def _preamble(
             'if "OMPI_MCA_opal_common_ucx_opal_mem_hooks" not in os.environ:',
             '    os.environ.setdefault("OMPI_MCA_osc", "^rdma")  # Open MPI < 4.1.6 crashes in shmem_finalize '
             "without it (ompi#11604)",
+            '    os.environ["OMPI_MCA_opal_common_ucx_opal_mem_hooks"] = "0"  # and now and then at start (ompi#10765)',
         ]
     lines += [
         "sys.stdout.reconfigure(line_buffering=True, write_through=False)  "

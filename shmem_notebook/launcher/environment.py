@@ -34,8 +34,10 @@ def platform_environment(
 ) -> dict[str, str]:
     """Environment the PEs need on Open MPI 4.1.x OSHMEM (what the user set wins).
 
-    - ``OMPI_MCA_osc=^rdma``: without it every PE segfaults in
-      ``shmem_finalize`` on Open MPI < 4.1.6 (ompi#11604).
+    - ``OMPI_MCA_opal_common_ucx_opal_mem_hooks=0`` and ``OMPI_MCA_osc=^rdma``: on Open MPI < 4.1.6 a
+      UCX component unloaded at start leaves its memory-release hook registered (ompi#10765, #11620): every
+      PE then segfaults in ``shmem_finalize`` (ompi#11604; ``osc=^rdma`` avoids that one), and now and
+      then one at start, under load, jumping to the stale hook. With the first no such hook exists.
     - ``OMPI_ALLOW_RUN_AS_ROOT*`` when running as root.
     - ``SMA_SYMMETRIC_SIZE`` and ``SHMEM_SYMMETRIC_SIZE`` for the heap size
       (OSHMEM 4.1.4 reads the former, the OpenSHMEM 1.4 standard names the latter).
@@ -48,6 +50,8 @@ def platform_environment(
     env = {k: v for k, v in LOCAL_ONLY.items() if k not in environ} if local_only else {}
     if "OMPI_MCA_osc" not in environ and "OMPI_MCA_opal_common_ucx_opal_mem_hooks" not in environ:
         env["OMPI_MCA_osc"] = "^rdma"
+    if "OMPI_MCA_opal_common_ucx_opal_mem_hooks" not in environ:
+        env["OMPI_MCA_opal_common_ucx_opal_mem_hooks"] = "0"
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
