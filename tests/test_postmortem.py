@@ -63,7 +63,18 @@ def test_the_pes_seen_ending_first_correct_a_report_that_names_a_pe_killed_after
     both = with_first_deaths(hydra_blames_0, {0: killed, 1: killed}, {0, 1})
     assert both == {0: "signal 9 (SIGKILL)", 1: "signal 9 (SIGKILL)"}
     assert with_first_deaths({1: "exit code 3"}, {1: 3 << 8}, {0, 1}) == {1: "exit code 3"}
-    # not corrected: a cause other than the launcher's SIGKILL, a PE on another host, nothing seen
+    # hydra SIGTERMs the others when a PE aborts, and may name PE 0 (a soak met it on Sandia OpenSHMEM)
+    term, abort = signal.SIGTERM, signal.SIGABRT
+    hydra_terms_0 = {0: "signal 15 (SIGTERM)"}
+    assert with_first_deaths(hydra_terms_0, {1: abort}, {0, 1}) == {1: "signal 6 (SIGABRT)"}
+    assert with_first_deaths(hydra_terms_0, {1: None}, {0, 1}) == {1: UNREPORTED}
+    assert with_first_deaths(hydra_terms_0, {0: term, 1: None}, {0, 1}) == {1: UNREPORTED}
+    # both seen as zombies: the one the launcher did not end came first
+    assert with_first_deaths(hydra_terms_0, {0: term, 1: abort}, {0, 1}) == {1: "signal 6 (SIGABRT)"}
+    assert with_first_deaths(hydra_blames_0, {0: killed, 2: segv}, {0, 1, 2}) == {2: "signal 11 (SIGSEGV)"}
+    # a PE seen ended by SIGTERM alone (a user's kill) keeps its cause
+    assert with_first_deaths(hydra_terms_0, {0: term}, {0, 1}) == hydra_terms_0
+    # not corrected: a cause other than the launcher's, a PE on another host, nothing seen
     assert with_first_deaths({0: "signal 11 (SIGSEGV)"}, {1: segv}, {0, 1}) == {0: "signal 11 (SIGSEGV)"}
     assert with_first_deaths({3: "signal 9 (SIGKILL)"}, {0: killed}, {0, 1}) == {3: "signal 9 (SIGKILL)"}
     assert with_first_deaths(hydra_blames_0, {}, {0, 1}) == hydra_blames_0

@@ -91,25 +91,24 @@ def with_first_deaths(
     """``causes`` (from :func:`crash_causes`) corrected by ``first``: PE -> wait status (or None) of
     the PEs of ``watched`` (those on this host) seen ended first.
 
-    Once a PE died the launcher kills the others with SIGKILL, and MPICH's hydra may then report one
-    of those instead: a report naming only watched PEs killed that way, none of them first, is
-    replaced by the first PEs; a report naming only first PEs gains the other first PEs' causes.
-    When several were seen ended at once, those already reaped (status None) ended before those still
-    zombies (a launcher reaps a PE before it kills the rest): a report naming only such later ones
-    killed by SIGKILL is replaced by the reaped ones.
+    Once a PE died the launcher ends the others (SIGKILL; MPICH's hydra may send SIGTERM), and hydra
+    may then report one of those instead. Of the PEs seen ended at once, the earliest are those
+    already reaped (status None: a launcher reaps a PE before it ends the rest) or ended otherwise;
+    when none is, all of them. A report naming only PEs the launcher ended, none of them earliest, is
+    replaced by the earliest; a report naming only PEs seen ended gains what was seen of the others.
     """
     if not first or not set(causes) <= set(watched):
         return causes
-    killed = {_signal_text(int(signal.SIGKILL))}
-    reaped = {pe for pe, status in first.items() if status is None}
-    if reaped and causes and set(causes) <= set(first) - reaped and set(causes.values()) == killed:
-        return dict.fromkeys(sorted(reaped), UNREPORTED)
     seen = {pe: _status_text(status) for pe, status in first.items()}
+    earliest = {pe for pe, cause in seen.items() if cause not in _LAUNCHER_ENDS} or set(seen)
+    if causes and set(causes.values()) <= _LAUNCHER_ENDS and set(causes).isdisjoint(earliest):
+        return {pe: seen[pe] or UNREPORTED for pe in sorted(earliest)}
     if set(causes) <= set(first):
         return {**{pe: cause for pe, cause in seen.items() if cause}, **causes}
-    if causes and set(causes).isdisjoint(first) and set(causes.values()) == killed:
-        return {pe: cause or UNREPORTED for pe, cause in seen.items()}
     return causes
+
+
+_LAUNCHER_ENDS = {_signal_text(int(signal.SIGKILL)), _signal_text(int(signal.SIGTERM))}
 
 
 def _status_text(status: int | None) -> str | None:
