@@ -60,7 +60,7 @@ def test_platform_environment_defaults_and_user_wins():
     assert env["SMA_SYMMETRIC_SIZE"] == env["SHMEM_SYMMETRIC_SIZE"] == str(1 << 30)
     assert "OMPI_MCA_osc" not in L.platform_environment({"OMPI_MCA_osc": "ucx"})
     assert "OMPI_MCA_osc" not in L.platform_environment({"OMPI_MCA_opal_common_ucx_opal_mem_hooks": "0"})
-    assert env["IPATH_NO_BACKTRACE"] == "1"  # no crash file from libinfinipath in the user's folder
+    assert env["IPATH_NO_BACKTRACE"] == env["HFI_NO_BACKTRACE"] == "1"  # no crash file in the user's folder
     assert "IPATH_NO_BACKTRACE" not in L.platform_environment({"IPATH_NO_BACKTRACE": "0"})
 
 

@@ -42,9 +42,10 @@ def platform_environment(
     - ``SMA_SYMMETRIC_SIZE`` and ``SHMEM_SYMMETRIC_SIZE`` for the heap size
       (OSHMEM 4.1.4 reads the former, the OpenSHMEM 1.4 standard names the latter).
     - with ``local_only``, :data:`LOCAL_ONLY`: no PE listens on a network interface.
-    - ``IPATH_NO_BACKTRACE=1``: libfabric (Sandia OpenSHMEM's, MPICH's for OSHMPI) links QLogic's
-      ``libinfinipath``, whose crash handler otherwise writes ``python.80s-PID,HOST.btr`` into the
-      working directory whenever a PE aborts: a file in the user's notebook folder that outlives the job.
+    - ``IPATH_NO_BACKTRACE=1``, ``HFI_NO_BACKTRACE=1``: libfabric (Sandia OpenSHMEM's, MPICH's for
+      OSHMPI) loads its PSM providers even for sockets (QLogic's ``libinfinipath``, Intel's ``libpsm2``),
+      whose crash handlers otherwise write ``python.80s-PID,HOST.btr`` into the working directory
+      whenever a PE aborts: a file in the user's notebook folder that outlives the job.
     """
     environ = os.environ if environ is None else environ
     env = {k: v for k, v in LOCAL_ONLY.items() if k not in environ} if local_only else {}
@@ -59,8 +60,7 @@ def platform_environment(
         nbytes = str(parse_size(heap))
         env["SMA_SYMMETRIC_SIZE"] = nbytes
         env["SHMEM_SYMMETRIC_SIZE"] = nbytes
-    if "IPATH_NO_BACKTRACE" not in environ:
-        env["IPATH_NO_BACKTRACE"] = "1"
+    env.update({name: "1" for name in ("IPATH_NO_BACKTRACE", "HFI_NO_BACKTRACE") if name not in environ})
     env["PYTHONUNBUFFERED"] = "1"
     for name, value in environ.items():  # our own settings reach PEs on every node
         if name.startswith("SHMEM_NOTEBOOK_") and name != "SHMEM_NOTEBOOK_OWNER":

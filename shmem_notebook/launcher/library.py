@@ -163,11 +163,8 @@ def _builtin() -> dict[str, Library]:
             env={
                 "OSHRUN_LAUNCHER": "mpiexec.hydra",
                 "FI_PROVIDER": "sockets",
-                # libfabric carries only what shared memory does not (other nodes, atomics then)
-                # libfabric loads its PSM providers even for sockets, and they write a backtrace file
-                # (python.80s-PID,vm.btr) into the working directory whenever a PE dies
-                "IPATH_NO_BACKTRACE": "1",
-                "HFI_NO_BACKTRACE": "1",
+                # libfabric carries only what shared memory does not (other nodes, atomics then); its PSM
+                # providers' crash files are turned off for every library (environment.platform_environment)
             },
             hint="build it with `scripts/setup.sh --with-sos SOS-1.5.3.tar.gz` (Sandia OpenSHMEM's source)",
             # over libfabric its waits block on libfabric's counters (0-1% of a core per waiting PE, measured);
