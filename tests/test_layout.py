@@ -195,3 +195,33 @@ def test_no_two_modules_share_a_name():
         if path.stem not in ("__init__", "__main__"):
             names.setdefault(path.stem, []).append(str(path.relative_to(root)))
     assert {n: p for n, p in names.items() if len(p) > 1} == {}
+
+
+_CONTAINERS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "WeakKeyDictionary", "WeakValueDictionary"}
+
+
+def _mutable_value(node):
+    """Whether ``node`` makes a fresh mutable container (a literal, a comprehension or a constructor call)."""
+    if isinstance(node, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)):
+        return True
+    func = node.func if isinstance(node, ast.Call) else None
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return name in _CONTAINERS
+
+
+def test_the_pe_side_keeps_its_state_in_its_context():
+    """No ``global`` statement and no module-level mutable container in ``engine/``: a PE's state lives in
+    ``engine.context.this_pe`` (constant tables, named in capitals, and ``__all__`` are not state)."""
+    found = []
+    for path in sorted((PACKAGE / "engine").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        where = path.relative_to(PACKAGE)
+        found += [f"{where}:{n.lineno} global" for n in ast.walk(tree) if isinstance(n, ast.Global)]
+        for node in tree.body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name)]
+                state = [n for n in names if not n.isupper() and n != "__all__" and not n.lstrip("_").isupper()]
+                if state and _mutable_value(node.value):
+                    found.append(f"{where}:{node.lineno} {', '.join(state)}")
+    assert found == [], "PE state outside the context (engine/context.py):\n" + "\n".join(found)

@@ -6,6 +6,7 @@ import types
 import pytest
 
 from shmem_notebook.engine import shims
+from shmem_notebook.engine.context import this_pe
 from shmem_notebook.engine.shims import missing
 from shmem_notebook.engine.shims.patches import Patches
 
@@ -102,7 +103,8 @@ def test_install_applies_what_applies_in_order_once_and_uninstall_undoes(monkeyp
         shims.Shim("c", "", lambda sh: True, lambda sh: (done.append("+c"), lambda: done.append("-c"))[1]),
     ]
     monkeypatch.setattr(shims, "SHIMS", table)
-    monkeypatch.setattr(shims, "_undo", [])
+    monkeypatch.setattr(this_pe, "shims", [])  # the shims installed are the PE's (engine/context.py)
+    monkeypatch.setattr(this_pe, "shmem", this_pe.shmem)
     assert shims.install(None) == ["a", "c"]
     assert shims.install(None) == ["a", "c"] and done == ["+a", "+c"]  # a second install changes nothing
     shims.uninstall()

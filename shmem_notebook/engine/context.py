@@ -14,16 +14,23 @@ module reads another's private names:
 - ``scratch``, ``collective_calls`` and ``collective_label``: the teaching collectives' staging area,
   how many collectives this PE has called and the step running (:mod:`.collectives`; the trace numbers
   calls by the count and labels them by the step).
+- ``arrays`` and ``reserved``: the declared symmetric arrays and the tool's own allocations (:mod:`.heap`).
+- ``last_cell``: how the last cell ended (:mod:`.runtime`); ``shims``: the shims installed and
+  their undos, ``signals``: the signal words made (:mod:`.shims`).
+- ``record``: the recordings' state (:class:`RecordState`, :mod:`.record`).
 
-The recordings' own state is :mod:`.record.state`.
+No module of the PE side keeps mutable state of its own (``tests/test_layout.py`` checks): a room
+that reads a part of it on every recorded call may bind a name to that part once, at its import.
 """
 
 from __future__ import annotations
 
+import types
+import weakref
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
-__all__ = ["FIRST_TEAM_HANDLE", "Checks", "PEContext", "TeamsState", "this_pe"]
+__all__ = ["FIRST_TEAM_HANDLE", "Checks", "PEContext", "RecordState", "TeamsState", "this_pe"]
 
 #: emulated team handles count up from here (:mod:`.teams`)
 FIRST_TEAM_HANDLE = 0x5EA0000
@@ -51,6 +58,66 @@ class TeamsState:
     #: native teams: handle -> the teams destroyed on this PE before it was, and how many so far
     destroyed: dict[int, int] = field(default_factory=dict)
     destroys: int = 0
+    #: what :func:`.teams.install` replaced on shmem4py (a :class:`.shims.patches.Patches`)
+    patches: Any = None
+    #: shmem4py's own functions the emulation replaced ("Team.sync", "create_ctx", ...), for its own calls
+    originals: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RecordState:
+    """What the recordings of :mod:`.record` keep on this PE between calls."""
+
+    #: code file names of the cell being recorded (filled as the cell runs; see ``layer.cell_line``)
+    cell_files: set[str] = field(default_factory=set)
+    #: code file name -> place * RACE_LINES of code outside the cell that runs rewritten, while a race
+    #: recording runs (see :mod:`.record.outside`)
+    outside: dict[str, int] = field(default_factory=dict)
+    # the layer (:mod:`.record.layer`)
+    #: name -> consumer, in attach order
+    consumers: dict[str, Any] = field(default_factory=dict)
+    #: call name -> [befores, afters, fast]: the functions each recorded call goes to (one list per
+    #: call, held by its wrapper)
+    slots: dict[str, list[Any]] = field(default_factory=dict)
+    #: (owner, attribute) -> the function wrapped
+    originals: dict[tuple[Any, str], Any] = field(default_factory=dict)
+    #: (owner, attribute) -> (the function, the C module or None, its wrapper): kept for the next attach
+    wrappers: dict[tuple[Any, str], tuple[Any, Any, Any]] = field(default_factory=dict)
+    #: [>0 while inside a wrapped call] (a list, so that the hooks and the C recorder read it without a call)
+    depth: list[int] = field(default_factory=lambda: [0])
+    #: [the function giving a frame's recorded line]: the layer's cell_line, or the race runner's
+    line_of: list[Any] = field(default_factory=list)
+    # code outside the cell (:mod:`.record.outside`)
+    #: off in the race runner, which numbers its program's files itself (see :mod:`.record.script`)
+    outside_enabled: bool = True
+    #: number -> what the place is
+    places: dict[int, list[Any]] = field(default_factory=dict)
+    #: file name -> place * RACE_LINES of the code rewritten there (``outside`` while a race recording runs)
+    offsets: dict[str, int] = field(default_factory=dict)
+    #: (code object, its file is the cell's) -> (new code, closure positions), True (run as is) or None
+    plans: dict[tuple[Any, bool], Any] = field(default_factory=dict)
+    #: code objects made by the rewriting (and the functions defined in them): run as they are
+    made: set[Any] = field(default_factory=set)
+    #: (source, line) -> (code object, its file name) of texts given to exec/eval, rewritten
+    executed: dict[tuple[str | bytes, int], tuple[Any, str]] = field(default_factory=dict)
+    #: code object -> the text it was compiled from (False: not known), while the code object lives
+    texts: weakref.WeakKeyDictionary[types.CodeType, str | bytes | Literal[False]] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
+    # the race recording (:mod:`.record.hooks`)
+    #: the RaceRecording the hooks feed, or None
+    race: Any = None
+    #: a call's key -> the positions of the arrays it wrote (reset at each install)
+    written: dict[Any, Any] = field(default_factory=dict)
+    # the C hot path (:mod:`.record.in_c`)
+    #: what the C functions read (see ``in_c.give``)
+    given: list[Any] = field(default_factory=list)
+    #: [the C module, or None] once loaded
+    native: list[Any] = field(default_factory=list)
+    #: "before" / "after" the cell -> {array name: a private copy} (:mod:`.record.perturb`)
+    saved: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the race runner's rewritten files: absolute path -> its number, from 1 (:mod:`.record.script`)
+    files: dict[str, int] = field(default_factory=dict)
 
 
 class Checks(NamedTuple):
@@ -77,6 +144,19 @@ class PEContext:
     #: the client's cell channel this PE receives cells on (:mod:`.cell_receiver`), once connected
     cell_channel: Any = None
     checks: Checks = Checks()
+    #: declared symmetric arrays, name -> ndarray on the symmetric heap (:mod:`.heap`)
+    arrays: dict[str, Any] = field(default_factory=dict)
+    #: the tool's own symmetric allocations (teams' sync words, collectives' scratch): address -> what
+    reserved: dict[int, str] = field(default_factory=dict)
+    #: how the last cell ended: {"state", "outcome", "seconds", "started"} (:mod:`.runtime`)
+    last_cell: dict[str, Any] = field(default_factory=lambda: {"state": "idle", "outcome": None, "seconds": None})
+    #: (name, undo) of the shims installed, in order (:mod:`.shims`)
+    shims: list[tuple[str, Any]] = field(default_factory=list)
+    #: signal words: address -> the cdata, until del_signal; address -> how many signals had been made
+    #: when it was (:mod:`.shims.signals`)
+    signals: weakref.WeakValueDictionary[int, Any] = field(default_factory=weakref.WeakValueDictionary)
+    signals_made: dict[int, int] = field(default_factory=dict)
+    record: RecordState = field(default_factory=RecordState)
     #: the namespace before there is a shell (a module's helpers run in tests without an engine)
     no_shell: dict[str, Any] = field(default_factory=dict, repr=False)
 

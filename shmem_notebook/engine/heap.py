@@ -19,8 +19,6 @@ import numpy as np
 from .context import this_pe
 
 __all__ = [
-    "arrays",
-    "reserved",
     "reserve",
     "alloc",
     "free",
@@ -47,25 +45,20 @@ if TYPE_CHECKING:
         retired: dict[str, list[str]]
 
 
-#: declared symmetric arrays, name -> ndarray on the symmetric heap
-arrays: dict[str, npt.NDArray[Any]] = {}
-#: the tool's own symmetric allocations (teams' sync words, collectives' scratch): address -> what
-reserved: dict[int, str] = {}
-
 _DEFAULT_HEAP = 256 << 20  # OSHMEM's default symmetric heap
 _MISSING = object()
 
 
 def reserve(array: npt.NDArray[Any], what: str) -> npt.NDArray[Any]:
     """Note ``array`` as the tool's own allocation (the inspector does not list it as the user's)."""
-    reserved[array.__array_interface__["data"][0]] = what
+    this_pe.reserved[array.__array_interface__["data"][0]] = what
     return array
 
 
 def heap_usage() -> tuple[int, int]:
     """Bytes of this PE's symmetric heap in use and its size: the one count of heap use (the
-    tool's own reservations, :data:`reserved`, are not counted)."""
-    used = sum(n for address, n in allocations() if address not in reserved)
+    tool's own reservations, ``this_pe.reserved``, are not counted)."""
+    used = sum(n for address, n in allocations() if address not in this_pe.reserved)
     size = int(os.environ.get("SMA_SYMMETRIC_SIZE", _DEFAULT_HEAP))
     return used, size
 
@@ -166,7 +159,7 @@ def alloc(decls: Iterable[tuple[str, str, tuple[int, ...]]]) -> HeapChange:
     retired: dict[str, list[str]]
     shmem, retired = _shmem(), {}
     for name, dtype, shape in decls:
-        old = arrays.pop(name, None)
+        old = this_pe.arrays.pop(name, None)
         if old is not None:
             if this_pe.namespace.get(name) is old:
                 del this_pe.namespace[name]
@@ -174,14 +167,14 @@ def alloc(decls: Iterable[tuple[str, str, tuple[int, ...]]]) -> HeapChange:
             if names:
                 retired[name] = names
             shmem.free(old)
-        arrays[name] = shmem.zeros(shape, dtype)
-    this_pe.namespace.update(arrays)
+        this_pe.arrays[name] = shmem.zeros(shape, dtype)
+    this_pe.namespace.update(this_pe.arrays)
     return {"usage": heap_usage(), "retired": retired}
 
 
 def free(name: str) -> HeapChange:
     """Free the declared array ``name``. Collective. Returns what :func:`alloc` returns."""
-    a = arrays.pop(name)
+    a = this_pe.arrays.pop(name)
     if this_pe.namespace.get(name) is a:
         del this_pe.namespace[name]
     names = retire(a, f"{name} was freed")
@@ -192,7 +185,7 @@ def free(name: str) -> HeapChange:
 def _lookup(name: str) -> Any:
     """What ``name`` means in the cells now (a cell may have rebound a declared name)."""
     value = this_pe.namespace.get(name, _MISSING)
-    return arrays.get(name, _MISSING) if value is _MISSING else value
+    return this_pe.arrays.get(name, _MISSING) if value is _MISSING else value
 
 
 def _kind(value: object) -> str:

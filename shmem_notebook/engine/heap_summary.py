@@ -19,7 +19,7 @@ import numpy as np
 import psutil
 from shmem4py import shmem
 
-from . import heap, runtime
+from . import heap
 from .context import this_pe
 from .record.memory import heap_start
 
@@ -40,7 +40,7 @@ _M = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 def allocations() -> list[tuple[int, int]]:
     """Every live shmem4py allocation on this PE but the tool's own: sorted ``[(address, bytes), ...]``."""
-    return [a for a in heap.allocations() if a[0] not in heap.reserved]
+    return [a for a in heap.allocations() if a[0] not in this_pe.reserved]
 
 
 def heap_base(lowest: int | None = None, maps: str = "/proc/self/maps") -> int | None:
@@ -73,7 +73,7 @@ def heap_base(lowest: int | None = None, maps: str = "/proc/self/maps") -> int |
 def named_arrays() -> dict[int, list[tuple[str, npt.NDArray[Any], bool]]]:
     """Names bound to whole symmetric allocations: ``{address: [(name, ndarray, declared), ...]}``.
 
-    Declared arrays (``heap.arrays``) come first, then names in the engine's
+    Declared arrays (``this_pe.arrays``) come first, then names in the engine's
     namespace (not starting with ``_``) bound to an ndarray or memoryview that
     covers a whole allocation (shmem4py's ``zeros``, ``array``, ``alloc`` ...).
     Views of part of an allocation are not names of it.
@@ -97,7 +97,7 @@ def named_arrays() -> dict[int, list[tuple[str, npt.NDArray[Any], bool]]]:
             found.setdefault(address, []).append((name, obj, declared))
             taken.add(name)
 
-    for name, obj in heap.arrays.items():
+    for name, obj in this_pe.arrays.items():
         consider(name, obj, True)
     namespace = this_pe.namespace
     for name in sorted(namespace):
@@ -279,7 +279,7 @@ def snapshot(budget: int = 256 << 10) -> dict[str, Any]:
         info["exact"] = plan[name] is None
         info["values"] = np.array(a) if plan[name] is None else None
         info["summary"] = None if plan[name] is None else summarise(a, cast("int", plan[name]))
-    state = dict(runtime.last_cell)
+    state = dict(this_pe.last_cell)
     state.pop("started", None)
     return {
         "pe": shmem.my_pe(),

@@ -27,27 +27,25 @@ from .mpi_version import mpi_version
 from .shims import pitfalls
 from .shims.blocked_call import decode, symmetric_view
 
-__all__ = ["last_cell", "info", "bind", "join", "poke", "released", "main"]
+__all__ = ["info", "bind", "join", "poke", "released", "main"]
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-#: outcome of the last cell: state, outcome ('ok' or exception type), seconds
-last_cell: dict[str, Any] = {"state": "idle", "outcome": None, "seconds": None}
 
 
 def _bind_namespace() -> None:
     ns = this_pe.namespace
     ns.update(shmem=shmem, np=np, me=shmem.my_pe(), npes=shmem.n_pes(), collectives=collectives)
-    ns.update(heap.arrays)
+    ns.update(this_pe.arrays)
 
 
 def _before_cell(info: Any = None) -> None:
     _bind_namespace()
-    last_cell.update(state="busy", outcome=None, seconds=None, started=time.time())
+    this_pe.last_cell.update(state="busy", outcome=None, seconds=None, started=time.time())
 
 
 def _after_cell(result: Any) -> None:
+    last_cell = this_pe.last_cell
     if "started" not in last_cell:  # the end of the start-up code that called bind(): not a cell
         return
     error = result.error_before_exec or result.error_in_exec

@@ -76,8 +76,6 @@ SLOTS = 63
 STEPS = 32
 _ARRIVE, _RELEASE = 0, 1
 
-_originals: dict[str, Any] = {}
-_patches = Patches()  # what install replaced on shmem4py
 _state = this_pe.teams  # the words and free slots, shared with native_teams (see .context)
 
 REDUCE_UFUNCS = {
@@ -412,7 +410,7 @@ def _get_config(self: Any) -> dict[str, int]:
 
 def _create_ctx(self: Any, options: int = 0) -> Any:
     if members(self, "Team.create_ctx") is _state.world:
-        return _originals["create_ctx"](self, options)
+        return _state.originals["create_ctx"](self, options)
     raise TeamError(
         "contexts on emulated teams are not available on an OpenSHMEM 1.4 library; use shmem.Ctx.create() "
         "(world) and team.translate_pe(i) to address team members"
@@ -430,7 +428,7 @@ def _sync(team: Any = None) -> Any:
     """Collective over ``team``: like shmem.sync."""
     m = members(team, "shmem.sync")
     if m is _state.world:
-        return _originals["sync"](team)
+        return _state.originals["sync"](team)
     team_sync(m)
 
 
@@ -448,7 +446,7 @@ def _broadcast(
     """Collective over ``team``: ``source`` of the team's PE ``root`` into ``target`` everywhere."""
     m = members(team, "shmem.broadcast")
     if m is _state.world:
-        return _originals["broadcast"](target, source, root, size, team)
+        return _state.originals["broadcast"](target, source, root, size, team)
     t, s = flat_pair(target, source, "broadcast")
     size = checked_size(size, min(t.size, s.size), "broadcast")
     if not 0 <= root < len(m.pes):
@@ -464,7 +462,7 @@ def _collect(target: npt.NDArray[Any], source: npt.NDArray[Any], size: int | Non
     """Collective over ``team``: every member's ``size`` elements (sizes may differ), in team order."""
     m = members(team, "shmem.collect")
     if m is _state.world:
-        return _originals["collect"](target, source, size, team)
+        return _state.originals["collect"](target, source, size, team)
     t, s = flat_pair(target, source, "collect")
     size = checked_size(size, s.size, "collect")
     me, got = this_pe.shmem.my_pe(), np.zeros(1, dtype="i8")
@@ -487,7 +485,7 @@ def _fcollect(target: npt.NDArray[Any], source: npt.NDArray[Any], size: int | No
     """Collective over ``team``: ``size`` elements of every member, concatenated in team order."""
     m = members(team, "shmem.fcollect")
     if m is _state.world:
-        return _originals["fcollect"](target, source, size, team)
+        return _state.originals["fcollect"](target, source, size, team)
     t, s = flat_pair(target, source, "fcollect")
     size = checked_size(size, s.size, "fcollect")
     if size * len(m.pes) > t.size:
@@ -517,7 +515,7 @@ def _alltoall(target: npt.NDArray[Any], source: npt.NDArray[Any], size: int | No
     m = members(team, "shmem.alltoall")
     if m is _state.world:
         this_pe.shmem.barrier_all()  # see _alltoalls
-        return _originals["alltoall"](target, source, size, team)
+        return _state.originals["alltoall"](target, source, size, team)
     return _alltoalls(target, source, 1, 1, size, team, what="alltoall")
 
 
@@ -536,7 +534,7 @@ def _alltoalls(
         # measured on Open MPI 4.1.4 at 3+ PEs: the library's alltoall(s) right after another
         # alltoall loses blocks (a PE still writing its target is overrun); a barrier first fixes it
         this_pe.shmem.barrier_all()
-        return _originals["alltoalls"](target, source, tst, sst, size, team)
+        return _state.originals["alltoalls"](target, source, tst, sst, size, team)
     t, s = flat_pair(target, source, what)
     n, me = len(m.pes), this_pe.shmem.my_pe()
     size = alltoall_size(t, s, size, n, tst, sst, what)
@@ -590,7 +588,7 @@ def _reduce(
     m = members(team, "shmem.reduce")
     if m is _state.world:
         try:
-            return _originals["reduce"](target, source, op, size, team)
+            return _state.originals["reduce"](target, source, op, size, team)
         except (NotImplementedError, AttributeError):
             pass  # a type/op the library lacks (checked before any communication): emulate it
     t, s = flat_pair(target, source, "reduce")
@@ -633,25 +631,28 @@ def install(shmem_module: Any, setting: str | None = None) -> str:
     shmem4py's Team methods, ``TEAM_SHARED`` and collectives (in native mode the teams shim then guards
     the library's own, :mod:`.native_teams`); the mode. Collective: every PE at start."""
     sh = shmem_module
+    if _state.patches is None:
+        _state.patches = Patches()
     major, minor = sh.info_get_version()
     _state.mode = decide((major, minor), bool(sh.TEAM_SHARED), os.environ.get(ENV) if setting is None else setting)
     _reserve(sh)
     if _state.mode == "native":
         if not hasattr(sh.Team, "split_2d"):
-            _patches.set(sh.Team, "split_2d", _native_split_2d)
+            _state.patches.set(sh.Team, "split_2d", _native_split_2d)
         return _state.mode
     for name, method in _TEAM_METHODS.items():
-        _originals.setdefault(f"Team.{name}", getattr(sh.Team, name, None))
-        _patches.set(sh.Team, name, method)
-    _originals["create_ctx"] = _originals["Team.create_ctx"]
+        _state.originals.setdefault(f"Team.{name}", getattr(sh.Team, name, None))
+        _state.patches.set(sh.Team, name, method)
+    _state.originals["create_ctx"] = _state.originals["Team.create_ctx"]
     for name, function in _COLLECTIVES.items():
-        _originals.setdefault(name, getattr(sh, name))
+        _state.originals.setdefault(name, getattr(sh, name))
         function.__doc__ = f"{function.__doc__}\n\n(shmem_notebook: teams emulated on OpenSHMEM {major}.{minor})"
-        _patches.set(sh, name, function)
-    _patches.set(sh, "TEAM_SHARED", _register(_shared_members(sh), 1))
+        _state.patches.set(sh, name, function)
+    _state.patches.set(sh, "TEAM_SHARED", _register(_shared_members(sh), 1))
     return _state.mode
 
 
 def uninstall() -> None:
     """Put shmem4py's own Team methods and collectives back (the reserved words stay)."""
-    _patches.undo()
+    if _state.patches is not None:
+        _state.patches.undo()

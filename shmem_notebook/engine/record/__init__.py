@@ -21,7 +21,7 @@ from typing import Any, cast
 from shmem4py import shmem
 
 from ..context import this_pe
-from . import callsites, hooks, in_c, layer, outside, state
+from . import callsites, hooks, in_c, layer, outside
 from .accesses import RaceRecording
 from .instrument import AccessTransformer, MarkTransformer
 from .perturb import StressDelays, declared_values, restore_arrays, save_arrays
@@ -46,7 +46,7 @@ from ...operations import CAP  # one cap for every recording, shared with the cl
 # what the recording's C hot path reads, where it is built (loaded at its first use)
 in_c.give(
     layer.depth,
-    state.cell_files,
+    this_pe.record.cell_files,
     layer.line_of,
     layer.cell_line,
     {

@@ -27,7 +27,7 @@ from ...operations import CALLS, FIELD, RECORDED_AS, SIGNAL_EVENTS
 from .. import teams
 from ..context import this_pe
 from ..shims import late_zeroing, signals
-from . import in_c, state
+from . import in_c
 from .memory import AddressBook, assigned_to, numpy_owned
 
 if TYPE_CHECKING:
@@ -170,7 +170,7 @@ def _members(team: Any) -> list[int] | None:
 
 def _program_file(filename: str) -> bool:
     """Whether ``filename`` is the recorded cell's or code outside it that runs rewritten."""
-    return filename in state.cell_files or filename in state.outside
+    return filename in this_pe.record.cell_files or filename in this_pe.record.outside
 
 
 def _integer(x: Any) -> int | None:

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ...operations import EVENT_FIELDS
 from ...protocol import RACE_LINES
-from . import outside, state
+from ..context import this_pe
+from . import outside
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -33,7 +34,7 @@ _WIDTH: dict[str, int] = {kind: len(fields.split()) for kind, fields in EVENT_FI
 
 def place_calls(recording: RaceRecording) -> None:
     """Move the events of the cell's top-level calls to their call's line, keeping their own in ``at``."""
-    if not outside.enabled:  # the race runner numbers its programs' lines its own way
+    if not this_pe.record.outside_enabled:  # the race runner numbers its programs' lines its own way
         return
     events, calls = recording.events, getattr(recording, "calls", ())
     for start, end, line in zip(calls[0::3], calls[1::3], calls[2::3]):
@@ -70,7 +71,7 @@ def functions(events: Sequence[list[Any]]) -> dict[int, str]:
 def _filename(number: int) -> str | None:
     """The file of a place (0: the cell being recorded), None when it is not a file."""
     if not number:
-        return next(iter(state.cell_files), None)
+        return next(iter(this_pe.record.cell_files), None)
     place = outside.places().get(number)
     return place[1] if place is not None and place[0] == "file" else None
 

@@ -43,7 +43,7 @@ import numpy as np
 
 from ...analysis.footprint import of_view, scattered
 from ..context import this_pe
-from . import outside, state
+from . import outside
 from .layer import depth as _depth  # >0 inside a recorded call (a list: read without a call)
 from .memory import extent, numpy_owned
 
@@ -62,21 +62,22 @@ if TYPE_CHECKING:
 
 __all__ = ["install", "uninstall", "get_rest", "element_range", "element_spans", "FUNCS"]
 
-_rec: RaceRecording | None = None  # the RaceRecording the hooks feed, or None
+# the race recording the hooks feed (``race``, or None) and what calls wrote (``written``) are this PE's
+# (:class:`..context.RecordState`), bound here once
+_record = this_pe.record
 
 
 def install(recording: RaceRecording) -> None:
     """Feed ``recording`` from now on; the hook functions go into the shell's namespace."""
-    global _rec
     from . import in_c
     from .instrument import HOOKS
 
-    _rec = recording
+    _record.race = recording
     recording.compiled = set()  # lines calling compiled code
     recording.calls = array.array("q")  # first event, end, line of the top-level calls that recorded (.callsites)
     recording.call_line = None  # the line of the last of them
-    state.outside.update(outside.offsets)  # the layer's lines of calls made by code outside the cell
-    _written.clear()
+    _record.outside.update(_record.offsets)  # the layer's lines of calls made by code outside the cell
+    _record.written.clear()
     ns = this_pe.namespace
     native = in_c.module()
     hooks = {**FUNCS, "get": native.get, "set": native.set, "read": native.read} if native is not None else FUNCS
@@ -89,14 +90,13 @@ def install(recording: RaceRecording) -> None:
 
 def uninstall() -> None:
     """Stop feeding (the hooks stay in the namespace: functions the cell defined still call them)."""
-    global _rec
     from . import in_c
 
-    _rec = None
+    _record.race = None
     native = in_c.module()
     if native is not None:
         native.feed(None)
-    state.outside.clear()  # other consumers (the trace) name cell lines only
+    _record.outside.clear()  # other consumers (the trace) name cell lines only
 
 
 _ndarray = np.ndarray
@@ -231,8 +231,8 @@ def _note_at(rec: RaceRecording, a: npt.NDArray[Any], positions: npt.ArrayLike, 
 
 
 def _mark() -> None:
-    if _rec is not None:
-        state.cell_files.add(sys._getframe(1).f_code.co_filename)
+    if _record.race is not None:
+        _record.cell_files.add(sys._getframe(1).f_code.co_filename)
 
 
 def _flat_range(
@@ -254,7 +254,7 @@ def _get(x: Any, index: Any, line: int) -> Any:
 
 def get_rest(x: Any, index: Any, line: int, r: _T) -> _T:
     """What :func:`_get` notes of ``r = x[index]`` (the C ``get`` takes slices of arrays itself)."""
-    rec = _rec
+    rec = _record.race
     if rec is not None and not _depth[0]:
         if isinstance(x, _ndarray):
             if isinstance(r, _ndarray) and (type(index) is slice or _basic(index)):
@@ -273,7 +273,7 @@ def get_rest(x: Any, index: Any, line: int, r: _T) -> _T:
 
 
 def _set(x: Any, index: Any, value: Any, line: int) -> None:
-    rec = _rec
+    rec = _record.race
     if rec is not None and not _depth[0]:
         if isinstance(x, _ndarray):
             if isinstance(value, _ndarray):
@@ -293,7 +293,7 @@ def _set(x: Any, index: Any, value: Any, line: int) -> None:
 
 
 def _aug(x: Any, index: Any, op: str, value: Any, line: int) -> None:
-    rec = _rec
+    rec = _record.race
     if rec is not None and not _depth[0] and (isinstance(x, _ndarray) or type(x) is _flatiter):
         if isinstance(value, _ndarray):
             rec.access(value, "load", "read", line)
@@ -312,32 +312,32 @@ def _aug(x: Any, index: Any, op: str, value: Any, line: int) -> None:
 
 
 def _read(value: _T, line: int) -> _T:
-    if isinstance(value, _ndarray) and _rec is not None and not _depth[0]:
-        _rec.access(value, "load", "read", line)
+    if isinstance(value, _ndarray) and _record.race is not None and not _depth[0]:
+        _record.race.access(value, "load", "read", line)
     return value
 
 
 def _iter(value: _T, line: int) -> _T:
     """``for x in value``: a 1-D array's elements are read; an N-D array hands out its rows, views whose
     elements count when they are used (a generator made now may read them much later)."""
-    if isinstance(value, _ndarray) and value.ndim < 2 and _rec is not None and not _depth[0]:
-        _rec.access(value, "load", "read", line)
+    if isinstance(value, _ndarray) and value.ndim < 2 and _record.race is not None and not _depth[0]:
+        _record.race.access(value, "load", "read", line)
     return value
 
 
 def _rw(value: object, line: int) -> None:
-    if isinstance(value, _ndarray) and _rec is not None and not _depth[0]:
-        _rec.access(value, "load", "read", line)
-        _rec.access(value, "store", "write", line)
+    if isinstance(value, _ndarray) and _record.race is not None and not _depth[0]:
+        _record.race.access(value, "load", "read", line)
+        _record.race.access(value, "store", "write", line)
 
 
 def _write(value: object, line: int) -> None:
-    if isinstance(value, _ndarray) and _rec is not None and not _depth[0]:
-        _rec.access(value, "store", "write", line)
+    if isinstance(value, _ndarray) and _record.race is not None and not _depth[0]:
+        _record.race.access(value, "store", "write", line)
 
 
 def _call(line: int, f: Any, *args: Any, **kwargs: Any) -> Any:
-    rec = _rec
+    rec = _record.race
     if rec is None or _depth[0] or getattr(f, "__shmem_race_skip__", False):
         return f(*args, **kwargs)
     if f is _compile_builtin:  # its text is run rewritten if the code object goes to exec
@@ -346,14 +346,14 @@ def _call(line: int, f: Any, *args: Any, **kwargs: Any) -> Any:
         return code
     kind = type(f)
     if kind is _Function or kind is _Method:
-        if outside.enabled:
+        if _record.outside_enabled:
             g = outside.rewritten(f)  # None: library code, or its source is not found
             if g is not None:
                 return g(*args, **kwargs)
         elif getattr(f, "__shmem_race_cell__", False):
             return f(*args, **kwargs)
     elif kind is type:
-        made = _construct(f, args, kwargs) if outside.enabled else _NOT_MADE
+        made = _construct(f, args, kwargs) if _record.outside_enabled else _NOT_MADE
         if made is not _NOT_MADE:
             return made
         if _binds_only(f):
@@ -538,8 +538,6 @@ _CYTHON = {"cython_function_or_method", "fused_cython_function"}
 _SEEN_INTO = {"numpy", "scipy", "shmem4py", "shmem_notebook", "builtins", *sys.stdlib_module_names}
 _PROBED = {"numpy", "scipy"}  # C-level code that checks WRITEABLE before it changes anything
 _READ_ONLY = ("read-only", "writable", "writeable")
-_written: dict[Hashable, tuple[int, ...]]
-_written = {}  # _key(call) -> the positions of the arrays it wrote (reset at each install)
 _UFUNC_OUT = {"reduce": 3, "accumulate": 3, "reduceat": 4}  # positional `out` of a ufunc's methods
 
 
@@ -610,7 +608,7 @@ def _probe(
     writable alone; if none suffices, the first, then again). Returns the result and the arrays
     ``f`` wrote. The positions found written are remembered by ``key`` and not probed again."""
     try:
-        known = _written.get(key, ())
+        known = _record.written.get(key, ())
     except TypeError:  # an unhashable callable
         key, known = None, ()
     written = [i for i in known if i < len(arrays)]
@@ -626,7 +624,7 @@ def _probe(
             break
         written.append(protected.pop(0))  # two or more are written
     if key is not None and written:
-        _written[key] = tuple(sorted(set(known) | set(written)))
+        _record.written[key] = tuple(sorted(set(known) | set(written)))
     return _writable_views(result, arrays), [arrays[i] for i in written]
 
 
@@ -679,7 +677,7 @@ def _exec(
         return f(*args, **kwargs)
     if len(args) == 1 and not kwargs:  # exec's default: the namespaces of its caller
         args = (args[0], g, loc)
-    if _rec is not None and not _depth[0] and outside.enabled and args:
+    if _record.race is not None and not _depth[0] and _record.outside_enabled and args:
         text = outside.code_text(args[0]) if type(args[0]) is types.CodeType else args[0]
         if isinstance(text, (str, bytes)):
             code = outside.exec_code(text, line)
@@ -691,8 +689,8 @@ def _exec(
 def _top(line: int, f: Any, *args: Any, **kwargs: Any) -> Any:
     """:func:`_call` made by the cell's top-level code: the events a Python function, method or class it
     calls records are noted as that line's (see :mod:`.callsites`)."""
-    rec = _rec
-    if rec is None or _depth[0] or not outside.enabled:  # the race runner numbers its programs' lines itself
+    rec = _record.race
+    if rec is None or _depth[0] or not _record.outside_enabled:  # the race runner numbers its programs' lines itself
         return _call(line, f, *args, **kwargs)
     kind = type(f)
     if kind is _Function or kind is _Method:

@@ -9,15 +9,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ... import native_record
+from ..context import this_pe
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType
 
 __all__ = ["give", "module"]
-
-_given: list[Any] = []  # what the C functions read: see give()
-_loaded: list[Any] = []  # [the module, or None] once loaded
 
 
 def give(
@@ -31,14 +29,15 @@ def give(
     that finds a call's line: the layer's own ``cell_line``, also given, or the race runner's), and
     ``python``, the hooks that take the cases C leaves (``get_rest``, ``read``, ``set``,
     ``element_range``). The recording the hooks note into is given by ``hooks.install`` (``feed``)."""
-    _given[:] = [depth, cell_files, line_of, cell_line, python]
+    this_pe.record.given[:] = [depth, cell_files, line_of, cell_line, python]
 
 
 def module() -> Any:
     """The C module, set up at its first use; None where it is not built or is switched off."""
-    if not _loaded:
-        found = native_record.load() if _given else None
+    given, loaded = this_pe.record.given, this_pe.record.native
+    if not loaded:
+        found = native_record.load() if given else None
         if found is not None:
-            found.setup(*_given)
-        _loaded.append(found)
-    return _loaded[0]
+            found.setup(*given)
+        loaded.append(found)
+    return loaded[0]

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from shmem4py import shmem
 
 from ...operations import CALLS
-from . import state
+from ..context import this_pe
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -44,17 +44,14 @@ if TYPE_CHECKING:
 
 __all__ = ["attach", "detach", "attached", "original", "cell_line", "line_of", "depth"]
 
-_consumers: dict[str, Consumer] = {}  # name -> consumer, in attach order
-#: call name -> [befores, afters, fast]: the functions each recorded call goes to (filled by _refresh;
-#: one list per call, held by its wrapper, so a call finds its handlers without a lookup)
-_slots: dict[str, list[Any]] = {name: [(), (), None] for name in CALLS}
-_originals: dict[tuple[Any, str], Callable[..., Any]] = {}  # (owner, attribute) -> the function wrapped
-_made: dict[tuple[Any, str], tuple[Callable[..., Any], Any, Callable[..., Any]]]
-_made = {}  # (owner, attribute) -> (the function, the C module or None, its wrapper): kept for the next attach
+# the layer's state is this PE's (:class:`..context.RecordState`): consumers, slots (filled by _refresh; one
+# list per call, held by its wrapper), originals and wrappers; its parts are bound here once, never replaced
+_record = this_pe.record
+_record.slots.update({name: [(), (), None] for name in CALLS})
 #: >0 while inside a wrapped call (a list, so that the hooks read it without a call)
-depth = [0]
+depth = _record.depth
 _getframe = sys._getframe
-_cell_files = state.cell_files  # one set for the whole process (cleared, never replaced)
+_cell_files = _record.cell_files  # one set for the whole process (cleared, never replaced)
 
 
 def _owner(name: str) -> tuple[Any, str]:
@@ -64,49 +61,49 @@ def _owner(name: str) -> tuple[Any, str]:
 
 def attach(name: str, consumer: Consumer) -> None:
     """Feed ``consumer`` every call from now on (replacing the consumer of that ``name``)."""
-    if not _consumers:
+    if not _record.consumers:
         _wrap_all()
-    _consumers[name] = consumer
+    _record.consumers[name] = consumer
     _refresh()
 
 
 def detach(name: str) -> Consumer | None:
     """Stop feeding the consumer ``name``; the last one out unwraps everything. Returns it (or None)."""
-    if name not in _consumers:
+    if name not in _record.consumers:
         return None
-    consumer = _consumers.pop(name)
+    consumer: Consumer = _record.consumers.pop(name)
     _refresh()
-    if not _consumers:
+    if not _record.consumers:
         _unwrap_all()
     return consumer
 
 
 def attached(name: str) -> Consumer | None:
     """The consumer attached as ``name``, or None."""
-    return _consumers.get(name)
+    return _record.consumers.get(name)
 
 
 def original(name: str) -> Any:
     """The unwrapped shmem4py function ``name`` (for a consumer's own calls)."""
     owner, attr = _owner(name)
-    return _originals.get((owner, attr), owner.__dict__.get(attr))
+    return _record.originals.get((owner, attr), owner.__dict__.get(attr))
 
 
 def _refresh() -> None:
-    if not _consumers:  # nothing wanted: every call goes straight through (and no handler is held)
-        for slot in _slots.values():
+    if not _record.consumers:  # nothing wanted: every call goes straight through (and no handler is held)
+        for slot in _record.slots.values():
             slot[:] = (), (), None
         return
     for name, op in CALLS.items():
         befores = tuple(
             c.before
-            for c in _consumers.values()
+            for c in _record.consumers.values()
             if getattr(c, "before", None) is not None and name in getattr(c, "before_calls", (name,))
         )
         afters: list[Callable[..., Any]]
         wanting: list[Consumer]
         afters, wanting = [], []
-        for c in _consumers.values():
+        for c in _record.consumers.values():
             handler = c.after_for(op) if hasattr(c, "after_for") else c.after
             if handler is not None:
                 afters.append(handler)
@@ -114,7 +111,7 @@ def _refresh() -> None:
         one = wanting[0] if len(wanting) == 1 and not befores else None
         fast = one.fast_for(op) if one is not None and hasattr(one, "fast_for") else None
         # a call with no consumer still needs one entry to be recorded at all (its inner calls are not)
-        _slots[name][:] = befores, tuple(afters) if afters else (_ignore,), fast
+        _record.slots[name][:] = befores, tuple(afters) if afters else (_ignore,), fast
 
 
 def _ignore(op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
@@ -124,20 +121,20 @@ def _ignore(op: Operation, args: dict[str, Any], result: Any, line: int) -> None
 def _wrap_all() -> None:
     from .in_c import module
 
-    state.cell_files.clear()
+    _cell_files.clear()
     native = module()
     for name, op in CALLS.items():
         owner, attr = _owner(name)
         if attr not in owner.__dict__:
             continue
         func = owner.__dict__[attr]
-        _originals[(owner, attr)] = func
-        made = _made.get((owner, attr))
+        _record.originals[(owner, attr)] = func
+        made = _record.wrappers.get((owner, attr))
         if made is None or made[:2] != (func, native):  # a wrapper is made once per function (and C module)
-            wrapper = _wrapper(op, func, _slots[name])
+            wrapper = _wrapper(op, func, _record.slots[name])
             if native is not None and owner is shmem:  # a method's wrapper must bind: those stay Python
-                wrapper = _like(native.Recorded(op, func, _slots[name], op.params, wrapper), wrapper)
-            made = _made[(owner, attr)] = (func, native, wrapper)
+                wrapper = _like(native.Recorded(op, func, _record.slots[name], op.params, wrapper), wrapper)
+            made = _record.wrappers[(owner, attr)] = (func, native, wrapper)
         setattr(owner, attr, made[2])
 
 
@@ -149,9 +146,9 @@ def _like(recorded: Any, wrapper: Callable[..., Any]) -> Any:
 
 
 def _unwrap_all() -> None:
-    for (owner, attr), func in _originals.items():
+    for (owner, attr), func in _record.originals.items():
         setattr(owner, attr, func)
-    _originals.clear()
+    _record.originals.clear()
 
 
 def _wrapper(op: Operation, func: Callable[..., Any], slot: list[Any]) -> Callable[..., Any]:
@@ -217,7 +214,7 @@ def cell_line(frame: FrameType) -> int:
     innermost frame of the cell's code, found by its file name (the cell's code marks its file
     at start when rewritten; else the frame below IPython's ``run_code`` names it), or of code
     outside the cell that runs rewritten (``place * RACE_LINES + line``, see :mod:`.outside`)."""
-    files, outside = state.cell_files, state.outside
+    files, outside = _cell_files, _record.outside
     f: FrameType | None = frame
     while f is not None:
         name = f.f_code.co_filename
@@ -240,4 +237,5 @@ def cell_line(frame: FrameType) -> int:
 
 #: how a recorded call finds its line: ``[cell_line]``, or the race runner's function (it numbers its
 #: programs' files); a list, which the C wrapper reads without a lookup in this module
-line_of: list[Callable[[FrameType], int]] = [cell_line]
+line_of: list[Callable[[FrameType], int]] = _record.line_of
+line_of[:] = [cell_line]

@@ -113,42 +113,38 @@ def numpy_owned(a: npt.NDArray[Any]) -> bool:
     return base is None or (isinstance(base, np.ndarray) and base.base is None)
 
 
-#: (file name, its number of lines) -> {line: the text of the one target assigned a call's value there}
-_targets: dict[tuple[str, int, int], dict[int, str]] = {}
-
-
 def _assignments(filename: str) -> dict[int, str]:
     """``{line: target}`` of the file's statements ``target = call(...)`` with one target (an
     attribute, a subscript or a name), each line of the statement mapped to the target's text."""
     lines = linecache.getlines(filename)
-    key = (filename, len(lines), hash(lines[0]) if lines else 0)
-    found = _targets.get(key)
-    if found is None:
-        found = {}
-        try:
-            tree = ast.parse("".join(lines))
-        except (SyntaxError, ValueError):
-            tree = ast.Module(body=[], type_ignores=[])
-        for node in ast.walk(tree):
-            target = (
-                node.targets[0]
-                if isinstance(node, ast.Assign) and len(node.targets) == 1
-                else node.target
-                if isinstance(node, ast.AnnAssign)
-                else None
-            )
-            if isinstance(target, (ast.Attribute, ast.Subscript, ast.Name)) and isinstance(
-                cast("ast.Assign | ast.AnnAssign", node).value, ast.Call
+    return _parsed_assignments(filename, len(lines), hash(lines[0]) if lines else 0)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_assignments(filename: str, length: int, first: int) -> dict[int, str]:
+    """:func:`_assignments` of the file as it is now (its length and first line tell a new text)."""
+    found: dict[int, str] = {}
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        tree = ast.Module(body=[], type_ignores=[])
+    for node in ast.walk(tree):
+        target = (
+            node.targets[0]
+            if isinstance(node, ast.Assign) and len(node.targets) == 1
+            else node.target
+            if isinstance(node, ast.AnnAssign)
+            else None
+        )
+        if isinstance(target, (ast.Attribute, ast.Subscript, ast.Name)) and isinstance(
+            cast("ast.Assign | ast.AnnAssign", node).value, ast.Call
+        ):
+            text = ast.unparse(target)
+            for line in range(
+                node.lineno,  # type: ignore[attr-defined]  # a statement
+                (node.end_lineno or node.lineno) + 1,  # type: ignore[attr-defined]  # a statement
             ):
-                text = ast.unparse(target)
-                for line in range(
-                    node.lineno,  # type: ignore[attr-defined]  # a statement
-                    (node.end_lineno or node.lineno) + 1,  # type: ignore[attr-defined]  # a statement
-                ):
-                    found[line] = text
-        if len(_targets) > 256:
-            _targets.clear()
-        _targets[key] = found
+                found[line] = text
     return found
 
 
@@ -276,7 +272,6 @@ class AddressBook:
         """``[name, space, lo, hi, itemsize, priority, layout]`` for the memory the cell can name: declared
         arrays first, then the namespace's arrays, items of its lists and dicts and attributes of its objects
         (``ring.inbox``, ``ring.bufs[0]``), then what the program assigned its allocations to (``self.inbox``)."""
-        from .. import heap
 
         found: list[list[Any]] = []
 
@@ -285,10 +280,10 @@ class AddressBook:
                 _, space, _, lo, hi, itemsize = self.info(value)[:6]
                 found.append([name, space, lo, hi, itemsize, priority, self.layout(value)])
 
-        for name, value in heap.arrays.items():
+        for name, value in this_pe.arrays.items():
             add(name, value, 0)
         for name, value in list(this_pe.namespace.items()):
-            if name.startswith("_") or name in heap.arrays:
+            if name.startswith("_") or name in this_pe.arrays:
                 continue
             if isinstance(value, np.ndarray):
                 add(name, value, 1)

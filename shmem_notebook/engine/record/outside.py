@@ -27,13 +27,11 @@ import os
 import site
 import sys
 import types
-import weakref
 import zlib
 from typing import TYPE_CHECKING, Any, cast
 
 from ...protocol import RACE_LINES
 from ..context import this_pe
-from . import state
 from .instrument import AccessTransformer, renumber
 
 if TYPE_CHECKING:
@@ -43,21 +41,14 @@ if TYPE_CHECKING:
     _Plan: TypeAlias = "tuple[types.CodeType, tuple[int, ...]] | Literal[True] | None"
     _Definition: TypeAlias = "ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda"
 
-__all__ = ["enabled", "code_text", "compiled", "exec_code", "offsets", "places", "rewritten"]
+__all__ = ["code_text", "compiled", "exec_code", "places", "rewritten"]
 
-#: off in the race runner, which numbers its program's files itself (see .script)
-enabled = True
-
-_places: dict[int, list[Any]] = {}  # number -> what the place is (see the module docstring)
-#: file name -> place * RACE_LINES of the code rewritten here (state.outside while a race recording runs)
-offsets: dict[str, int] = {}
-_plans: dict[tuple[types.CodeType, bool], _Plan]
-_plans = {}  # (code object, its file is the cell's) -> (new code, closure positions), True (run as is) or None
-_made: set[types.CodeType] = set()  # code objects made here (and the functions defined in them): run as they are
-_exec: dict[tuple[str | bytes, int], tuple[types.CodeType, str]] = {}  # (source, line) -> (code object, its file name)
+# what this room keeps is this PE's (:class:`..context.RecordState`: outside_enabled, places, offsets,
+# plans, made, executed, texts), bound here once: a rewritten function's call reads the plans
+_record = this_pe.record
+_places, _offsets, _plans, _made = _record.places, _record.offsets, _record.plans, _record.made
+_exec, _texts = _record.executed, _record.texts
 _EXEC_KEPT = 1000  # texts kept rewritten (a loop may exec a new text each time)
-#: code object -> the text it was compiled from (False: not known), while the code object lives
-_texts: weakref.WeakKeyDictionary[types.CodeType, str | bytes | Literal[False]] = weakref.WeakKeyDictionary()
 _transformer = AccessTransformer()
 _MethodType = types.MethodType
 
@@ -100,7 +91,7 @@ def rewritten(f: types.FunctionType | types.MethodType) -> types.FunctionType | 
     code is rewritten already; None when it cannot be seen into (library code, no source)."""
     func = cast("types.FunctionType", f.__func__ if type(f) is _MethodType else f)
     code = func.__code__
-    key = (code, code.co_filename in state.cell_files)
+    key = (code, code.co_filename in _record.cell_files)
     plan = _plans.get(key, False)
     if plan is False:
         try:
@@ -156,7 +147,7 @@ def _plan(func: types.FunctionType, in_cell: bool) -> _Plan:
         return None
     _remember(new)
     if offset:
-        offsets[filename] = state.outside[filename] = offset
+        _offsets[filename] = _record.outside[filename] = offset
     return new, tuple(code.co_freevars.index(name) for name in new.co_freevars)
 
 
@@ -300,7 +291,7 @@ def exec_code(source: str | bytes, line: int) -> types.CodeType | None:
     if found is None:
         if len(_exec) >= _EXEC_KEPT:
             for _, old in _exec.values():
-                for kept in (offsets, state.outside, linecache.cache):
+                for kept in (_offsets, _record.outside, linecache.cache):
                     kept.pop(old, None)
             _exec.clear()
         text = source.decode() if isinstance(source, bytes) else source
@@ -318,6 +309,6 @@ def exec_code(source: str | bytes, line: int) -> types.CodeType | None:
             return None
         _remember(code)
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # for tracebacks
-        offsets[filename] = state.outside[filename] = number * RACE_LINES
+        _offsets[filename] = _record.outside[filename] = number * RACE_LINES
         found = _exec[key] = (code, filename)
     return found[0]

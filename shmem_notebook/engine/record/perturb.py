@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from shmem4py import shmem
 
-from .. import heap
 from ..context import this_pe
 
 if TYPE_CHECKING:
@@ -43,20 +42,17 @@ class StressDelays:
         self.pause()
 
 
-_saved: dict[str, dict[str, npt.NDArray[Any]]] = {}  # "before" / "after" the cell -> {name: private copy}
-
-
 def save_arrays(when: str = "before") -> None:
     """Keep a private copy of every declared array, as it is ``when`` (``"before"`` or ``"after"`` the cell)."""
-    _saved[when] = {name: np.array(a) for name, a in heap.arrays.items()}
+    this_pe.record.saved[when] = {name: np.array(a) for name, a in this_pe.arrays.items()}
 
 
 def restore_arrays(when: str = "before") -> list[str]:
     """Put the copies :func:`save_arrays` kept ``when`` back; return the names restored."""
-    saved = _saved.get(when, {})
+    saved = this_pe.record.saved.get(when, {})
     for name, copy in saved.items():
-        if name in heap.arrays and heap.arrays[name].shape == copy.shape:
-            np.copyto(heap.arrays[name], copy)
+        if name in this_pe.arrays and this_pe.arrays[name].shape == copy.shape:
+            np.copyto(this_pe.arrays[name], copy)
     return sorted(saved)
 
 
@@ -68,6 +64,6 @@ def declared_values(names: Iterable[str] = ()) -> dict[str, npt.NDArray[Any]]:
     """``{name: copy}`` of the declared arrays up to :data:`COMPARED` bytes, and of the arrays of the
     namespace called ``names`` (the memory of the races the client found), for the stress report."""
     namespace = this_pe.namespace
-    found: dict[str, Any] = {name: namespace.get(name) for name in names if name not in heap.arrays}
+    found: dict[str, Any] = {name: namespace.get(name) for name in names if name not in this_pe.arrays}
     found = {name: a for name, a in found.items() if isinstance(a, np.ndarray)}
-    return {name: np.array(a) for name, a in {**found, **heap.arrays}.items() if a.nbytes <= COMPARED}
+    return {name: np.array(a) for name, a in {**found, **this_pe.arrays}.items() if a.nbytes <= COMPARED}

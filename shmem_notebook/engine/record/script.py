@@ -43,7 +43,7 @@ from ...operations import CAP
 from ...protocol import PE_DONE, PE_LINE, RACE_ENV, RACE_LINES
 from .. import shims
 from ..context import this_pe
-from . import layer, outside, race_start, race_stop, stress_start, stress_stop, trace_start, trace_stop
+from . import layer, race_start, race_stop, stress_start, stress_stop, trace_start, trace_stop
 from .hooks import FUNCS
 from .instrument import HOOKS, renumber
 from .memory import anonymous_heap, heap_range
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main", "instrument"]
 
-_files: dict[str, int] = {}  # absolute path of a rewritten file -> its number (from 1)
+_files = this_pe.record.files  # absolute path of a rewritten file -> its number (from 1)
 _STDOUT_CAP = 1 << 20  # what a PE printed is kept up to this many characters (for stress runs)
 _VALUES_CAP = 16 << 20  # bytes of named symmetric memory a recorded run keeps for the stress reruns' verdict
 
@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         for hook, func in FUNCS.items():  # every rewritten module finds the hooks
             setattr(builtins, HOOKS[hook], func)
         layer.line_of[0] = _line  # lines of the program's files, numbered
-        outside.enabled = False  # its files are rewritten as they are imported, numbered here
+        this_pe.record.outside_enabled = False  # its files are rewritten as they are imported, numbered here
         namer = _Namer(recording)
         layer.attach("names", namer)
     sys.meta_path.insert(0, _Finder([os.path.dirname(path)] if spec is None else [os.getcwd()], transformer))

@@ -48,7 +48,6 @@ from shmem4py import shmem
 
 from ...operations import CALLS
 from ...protocol import trace_spool_path
-from .. import heap
 from ..context import this_pe
 from . import layer
 
@@ -77,7 +76,7 @@ BLOCKING = frozenset(
 def _known_arrays() -> list[tuple[int, int, str, npt.NDArray[Any]]]:
     """(start address, end address, name, array) of the symmetric arrays a cell can name."""
     found = [(this_pe.teams.words, "(sync)"), (this_pe.teams.exchange, "(sync)"), (this_pe.scratch, "(scratch)")]
-    for name, value in list(this_pe.namespace.items()) + list(heap.arrays.items()):
+    for name, value in list(this_pe.namespace.items()) + list(this_pe.arrays.items()):
         if isinstance(value, np.ndarray) and not name.startswith("_") and value.size:
             found.append((value, name))
     spans: list[tuple[int, int, str, npt.NDArray[Any]]] = []

@@ -112,8 +112,6 @@ SHIMS = [
     Shim("diagnostics", "stack dumps and global_exit notes for the client", _always, diagnostics.install),
 ]
 
-_undo: list[tuple[str, Callable[[], object]]] = []  # (name, undo) of the installed shims, in order
-
 
 def install(shmem: Any, exclude: Collection[str] = ()) -> list[str]:
     """Install every shim of :data:`SHIMS` that applies, in order, but those named in ``exclude``
@@ -122,19 +120,19 @@ def install(shmem: Any, exclude: Collection[str] = ()) -> list[str]:
     that imports shmem4py (the engine, the race runner, an exported script): it keeps ``shmem`` as
     ``this_pe.shmem`` for every room of the PE side. Collective."""
     this_pe.shmem = shmem
-    if not _undo:
+    if not this_pe.shims:
         for shim in SHIMS:
             if shim.name not in exclude and shim.applies(shmem):
-                _undo.append((shim.name, shim.install(shmem)))
+                this_pe.shims.append((shim.name, shim.install(shmem)))
     return installed()
 
 
 def uninstall() -> None:
     """Undo the installed shims, newest first."""
-    while _undo:
-        _undo.pop()[1]()
+    while this_pe.shims:
+        this_pe.shims.pop()[1]()
 
 
 def installed() -> list[str]:
     """Names of the shims installed, in order."""
-    return [name for name, _ in _undo]
+    return [name for name, _ in this_pe.shims]

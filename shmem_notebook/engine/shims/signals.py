@@ -7,9 +7,9 @@ already satisfies orders nothing), so the signals are noted here as they are mad
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Any
 
+from ..context import this_pe
 from .patches import Patches
 
 __all__ = ["install", "live", "made"]
@@ -17,22 +17,18 @@ __all__ = ["install", "live", "made"]
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-#: address -> the signal's cdata, until del_signal
-_signals: weakref.WeakValueDictionary[int, object] = weakref.WeakValueDictionary()
-_made: dict[int, int] = {}  # address -> how many signals had been made when this one was
-
 
 def live(shmem: Any) -> list[tuple[int, object]]:
     """``[(address, cdata)]`` of the signal words alive now."""
-    return list(_signals.items())
+    return list(this_pe.signals.items())
 
 
 def made(address: int | None = None) -> int | None:
     """How many signals have been made so far; with ``address``: how many had been when the live
     signal there was made (None: no live signal there)."""
     if address is None:
-        return len(_made) and max(_made.values())
-    return _made.get(address) if address in _signals else None
+        return len(this_pe.signals_made) and max(this_pe.signals_made.values())
+    return this_pe.signals_made.get(address) if address in this_pe.signals else None
 
 
 def install(shmem: Any) -> Callable[[], None]:
@@ -45,17 +41,17 @@ def install(shmem: Any) -> Callable[[], None]:
         signal = make()
         address = int(shmem.ffi.cast("uintptr_t", signal))
         try:
-            _signals[address] = signal
+            this_pe.signals[address] = signal
         except TypeError:  # a cdata without weak references: not findable, not kept alive
             return signal
         serial[0] += 1
-        _made[address] = serial[0]
+        this_pe.signals_made[address] = serial[0]
         return signal
 
     def del_signal(signal: Any) -> Any:
         address = int(shmem.ffi.cast("uintptr_t", signal))
-        _signals.pop(address, None)
-        _made.pop(address, None)
+        this_pe.signals.pop(address, None)
+        this_pe.signals_made.pop(address, None)
         return delete(signal)
 
     wrapper: Any
