@@ -1,4 +1,4 @@
-"""What the client and the PEs agree on; shared by both sides, imports nothing else.
+"""What the client and the PEs agree on; shared by both sides, imports nothing else but the stages' registry.
 
 The client talks to PEs in one direction per call: it sends a request, an operation
 named in :class:`Op` with plain arguments (:func:`encode`, checked on the client), and each
@@ -19,6 +19,8 @@ import enum
 import os
 from typing import TYPE_CHECKING, Any
 
+from . import stage_registry
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import TypeAlias
@@ -36,6 +38,7 @@ __all__ = [
     "PE_LINE",
     "PE_DONE",
     "Op",
+    "REQUESTS",
     "COLLECTIVE",
     "blocked_call_paths",
     "encode",
@@ -82,7 +85,8 @@ RACE_LINES = 1_000_000
 
 
 class Op(enum.StrEnum):
-    """Every request a PE answers (:mod:`shmem_notebook.engine.requests` maps each to its function)."""
+    """The requests every PE answers (:mod:`shmem_notebook.engine.requests` maps each to its function);
+    the stages add theirs (:mod:`shmem_notebook.stage_registry`)."""
 
     ALLOC = "alloc"
     FREE = "free"
@@ -93,30 +97,23 @@ class Op(enum.StrEnum):
     INFO = "info"
     CELLS_CONNECT = "cells_connect"
     SNAPSHOT = "snapshot"
-    RACE_START = "race_start"  # race_*, trace_*, stress_*: bracket a cell run with --race, --trace, --stress
-    RACE_STOP = "race_stop"
-    TRACE_START = "trace_start"
-    TRACE_STOP = "trace_stop"
-    STRESS_START = "stress_start"
-    STRESS_STOP = "stress_stop"
-    STRESS_SAVE = "stress_save"
-    STRESS_RESTORE = "stress_restore"
-    DECLARED_VALUES = "declared_values"
     JOIN = "join"
     POKE = "poke"
     RELEASED = "released"
 
 
+#: every request a PE answers: :class:`Op`'s, then the stages'
+REQUESTS: tuple[str, ...] = (*Op, *stage_registry.requests())
 #: the requests that are collective on the PEs: every PE must be asked; the rest are local to a PE
-COLLECTIVE = frozenset({Op.ALLOC, Op.FREE, Op.RACE_START, Op.JOIN, Op.RELEASED})
+COLLECTIVE: frozenset[str] = frozenset({Op.ALLOC, Op.FREE, Op.JOIN, Op.RELEASED}) | stage_registry.collective()
 
 
 def encode(op: str, *args: Any) -> Request:
     """The request ``op(*args)`` as both routes carry it: ``(name, args)``. A name that is not in
-    :class:`Op` raises :class:`ValueError` (one sentence) before anything is sent."""
-    if op not in Op.__members__.values():
-        raise ValueError(f"no PE answers a request named {op!r}; the requests are: {', '.join(Op)}")
-    return (str(Op(op)), tuple(args))
+    :data:`REQUESTS` raises :class:`ValueError` (one sentence) before anything is sent."""
+    if op not in REQUESTS:
+        raise ValueError(f"no PE answers a request named {op!r}; the requests are: {', '.join(REQUESTS)}")
+    return (str(op), tuple(args))
 
 
 #: the PE's request handler, registered by :func:`serve` when the PE starts (None in the client)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from .analysis.happens_before import Access, Race
-    from .analysis.trace import Trace
+    from .trace.cell_trace import Trace
 
     #: ``{pe: what the PE wrote}`` (:mod:`shmem_notebook.engine.record.script`)
     Reports: TypeAlias = dict[int, dict[str, Any]]
@@ -141,8 +141,8 @@ def save_timeline(
 ) -> Trace:
     """Write the PEs' timelines (``--trace FILE``) as :meth:`Trace.save` does for a cell; ``what`` the run is;
     ``races``: the run's, drawn in the Perfetto export as for a cell (flow arrows between their accesses)."""
-    from .analysis.trace import Trace
-    from .analysis.trace_ends import ends, said
+    from .trace.cell_trace import Trace
+    from .trace.ends import ends, said
 
     numbers = {p: n for n, p in files.items()}
     sent: Reports = {}

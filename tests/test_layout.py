@@ -7,10 +7,14 @@ import subprocess
 import sys
 
 import shmem_notebook
+from shmem_notebook.stage_registry import DECLARED
 
 PACKAGE = pathlib.Path(shmem_notebook.__file__).parent
+#: the PE side: engine/, and the stages' PE modules that live in their stage's folder (trace/recording.py)
+STAGE_PE_MODULES = {stage.pe for stage in DECLARED.values() if not stage.pe.startswith("shmem_notebook.engine")}
 #: plain definitions both sides may import
 SHARED = {
+    "stage_registry",
     "errors",
     "specs",
     "folding",
@@ -30,10 +34,23 @@ SHARED = {
 SHARED_MODULES = {"analysis.footprint"}
 
 
+def _pe_side(name):
+    """Whether the module ``name`` runs on the PEs (``engine/`` or a stage's PE module)."""
+    return name.startswith("shmem_notebook.engine") or name in STAGE_PE_MODULES
+
+
+def _pe_paths():
+    """The files of the PE side."""
+    return [
+        *(PACKAGE / "engine").rglob("*.py"),
+        *(PACKAGE / (n.split(".", 1)[1].replace(".", "/") + ".py") for n in STAGE_PE_MODULES),
+    ]
+
+
 def _modules(side):
-    """Dotted names of the package's modules on ``side`` ('client' or 'engine')."""
+    """Dotted names of the package's modules on ``side`` ('client' or 'engine': the PE side)."""
     names = [m.name for m in pkgutil.walk_packages([str(PACKAGE)], "shmem_notebook.")]
-    engine = [n for n in names if n.startswith("shmem_notebook.engine")]
+    engine = [n for n in names if _pe_side(n)]
     return engine if side == "engine" else [n for n in names if n not in engine]
 
 
@@ -73,7 +90,8 @@ def _import_without_shmem4py(names, then="print('ok')"):
 def test_client_modules_import_neither_shmem4py_nor_the_engine():
     imported = (
         "print('imported:', sorted(m for m in sys.modules "
-        "if m.startswith(('shmem_notebook.engine', 'shmem4py')) and sys.modules[m]))"
+        f"if (m.startswith(('shmem_notebook.engine', 'shmem4py')) or m in {sorted(STAGE_PE_MODULES)!r}) "
+        "and sys.modules[m]))"
     )
     assert _import_without_shmem4py(_modules("client"), imported) == "imported: []"
 
@@ -86,7 +104,9 @@ def test_engine_helpers_import_without_initialising_openshmem():
     helpers = [
         n
         for n in _modules("engine")
-        if n.rsplit(".", 1)[-1] not in pe_only and not n.startswith("shmem_notebook.engine.record")
+        if n.rsplit(".", 1)[-1] not in pe_only
+        and not n.startswith("shmem_notebook.engine.record")
+        and n not in STAGE_PE_MODULES
     ]
     assert "shmem_notebook.engine.teams" in helpers
     assert _import_without_shmem4py(helpers) == "ok"
@@ -94,9 +114,9 @@ def test_engine_helpers_import_without_initialising_openshmem():
 
 def test_engine_imports_only_shared_definitions():
     offenders = []
-    for path in (PACKAGE / "engine").rglob("*.py"):
+    for path in _pe_paths():
         for name, _ in _imports(path):
-            if name.startswith("shmem_notebook.") and not name.startswith("shmem_notebook.engine"):
+            if name.startswith("shmem_notebook.") and not _pe_side(name) and not _pe_side(name.rpartition(".")[0]):
                 if name.split(".")[1] not in SHARED and ".".join(name.split(".")[1:3]) not in SHARED_MODULES:
                     offenders.append(f"{path.name}: {name}")
     assert offenders == []
@@ -113,9 +133,7 @@ def test_shared_modules_of_client_packages_import_nothing():
 def test_client_sends_pes_only_requests_by_name():
     """Every apply to the PEs sends protocol.answer with an encoded request: plain data, no client functions."""
     calls = []
-    for path in PACKAGE.rglob("*.py"):
-        if "engine" in path.relative_to(PACKAGE).parts:
-            continue
+    for path in set(PACKAGE.rglob("*.py")) - set(_pe_paths()):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("apply", "apply_async", "apply_sync"):
                 first = node.args[0] if node.args else None
@@ -139,7 +157,7 @@ def test_the_shared_modules_import_no_side():
 FLOORS = [
     SHARED,
     {"launcher", "analysis"},
-    {"cells"},
+    {"cells", "trace"},
     {"job"},
     {"inspector"},
     # race: the command-line race runner, a front end like the magics (race_report: what it makes of a recording);
@@ -156,11 +174,9 @@ def _floor(part):
 
 def test_no_module_imports_from_a_higher_floor():
     offenders = []
-    for path in PACKAGE.rglob("*.py"):
+    for path in set(PACKAGE.rglob("*.py")) - set(_pe_paths()):
         rel = path.relative_to(PACKAGE).parts
         here = rel[0][:-3] if len(rel) == 1 else rel[0]
-        if here == "engine":
-            continue
         for name, top_level in _imports(path):
             parts = name.split(".")
             if parts[0] != "shmem_notebook" or len(parts) < 2:
@@ -168,7 +184,7 @@ def test_no_module_imports_from_a_higher_floor():
             there = parts[1]
             if there == here or ((here, there) in UPWARD and not top_level):
                 continue
-            if there == "engine" or (_floor(there) or 0) > (_floor(here) or 0):
+            if _pe_side(name) or _pe_side(name.rpartition(".")[0]) or (_floor(there) or 0) > (_floor(here) or 0):
                 offenders.append(f"{'/'.join(rel)} imports {name}")
             elif (here, there) in UPWARD and top_level:
                 offenders.append(f"{'/'.join(rel)} imports {name} at import time (allowed only inside a function)")

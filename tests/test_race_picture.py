@@ -13,7 +13,7 @@ from test_trace_export import flows
 
 from conftest import job_fixture, quiet, run_race_runner
 from shmem_notebook import Access, Race
-from shmem_notebook.analysis.chrome_trace import chrome_trace
+from shmem_notebook.trace.perfetto import chrome_trace
 
 job = job_fixture(2, 4, heap="8M", timeout=60, sos=(2,))
 ROOT = pathlib.Path(__file__).resolve().parent.parent

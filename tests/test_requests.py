@@ -1,5 +1,5 @@
-"""One way to ask the PEs: request names are checked on the client against protocol.Op, and a
-request asked on its own and one riding with a cell have the same form."""
+"""One way to ask the PEs: request names are checked on the client against protocol.REQUESTS (Op's
+and the stages'), and a request asked on its own and one riding with a cell have the same form."""
 
 import ast
 import io
@@ -9,24 +9,38 @@ import pytest
 
 import shmem_notebook
 from conftest import job_fixture, quiet
-from shmem_notebook.protocol import COLLECTIVE, Op, encode
+from shmem_notebook.protocol import COLLECTIVE, REQUESTS, Op, encode
+from shmem_notebook.stage_registry import DECLARED
 
 job = job_fixture(2, heap="8M")
 
 UNKNOWN = r"^no PE answers a request named 'no_such_request'; the requests are: alloc, free, "
 
 
-def test_the_pe_side_answers_every_op_and_no_other():
-    source = pathlib.Path(shmem_notebook.__file__).parent / "engine" / "requests.py"
-    tree = ast.parse(source.read_text())
+def _handlers(module):
+    """The keys of the ``HANDLERS`` table of ``module`` (a dotted name), read from its source."""
+    source = pathlib.Path(shmem_notebook.__file__).parent.joinpath(*module.split(".")[1:])
+    source = source / "__init__.py" if source.is_dir() else source.with_suffix(".py")
     table = next(
         n.value
-        for n in ast.walk(tree)
+        for n in ast.walk(ast.parse(source.read_text()))
         if isinstance(n, (ast.Assign, ast.AnnAssign))
         and getattr(n.target if isinstance(n, ast.AnnAssign) else n.targets[0], "id", None) == "HANDLERS"
     )
-    assert [key.attr for key in table.keys] == [op.name for op in Op]  # Op.X keys only, every one, in order
-    assert COLLECTIVE < set(Op)
+    return table.keys
+
+
+def test_the_pe_side_answers_every_request_and_no_other():
+    keys = _handlers("shmem_notebook.engine.requests")
+    assert [key.attr for key in keys] == [op.name for op in Op]  # Op.X keys only, every one, in order
+    # each stage's PE module answers exactly the requests the registry declares for it
+    for name, stage in DECLARED.items():
+        answered = {key.value for key in _handlers(stage.pe)}
+        assert set(stage.requests) <= answered, (name, answered)
+    answered = {key.value for stage in DECLARED.values() for key in _handlers(stage.pe)}
+    assert answered == set(REQUESTS) - set(Op)
+    assert len(REQUESTS) == len(set(REQUESTS))  # no stage's request shadows another's or Op's
+    assert COLLECTIVE < set(REQUESTS)
 
 
 def test_a_request_is_a_name_and_its_arguments():

@@ -11,8 +11,8 @@ import pytest
 from test_trace_export import flows
 
 from conftest import ipython_shell, job_fixture, quiet, run_race_runner
-from shmem_notebook.analysis.trace import Trace
 from shmem_notebook.cells.stress_stage import Stressed
+from shmem_notebook.trace.cell_trace import Trace
 
 job = job_fixture(2, heap="32M", timeout=120)
 

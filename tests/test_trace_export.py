@@ -15,11 +15,11 @@ import pytest
 import shmem_notebook
 from conftest import ipython_shell, job_fixture, quiet, run_race_runner
 from shmem_notebook import InputError
-from shmem_notebook.analysis.chrome_trace import chrome_trace
 from shmem_notebook.analysis.model import READS
-from shmem_notebook.analysis.trace import PROFILE_CHART, Trace
-from shmem_notebook.analysis.trace_ends import ends, said
 from shmem_notebook.errors import CellStoppedError, PEError
+from shmem_notebook.trace.cell_trace import PROFILE_CHART, Trace
+from shmem_notebook.trace.ends import ends, said
+from shmem_notebook.trace.perfetto import chrome_trace
 
 job = job_fixture(2, 4, heap="32M", sos=(2,), timeout=120)
 

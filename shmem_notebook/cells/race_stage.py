@@ -25,8 +25,8 @@ from ..analysis.places import name_places, namer, notes
 from ..analysis.report import report_lines, stops_of
 from ..errors import notebook_count
 from ..operations import CAP
-from ..protocol import Op
 from ..rc import rc
+from ..stage_registry import DECLARED
 from ..words import plural
 from .stages import Stage, register
 from .stranded import raised_line
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from .surface import JobSurface, SentCell
 
 __all__ = ["RaceStage", "CAP", "cell_label", "in_notebook"]
+
+#: its requests (:mod:`shmem_notebook.stage_registry`)
+RACE_START, RACE_STOP = DECLARED["race"].requests
 
 #: seconds of analysis before the progress line appears
 PROGRESS_AFTER = 1.0
@@ -92,6 +95,10 @@ class RaceStage(Stage):
     """Record every PE's shmem calls and loads/stores, then report the races between them."""
 
     name = "race"
+    export_note = (
+        "--race: the race check is the notebook's; run this program under `python -m shmem_notebook.race -- "
+        "oshrun ...` for it"
+    )
     flag = {"action": "store_true", "help": "report put/get races after the cell"}
     traces: dict[int, Any]  # PE -> the trace it sent
     missing: list[int]
@@ -103,14 +110,14 @@ class RaceStage(Stage):
     def requests(self, cell: Cell) -> tuple[list[tuple[str, tuple[Any, ...]]], list[tuple[str, tuple[Any, ...]]]]:
         carry = _carry(cell.job)
         private = carry.private(cell.job.n) if carry else None  # where earlier cells' operations still are
-        return [(Op.RACE_START, ({"cap": CAP, "private": private},))], [(Op.RACE_STOP, ())]
+        return [(RACE_START, ({"cap": CAP, "private": private},))], [(RACE_STOP, ())]
 
     def after(self, cell: Cell, result: CellResult) -> None:
         started = time.perf_counter()
         job = cell.job
         self.traces, self.missing, self.checked, self.interrupted, self.carried = {}, [], None, False, []
         if result.outcome != "died":  # a PE that cannot answer: report what the others sent
-            answers = cast("SentCell", cell.request).answers(Op.RACE_STOP)
+            answers = cast("SentCell", cell.request).answers(RACE_STOP)
             self.traces = {pe: data for pe, data in answers.items() if data is not None and pe not in result.pending}
         self.missing = [pe for pe in range(job.n) if pe not in self.traces]
         carry = _carry(job)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..analysis.happens_before import Race
-    from ..analysis.trace import Trace
+    from ..trace.cell_trace import Trace
 
 __all__ = ["CellResult", "fixes_of"]
 
@@ -44,7 +44,7 @@ class CellResult:
 
     @property
     def trace(self) -> Trace | None:
-        """``stages["trace"]``: the :class:`~shmem_notebook.analysis.trace.Trace` of a ``trace=True`` cell, or None."""
+        """``stages["trace"]``: the :class:`~shmem_notebook.trace.cell_trace.Trace` of a traced cell, or None."""
         trace: Trace | None = self.stages.get("trace")
         return trace
 

@@ -12,6 +12,8 @@ module with a :func:`register`-ed :class:`Stage` subclass, which declares
   (:class:`~shmem_notebook.cells.CellResult`);
 - its state on the job (:meth:`Stage.state`, :meth:`Stage.keep`, :meth:`Stage.reset`):
   what it keeps from one cell to the next, in ``job.stage_state[name]``;
+- its ``%shmem <name>`` subcommand, if it has one (:attr:`Stage.command`, a :class:`Command`), and
+  what its flag becomes in an exported program (:attr:`Stage.export_note`);
 
 and has three hooks, all on the client: :meth:`Stage.before` (before dispatch; may
 rewrite ``cell.code``), :meth:`Stage.after` (once every PE finished or stopped; reads
@@ -22,8 +24,9 @@ cell again does so through the path (:func:`shmem_notebook.cells.path.rerun`).
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..errors import InputError
 
@@ -31,10 +34,18 @@ if TYPE_CHECKING:
     from .path import Cell
     from .result import CellResult
 
-__all__ = ["Stage", "STAGES", "register", "stages_for"]
+__all__ = ["Stage", "Command", "STAGES", "register", "stages_for"]
 
 #: stage name -> Stage subclass
 STAGES: dict[str, type[Stage]] = {}
+
+
+class Command(NamedTuple):
+    """A stage's ``%shmem <name>`` subcommand."""
+
+    about: str  # what it does, in one line (its help)
+    arguments: Callable[[argparse.ArgumentParser], object]  # adds its arguments to the parser
+    run: Callable[[Any, argparse.Namespace], object]  # run(job, args); an InputError is the magic's usage error
 
 
 class Stage:
@@ -52,6 +63,10 @@ class Stage:
     bare: str | None = None
     #: the stages its flag switches on too (``--stress`` needs ``race``); ``job.run`` leaves them to the caller
     needs: tuple[str, ...] = ()
+    #: its ``%shmem <name>`` subcommand, or None
+    command: Command | None = None
+    #: what its flag becomes in a program written from the notebook (``%shmem export``), one sentence
+    export_note: str | None = None
 
     def __init__(self, option: Any = True) -> None:
         self.option = option

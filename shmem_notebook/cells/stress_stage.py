@@ -32,7 +32,7 @@ import numpy as np
 from ..analysis.happens_before import format_indices
 from ..errors import InputError, ShmemNotebookError
 from ..folding import fold, pe_ranges
-from ..protocol import Op
+from ..stage_registry import DECLARED
 from ..words import plural
 from .path import rerun as rerun_cell
 from .stages import Stage, register
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from ..analysis.happens_before import Race
-    from ..analysis.trace import Trace
+    from ..trace.cell_trace import Trace
     from .path import Cell
     from .result import CellResult
     from .surface import SentCell
@@ -60,6 +60,10 @@ __all__ = [
     "summary",
     "estimate",
 ]
+
+#: its requests (:mod:`shmem_notebook.stage_registry`)
+STRESS_START, STRESS_STOP, STRESS_SAVE, STRESS_RESTORE, DECLARED_VALUES = DECLARED["stress"].requests
+TRACE_START, TRACE_STOP = DECLARED["trace"].requests
 
 #: reruns after the cell itself
 RUNS = 4
@@ -92,7 +96,7 @@ class Difference:
 class Stressed:
     """What the stress stage found (``result.stages["stress"]``): its first ``seed``, the ``runs`` (``[(seed,
     [Difference])]``), why it stopped early (``stopped``, or None) and, for a cell also traced (``trace=True``
-    / ``--trace``), the :class:`~shmem_notebook.analysis.trace.Trace` of its first rerun (``trace``; else None)."""
+    / ``--trace``), the :class:`~shmem_notebook.trace.cell_trace.Trace` of its first rerun (``trace``; else None)."""
 
     seed: int
     runs: list[tuple[int, list[Difference]]]
@@ -113,6 +117,10 @@ class StressStage(Stage):
     """Rerun the cell with seeded random delays around shmem calls; a race is real when a rerun changes its memory."""
 
     name = "stress"
+    export_note = (
+        "--stress: the reruns with random delays are the notebook's (`python -m shmem_notebook.race --stress "
+        "SEED -- ...` does them for a program)"
+    )
     order = 90  # last: its reruns come after every other stage has collected the cell
     flag = {
         "nargs": "?",
@@ -141,7 +149,7 @@ class StressStage(Stage):
         self.traced = any(stage.name == "trace" for stage in cell.stages)  # then its first rerun is traced too
 
     def requests(self, cell: Cell) -> tuple[list[tuple[str, tuple[Any, ...]]], list[tuple[str, tuple[Any, ...]]]]:
-        return [(Op.STRESS_SAVE, ("before",))], []  # the declared arrays as they are before the cell
+        return [(STRESS_SAVE, ("before",))], []  # the declared arrays as they are before the cell
 
     def after(self, cell: Cell, result: CellResult) -> None:
         try:
@@ -155,13 +163,13 @@ class StressStage(Stage):
             self.stopped = f"the cell ended {result.outcome!r}, so it was not rerun"
             return
         names = sorted({race.array for race in result.races})
-        mine = Run(dict(result.stdout), _values(job.ask(Op.DECLARED_VALUES, names)), result.outcome)
-        job.ask(Op.STRESS_SAVE, "after")
+        mine = Run(dict(result.stdout), _values(job.ask(DECLARED_VALUES, names)), result.outcome)
+        job.ask(STRESS_SAVE, "after")
         try:
             self._rerun(cell, result, mine, names)
         finally:
             if job.state == "running":
-                job.ask(Op.STRESS_RESTORE, "after")  # the declared arrays as the cell left them
+                job.ask(STRESS_RESTORE, "after")  # the declared arrays as the cell left them
 
     def _rerun(self, cell: Cell, result: CellResult, mine: Run, names: list[str]) -> None:
         job, write = cell.job, cell.write_out
@@ -175,7 +183,7 @@ class StressStage(Stage):
             seed, began = self.seed + run, time.monotonic()
             try:
                 outcome, rerun = self._one(cell, seed, traced=self.traced and not run)
-                values = _values(job.ask(Op.DECLARED_VALUES, names)) if job.state == "running" else []
+                values = _values(job.ask(DECLARED_VALUES, names)) if job.state == "running" else []
             except KeyboardInterrupt:  # between the requests; during the rerun it is its outcome
                 outcome = "interrupted"
             if outcome == "interrupted":
@@ -204,17 +212,17 @@ class StressStage(Stage):
         """Rerun the cell once with the delays of ``seed``, from the declared arrays as they were before
         it: ``(outcome, CellResult or None)``; "interrupted" when Ctrl-C stopped it. ``traced``: the trace
         stage's requests ride with it too and its trace is kept (``self.trace``)."""
-        before = [(Op.STRESS_RESTORE, ("before",)), (Op.STRESS_START, (seed, MAX_DELAY))]
-        after = [(Op.STRESS_STOP, ())]
+        before = [(STRESS_RESTORE, ("before",)), (STRESS_START, (seed, MAX_DELAY))]
+        after = [(STRESS_STOP, ())]
         if traced:
-            before, after = before + [(Op.TRACE_START, ())], after + [(Op.TRACE_STOP, ())]
+            before, after = before + [(TRACE_START, ())], after + [(TRACE_STOP, ())]
         try:
             sent, result, error = rerun_cell(cell, before, after, write=io.StringIO().write)
         except ShmemNotebookError as exc:  # the job could not take the rerun
             return str(exc).splitlines()[0], None
-        cast("SentCell", sent.request).answers(Op.STRESS_STOP)  # with rc.dispatch = "ipyparallel" the PEs are asked now
+        cast("SentCell", sent.request).answers(STRESS_STOP)  # with rc.dispatch = "ipyparallel" the PEs are asked now
         if traced:
-            from .trace_stage import collect as collect_trace  # here: "trace" registers after "stress"
+            from ..trace.stage import collect as collect_trace  # here: "trace" registers after "stress"
 
             self.trace = collect_trace(
                 cell, cast("SentCell", sent.request), result, what=f"stress rerun with seed {seed}"

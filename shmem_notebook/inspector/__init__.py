@@ -2,7 +2,7 @@
 
 ``inspect(job)`` (``%shmem inspect``) displays an :class:`Inspector` widget;
 :func:`gather_snapshot` gives the data alone as a :class:`Snapshot`. A traced cell's
-:class:`~shmem_notebook.analysis.trace.Trace` gets its replay widget from :func:`replay`. Submodules:
+:class:`~shmem_notebook.trace.cell_trace.Trace` gets its replay widget from :func:`replay`. Submodules:
 ``snapshot`` (gathering, the data structure), ``plots`` (matplotlib helpers), ``tables`` (HTML/text
 tables), ``widget``, ``replay``.
 

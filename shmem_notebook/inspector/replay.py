@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from matplotlib.text import Text
     from matplotlib.transforms import Bbox
 
-    from ..analysis.trace import Trace
+    from ..trace.cell_trace import Trace
 
 __all__ = ["Replay", "replay", "draw_frame", "transfers"]
 
@@ -169,7 +169,7 @@ def _check_arrays(trace: Trace, arrays: str | Iterable[str] | None) -> list[str]
 
 
 class Replay(widgets.VBox):  # type: ignore[misc]  # ipywidgets: untyped
-    """Play button + slider over a :class:`~shmem_notebook.analysis.trace.Trace`'s frames."""
+    """Play button + slider over a :class:`~shmem_notebook.trace.cell_trace.Trace`'s frames."""
 
     def __init__(self, trace: Trace, interval: int = 1500, arrays: str | Iterable[str] | None = None) -> None:
         self.trace, self.arrays = trace, _check_arrays(trace, arrays)
@@ -221,6 +221,6 @@ class Replay(widgets.VBox):  # type: ignore[misc]  # ipywidgets: untyped
 
 
 def replay(trace: Trace, **options: Any) -> Replay:
-    """The replay widget of ``trace`` (a traced cell's :class:`~shmem_notebook.analysis.trace.Trace`):
+    """The replay widget of ``trace`` (a traced cell's :class:`~shmem_notebook.trace.cell_trace.Trace`):
     a slider and play button over its frames; ``options``: ``arrays`` (names to draw), ``interval`` (ms)."""
     return Replay(trace, **options)

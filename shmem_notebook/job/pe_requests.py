@@ -202,13 +202,13 @@ class Asking:
 
     def spooled_traces(self: JobMembers, pes: Iterable[int]) -> dict[int, dict[str, Any]]:
         """``{pe: trace data}`` of those of ``pes`` on this host that spooled their ``--trace``
-        recording and did not finish the cell (:mod:`shmem_notebook.analysis.trace_spool`); each
+        recording and did not finish the cell (:mod:`shmem_notebook.trace.spool`); each
         spool is removed once read. Not collective: no PE is asked."""
         import os
         import socket
 
-        from ..analysis.trace_spool import read_spool
         from ..protocol import trace_spool_path
+        from ..trace.spool import read_spool
 
         found: dict[int, dict[str, Any]]
         here, now, found = socket.gethostname(), time.time_ns(), {}

@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..cells.stages import STAGES
 from ..errors import InputError
 from ..launcher.environment import platform_environment
 from ..specs import parse_size, parse_spec
@@ -50,15 +51,13 @@ FAILED = {
     "deadlock": "it deadlocked in the notebook (every PE waited for another)",
 }
 
-#: what a cell option becomes in a program
-OPTION_NOTES = {
-    "race": "--race: the race check is the notebook's; run this program under `python -m shmem_notebook.race -- "
-    "oshrun ...` for it",
-    "stress": "--stress: the reruns with random delays are the notebook's (`python -m shmem_notebook.race --stress "
-    "SEED -- ...` does them for a program)",
-    "trace": "--trace: the recording for %shmem replay is the notebook's; left out",
-    "timeout": "--timeout: a program has no per-cell timeout; give the batch job a time limit (sbatch --time)",
-}
+TIMEOUT_NOTE = "--timeout: a program has no per-cell timeout; give the batch job a time limit (sbatch --time)"
+
+
+def _option_notes() -> dict[str, str]:
+    """What each cell option becomes in a program: a stage says its own (``Stage.export_note``)."""
+    return {**{name: s.export_note for name, s in STAGES.items() if s.export_note}, "timeout": TIMEOUT_NOTE}
+
 
 #: names the notebook binds before every cell, and how the program binds them again
 BOUND = {
@@ -207,7 +206,7 @@ def _alloc(spec: ArraySpec) -> str:
 
 def _header(record: CellRecord) -> str:
     declared = " ".join(record.options.get("declared", []))
-    flags = " ".join(f"--{k}" if v is True else f"--{k} {v}" for k, v in record.options.items() if k in OPTION_NOTES)
+    flags = " ".join(f"--{k}" if v is True else f"--{k} {v}" for k, v in record.options.items() if k in _option_notes())
     magic = " ".join(filter(None, ["%%pxshmem", declared, flags]))
     title = f"# ---- {record.label}: {magic} "
     return title + "-" * max(4, 96 - len(title))
@@ -253,9 +252,10 @@ def _cell_block(
         out.append("# the notebook binds these names again before every cell")
         out += [BOUND.get(name) or f'{name} = _declared["{name}"]' for name in again]
         stored.difference_update(again)
+    notes = _option_notes()
     for key in record.options:
-        if key in OPTION_NOTES:
-            out.append(f"# {OPTION_NOTES[key]}")
+        if key in notes:
+            out.append(f"# {notes[key]}")
     if record.outcome != "ok":
         out.append(f"# NOTE: {FAILED.get(record.outcome, 'it ended ' + repr(record.outcome))}")
     text = plain_cell(record.code, needs)

@@ -8,6 +8,7 @@ in one place.
 """
 
 import argparse
+import functools
 import shlex
 import textwrap
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from .. import job as _job
 from ..cells import STAGES
 from ..cells.result import fixes_of
+from ..cells.stages import Command
 from ..errors import InputError, NoJobError
 from ..job.options import add_arguments, declared, flag, seconds
 from ..specs import format_size
@@ -31,6 +33,12 @@ if TYPE_CHECKING:
     from ..job import Job
 
 __all__ = ["ShmemMagics", "format_status", "format_arrays", "overview", "cell_parser", "PARSERS"]
+
+
+def _stage_commands() -> dict[str, Command]:
+    """The registered stages' ``%shmem`` subcommands, by stage name."""
+    return {name: stage.command for name, stage in STAGES.items() if stage.command is not None}
+
 
 SUBCOMMANDS = (
     "start",
@@ -45,7 +53,7 @@ SUBCOMMANDS = (
     "inspect",
     "race",
     "replay",
-    "trace",
+    *_stage_commands(),  # each stage's own (%shmem trace), declared by the stage
     "export",
     "fix",
 )
@@ -89,22 +97,6 @@ def cell_parser() -> _Parser:
         PARSERS["pxshmem"] = _parser("%%pxshmem", _cell_args, CELL_ABOUT)
         ShmemMagics.pxshmem.__doc__ = _one_line("pxshmem") + ": run the cell on every PE."
     return PARSERS["pxshmem"]
-
-
-def _trace_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "action",
-        choices=("save", "profile"),
-        metavar="save|profile",
-        help="save PATH: write the last traced cell as PATH.json (Perfetto) or PATH.otf2; profile: where "
-        "each PE waited",
-    )
-    p.add_argument("path", nargs="?", default=None, metavar="PATH", help="the file save writes (*.json or *.otf2)")
-    p.add_argument(
-        "--stress",
-        action="store_true",
-        help="the trace of the last cell's first stress rerun (`%%%%pxshmem --race --stress --trace`)",
-    )
 
 
 def _replay_args(p: argparse.ArgumentParser) -> None:
@@ -162,11 +154,8 @@ PARSERS: dict[str, _Parser] = {
         "operations earlier cells left in flight.",
     ),
     "replay": _parser("%shmem replay", _replay_args, "Replay the last --trace cell step by step."),
-    "trace": _parser(
-        "%shmem trace",
-        _trace_args,
-        "Save the last --trace cell for Perfetto or OTF2 tools, or show where each PE waited in it.",
-    ),
+    # each stage's %shmem subcommand (%shmem trace), declared by the stage
+    **{name: _parser(f"%shmem {name}", c.arguments, c.about) for name, c in _stage_commands().items()},
     "export": _parser(
         "%shmem export",
         _export_args,
@@ -321,7 +310,10 @@ class ShmemMagics(Magics):
             given = f"unknown subcommand {words[0]!r}" if words else "a subcommand is missing"
             raise UsageError(f"%shmem: {given}; use one of {', '.join(SUBCOMMANDS)}")
         sub, rest = words[0], words[1:]
-        handler = getattr(self, f"_{sub}")
+        command = _stage_commands().get(sub)
+        handler: Callable[..., Any] = (
+            functools.partial(self._stage_command, sub, command) if command else getattr(self, f"_{sub}")
+        )
         parser = PARSERS.get(sub)
         if HELP_WORDS.intersection(rest):
             print(_usage(sub))
@@ -331,6 +323,13 @@ class ShmemMagics(Magics):
                 raise UsageError(f"%shmem {sub} takes no arguments, got {' '.join(rest)!r}")
             return handler()
         return handler(parser.parse_args(rest))
+
+    def _stage_command(self, sub: str, command: Command, args: argparse.Namespace) -> object:
+        """A stage's subcommand (:attr:`shmem_notebook.cells.stages.Stage.command`) on the job."""
+        try:
+            return command.run(self._job(f"%shmem {sub}"), args)
+        except InputError as exc:
+            raise UsageError(str(exc)) from None
 
     def _start(self, args: argparse.Namespace) -> None:
         job = _job.start(**{f.name: getattr(args, f.name) for f, _ in declared()})
@@ -403,36 +402,6 @@ class ShmemMagics(Magics):
         from ..inspector.replay import replay
 
         return replay(result.trace, arrays=args.array)
-
-    def _trace(self, args: argparse.Namespace) -> None:
-        result = self._job("%shmem trace").last_result
-        trace = (
-            None
-            if result is None
-            else getattr(result.stages.get("stress"), "trace", None)
-            if args.stress
-            else result.trace
-        )
-        if trace is None and args.stress:
-            raise UsageError(
-                "%shmem trace --stress: the last cell's first stress rerun was not traced; run it with "
-                "`%%pxshmem --race --stress --trace` first"
-            )
-        if trace is None:
-            raise UsageError("%shmem trace: the last cell was not traced; run it with `%%pxshmem --trace` first")
-        if args.action == "profile":
-            print(trace.waits())
-            trace.profile(show=True)
-            return None
-        if args.path is None:
-            raise UsageError("%shmem trace save: say where, e.g. `%shmem trace save run.json` (Perfetto) or run.otf2")
-        try:
-            path = trace.save(args.path)
-        except InputError as exc:
-            raise UsageError(f"%shmem trace save: {exc}") from None
-        opened = "open it in ui.perfetto.dev" if path.lower().endswith(".json") else "open it in Vampir"
-        print(f"trace saved: {path} ({plural(len(trace.events), 'call')} on {plural(trace.npes, 'PE')}; {opened})")
-        return None
 
     def _fix(self) -> None:
         from ..analysis.edits import apply_fixes

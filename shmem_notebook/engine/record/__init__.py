@@ -4,12 +4,14 @@
   a consumer is attached, decodes each call once and hands it to the consumers.
 - :mod:`.accesses`: the race recording (events of :data:`~shmem_notebook.operations.EVENT_FIELDS`),
   fed also by :mod:`.hooks`, the loads and stores of the cell rewritten by :mod:`.instrument`.
-- :mod:`.trace_log`: the ``--trace`` recording (calls and heap states per epoch).
+- the ``--trace`` recording (calls and heap states per epoch) is the trace stage's, another consumer of the
+  layer (:mod:`shmem_notebook.trace.recording`).
 - :mod:`.perturb`: seeded delays around every call, and the arrays saved for reruns.
-- :mod:`.memory`: where memory is and what the cell calls it; :mod:`.state`: the recordings' state.
+- :mod:`.memory`: where memory is and what the cell calls it; what the recordings keep between
+  calls is this PE's (``this_pe.record``, :mod:`..context`).
 
-The functions below are the requests the client sends (see ``engine/requests.py``); each
-is local to the PE. Consumers are independent: starting one never discards another, so a
+The functions below answer the ``race`` and ``stress`` stages' requests (:data:`HANDLERS`, see
+:mod:`shmem_notebook.stage_registry`). Consumers are independent: starting one never discards another, so a
 cell may be race-checked, traced and stressed at once, in any order.
 """
 
@@ -25,20 +27,18 @@ from . import callsites, hooks, in_c, layer, outside
 from .accesses import RaceRecording
 from .instrument import AccessTransformer, MarkTransformer
 from .perturb import StressDelays, declared_values, restore_arrays, save_arrays
-from .trace_log import TraceRecording
 
 __all__ = [
     "CAP",
     "race_start",
     "race_stop",
-    "trace_start",
-    "trace_stop",
     "stress_start",
     "stress_stop",
     "save_arrays",
     "restore_arrays",
     "declared_values",
     "active",
+    "HANDLERS",
 ]
 
 from ...operations import CAP  # one cap for every recording, shared with the client
@@ -137,22 +137,6 @@ def race_stop() -> dict[str, Any] | None:
     return data
 
 
-def trace_start(options: dict[str, Any] | None = None) -> bool:
-    """Trace the next cell: its calls and the heap between world barriers (see :mod:`.trace_log`)."""
-    options = dict(options or {})
-    layer.detach("trace")
-    layer.attach("trace", TraceRecording(int(options.get("cap") or CAP)))
-    return True
-
-
-def trace_stop() -> dict[str, Any]:
-    """Stop tracing; the trace's plain data, or an empty one if none ran."""
-    recording = cast("TraceRecording | None", layer.detach("trace"))
-    if recording is None:
-        return {"pe": None, "events": [], "snapshots": [], "dropped": 0}
-    return recording.data()
-
-
 def stress_start(seed: int, max_delay: float) -> bool:
     """Delay every shmem call of the next cell at random, seeded by ``seed`` (see :mod:`.perturb`)."""
     layer.attach("stress", StressDelays(seed, max_delay))
@@ -163,3 +147,15 @@ def stress_stop() -> bool:
     """Stop delaying calls."""
     layer.detach("stress")
     return True
+
+
+#: the race and stress stages' requests (their names: :mod:`shmem_notebook.stage_registry`) -> functions
+HANDLERS = {
+    "race_start": race_start,
+    "race_stop": race_stop,
+    "stress_start": stress_start,
+    "stress_stop": stress_stop,
+    "stress_save": save_arrays,
+    "stress_restore": restore_arrays,
+    "declared_values": declared_values,
+}

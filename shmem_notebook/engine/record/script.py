@@ -41,9 +41,10 @@ from shmem4py import shmem
 
 from ...operations import CAP
 from ...protocol import PE_DONE, PE_LINE, RACE_ENV, RACE_LINES
+from ...trace.recording import trace_start, trace_stop
 from .. import shims
 from ..context import this_pe
-from . import layer, race_start, race_stop, stress_start, stress_stop, trace_start, trace_stop
+from . import layer, race_start, race_stop, stress_start, stress_stop
 from .hooks import FUNCS
 from .instrument import HOOKS, renumber
 from .memory import anonymous_heap, heap_range

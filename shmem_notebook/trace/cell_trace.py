@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..analysis.model import READS  # gets: data flows to the caller
 from ..operations import COLLECTIVES, TRANSFERS
 from ..words import plural
-from .model import READS  # gets: data flows to the caller
-from .trace_ends import said
+from .ends import said
 
 __all__ = ["Trace", "TRANSFERS", "PROFILE_CHART"]
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     from matplotlib.figure import Figure, SubFigure
 
-    from .happens_before import Race
+    from ..analysis.happens_before import Race
     from .waits import Waits
 
 #: the plain-text form of the chart :meth:`Trace.profile` shows (what a terminal prints for it)
@@ -93,12 +93,12 @@ class Trace:
     def save(self, path: str | os.PathLike[str]) -> str:
         """Write the trace to ``path`` by its extension: ``.json`` (Chrome trace events: Perfetto,
         ui.perfetto.dev) or ``.otf2`` (an OTF2 archive: Vampir, Score-P tools); returns ``path``."""
-        from .trace_save import save
+        from .save import save
 
         return save(self, path)
 
     def waits(self) -> Waits:
-        """Where each PE waited: a :class:`~shmem_notebook.analysis.waits.Waits` (per PE, time per
+        """Where each PE waited: a :class:`~shmem_notebook.trace.waits.Waits` (per PE, time per
         waiting call and line, time outside OpenSHMEM between, computing or sleeping; ``str()`` gives one
         sentence per PE)."""
         from .waits import Waits
@@ -107,15 +107,15 @@ class Trace:
 
     def timeline(self, fig: Figure | None = None) -> Figure | SubFigure:
         """The calls as a timeline (a matplotlib Figure): a lane per PE, a box per call, an arrow per transfer."""
-        from .trace_drawing import draw_timeline
+        from .drawing import draw_timeline
 
         return draw_timeline(self, fig=fig)
 
     def profile(self, fig: Figure | None = None, show: bool = False) -> Figure:
         """A per-PE bar chart of :meth:`waits` (a matplotlib Figure); ``show``: also display it under
         the running cell (in IPython)."""
-        from .figures import show_png
-        from .trace_drawing import draw_waits
+        from ..analysis.figures import show_png
+        from .drawing import draw_waits
 
         figure = draw_waits(self.waits(), fig=fig)
         if show:

@@ -1,7 +1,7 @@
 """The trace of a PE that did not finish its cell, read from its spool (client side).
 
 A PE blocked for good never answers ``trace_stop``; its recording
-(:mod:`shmem_notebook.engine.record.trace_log`) appended what it had recorded to a spool file
+(:mod:`shmem_notebook.trace.recording`) appended what it had recorded to a spool file
 right before each call that can block. :func:`read_spool` makes of that file the data a
 ``trace_stop`` answer has, its lane ending in the call the PE is still in (``open``: that call's
 event lasts until ``now``).

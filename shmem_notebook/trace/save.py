@@ -1,4 +1,4 @@
-"""Save a :class:`~shmem_notebook.analysis.trace.Trace` by the file's extension (client side):
+"""Save a :class:`~shmem_notebook.trace.cell_trace.Trace` by the file's extension (client side):
 ``.json`` Chrome trace events for Perfetto (:mod:`.chrome_trace`), ``.otf2`` an OTF2 archive
 (:mod:`.otf2_export`)."""
 
@@ -12,7 +12,7 @@ from ..errors import InputError
 __all__ = ["save", "FORMATS"]
 
 if TYPE_CHECKING:
-    from .trace import Trace
+    from .cell_trace import Trace
 
 #: extension -> what it writes
 FORMATS = {
@@ -27,11 +27,11 @@ def save(trace: Trace, path: str | os.PathLike[str]) -> str:
     path = os.fspath(path)
     extension = os.path.splitext(path)[1].lower()
     if extension == ".json":
-        from .chrome_trace import write_json
+        from .perfetto import write_json
 
         write_json(trace, path)
     elif extension == ".otf2":
-        from .otf2_export import write_otf2
+        from .otf2 import write_otf2
 
         write_otf2(trace, path)
     else:

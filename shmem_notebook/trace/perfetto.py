@@ -18,8 +18,8 @@ import bisect
 import json
 from typing import TYPE_CHECKING, Any
 
+from ..analysis.footprint import format_indices
 from ..folding import pe_ranges
-from .footprint import format_indices
 from .timeline import lanes, origin
 
 __all__ = ["chrome_trace", "write_json", "CLOCK"]
@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Protocol
 
-    from .happens_before import Access
+    from ..analysis.happens_before import Access
+    from .cell_trace import Trace
     from .timeline import Slice
-    from .trace import Trace
 
     class _Bind(Protocol):
         def __call__(self, ns: int, later: bool) -> int | None: ...
@@ -158,8 +158,8 @@ def _race_flows(
 
 def chrome_trace(trace: Trace) -> dict[str, Any]:
     """The trace-event JSON object (a dict) of ``trace``."""
+    from ..analysis.model import READS
     from ..operations import TRANSFERS
-    from .model import READS
 
     zero, by_pe = origin(trace), lanes(trace)
     pid_of, nodes = _nodes(trace)

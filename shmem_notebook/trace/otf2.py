@@ -20,7 +20,7 @@ from .timeline import lanes
 __all__ = ["write_otf2", "COLLECTIVE_OPS"]
 
 if TYPE_CHECKING:
-    from .trace import Trace
+    from .cell_trace import Trace
 
 #: call -> the name of its otf2.CollectiveOp
 COLLECTIVE_OPS = {
@@ -68,8 +68,8 @@ def write_otf2(trace: Trace, path: str | os.PathLike[str]) -> str | os.PathLike[
     import otf2
     from otf2.enums import GroupType, Paradigm, RegionRole, RmaSyncLevel
 
+    from ..analysis.model import READS
     from ..operations import ATOMICS, TRANSFERS
-    from .model import READS
     from .timeline import WAITING
 
     directory, name = os.path.split(os.path.abspath(path))

@@ -24,7 +24,7 @@ __all__ = ["Waits", "PEWaits"]
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from .trace import Trace
+    from .cell_trace import Trace
 
 
 @dataclass

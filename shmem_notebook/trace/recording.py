@@ -1,6 +1,7 @@
 """The trace: one cell's calls on this PE with the heap between world barriers, for
-``--trace`` and the replay (PE side). A consumer of the :mod:`.layer`, so it sees every
-call the race recording sees.
+``--trace`` and the replay (PE side: the trace stage's PE module, whose :data:`HANDLERS` answer
+``trace_start`` and ``trace_stop``). A consumer of the recording's
+:mod:`~shmem_notebook.engine.record.layer`, so it sees every call the race recording sees.
 
 :meth:`TraceRecording.data` returns plain data:
 
@@ -31,7 +32,7 @@ recording appends what it recorded since its last such call to a spool file on t
 (:func:`shmem_notebook.protocol.trace_spool_path`, one pickled dict per append: first ``pe``,
 ``host``, ``pid``, ``started``; then ``events`` and ``snapshots`` added, ``dropped`` so far and
 ``open``, the call being entered: ``op``, ``line``, ``t0``), which the client reads for the PEs
-that did not finish (:mod:`shmem_notebook.analysis.trace_spool`). ``trace_stop`` removes it.
+that did not finish (:mod:`shmem_notebook.trace.spool`). ``trace_stop`` removes it.
 """
 
 from __future__ import annotations
@@ -46,17 +47,17 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 from shmem4py import shmem
 
-from ...operations import CALLS
-from ...protocol import trace_spool_path
-from ..context import this_pe
-from . import layer
+from ..engine.context import this_pe
+from ..engine.record import layer
+from ..operations import CALLS, CAP
+from ..protocol import trace_spool_path
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from ...operations import Operation
+    from ..operations import Operation
 
-__all__ = ["TraceRecording", "PAYLOAD", "EXACT", "BUDGET"]
+__all__ = ["TraceRecording", "PAYLOAD", "EXACT", "BUDGET", "trace_start", "trace_stop", "HANDLERS"]
 
 PAYLOAD = 64  #: elements of a put's values kept in its event
 EXACT = 4096  #: arrays up to this many elements are snapshotted exactly
@@ -279,3 +280,23 @@ class TraceRecording:
             "stopped": stopped,
             "cpu": cpu,  # ns on the CPU between started and stopped (None: not measured on one thread)
         }
+
+
+def trace_start(options: dict[str, Any] | None = None) -> bool:
+    """Trace the next cell: its calls and the heap between world barriers."""
+    options = dict(options or {})
+    layer.detach("trace")
+    layer.attach("trace", TraceRecording(int(options.get("cap") or CAP)))
+    return True
+
+
+def trace_stop() -> dict[str, Any]:
+    """Stop tracing; the trace's plain data, or an empty one if none ran."""
+    recording = cast("TraceRecording | None", layer.detach("trace"))
+    if recording is None:
+        return {"pe": None, "events": [], "snapshots": [], "dropped": 0}
+    return recording.data()
+
+
+#: the trace stage's requests (their names: :mod:`shmem_notebook.stage_registry`) -> functions
+HANDLERS = {"trace_start": trace_start, "trace_stop": trace_stop}

@@ -11,7 +11,7 @@ from ..operations import CAP
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from .report import Stop
+    from ..analysis.report import Stop
 
 __all__ = ["ends", "said"]
 

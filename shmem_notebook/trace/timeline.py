@@ -16,7 +16,7 @@ from ..operations import ATOMICS, CALLS, COLLECTIVES, RMA, WAITS
 __all__ = ["Slice", "lanes", "kind_of", "WAITING", "origin"]
 
 if TYPE_CHECKING:
-    from .trace import Trace
+    from .cell_trace import Trace
 
 #: calls in which a PE waits for others: barriers, team syncs, waits on memory, locks, collectives
 WAITING = (

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from matplotlib.figure import Figure
 
+from ..analysis.model import READS  # gets: data flows to the caller
 from ..operations import TRANSFERS
-from .model import READS  # gets: data flows to the caller
 from .timeline import kind_of, lanes, origin
 
 __all__ = ["draw_waits", "draw_timeline"]
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import SubFigure
 
-    from .trace import Trace
+    from .cell_trace import Trace
     from .waits import Waits
 
 _SHOWN = 5  # waits (call, line) given their own colour
@@ -34,7 +34,7 @@ _KIND = {"wait": "#c4302b", "rma": "#0072b2", "amo": "#009e73", "coll": "#e69f00
 
 
 def draw_waits(waits: Waits, fig: Figure | None = None) -> Figure:
-    """A horizontal bar per PE of ``waits`` (:class:`~shmem_notebook.analysis.waits.Waits`); returns the figure."""
+    """A horizontal bar per PE of ``waits`` (:class:`~shmem_notebook.trace.waits.Waits`); returns the figure."""
     entries = list(waits)
     fig = fig or Figure(figsize=(8, 1.2 + 0.4 * len(entries)), dpi=90)
     ax = fig.add_subplot(111)
