@@ -85,6 +85,6 @@ def test_a_race_checked_cell_asks_race_start_and_race_stop(job):
     out = io.StringIO()
     result = job.run("shmem.barrier_all()", race=True, stdout=out)
     assert result.races == [] and "no races found (cell traced: 2 operations on 2 PEs" in out.getvalue()
-    job.ask(Op.RACE_START, {})
+    job.ask("race_start", {})
     quiet(job, "x = 1")
-    assert all(isinstance(trace, dict) and "events" in trace for trace in job.ask(Op.RACE_STOP).values())
+    assert all(isinstance(trace, dict) and "events" in trace for trace in job.ask("race_stop").values())
