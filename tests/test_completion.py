@@ -12,7 +12,7 @@ from shmem_notebook.cells import STAGES
 from shmem_notebook.job.options import declared, flag
 from shmem_notebook.launcher.library import known
 from shmem_notebook.magics import completion
-from shmem_notebook.magics.shmem_magics import SUBCOMMANDS
+from shmem_notebook.magics.shmem_magics import subcommands
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +32,9 @@ def offered(shell, text, cell=None):
 def test_subcommands_and_only_them(shell):
     assert offered(shell, "%shmem st") == (["start", "stop", "status"], {"st"})
     words, _ = offered(shell, "%shmem ")
-    assert words == [*SUBCOMMANDS, "help"], "the subcommands, not IPython's generic magics"
-    assert not set(offered(shell, "%shmem zz")[0]) & set(SUBCOMMANDS)
+    assert words == [*subcommands(), "help"], "the subcommands, not IPython's generic magics"
+    assert "trace" in words  # a stage's own (the trace stage declares it)
+    assert not set(offered(shell, "%shmem zz")[0]) & set(subcommands())
     assert offered(shell, "  %shmem re") == (["restart", "replay"], {"re"})
 
 

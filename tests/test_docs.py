@@ -103,10 +103,11 @@ def test_the_api_reference_documents_every_public_name(site):
 
 def test_the_magics_reference_lists_every_subcommand_and_option(site):
     text = text_of(page(site, "magics"))
-    for sub in shmem_magics.SUBCOMMANDS:
+    for sub in shmem_magics.subcommands():
         assert f"%shmem {sub}" in text, f"%shmem {sub} is not in the magics reference"
-    for sub, parser in shmem_magics.PARSERS.items():
-        for action in parser._actions:  # argparse keeps a parser's options only here
+    for sub in [*shmem_magics.subcommands(), "pxshmem"]:
+        parser = shmem_magics.parser_of(sub)
+        for action in parser._actions if parser is not None else []:  # argparse keeps a parser's options only here
             for option in action.option_strings:
                 assert option in text, f"{sub}'s option {option} is not in the magics reference"
 

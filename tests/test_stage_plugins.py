@@ -9,7 +9,7 @@ import pytest
 import shmem_notebook
 from conftest import ipython_shell, job_fixture, quiet
 from shmem_notebook.cells import STAGES, Stage, register
-from shmem_notebook.cells.stages import stages_for
+from shmem_notebook.cells.stages import Command, stages_for
 from shmem_notebook.protocol import Op
 
 job = job_fixture(2, heap="8M", current=True)
@@ -31,6 +31,18 @@ class HeapCheck(Stage):
     def report(self, cell, result, write):
         write(f"heapcheck: {len(result.stages[self.name])} PEs answered\n")
 
+    def _now(job, args):
+        if args.pe is not None and args.pe not in range(job.n):
+            raise shmem_notebook.InputError(f"%shmem heapcheck: no PE {args.pe}; the PEs are 0-{job.n - 1}")
+        used = job.ask(Op.HEAP_USAGE, pes=None if args.pe is None else [args.pe])
+        print(f"heapcheck now: {len(used)} PEs answered")
+
+    command = Command(
+        "Say each PE's heap use now (a stage's subcommand, of the tests).",
+        lambda p: p.add_argument("--pe", type=int, default=None, help="only this PE"),
+        _now,
+    )
+
 
 @pytest.fixture
 def heapcheck():
@@ -47,6 +59,31 @@ def test_a_new_stage_is_a_flag_of_the_magic_and_a_cell_option(heapcheck, capsys)
     assert "--heapcheck say each PE's heap use after the cell (a stage of the tests)" in shown
     assert "--heapcheck" in shell.object_inspect_text("%%pxshmem")
     assert [type(s) for s in stages_for({"heapcheck": True, "race": False})] == [HeapCheck]
+
+
+def test_a_new_stage_brings_its_own_subcommand(job, heapcheck, capsys):
+    """Registered after the magics were loaded: %shmem lists it, parses it, runs it on the job, and says a
+    mistake in its words as a usage error."""
+    from IPython.core.error import UsageError
+
+    from shmem_notebook.magics.shmem_magics import subcommands
+
+    shell = ipython_shell()
+    assert subcommands()[-4:] == ("trace", "heapcheck", "export", "fix")  # the stages' after the magic's own
+    shell.run_line_magic("shmem", "help")
+    assert "%shmem heapcheck [--pe PE]" in capsys.readouterr().out
+    shell.run_line_magic("shmem", "heapcheck")
+    assert "heapcheck now: 2 PEs answered" in capsys.readouterr().out
+    shell.run_line_magic("shmem", "heapcheck --pe 1")
+    assert "heapcheck now: 1 PEs answered" in capsys.readouterr().out
+    with pytest.raises(UsageError, match=r"^%shmem heapcheck: no PE 5; the PEs are 0-1$"):
+        shell.run_line_magic("shmem", "heapcheck --pe 5")
+    with pytest.raises(UsageError, match=r"^%shmem heapcheck: argument --pe: invalid int value: 'x'"):
+        shell.run_line_magic("shmem", "heapcheck --pe x")
+    STAGES.pop("heapcheck")
+    with pytest.raises(UsageError, match="unknown subcommand 'heapcheck'"):
+        shell.run_line_magic("shmem", "heapcheck")
+    register(HeapCheck)  # the fixture removes it again
 
 
 def test_a_stage_is_declared_whole_or_refused():

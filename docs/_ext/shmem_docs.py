@@ -14,9 +14,9 @@ def magic_usages():
     from shmem_notebook.magics import shmem_magics as m
 
     def text(sub):
-        return m.ABOUT[sub] if sub in m.ABOUT else m.PARSERS[sub].format_help().replace("usage: ", "", 1).rstrip()
+        return m.ABOUT[sub] if sub in m.ABOUT else m.parser_of(sub).format_help().replace("usage: ", "", 1).rstrip()
 
-    return [(f"%shmem {sub}", text(sub)) for sub in m.SUBCOMMANDS] + [("%%pxshmem", text("pxshmem"))]
+    return [(f"%shmem {sub}", text(sub)) for sub in m.subcommands()] + [("%%pxshmem", text("pxshmem"))]
 
 
 class MagicsDirective(SphinxDirective):

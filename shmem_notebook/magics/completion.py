@@ -73,7 +73,7 @@ def _options(sub: str) -> dict[str, bool]:
     """``{flag: takes a value}`` of a subcommand (``pxshmem``: the cell magic)."""
     if sub == "start":
         return {name: value for name, (value, _) in _start_options().items()}
-    parser = shmem_magics.cell_parser() if sub == "pxshmem" else shmem_magics.PARSERS.get(sub)
+    parser = shmem_magics.parser_of(sub)
     if parser is None:  # stop, restart, status, arrays: no options
         return {}
     return {s: action.nargs != 0 for action in _actions(parser) for s in action.option_strings}
@@ -91,7 +91,7 @@ def _values(sub: str, option: str) -> list[str] | None:
         return _declared_arrays()
     if option in PE_OPTIONS:
         return _pes()
-    parser = shmem_magics.cell_parser() if sub == "pxshmem" else shmem_magics.PARSERS.get(sub)
+    parser = shmem_magics.parser_of(sub)
     for action in _actions(parser) if parser is not None else []:
         if option in action.option_strings and action.choices is not None:
             return [str(c) for c in action.choices]
@@ -102,7 +102,7 @@ def _positionals(sub: str, before: list[str]) -> list[str] | None:
     """What the next positional word of ``sub`` may be, after the words ``before`` it; None: unknown."""
     if sub in NAMES_ARRAYS:
         return [n for n in _declared_arrays() if n not in before] if sub == "free" or not before else []
-    parser = shmem_magics.PARSERS.get(sub)
+    parser = shmem_magics.parser_of(sub)
     if parser is None or sub == "pxshmem":
         return None
     positional = [a for a in _actions(parser) if not a.option_strings]
@@ -122,11 +122,11 @@ def candidates(text: str) -> tuple[str, list[str]] | None:
     if words[0] == "%%pxshmem":
         sub, rest = "pxshmem", words[1:]
     elif len(words) == 1:
-        subs = [*shmem_magics.SUBCOMMANDS, "help"]
+        subs = [*shmem_magics.subcommands(), "help"]
         return current, [s for s in subs if s.startswith(current)]
     else:
         sub, rest = words[1], words[2:]
-        if sub not in shmem_magics.SUBCOMMANDS:
+        if sub not in shmem_magics.subcommands():
             return current, []
     options = _options(sub)
     if current.startswith("-") and "=" in current:  # --library=so

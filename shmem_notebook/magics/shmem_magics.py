@@ -12,7 +12,7 @@ import functools
 import shlex
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -32,7 +32,16 @@ if TYPE_CHECKING:
     from ..inspector.widget import Inspector
     from ..job import Job
 
-__all__ = ["ShmemMagics", "format_status", "format_arrays", "overview", "cell_parser", "PARSERS"]
+__all__ = [
+    "ShmemMagics",
+    "format_status",
+    "format_arrays",
+    "overview",
+    "cell_parser",
+    "subcommands",
+    "parser_of",
+    "PARSERS",
+]
 
 
 def _stage_commands() -> dict[str, Command]:
@@ -40,7 +49,8 @@ def _stage_commands() -> dict[str, Command]:
     return {name: stage.command for name, stage in STAGES.items() if stage.command is not None}
 
 
-SUBCOMMANDS = (
+#: the magic's own subcommands; the registered stages' come after ``replay`` (:func:`subcommands`)
+BUILT_IN = (
     "start",
     "stop",
     "restart",
@@ -53,10 +63,13 @@ SUBCOMMANDS = (
     "inspect",
     "race",
     "replay",
-    *_stage_commands(),  # each stage's own (%shmem trace), declared by the stage
-    "export",
-    "fix",
 )
+LAST = ("export", "fix")
+
+
+def subcommands() -> tuple[str, ...]:
+    """Every ``%shmem`` subcommand, those of the stages registered now included (``trace``)."""
+    return (*BUILT_IN, *_stage_commands(), *LAST)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -96,6 +109,7 @@ def cell_parser() -> _Parser:
     if PARSERS["pxshmem"].stages != tuple(STAGES):
         PARSERS["pxshmem"] = _parser("%%pxshmem", _cell_args, CELL_ABOUT)
         ShmemMagics.pxshmem.__doc__ = _one_line("pxshmem") + ": run the cell on every PE."
+        ShmemMagics.shmem.__doc__ = overview()  # a stage's subcommand too
     return PARSERS["pxshmem"]
 
 
@@ -154,8 +168,6 @@ PARSERS: dict[str, _Parser] = {
         "operations earlier cells left in flight.",
     ),
     "replay": _parser("%shmem replay", _replay_args, "Replay the last --trace cell step by step."),
-    # each stage's %shmem subcommand (%shmem trace), declared by the stage
-    **{name: _parser(f"%shmem {name}", c.arguments, c.about) for name, c in _stage_commands().items()},
     "export": _parser(
         "%shmem export",
         _export_args,
@@ -178,24 +190,34 @@ ABOUT = {
 }
 
 
+def parser_of(sub: str) -> _Parser | None:
+    """The parser of subcommand ``sub`` (``pxshmem``: the cell magic's); None for one without options.
+    A stage's is built from its :attr:`~shmem_notebook.cells.stages.Stage.command` (registered at any time)."""
+    if sub == "pxshmem":
+        return cell_parser()
+    command = _stage_commands().get(sub)
+    if command is not None:
+        return _parser(f"%shmem {sub}", command.arguments, command.about)
+    return PARSERS.get(sub)
+
+
 def _usage(sub: str) -> str:
     """The help text of a subcommand (``pxshmem``: the cell magic)."""
     if sub in ABOUT:
         return ABOUT[sub]
-    parser = cell_parser() if sub == "pxshmem" else PARSERS[sub]
-    return parser.format_help().replace("usage: ", "", 1).rstrip()
+    return cast("_Parser", parser_of(sub)).format_help().replace("usage: ", "", 1).rstrip()
 
 
 def _one_line(sub: str) -> str:
     """A subcommand's usage from its parser, on one line, without ``usage:``."""
-    return " ".join(PARSERS[sub].format_usage().split()[1:])
+    return " ".join(cast("_Parser", parser_of(sub)).format_usage().split()[1:])
 
 
 def overview(width: int = 100) -> str:
     """``%shmem``'s usage (``%shmem?``, ``%shmem help``): every subcommand with every option, read
     from the subcommands' parsers, so that no option is left out."""
     lines = []
-    for sub in SUBCOMMANDS:
+    for sub in subcommands():
         if sub in ABOUT:
             if sub == next(iter(ABOUT)):
                 lines.append("%shmem " + " | ".join(ABOUT))
@@ -306,15 +328,15 @@ class ShmemMagics(Magics):
         if words and words[0] in HELP_WORDS:
             print(overview())
             return None
-        if not words or words[0] not in SUBCOMMANDS:
+        if not words or words[0] not in subcommands():
             given = f"unknown subcommand {words[0]!r}" if words else "a subcommand is missing"
-            raise UsageError(f"%shmem: {given}; use one of {', '.join(SUBCOMMANDS)}")
+            raise UsageError(f"%shmem: {given}; use one of {', '.join(subcommands())}")
         sub, rest = words[0], words[1:]
         command = _stage_commands().get(sub)
         handler: Callable[..., Any] = (
             functools.partial(self._stage_command, sub, command) if command else getattr(self, f"_{sub}")
         )
-        parser = PARSERS.get(sub)
+        parser = parser_of(sub)
         if HELP_WORDS.intersection(rest):
             print(_usage(sub))
             return None
