@@ -312,28 +312,32 @@ def _aug(x: Any, index: Any, op: str, value: Any, line: int) -> None:
 
 
 def _read(value: _T, line: int) -> _T:
-    if isinstance(value, _ndarray) and _record.race is not None and not _depth[0]:
-        _record.race.access(value, "load", "read", line)
+    rec = _record.race
+    if isinstance(value, _ndarray) and rec is not None and not _depth[0]:
+        rec.access(value, "load", "read", line)
     return value
 
 
 def _iter(value: _T, line: int) -> _T:
     """``for x in value``: a 1-D array's elements are read; an N-D array hands out its rows, views whose
     elements count when they are used (a generator made now may read them much later)."""
-    if isinstance(value, _ndarray) and value.ndim < 2 and _record.race is not None and not _depth[0]:
-        _record.race.access(value, "load", "read", line)
+    rec = _record.race
+    if isinstance(value, _ndarray) and value.ndim < 2 and rec is not None and not _depth[0]:
+        rec.access(value, "load", "read", line)
     return value
 
 
 def _rw(value: object, line: int) -> None:
-    if isinstance(value, _ndarray) and _record.race is not None and not _depth[0]:
-        _record.race.access(value, "load", "read", line)
-        _record.race.access(value, "store", "write", line)
+    rec = _record.race
+    if isinstance(value, _ndarray) and rec is not None and not _depth[0]:
+        rec.access(value, "load", "read", line)
+        rec.access(value, "store", "write", line)
 
 
 def _write(value: object, line: int) -> None:
-    if isinstance(value, _ndarray) and _record.race is not None and not _depth[0]:
-        _record.race.access(value, "store", "write", line)
+    rec = _record.race
+    if isinstance(value, _ndarray) and rec is not None and not _depth[0]:
+        rec.access(value, "store", "write", line)
 
 
 def _call(line: int, f: Any, *args: Any, **kwargs: Any) -> Any:
