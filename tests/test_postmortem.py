@@ -72,6 +72,13 @@ def test_the_pes_seen_ending_first_correct_a_report_that_names_a_pe_killed_after
     # both seen as zombies: the one the launcher did not end came first
     assert with_first_deaths(hydra_terms_0, {0: term, 1: abort}, {0, 1}) == {1: "signal 6 (SIGABRT)"}
     assert with_first_deaths(hydra_blames_0, {0: killed, 2: segv}, {0, 1, 2}) == {2: "signal 11 (SIGSEGV)"}
+    # hydra names both the PE that aborted and one it killed after (a soak met it on Sandia OpenSHMEM):
+    # the launcher's PE is dropped, with or without what was seen, unless it was seen ending first
+    both_named = {0: "signal 9 (SIGKILL)", 1: "signal 6 (SIGABRT)"}
+    for seen in ({}, {1: abort}, {1: None}, {0: killed, 1: abort}, {0: term, 1: None}):
+        assert with_first_deaths(both_named, seen, {0, 1}) == {1: "signal 6 (SIGABRT)"}, seen
+    assert with_first_deaths({**both_named, 2: "signal 15 (SIGTERM)"}, {}, {0}) == {1: "signal 6 (SIGABRT)"}
+    assert with_first_deaths(both_named, {0: None}, {0, 1}) == both_named  # PE 0 reaped first: kept
     # a PE seen ended by SIGTERM alone (a user's kill) keeps its cause
     assert with_first_deaths(hydra_terms_0, {0: term}, {0, 1}) == hydra_terms_0
     # not corrected: a cause other than the launcher's, a PE on another host, nothing seen

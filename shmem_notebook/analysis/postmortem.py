@@ -95,8 +95,11 @@ def with_first_deaths(
     may then report one of those instead. Of the PEs seen ended at once, the earliest are those
     already reaped (status None: a launcher reaps a PE before it ends the rest) or ended otherwise;
     when none is, all of them. A report naming only PEs the launcher ended, none of them earliest, is
-    replaced by the earliest; a report naming only PEs seen ended gains what was seen of the others.
+    replaced by the earliest; a report naming only PEs seen ended gains what was seen of the earliest.
+    A report naming both a PE that died of its own cause and PEs the launcher ended keeps only the
+    first (and launcher-ended PEs seen ending before the rest, as a PE the OOM killer took would).
     """
+    causes = _without_launcher_ends(causes, first)
     if not first or not set(causes) <= set(watched):
         return causes
     seen = {pe: _status_text(status) for pe, status in first.items()}
@@ -104,11 +107,19 @@ def with_first_deaths(
     if causes and set(causes.values()) <= _LAUNCHER_ENDS and set(causes).isdisjoint(earliest):
         return {pe: seen[pe] or UNREPORTED for pe in sorted(earliest)}
     if set(causes) <= set(first):
-        return {**{pe: cause for pe, cause in seen.items() if cause}, **causes}
+        return {**{pe: cause for pe in sorted(earliest) if (cause := seen[pe])}, **causes}
     return causes
 
 
 _LAUNCHER_ENDS = {_signal_text(int(signal.SIGKILL)), _signal_text(int(signal.SIGTERM))}
+
+
+def _without_launcher_ends(causes: dict[int, str], first: Mapping[int, int | None]) -> dict[int, str]:
+    own = {pe for pe, cause in causes.items() if cause not in _LAUNCHER_ENDS}
+    if not own:
+        return causes
+    early = {pe for pe, status in first.items() if _status_text(status) not in _LAUNCHER_ENDS}
+    return {pe: cause for pe, cause in causes.items() if pe in own or pe in early}
 
 
 def _status_text(status: int | None) -> str | None:
