@@ -14,7 +14,7 @@ import zmq
 import shmem_notebook
 from conftest import job_fixture, quiet
 from shmem_notebook import InputError, LaunchError, PEError
-from shmem_notebook.cells.channel import CellChannel, ChannelCell
+from shmem_notebook.cells.channel import ApplyTransport, CellChannel, ChannelCell
 from shmem_notebook.protocol import seal, unseal
 from shmem_notebook.rc import rc
 
@@ -52,7 +52,7 @@ def _seen(job, code):
 
 
 def test_cells_go_through_the_channel_not_the_controller(job):
-    assert job.dispatch == "direct" and job._channel is not None
+    assert job.dispatch == "direct" and isinstance(job._transport, CellChannel)
     sent = len(job._client.history)
     seen = _seen(job, CELL)
     assert len(job._client.history) == sent, "a cell went through ipyparallel"
@@ -70,7 +70,7 @@ def test_both_routes_give_the_same_results(job, monkeypatch):
     monkeypatch.setattr(rc, "dispatch", "ipyparallel")
     other = shmem_notebook.Job(2, heap="8M").start()
     try:
-        assert other._channel is None
+        assert type(other._transport) is ApplyTransport
         sent = len(other._client.history)
         assert [_seen(other, code) for code in (CELL, FAILING)] == direct
         assert len(other._client.history) >= sent + 2  # the cells went as execute requests
@@ -124,12 +124,12 @@ def test_what_is_not_signed_with_the_jobs_key_is_dropped(job):
         seal(b"another key", {"id": 0, "code": "import os; os._exit(3)"}),
     ):
         for pe in range(job.n):
-            job._channel.socket.send_multipart([job._channel._routes[pe]] + frames)
+            job._transport.socket.send_multipart([job._transport._routes[pe]] + frames)
     # toward the client: a stranger posing as PE 0 cannot add output
     stranger = zmq.Context.instance().socket(zmq.DEALER)
     stranger.setsockopt(zmq.IDENTITY, b"0")
     stranger.setsockopt(zmq.LINGER, 0)
-    stranger.connect(job._channel.url)
+    stranger.connect(job._transport.url)
     try:
         for cell_id in range(1, 100):  # whichever id the next cell gets
             stranger.send_multipart(seal(b"another key", {"id": cell_id, "pe": 0, "stdout": "forged\n"}))
@@ -146,10 +146,10 @@ def test_unreachable_channel_and_unknown_dispatch_say_what_to_do(job, monkeypatc
     lost.url = "tcp://127.0.0.1:9"  # nothing listens there
     try:
         with pytest.raises(LaunchError, match="could not reach this kernel's cell channel .*SHMEM_NOTEBOOK_DISPATCH"):
-            lost.connect(job.ask, timeout=1)
+            lost.connect(ApplyTransport(job._client, job.n), timeout=1)
     finally:
         lost.close()
-        job._channel.connect(job.ask)  # the PEs come back to the job's own channel
+        job._transport.connect(ApplyTransport(job._client, job.n))  # the PEs come back to the job's own channel
     assert quiet(job, "print(me)").stdout == {0: "0\n", 1: "1\n"}
     monkeypatch.setattr(rc, "dispatch", "zmq")
     with pytest.raises(InputError, match="rc.dispatch is 'zmq'; use one of 'direct', 'ipyparallel'"):
@@ -251,12 +251,12 @@ def test_requests_take_the_channel_and_answer_as_through_the_controller(job, mon
 
     quiet(job, "W = shmem.zeros(3, 'i8'); W[:] = me")
     asked = []
-    monkeypatch.setattr(job._channel, "ask", _spy(job._channel.ask, asked))
+    monkeypatch.setattr(job._transport, "ask", _spy(job._transport.ask, asked))
     by_channel = (job.ask("info"), job.pull("W"), job.gather("W"))
     with pytest.raises(ipp.error.CompositeError) as channel_error:
         job.ask("gather_into", "W", "/nonexistent/folder/file", pes=[1])
     assert [request[0] for request, *_ in asked] == ["info", "pull", "gather", "gather_into"]
-    monkeypatch.setattr(job, "_channel", None)  # through the controller, as before
+    monkeypatch.setattr(job, "_transport", ApplyTransport(job._client, job.n))  # through the controller
     by_controller = (job.ask("info"), job.pull("W"), job.gather("W"))
     with pytest.raises(ipp.error.CompositeError) as controller_error:
         job.ask("gather_into", "W", "/nonexistent/folder/file", pes=[1])
@@ -278,12 +278,43 @@ def _spy(ask, asked):
 def test_a_request_that_comes_while_a_cell_runs_is_answered_after_it(job):
     """A PE answers between cells, as ipyparallel's apply: what the cell set is there."""
     quiet(job, "late = 0")
-    cell = job._channel.send("import time\ntime.sleep(0.5)\nlate = 7 + me")
+    cell = job._transport.send("import time\ntime.sleep(0.5)\nlate = 7 + me")
     started = time.monotonic()
     assert job.pull("late").tolist() == [7, 8]
     assert time.monotonic() - started > 0.3
     cell.wait(10)
     assert cell.pending() == [] and [md["status"] for md in cell.metadata] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize("route", ["channel", "ipyparallel"])
+def test_a_partial_ask_gives_what_came_and_withdraws_what_is_late(job, monkeypatch, route):
+    """Asked with ``partial=True`` by either transport, each PE answers on its own: the idle PE
+    answers, the PE busy with a cell is unanswered and its request is withdrawn (it never runs,
+    even once the cell ended), a PE's error is its failure; the next ask gets fresh answers."""
+    if route == "ipyparallel":
+        monkeypatch.setattr(job, "_transport", ApplyTransport(job._client, job.n))
+    quiet(job, COUNTING)
+    try:
+        cell = job._transport.send("import time\ntime.sleep(2 if me == 1 else 0)")
+        time.sleep(0.2)
+        some = job.ask("info", timeout=0.5, partial=True)
+        assert list(some) == [0] and some.unanswered == [1] and not some.failed, (some, some.failed)
+        assert some[0]["pe"] == 0
+        failing = job.ask("gather_into", "asked", "/nonexistent/folder/file", pes=[0], timeout=10, partial=True)
+        assert not failing and list(failing.failed) == [0] and "FileNotFoundError" in failing.failed[0], failing.failed
+        cell.wait(15)
+        assert cell.pending() == [] and job.state == "running"
+        asked = quiet(job, "print([op for op in asked if op in ('info', 'gather_into')])").stdout
+        assert asked == {0: "['info', 'gather_into']\n", 1: "[]\n"}, asked
+    finally:
+        quiet(job, "import shmem_notebook.protocol as P\nP.serve(_served)")
+
+
+COUNTING = (  # each PE notes the requests it answers, in `asked`
+    "import shmem_notebook.protocol as P\n"
+    "_served, asked = P._handler, []\n"
+    "P.serve(lambda request: (asked.append(request[0]), _served(request))[1])"
+)
 
 
 @pytest.mark.pe
@@ -292,7 +323,7 @@ def test_a_request_unanswered_in_time_marks_the_job_hung_and_restart_recovers():
 
     job = shmem_notebook.Job(2, heap="8M").start()
     try:
-        job._channel.send("import time\ntime.sleep(5)")
+        job._transport.send("import time\ntime.sleep(5)")
         with pytest.raises(JobStateError, match=r"the PEs did not answer info within 1 s; run `%shmem restart`"):
             job.ask("info", timeout=1)
         assert job.state == "hung"
@@ -344,7 +375,7 @@ def late_answers(monkeypatch):
     wait, waited = ipp.AsyncResult.wait, set()
 
     def late(ar, timeout=-1, return_when=None):
-        if sys._getframe(1).f_code.co_filename.endswith("pe_requests.py") and id(ar) not in waited:
+        if sys._getframe(1).f_code.co_filename.endswith("channel.py") and id(ar) not in waited:
             waited.add(id(ar))
             time.sleep(timeout)
             return False

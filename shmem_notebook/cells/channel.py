@@ -1,22 +1,24 @@
-"""How a cell reaches the PEs and how their answers come back (client side).
+"""How the client reaches a job's PEs, cells and requests alike (client side): the job's
+*transport*, chosen once per start by ``rc.dispatch``.
 
-``rc.dispatch = "direct"`` (the default): the job's *cell channel*, one ROUTER socket
-in this process and a DEALER on every PE (:mod:`shmem_notebook.engine.cell_receiver`). The
-client sends the cell to each PE; each PE sends its output as lines and then one final
-message. ``DirectView.execute`` instead passes the cell through the controller and has
-every PE answer with four or five messages that the controller relays, which with many
-PEs on few cores is most of what a cell costs. Messages are JSON signed with a key the
-job sends its PEs over ipyparallel (:func:`shmem_notebook.protocol.seal`).
+``"direct"`` (the default): :class:`CellChannel`, one ROUTER socket in this process and a
+DEALER on every PE (:mod:`shmem_notebook.engine.cell_receiver`). The client sends a cell to
+each PE; each PE sends its output as lines and then one final message. ``DirectView.execute``
+instead passes the cell through the controller and has every PE answer with four or five
+messages that the controller relays, which with many PEs on few cores is most of what a cell
+costs. Requests asked on their own take the channel too (a small gather at 4 PEs took 2 ms,
+14 ms through the controller); a PE answers them between cells, as it answers ipyparallel's
+``apply``. Messages are JSON signed with a key the job sends its PEs over ipyparallel
+(:func:`shmem_notebook.protocol.seal`).
 
-``rc.dispatch = "ipyparallel"`` (``SHMEM_NOTEBOOK_DISPATCH``) sends cells with
-``DirectView.execute``, e.g. where a firewall lets the PEs reach only the controller.
+``"ipyparallel"`` (``SHMEM_NOTEBOOK_DISPATCH``): :class:`ApplyTransport`, cells by
+``DirectView.execute`` and requests by ``apply``, e.g. where a firewall lets the PEs reach only
+the controller. A start learns who its PEs are and has them connect the channel through it:
+the one route that exists before the channel does.
 
-Requests asked on their own (:meth:`~shmem_notebook.job.pe_requests.Asking.ask`) take the channel too
-once it is connected (:meth:`CellChannel.ask`; a small gather at 4 PEs took 2 ms, 14 ms through the
-controller); a PE answers them between cells, as it answers ipyparallel's ``apply``.
-
-Both give the cell path the same small interface: ``metadata`` (per PE: ``stdout``,
-``stderr``, ``outputs``, ``execute_result``, ``status``, ``error``), ``pending()``,
+Both transports answer ``ask(request, targets, timeout, check, partial)`` with :class:`Answers`
+and ``send(code, before, after)`` with a cell the cell path follows: ``metadata`` (per PE:
+``stdout``, ``stderr``, ``outputs``, ``execute_result``, ``status``, ``error``), ``pending()``,
 ``wait(timeout)``, ``answers(op)`` and ``forget()``. The requests the cell's stages make
 before and after it (``before``, ``after``: ``[(op, args)]`` of :func:`shmem_notebook.protocol.encode`,
 the form of a request asked on its own) ride with the cell on the channel, whose PEs answer
@@ -32,7 +34,7 @@ import itertools
 import secrets
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import zmq
 from ipyparallel.error import collect_exceptions, unwrap_exception
@@ -43,10 +45,55 @@ from ..protocol import Op, answer, seal, unseal
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
-__all__ = ["DISPATCH", "CellChannel", "ChannelCell", "ExecuteCell"]
+    from ..protocol import Request
+
+__all__ = ["DISPATCH", "Answers", "ApplyTransport", "CellChannel", "ChannelCell", "ExecuteCell", "Transport"]
 
 #: the values of ``rc.dispatch``
 DISPATCH = ("direct", "ipyparallel")
+
+
+class Answers(dict[int, Any]):
+    """``{pe: reply}`` of a request, in PE order. Asked with ``partial=True`` also ``failed``
+    (``{pe: "Error: message"}``: the PE raised or is gone) and ``unanswered`` (PEs that did not
+    answer in time; their request was withdrawn)."""
+
+    failed: dict[int, str]
+    unanswered: list[int]
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.failed, self.unanswered = {}, []
+
+
+class Transport(Protocol):
+    """What a job's transport does (see the module's docstring)."""
+
+    def ask(
+        self,
+        request: Request,
+        targets: Sequence[int],
+        timeout: float,
+        check: Callable[[], object] | None = None,
+        partial: bool = False,
+    ) -> Answers:
+        """``request`` asked of ``targets`` on its own. Without ``partial`` every PE answers within
+        ``timeout`` seconds (else :class:`TimeoutError`) and a PE's error raises
+        :class:`~ipyparallel.error.CompositeError`, as ipyparallel's ``apply`` does; with it, each PE
+        answers on its own within ``timeout``, and the errors and the PEs that did not answer are noted
+        in the :class:`Answers`. ``check()`` is called every 0.25 s while answers are missing (it raises
+        when a PE died). Collective when the request is."""
+        ...
+
+    def send(
+        self, code: str, before: Iterable[Request] = (), after: Iterable[Request] = ()
+    ) -> ChannelCell | ExecuteCell:
+        """Send ``code`` to every PE with the requests to answer ``before`` and ``after`` it. Collective."""
+        ...
+
+    def close(self) -> None:
+        """Reach these PEs no more."""
+        ...
 
 
 class CellChannel:
@@ -67,9 +114,17 @@ class CellChannel:
         self._asked = {}  # id -> {pe: reply} of the requests waiting for their answers
         self._routes: dict[int, bytes] = {}  # PE -> its socket's identity, learnt from its hello
 
-    def connect(self, call: Callable[..., object], timeout: float = 10.0) -> None:
-        """Have every PE connect (``call`` is the job's request to all PEs); wait for each one's hello."""
-        call("cells_connect", self.url, self.key.hex())
+    def connect(self, via: ApplyTransport, timeout: float = 10.0) -> None:
+        """Have every PE connect, asked ``via`` ipyparallel; wait for each one's hello. Closed again
+        when one does not say it."""
+        try:
+            self._connect(via, timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self, via: ApplyTransport, timeout: float) -> None:
+        via.ask((Op.CELLS_CONNECT, (self.url, self.key.hex())), range(self.n), max(timeout, 60.0))
         hello: set[int]
         hello, deadline = set(), time.monotonic() + timeout
         while len(hello) < self.n:
@@ -105,52 +160,71 @@ class CellChannel:
             },
         )
         for pe in range(self.n):
-            try:
-                self.socket.send_multipart([self._routes[pe]] + frames)
-            except zmq.ZMQError:  # the PE is gone: it never answers, and the cell path sees it die
-                pass
+            self._send(pe, frames)  # a PE that is gone never answers, and the cell path sees it die
         return cell
 
     def ask(
         self,
-        request: tuple[str, tuple[Any, ...]],
+        request: Request,
         targets: Sequence[int],
         timeout: float,
         check: Callable[[], object] | None = None,
-    ) -> dict[int, Any] | None:
-        """``{pe: answer}`` of ``request`` (:func:`~shmem_notebook.protocol.encode`) asked of ``targets``
-        on its own; None when one of them cannot be reached this way (not connected, gone): ask through
-        ipyparallel then. A PE that raised makes it raise :class:`~ipyparallel.error.CompositeError`,
-        as ipyparallel's ``apply`` does; no answer from every PE within ``timeout`` seconds raises
-        :class:`TimeoutError`. ``check()`` is called every 0.25 s while answers are missing (it raises
-        when a PE died). Collective when the request is."""
-        if self.socket.closed or request[0] == Op.CELLS_CONNECT or any(pe not in self._routes for pe in targets):
-            return None  # a PE answers cells_connect by replacing the channel it would answer through
+        partial: bool = False,
+    ) -> Answers:
+        """See :meth:`Transport.ask`. A PE no longer connected never answers: ``check`` tells a PE
+        that is gone from one that is slow; with ``partial`` it is ``failed`` at once. A request not
+        answered in time is withdrawn: the PE, busy with a cell, drops it, and its late answer is not
+        taken."""
         rid = next(self._ids)
         frames = seal(self.key, {"id": rid, "ask": True}, request)  # pickled: the request's tuples stay tuples
         replies: dict[int, dict[str, Any]]
-        replies = self._asked[rid] = {}
+        replies, answers = {}, Answers()
+        self._asked[rid] = replies
         try:
             for pe in targets:
-                try:
-                    self.socket.send_multipart([self._routes[pe]] + frames)
-                except zmq.ZMQError:  # its PE is gone; those asked already answer into nothing
+                if not self._send(pe, frames):
+                    answers.failed[pe] = f"ConnectionError: PE {pe} is not connected to this kernel's cell channel"
                     if check is not None:
                         check()
-                    return None
+            waiting = [pe for pe in targets if not (partial and pe in answers.failed)]
             deadline = time.monotonic() + timeout
-            while len(replies) < len(targets):
+            while len(replies) < len(waiting) and not self.socket.closed:
                 left = deadline - time.monotonic()
-                if left <= 0 or self.socket.closed:
-                    raise TimeoutError(f"no answer to {request[0]} from every PE within {timeout:g} s")
+                if left <= 0:
+                    break
                 self.receive(min(left, 0.25))
-                if check is not None and len(replies) < len(targets):
+                if check is not None and len(replies) < len(waiting):
                     check()
         finally:
             del self._asked[rid]
-        errors = [unwrap_exception(r["error"]) for r in replies.values() if "error" in r]
-        collect_exceptions(errors, answer.__name__)  # raised as ipyparallel raises what its apply(answer) raised
-        return {pe: replies[pe].get("attachment") for pe in targets}
+        late = [pe for pe in waiting if pe not in replies]
+        withdraw = seal(self.key, {"id": rid, "withdraw": True})
+        for pe in late:
+            self._send(pe, withdraw)
+        if not partial:
+            if late:
+                raise TimeoutError(f"no answer to {request[0]} from every PE within {timeout:g} s")
+            errors = [unwrap_exception(r["error"]) for r in replies.values() if "error" in r]
+            collect_exceptions(errors, answer.__name__)  # raised as ipyparallel raises what its apply(answer) raised
+            return Answers((pe, replies[pe].get("attachment")) for pe in targets)
+        for pe in targets:
+            if pe in replies and "error" in replies[pe]:
+                error = unwrap_exception(replies[pe]["error"])
+                answers.failed[pe] = f"{type(error).__name__}: {error}"
+            elif pe in replies:
+                answers[pe] = replies[pe].get("attachment")
+        answers.unanswered = late
+        return answers
+
+    def _send(self, pe: int, frames: list[bytes]) -> bool:
+        """Send ``frames`` to ``pe``; False when it is not connected (gone, or it never said hello)."""
+        if pe not in self._routes or self.socket.closed:
+            return False
+        try:
+            self.socket.send_multipart([self._routes[pe]] + frames)
+        except zmq.ZMQError:
+            return False
+        return True
 
     def receive(self, timeout: float) -> None:
         """Apply what arrives within ``timeout`` seconds (or what is there already) to the current cell
@@ -225,29 +299,93 @@ class ChannelCell:
         """Nothing is kept for a finished cell."""
 
 
+class ApplyTransport:
+    """The PEs reached through ipyparallel (``rc.dispatch = "ipyparallel"``, and a start's first
+    requests): requests by ``apply``, cells by ``DirectView.execute``."""
+
+    def __init__(self, client: Any, n: int) -> None:
+        self.client, self.n = client, n
+        self.view = client[list(range(n))]
+
+    def ask(
+        self,
+        request: Request,
+        targets: Sequence[int],
+        timeout: float,
+        check: Callable[[], object] | None = None,
+        partial: bool = False,
+    ) -> Answers:
+        """See :meth:`Transport.ask`. A request not answered in time is withdrawn (``abort``)."""
+        targets = list(targets)
+        if partial:
+            return self._each(request, targets, timeout)
+        ar = (self.view if targets == list(range(self.n)) else self.client[targets]).apply_async(answer, request)
+        try:
+            deadline = time.monotonic() + timeout
+            while not ar.wait(min(0.25, max(0.0, deadline - time.monotonic()))):
+                if check is not None:
+                    check()  # a dead PE's answer never comes: say so now
+                if time.monotonic() >= deadline:
+                    self.client.abort(ar, block=False)  # withdrawn where it waits for a cell's end
+                    raise TimeoutError(f"no answer to {request[0]} from every PE within {timeout:g} s")
+            return Answers(zip(targets, ar.get()))
+        finally:
+            with contextlib.suppress(Exception):
+                self.client.purge_local_results(ar)
+
+    def _each(self, request: Request, targets: list[int], timeout: float) -> Answers:
+        pending: dict[int, Any]
+        answers, pending = Answers(), {}
+        for pe in targets:
+            try:
+                pending[pe] = self.client[pe].apply_async(answer, request)
+            except Exception as exc:  # its engine is gone
+                answers.failed[pe] = f"{type(exc).__name__}: {exc}"
+        deadline = time.monotonic() + timeout
+        for pe, ar in pending.items():
+            try:
+                ar.wait(max(0.0, deadline - time.monotonic()))
+                if ar.ready():
+                    answers[pe] = ar.get()
+                else:
+                    answers.unanswered.append(pe)
+                    self.client.abort(ar, targets=[pe], block=False)
+            except Exception as exc:  # the PE raised or its engine vanished
+                answers.failed[pe] = f"{type(exc).__name__}: {exc}"
+            finally:
+                if ar.ready():
+                    with contextlib.suppress(Exception):
+                        self.client.purge_local_results(ar)
+        return answers
+
+    def send(self, code: str, before: Iterable[Request] = (), after: Iterable[Request] = ()) -> ExecuteCell:
+        """See :meth:`Transport.send`: the requests ``before`` are asked first, each of every PE."""
+        return ExecuteCell(self, code, before, after)
+
+    def close(self) -> None:
+        """Nothing to close: the job's client is the job's."""
+
+
 class ExecuteCell:
-    """One cell sent with ``DirectView.execute`` (``rc.dispatch = "ipyparallel"``); ``ask`` is the
-    job's :meth:`~shmem_notebook.job.pe_requests.Asking.ask`, for the requests made before and after it."""
+    """One cell sent with ``DirectView.execute`` by an :class:`ApplyTransport`, which asks the requests
+    made before and after it."""
 
     def __init__(
-        self,
-        view: Any,
-        code: str,
-        before: Iterable[tuple[str, Sequence[Any]]] = (),
-        ask: Callable[..., dict[int, Any]] | None = None,
-        after: Iterable[tuple[str, Sequence[Any]]] = (),
+        self, transport: ApplyTransport, code: str, before: Iterable[Request] = (), after: Iterable[Request] = ()
     ) -> None:
-        for op, args in before:
-            ask(op, *args)  # type: ignore[misc]  # always given when there are requests before the cell
-        self.ask: Callable[..., dict[int, Any]]
-        self.view, self.ask, self.after = view, ask, dict(after)  # type: ignore[assignment]  # always given
-        self.request: Any = view.execute(code, silent=False, block=False)
+        everyone = range(transport.n)
+        for request in before:
+            transport.ask(request, everyone, 60.0)
+        self.transport, self.after = transport, dict(after)
+        self.request: Any = transport.view.execute(code, silent=False, block=False)
         self.metadata: list[dict[str, Any]] = self.request._metadata
 
     def answers(self, op: str) -> dict[int, Any]:
         """``{pe: answer}`` to the request ``op``, asked now of the PEs that finished the cell."""
         finished = [pe for pe in range(len(self.metadata)) if pe not in self.pending()]
-        return dict(self.ask(op, *self.after.get(op, ()), pes=finished, timeout=30, partial=True)) if finished else {}
+        if not finished:
+            return {}
+        return dict(self.transport.ask((op, self.after.get(op, ())), finished, 30.0, partial=True))
 
     def pending(self) -> list[int]:
         """PEs not finished: a PE is finished once its reply *and* all its output arrived."""
@@ -258,4 +396,4 @@ class ExecuteCell:
 
     def forget(self) -> None:
         with contextlib.suppress(Exception):
-            self.view.client.purge_local_results(self.request)
+            self.transport.client.purge_local_results(self.request)

@@ -16,7 +16,7 @@ client no round trip of its own.
 
 A request asked on its own (``{"ask": True}``, the request pickled as the attachment) is answered
 as ipyparallel's ``apply`` would answer it: between cells (one that comes while a cell runs waits
-for its end), an error as ``apply`` reports it.
+for its end; the client withdraws it when it stops waiting), an error as ``apply`` reports it.
 
 A line goes out at once when the PE sent nothing in the last ``WINDOW`` seconds;
 faster output is gathered and sent once per window (by a flusher thread when the
@@ -79,6 +79,7 @@ class _Channel:
         socket.send_multipart(seal(key, {"hello": True, "pe": self.pe}))  # the client routes cells to this socket
         self.outbox = _Outbox(url, key, self.pe)
         self.running, self.waiting = False, []  # a cell runs; the requests that came meanwhile
+        self.reading = False  # _answer_waiting reads what came
 
     def close(self) -> None:
         self.stream.close()
@@ -88,16 +89,29 @@ class _Channel:
         message = unseal(self.key, frames)
         if message is None:  # anything not signed with the job's key is dropped
             return
+        if message.get("withdraw"):  # the client stopped waiting for a request that waits for the cell's end
+            self.waiting = [m for m in self.waiting if m["id"] != message["id"]]
+            return
         if message.get("ask"):
-            if self.running:
-                self.waiting.append(message)
-            else:
-                self._answer(message)
+            self.waiting.append(message)
+            if not self.running and not self.reading:
+                self._answer_waiting()
             return
         self.running = True  # from now: a request that comes before the cell starts waits for its end too
         asyncio.ensure_future(
             self._run(message["id"], message["code"], message.get("before", ()), message.get("after", ()))
         )
+
+    def _answer_waiting(self) -> None:
+        """Answer the requests waiting, once what else came is read: a withdrawal among it drops its
+        request (the client stopped waiting while this PE ran a cell), a cell stops the answering."""
+        self.reading = True
+        try:
+            self.stream.flush(zmq.POLLIN)
+        finally:
+            self.reading = False
+        while self.waiting and not self.running:
+            self._answer(self.waiting.pop(0))
 
     def _answer(self, message: dict[str, Any]) -> None:
         """Answer a request asked on its own: its value, or its error as ``apply`` reports one."""
@@ -118,8 +132,7 @@ class _Channel:
             await self._cell(cid, code, before, after)
         finally:
             self.running = False
-            while self.waiting and not self.running:
-                self._answer(self.waiting.pop(0))
+            self._answer_waiting()
 
     async def _cell(self, cid: int, code: str, before: Sequence[Sequence[Any]], after: Sequence[Sequence[Any]]) -> None:
         shell = self.shell

@@ -22,7 +22,7 @@ import psutil
 
 from ..arguments import check_timeout
 from ..cells import STAGES, CellResult, run_cell
-from ..cells.channel import DISPATCH, CellChannel
+from ..cells.channel import DISPATCH, ApplyTransport, CellChannel
 from ..cells.syntax import as_numbered, check_syntax
 from ..errors import InputError, JobStateError, LaunchError
 from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, check_slurm, listen_privately
@@ -94,7 +94,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.history = History(self)  # every cell run, in order (see .history); job.export writes them out
         self.stage_state: dict[str, Any] = {}  # stage name -> what it keeps between cells (race: operations in flight)
         self._token = uuid.uuid4().hex  # marks every process of this job (see watchdog)
-        self._cluster = self._client = self._view = self._watchdog = self._channel = self._engine_set_id = None
+        self._cluster = self._client = self._transport = self._watchdog = self._engine_set_id = None
         self._pe_procs = LocalPEs({})  # PE -> psutil.Process, for PEs on this host
         self._segments: dict[Any, Segments] = {}  # engine set id -> Segments: shared memory to remove once it ended
         self._heap_stale, self._gathers = False, 0
@@ -179,7 +179,8 @@ class Job(SymmetricArrays, Health, Asking):
             self._client = self._cluster.connect_client_sync(timeout=max(10.0, rc.start_timeout))
         self._private_files()
         self._wait_for_pes(time.monotonic() + rc.start_timeout)
-        self._view = self._client[list(range(self.n))]
+        self._close_transport()
+        self._transport = ApplyTransport(self._client, self.n)  # the one route before the channel
         self.state, self.crash, self.paused = "running", {}, set()
         self._pe_procs = LocalPEs({})  # the PEs before a restart are not these PEs' health
         self._forget_cells()
@@ -189,9 +190,9 @@ class Job(SymmetricArrays, Health, Asking):
         here = socket.gethostname()
         self._pe_procs = LocalPEs({pe: i["pid"] for pe, i in self.pes.items() if i["host"] == here})
         if self.dispatch == "direct":
-            self._close_channel()
-            self._channel = CellChannel(self.n, self.ip)
-            self._channel.connect(self.ask)
+            channel = CellChannel(self.n, self.ip)
+            channel.connect(self._transport)  # it closes again when a PE cannot reach it
+            self._transport = channel
         self._note_segments()
         if self.specs:
             self._alloc_on_pes(list(self.specs.values()))
@@ -325,7 +326,7 @@ class Job(SymmetricArrays, Health, Asking):
         self._engine_set_id = None
 
     def _teardown(self) -> None:
-        self._close_channel()
+        self._close_transport()
         cluster = self._cluster
         if cluster is not None:
             self._stop_pes()
@@ -340,7 +341,7 @@ class Job(SymmetricArrays, Health, Asking):
             kill_owned(self._token)
         if cluster is not None:
             remove_profile_files(cluster.profile_dir, cluster.cluster_id)
-        self._cluster = self._client = self._view = self._watchdog = None
+        self._cluster = self._client = self._watchdog = None
 
     def stop(self) -> None:
         """Stop every PE and the controller. Harmless when already stopped."""

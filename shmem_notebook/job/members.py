@@ -16,14 +16,13 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from ..cells.channel import CellChannel
+    from ..cells.channel import Transport
     from ..cells.surface import JobSurface, SentCell
+    from ..errors import JobStateError
     from ..launcher.library import Library
-    from ..protocol import Request
     from ..specs import ArraySpec
     from .governor import Governor
     from .job import Job
-    from .pe_requests import Answers
     from .processes import LocalPEs
 
 __all__ = ["JobMembers"]
@@ -46,8 +45,7 @@ class JobMembers(Protocol):
     RESTART_HINT: str
     _cluster: Any  # ipyparallel.Cluster, None when stopped
     _client: Any
-    _view: Any
-    _channel: CellChannel | None
+    _transport: Transport | None
     _engine_set_id: str | None
     _watchdog: subprocess.Popen[bytes] | None
     _token: str
@@ -103,9 +101,9 @@ class JobMembers(Protocol):
 
     def _require_alive(self) -> None: ...
 
-    def _ask_each(self, request: Request, targets: list[int], timeout: float) -> Answers: ...
+    def _hung(self, op: str, timeout: float) -> JobStateError: ...
 
-    def _close_channel(self) -> None: ...
+    def _close_transport(self) -> None: ...
 
     def _govern(self) -> None: ...
 

@@ -3,7 +3,8 @@ path (:mod:`shmem_notebook.cells.path`) uses to run a cell on the job.
 
 Every request a PE can answer is named in :class:`shmem_notebook.protocol.Op`; a name that is
 not is refused here, before anything is sent. A request travels as :func:`shmem_notebook.protocol.encode`
-makes it (plain data), asked on its own (:meth:`Asking.ask`) or riding with a cell (:meth:`Asking.send_cell`).
+makes it (plain data), asked on its own (:meth:`Asking.ask`) or riding with a cell (:meth:`Asking.send_cell`),
+by the job's one transport (:mod:`shmem_notebook.cells.channel`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import ipyparallel as ipp
 
-from ..cells.channel import ExecuteCell
+from ..cells.channel import Answers
 from ..errors import InputError, JobStateError
-from ..protocol import answer, encode
+from ..protocol import encode
 from ..rc import rc
 from ..specs import as_specs
 from .governor import governor_for
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     import subprocess
     from collections.abc import Iterable, Sequence
 
-    from ..cells.channel import CellChannel
+    from ..cells.channel import Transport
     from ..cells.surface import SentCell
     from ..protocol import Request
     from .governor import Governor
@@ -44,27 +45,14 @@ def encoded(op: str, args: Sequence[Any] = ()) -> Request:
         raise InputError(str(exc)) from None
 
 
-class Answers(dict[int, Any]):
-    """``{pe: reply}`` of :meth:`Asking.ask`, in PE order. With ``partial=True`` also
-    ``failed`` (``{pe: "Error: message"}``: the PE raised or is gone) and ``unanswered``
-    (PEs that did not answer in time; their request was withdrawn)."""
-
-    failed: dict[int, str]
-    unanswered: list[int]
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.failed, self.unanswered = {}, []
-
-
 class Asking:
-    """The :class:`~shmem_notebook.Job` methods that talk to the PEs."""
+    """The :class:`~shmem_notebook.Job` methods that talk to the PEs, through the job's transport
+    (:mod:`shmem_notebook.cells.channel`), chosen once per start."""
 
     _governor: Governor | None = None  # the Governor of the job's current PEs, once a cell ran
     _cluster: Any
     _client: Any
-    _view: Any
-    _channel: CellChannel | None
+    _transport: Transport | None
     _engine_set_id: str | None
     _watchdog: subprocess.Popen[bytes] | None
     last_cell: SentCell | None
@@ -92,70 +80,28 @@ class Asking:
             return Answers()
         if self.state != "running" and not (partial and self.state == "hung"):
             self._require_running(f"the request {request[0]!r}")  # one sentence: stopped, dead or hung
-        if partial:
-            return self._ask_each(request, targets, timeout)
-        if self._channel is not None:
-            try:
-                found = self._channel.ask(request, targets, timeout, check=self._require_alive)
-            except TimeoutError:
-                self.state = "hung"
-                raise JobStateError(
-                    f"the PEs did not answer {request[0]} within {timeout:.0f} s; {self.RESTART_HINT}"
-                ) from None
-            if found is not None:
-                return Answers(found)
-        ar = (self._view if pes is None else self._client[targets]).apply_async(answer, request)
+        assert self._transport is not None  # a running or hung job has one
         try:
-            deadline = time.monotonic() + timeout
-            while not ar.wait(min(0.25, max(0.0, deadline - time.monotonic()))):
-                self._require_alive()  # a dead PE's answer never comes: say so now
-                if time.monotonic() >= deadline:
-                    raise ipp.error.TimeoutError
-            return Answers(zip(targets, ar.get()))
-        except ipp.error.TimeoutError:
-            self.state = "hung"
-            raise JobStateError(
-                f"the PEs did not answer {request[0]} within {timeout:.0f} s; {self.RESTART_HINT}"
-            ) from None
+            # a PE's death ends a whole ask at once; an ask of each PE on its own notes it as that PE's failure
+            check = None if partial else self._require_alive
+            return self._transport.ask(request, targets, timeout, check=check, partial=partial)
+        except TimeoutError:
+            raise self._hung(request[0], timeout) from None
         except ipp.error.CompositeError as exc:
             # the hub noticed a PE's death before this host did; a PE that raised is its error, at once
             if any(name == "EngineError" for name, *_ in exc.elist) and wait(self.dead_pes, 2.0):
                 self._require_alive()
             raise
-        finally:
-            with contextlib.suppress(Exception):
-                self._client.purge_local_results(ar)
+
+    def _hung(self: JobMembers, op: str, timeout: float) -> JobStateError:
+        self.state = "hung"
+        return JobStateError(f"the PEs did not answer {op} within {timeout:.0f} s; {self.RESTART_HINT}")
 
     def _require_alive(self: JobMembers) -> None:
         """Raise :class:`~shmem_notebook.PEDiedError` once a PE of this host ended: its answer never comes."""
         if self.dead_pes():
             self.mark_dead()
             self._require_running("a request")
-
-    def _ask_each(self: JobMembers, request: Request, targets: list[int], timeout: float) -> Answers:
-        pending: dict[int, Any]
-        answers, pending = Answers(), {}
-        for pe in targets:
-            try:
-                pending[pe] = self._client[pe].apply_async(answer, request)
-            except Exception as exc:  # its engine is gone
-                answers.failed[pe] = f"{type(exc).__name__}: {exc}"
-        deadline = time.monotonic() + timeout
-        for pe, ar in pending.items():
-            try:
-                ar.wait(max(0.0, deadline - time.monotonic()))
-                if ar.ready():
-                    answers[pe] = ar.get()
-                else:
-                    answers.unanswered.append(pe)
-                    self._client.abort(ar, targets=[pe], block=False)
-            except Exception as exc:  # the PE raised or its engine vanished
-                answers.failed[pe] = f"{type(exc).__name__}: {exc}"
-            finally:
-                if ar.ready():
-                    with contextlib.suppress(Exception):
-                        self._client.purge_local_results(ar)
-        return answers
 
     # -- the cell path's surface (see shmem_notebook.cells.path) ---------------------------
     def prepare_cell(self: JobMembers, arrays: Any = None) -> None:
@@ -173,14 +119,14 @@ class Asking:
         """Send a cell to every PE (collective), with the requests ``before`` (``[(op, args)]``) and
         ``after`` it (the same, or op names; answered by ``answers(op)``); its request (see
         :mod:`shmem_notebook.cells.channel`). An unknown op is refused before anything is sent."""
-        before = [encoded(op, args) for op, args in before]
-        after = [encoded(*([item, ()] if isinstance(item, str) else item)) for item in after]
+        first = [encoded(op, args) for op, args in before]
+        then = [encoded(*([item, ()] if isinstance(item, str) else item)) for item in after]
         self._govern()
-        cell: SentCell
-        if self._channel is not None:
-            cell = self._channel.send(code, before, after)
-        else:
-            cell = ExecuteCell(self._view, code, before, self.ask, after)
+        assert self._transport is not None  # prepare_cell checked that the job runs
+        try:
+            cell = self._transport.send(code, first, then)
+        except TimeoutError:  # a request before the cell, asked on its own (ipyparallel's dispatch)
+            raise self._hung(" and ".join(op for op, _ in first), 60.0) from None
         self.last_cell, self._heap_stale = cell, True  # the cell may allocate
         return cell
 
@@ -225,18 +171,18 @@ class Asking:
 
     def _let_go(self: JobMembers) -> None:
         """Stop reaching the PEs being released: close their governor (it wakes the PEs it stopped,
-        so they take the shutdown, or die, at once) and reap its process, close the cell channel
-        (no request reaches them; the next PEs get a channel of their own) and detach their heaps."""
+        so they take the shutdown, or die, at once) and reap its process, close the transport
+        (no request reaches them; the next PEs get a transport of their own) and detach their heaps."""
         if self._governor is not None:
             self._governor.close(wait=1.0)
             self._governor = None
-        self._close_channel()
+        self._close_transport()
         self._pe_procs.heaps.close()  # an attached segment would outlive its PEs
 
-    def _close_channel(self: JobMembers) -> None:
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
+    def _close_transport(self: JobMembers) -> None:
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
 
     def _govern(self: JobMembers) -> None:
         """Let the PEs of this host that wait long in a blocking call sleep (see :mod:`.governor`),
