@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .governor import Governor
     from .members import JobMembers
 
-__all__ = ["Answers", "Asking", "encoded"]
+__all__ = ["Asking", "encoded"]
 
 
 def encoded(op: str, args: Sequence[Any] = ()) -> Request:
@@ -65,7 +65,8 @@ class Asking:
         timeout: float = 60.0,
         partial: bool = False,
     ) -> Answers:
-        """The request ``op(*args)`` on ``pes`` (default: every PE); an :class:`Answers` ``{pe: reply}``.
+        """The request ``op(*args)`` on ``pes`` (default: every PE): ``{pe: reply}``, an
+        :class:`~shmem_notebook.cells.channel.Answers`.
 
         Collective when the request is (``alloc``, ``free``...): then ask every PE. With
         ``partial=False`` every PE must answer within ``timeout`` seconds: a PE's error is
