@@ -25,6 +25,7 @@ from common import (
 )
 from profile_start import FLOOR
 from shmem_notebook import current_job
+from shmem_notebook.job.watchdog import remove_profile_files
 from shmem_notebook.rc import rc
 
 # name -> (engines, tuned): tuned = shmem_notebook's HeartMonitor.period and delay=0
@@ -73,9 +74,12 @@ def ipp_start(n, engines, tuned):
 
 
 def ipp_stop(cluster, client):
+    """Stop an ipyparallel baseline and remove what its controller leaves in the profile
+    (``engines<ID>.json``, which ipyparallel's own stop keeps)."""
     if client is not None:
         client.close()
     cluster.stop_cluster_sync()
+    remove_profile_files(cluster.profile_dir, cluster.cluster_id)
 
 
 def floor(n, code=FLOOR):

@@ -17,6 +17,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import resource
 import signal
 import stat
@@ -90,6 +91,52 @@ def shared_memory_left(before, settle=10.0):
         time.sleep(0.2)
 
 
+#: a job's cluster id (``1796004259-rtmy``) in the names of the files it keeps in the profile
+CLUSTER_ID = re.compile(r"\d{9,}-[a-z0-9]{4}")
+
+
+def profile_files():
+    """``{folder/name: cluster id}`` of the files ipyparallel clusters keep in the default profile's
+    ``log`` and ``security`` folders (connection files, sockets, logs, ``engines<ID>.json``, the
+    PEs' stack and exit notes)."""
+    from IPython.paths import get_ipython_dir
+
+    found = {}
+    for folder in ("log", "security"):
+        with contextlib.suppress(OSError):
+            for name in os.listdir(os.path.join(get_ipython_dir(), "profile_default", folder)):
+                match = CLUSTER_ID.search(name)
+                if match:
+                    found[f"{folder}/{name}"] = match.group()
+    return found
+
+
+def profile_files_left(before, settle=10.0):
+    """The files of :func:`profile_files` that ``before`` had not and whose cluster no live process
+    belongs to, once they stay for up to ``settle`` seconds (a job of another session may be stopping)."""
+    deadline = time.monotonic() + settle
+    while True:
+        new = {name: cid for name, cid in profile_files().items() if name not in before}
+        if new:
+            live = _live_clusters()
+            new = {name: cid for name, cid in new.items() if cid not in live}
+        if not new or time.monotonic() > deadline:
+            return sorted(new)
+        time.sleep(0.2)
+
+
+def _live_clusters():
+    """The cluster ids named in a live process's command line or ``IPP_CLUSTER_ID``."""
+    ids = set()
+    for proc in psutil.process_iter():
+        try:
+            ids.update(CLUSTER_ID.findall(" ".join(proc.cmdline())))
+            ids.add(proc.environ().get("IPP_CLUSTER_ID", ""))
+        except (psutil.Error, OSError):
+            continue
+    return ids
+
+
 def _readable(pattern):
     """The lines of each file matching ``pattern`` that can still be read (processes come and go)."""
     import glob
@@ -124,11 +171,13 @@ def cells_end_before_the_test(pytestconfig):
 
 @pytest.fixture(scope="module", autouse=True)
 def no_leftover_processes(request):
-    """After each test module, nothing it started may still run; shared memory it left (which
-    a job's clean-up should have removed) is listed at the end of the session."""
-    before, costs = shared_memory(), _costs()
+    """After each test module, nothing it started may still run nor keep a file in the ipyparallel
+    profile; shared memory it left (which a job's clean-up should have removed) is listed at the end
+    of the session."""
+    before, costs, files = shared_memory(), _costs(), set(profile_files())
     yield
     assert wait_for_no_processes() == [], "processes left behind by this test module"
+    assert profile_files_left(files) == [], "files left behind in the ipyparallel profile by this test module"
     MODULE_COSTS.append((request.module.__name__, *(b - a for a, b in zip(costs, _costs()))))
     left = shared_memory_left(before, settle=2.0)
     if left:
