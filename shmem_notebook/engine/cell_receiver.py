@@ -105,6 +105,8 @@ class _Channel:
     def _answer_waiting(self) -> None:
         """Answer the requests waiting, once what else came is read: a withdrawal among it drops its
         request (the client stopped waiting while this PE ran a cell), a cell stops the answering."""
+        if self.stream.closed():  # replaced by a channel of its own (cells_connect): nothing is read here
+            return
         self.reading = True
         try:
             self.stream.flush(zmq.POLLIN)
