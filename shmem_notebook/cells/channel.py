@@ -34,7 +34,7 @@ import itertools
 import secrets
 import socket
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import zmq
 from ipyparallel.error import collect_exceptions, unwrap_exception
@@ -44,8 +44,11 @@ from ..protocol import Op, answer, seal, unseal
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
+    from typing import TypeAlias
 
     from ..protocol import Request
+
+    Check: TypeAlias = Callable[[], object]  # called while answers are missing; raises when a PE died
 
 __all__ = ["DISPATCH", "Answers", "ApplyTransport", "CellChannel", "ChannelCell", "ExecuteCell", "Transport"]
 
@@ -66,15 +69,17 @@ class Answers(dict[int, Any]):
         self.failed, self.unanswered = {}, []
 
 
-class Transport(Protocol):
-    """What a job's transport does (see the module's docstring)."""
+class Transport:
+    """A job's way to its PEs (see the module's docstring): :class:`CellChannel` or :class:`ApplyTransport`."""
+
+    n: int
 
     def ask(
         self,
         request: Request,
-        targets: Sequence[int],
+        targets: Iterable[int],
         timeout: float,
-        check: Callable[[], object] | None = None,
+        check: Check | None = None,
         partial: bool = False,
     ) -> Answers:
         """``request`` asked of ``targets`` on its own. Without ``partial`` every PE answers within
@@ -83,20 +88,23 @@ class Transport(Protocol):
         answers on its own within ``timeout``, and the errors and the PEs that did not answer are noted
         in the :class:`Answers`. ``check()`` is called every 0.25 s while answers are missing (it raises
         when a PE died). Collective when the request is."""
-        ...
+        return self._ask(request, list(targets), timeout, check, partial)
+
+    def _ask(self, request: Request, targets: list[int], timeout: float, check: Check | None, partial: bool) -> Answers:
+        raise NotImplementedError
 
     def send(
         self, code: str, before: Iterable[Request] = (), after: Iterable[Request] = ()
     ) -> ChannelCell | ExecuteCell:
         """Send ``code`` to every PE with the requests to answer ``before`` and ``after`` it. Collective."""
-        ...
+        raise NotImplementedError
 
     def close(self) -> None:
         """Reach these PEs no more."""
-        ...
+        raise NotImplementedError
 
 
-class CellChannel:
+class CellChannel(Transport):
     """The job's cell channel: bound here, reached by the PEs at ``url``."""
 
     def __init__(self, n: int, ip: str = "127.0.0.1") -> None:
@@ -163,14 +171,7 @@ class CellChannel:
             self._send(pe, frames)  # a PE that is gone never answers, and the cell path sees it die
         return cell
 
-    def ask(
-        self,
-        request: Request,
-        targets: Sequence[int],
-        timeout: float,
-        check: Callable[[], object] | None = None,
-        partial: bool = False,
-    ) -> Answers:
+    def _ask(self, request: Request, targets: list[int], timeout: float, check: Check | None, partial: bool) -> Answers:
         """See :meth:`Transport.ask`. A PE no longer connected never answers: ``check`` tells a PE
         that is gone from one that is slow; with ``partial`` it is ``failed`` at once. A request not
         answered in time is withdrawn: the PE, busy with a cell, drops it, and its late answer is not
@@ -299,7 +300,7 @@ class ChannelCell:
         """Nothing is kept for a finished cell."""
 
 
-class ApplyTransport:
+class ApplyTransport(Transport):
     """The PEs reached through ipyparallel (``rc.dispatch = "ipyparallel"``, and a start's first
     requests): requests by ``apply``, cells by ``DirectView.execute``."""
 
@@ -307,16 +308,8 @@ class ApplyTransport:
         self.client, self.n = client, n
         self.view = client[list(range(n))]
 
-    def ask(
-        self,
-        request: Request,
-        targets: Sequence[int],
-        timeout: float,
-        check: Callable[[], object] | None = None,
-        partial: bool = False,
-    ) -> Answers:
+    def _ask(self, request: Request, targets: list[int], timeout: float, check: Check | None, partial: bool) -> Answers:
         """See :meth:`Transport.ask`. A request not answered in time is withdrawn (``abort``)."""
-        targets = list(targets)
         if partial:
             return self._each(request, targets, timeout)
         ar = (self.view if targets == list(range(self.n)) else self.client[targets]).apply_async(answer, request)
