@@ -30,7 +30,7 @@ from shmem_notebook.job.batch import AS_ROOT, sbatch_script
 from shmem_notebook.job.history import CellRecord
 from shmem_notebook.launcher.environment import platform_environment
 from shmem_notebook.launcher.slurm import sbatch_command
-from shmem_notebook.magics.shmem_magics import PARSERS, overview, parser_of, subcommands
+from shmem_notebook.magics.shmem_magics import PARSERS, overview, parsers
 from shmem_notebook.words import plural
 from slurm_cluster import SlurmCluster, slurm_missing
 
@@ -66,10 +66,7 @@ def test_shmem_usage_lists_every_option_of_every_subcommand(capsys):
     printed = capsys.readouterr().out
     for text in (shown, printed):
         assert "--library NAME" in text and "--sbatch-prologue LINE" in text
-        for sub in [*subcommands(), "pxshmem"]:
-            parser = parser_of(sub)
-            if parser is None:
-                continue
+        for sub, parser in parsers().items():
             options = [option for action in parser._actions for option in action.option_strings]
             assert sub == "pxshmem" or f"%shmem {sub}" in text
             for option in options:

@@ -105,9 +105,8 @@ def test_the_magics_reference_lists_every_subcommand_and_option(site):
     text = text_of(page(site, "magics"))
     for sub in shmem_magics.subcommands():
         assert f"%shmem {sub}" in text, f"%shmem {sub} is not in the magics reference"
-    for sub in [*shmem_magics.subcommands(), "pxshmem"]:
-        parser = shmem_magics.parser_of(sub)
-        for action in parser._actions if parser is not None else []:  # argparse keeps a parser's options only here
+    for sub, parser in shmem_magics.parsers().items():
+        for action in parser._actions:  # argparse keeps a parser's options only here
             for option in action.option_strings:
                 assert option in text, f"{sub}'s option {option} is not in the magics reference"
 

@@ -199,9 +199,10 @@ class CellChannel(Transport):
         finally:
             del self._asked[rid]
         late = [pe for pe in waiting if pe not in replies]
-        withdraw = seal(self.key, {"id": rid, "withdraw": True})
-        for pe in late:
-            self._send(pe, withdraw)
+        if late:
+            withdraw = seal(self.key, {"id": rid, "withdraw": True})
+            for pe in late:
+                self._send(pe, withdraw)
         if not partial:
             if late:
                 raise TimeoutError(f"no answer to {request[0]} from every PE within {timeout:g} s")

@@ -40,6 +40,7 @@ __all__ = [
     "cell_parser",
     "subcommands",
     "parser_of",
+    "parsers",
     "PARSERS",
 ]
 
@@ -199,6 +200,13 @@ def parser_of(sub: str) -> _Parser | None:
     if command is not None:
         return _parser(f"%shmem {sub}", command.arguments, command.about)
     return PARSERS.get(sub)
+
+
+def parsers() -> dict[str, _Parser]:
+    """``{subcommand: parser}`` of every subcommand that takes options, the cell magic's (``pxshmem``)
+    and the registered stages' included."""
+    found = {sub: parser_of(sub) for sub in (*subcommands(), "pxshmem")}
+    return {sub: parser for sub, parser in found.items() if parser is not None}
 
 
 def _usage(sub: str) -> str:
