@@ -95,6 +95,40 @@ def test_a_stage_is_declared_whole_or_refused():
         register(NoHelp)
     assert "nohelp" not in STAGES
 
+    class Timeout(Stage):  # job.run(code, timeout=...) is the cell's timeout, never this stage's option
+        name = "timeout"
+
+    with pytest.raises(TypeError, match=r"^Timeout.name 'timeout' is a parameter of job.run, .*choose another name$"):
+        register(Timeout)
+    assert STAGES.get("timeout") is None
+
+
+def test_a_stage_command_never_replaces_one_of_the_magics_own():
+    """%shmem start stays the magic's whichever comes first, the magics or the stage."""
+    import shmem_notebook.magics.shmem_magics as magics
+    from shmem_notebook.cells import stages
+
+    class Start(HeapCheck):
+        name = "start"
+
+    with pytest.raises(TypeError, match=r"^Start.command would replace %shmem start, a subcommand of the magic's own"):
+        register(Start)
+    assert "start" not in STAGES and magics.subcommands().count("start") == 1
+
+    class Plain(Stage):  # a stage without a command may share a subcommand's name (as "race" does)
+        name = "status"
+
+    register(Plain)
+    STAGES.pop("status")
+
+    register(HeapCheck)  # registered before the magic reserves its names: refused then
+    try:
+        with pytest.raises(TypeError, match=r"^HeapCheck.command would replace %shmem heapcheck"):
+            stages.reserve_commands(("heapcheck",))
+        assert "heapcheck" not in stages.RESERVED_COMMANDS
+    finally:
+        STAGES.pop("heapcheck")
+
 
 def test_the_builtin_stages_keep_their_result_attributes_as_aliases():
     result = shmem_notebook.CellResult()

@@ -34,10 +34,16 @@ if TYPE_CHECKING:
     from .path import Cell
     from .result import CellResult
 
-__all__ = ["Stage", "Command", "STAGES", "register", "stages_for"]
+__all__ = ["Stage", "Command", "STAGES", "register", "reserve_commands", "stages_for"]
 
 #: stage name -> Stage subclass
 STAGES: dict[str, type[Stage]] = {}
+
+#: names no stage takes: ``job.run``'s own parameters (its other keywords are the stages' names)
+RUN_PARAMETERS = ("code", "arrays", "timeout", "stdout", "stderr")
+
+#: ``%shmem`` subcommands of the magic's own: no :attr:`Stage.command` takes one (:func:`reserve_commands`)
+RESERVED_COMMANDS: set[str] = set()
 
 
 class Command(NamedTuple):
@@ -110,8 +116,30 @@ def register(stage_class: S) -> S:
         raise TypeError(f"{stage_class.__name__}.name must be an identifier, got {stage_class.name!r}")
     if stage_class.flag is not None and "help" not in stage_class.flag:
         raise TypeError(f"{stage_class.__name__}.flag needs a help text: %%pxshmem --help shows it")
+    if stage_class.name in RUN_PARAMETERS:
+        raise TypeError(
+            f"{stage_class.__name__}.name {stage_class.name!r} is a parameter of job.run, which the option would "
+            "never reach: choose another name"
+        )
+    _refuse_taken({stage_class.name: stage_class}, RESERVED_COMMANDS)
     STAGES[stage_class.name] = stage_class
     return stage_class
+
+
+def reserve_commands(names: tuple[str, ...]) -> None:
+    """Keep the ``%shmem`` subcommands ``names`` (the magic's own) from stages: a stage with a
+    :attr:`Stage.command` of one of these names is refused, whether registered before or after."""
+    _refuse_taken(STAGES, set(names))
+    RESERVED_COMMANDS.update(names)
+
+
+def _refuse_taken(stages: Mapping[str, type[Stage]], reserved: set[str]) -> None:
+    for name, stage in stages.items():
+        if stage.command is not None and name in reserved:
+            raise TypeError(
+                f"{stage.__name__}.command would replace %shmem {name}, a subcommand of the magic's own: "
+                "name the stage otherwise, or give it no command"
+            )
 
 
 def stages_for(options: Mapping[str, Any]) -> list[Stage]:

@@ -20,7 +20,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from .. import job as _job
 from ..cells import STAGES
 from ..cells.result import fixes_of
-from ..cells.stages import Command
+from ..cells.stages import Command, reserve_commands
 from ..errors import InputError, NoJobError
 from ..job.options import add_arguments, declared, flag, seconds
 from ..specs import format_size
@@ -66,6 +66,7 @@ BUILT_IN = (
     "replay",
 )
 LAST = ("export", "fix")
+reserve_commands(BUILT_IN + LAST)  # a stage's command never replaces one of these
 
 
 def subcommands() -> tuple[str, ...]:
