@@ -662,15 +662,9 @@ def _race_stencil_why(results):
         f"the traced loop is recorded in C (`native_record`){python}, but an iteration still notes each of its "
         f"calls, slices and loads, and with {r.get('n')} PEs on {results['meta']['machine']['cores']} "
         "cores every microsecond one PE spends recording is waited for by the others at the next barrier, spinning "
-        "on the cores the recording PE needs. The analysis after the cell is a small part (its column). Measured "
-        "apart on 2026-11-30: the recording adds 5.7 us of CPU per iteration per PE at 1 and 2 PEs (its two puts and "
-        "three barriers about half, the loads and store of the NumPy lines the rest), starting and stopping it about "
-        "1 ms per PE, the analysis 2-2.5 ms in the client. The runs are bimodal: in a third of them, traced or not, "
-        "the scheduler leaves one PE alone on a core and three on the other (a PE spinning in a barrier is never "
-        "idle, so it is not moved) and the loop takes twice as long, which makes one ratio of medians worth little "
-        "(1.41x to 1.86x within an hour). In turns on a quiet machine, the fastest runs gave 1.58x both on this "
-        "code and on b89569e, the last commit before issue 48's changes to the recording: the goal sits at the "
-        "edge on these 2 cores, and issue 48 did not move it."
+        "on the cores the recording PE needs. The analysis after the cell is a small part (its column). The runs "
+        "are bimodal (a third of them, traced or not, take twice as long), and an A/B against the commit before "
+        "issue 48's changes gave the same ratio: see *The stencil's race check, measured apart* above."
     )
 
 
