@@ -103,6 +103,20 @@ def test_a_stage_is_declared_whole_or_refused():
     assert STAGES.get("timeout") is None
 
 
+def test_the_names_refused_are_job_runs_own_parameters():
+    """stages.RUN_PARAMETERS is written out (cells.path imports stages): it follows job.run and run_cell."""
+    import inspect
+
+    from shmem_notebook.cells.path import run_cell
+    from shmem_notebook.cells.stages import RUN_PARAMETERS
+
+    def named(function, skip):
+        parameters = inspect.signature(function).parameters.values()
+        return tuple(p.name for p in parameters if p.name != skip and p.kind is not p.VAR_KEYWORD)
+
+    assert named(shmem_notebook.Job.run, "self") == named(run_cell, "job") == RUN_PARAMETERS
+
+
 def test_a_stage_command_never_replaces_one_of_the_magics_own():
     """%shmem start stays the magic's whichever comes first, the magics or the stage."""
     import shmem_notebook.magics.shmem_magics as magics
