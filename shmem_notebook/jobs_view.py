@@ -113,7 +113,7 @@ def _role(proc: _Process) -> str:
         return "pe"
     if module == "shmem_notebook.launcher.controller":
         return "controller"
-    return "watchdog" if "shmem_notebook.job.watchdog" in " ".join(cmdline[:3]) else "launcher"
+    return "watchdog" if "shmem_notebook.job.watchdog" in " ".join(cmdline[:5]) else "launcher"  # its -c code
 
 
 def _spare(proc: _Process) -> bool:

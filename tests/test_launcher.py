@@ -62,6 +62,8 @@ def test_platform_environment_defaults_and_user_wins():
     assert "OMPI_MCA_osc" not in L.platform_environment({"OMPI_MCA_opal_common_ucx_opal_mem_hooks": "0"})
     assert env["IPATH_NO_BACKTRACE"] == env["HFI_NO_BACKTRACE"] == "1"  # no crash file in the user's folder
     assert "IPATH_NO_BACKTRACE" not in L.platform_environment({"IPATH_NO_BACKTRACE": "0"})
+    assert env["PMIX_MCA_gds"] == "hash"  # no shared-memory store that only oshrun maps (8 MiB)
+    assert "PMIX_MCA_gds" not in L.platform_environment({"PMIX_MCA_gds": "ds21"})
 
 
 def test_root_gets_allow_run_as_root(monkeypatch):

@@ -9,25 +9,28 @@ shared memory those processes held (:mod:`.shm`) and the files the job left in i
 ipyparallel profile (the job names its cluster through the pipe: :func:`tell_watchdog`).
 The same process runs the job's governor (:mod:`.governor`) as a thread when the job asks for it
 through the pipe: one helper process per job.
+
+It is kept small, for it lives as long as the job: ``python -I -S`` (no ``site``, whose ``.pth``
+hooks cost 2 MiB, and no working directory on the path) with the client's import path, its parent
+packages standing in bare (:data:`_BOOT`), so that until the job ends it holds this module and the
+governor, both of the standard library only; psutil and :mod:`..launcher.shm` load for the cleanup.
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 from typing import TYPE_CHECKING, Any, cast
 
-import psutil
-
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Iterator
     from typing import IO
+
+    import psutil
 
 __all__ = [
     "OWNER",
@@ -42,6 +45,17 @@ __all__ = [
 ]
 
 OWNER = "SHMEM_NOTEBOOK_OWNER"
+
+#: the watchdog's ``-c`` code; argv: token, batch name or "", this package's folder, the import path
+_BOOT = """\
+import sys, types
+token, batch, package, *sys.path[:] = sys.argv[1:]
+for name, folder in (("shmem_notebook", package), ("shmem_notebook.job", package + "/job")):
+    sys.modules[name] = types.ModuleType(name)
+    sys.modules[name].__path__ = [folder]
+from shmem_notebook.job.watchdog import main
+main(token, batch or None)
+"""
 
 
 @contextlib.contextmanager
@@ -61,9 +75,13 @@ def owned_by(token: str) -> Iterator[None]:
 def start_watchdog(token: str, batch_name: str | None = None) -> subprocess.Popen[bytes]:
     """A watchdog for ``token``'s processes (and Slurm batch jobs called ``batch_name``);
     it acts when its stdin closes."""
+    import subprocess
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = [folder for folder in sys.path if folder]  # not the working directory
     with owned_by(token):
         return subprocess.Popen(
-            [sys.executable, "-c", f"from shmem_notebook.job.watchdog import main; main({token!r}, {batch_name!r})"],
+            [sys.executable, "-I", "-S", "-c", _BOOT, token, batch_name or "", package, *path],
             stdin=subprocess.PIPE,
             start_new_session=True,  # a Ctrl-C in the kernel must not reach it
         )
@@ -81,6 +99,8 @@ def tell_watchdog(watchdog: subprocess.Popen[bytes], profile_dir: str, cluster_i
 def remove_profile_files(profile_dir: str, cluster_id: str) -> None:
     """Remove what a job left in its ipyparallel profile: the controller's engines<ID>.json, the
     PEs' stack and exit notes, logs, connection files and the controller's sockets (all named by the cluster id)."""
+    import glob
+
     for folder in ("log", "security"):
         for path in glob.glob(os.path.join(profile_dir, folder, f"*{glob.escape(cluster_id)}*")):
             with contextlib.suppress(OSError):
@@ -90,6 +110,8 @@ def remove_profile_files(profile_dir: str, cluster_id: str) -> None:
 def stop_watchdog(watchdog: subprocess.Popen[bytes] | None, timeout: float = 15.0) -> bool:
     """Close the pipe: the watchdog cleans up what is left and exits. False when it had to be
     killed after ``timeout`` s (what it had left to do is the caller's); True otherwise."""
+    import subprocess
+
     if watchdog is None:
         return True
     with contextlib.suppress(OSError):
@@ -105,6 +127,8 @@ def stop_watchdog(watchdog: subprocess.Popen[bytes] | None, timeout: float = 15.
 
 def owned_processes(token: str, variable: str = OWNER) -> list[psutil.Process]:
     """Live processes whose environment has ``variable=token``, except this one."""
+    import psutil
+
     found: list[psutil.Process] = []
     for proc in psutil.process_iter(["pid"]):
         if proc.pid == os.getpid():
@@ -119,6 +143,8 @@ def owned_processes(token: str, variable: str = OWNER) -> list[psutil.Process]:
 
 def kill_owned(token: str, grace: float = 1.0) -> None:
     """SIGTERM every process carrying ``token``, SIGKILL what is left after ``grace`` s."""
+    import psutil
+
     procs = owned_processes(token)
     for proc in procs:
         with contextlib.suppress(psutil.Error):
@@ -131,13 +157,16 @@ def kill_owned(token: str, grace: float = 1.0) -> None:
 
 def cancel_batch_jobs(name: str | None) -> None:
     """``scancel`` every Slurm job called ``name`` (a job's batch jobs carry its token in their name)."""
+    import shutil
+    import subprocess
+
     if name and shutil.which("scancel"):
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             subprocess.run(["scancel", f"--name={name}"], capture_output=True, timeout=60)
 
 
 def main(token: str, batch_name: str | None = None) -> None:
-    from ..launcher.shm import Segments
+    """The watchdog's process: serve the pipe until it closes, then clean up."""
     from .governor import Governed
 
     told: list[Any]
@@ -148,6 +177,10 @@ def main(token: str, batch_name: str | None = None) -> None:
             if not governed.request(request):
                 told.append(request)
     governed.end_all()  # each wakes the PEs it stopped
+    import psutil
+
+    from ..launcher.shm import Segments
+
     time.sleep(0.1)
     cancel_batch_jobs(batch_name)
     segments = Segments(token)
@@ -161,6 +194,8 @@ def main(token: str, batch_name: str | None = None) -> None:
 
 
 def _process(pid: int) -> psutil.Process | None:
+    import psutil
+
     try:
         return psutil.Process(pid)
     except psutil.Error:

@@ -13,7 +13,7 @@ ZeroMQ's queue devices as threads, the Python schedulers on the hub's event loop
 monitor (:class:`HeartThread`, where ipyparallel forks a process for it). ipyparallel's default, a
 process per scheduler and one for the heart monitor, was 9 processes, 40 MiB of unique memory and
 0.60-0.75 CPU-seconds at a 2-PE start; as threads, with the imports below, 1 process, 24 MiB and
-0.35-0.60 s (``bench/student_cost.py``, three runs at load 9-18).
+0.35-0.60 s (``bench/student_cost.py``, three runs at load 9-18); 23 MiB without :data:`UNUSED`.
 
 The controller's start is on the way of every job's start: it imports only what a controller
 uses (:mod:`shmem_notebook.lazy_imports`; neither NumPy nor IPython's ``__init__``) and skips the
@@ -38,6 +38,12 @@ from .. import lazy_imports
 # ipcontroller takes IPython's submodules and get_ipython (ipyparallel.util): not IPython's __init__ (its shell)
 lazy_imports.install({**lazy_imports.LAZY, "IPython": {"get_ipython": "core.getipython"}})
 lazy_imports.hold_back("numpy")  # only the task scheduler's "weighted" scheme uses it (the jobs do not): 0.15 s
+#: what ipcontroller's imports take and a controller never uses, held back while they run (released in
+#: :func:`main`, so a use comes as usual): asyncio's TLS (the controller's sockets are ZeroMQ's) and the
+#: SQLite and MongoDB task stores (a job's hub keeps its tasks in memory): 2.3 MiB of its 24
+UNUSED = ("ssl", "ipyparallel.controller.sqlitedb", "ipyparallel.controller.mongodb")
+for _name in UNUSED:
+    lazy_imports.hold_back(_name)
 
 from ipyparallel.controller import heartmonitor  # noqa: E402  (after lazy_imports.install)
 
@@ -119,6 +125,8 @@ def main(argv: list[str] | None = None) -> None:
     heartmonitor.HeartMonitor = EagerHeartMonitor  # start_heartmonitor looks it up when it starts
     from ipyparallel.controller import app
 
+    for name in UNUSED:
+        lazy_imports.release(name)
     if not any(a.startswith("--IPController.use_threads") for a in argv):
         argv.append("--IPController.use_threads=True")  # the schedulers as threads, not 7 processes
     app.Process = HeartThread  # with use_threads, its one use: the heart monitor
