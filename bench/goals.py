@@ -655,6 +655,28 @@ def _race_puts_why(results):
     )
 
 
+def _student_cpu_why(results):
+    s = results["student"]["summary"]
+    cpu = s["by_kind_cpu"]
+    return (
+        f"the PEs took {_f(cpu.get('PE'))} CPU-s of the job's {_f(s['cpu'])}, against {_f(s['floor_cpu'])} for the "
+        "floor's whole `oshrun`: each PE is an ipyparallel engine that imports and builds an IPython shell, "
+        f"ipykernel's kernel and ipyparallel's registration. The client took {_f(cpu.get('client'))}, the controller "
+        f"{_f(cpu.get('controller'))}. The CPU-seconds grow with the machine's load (load average {_f(s['load'])} "
+        "during this run): two PEs polling on a busy machine burn more."
+    )
+
+
+def _student_uss_why(results):
+    s = results["student"]["summary"]
+    uss = s["by_kind_uss_mib"]
+    return (
+        f"the two PEs hold {_f(uss.get('PE'))} MiB of the {_f(s['uss_mib'])}: each imports NumPy, IPython, ipykernel, "
+        f"zmq, tornado and ipyparallel's engine; the controller {_f(uss.get('controller'))} MiB, `oshrun` "
+        f"{_f(uss.get('oshrun'))} MiB, the watchdog {_f(uss.get('watchdog'))} MiB (see *One student's job* above)."
+    )
+
+
 def _race_stencil_why(results):
     r = next((r for r in results["races"].get("loops", []) if r["workload"] == "stencil_loop"), {})
     python = f" ({_f(r['python_ratio'])}x with the recording in Python)" if "python_ratio" in r else ""
@@ -701,6 +723,12 @@ WHY = {
     "inspector_refresh": lambda res: "most of a refresh is summarising arrays on the PEs and redrawing the figures.",
     "race_puts": lambda res: _race_puts_why(res),
     "race_stencil": lambda res: _race_stencil_why(res),
+    "student_cpu": lambda res: _student_cpu_why(res),
+    "student_uss": lambda res: _student_uss_why(res),
+    "student_processes": lambda res: (
+        "the job's processes are the watchdog, the controller, the launcher and one per PE; "
+        "a count above that is a helper process that should be a thread."
+    ),
     "race_scattered": lambda res: (
         "the analysis is linear in the events (one simulation step and one shadow lookup each); on a loaded "
         "machine its wall time exceeds its CPU time, shown next to it."
