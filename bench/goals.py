@@ -655,21 +655,17 @@ def _race_puts_why(results):
     )
 
 
-def _student_cpu_why(results):
+def _student_why(results, measure):
     s = results["student"]["summary"]
-    cpu = s["by_kind_cpu"]
-    return (
-        f"the PEs took {_f(cpu.get('PE'))} CPU-s of the job's {_f(s['cpu'])}, against {_f(s['floor_cpu'])} for the "
-        "floor's whole `oshrun`: each PE is an ipyparallel engine that imports and builds an IPython shell, "
-        f"ipykernel's kernel and ipyparallel's registration. The client took {_f(cpu.get('client'))}, the controller "
-        f"{_f(cpu.get('controller'))}. The CPU-seconds grow with the machine's load (load average {_f(s['load'])} "
-        "during this run): two PEs polling on a busy machine burn more."
-    )
-
-
-def _student_uss_why(results):
-    s = results["student"]["summary"]
-    uss = s["by_kind_uss_mib"]
+    cpu, uss = s["by_kind_cpu"], s["by_kind_uss_mib"]
+    if measure == "cpu":
+        return (
+            f"the PEs took {_f(cpu.get('PE'))} CPU-s of the job's {_f(s['cpu'])}, against {_f(s['floor_cpu'])} for "
+            "the floor's whole `oshrun`: each PE is an ipyparallel engine that imports and builds an IPython shell, "
+            f"ipykernel's kernel and ipyparallel's registration. The client took {_f(cpu.get('client'))}, the "
+            f"controller {_f(cpu.get('controller'))}. The CPU-seconds grow with the machine's load (load average "
+            f"{_f(s['load'])} during this run): two PEs polling on a busy machine burn more."
+        )
     return (
         f"the two PEs hold {_f(uss.get('PE'))} MiB of the {_f(s['uss_mib'])}: each imports NumPy, IPython, ipykernel, "
         f"zmq, tornado and ipyparallel's engine; the controller {_f(uss.get('controller'))} MiB, `oshrun` "
@@ -723,8 +719,8 @@ WHY = {
     "inspector_refresh": lambda res: "most of a refresh is summarising arrays on the PEs and redrawing the figures.",
     "race_puts": lambda res: _race_puts_why(res),
     "race_stencil": lambda res: _race_stencil_why(res),
-    "student_cpu": lambda res: _student_cpu_why(res),
-    "student_uss": lambda res: _student_uss_why(res),
+    "student_cpu": lambda res: _student_why(res, "cpu"),
+    "student_uss": lambda res: _student_why(res, "uss"),
     "student_processes": lambda res: (
         "the job's processes are the watchdog, the controller, the launcher and one per PE; "
         "a count above that is a helper process that should be a thread."
