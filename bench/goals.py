@@ -663,9 +663,9 @@ def _student_why(results, measure):
             f"the PEs took {_f(cpu.get('PE'))} CPU-s of the job's {_f(s['cpu'])}, against {_f(s['floor_cpu'])} for "
             "the floor's whole `oshrun`: each PE is an ipyparallel engine that imports and builds an IPython shell, "
             f"ipykernel's kernel and ipyparallel's registration. The client took {_f(cpu.get('client'))}, the "
-            f"controller {_f(cpu.get('controller'))}. The CPU-seconds follow the machine's speed of the day and its load "
-            f"(load average {_f(s['load'])} during this run) as much as the job: the floor's CPU moves with them "
-            "(see *The CPU goal and this machine* above)."
+            f"controller {_f(cpu.get('controller'))}. The CPU-seconds follow the machine's speed of the day "
+            f"and its load (load average {_f(s['load'])} during this run) as much as the job: the floor's CPU "
+            "moves with them (see *The CPU goal and this machine* above)."
         )
     return (
         f"the two PEs hold {_f(uss.get('PE'))} MiB of the {_f(s['uss_mib'])}: each imports NumPy, IPython, ipykernel, "
