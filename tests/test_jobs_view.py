@@ -2,6 +2,7 @@
 apart from the job's PEs, before and after a restart takes it (issue 45 item 4)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -29,6 +30,7 @@ def test_spare_pes_are_shown_apart_from_the_jobs(job, restarted):
         job.restart()  # the spare set becomes the job's PEs, and a new one waits
     view = view_of(job)
     assert (view.pes, view.n, view.spare, view.state) == (2, 2, 2, "idle"), view.as_dict()
+    assert view.kernel == os.getpid()  # found through the job's watchdog (python -I -S -c ...), our child
     assert "  2/2 (+2 spare)  " in J.table([view])
 
 
