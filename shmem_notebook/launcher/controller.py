@@ -40,7 +40,7 @@ lazy_imports.install({**lazy_imports.LAZY, "IPython": {"get_ipython": "core.geti
 lazy_imports.hold_back("numpy")  # only the task scheduler's "weighted" scheme uses it (the jobs do not): 0.15 s
 #: what ipcontroller's imports take and a controller never uses, held back while they run (released in
 #: :func:`main`, so a use comes as usual): asyncio's TLS (the controller's sockets are ZeroMQ's) and the
-#: SQLite and MongoDB task stores (a job's hub keeps its tasks in memory): 2.3 MiB of its 24
+#: SQLite and MongoDB task stores (a job's hub keeps its tasks in memory): about 1 MiB of its 24
 UNUSED = ("ssl", "ipyparallel.controller.sqlitedb", "ipyparallel.controller.mongodb")
 for _name in UNUSED:
     lazy_imports.hold_back(_name)

@@ -43,7 +43,7 @@ def platform_environment(
       (OSHMEM 4.1.4 reads the former, the OpenSHMEM 1.4 standard names the latter).
     - with ``local_only``, :data:`LOCAL_ONLY`: no PE listens on a network interface.
     - ``PMIX_MCA_gds=hash``: PMIx keeps the job's data in the launcher's memory, not in a shared-memory
-      store (``ds21``) that only ``oshrun`` maps here: 8 MiB less in ``oshrun`` and 0.1 CPU-s less per
+      store (``ds21``) that only ``oshrun`` maps here: 8 MiB less in ``oshrun`` and about 0.1 CPU-s less per
       start (``bench/student_cost.py``). Launchers without PMIx (Hydra) ignore it.
     - ``IPATH_NO_BACKTRACE=1``, ``HFI_NO_BACKTRACE=1``: libfabric (Sandia OpenSHMEM's, MPICH's for
       OSHMPI) loads its PSM providers even for sockets (QLogic's ``libinfinipath``, Intel's ``libpsm2``),
