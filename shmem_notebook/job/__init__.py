@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Job", "JobOptions", "StartOptions", "start", "current_job"]
 
-#: :class:`Job` is imported on first use: the watchdog (``python -c "from shmem_notebook.job.watchdog
-#: import main; ..."``) imports this package, and ipyparallel's client side is most of a watchdog's start
+#: :class:`Job` is imported on first use: importing this package (its options, or a light submodule such as
+#: :mod:`.watchdog`) does not pull in ipyparallel's client side (the watchdog's process skips it altogether)
 __getattr__ = lazy_names(__name__, {"Job": "job"})
 
 _current: "Job | None" = None
