@@ -94,6 +94,8 @@ def test_our_settings_reach_every_pe_but_not_the_owner_token():
 def test_local_only_keeps_pes_off_the_network_unless_the_user_chose():
     env = L.platform_environment({}, local_only=True)
     assert env["UCX_TLS"] == "self,sm" and env["OMPI_MCA_btl"] == "self,vader"
+    assert env["OMPI_MCA_mtl"] == "^psm,psm2,ofi"  # network-only MTLs whose libraries sleep as they load
+    assert "OMPI_MCA_mtl" not in L.platform_environment({"OMPI_MCA_mtl": "psm2"}, local_only=True)
     assert "UCX_TLS" not in L.platform_environment({"UCX_TLS": "rc"}, local_only=True)
     assert "UCX_TLS" not in L.platform_environment({}, local_only=False)
 

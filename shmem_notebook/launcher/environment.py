@@ -21,10 +21,13 @@ def in_allocation(environ: Mapping[str, str] | None = None) -> str | None:
     return environ.get("SLURM_JOB_ID") or None
 
 
-#: single-node jobs: PEs talk through shared memory and open no TCP listener
+#: single-node jobs: PEs talk through shared memory and open no TCP listener. ``OMPI_MCA_mtl``: Open MPI's
+#: MTLs drive networks only (PSM, PSM2, libfabric); loading them loads ``libpsm_infinipath`` and ``libpsm2``,
+#: whose constructors sleep: 0.2-0.25 s of every PE's start here (``bench/profile_start.py``, docs/benchmarks.md)
 LOCAL_ONLY = {
     "UCX_TLS": "self,sm",
     "OMPI_MCA_btl": "self,vader",
+    "OMPI_MCA_mtl": "^psm,psm2,ofi",
     "OMPI_MCA_oob_tcp_if_include": "lo",
 }
 
