@@ -1,5 +1,5 @@
 """The job's controller (shmem_notebook.launcher.controller): its heart monitor beats fast only
-while PEs are missing, and a PE that stops answering for a while is not declared dead sooner
+while PEs are missing or an engine just left, and a PE that stops answering for a while is not declared dead sooner
 than at the normal pace. The tests' native stacks of a late cell's PEs (``conftest.native_stacks``)
 read its PEs, running or paused."""
 
@@ -61,6 +61,52 @@ def test_a_silent_pe_makes_it_beat_fast_and_is_not_declared_dead_early(job):
     time.sleep(0.5)
     assert _pings_per_second(job, 1.5) <= 1.5 * 1000 / rc.heartbeat_ms
     assert sorted(job._client.ids) == [0, 1], "a PE silent for 2 s must not be unregistered"
+    job.run("x = me")
+    assert job.pull("x").tolist() == [0, 1]
+
+
+def _ping_times(job, seconds, then=None):
+    """When the heart monitor pinged during ``seconds`` (monotonic), after ``then()`` (called once subscribed)."""
+    cluster = job._cluster
+    (path,) = glob.glob(os.path.join(cluster.profile_dir, "security", f"ipcontroller-{cluster.cluster_id}-engine.json"))
+    info = json.load(open(path))
+    sub = zmq.Context.instance().socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(f"{info['interface']}:{info['hb_ping']}")
+    try:
+        sub.poll(2000)  # the first ping: subscribed
+        sub.recv()
+        if then is not None:
+            then()
+        times, end = [], time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if sub.poll(left * 1000):
+                sub.recv()
+                times.append(time.monotonic())
+        return times
+    finally:
+        sub.close(linger=0)
+
+
+def test_an_engine_leaving_makes_it_beat_fast_at_once(job):
+    """A restart's PEs leave while every heart still answers, and the monitor would see the gap a beat
+    or two later: the hub hurries it when an engine unregisters (here: a request to unregister an id no
+    engine has, which changes nothing else); then, every heart answering, it beats at the normal pace."""
+    client = job._client
+
+    def unregister_nobody():
+        client._io_loop.add_callback(
+            client.session.send, client._query_stream, "unregistration_request", content={"id": 99}
+        )
+
+    gaps = lambda times: [b - a for a, b in zip(times, times[1:])]  # noqa: E731
+    before = gaps(_ping_times(job, 1.0))
+    hurried = gaps(_ping_times(job, 0.6, then=unregister_nobody))
+    after = gaps(_ping_times(job, 1.0))
+    period = rc.heartbeat_ms / 1000
+    assert min(before) > 0.6 * period and min(after) > 0.6 * period, (before, after)  # the normal pace
+    assert min(hurried) < 0.6 * period, hurried  # fast beats (50 ms), impossible at the normal pace
+    assert sorted(client.ids) == [0, 1]
     job.run("x = me")
     assert job.pull("x").tolist() == [0, 1]
 
