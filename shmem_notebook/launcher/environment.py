@@ -22,8 +22,8 @@ def in_allocation(environ: Mapping[str, str] | None = None) -> str | None:
 
 
 #: single-node jobs: PEs talk through shared memory and open no TCP listener. ``OMPI_MCA_mtl``: Open MPI's
-#: MTLs drive networks only (PSM, PSM2, libfabric); loading them loads ``libpsm_infinipath`` and ``libpsm2``,
-#: whose constructors sleep: 0.2-0.25 s of every PE's start here (``bench/profile_start.py``, docs/benchmarks.md)
+#: MTLs drive networks only (PSM, PSM2, libfabric); loading them loads ``libpsm2`` and ``libpsm_infinipath``
+#: (with ``libinfinipath``), whose constructors sleep: 0.2-0.25 s of every PE's start here (docs/benchmarks.md)
 LOCAL_ONLY = {
     "UCX_TLS": "self,sm",
     "OMPI_MCA_btl": "self,vader",
