@@ -150,3 +150,50 @@ def test_native_stacks_are_taken_only_when_a_cell_is_late(job, tmp_path):
     # taken while the cell ran (it could not end before): every PE's, each a stack, unwound
     assert sorted(late) == [0, 1] and all(re.search(r"^#0 ", text, re.M) for text in late.values()), late
     assert prompt == {}
+
+
+HURRY_PROBE = """
+import asyncio, threading, time
+import zmq
+from zmq.eventloop.zmqstream import ZMQStream
+from shmem_notebook.launcher.controller import EagerHeartMonitor
+
+ctx, beats, ready = zmq.Context(), [], threading.Event()
+
+def monitor():  # as ipyparallel's controller runs it: a thread with its own event loop
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    sockets = {kind: ctx.socket(kind) for kind in (zmq.PUB, zmq.ROUTER, zmq.XPUB)}
+    for kind, socket in sockets.items():
+        socket.bind(f"inproc://{kind}")
+    hub = ctx.socket(zmq.SUB)  # the hub's subscription, which start() waits for
+    hub.setsockopt(zmq.SUBSCRIBE, b"")
+    hub.connect(f"inproc://{zmq.XPUB}")
+    streams = [ZMQStream(sockets[kind]) for kind in (zmq.PUB, zmq.ROUTER, zmq.XPUB)]
+    heart = EagerHeartMonitor(ping_stream=streams[0], pong_stream=streams[1], monitor_stream=streams[2], period=250)
+    heart.beat = lambda beat=heart.beat: (beats.append((time.monotonic(), threading.current_thread().name)), beat())
+    heart.start()
+    ready.set()
+    asyncio.get_event_loop().run_forever()
+
+threading.Thread(target=monitor, name="heart", daemon=True).start()
+ready.wait(5)
+time.sleep(0.6)
+hurried = time.monotonic()
+EagerHeartMonitor.hurry()  # from this thread, as the hub calls it
+time.sleep(0.4)
+after = [(t, name) for t, name in beats if t > hurried]
+print(len(after), sorted({name for _, name in after}))
+"""
+
+
+def test_the_hub_hurries_the_monitor_on_the_monitors_own_thread():
+    """``hurry`` comes from the hub's thread; the beats must stay on the monitor's thread and event loop
+    (its sockets are that thread's), and come at the fast pace (50 ms) for a while."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", HURRY_PROBE], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    count, threads = out.stdout.split(" ", 1)
+    assert threads.strip() == "['heart']", out.stdout
+    assert int(count) >= 4, out.stdout  # 0.4 s at 50 ms: about 8 (at the normal 250 ms: 1 or 2)

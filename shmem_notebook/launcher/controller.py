@@ -36,6 +36,8 @@ import time
 import types
 from typing import Any
 
+from tornado import ioloop
+
 from .. import lazy_imports
 
 # this module is the controller's process (python -m); nothing else imports it
@@ -73,13 +75,16 @@ class EagerHeartMonitor(heartmonitor.HeartMonitor):  # type: ignore[misc]  # ipy
         self._fast_until = 0.0
         super().start()
         self._pace(answered=0)
+        # its own thread's loop, where its beats run (its ``loop`` trait would be the loop of the thread that
+        # first reads it: the hub's, when the hub hurries it)
+        self._own_loop = ioloop.IOLoop.current()
         EagerHeartMonitor.running = self
 
     @classmethod
     def hurry(cls) -> None:
         """Beat fast now and for :attr:`hurry_s`: an engine left (thread-safe: the hub calls it)."""
         if cls.running is not None:
-            cls.running.loop.add_callback(cls.running._hurry)
+            cls.running._own_loop.add_callback(cls.running._hurry)
 
     def _hurry(self) -> None:
         self._fast_until = time.monotonic() + self.hurry_s
