@@ -56,9 +56,15 @@ def test_the_pes_seen_ending_first_correct_a_report_that_names_a_pe_killed_after
     assert with_first_deaths(hydra_blames_0, {1: None}, watched={0, 1}) == {1: UNREPORTED}
     # the report agrees with what was seen, or both were seen ended at once: keep it, add what was seen
     assert with_first_deaths({1: "signal 9 (SIGKILL)"}, {1: None}, {0, 1}) == {1: "signal 9 (SIGKILL)"}
-    # both seen ended, PE 1 already reaped while PE 0 was a zombie: PE 1 ended first (the launcher reaps a
-    # PE before it kills the rest), so hydra's PE 0 was killed after (the soak met it under load)
-    assert with_first_deaths(hydra_blames_0, {0: killed, 1: None}, watched={0, 1}) == {1: UNREPORTED}
+    # both seen ended, one already reaped while the other was a zombie that hydra names: either may have
+    # died first (soaks met both: hydra naming PE 0, killed after PE 1 died and was reaped; and hydra
+    # naming PE 1, which killed itself, while PE 0, killed after, was reaped first): both are named
+    assert with_first_deaths(hydra_blames_0, {0: killed, 1: None}, watched={0, 1}) == {
+        0: "signal 9 (SIGKILL)",
+        1: UNREPORTED,
+    }
+    hydra_blames_1 = {1: "signal 9 (SIGKILL)"}
+    assert with_first_deaths(hydra_blames_1, {0: None, 1: killed}, {0, 1}) == {0: UNREPORTED, **hydra_blames_1}
     assert with_first_deaths({1: "signal 9 (SIGKILL)"}, {0: killed, 1: None}, {0, 1})[1] == "signal 9 (SIGKILL)"
     both = with_first_deaths(hydra_blames_0, {0: killed, 1: killed}, {0, 1})
     assert both == {0: "signal 9 (SIGKILL)", 1: "signal 9 (SIGKILL)"}
@@ -68,7 +74,7 @@ def test_the_pes_seen_ending_first_correct_a_report_that_names_a_pe_killed_after
     hydra_terms_0 = {0: "signal 15 (SIGTERM)"}
     assert with_first_deaths(hydra_terms_0, {1: abort}, {0, 1}) == {1: "signal 6 (SIGABRT)"}
     assert with_first_deaths(hydra_terms_0, {1: None}, {0, 1}) == {1: UNREPORTED}
-    assert with_first_deaths(hydra_terms_0, {0: term, 1: None}, {0, 1}) == {1: UNREPORTED}
+    assert with_first_deaths(hydra_terms_0, {0: term, 1: None}, {0, 1}) == {**hydra_terms_0, 1: UNREPORTED}
     # both seen as zombies: the one the launcher did not end came first
     assert with_first_deaths(hydra_terms_0, {0: term, 1: abort}, {0, 1}) == {1: "signal 6 (SIGABRT)"}
     assert with_first_deaths(hydra_blames_0, {0: killed, 2: segv}, {0, 1, 2}) == {2: "signal 11 (SIGSEGV)"}

@@ -92,22 +92,27 @@ def with_first_deaths(
     the PEs of ``watched`` (those on this host) seen ended first.
 
     Once a PE died the launcher ends the others (SIGKILL; MPICH's hydra may send SIGTERM), and hydra
-    may then report one of those instead. Of the PEs seen ended at once, the earliest are those
-    already reaped (status None: a launcher reaps a PE before it ends the rest) or ended otherwise;
-    when none is, all of them. A report naming only PEs the launcher ended, none of them earliest, is
-    replaced by the earliest; a report naming only PEs seen ended gains what was seen of the earliest.
-    A report naming both a PE that died of its own cause and PEs the launcher ended keeps only the
-    first (and launcher-ended PEs seen ending before the rest, as a PE the OOM killer took would).
+    may then report one of those instead. Of the PEs seen ended at once, those that ended of a cause
+    of their own came first. A report naming only PEs the launcher ended is replaced by them, or,
+    when none is, by the PEs seen ended if it names none of those (it named a PE that ended later).
+    When it names one of them, the evidence cannot order them: a PE already reaped (status None) may
+    have died first (the launcher reaped it, then ended the rest; a soak met it) or been ended first
+    (a soak met that too, the report then right). The report is kept, and the reaped PEs are added
+    with :data:`UNREPORTED`: both candidates are named. A report naming only PEs seen ended gains
+    what was seen of them. A report naming both a PE that died of its own cause and PEs the launcher
+    ended keeps only the first (and launcher-ended PEs seen ending before the rest, as a PE the OOM
+    killer took would).
     """
     causes = _without_launcher_ends(causes, first)
     if not first or not set(causes) <= set(watched):
         return causes
     seen = {pe: _status_text(status) for pe, status in first.items()}
-    earliest = {pe for pe, cause in seen.items() if cause not in _LAUNCHER_ENDS} or set(seen)
-    if causes and set(causes.values()) <= _LAUNCHER_ENDS and set(causes).isdisjoint(earliest):
+    own = {pe for pe, cause in seen.items() if cause is not None and cause not in _LAUNCHER_ENDS}
+    earliest = own or {pe for pe, cause in seen.items() if cause is None} or set(seen)
+    if causes and set(causes.values()) <= _LAUNCHER_ENDS and set(causes).isdisjoint(own or seen):
         return {pe: seen[pe] or UNREPORTED for pe in sorted(earliest)}
     if set(causes) <= set(first):
-        return {**{pe: cause for pe in sorted(earliest) if (cause := seen[pe])}, **causes}
+        return {**{pe: seen[pe] or UNREPORTED for pe in sorted(earliest)}, **causes}
     return causes
 
 
