@@ -172,8 +172,9 @@ def test_while_dead_after_a_crash(session, magic):
     assert {p["state"] for p in snap.pes} == {"dead"}
     outcomes = [p["last_cell"]["outcome"] for p in snap.pes]
     if job.library.name == "sos":
-        # MPICH's hydra names one PID, and under load sometimes a PE its cleanup killed (SIGKILL too)
-        assert outcomes.count("died (signal 9 (SIGKILL))") == 1, outcomes
+        # MPICH's hydra names one PID, and under load sometimes a PE its cleanup killed (SIGKILL too); when the
+        # first look at the ended PEs cannot order them, both are named (postmortem.with_first_deaths)
+        assert outcomes.count("died (signal 9 (SIGKILL))") >= 1, outcomes
     else:
         assert outcomes[-1] == "died (signal 9 (SIGKILL))", outcomes
     assert all(o.startswith("died (") for o in outcomes), outcomes

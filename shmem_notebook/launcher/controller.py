@@ -36,8 +36,6 @@ import time
 import types
 from typing import Any
 
-from tornado import ioloop
-
 from .. import lazy_imports
 
 # this module is the controller's process (python -m); nothing else imports it
@@ -77,7 +75,7 @@ class EagerHeartMonitor(heartmonitor.HeartMonitor):  # type: ignore[misc]  # ipy
         self._pace(answered=0)
         # its own thread's loop, where its beats run (its ``loop`` trait would be the loop of the thread that
         # first reads it: the hub's, when the hub hurries it)
-        self._own_loop = ioloop.IOLoop.current()
+        self._own_loop = heartmonitor.ioloop.IOLoop.current()  # tornado's, as ipyparallel imports it
         EagerHeartMonitor.running = self
 
     @classmethod
