@@ -20,26 +20,32 @@ from shmem_notebook.rc import rc
 job = job_fixture(2, heap="8M")
 
 
-def _pings_per_second(job, seconds=1.0):
-    """Pings the controller's heart monitor sends per second, heard on its ping socket."""
+def _ping_times(job, seconds, then=None):
+    """When the heart monitor pinged during ``seconds`` (monotonic), after ``then()`` (called once subscribed)."""
     cluster = job._cluster
     (path,) = glob.glob(os.path.join(cluster.profile_dir, "security", f"ipcontroller-{cluster.cluster_id}-engine.json"))
     info = json.load(open(path))
-    ctx = zmq.Context.instance()
-    sub = ctx.socket(zmq.SUB)
+    sub = zmq.Context.instance().socket(zmq.SUB)
     sub.setsockopt(zmq.SUBSCRIBE, b"")
     sub.connect(f"{info['interface']}:{info['hb_ping']}")
     try:
         sub.poll(2000)  # the first ping: subscribed
         sub.recv()
-        count, end = 0, time.monotonic() + seconds
+        if then is not None:
+            then()
+        times, end = [], time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             if sub.poll(left * 1000):
                 sub.recv()
-                count += 1
-        return count / seconds
+                times.append(time.monotonic())
+        return times
     finally:
         sub.close(linger=0)
+
+
+def _pings_per_second(job, seconds=1.0):
+    """Pings the controller's heart monitor sends per second, heard on its ping socket."""
+    return len(_ping_times(job, seconds)) / seconds
 
 
 def test_the_controller_is_ours_and_beats_at_the_normal_pace_once_every_pe_answers(job):
@@ -63,29 +69,6 @@ def test_a_silent_pe_makes_it_beat_fast_and_is_not_declared_dead_early(job):
     assert sorted(job._client.ids) == [0, 1], "a PE silent for 2 s must not be unregistered"
     job.run("x = me")
     assert job.pull("x").tolist() == [0, 1]
-
-
-def _ping_times(job, seconds, then=None):
-    """When the heart monitor pinged during ``seconds`` (monotonic), after ``then()`` (called once subscribed)."""
-    cluster = job._cluster
-    (path,) = glob.glob(os.path.join(cluster.profile_dir, "security", f"ipcontroller-{cluster.cluster_id}-engine.json"))
-    info = json.load(open(path))
-    sub = zmq.Context.instance().socket(zmq.SUB)
-    sub.setsockopt(zmq.SUBSCRIBE, b"")
-    sub.connect(f"{info['interface']}:{info['hb_ping']}")
-    try:
-        sub.poll(2000)  # the first ping: subscribed
-        sub.recv()
-        if then is not None:
-            then()
-        times, end = [], time.monotonic() + seconds
-        while (left := end - time.monotonic()) > 0:
-            if sub.poll(left * 1000):
-                sub.recv()
-                times.append(time.monotonic())
-        return times
-    finally:
-        sub.close(linger=0)
 
 
 def test_an_engine_leaving_makes_it_beat_fast_at_once(job):

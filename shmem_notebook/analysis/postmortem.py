@@ -109,7 +109,7 @@ def with_first_deaths(
     seen = {pe: _status_text(status) for pe, status in first.items()}
     own = {pe for pe, cause in seen.items() if cause is not None and cause not in _LAUNCHER_ENDS}
     earliest = own or {pe for pe, cause in seen.items() if cause is None} or set(seen)
-    if causes and set(causes.values()) <= _LAUNCHER_ENDS and set(causes).isdisjoint(own or seen):
+    if causes and set(causes.values()) <= _LAUNCHER_ENDS and set(causes).isdisjoint(own or set(seen)):
         return {pe: seen[pe] or UNREPORTED for pe in sorted(earliest)}
     if set(causes) <= set(first):
         return {**{pe: seen[pe] or UNREPORTED for pe in sorted(earliest)}, **causes}
