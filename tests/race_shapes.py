@@ -5,7 +5,9 @@ from the held-out set (:mod:`race_heldout`), a put through a context quieted ins
 pattern hints of item 5, each with the one edit that fixes it: a lock taken by a ``with`` (a class's
 ``__enter__``/``__exit__``, a ``contextlib`` generator) with a read after the block (moved into it) or a
 context's put not quieted inside it (``ctx.quiet()``), and a double buffer reused after a wait for the
-acknowledgement of one round too early (the wait's count written anew).
+acknowledgement of one round too early (the wait's count written anew). From a second blind set: stores
+through a memoryview (``memoryview(a)[i]``, ``a.data.cast("B")[j]``), missed before, and stores by unpacking
+and chained assignment (``a[i], (a[j], x) = ...``, ``a[i] = a[j] = v``), counted as writing the whole array.
 
 Every fixed twin was a false race before (binding counted as a read; an index set counted as its bounding
 range); every ``wait_until_any`` racy twin was a missed race (the wait ordered every producer). Markers as
@@ -227,6 +229,29 @@ for k, item in enumerate(items):
         shmem.atomic_set(ack, k + 1, 0)
 shmem.barrier_all()
 """
+#: a store through a memoryview of PE 0's remote2 (a view made by memoryview(), or by ``.data`` cast to bytes),
+#: then PE 1's get of it: a second blind set found both missed (the hooks took only arrays)
+VIEWED = """shmem.barrier_all()
+got = np.zeros(4, dtype=np.int32)
+if me == 0:
+    {store}  # A
+shmem.barrier_all()
+if me == 1:
+    shmem.get(got, remote2, 0)  # B
+shmem.barrier_all()
+"""
+VIEWED_STORES = {"memoryview": "memoryview(remote2)[1] = 9", "data-cast": 'remote2.data.cast("B")[12] = 1'}
+#: stores into elements 1 and 5 of PE 0's dst by unpacking and by a chained assignment, while PE 1 puts into
+#: 8-11: disjoint (an unpacking counted the whole array as written: a false race)
+UNPACKED = """shmem.barrier_all()
+if me == 1:
+    shmem.put(dst[8:12], np.array([1, 2, 3, 4], dtype=np.int32), 0)  # A
+if me == 0:
+    dst[1], (dst[5], spare) = 3, (4, 0)
+    dst[6] = dst[7] = 2
+shmem.barrier_all()
+"""
+UNPACKED_OVERLAP = "(dst[9], spare) = 3, (4, 0)  # B"  # the racy twin: element 9 is in PE 1's put
 #: OSHMPI aborts the job on the multi-word waits: the tool refuses them there (deviation multi_waits)
 MULTI_WAITS_REFUSED = ("oshmpi",)
 
@@ -330,9 +355,19 @@ def cases(Case, _twin):
             _twin(HOLDING_CTX, "        ctx.quiet()\n", ""),
             max_pes=2,
         ),
+        Case("unpacked-stores-disjoint", "shapes", False, UNPACKED),
+        Case(
+            "unpacked-stores-overlap", "shapes", True, _twin(UNPACKED, "(dst[5], spare) = 3, (4, 0)", UNPACKED_OVERLAP)
+        ),
         Case("two-slots-acked", "shapes", False, TWO_SLOTS),
         Case("two-slots-ack-one-item-early", "shapes", True, _twin(TWO_SLOTS, "CMP.GT, k - 2)", "CMP.GT, k - 3)")),
     ]
+    for name, store in VIEWED_STORES.items():
+        fixed = VIEWED.format(store=store)
+        shapes.append(Case(f"{name}-store", "shapes", False, fixed))
+        shapes.append(
+            Case(f"{name}-store-no-barrier", "shapes", True, _twin(fixed, "# A\nshmem.barrier_all()\n", "# A\n"))
+        )
     for case in shapes:
         if "_any(" in case.code or "_some(" in case.code:
             case.refused_on = MULTI_WAITS_REFUSED

@@ -1,6 +1,8 @@
 """Exact footprints and NumPy writes on real 2-PE jobs: columns of a 2-D board, ``A[::2]``, iput/iget
 strides, and in-place NumPy calls racing another PE's get."""
 
+import io
+
 from conftest import job_fixture, quiet
 
 job2 = job_fixture(2, heap="32M", timeout=120)
@@ -217,16 +219,16 @@ INDEXED = {
 }
 
 
-def test_index_sets_and_masks_touch_their_elements_only(job2):
-    """Each line's recorded events cover exactly the elements its index set, mask or call selects."""
+def _touched(job, lines):
+    """``{line: elements of S or M}`` the recording noted for the cell made of ``lines`` (on PE 0)."""
     from shmem_notebook.analysis.footprint import flat_ranges, overlap
 
-    quiet(job2, "shmem.barrier_all()", arrays=["S=float64[16]", "M=float64[4,4]"])
-    job2.ask("race_start", {})
+    quiet(job, "shmem.barrier_all()", arrays=["S=float64[16]", "M=float64[4,4]"])
+    job.ask("race_start", {})
     try:
-        quiet(job2, "\n".join(INDEXED) + "\n")
+        quiet(job, "\n".join(lines) + "\n")
     finally:
-        traces = job2.ask("race_stop")
+        traces = job.ask("race_stop")
     names = {n[0]: n[2] for n in traces[0]["names"] if n[1] == "sym"}
     touched = {}
     for e in traces[0]["events"]:
@@ -235,4 +237,31 @@ def test_index_sets_and_masks_touch_their_elements_only(job2):
             blocks = overlap((e[5], e[6], e[8]), (names[array], names[array] + 128, None))
             elements = {i for r in flat_ranges(blocks, names[array], 8) for i in r}
             touched.setdefault(e[2], set()).update(elements)
-    assert touched == {line: want for line, want in enumerate(INDEXED.values(), 1)}
+    return touched
+
+
+def test_index_sets_and_masks_touch_their_elements_only(job2):
+    """Each line's recorded events cover exactly the elements its index set, mask or call selects."""
+    assert _touched(job2, INDEXED) == {line: want for line, want in enumerate(INDEXED.values(), 1)}
+
+
+#: stores by unpacking and chained assignment, and through memoryviews (line: the elements of S it stores)
+UNPACKED = {
+    "i = 0": set(),
+    "i, S[i] = 3, 1.0": {3},  # Python assigns i first: S[3], not S[0]
+    "S[5], (S[7], x) = 2.0, (3.0, 0)": {5, 7},
+    "S[9] = S[11] = 4.0": {9, 11},
+    "mv = memoryview(S)": set(),
+    "mv[13] = 5.0": {13},
+    "S.data.cast('B')[8 * 15] = 1": {15},
+}
+
+
+def test_unpacked_and_viewed_stores_touch_their_elements_only(job2):
+    """An unpacking or chained assignment stores each of its subscripts, in Python's order; a memoryview's
+    store is one of the array's elements. The cell's values are those of the same code unrecorded."""
+    want = {line: e for line, e in enumerate(UNPACKED.values(), 1) if e}
+    assert _touched(job2, UNPACKED) == want
+    out = io.StringIO()
+    quiet(job2, "print(S[[3, 5, 7, 9, 11, 13]].tolist(), S.view(np.uint8)[120])", stdout=out)
+    assert out.getvalue() == "[PE 0-1] [1.0, 2.0, 3.0, 4.0, 4.0, 5.0] 1\n"  # both PEs (identical lines fold)

@@ -1,9 +1,9 @@
 """The hooks a rewritten cell calls on every array load and store (PE side).
 
 :class:`.instrument.AccessTransformer` rewrites the recorded cell so that ``x[i]``,
-``x[i] = v``, ``x[i] += v`` and calls go through these functions, which note the
-access in the active race recording (:func:`install` sets it) and do what the cell
-asked. Accesses made inside a recorded shmem call are the layer's to record.
+``x[i] = v`` (also as a target of ``a[i], b[j] = v, w``), ``x[i] += v`` and calls go through
+these functions, which note the access in the active race recording (:func:`install` sets it)
+and do what the cell asked. Accesses made inside a recorded shmem call are the layer's to record.
 
 Longer than 420 lines once formatted: a hook for each access the transformer rewrites and the
 search for what a call writes belong together.
@@ -21,7 +21,8 @@ Python functions defined outside the cell run rewritten (:mod:`.outside`), and s
 is known: ``compile`` called by rewritten code is noted). Compiled code the recording cannot see
 into (numba, Cython, ctypes and cffi functions, C extensions but NumPy's and SciPy's) reads and
 writes its array arguments: its line is noted in the recording's ``compiled``. Other calls only read
-their arrays. ``x.flat[i]`` reads and writes element ``i`` of ``x`` in C order.
+their arrays. ``x.flat[i]`` reads and writes element ``i`` of ``x`` in C order; a memoryview's ``x[i]``
+touches the bytes of the same element of the array it shows, and calls only read through it.
 """
 
 from __future__ import annotations
@@ -100,6 +101,9 @@ def uninstall() -> None:
 
 
 _ndarray = np.ndarray
+_memoryview = memoryview
+#: a memoryview's methods that make another view of it (or end it): no element touched
+_VIEW_METHODS = frozenset({"cast", "toreadonly", "release", "__enter__", "__exit__"})
 _SCALARS = (int, np.integer)  # a store of one of these may reset a flag: its value is kept
 _BASIC = (int, slice, type(Ellipsis), type(None), np.integer)
 _NO_READ_METHODS = frozenset(
@@ -269,6 +273,8 @@ def get_rest(x: Any, index: Any, line: int, r: _T) -> _T:
             found = _flat_range(rec, x, index)
             for span in found[2] if found else ():
                 rec.access(found[0], "load", "read", line, *span, found[1])  # type: ignore[index]  # has spans
+        elif type(x) is _memoryview and type(r) is not _memoryview:  # a slice of it is a view, counted when used
+            _note_viewed(rec, x, index, "load", "read", line)
     return r
 
 
@@ -289,11 +295,31 @@ def _set(x: Any, index: Any, value: Any, line: int) -> None:
             found = _flat_range(rec, x, index)
             for span in found[2] if found else ():
                 rec.access(found[0], "store", "write", line, *span, found[1])  # type: ignore[index]  # has spans
+        elif type(x) is _memoryview:
+            _note_viewed(rec, x, index, "store", "write", line)
     x[index] = value
+
+
+class _Slot:
+    """``x[index]`` as one target of an unpacking or chained assignment: the rewritten cell assigns
+    ``_slot(x, index, line).value``, a store through :func:`_set` when Python makes it."""
+
+    __slots__ = ("x", "index", "line")
+
+    def __init__(self, x: Any, index: Any, line: int) -> None:
+        self.x, self.index, self.line = x, index, line
+
+    def _store(self, value: Any) -> None:
+        _set(self.x, self.index, value, self.line)
+
+    value = property(fset=_store)
 
 
 def _aug(x: Any, index: Any, op: str, value: Any, line: int) -> None:
     rec = _record.race
+    if rec is not None and not _depth[0] and type(x) is _memoryview:
+        _note_viewed(rec, x, index, "load", "read", line)
+        _note_viewed(rec, x, index, "store", "write", line)
     if rec is not None and not _depth[0] and (isinstance(x, _ndarray) or type(x) is _flatiter):
         if isinstance(value, _ndarray):
             rec.access(value, "load", "read", line)
@@ -311,6 +337,27 @@ def _aug(x: Any, index: Any, op: str, value: Any, line: int) -> None:
     x[index] = _AUG[op](x[index], value)
 
 
+def _viewed(x: memoryview) -> npt.NDArray[Any] | None:
+    """The memory ``x`` shows, as an array of its format and shape (no copy); None where NumPy cannot
+    read it (a format it does not know, a released view)."""
+    try:
+        return np.asarray(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def _note_viewed(rec: RaceRecording, x: memoryview, index: Any, op: str, mode: str, line: int) -> None:
+    """Note ``x[index]`` of a memoryview ``x`` as read or written: the same bytes as of the array it shows."""
+    a = _viewed(x)
+    info = _wanted(rec, a) if a is not None else None
+    try:
+        spans = element_spans(rec, a, index, info) if info else ()  # type: ignore[arg-type]  # info: a is set
+    except (IndexError, TypeError, ValueError):  # an index the memoryview refuses: it raises in the cell
+        spans = ()
+    for span in spans:
+        rec.access(a, op, mode, line, *span, info)  # type: ignore[arg-type]  # spans: a is set
+
+
 def _read(value: _T, line: int) -> _T:
     rec = _record.race
     if isinstance(value, _ndarray) and rec is not None and not _depth[0]:
@@ -324,6 +371,8 @@ def _iter(value: _T, line: int) -> _T:
     rec = _record.race
     if isinstance(value, _ndarray) and value.ndim < 2 and rec is not None and not _depth[0]:
         rec.access(value, "load", "read", line)
+    elif isinstance(value, _memoryview) and value.ndim < 2 and rec is not None and not _depth[0]:
+        _read_viewed(rec, value, "load", line)
     return value
 
 
@@ -331,12 +380,6 @@ def _rw(value: object, line: int) -> None:
     rec = _record.race
     if isinstance(value, _ndarray) and rec is not None and not _depth[0]:
         rec.access(value, "load", "read", line)
-        rec.access(value, "store", "write", line)
-
-
-def _write(value: object, line: int) -> None:
-    rec = _record.race
-    if isinstance(value, _ndarray) and rec is not None and not _depth[0]:
         rec.access(value, "store", "write", line)
 
 
@@ -387,10 +430,14 @@ def _call(line: int, f: Any, *args: Any, **kwargs: Any) -> Any:
     if indexed is not None:
         return indexed(rec, line, name, owner, args, kwargs)
     arrays = [owner] if isinstance(owner, _ndarray) and name not in _NO_READ_METHODS else []
+    if type(owner) is _memoryview and name not in _VIEW_METHODS:  # tolist, tobytes, hex, ...: read
+        _read_viewed(rec, owner, name, line)
     if not skip:
         for a in args:
             if isinstance(a, _ndarray):
                 arrays.append(a)
+            elif type(a) is _memoryview:  # bytes(view), np.array(view), ...: nothing writes through it
+                _read_viewed(rec, a, name, line)
             elif isinstance(a, (list, tuple)) and len(a) <= 64:
                 for item in a:
                     if isinstance(item, _ndarray):
@@ -427,6 +474,12 @@ def _call(line: int, f: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 _NOT_MADE = object()
+
+
+def _read_viewed(rec: RaceRecording, x: memoryview, name: str, line: int) -> None:
+    a = _viewed(x)
+    if a is not None and a.size:
+        rec.access(a, name, "read", line)
 
 
 def _binds_only(cls: type[Any]) -> bool:
@@ -736,10 +789,10 @@ FUNCS: dict[str, Callable[..., Any]] = {
     "mark": _mark,
     "get": _get,
     "set": _set,
+    "slot": _Slot,
     "aug": _aug,
     "read": _read,
     "rw": _rw,
-    "write": _write,
     "iter": _iter,
     "call": _call,
     "top": _top,

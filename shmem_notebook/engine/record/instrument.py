@@ -30,10 +30,10 @@ HOOKS = {
     "mark": "_shmem_race_mark",  # first statement: tells the recorder the cell's file name
     "get": "_shmem_race_get",  # get(x, index, line) -> x[index]
     "set": "_shmem_race_set",  # set(x, index, value, line): x[index] = value
+    "slot": "_shmem_race_slot",  # slot(x, index, line).value = value: x[index] = value, in an unpacking
     "aug": "_shmem_race_aug",  # aug(x, index, op, value, line): x[index] op= value
     "read": "_shmem_race_read",  # read(value, line) -> value
     "rw": "_shmem_race_rw",  # rw(value, line): value is read and written in place
-    "write": "_shmem_race_write",  # write(value, line): value is written as a whole
     "iter": "_shmem_race_iter",  # iter(value, line) -> value, iterated (a 1-D array's elements are read)
     "call": "_shmem_race_call",  # call(line, f, *args, **kwargs) -> f(*args, **kwargs)
     "top": "_shmem_race_top",  # top(line, f, *args, **kwargs): call, made by the cell's own top-level code
@@ -42,7 +42,7 @@ HOOKS = {
 }
 #: hooks whose recorded line is their first argument; the others' is their last
 _LINE_FIRST = {HOOKS["call"], HOOKS["top"], HOOKS["exec"]}
-_LINE_LAST = {HOOKS[h] for h in ("get", "set", "aug", "read", "rw", "write", "iter")}
+_LINE_LAST = {HOOKS[h] for h in ("get", "set", "slot", "aug", "read", "rw", "iter")}
 
 _AUG_OPS = {
     ast.Add: "+",
@@ -244,15 +244,10 @@ class AccessTransformer(MarkTransformer):
             target = node.targets[0]
             new = ast.Expr(_call("set", target.value, _index(target.slice), node.value, ast.Constant(node.lineno)))
             return ast.copy_location(new, node)
-        after: list[ast.stmt] = []
-        for target in node.targets:
-            for sub in ast.walk(target):
-                if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store):
-                    # unpacking into a subscript: the whole array counts as written
-                    after.append(
-                        ast.copy_location(ast.Expr(_call("write", _load(sub.value), ast.Constant(node.lineno))), node)
-                    )
-        return [node, *after] if after else node
+        # unpacking (`a[i], b[j] = v, w`) and chained (`a[i] = b[j] = v`): each subscript stores through
+        # the set hook when Python assigns it, in its order
+        node.targets = [_slots(target, node.lineno) for target in node.targets]
+        return node
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt | list[ast.stmt]:
         self.generic_visit(node)
@@ -294,6 +289,18 @@ def renumber(tree: _Tree, offset: int) -> _Tree:
                     ast.Constant(cast(int, cast("ast.Constant", node.args[where]).value) + offset), node.args[where]
                 )
     return tree
+
+
+def _slots(target: ast.expr, line: int) -> ast.expr:
+    """``target`` with each subscript in it (``x[i]``) made ``slot(x, i, line).value``."""
+    if isinstance(target, ast.Subscript):
+        slot = _call("slot", target.value, _index(target.slice), ast.Constant(line))
+        return ast.copy_location(ast.Attribute(value=slot, attr="value", ctx=ast.Store()), target)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        target.elts = [_slots(e, line) for e in target.elts]
+    elif isinstance(target, ast.Starred):
+        target.value = _slots(target.value, line)
+    return target
 
 
 def _load(node: ast.expr) -> ast.expr:
