@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 
 from conftest import job_fixture
 from shmem_notebook.job.watchdog import owned_processes
@@ -63,6 +64,7 @@ def _libraries_opened(env):
     return {line.split("file=")[1].split()[0] for line in proc.stderr.splitlines() if "file=" in line}
 
 
+@pytest.mark.pe  # it runs oshrun itself, without a job fixture
 def test_a_one_node_pe_opens_no_network_library_at_shmem_init():
     """Open MPI's MTLs drive networks only; opening them loads libfabric and the PSM libraries,
     whose constructors sleep about 0.1 s each, in every PE's ``shmem_init``. A one-node job's

@@ -98,6 +98,24 @@ def test_local_only_keeps_pes_off_the_network_unless_the_user_chose():
     assert "OMPI_MCA_mtl" not in L.platform_environment({"OMPI_MCA_mtl": "psm2"}, local_only=True)
     assert "UCX_TLS" not in L.platform_environment({"UCX_TLS": "rc"}, local_only=True)
     assert "UCX_TLS" not in L.platform_environment({}, local_only=False)
+    assert env["OMPI_MCA_hwloc_base_binding_policy"] == "none"  # Open MPI bound every job to cores 0, 1, ...
+    assert "OMPI_MCA_hwloc_base_binding_policy" not in L.platform_environment(
+        {"OMPI_MCA_hwloc_base_binding_policy": "core"}, local_only=True
+    )
+
+
+def test_bind_to_reaches_oshrun_and_srun(monkeypatch):
+    from shmem_notebook.rc import rc
+
+    monkeypatch.setattr(L.environment, "local_slots", lambda: 2)
+    args = args_for(2, bind_to="core")
+    assert args[args.index("--bind-to") + 1] == "core"
+    assert "--bind-to" not in args_for(2)  # one node: unbound through the environment (LOCAL_ONLY)
+    monkeypatch.setattr(rc, "slurm_runner", "srun")
+    script = args_for(4, slurm=True, bind_to="socket")
+    assert script[script.index("--wrap") + 1].startswith(
+        "exec srun --mpi=pmix --kill-on-bad-exit=1 --ntasks=4 --cpu-bind=sockets "
+    )
 
 
 # -- Slurm: the batch job's command lines, built without Slurm -----------------------------

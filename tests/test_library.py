@@ -77,6 +77,16 @@ def test_command_lines_per_launcher():
     assert hydra.command(4, {"A": "2"}, oversubscribe=True, hostfile="h") == ["/sos/bin/oshrun", "-n", "4", "-f", "h"]
 
 
+def test_binding_in_each_launchers_words():
+    """bind_to: Open MPI's ``--bind-to`` (PEs beyond the cores allowed on them), Hydra's ``-bind-to``."""
+    openmpi, hydra = Library("o", "oshrun"), Library("s", "oshrun", launcher="hydra")
+    assert openmpi.command(2, {}, bind_to="core")[-2:] == ["--bind-to", "core"]
+    assert openmpi.command(4, {}, oversubscribe=True, bind_to="core")[-2:] == ["--bind-to", "core:overload-allowed"]
+    assert openmpi.command(4, {}, oversubscribe=True, bind_to="none")[-2:] == ["--bind-to", "none"]
+    assert hydra.command(4, {}, oversubscribe=True, bind_to="socket") == ["oshrun", "-n", "4", "-bind-to", "socket"]
+    assert "--bind-to" not in openmpi.command(2, {}) and "-bind-to" not in hydra.command(2, {})
+
+
 def test_the_launcher_runs_the_librarys_oshrun_python_and_environment(monkeypatch):
     monkeypatch.delenv("FI_PROVIDER", raising=False)
     launcher = OshrunEngineSetLauncher(library="sos", n=2)

@@ -130,7 +130,8 @@ def test_the_type_checker_refuses_a_misspelt_or_mistyped_option(tmp_path):
 
 def test_the_launcher_takes_its_options_from_the_declaration():
     launched = {f.name for f, o in declared() if o.launch or o.oshrun}
-    assert launched == {"heap", "oversubscribe", "hostfile", "library", "slurm", "partition", "time", "nodes"} | {
+    assert launched == {"heap", "oversubscribe", "hostfile", "bind_to", "library", "slurm", "partition", "time"} | {
+        "nodes",
         "account",
         "sbatch_args",
         "sbatch_prologue",

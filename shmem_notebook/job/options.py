@@ -86,6 +86,7 @@ class StartOptions(TypedDict, total=False):
     heap: str | int | None
     oversubscribe: bool | None
     hostfile: str | None
+    bind_to: str | None
     timeout: float | None
     ip: str | None
     slurm: bool

@@ -23,12 +23,16 @@ def in_allocation(environ: Mapping[str, str] | None = None) -> str | None:
 
 #: single-node jobs: PEs talk through shared memory and open no TCP listener. ``OMPI_MCA_mtl``: Open MPI's
 #: MTLs drive networks only (PSM, PSM2, libfabric); loading them loads ``libpsm2`` and ``libpsm_infinipath``
-#: (with ``libinfinipath``), whose constructors sleep: 0.2-0.25 s of every PE's start here (docs/benchmarks.md)
+#: (with ``libinfinipath``), whose constructors sleep: 0.2-0.25 s of every PE's start here (docs/benchmarks.md).
+#: ``OMPI_MCA_hwloc_base_binding_policy``: Open MPI binds up to 2 PEs to cores 0 and 1, every job the
+#: same cores: two notebooks' one-PE jobs shared core 0 (each cell took twice as long) while core 1 idled.
+#: Unbound, the kernel spreads the jobs (``bind_to`` binds a job that wants it)
 LOCAL_ONLY = {
     "UCX_TLS": "self,sm",
     "OMPI_MCA_btl": "self,vader",
     "OMPI_MCA_mtl": "^psm,psm2,ofi",
     "OMPI_MCA_oob_tcp_if_include": "lo",
+    "OMPI_MCA_hwloc_base_binding_policy": "none",
 }
 
 

@@ -119,13 +119,18 @@ class Library:
             f'built for: add "OSHRUN_LAUNCHER": "mpiexec.hydra" to the "env" of {self.name!r} ({self.hint})'
         )
 
-    def command(self, n: int, env_names: Iterable[str], oversubscribe: bool = False, hostfile: str = "") -> list[str]:
-        """The launcher's arguments before the program: ``oshrun -n N ...``."""
+    def command(
+        self, n: int, env_names: Iterable[str], oversubscribe: bool = False, hostfile: str = "", bind_to: str = ""
+    ) -> list[str]:
+        """The launcher's arguments before the program: ``oshrun -n N ...`` (``bind_to``: core, socket or none;
+        "": the launcher's default)."""
         args = [self.oshrun, "-n", str(n)]
         if self.launcher == "hydra":  # mpiexec.hydra passes the whole environment and never refuses to oversubscribe
-            return args + (["-f", hostfile] if hostfile else [])
+            return args + (["-f", hostfile] if hostfile else []) + (["-bind-to", bind_to] if bind_to else [])
         if oversubscribe:
             args.append("--oversubscribe")
+        if bind_to:  # more PEs than cores bound to cores: Open MPI refuses unless told, Hydra puts two on one
+            args += ["--bind-to", bind_to + (":overload-allowed" if oversubscribe and bind_to != "none" else "")]
         if hostfile:
             args += ["--hostfile", hostfile]
         for name in sorted(env_names):  # to PEs on other nodes as well

@@ -122,7 +122,8 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):  # type: ignore[misc]  # ip
         """The ``oshrun`` command line that starts the PEs (here, or inside the batch job)."""
         # mpi_cmd may be set by hand (ipcluster --OshrunEngineSetLauncher.mpi_cmd=...)
         lib = dataclasses.replace(self.shmem_library, oshrun=self.mpi_cmd[0])
-        args = lib.command(self.n, self.get_env(), self.needs_oversubscribe(), self.hostfile) + list(self.mpi_cmd[1:])
+        oversubscribe, bind_to = self.needs_oversubscribe(), self.bind_to
+        args = lib.command(self.n, self.get_env(), oversubscribe, self.hostfile, bind_to) + list(self.mpi_cmd[1:])
         program_args: list[str] = self.program_args
         return args + oshrun_args(self) + list(self.mpi_args) + self.program + program_args
 
@@ -133,7 +134,11 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):  # type: ignore[misc]  # ip
             return self.oshrun_args()
         if self.batch_runner == "srun":
             program_args: list[str] = self.program_args
-            return ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", f"--ntasks={self.n}"] + self.program + program_args
+            srun = ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", f"--ntasks={self.n}"]
+            bind_to: str = self.bind_to or ""
+            if bind_to:  # srun's words for oshrun's
+                srun.append("--cpu-bind=" + {"core": "cores", "socket": "sockets"}.get(bind_to, bind_to))
+            return srun + self.program + program_args
         raise LaunchError(
             f"unknown Slurm runner {self.batch_runner!r}; use 'oshrun' or 'srun' (SHMEM_NOTEBOOK_SLURM_RUNNER)"
         )

@@ -13,8 +13,8 @@ flags, checks, the typed keywords and the list for the docs and completion) is
 :mod:`shmem_notebook.job.options`. A new start option is one more field here; one that oshrun takes as a
 flag needs nothing else::
 
-    bind_to: str | None = option(None, "oshrun --bind-to: core, socket or none", metavar="WHAT",
-                                 oshrun="--bind-to")
+    map_by: str | None = option(None, "oshrun --map-by: how PEs are placed, e.g. node", metavar="HOW",
+                                oshrun="--map-by")
 """
 
 from __future__ import annotations  # each field's type is its source text: StartOptions is written from it
@@ -43,6 +43,7 @@ __all__ = [
     "type_text",
     "launcher_traits",
     "oshrun_args",
+    "BINDINGS",
     "slurm_seconds",
 ]
 
@@ -84,6 +85,17 @@ def _a_library(name: Any) -> Any:
 
     library(name)
     return name
+
+
+#: what ``bind_to`` takes: the launchers' own words (Open MPI's ``--bind-to``, Hydra's ``-bind-to``)
+BINDINGS = ("core", "socket", "none")
+
+
+def _a_binding(value: Any) -> str:
+    """``value`` if ``bind_to`` takes it, else ``ValueError``."""
+    if value not in BINDINGS:
+        raise ValueError(value)
+    return str(value)
 
 
 def _libraries() -> list[str]:
@@ -184,6 +196,17 @@ class JobOptions:
         None, "more PEs than cores (oshrun --oversubscribe)", action="store_true", launch=True
     )
     hostfile: str | None = option(None, "oshrun's hostfile: the nodes the PEs run on", metavar="FILE", launch=True)
+    bind_to: str | None = option(
+        None,
+        "bind each PE to a core or a socket, or not: none (the default on one node, where other jobs share the "
+        "cores; more PEs than cores bound to cores share them)",
+        metavar="WHAT",
+        check=_a_binding,
+        wrong="{name} takes core, socket or none",
+        example="bind_to='core'",
+        choices=lambda: list(BINDINGS),
+        launch=True,
+    )
     timeout: float | None = option(
         None,
         "default timeout for every cell, seconds",
