@@ -192,7 +192,7 @@ def run(ns, repeats, sizes, blocks, iters, coll_iters, budget):
 
 def _describe(name):
     lib = library_named(name)
-    return {"oshrun": lib.oshrun, "python": lib.python}
+    return {"oshrun": lib.oshrun, "python": lib.python, "shares_heaps": lib.shares_heaps}
 
 
 if __name__ == "__main__":

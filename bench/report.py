@@ -594,7 +594,10 @@ def libraries_tables(lib):
     heads = []
     for config in names:
         spec = next((p["spec"] for p in lib["pes"].get(config, {}).values()), None)
-        heads.append(LIBRARY_LABELS[config] + (f", OpenSHMEM {spec}" if spec else ""))
+        shared = config == "sos" and lib["libraries"][config].get("shares_heaps")  # SOS built with shared heaps
+        heads.append(
+            LIBRARY_LABELS[config] + (f", OpenSHMEM {spec}" if spec else "") + (", shared heaps" if shared else "")
+        )
     ratios = [f"{c} / {names[0]}" for c in names[1:]]
     rows = []
     for what, n, values in library_rows(lib):
