@@ -39,6 +39,8 @@ def test_bind_to_core_gives_each_pe_a_core_of_its_own(library):
         cpus = _pe_cpus(job)
         assert all(len(c) == 1 for c in cpus.values()) and cpus[0] != cpus[1], cpus
         assert quiet(job, "shmem.barrier_all()").outcome == "ok"
+        job.restart()  # the new PEs are bound as the first were
+        assert _pe_cpus(job) == cpus
 
 
 def test_bind_to_core_with_more_pes_than_cores_shares_them():
