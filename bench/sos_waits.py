@@ -13,7 +13,6 @@ prints the table and writes bench/sos_waits.json. Needs both libraries' ``oshcc`
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,7 +20,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from common import launcher_environment, local_slots  # noqa: E402
+from common import launcher_environment, local_slots, run_checked  # noqa: E402
 from shmem_notebook.launcher.library import library as library_named  # noqa: E402
 
 #: (SHMEM_WAIT_SPINS, SHMEM_WAIT_YIELDS, bound): the patch's default first
@@ -30,16 +29,12 @@ SETTINGS += [(1024, -1, True), (16, 256, True), (64, 64, True)]
 
 
 def _build(oshcc, out):
-    subprocess.run([oshcc, "-O2", "-o", out, os.path.join(HERE, "barrier.c")], check=True, capture_output=True)
+    run_checked([oshcc, "-O2", "-o", out, os.path.join(HERE, "barrier.c")])
     return out
 
 
 def _median_of(cmd, env):
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, start_new_session=True)
-    samples = [float(x) for x in proc.stdout.split()]
-    if proc.returncode or not samples:
-        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}: {proc.stderr[-300:]}")
-    return statistics.median(samples)
+    return statistics.median(float(x) for x in run_checked(cmd, timeout=300, env=env).split())
 
 
 def run(rounds=3, ns=(2, 4)):
