@@ -12,6 +12,7 @@ import threading
 import time
 
 import psutil
+import pytest
 import zmq
 
 from conftest import job_fixture, native_stacks, native_stacks_if_late
@@ -180,3 +181,57 @@ def test_the_hub_hurries_the_monitor_on_the_monitors_own_thread():
     count, threads = out.stdout.split(" ", 1)
     assert threads.strip() == "['heart']", out.stdout
     assert int(count) >= 4, out.stdout  # 0.4 s at 50 ms: about 8 (at the normal 250 ms: 1 or 2)
+
+
+def test_a_thread_that_fails_ends_the_controller_saying_why(tmp_path):
+    """A controller whose heart monitor cannot bind its port (taken here by a listening socket; in CI once by
+    a connection's local end) answers nothing: its PEs would wait for pings that never come. It ends at once,
+    naming the thread and the error."""
+    import socket
+    import subprocess
+    import sys
+
+    from shmem_notebook.launcher.listen import unclaimed_tcp_ports
+
+    ports = unclaimed_tcp_ports(8)  # registration, control, mux, task, iopub, hb_ping, hb_pong, broadcast
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", ports[5]))
+        taken.listen()
+        command = [sys.executable, "-m", "shmem_notebook.launcher.controller", "--pes", "2", "--nodb"]
+        command += [f"--profile-dir={tmp_path}", "--ip=127.0.0.1", "--cluster-id=probe"]
+        command += [f"--IPController.engine_ports={','.join(map(str, ports))}"]
+        ended = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert ended.returncode == 3, ended.stderr[-2000:]
+    last = ended.stderr.strip().splitlines()[-1]
+    assert "the controller's thread" in last and "start_heartmonitor" in last, last
+    assert f"Address already in use (addr='tcp://127.0.0.1:{ports[5]}')" in last, last
+
+
+@pytest.mark.pe
+def test_a_controller_that_ends_while_pes_start_is_said_at_once(monkeypatch):
+    """The client watches the controller while the PEs register: its end is one sentence, at once (it was a
+    wait for the start's timeout), and nothing of the job is left."""
+    import shmem_notebook
+    from shmem_notebook.errors import LaunchError
+    from shmem_notebook.job.job import Job
+    from shmem_notebook.job.watchdog import owned_processes
+
+    connected = Job._private_files  # called once the client is connected, before the PEs are waited for
+
+    def controller_ends(self):
+        connected(self)
+        controller = psutil.Process(self._cluster.controller.process.pid)
+        controller.kill()
+        controller.wait(10)
+
+    monkeypatch.setattr(Job, "_private_files", controller_ends)
+    job, began = shmem_notebook.Job(2, heap="8M"), time.monotonic()
+    with pytest.raises(LaunchError, match="the job's controller ended before all 2 PEs registered") as raised:
+        job.start()
+    assert time.monotonic() - began < 0.5 * rc.start_timeout, "it waited for the start's timeout"
+    assert "start it again" in str(raised.value)
+    deadline = time.monotonic() + 15
+    while (left := owned_processes(job._token)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left == [], [p.cmdline() for p in left]
+    assert job.state == "stopped"

@@ -6,6 +6,7 @@ import glob
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 
@@ -15,7 +16,14 @@ import pytest
 
 import shmem_notebook
 from conftest import job_fixture
-from shmem_notebook.launcher.listen import SOCKET_PATH_MAX, holds_sockets, listen_privately, socket_prefix
+from shmem_notebook.launcher.listen import (
+    SOCKET_PATH_MAX,
+    ephemeral_ports,
+    holds_sockets,
+    listen_privately,
+    socket_prefix,
+    unclaimed_tcp_ports,
+)
 
 job = job_fixture(2, heap="8M")
 
@@ -113,5 +121,18 @@ def test_a_hostfile_job_listens_on_tcp(tmp_path):
     hostfile.write_text("localhost slots=2\n")
     with shmem_notebook.Job(2, heap="8M", hostfile=str(hostfile)).start() as started:
         assert _connection(started._cluster, "engine")["interface"] == "tcp://127.0.0.1"
+        controller = _controller_processes(started)
+        listening = {c.laddr.port for p in controller for c in p.net_connections("tcp") if c.status == "LISTEN"}
+        assert len(listening) >= 10 and max(listening) < ephemeral_ports().start, sorted(listening)
         started.run("x = me")
         assert started.pull("x").tolist() == [0, 1]
+
+
+def test_tcp_ports_are_free_and_below_the_ephemeral_range():
+    """No connection on the host can take one as its local end before the controller binds it."""
+    ports = unclaimed_tcp_ports(30)
+    assert len(set(ports)) == 30 and max(ports) < ephemeral_ports().start and min(ports) >= 1024
+    assert set(ports).isdisjoint(unclaimed_tcp_ports(30)), "a port was handed out twice"
+    for port in ports:
+        with socket.socket() as probe:
+            probe.bind(("", port))  # free (the controller binds them itself)

@@ -26,7 +26,11 @@ fixed 0.25 s sleep ipcontroller takes before it writes the connection files the 
 Over IPC (``--IPController.transport=ipc``, a job on one host: :mod:`.listen`) a socket's "port" is only
 the end of its path: they are numbered 1, 2, ... instead of probed as free TCP ports, and joined to the
 path with ``:`` as ipyparallel's clients and engines join them (its controller joins them with ``-``,
-where no client finds them).
+where no client finds them). Over TCP its ports come from :func:`.listen.unclaimed_tcp_ports`.
+
+A thread of the controller that fails (a socket it cannot bind, say) ends the controller, saying why
+(:func:`fail_with_thread`): a controller without its heart monitor or a queue answers nothing, and the client,
+which watches the controller while PEs register, then says so at once instead of waiting for PEs that cannot register.
 """
 
 import os
@@ -37,6 +41,7 @@ import types
 from typing import Any
 
 from .. import lazy_imports
+from .listen import unclaimed_tcp_ports
 
 # this module is the controller's process (python -m); nothing else imports it
 # ipcontroller takes IPython's submodules and get_ipython (ipyparallel.util): not IPython's __init__ (its shell)
@@ -51,7 +56,7 @@ for _name in UNUSED:
 
 from ipyparallel.controller import heartmonitor  # noqa: E402  (after lazy_imports.install)
 
-__all__ = ["EagerHeartMonitor", "HeartThread", "ipc_names", "main"]
+__all__ = ["EagerHeartMonitor", "HeartThread", "fail_with_thread", "ipc_names", "main"]
 
 
 class EagerHeartMonitor(heartmonitor.HeartMonitor):  # type: ignore[misc]  # ipyparallel: untyped
@@ -143,6 +148,15 @@ def ipc_names(controller_class: Any) -> None:
     controller_class.next_port, controller_class.construct_url = next_port, construct_url
 
 
+def fail_with_thread(args: threading.ExceptHookArgs) -> None:
+    """``threading.excepthook`` of the controller: a thread that died ends the process, saying which and why."""
+    name = args.thread.name if args.thread is not None else "a thread"
+    error = f"{args.exc_type.__name__}: {args.exc_value}"
+    sys.stderr.write(f"the controller's thread {name} failed ({error}); the controller ends\n")
+    sys.stderr.flush()
+    os._exit(3)
+
+
 def _hurried(hub_class: Any) -> None:
     """Make ``hub_class`` (ipyparallel's Hub) hurry the heart monitor when an engine unregisters
     (before the hub is made: it binds its handlers once)."""
@@ -164,7 +178,11 @@ def main(argv: list[str] | None = None) -> None:
         EagerHeartMonitor.expected = int(argv[1])
         argv = argv[2:]
     heartmonitor.HeartMonitor = EagerHeartMonitor  # start_heartmonitor looks it up when it starts
+    threading.excepthook = fail_with_thread
+    from ipyparallel import util
     from ipyparallel.controller import app, hub
+
+    util.select_random_ports = unclaimed_tcp_ports  # its one use: the controller's TCP ports
 
     _hurried(hub.Hub)
 

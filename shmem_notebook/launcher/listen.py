@@ -7,17 +7,21 @@ processes bind them, so among thirty controllers starting at once one may take a
 leave it without a scheduler or a heart monitor (a job whose PEs never register). PEs on other hosts
 (a hostfile, Slurm, an allocation) reach the controller over TCP on the job's ``ip``, as does a
 controller whose profile's path is too long for a socket or on a file system that holds none (AFS, SMB).
+
+A TCP controller takes its ports below the kernel's ephemeral range (:func:`unclaimed_tcp_ports`). ipyparallel
+picks free ones from that range and binds them later, some in threads; meanwhile any connection made on the host
+(a PE's to this very controller among them) may get one as its local port, and the thread that then fails
+to bind leaves a controller without a heart monitor: PEs that never register.
 """
 
 import contextlib
 import os
+import random
 import secrets
 import socket
 from typing import Any
 
-from .environment import in_allocation
-
-__all__ = ["SOCKET_PATH_MAX", "holds_sockets", "listen_privately", "socket_prefix"]
+__all__ = ["SOCKET_PATH_MAX", "holds_sockets", "listen_privately", "socket_prefix", "unclaimed_tcp_ports"]
 
 #: the longest path of a Unix socket (``sun_path`` less its NUL)
 SOCKET_PATH_MAX = 107
@@ -49,6 +53,8 @@ def listen_privately(cluster: Any, one_host: bool) -> bool:  # cluster: an ipp.C
     """Make ``cluster``'s controller (an ``ipp.Cluster`` not started) listen on Unix sockets when the
     PEs all run on this host (``one_host``, and not inside a Slurm allocation, where ``oshrun`` may
     spread them) and its profile's folder can hold them; else leave TCP. Returns whether it did."""
+    from .environment import in_allocation  # here: the controller imports this module, and not NumPy
+
     here = one_host and not in_allocation()
     prefix = socket_prefix(cluster.profile_dir, cluster.cluster_id) if here else None
     if prefix is None or not holds_sockets(os.path.dirname(prefix)):
@@ -56,3 +62,40 @@ def listen_privately(cluster: Any, one_host: bool) -> bool:  # cluster: an ipp.C
     cluster.controller_ip = prefix
     cluster.controller_args = [*cluster.controller_args, "--IPController.transport=ipc"]
     return True
+
+
+#: ports this process handed out (never twice: ipyparallel binds them only later)
+_handed_out: set[int] = set()
+
+
+def ephemeral_ports() -> range:
+    """The ports the kernel gives connections as their local end (Linux's ``ip_local_port_range``)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            low, high = (int(field) for field in fh.read().split())
+        return range(low, high + 1)
+    except (OSError, ValueError):
+        return range(32768, 61000)  # Linux's default
+
+
+def unclaimed_tcp_ports(n: int) -> list[int]:
+    """``n`` free TCP ports below the ephemeral range (no connection is given one as its local end while
+    it waits to be bound), each bound once to check it is free and never handed out twice by this process.
+    Takes the place of ipyparallel's ``select_random_ports`` in the controller."""
+    low = ephemeral_ports().start
+    pool = range(max(1024, low - 16384), low) if low > 2048 else range(1024, 65536)  # else: no room below it
+    ports: list[int] = []
+    for _ in range(200 * n):
+        if len(ports) == n:
+            return ports
+        port = random.choice(pool)
+        if port in _handed_out:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        ports.append(port)
+    raise OSError(f"no {n} free TCP ports in {pool.start}-{pool.stop - 1} for the controller")
