@@ -14,6 +14,7 @@ from ..analysis.postmortem import cell_location, crash_causes, with_first_deaths
 from ..errors import JobStateError, NoJobError, PEDiedError
 from ..folding import fold, pe_ranges
 from ..protocol import BOARD_STRIDE, board_path, exit_path, stack_path
+from ..words import plural
 from .members import JobMembers
 from .processes import alive, wait
 from .states import IDLE, pe_state
@@ -42,6 +43,24 @@ class Health:
         if self.state == "dead" or not self._oshrun_running():
             return list(range(self.n))
         return [pe for pe, proc in self._pe_procs.items() if not alive(proc)] if each else []
+
+    def _ended_while_starting(self: JobMembers, what: str) -> str | None:
+        """Why the PEs can no longer all register while a start waits for them: the controller or ``what``
+        (``oshrun``, the Slurm batch job) ended; None while both run."""
+        controller = self._cluster.controller
+        if not alive(getattr(controller, "process", None)):
+            said = controller.get_output().strip() or "(nothing)"
+            return (
+                f"the job's controller ended before all {plural(self.n, 'PE')} registered; the job was stopped: "
+                f"start it again; the controller said:\n{said}"
+            )
+        if not self._oshrun_running():
+            cause = self.library.launcher_problem()  # Sandia OpenSHMEM's oshrun set up by hand
+            return (
+                f"{what} ended before all {plural(self.n, 'PE')} started{'; ' + cause if cause else ''}; "
+                f"its output:\n{self._oshrun_output()}"
+            )
+        return None
 
     def mark_dead(self: JobMembers) -> str:
         """Record why the PEs died, make sure none is left, keep the controller for a fast restart;

@@ -239,18 +239,8 @@ class Job(SymmetricArrays, Health, Asking):
                 if time.monotonic() > next_note:  # a start that fails must not leave its segments
                     self._note_segments()
                     next_note = time.monotonic() + 0.5
-                if not alive(getattr(self._cluster.controller, "process", None)):
-                    said = self._cluster.controller.get_output().strip() or "(nothing)"
-                    raise LaunchError(
-                        f"the job's controller ended before all {plural(self.n, 'PE')} registered; the job was "
-                        f"stopped: start it again; the controller said:\n{said}"
-                    )
-                if not self._oshrun_running():
-                    cause = self.library.launcher_problem()  # Sandia OpenSHMEM's oshrun set up by hand
-                    raise LaunchError(
-                        f"{what} ended before all {plural(self.n, 'PE')} started{'; ' + cause if cause else ''}; "
-                        f"its output:\n{self._oshrun_output()}"
-                    )
+                if (ended := self._ended_while_starting(what)) is not None:
+                    raise LaunchError(ended)
                 if queue is not None:
                     queue.update(len(self._client.ids))
                     if (queue.mark or {}).get("state") != "RUNNING":
