@@ -235,3 +235,29 @@ def test_a_controller_that_ends_while_pes_start_is_said_at_once(monkeypatch):
         time.sleep(0.2)
     assert left == [], [p.cmdline() for p in left]
     assert job.state == "stopped"
+
+
+@pytest.mark.pe
+def test_a_running_jobs_controller_that_dies_takes_nothing_with_it(monkeypatch):
+    """Cells go over the cell channel, not through the controller: they, status and the arrays keep working;
+    restart starts a new controller, and neither it nor stop asks the dead one to shut the PEs down politely
+    (a request nobody delivers, then 3 s of waiting for PEs that never hear it)."""
+    import io
+
+    import shmem_notebook
+
+    with shmem_notebook.Job(2, heap="8M").start() as job:
+        controller = psutil.Process(job._cluster.controller.process.pid)
+        controller.kill()
+        controller.wait(10)
+        job.run("x = me + 10", stdout=io.StringIO())
+        assert job.pull("x").tolist() == [10, 11]
+        assert [row["state"] for row in job.status()] == ["idle", "idle"]
+        asked = []
+        monkeypatch.setattr(type(job._client), "shutdown", lambda *a, **k: asked.append(k))
+        job.restart()
+        assert asked == [], "the dead controller was asked to shut the PEs down"
+        assert psutil.Process(job._cluster.controller.process.pid).is_running()
+        job.run("y = npes * 100 + me", stdout=io.StringIO())
+        assert job.pull("y").tolist() == [200, 201]
+        assert job.state == "running"

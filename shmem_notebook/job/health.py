@@ -47,9 +47,8 @@ class Health:
     def _ended_while_starting(self: JobMembers, what: str) -> str | None:
         """Why the PEs can no longer all register while a start waits for them: the controller or ``what``
         (``oshrun``, the Slurm batch job) ended; None while both run."""
-        controller = self._cluster.controller
-        if not alive(getattr(controller, "process", None)):
-            said = controller.get_output().strip() or "(nothing)"
+        if not self._controller_alive():
+            said = self._cluster.controller.get_output().strip() or "(nothing)"
             return (
                 f"the job's controller ended before all {plural(self.n, 'PE')} registered; the job was stopped: "
                 f"start it again; the controller said:\n{said}"

@@ -207,6 +207,9 @@ class Job(SymmetricArrays, Health, Asking):
     def _engine_set(self, set_id: str | None = None) -> Any:
         return self._cluster.engines.get(set_id or self._engine_set_id) if self._cluster else None
 
+    def _controller_alive(self) -> bool:
+        return self._cluster is not None and alive(getattr(self._cluster.controller, "process", None))
+
     def _oshrun_running(self, set_id: str | None = None) -> bool:
         engines = self._engine_set(set_id)
         return engines is not None and alive(engines.process)
@@ -262,7 +265,7 @@ class Job(SymmetricArrays, Health, Asking):
         if (engines := self._engine_set()) is None:
             return
         self._note_segments()
-        if polite and self.state == "running" and self._oshrun_running():
+        if polite and self.state == "running" and self._oshrun_running() and self._controller_alive():
             with contextlib.suppress(Exception):
                 self._client.shutdown(targets=list(range(self.n)), block=False)
         else:
@@ -354,8 +357,7 @@ class Job(SymmetricArrays, Health, Asking):
     def restart(self) -> Self:
         """A fresh job with the same N and options; declared arrays come back zeroed. Keeps the
         controller and relaunches only the PEs when it can."""
-        controller = self._cluster.controller if self._cluster else None
-        if controller is None or not alive(getattr(controller, "process", None)):
+        if not self._controller_alive():
             self.stop()
             return self.start()
         # the old PEs' state is discarded: killing them spares the new PEs the CPU of their
