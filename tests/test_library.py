@@ -110,3 +110,19 @@ def test_a_library_not_built_says_how_to_build_it(monkeypatch, tmp_path):
         LaunchError, match=r"\(sos's oshrun\) was not found; build it with `scripts/setup.sh --with-sos"
     ):
         library("sos").check()
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-heaps", "libfabric"])
+def test_sos_with_shared_heaps_syncs_by_dissemination_unless_told_otherwise(monkeypatch, tmp_path, shared):
+    """SOS's linear sync hangs on the shared-heaps build (docs/libraries.md): its PEs get the dissemination
+    sync; a user's SHMEM_BARRIER_ALGORITHM wins, and the libfabric build keeps SOS's own choice."""
+    (tmp_path / "install").mkdir()
+    if shared:
+        (tmp_path / "install" / ".cma-built").touch()
+    monkeypatch.setenv("SHMEM_NOTEBOOK_SOS_DIR", str(tmp_path))
+    monkeypatch.delenv("SHMEM_BARRIER_ALGORITHM", raising=False)
+    sos = library("sos")
+    assert sos.shares_heaps is shared and sos.polls is shared
+    assert sos.env.get("SHMEM_BARRIER_ALGORITHM") == ("dissem" if shared else None)
+    monkeypatch.setenv("SHMEM_BARRIER_ALGORITHM", "tree")
+    assert "SHMEM_BARRIER_ALGORITHM" not in OshrunEngineSetLauncher(library="sos", n=2).get_env()

@@ -170,6 +170,10 @@ def _builtin() -> dict[str, Library]:
                 "FI_PROVIDER": "sockets",
                 # libfabric carries only what shared memory does not (other nodes, atomics then); its PSM
                 # providers' crash files are turned off for every library (environment.platform_environment)
+                # with shared heaps, SOS's linear sync (barrier_all, sync_all and team syncs below its crossover
+                # size) hangs now and then: the root finds two arrivals where it waits for one (in C, 2 PEs:
+                # within 1-2 million barriers). Its dissemination sync, atomics only, does not (docs/libraries.md)
+                **({"SHMEM_BARRIER_ALGORITHM": "dissem"} if sos_shared else {}),
             },
             hint="build it with `scripts/setup.sh --with-sos SOS-1.5.3.tar.gz` (Sandia OpenSHMEM's source)",
             # over libfabric its waits block on libfabric's counters (0-1% of a core per waiting PE, measured);
