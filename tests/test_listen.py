@@ -136,3 +136,14 @@ def test_tcp_ports_are_free_and_below_the_ephemeral_range():
     for port in ports:
         with socket.socket() as probe:
             probe.bind(("", port))  # free (the controller binds them itself)
+
+
+def test_no_free_port_is_one_sentence(monkeypatch):
+    from shmem_notebook.launcher import listen
+
+    with socket.socket() as taken:
+        taken.bind(("", unclaimed_tcp_ports(1)[0]))
+        taken.listen()
+        monkeypatch.setattr(listen.random, "choice", lambda pool: taken.getsockname()[1])  # every try meets it
+        with pytest.raises(OSError, match=r"^no 2 free TCP ports in \d+-\d+ for the controller$"):
+            unclaimed_tcp_ports(2)

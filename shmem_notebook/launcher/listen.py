@@ -21,7 +21,14 @@ import secrets
 import socket
 from typing import Any
 
-__all__ = ["SOCKET_PATH_MAX", "holds_sockets", "listen_privately", "socket_prefix", "unclaimed_tcp_ports"]
+__all__ = [
+    "SOCKET_PATH_MAX",
+    "ephemeral_ports",
+    "holds_sockets",
+    "listen_privately",
+    "socket_prefix",
+    "unclaimed_tcp_ports",
+]
 
 #: the longest path of a Unix socket (``sun_path`` less its NUL)
 SOCKET_PATH_MAX = 107
@@ -85,9 +92,11 @@ def unclaimed_tcp_ports(n: int) -> list[int]:
     low = ephemeral_ports().start
     pool = range(max(1024, low - 16384), low) if low > 2048 else range(1024, 65536)  # else: no room below it
     ports: list[int] = []
-    for _ in range(200 * n):
-        if len(ports) == n:
-            return ports
+    tries = 200 * n
+    while len(ports) < n:
+        if tries == 0:
+            raise OSError(f"no {n} free TCP ports in {pool.start}-{pool.stop - 1} for the controller")
+        tries -= 1
         port = random.choice(pool)
         if port in _handed_out:
             continue
@@ -98,4 +107,4 @@ def unclaimed_tcp_ports(n: int) -> list[int]:
                 continue
         _handed_out.add(port)
         ports.append(port)
-    raise OSError(f"no {n} free TCP ports in {pool.start}-{pool.stop - 1} for the controller")
+    return ports
