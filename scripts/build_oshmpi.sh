@@ -6,7 +6,7 @@
 # .oshmpi/venv: a Python whose shmem4py is built against it, with shmem_notebook installed, so the PEs
 # of `%shmem start --library oshmpi` run there. The MPI is Debian's Open MPI 4.1.4 (openmpi-bin,
 # libopenmpi-dev), which scripts/setup.sh installs; docs/libraries.md says how to build over MPICH.
-# Idempotent: each step is skipped when its result is there. About 2 minutes on 2 cores.
+# Idempotent: each step is skipped when its result is there. About 2 minutes on 2 cores (shared libraries only: --disable-static compiles each file once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -34,7 +34,7 @@ if [ ! -f "$BUILT" ]; then
     # Open MPI: the default window type (win_creates) is right; an MPICH before 4.1 with UCX needs
     # --enable-win-type=dynamic_win (docs/oshmpi.md)
     build_tarball OSHMPI "$OSHMPI" "$TARBALL" '{ [ -x ./configure ] || ./autogen.sh; } &&
-        ./configure --prefix="$dir/install" CC=mpicc.openmpi CXX=mpicxx.openmpi --disable-cxx &&
+        ./configure --prefix="$dir/install" CC=mpicc.openmpi CXX=mpicxx.openmpi --disable-cxx --disable-static &&
         make -j"$(nproc)" && make install'
     touch "$BUILT"
 fi
