@@ -147,3 +147,22 @@ def test_no_free_port_is_one_sentence(monkeypatch):
         monkeypatch.setattr(listen.random, "choice", lambda pool: taken.getsockname()[1])  # every try meets it
         with pytest.raises(OSError, match=r"^no 2 free TCP ports in \d+-\d+ for the controller$"):
             unclaimed_tcp_ports(2)
+
+
+def test_a_class_servers_ports_are_below_the_controllers(monkeypatch):
+    """A student's server (the hub's fixed_port) never takes a port a TCP controller of a job may hold."""
+    import types
+
+    from shmem_notebook.hub import jupyterhub_config
+    from shmem_notebook.launcher.listen import controller_ports
+
+    monkeypatch.setattr(jupyterhub_config.pwd, "getpwnam", lambda name: types.SimpleNamespace(pw_uid=int(name)))
+
+    def port(uid):
+        spawner = types.SimpleNamespace(user=types.SimpleNamespace(name=str(uid)), port=0)
+        jupyterhub_config.fixed_port(spawner)
+        return spawner.port
+
+    pool, ports = controller_ports(), {port(uid) for uid in range(100_000)}
+    assert min(ports) == 10000 and max(ports) < pool.start and max(ports) < ephemeral_ports().start, (pool, max(ports))
+    assert len({port(uid) for uid in range(1000, 7000)}) == 6000  # a class's consecutive uids: a port each

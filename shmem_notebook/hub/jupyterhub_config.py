@@ -22,6 +22,7 @@ from typing import Any
 import psutil
 
 from shmem_notebook.hub import PROXY
+from shmem_notebook.launcher.listen import controller_ports
 
 try:
     c = get_config()  # type: ignore[name-defined]  # JupyterHub's config loader provides it
@@ -42,10 +43,13 @@ def end_orphan_kernels(spawner: Any) -> None:  # a jupyterhub.spawner.Spawner (j
 
 
 def fixed_port(spawner: Any) -> None:
-    """Each student's server listens on a port of their own, 10000 + uid % 20000, below the ports the
-    kernel hands out (32768 and up): with thirty servers, controllers and PEs starting at once, a
-    random port the hub picked was taken before the server bound it, and that server never came up."""
-    spawner.port = 10000 + pwd.getpwnam(spawner.user.name).pw_uid % 20000
+    """Each student's server listens on a port of their own, 10000 + uid % span, below the ports the
+    kernel hands out (32768 and up) and the ports TCP controllers take (``controller_ports``, 16384 and
+    up): with thirty servers, controllers and PEs starting at once, a random port the hub picked was taken
+    before the server bound it, and that server never came up."""
+    below = controller_ports().start
+    span = below - 10000 if below - 10000 >= 1000 else 20000  # no room below the controllers: as before
+    spawner.port = 10000 + pwd.getpwnam(spawner.user.name).pw_uid % span
 
 
 state = os.environ.get("SHMEM_NOTEBOOK_HUB_DIR", os.getcwd())

@@ -23,6 +23,7 @@ from typing import Any
 
 __all__ = [
     "SOCKET_PATH_MAX",
+    "controller_ports",
     "ephemeral_ports",
     "holds_sockets",
     "listen_privately",
@@ -85,12 +86,19 @@ def ephemeral_ports() -> range:
         return range(32768, 61000)  # Linux's default
 
 
-def unclaimed_tcp_ports(n: int) -> list[int]:
-    """``n`` free TCP ports below the ephemeral range (no connection is given one as its local end while
-    it waits to be bound), each bound once to check it is free and never handed out twice by this process.
-    Takes the place of ipyparallel's ``select_random_ports`` in the controller."""
+def controller_ports() -> range:
+    """The ports a TCP controller takes its own from: the 16384 below the ephemeral range (16384-32767 on
+    Linux's default), or all of them where there is no room below it. A class's servers stay below these
+    (``hub/jupyterhub_config.py``)."""
     low = ephemeral_ports().start
-    pool = range(max(1024, low - 16384), low) if low > 2048 else range(1024, 65536)  # else: no room below it
+    return range(max(1024, low - 16384), low) if low > 2048 else range(1024, 65536)
+
+
+def unclaimed_tcp_ports(n: int) -> list[int]:
+    """``n`` free TCP ports of :func:`controller_ports`, below the ephemeral range (no connection is given
+    one as its local end while it waits to be bound), each bound once to check it is free and never handed
+    out twice by this process. Takes the place of ipyparallel's ``select_random_ports`` in the controller."""
+    pool = controller_ports()
     ports: list[int] = []
     tries = 200 * n
     while len(ports) < n:
