@@ -161,8 +161,8 @@ FLOORS = [
     {"job"},
     {"inspector"},
     # race: the command-line race runner, a front end like the magics (race_report: what it makes of a recording);
-    {"magics", "__init__", "race", "race_report", "jobs_view"},
-    # jobs_view: the instructor's view of every job on the server, a front end too
+    {"magics", "__init__", "race", "race_report", "jobs_view", "hub"},
+    # jobs_view: the instructor's view of every job on the server, a front end too; hub: a class's server
 ]
 #: imports allowed upward, each lazy (inside the one function that needs it) and with its reason
 UPWARD: set[tuple[str, str]] = set()  # none: traces and jobs are data, the inspector draws them
