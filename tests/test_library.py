@@ -36,17 +36,19 @@ def test_a_sites_file_adds_libraries_and_a_bad_one_says_what_is_wrong(tmp_path, 
                     "python": "/venv/bin/python",
                     "launcher": "hydra",
                     "env": {"X": "1"},
+                    "caution": "its fcollect is wrong at 3 PEs",
                 }
             }
         )
     )
     monkeypatch.setenv("SHMEM_NOTEBOOK_LIBRARIES", str(path))
     cray = library("cray")
-    assert (cray.oshrun, cray.python, cray.launcher, cray.env) == (
+    assert (cray.oshrun, cray.python, cray.launcher, cray.env, cray.caution) == (
         "/opt/cray/bin/oshrun",
         "/venv/bin/python",
         "hydra",
         {"X": "1"},
+        "its fcollect is wrong at 3 PEs",
     )
     assert set(known()) == {"oshmem", "sos", "oshmpi", "cray"}
     with pytest.raises(LaunchError, match=r"'/opt/cray/bin/oshrun' \(cray's oshrun\) was not found; fix its entry in "):
@@ -124,5 +126,16 @@ def test_sos_with_shared_heaps_syncs_by_dissemination_unless_told_otherwise(monk
     sos = library("sos")
     assert sos.shares_heaps is shared and sos.polls is shared
     assert sos.env.get("SHMEM_BARRIER_ALGORITHM") == ("dissem" if shared else None)
+    # and its known wrong reductions are said at every start (docs/libraries.md), the libfabric build's not
+    assert ("wrong reduction results" in sos.caution) is shared
     monkeypatch.setenv("SHMEM_BARRIER_ALGORITHM", "tree")
     assert "SHMEM_BARRIER_ALGORITHM" not in OshrunEngineSetLauncher(library="sos", n=2).get_env()
+
+
+def test_a_build_with_known_wrong_results_says_so_at_start(monkeypatch, tmp_path):
+    """The shared-heaps SOS build's caution is a warning at start (here before its missing oshrun is said)."""
+    (tmp_path / "install").mkdir()
+    (tmp_path / "install" / ".cma-built").touch()
+    monkeypatch.setenv("SHMEM_NOTEBOOK_SOS_DIR", str(tmp_path))
+    with pytest.warns(UserWarning, match=r"wrong reduction results"), pytest.raises(LaunchError, match="not found"):
+        Job(2, library="sos").start()

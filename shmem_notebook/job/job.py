@@ -15,6 +15,7 @@ import socket
 import sys
 import time
 import uuid
+import warnings
 from typing import TYPE_CHECKING, Any, Self, TextIO, Unpack, cast
 
 import ipyparallel as ipp
@@ -113,6 +114,8 @@ class Job(SymmetricArrays, Health, Asking):
         """Start the controller and the PEs; return when every PE answers."""
         if self.state != "stopped":
             raise JobStateError(f"this job is {self.state}; use restart() or stop() first")
+        if self.library.caution:
+            warnings.warn(self.library.caution, stacklevel=2)
         if self.slurm:
             check_slurm()  # the batch job's nodes cannot be measured from here: no heap check
         else:

@@ -26,6 +26,7 @@ A site adds its own in a JSON file, ``$SHMEM_NOTEBOOK_LIBRARIES`` or
 ``polls`` (default true) says whether its PEs poll while they wait for others: then the tool lets
 long waits sleep (:mod:`shmem_notebook.job.governor`); false for a library that blocks in its waits.
 ``shares_heaps`` (default true) says whether the PEs of one node map each other's heaps (``shmem.ptr``).
+``caution`` (default none), what is known wrong in the library, is said as a warning at every start.
 
 ``oshrun`` is whatever starts the PEs: an ``oshrun``, or the MPI's own launcher for a library built
 over MPI (``mpirun``, ``mpiexec.hydra`` for OSHMPI).
@@ -62,6 +63,14 @@ LAUNCHERS = ("openmpi", "hydra")
 SOS_SEARCH = ("yod", "mpirun", "mpiexec", "srun")
 
 
+#: what the shared-heaps build of Sandia OpenSHMEM is known to get wrong (docs/libraries.md)
+SHARED_HEAPS_CAUTION = (
+    "this Sandia OpenSHMEM build (shared heaps, an option) can return wrong reduction results while its PEs "
+    "take signals (at 3-4 PEs in C; the tool signals PEs at interrupts and when it looks for deadlocks): "
+    "check results against another library, or rebuild SOS without SOS_SHARED_HEAPS=1 (docs/libraries.md)"
+)
+
+
 @dataclass(frozen=True)
 class Library:
     """What the PEs of one OpenSHMEM library need."""
@@ -78,6 +87,8 @@ class Library:
     #: whether the PEs of one node map each other's heaps (``shmem.ptr`` gives a view, ``TEAM_SHARED``
     #: is the node); OSHMPI's and Sandia OpenSHMEM's over libfabric do not
     shares_heaps: bool = True
+    #: said as a warning at every start: what is known wrong in this build (empty: nothing)
+    caution: str = ""
 
     def check(self) -> None:
         """Fail in one sentence, before launch, when its ``oshrun`` or its Python is missing."""
@@ -181,6 +192,7 @@ def _builtin() -> dict[str, Library]:
             # With shared heaps, RMA to a stopped PE's heap completes (loads and stores)
             polls=sos_shared,
             shares_heaps=sos_shared,
+            caution=SHARED_HEAPS_CAUTION if sos_shared else "",
         ),
         "oshmpi": Library(
             "oshmpi",
@@ -239,6 +251,7 @@ def described(entries: Mapping[str, Any], path: str, key: str = "") -> dict[str,
                 hint=f"fix its entry in {path}",
                 polls=bool(d.get("polls", True)),
                 shares_heaps=bool(d.get("shares_heaps", True)),
+                caution=str(d.get("caution", "")),
             )
         return libraries
     except (ValueError, KeyError, AttributeError, TypeError) as e:
