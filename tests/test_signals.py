@@ -11,10 +11,12 @@ every start instead (``Library.caution``).
 import os
 import signal
 import subprocess
+import threading
+import time
 
 import pytest
 
-from conftest import needs_oshmpi, needs_sos
+from conftest import job_fixture, needs_oshmpi, needs_sos, quiet
 from shmem_notebook.launcher.environment import platform_environment
 from shmem_notebook.launcher.library import library
 
@@ -66,3 +68,41 @@ def test_reductions_stay_right_while_pes_take_signals(name, tmp_path):
             pytest.fail(f"{count} reductions on {n} PEs did not end within 240 s: {out[-2000:]}")
     assert child.returncode == 0 and f"{count} reductions right" in out, out[-3000:]
     assert int(out.rsplit(", ", 1)[1].split()[0]) > 0, out  # PE 0 took signals while it reduced
+
+
+job = job_fixture(3, sos=(2,), oshmpi=(3,), heap="16M", timeout=180)
+CHECKED = """
+wrong = 0
+for i in range({count}):
+    src[:] = me + i + np.arange(4)
+    shmem.reduce(dst, src, op=shmem.OP.SUM)
+    want = npes * (npes - 1) // 2 + npes * i
+    wrong += int(dst[0] != want or dst[3] != want + 3 * npes)
+print(wrong)
+"""
+#: reductions per library through shmem4py, a few seconds each
+CELL_RUNS = {"oshmem": 20_000, "sos": 150, "oshmpi": 10_000}
+
+
+def test_a_cells_reductions_stay_right_while_the_tool_reads_the_pes_stacks(job):
+    """The tool's own signals, end to end: SIGUSR1 stack dumps (``job.locate``, as the deadlock watch and a
+    timeout take them) all through a cell of reductions, each checked on every PE."""
+    if job.library.caution:
+        pytest.skip("this library build is known to fail it and says so at every start: docs/libraries.md")
+    stop, looks = threading.Event(), []
+
+    def look():
+        while not stop.is_set():
+            looks.append(job.locate(range(job.n)))
+            time.sleep(0.02)
+
+    looking = threading.Thread(target=look)
+    looking.start()
+    try:
+        count = CELL_RUNS[job.library.name]
+        result = quiet(job, CHECKED.format(count=count), arrays=["src=int64[4]", "dst=int64[4]"])
+    finally:
+        stop.set()
+        looking.join()
+    assert result.stdout == {pe: "0\n" for pe in range(job.n)}, result.stdout
+    assert sum(where == (4, "reduce") for seen in looks for where in seen.values()) >= 3, looks[:3]  # dumped inside

@@ -66,8 +66,9 @@ SOS_SEARCH = ("yod", "mpirun", "mpiexec", "srun")
 #: what the shared-heaps build of Sandia OpenSHMEM is known to get wrong (docs/libraries.md)
 SHARED_HEAPS_CAUTION = (
     "this Sandia OpenSHMEM build (shared heaps, an option) can return wrong reduction results while its PEs "
-    "take signals (at 3-4 PEs in C; the tool signals PEs at interrupts and when it looks for deadlocks): "
-    "check results against another library, or rebuild SOS without SOS_SHARED_HEAPS=1 (docs/libraries.md)"
+    "take signals (the tool signals PEs at interrupts and when it looks for deadlocks), and loops of reductions "
+    "at 3 PEs hung on it: check results against another library, or rebuild SOS without SOS_SHARED_HEAPS=1 "
+    "(docs/libraries.md)"
 )
 
 
