@@ -22,7 +22,7 @@ from shmem_notebook.launcher.library import library
 
 PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "sos_signal_reduce.c")
 #: name -> (PEs, reductions), a few seconds each: Sandia OpenSHMEM over libfabric's sockets takes ~25 ms a reduction
-RUNS = {"oshmem": (3, 100_000), "sos": (2, 400), "oshmpi": (3, 30_000)}
+RUNS = {"oshmem": (3, 100_000), "sos": (2, 200), "oshmpi": (3, 30_000)}
 
 
 def _command(name, n, exe):
