@@ -98,7 +98,8 @@ def with_first_deaths(
     When it names one of them, the evidence cannot order them: a PE already reaped (status None) may
     have died first (the launcher reaped it, then ended the rest; a soak met it) or been ended first
     (a soak met that too, the report then right). The report is kept, and the reaped PEs are added
-    with :data:`UNREPORTED`: both candidates are named. A report naming only PEs seen ended gains
+    with :data:`UNREPORTED`: both candidates are named; so are all PEs seen ended when there is no report
+    and none ended of a cause of its own. A report naming only PEs seen ended gains
     what was seen of them. A report naming both a PE that died of its own cause and PEs the launcher
     ended keeps only the first (and launcher-ended PEs seen ending before the rest, as a PE the OOM
     killer took would).
@@ -112,6 +113,8 @@ def with_first_deaths(
     if causes and set(causes.values()) <= _LAUNCHER_ENDS and set(causes).isdisjoint(own or set(seen)):
         return {pe: seen[pe] or UNREPORTED for pe in sorted(earliest)}
     if set(causes) <= set(first):
+        if not causes and not own:  # nothing reported and no cause of their own: each PE seen ended may be first
+            earliest = set(seen)
         return {**{pe: seen[pe] or UNREPORTED for pe in sorted(earliest)}, **causes}
     return causes
 
