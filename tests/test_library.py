@@ -126,7 +126,7 @@ def test_sos_with_shared_heaps_syncs_by_dissemination_unless_told_otherwise(monk
     sos = library("sos")
     assert sos.shares_heaps is shared and sos.polls is shared
     assert sos.env.get("SHMEM_BARRIER_ALGORITHM") == ("dissem" if shared else None)
-    # and its known wrong reductions are said at every start (docs/libraries.md), the libfabric build's not
+    # and its known wrong reductions are said when a job starts (docs/libraries.md), the libfabric build's not
     assert ("wrong reduction results" in sos.caution) is shared
     monkeypatch.setenv("SHMEM_BARRIER_ALGORITHM", "tree")
     assert "SHMEM_BARRIER_ALGORITHM" not in OshrunEngineSetLauncher(library="sos", n=2).get_env()

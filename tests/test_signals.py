@@ -34,7 +34,7 @@ def _command(name, n, exe):
     if name == "sos":
         if lib.caution:
             pytest.skip(
-                "this SOS build (shared heaps) is known to fail it and says so at every start: docs/libraries.md"
+                "this SOS build (shared heaps) is known to fail it and says so when a job starts: docs/libraries.md"
             )
         env["SHMEM_SYMMETRIC_SIZE"] = "8M"
         return os.path.join(os.path.dirname(lib.oshrun), "oshcc"), [lib.oshrun, "-n", str(n), exe], env
@@ -88,7 +88,7 @@ def test_a_cells_reductions_stay_right_while_the_tool_reads_the_pes_stacks(job):
     """The tool's own signals, end to end: SIGUSR1 stack dumps (``job.locate``, as the deadlock watch and a
     timeout take them) all through a cell of reductions, each checked on every PE."""
     if job.library.caution:
-        pytest.skip("this library build is known to fail it and says so at every start: docs/libraries.md")
+        pytest.skip("this library build is known to fail it and says so when a job starts: docs/libraries.md")
     stop, looks = threading.Event(), []
 
     def look():

@@ -26,7 +26,7 @@ A site adds its own in a JSON file, ``$SHMEM_NOTEBOOK_LIBRARIES`` or
 ``polls`` (default true) says whether its PEs poll while they wait for others: then the tool lets
 long waits sleep (:mod:`shmem_notebook.job.governor`); false for a library that blocks in its waits.
 ``shares_heaps`` (default true) says whether the PEs of one node map each other's heaps (``shmem.ptr``).
-``caution`` (default none), what is known wrong in the library, is said as a warning at every start.
+``caution`` (default none), what is known wrong in the library, is said as a warning when a job starts.
 
 ``oshrun`` is whatever starts the PEs: an ``oshrun``, or the MPI's own launcher for a library built
 over MPI (``mpirun``, ``mpiexec.hydra`` for OSHMPI).
@@ -88,7 +88,7 @@ class Library:
     #: whether the PEs of one node map each other's heaps (``shmem.ptr`` gives a view, ``TEAM_SHARED``
     #: is the node); OSHMPI's and Sandia OpenSHMEM's over libfabric do not
     shares_heaps: bool = True
-    #: said as a warning at every start: what is known wrong in this build (empty: nothing)
+    #: said as a warning when a job starts: what is known wrong in this build (empty: nothing)
     caution: str = ""
 
     def check(self) -> None:
