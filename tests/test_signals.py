@@ -1,11 +1,11 @@
-"""Reductions stay right while the PEs take signals, in C, on every library built here.
+"""Reductions stay right while the PEs take signals, in C and in a cell, on every library built here.
 
 The tool signals running PEs: SIGINT at an interrupt or a timeout, SIGUSR1 when it reads their stacks
 (``Job.locate``: the deadlock watch, a timeout, an interrupt). A library whose collectives go wrong when a
 signal handler runs in the middle of them would give wrong values the tool cannot see, so each library is
 checked against the closed form (``bench/sos_signal_reduce.c``, a no-op handler every 100 us). Sandia
-OpenSHMEM's shared-heaps build fails it (docs/libraries.md): there it is skipped, and the build warns at
-every start instead (``Library.caution``).
+OpenSHMEM's shared-heaps build fails it (docs/libraries.md): there it is skipped, and a job on that build
+warns when it starts instead (``Library.caution``).
 """
 
 import os
