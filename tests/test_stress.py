@@ -121,8 +121,26 @@ class Interrupting(io.StringIO):
         return super().write(text)
 
 
-def test_ctrl_c_ends_every_rerun_and_the_job_stays_usable(job):
-    out = Interrupting()
+class Pressed:
+    """Ctrl-C arriving while this object is finalized, as it once did in a zmq socket's ``__del__``:
+    Python drops the KeyboardInterrupt ("Exception ignored")."""
+
+    def __del__(self):
+        raise KeyboardInterrupt
+
+
+class DroppedInAFinalizer(io.StringIO):
+    """The cell's output, where Ctrl-C lands in a finalizer as the first rerun starts."""
+
+    def write(self, text):
+        if text.startswith("stress: rerunning"):
+            Pressed()  # finalized at once
+        return super().write(text)
+
+
+@pytest.mark.parametrize("press", [Interrupting, DroppedInAFinalizer], ids=["pressed", "dropped-in-a-finalizer"])
+def test_ctrl_c_ends_every_rerun_and_the_job_stays_usable(job, press):
+    out = press()
     result, text = run(job, SLOW, ["S=int64[2]"], stdout=out)
     assert (
         "stress: interrupted during the rerun with seed 11: the reruns after it were not run and it is not counted"

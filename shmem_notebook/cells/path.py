@@ -23,7 +23,7 @@ from ..analysis.postmortem import cell_error, where_report
 from ..arguments import check_timeout
 from ..errors import CellStoppedError, PEDiedError, PEError, ShmemNotebookError
 from ..folding import pe_ranges
-from . import deadlock, display, stranded, unblock
+from . import ctrl_c, deadlock, display, stranded, unblock
 from .output import OutputMerger, busy_hold
 from .result import CellResult
 from .stages import Stage, stages_for
@@ -62,9 +62,10 @@ def run_cell(
 ) -> CellResult:
     """Run ``code`` on every PE of ``job``; see :meth:`shmem_notebook.Job.run`. Collective."""
     cell = _prepare(job, code, arrays, timeout, stdout, stderr, options)
-    result, where, pending = _run(cell)
-    for stage in cell.stages:
-        stage.after(cell, result)
+    with ctrl_c.watching():  # a Ctrl-C that a finalizer dropped still stops the cell and its reruns
+        result, where, pending = _run(cell)
+        for stage in cell.stages:
+            stage.after(cell, result)
     job.last_result = result
     for callback in list(job.cell_callbacks):
         callback(job, result)
@@ -222,6 +223,7 @@ def _stream(cell: Cell, started: float) -> tuple[str, list[int]]:
         while outcome is None:
             # wakes when every PE finished; shows output every 50 ms meanwhile
             request.wait(0.05)
+            ctrl_c.check()
             pending = feed()
             now = time.monotonic()
             if not pending:

@@ -34,6 +34,7 @@ from ..errors import InputError, ShmemNotebookError
 from ..folding import fold, pe_ranges
 from ..stage_registry import DECLARED
 from ..words import plural
+from . import ctrl_c
 from .path import rerun as rerun_cell
 from .stages import Stage, register
 
@@ -182,6 +183,7 @@ class StressStage(Stage):
         for run in range(RUNS):
             seed, began = self.seed + run, time.monotonic()
             try:
+                ctrl_c.check()
                 outcome, rerun = self._one(cell, seed, traced=self.traced and not run)
                 values = _values(job.ask(DECLARED_VALUES, names)) if job.state == "running" else []
             except KeyboardInterrupt:  # between the requests; during the rerun it is its outcome

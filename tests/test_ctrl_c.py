@@ -1,0 +1,61 @@
+"""A Ctrl-C that lands in a finalizer (Python drops it as "Exception ignored") is kept by
+``cells.ctrl_c`` while a cell runs and raised again at its next check; nothing else changes."""
+
+import sys
+
+import pytest
+
+from shmem_notebook.cells import ctrl_c
+
+
+class Pressed:
+    """Ctrl-C arriving while this object is finalized: its ``__del__`` raises KeyboardInterrupt."""
+
+    def __del__(self):
+        raise KeyboardInterrupt
+
+
+class Failing:
+    def __del__(self):
+        raise ValueError("not an interrupt")
+
+
+def test_a_dropped_ctrl_c_is_raised_at_the_next_check_once():
+    with ctrl_c.watching():
+        Pressed()  # finalized at once: Python drops the KeyboardInterrupt
+        with pytest.raises(KeyboardInterrupt):
+            ctrl_c.check()
+        ctrl_c.check()  # raised once, not again
+
+
+def test_nothing_is_raised_without_a_drop_or_outside_the_block():
+    with ctrl_c.watching():
+        ctrl_c.check()
+    seen = []
+    previous, sys.unraisablehook = sys.unraisablehook, seen.append
+    try:
+        Pressed()  # outside the block: Python's own way (here: the hook in place)
+        ctrl_c.check()
+    finally:
+        sys.unraisablehook = previous
+    assert [u.exc_type for u in seen] == [KeyboardInterrupt]
+
+
+def test_a_drop_left_unchecked_is_forgotten_at_the_end_and_the_hook_is_restored():
+    before = sys.unraisablehook
+    with ctrl_c.watching():
+        Pressed()
+    assert sys.unraisablehook is before
+    ctrl_c.check()  # the next cell does not inherit it
+
+
+def test_other_unraisable_errors_go_to_the_hook_in_place():
+    seen = []
+    previous, sys.unraisablehook = sys.unraisablehook, seen.append
+    try:
+        with ctrl_c.watching():
+            Failing()
+            ctrl_c.check()
+    finally:
+        sys.unraisablehook = previous
+    assert [u.exc_type for u in seen] == [ValueError]
