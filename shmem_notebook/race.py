@@ -44,6 +44,7 @@ import time
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from . import native_record
+from .cells import ctrl_c
 from .cells.output import merge_marked
 from .cells.stress_stage import Difference, Run, compare, estimate, summary
 from .launcher.environment import platform_environment
@@ -220,6 +221,7 @@ def _stress(
     for run in range(RUNS):
         started = time.monotonic()
         try:
+            ctrl_c.check()
             with tempfile.TemporaryDirectory(prefix="shmem-race-") as directory:
                 run_env = dict(env, **{RACE_ENV["dir"]: directory, RACE_ENV["stress"]: f"{seed + run}:{MAX_DELAY}"})
                 if trace is not None and not run:
@@ -306,7 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         memory = raced_memory(reports, races)
         printed = {pe: r["stdout"] for pe, r in reports.items()}
         held = {pe: {n: v for n, v in (r.get("values") or {}).items() if n in memory} for pe, r in reports.items()}
-        _stress(pe_cmd, env, options.stress, (printed, held), print, seconds, races, options.trace, command, memory)
+        with ctrl_c.watching():  # a Ctrl-C that a finalizer dropped still ends the reruns
+            _stress(pe_cmd, env, options.stress, (printed, held), print, seconds, races, options.trace, command, memory)
     elif options.stress is not None and options.trace is not None:
         print(f"trace: not written to {options.trace}: the program failed, so it was not rerun under --stress")
     if races:

@@ -2,9 +2,9 @@
 
 SIGINT raises :class:`KeyboardInterrupt` wherever the main thread is. When that is a finalizer (a zmq
 socket's ``__del__`` run by the garbage collector, a weakref callback), Python reports it as "Exception
-ignored" and goes on: the press is lost, and a cell or a stage's reruns would run on as if no one had
-pressed. While a cell runs, :func:`watching` notes each such drop (through ``sys.unraisablehook``) and
-:func:`check` raises it again where the cell path looks for Ctrl-C.
+ignored" and goes on: the press is lost, and a cell or its reruns would run on as if no one had pressed.
+While a cell runs (or the race runner reruns a program), :func:`watching` notes each such drop
+(through ``sys.unraisablehook``) and :func:`check` raises it again where the path looks for Ctrl-C.
 """
 
 import contextlib
