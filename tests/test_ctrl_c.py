@@ -59,3 +59,33 @@ def test_other_unraisable_errors_go_to_the_hook_in_place():
     finally:
         sys.unraisablehook = previous
     assert [u.exc_type for u in seen] == [ValueError]
+
+
+@pytest.mark.pe
+@pytest.mark.parametrize("what", ["start", "restart"])
+def test_a_start_whose_ctrl_c_a_finalizer_dropped_is_interrupted_and_leaves_nothing(monkeypatch, what):
+    """The press lands in a finalizer while the job waits for its PEs (as it may in any kernel with
+    garbage to collect): the start, or restart, is interrupted as if Python had raised it there."""
+    from conftest import wait_for_no_processes
+    from shmem_notebook import Job, LaunchError
+
+    job = Job(2, heap="16M")
+    if what == "restart":
+        job.start()
+    note, pressed = Job._note_segments, []
+
+    def noting(self):  # called in the loop that waits for the PEs (and as a restart lets the old ones go)
+        if not pressed:
+            pressed.append(Pressed())
+            pressed.clear()  # finalized here: Python drops its KeyboardInterrupt
+            pressed.append(True)
+        return note(self)
+
+    monkeypatch.setattr(Job, "_note_segments", noting)
+    try:
+        with pytest.raises(LaunchError, match=f"^the {what} of 2 PEs was interrupted; its processes were stopped"):
+            getattr(job, what)()
+    finally:
+        job.stop()
+    assert pressed and job.state == "stopped"
+    assert wait_for_no_processes() == []

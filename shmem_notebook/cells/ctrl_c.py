@@ -8,12 +8,17 @@ While a cell runs (or the race runner reruns a program), :func:`watching` notes 
 """
 
 import contextlib
+import functools
 import sys
 import threading
-from collections.abc import Iterator
-from typing import Any
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["watching", "check"]
+__all__ = ["watching", "watched", "check", "sleep"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 _dropped = threading.Event()
 
@@ -39,8 +44,25 @@ def watching() -> Iterator[None]:
         _dropped.clear()
 
 
+def watched(function: Callable[P, T]) -> Callable[P, T]:
+    """``function`` run :func:`watching` (a job's start and restart)."""
+
+    @functools.wraps(function)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        with watching():
+            return function(*args, **kwargs)
+
+    return run
+
+
 def check() -> None:
     """Raise the KeyboardInterrupt a finalizer dropped since the last check, if any."""
     if _dropped.is_set():
         _dropped.clear()
         raise KeyboardInterrupt
+
+
+def sleep(seconds: float) -> None:
+    """:func:`check`, then ``time.sleep(seconds)``: a waiting loop's step."""
+    check()
+    time.sleep(seconds)

@@ -22,7 +22,7 @@ import ipyparallel as ipp
 import psutil
 
 from ..arguments import check_timeout
-from ..cells import STAGES, CellResult, run_cell
+from ..cells import STAGES, CellResult, ctrl_c, run_cell
 from ..cells.channel import DISPATCH, ApplyTransport, CellChannel
 from ..cells.syntax import as_numbered, check_syntax
 from ..errors import InputError, JobStateError, LaunchError
@@ -65,8 +65,7 @@ class Job(SymmetricArrays, Health, Asking):
 
     def __init__(self, n: int = 4, **options: Unpack[StartOptions]) -> None:  # declared in .options.JobOptions
         self.options = o = check(given(n=n, **options))  # one sentence now for an unknown option or a wrong value
-        self.n, self.library = o.n, library_named(o.library)
-        self.slurm = bool(o.slurm)
+        self.n, self.library, self.slurm = o.n, library_named(o.library), bool(o.slurm)
         if self.slurm and self.library.launcher != "openmpi":
             raise InputError(
                 f"Slurm batch jobs start the PEs with Open MPI's oshrun or srun; the {self.library.name} "
@@ -110,6 +109,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.stop()
 
     # -- lifecycle -------------------------------------------------------
+    @ctrl_c.watched  # a Ctrl-C that a finalizer dropped still stops it
     def start(self) -> Self:
         """Start the controller and the PEs; return when every PE answers."""
         if self.state != "stopped":
@@ -257,7 +257,7 @@ class Job(SymmetricArrays, Health, Asking):
                         f"only {len(self._client.ids)} of {plural(self.n, 'PE')} registered in {rc.start_timeout:g} s "
                         f"(SHMEM_NOTEBOOK_START_TIMEOUT); the job was stopped; {what} said:\n{said}"
                     )
-                time.sleep(0.02)
+                ctrl_c.sleep(0.02)
         finally:
             if queue is not None:
                 queue.done(len(self._client.ids))
@@ -357,6 +357,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.last_cell = self.last_result = None
         self._heap_stale = False
 
+    @ctrl_c.watched
     def restart(self) -> Self:
         """A fresh job with the same N and options; declared arrays come back zeroed. Keeps the
         controller and relaunches only the PEs when it can."""
