@@ -215,6 +215,20 @@ def test_stage_progress_line_and_interrupt(monkeypatch):
     assert result.races == [] and race_stage.RaceStage.state(job) is None
 
 
+def test_a_ctrl_c_that_a_finalizer_dropped_stops_the_analysis():
+    """The press lands in a finalizer (Python drops it) while the cell path runs: the analysis stops
+    at its next progress step, as it does at a KeyboardInterrupt raised in it."""
+    from test_ctrl_c import Pressed
+
+    from shmem_notebook.cells import ctrl_c
+
+    with ctrl_c.watching():
+        Pressed()
+        _, result, text = _stage(race_traces.scattered_puts(40000))
+    assert text.strip().splitlines()[-1].startswith("race check: interrupted after "), text
+    assert result.races == []
+
+
 def test_many_unordered_puts_to_one_element():
     """A loop of puts to one element with no quiet: the puts race each other and the load; the
     shadow keeps only the latest few of them, and the report is the same."""

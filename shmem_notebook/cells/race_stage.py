@@ -28,6 +28,7 @@ from ..operations import CAP
 from ..rc import rc
 from ..stage_registry import DECLARED
 from ..words import plural
+from . import ctrl_c
 from .stages import Stage, register
 from .stranded import raised_line
 
@@ -79,6 +80,7 @@ class _Progress:
         self.write, self.what, self.started, self.shown, self.last = write, what, time.perf_counter(), False, 0.0
 
     def __call__(self, done: int, total: int) -> None:
+        ctrl_c.check()  # the analysis stops at a Ctrl-C that a finalizer dropped, too
         now = time.perf_counter()
         if now - self.started < PROGRESS_AFTER or now - self.last < 0.5:
             return
