@@ -3,7 +3,7 @@
     .venv/bin/python scripts/soak.py [--rounds 5] [--busy 2] [MODULE ...] [-- PYTEST ARGS]
 
 The modules whose tests meet the machine's timing most (hangs, stranded PEs, deadlocks, collectives,
-transitions, reliability, the cell channel, interrupts) run ``--rounds`` times, each round a fresh pytest, on
+transitions, reliability, the cell channel, interrupts, Ctrl-C during reruns) run ``--rounds`` times, each round a fresh pytest, on
 every library built here (their fixtures pick up SOS and OSHMPI by themselves), with ``--busy``
 processes spinning on the cores in their own process group, killed at the end. The report gives
 each test's runs, failures and slowest time against its time limit (pytest-timeout's), names every
@@ -29,6 +29,7 @@ MODULES = [
     "tests/test_reliability.py",
     "tests/test_channel.py",
     "tests/test_interrupts.py",
+    "tests/test_stress.py",
 ]
 #: where conftest.py writes each test's outcome, duration and time limit, one JSON line each
 TIMES_ENV = "SHMEM_NOTEBOOK_TEST_TIMES"
