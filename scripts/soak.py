@@ -3,12 +3,12 @@
     .venv/bin/python scripts/soak.py [--rounds 5] [--busy 2] [MODULE ...] [-- PYTEST ARGS]
 
 The modules whose tests meet the machine's timing most (hangs, stranded PEs, deadlocks, collectives,
-transitions, reliability, the cell channel, interrupts, Ctrl-C during reruns) run ``--rounds`` times, each round a fresh pytest, on
-every library built here (their fixtures pick up SOS and OSHMPI by themselves), with ``--busy``
-processes spinning on the cores in their own process group, killed at the end. The report gives
-each test's runs, failures and slowest time against its time limit (pytest-timeout's), names every
-test that failed or needed more than half its limit, and is written to ``build/soak.json``. Exit
-status 1 when any test failed in any round.
+transitions, reliability, the cell channel, interrupts, Ctrl-C during reruns) run ``--rounds`` times,
+each round a fresh pytest, on every library built here (their fixtures pick up SOS and OSHMPI by
+themselves), with ``--busy`` processes spinning on the cores in their own process group, killed at
+the end. The report gives each test's runs, failures and slowest time against its time limit
+(pytest-timeout's), names every test that failed or needed more than half its limit, and is written
+to ``build/soak.json``. Exit status 1 when any test failed in any round.
 """
 
 import argparse

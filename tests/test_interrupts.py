@@ -100,3 +100,24 @@ def test_a_timeout_releases_as_the_stop_button_does(job):
     with pytest.raises(CellStoppedError, match=f"did not finish within 2 s; {USABLE}"):
         quiet(job, code, arrays=ARRAYS, timeout=2)
     assert job.gather("F").tolist() == [[0]] * job.n
+
+
+#: every PE spends nearly all its time in a finalizer: the interrupt lands there, where Python drops
+#: the KeyboardInterrupt ("Exception ignored"); the PE must stop all the same
+IN_A_FINALIZER = """import time
+class Slow:
+    def __del__(self):
+        started = time.perf_counter()
+        while time.perf_counter() - started < 0.05:
+            pass
+while True:
+    Slow()
+"""
+
+
+def test_an_interrupt_that_lands_in_a_finalizer_still_stops_the_cell(job):
+    text = interrupted(job, IN_A_FINALIZER, 1.0)
+    assert USABLE in text, text
+    assert job.state == "running"
+    assert {e[0] for e in job.last_result.errors.values()} == {"KeyboardInterrupt"}
+    assert quiet(job, "print(me)").stdout == {pe: f"{pe}\n" for pe in range(job.n)}

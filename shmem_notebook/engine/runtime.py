@@ -8,11 +8,13 @@ into the engine's namespace before every cell.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import json
 import os
 import socket
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Any, cast
 
@@ -189,8 +191,42 @@ def _publish_collectives() -> None:
     shmem_notebook.collectives = collectives
 
 
+def _keep_dropped_interrupts() -> None:
+    """Raise again each KeyboardInterrupt that a finalizer drops. SIGINT (the stop button, a timeout)
+    that lands in a ``__del__`` or a weakref callback is "Exception ignored" by Python: the PE would compute
+    on while the client waits for it to stop, then take it for blocked and mark the job hung. It is
+    raised where it surfaced: at the next line of the frame the finalizer ran in, or at the next call."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if not issubclass(unraisable.exc_type, KeyboardInterrupt) or threading.current_thread() is not main_thread:
+            previous(unraisable)
+            return
+        tracing = sys.gettrace()
+        tracing = getattr(tracing, "tracing", tracing)  # dropped again before it was raised
+
+        def again(frame: Any, event: str, arg: Any) -> None:
+            __tracebackhide__ = True  # IPython's tracebacks end in the user's frame
+            sys.settrace(tracing)
+            surfaced.f_trace = None
+            raise KeyboardInterrupt
+
+        again.tracing = tracing  # type: ignore[attr-defined]
+        try:
+            surfaced = sys._getframe(1)
+        except ValueError:  # no Python frame: as the signal would, at the next statement
+            threading.Timer(0.01, _thread.interrupt_main).start()
+            return
+        surfaced.f_trace = again  # its next line (a trace function's error is raised there)
+        sys.settrace(again)  # or the next call, whichever comes first
+
+    main_thread = threading.main_thread()
+    sys.unraisablehook = hook
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run an ipyparallel engine whose id is this PE's number."""
+    _keep_dropped_interrupts()
     shims.install(shmem)  # collective: the teams shim reserves its synchronisation words
     collectives.install(shmem)  # collective: reserves the teaching collectives' scratch
     _publish_collectives()
