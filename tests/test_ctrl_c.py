@@ -89,3 +89,21 @@ def test_a_start_whose_ctrl_c_a_finalizer_dropped_is_interrupted_and_leaves_noth
         job.stop()
     assert pressed and job.state == "stopped"
     assert wait_for_no_processes() == []
+
+
+def test_presses_while_held_are_counted_not_raised_and_the_handler_is_restored():
+    import _thread
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with ctrl_c.held() as presses:
+            _thread.interrupt_main()
+            _thread.interrupt_main()
+            sum(range(10))  # the handler runs here
+        assert presses and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with pytest.raises(KeyboardInterrupt):
+            _thread.interrupt_main()
+            sum(range(10))
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -39,16 +39,21 @@ TIMES = int(os.environ.get("SHMEM_NOTEBOOK_INTERRUPTS", "2"))
 USABLE = "every PE stopped at the interrupt and the job is still usable"
 
 
-def interrupted(job, code, after, **options):
-    """Run ``code``, pressing the kernel's stop button ``after`` seconds in; the CellStoppedError's text."""
+def interrupted(job, code, *after, **options):
+    """Run ``code``, pressing the kernel's stop button ``after`` seconds in (each of them); the
+    CellStoppedError's text."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with SIGINT ignored
-    timer = threading.Timer(after, _thread.interrupt_main)
-    timer.start()
+    timers = [threading.Timer(seconds, _thread.interrupt_main) for seconds in after]
+    for timer in timers:
+        timer.start()
     try:
         with pytest.raises(CellStoppedError) as info:
             quiet(job, code, arrays=ARRAYS, **options)
+    except KeyboardInterrupt:  # not pytest's to take: this test's failure
+        pytest.fail("a press escaped job.run as a bare KeyboardInterrupt")
     finally:
-        timer.cancel()
+        for timer in timers:
+            timer.cancel()
         signal.signal(signal.SIGINT, previous)
     return str(info.value)
 
@@ -82,6 +87,18 @@ def test_a_wait_left_blocked_is_released_and_its_flag_put_back(job):
     assert job.state == "running"
     assert job.last_result.errors[0][0] == "KeyboardInterrupt"
     assert job.gather("F").tolist() == [[0]] * job.n
+
+
+def test_pressing_again_while_the_cell_stops_changes_nothing(job):
+    """The impatient user: a second press 0.3 s after the first, while the tool waits for the PEs to
+    stop and releases PE 0 from its wait. The stopping goes on; the job stays usable, F put back."""
+    quiet(job, "F[0] = 0\nshmem.barrier_all()", arrays=ARRAYS)
+    code = "if me == 0:\n    shmem.wait_until(F, shmem.CMP.EQ, 7)\nelse:\n    import time\n    time.sleep(60)"
+    text = interrupted(job, code, 2, 2.3)
+    assert USABLE in text, text
+    assert job.state == "running"
+    assert job.gather("F").tolist() == [[0]] * job.n
+    assert quiet(job, "print(me)").stdout == {pe: f"{pe}\n" for pe in range(job.n)}
 
 
 def test_a_world_collective_left_blocked_is_joined(job):

@@ -1,21 +1,26 @@
-"""Ctrl-C that Python dropped.
+"""Ctrl-C that Python dropped, and Ctrl-C pressed again while a cell stops.
 
 SIGINT raises :class:`KeyboardInterrupt` wherever the main thread is. When that is a finalizer (a zmq
 socket's ``__del__`` run by the garbage collector, a weakref callback), Python reports it as "Exception
 ignored" and goes on: the press is lost, and a cell or its reruns would run on as if no one had pressed.
 While a cell runs (or the race runner reruns a program), :func:`watching` notes each such drop
 (through ``sys.unraisablehook``) and :func:`check` raises it again where the path looks for Ctrl-C.
+
+Once a press (or a timeout) is being handled, the PEs are interrupted, located and released in
+turn; a second press in the middle would leave some of them blocked half-way. :func:`held` takes
+the presses that come meanwhile and lets the stopping (bounded) finish.
 """
 
 import contextlib
 import functools
+import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["watching", "watched", "check", "sleep"]
+__all__ = ["watching", "watched", "check", "sleep", "held"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -66,3 +71,18 @@ def sleep(seconds: float) -> None:
     """:func:`check`, then ``time.sleep(seconds)``: a waiting loop's step."""
     check()
     time.sleep(seconds)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[list[int]]:
+    """Presses (SIGINT) while the block runs are counted in the list it gives, not raised. In the main
+    thread only (where Python takes signals); elsewhere nothing changes."""
+    presses: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield presses
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: presses.append(signum))
+    try:
+        yield presses
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -12,6 +12,7 @@ The path uses only the job's public surface: ``prepare_cell``, ``send_cell``, ``
 ``restart_on_hang`` and ``RESTART_HINT``: :class:`~.surface.JobSurface` declares them.
 """
 
+import contextlib
 import os
 import sys
 import time
@@ -119,18 +120,8 @@ def _run(cell: Cell) -> tuple[CellResult, dict[int, Any], list[int]]:
         outcome, pending = _stream(cell, started)
     except KeyboardInterrupt:
         outcome, pending = "interrupted", request.pending()
-    where = job.locate(pending) if outcome in ("timeout", "interrupted") else {}
-    if outcome in ("timeout", "interrupted"):  # as the stop button: PEs that can stop raise KeyboardInterrupt
-        pending = job.interrupt(request, pending)
-        blocked = _settled(job, request, pending)
-        pending = sorted(blocked)
-        if pending and all(isinstance(w, tuple) and w[1] in stranded.BLOCKING for w in blocked.values()):
-            pending = unblock.release(job, request, blocked)  # released where they can be, else paused
-        elif pending:  # blocked in OpenSHMEM for good: paused, so that they burn no CPU until the restart
-            job.pause(pending)
-    if outcome in ("stranded", "deadlock"):  # PEs wait in OpenSHMEM for PEs that ended the cell, or for each other
-        where = cell.waiting or {}  # set by _stream with these outcomes
-        pending = stranded.release(job, request, where)
+    with ctrl_c.held() if outcome != "ok" else contextlib.nullcontext():
+        where, pending = _stop(cell, outcome, pending)  # pressed again meanwhile: it goes on all the same
     result = _collect(request.metadata, time.monotonic() - started, pending, outcome)
     if outcome in ("stranded", "deadlock"):  # the waiting PEs' KeyboardInterrupt is the tool's, not theirs
         result.errors = {pe: e for pe, e in result.errors.items() if pe not in where}
@@ -143,6 +134,26 @@ def _run(cell: Cell) -> tuple[CellResult, dict[int, Any], list[int]]:
 #: seen anywhere but in a call that waits for other PEs: a PE handling the interrupt may still be
 #: unwinding (under load the first traceback takes seconds), or left a barrier the others then join
 SETTLE = 10.0
+
+
+def _stop(cell: Cell, outcome: str, pending: list[int]) -> tuple[dict[int, Any], list[int]]:
+    """After ``outcome``, the PEs of ``pending`` stopped, released or paused: ``(where they were, PEs
+    still running)``."""
+    job, request = cell.job, cell.request
+    assert request is not None  # sent by _run
+    where = job.locate(pending) if outcome in ("timeout", "interrupted") else {}
+    if outcome in ("timeout", "interrupted"):  # as the stop button: PEs that can stop raise KeyboardInterrupt
+        pending = job.interrupt(request, pending)
+        blocked = _settled(job, request, pending)
+        pending = sorted(blocked)
+        if pending and all(isinstance(w, tuple) and w[1] in stranded.BLOCKING for w in blocked.values()):
+            pending = unblock.release(job, request, blocked)  # released where they can be, else paused
+        elif pending:  # blocked in OpenSHMEM for good: paused, so that they burn no CPU until the restart
+            job.pause(pending)
+    if outcome in ("stranded", "deadlock"):  # PEs wait in OpenSHMEM for PEs that ended the cell, or for each other
+        where = cell.waiting or {}  # set by _stream with these outcomes
+        pending = stranded.release(job, request, where)
+    return where, pending
 
 
 def _settled(job: JobSurface, request: SentCell, pending: list[int]) -> dict[int, Any]:
