@@ -107,3 +107,34 @@ def test_presses_while_held_are_counted_not_raised_and_the_handler_is_restored()
             sum(range(10))
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.pe
+def test_ctrl_c_during_a_stop_lets_it_end_and_leaves_nothing():
+    """The user presses Ctrl-C (twice) while ``%shmem stop`` runs: before, a bare KeyboardInterrupt
+    from ipyparallel's insides left the controller and the watchdog running and the job "running"."""
+    import _thread
+    import signal
+    import threading
+
+    from conftest import wait_for_no_processes
+
+    from shmem_notebook import Job
+
+    job = Job(2, heap="16M").start()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timers = [threading.Timer(after, _thread.interrupt_main) for after in (0.05, 0.3)]
+    try:
+        for timer in timers:
+            timer.start()
+        try:
+            job.stop()
+        except KeyboardInterrupt:
+            pytest.fail("the press escaped job.stop")
+        for timer in timers:
+            timer.join()  # both pressed: neither was left for later
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        job.stop()
+    assert job.state == "stopped"
+    assert wait_for_no_processes() == []

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["watching", "watched", "check", "sleep", "held"]
+__all__ = ["watching", "watched", "check", "sleep", "held", "holding"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -86,3 +86,14 @@ def held() -> Iterator[list[int]]:
         yield presses
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def holding(function: Callable[P, T]) -> Callable[P, T]:
+    """``function`` run :func:`held` (a job's teardown: a press in the middle would leave processes)."""
+
+    @functools.wraps(function)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        with held():
+            return function(*args, **kwargs)
+
+    return run

@@ -327,6 +327,7 @@ class Job(SymmetricArrays, Health, Asking):
         self._reap(self._engine_set_id)
         self._engine_set_id = None
 
+    @ctrl_c.holding  # pressed meanwhile: it ends all the same, or processes would be left running
     def _teardown(self) -> None:
         self._close_transport()
         cluster = self._cluster
@@ -348,8 +349,7 @@ class Job(SymmetricArrays, Health, Asking):
     def stop(self) -> None:
         """Stop every PE and the controller. Harmless when already stopped."""
         self._teardown()
-        self.state = "stopped"
-        self.pes = {}
+        self.state, self.pes = "stopped", {}
         self._forget_cells()
 
     def _forget_cells(self) -> None:
