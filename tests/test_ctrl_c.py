@@ -1,10 +1,15 @@
 """A Ctrl-C that lands in a finalizer (Python drops it as "Exception ignored") is kept by
 ``cells.ctrl_c`` while a cell runs and raised again at its next check; nothing else changes."""
 
+import _thread
+import signal
 import sys
+import threading
 
 import pytest
 
+from conftest import wait_for_no_processes
+from shmem_notebook import Job, LaunchError
 from shmem_notebook.cells import ctrl_c
 
 
@@ -66,8 +71,6 @@ def test_other_unraisable_errors_go_to_the_hook_in_place():
 def test_a_start_whose_ctrl_c_a_finalizer_dropped_is_interrupted_and_leaves_nothing(monkeypatch, what):
     """The press lands in a finalizer while the job waits for its PEs (as it may in any kernel with
     garbage to collect): the start, or restart, is interrupted as if Python had raised it there."""
-    from conftest import wait_for_no_processes
-    from shmem_notebook import Job, LaunchError
 
     job = Job(2, heap="16M")
     if what == "restart":
@@ -92,8 +95,6 @@ def test_a_start_whose_ctrl_c_a_finalizer_dropped_is_interrupted_and_leaves_noth
 
 
 def test_presses_while_held_are_counted_not_raised_and_the_handler_is_restored():
-    import _thread
-    import signal
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
@@ -113,13 +114,6 @@ def test_presses_while_held_are_counted_not_raised_and_the_handler_is_restored()
 def test_ctrl_c_during_a_stop_lets_it_end_and_leaves_nothing():
     """The user presses Ctrl-C (twice) while ``%shmem stop`` runs: before, a bare KeyboardInterrupt
     from ipyparallel's insides left the controller and the watchdog running and the job "running"."""
-    import _thread
-    import signal
-    import threading
-
-    from conftest import wait_for_no_processes
-
-    from shmem_notebook import Job
 
     job = Job(2, heap="16M").start()
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
