@@ -71,7 +71,6 @@ def test_other_unraisable_errors_go_to_the_hook_in_place():
 def test_a_start_whose_ctrl_c_a_finalizer_dropped_is_interrupted_and_leaves_nothing(monkeypatch, what):
     """The press lands in a finalizer while the job waits for its PEs (as it may in any kernel with
     garbage to collect): the start, or restart, is interrupted as if Python had raised it there."""
-
     job = Job(2, heap="16M")
     if what == "restart":
         job.start()
@@ -114,7 +113,6 @@ def test_presses_while_held_are_counted_not_raised_and_the_handler_is_restored()
 def test_ctrl_c_during_a_stop_lets_it_end_and_leaves_nothing():
     """The user presses Ctrl-C (twice) while ``%shmem stop`` runs: before, a bare KeyboardInterrupt
     from ipyparallel's insides left the controller and the watchdog running and the job "running"."""
-
     job = Job(2, heap="16M").start()
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timers = [threading.Timer(after, _thread.interrupt_main) for after in (0.05, 0.3)]
