@@ -1,5 +1,6 @@
-"""A Ctrl-C that lands in a finalizer (Python drops it as "Exception ignored") is kept by
-``cells.ctrl_c`` while a cell runs and raised again at its next check; nothing else changes."""
+"""``cells.ctrl_c``: a Ctrl-C that lands in a finalizer (Python drops it as "Exception ignored") is
+kept while a cell, a start or a restart runs and raised again at the next check, nothing else
+changes; presses while a job stops are held, so that the stop ends and leaves nothing running."""
 
 import _thread
 import signal
