@@ -3,12 +3,14 @@
 SIGINT raises :class:`KeyboardInterrupt` wherever the main thread is. When that is a finalizer (a zmq
 socket's ``__del__`` run by the garbage collector, a weakref callback), Python reports it as "Exception
 ignored" and goes on: the press is lost, and a cell or its reruns would run on as if no one had pressed.
-While a cell runs (or the race runner reruns a program), :func:`watching` notes each such drop
-(through ``sys.unraisablehook``) and :func:`check` raises it again where the path looks for Ctrl-C.
+While a cell runs (or a job starts or restarts, or the race runner reruns a program),
+:func:`watching` notes each such drop (through ``sys.unraisablehook``) and :func:`check` raises it
+again where the tool looks for Ctrl-C. (A PE raises its own again: ``engine.runtime``.)
 
 Once a press (or a timeout) is being handled, the PEs are interrupted, located and released in
-turn; a second press in the middle would leave some of them blocked half-way. :func:`held` takes
-the presses that come meanwhile and lets the stopping (bounded) finish.
+turn; a second press in the middle would leave some of them blocked half-way, and one in the middle
+of a job's teardown would leave its processes. :func:`held` takes the presses that come meanwhile
+and lets that bounded work finish.
 """
 
 import contextlib

@@ -206,7 +206,6 @@ def _keep_dropped_interrupts() -> None:
         tracing = getattr(tracing, "tracing", tracing)  # dropped again before it was raised
 
         def again(frame: Any, event: str, arg: Any) -> None:
-            __tracebackhide__ = True  # IPython's tracebacks end in the user's frame
             sys.settrace(tracing)
             surfaced.f_trace = None
             raise KeyboardInterrupt
