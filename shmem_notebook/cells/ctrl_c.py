@@ -14,18 +14,14 @@ and lets that bounded work finish.
 """
 
 import contextlib
-import functools
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
-__all__ = ["watching", "watched", "check", "sleep", "held", "holding"]
-
-P = ParamSpec("P")
-T = TypeVar("T")
+__all__ = ["watching", "check", "sleep", "held"]
 
 _dropped = threading.Event()
 
@@ -33,7 +29,8 @@ _dropped = threading.Event()
 @contextlib.contextmanager
 def watching() -> Iterator[None]:
     """Note the KeyboardInterrupts that finalizers drop while the block runs (not said again as
-    "Exception ignored": :func:`check` raises them); forget what is left unchecked at its end."""
+    "Exception ignored": :func:`check` raises them); forget what is left unchecked at its end. Also a
+    decorator (``@watching()``: a job's start and restart)."""
     previous = sys.unraisablehook
 
     def hook(unraisable: Any) -> None:
@@ -49,17 +46,6 @@ def watching() -> Iterator[None]:
         if sys.unraisablehook is hook:
             sys.unraisablehook = previous
         _dropped.clear()
-
-
-def watched(function: Callable[P, T]) -> Callable[P, T]:
-    """``function`` run :func:`watching` (a job's start and restart)."""
-
-    @functools.wraps(function)
-    def run(*args: P.args, **kwargs: P.kwargs) -> T:
-        with watching():
-            return function(*args, **kwargs)
-
-    return run
 
 
 def check() -> None:
@@ -78,7 +64,8 @@ def sleep(seconds: float) -> None:
 @contextlib.contextmanager
 def held() -> Iterator[list[int]]:
     """Presses (SIGINT) while the block runs are counted in the list it gives, not raised. In the main
-    thread only (where Python takes signals); elsewhere nothing changes."""
+    thread only (where Python takes signals); elsewhere nothing changes. Also a decorator
+    (``@held()``: a job's teardown)."""
     presses: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield presses
@@ -88,14 +75,3 @@ def held() -> Iterator[list[int]]:
         yield presses
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def holding(function: Callable[P, T]) -> Callable[P, T]:
-    """``function`` run :func:`held` (a job's teardown: a press in the middle would leave processes)."""
-
-    @functools.wraps(function)
-    def run(*args: P.args, **kwargs: P.kwargs) -> T:
-        with held():
-            return function(*args, **kwargs)
-
-    return run

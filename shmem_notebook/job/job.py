@@ -109,7 +109,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.stop()
 
     # -- lifecycle -------------------------------------------------------
-    @ctrl_c.watched  # a Ctrl-C that a finalizer dropped still stops it
+    @ctrl_c.watching()  # a Ctrl-C that a finalizer dropped still stops it
     def start(self) -> Self:
         """Start the controller and the PEs; return when every PE answers."""
         if self.state != "stopped":
@@ -327,7 +327,7 @@ class Job(SymmetricArrays, Health, Asking):
         self._reap(self._engine_set_id)
         self._engine_set_id = None
 
-    @ctrl_c.holding  # pressed meanwhile: it ends all the same, or processes would be left running
+    @ctrl_c.held()  # pressed meanwhile: it ends all the same, or processes would be left running
     def _teardown(self) -> None:
         self._close_transport()
         cluster = self._cluster
@@ -357,7 +357,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.last_cell = self.last_result = None
         self._heap_stale = False
 
-    @ctrl_c.watched
+    @ctrl_c.watching()
     def restart(self) -> Self:
         """A fresh job with the same N and options; declared arrays come back zeroed. Keeps the
         controller and relaunches only the PEs when it can."""
