@@ -79,8 +79,7 @@ def test_a_start_whose_ctrl_c_a_finalizer_dropped_is_interrupted_and_leaves_noth
 
     def noting(self):  # called in the loop that waits for the PEs (and as a restart lets the old ones go)
         if not pressed:
-            pressed.append(Pressed())
-            pressed.clear()  # finalized here: Python drops its KeyboardInterrupt
+            Pressed()  # finalized at once: Python drops its KeyboardInterrupt
             pressed.append(True)
         return note(self)
 
@@ -95,7 +94,6 @@ def test_a_start_whose_ctrl_c_a_finalizer_dropped_is_interrupted_and_leaves_noth
 
 
 def test_presses_while_held_are_counted_not_raised_and_the_handler_is_restored():
-
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with ctrl_c.held() as presses:

@@ -15,6 +15,7 @@ import time
 import numpy as np
 import psutil
 import pytest
+from test_ctrl_c import Pressed
 
 from conftest import job_fixture, run_race_runner, shared_memory, shared_memory_left
 from shmem_notebook import Access, Race
@@ -121,16 +122,9 @@ class Interrupting(io.StringIO):
         return super().write(text)
 
 
-class Pressed:
-    """Ctrl-C arriving while this object is finalized, as it once did in a zmq socket's ``__del__``:
-    Python drops the KeyboardInterrupt ("Exception ignored")."""
-
-    def __del__(self):
-        raise KeyboardInterrupt
-
-
 class DroppedInAFinalizer(io.StringIO):
-    """The cell's output, where Ctrl-C lands in a finalizer as the first rerun starts."""
+    """The cell's output, where Ctrl-C lands in a finalizer as the first rerun starts (as it once did in
+    a zmq socket's ``__del__``)."""
 
     def write(self, text):
         if text.startswith("stress: rerunning"):
