@@ -203,15 +203,10 @@ runpy.run_module("shmem_notebook.engine", run_name="__main__", alter_sys=True)
 
 
 def _preload():
-    """The engine's PRELOAD list, read from its source (importing ``__main__`` would start an engine)."""
-    import ast
-    import importlib.util
+    """The engine's PRELOAD list (the engine package imports no shmem4py)."""
+    from shmem_notebook.engine import PRELOAD
 
-    path = importlib.util.find_spec("shmem_notebook.engine").submodule_search_locations[0] + "/__main__.py"
-    for node in ast.parse(open(path).read()).body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PRELOAD":
-            return ast.literal_eval(node.value)
-    raise RuntimeError(f"no PRELOAD in {path}")
+    return PRELOAD
 
 
 def _importtime_cmd(directory, prefix):

@@ -14,6 +14,7 @@ this package (a test enforces it). Modules:
 - :mod:`.shims`: every adaptation of shmem4py to the library, in one ordered
   table (NumPy 2, routines the library lacks, bug guards, teams, diagnostics).
 - :mod:`.teams`, :mod:`.collectives`: teams (native or emulated), the teaching collectives.
+- :mod:`.forkserver`, :mod:`.fork_stub`: PEs forked from one process that imported the engine once.
 - :mod:`.record`: one layer over every shmem4py call and the cell's loads/stores,
   with consumers (race recording, trace for replay, stress delays).
 
@@ -21,3 +22,19 @@ From the engine, only the plain shared definitions of the package are
 imported (``errors``, ``specs``, ``folding``, ``protocol``, ``arguments``, ``rc``,
 ``lazy_imports``, ``operations``).
 """
+
+#: what the engine imports before it answers its first request, none of it ours or shmem4py
+#: (a thread importing a module the main thread imports in turn could deadlock)
+PRELOAD = (
+    "ipyparallel.engine.app",
+    "ipyparallel.engine.kernel",
+    "ipyparallel.controller.dependency",
+    "ipykernel.ipkernel",
+    "ipykernel.zmqshell",
+    "ipykernel.debugger",
+    "IPython.core.oinspect",
+    "IPython.core.completerlib",
+    "IPython.extensions.storemagic",
+    "jupyter_client.blocking",
+    "sqlite3",
+)

@@ -11,22 +11,7 @@ import os
 
 from .. import lazy_imports
 from ..protocol import SPARE_ENV
-
-#: what the engine imports before it answers its first request, none of it ours or shmem4py
-#: (a thread importing a module the main thread imports in turn could deadlock)
-PRELOAD = (
-    "ipyparallel.engine.app",
-    "ipyparallel.engine.kernel",
-    "ipyparallel.controller.dependency",
-    "ipykernel.ipkernel",
-    "ipykernel.zmqshell",
-    "ipykernel.debugger",
-    "IPython.core.oinspect",
-    "IPython.core.completerlib",
-    "IPython.extensions.storemagic",
-    "jupyter_client.blocking",
-    "sqlite3",
-)
+from . import PRELOAD
 
 lazy_imports.install()
 lazy_imports.hold_back("debugpy")  # until runtime.bind()

@@ -35,6 +35,7 @@ from ..specs import ArraySpec, check_heap
 from ..words import plural
 from .arrays import SymmetricArrays
 from .batch import QueueProgress, batch_options
+from .forks import ForkServer
 from .health import Health
 from .history import History
 from .options import StartOptions, check, given, launcher_settings, signature
@@ -78,6 +79,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.heap_bytes = check_heap(self.heap)  # one sentence before launch, e.g. for heap=0
         self.oversubscribe, self.hostfile, self.ip = o.oversubscribe, o.hostfile, o.ip or rc.ip
         self.spares = Spares(self, o.spare)  # a spare set of PEs the next restart takes
+        self.forks = ForkServer(self)  # what the PEs are forked from (see .forks)
         self.timeout = check_timeout(rc.timeout if o.timeout is None else o.timeout)  # rc's too
         if rc.dispatch not in DISPATCH:
             raise InputError(f"rc.dispatch is {rc.dispatch!r}; use one of {', '.join(map(repr, DISPATCH))}")
@@ -124,6 +126,7 @@ class Job(SymmetricArrays, Health, Asking):
         check_shmem4py(self.library.python)
         try:
             self._watchdog = start_watchdog(self._token, self._batch_name if self.slurm else None)
+            self.forks.start()  # it imports while the controller starts
             self._start_controller()
             self._start_pes()
         except KeyboardInterrupt:
@@ -172,7 +175,7 @@ class Job(SymmetricArrays, Health, Asking):
     def _set_options(self) -> dict[str, Any]:
         """The launcher's options (.options.launcher_settings) with this job's heap, library and batch options."""
         resolved = dataclasses.replace(self.options, heap=self.heap, library=self.library.name, **self.batch)
-        named = {"batch_name": self._batch_name} if self.slurm else {}
+        named = {"batch_name": self._batch_name} if self.slurm else {"forkserver": self.forks.address()}
         return launcher_settings(resolved) | named | {"local_only": self.ip in LOOPBACK and not self.slurm}
 
     def _start_pes(self) -> None:
@@ -232,7 +235,7 @@ class Job(SymmetricArrays, Health, Asking):
         with contextlib.suppress(psutil.Error):
             pids = [engines.process.pid] + [p.pid for p in engines.process.children(recursive=True)]
             if set_id == self._engine_set_id:
-                pids += [p.pid for p in self._pe_procs.values() if alive(p)]
+                pids += [p.pid for p in self._pe_procs.values() if alive(p)] + self.forks.pids()
             self._segments.setdefault(set_id, Segments(self._token)).note(pids)
 
     def _wait_for_pes(self, deadline: float) -> None:
@@ -272,7 +275,7 @@ class Job(SymmetricArrays, Health, Asking):
             with contextlib.suppress(Exception):
                 self._client.shutdown(targets=list(range(self.n)), block=False)
         else:
-            self._kill_pes(engines)
+            engines.kill_pes()  # kills a local oshrun's PEs, cancels a batch job
         self._forget_pes()
 
     def _forget_pes(self) -> None:
@@ -289,10 +292,6 @@ class Job(SymmetricArrays, Health, Asking):
                 client.session.send, client._query_stream, "unregistration_request", content={"id": eid}
             )
 
-    @staticmethod
-    def _kill_pes(engines: Any) -> None:
-        engines.kill_pes()  # kills a local oshrun's PEs, cancels a batch job
-
     def _reap(self, set_id: str | None) -> None:
         """Wait for engine set ``set_id``'s oshrun to end (killing its PEs after 3 s), remove
         the shared memory it left and forget it."""
@@ -300,7 +299,7 @@ class Job(SymmetricArrays, Health, Asking):
         if engines is None:
             return
         if not wait(lambda: not self._oshrun_running(set_id), 3.0):
-            self._kill_pes(engines)
+            engines.kill_pes()  # kills a local oshrun's PEs, cancels a batch job
             wait(lambda: not self._oshrun_running(set_id), 3.0)
         with contextlib.suppress(Exception):
             self._cluster.stop_engines_sync(set_id)
@@ -338,6 +337,7 @@ class Job(SymmetricArrays, Health, Asking):
                 self._client.close()
             with contextlib.suppress(Exception):
                 cluster.stop_cluster_sync()
+        self.forks.stop()
         # kills whatever of this job is still alive and removes what it left; what a watchdog that
         # did not finish in time left is removed here, once no process of the job can write again
         if not stop_watchdog(self._watchdog):

@@ -35,6 +35,9 @@ from .start_options import launcher_traits, oshrun_args
 
 __all__ = ["OshrunEngineSetLauncher", "check_oshrun", "check_shmem4py"]
 
+#: what oshrun starts in a PE's place when the job has a fork server (not imported: it is the PE's)
+FORK_STUB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "engine", "fork_stub.py")
+
 
 def check_oshrun(cmd: str | None = None, hostfile: str | None = None, library: str | None = None) -> None:
     """Fail early, in one sentence, when the library's ``oshrun`` (or ``cmd``), its PEs' Python or
@@ -75,6 +78,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):  # type: ignore[misc]  # ip
         True, config=True, help="Single node: PEs use shared memory only and listen on no network interface."
     )
     spare = Unicode("", config=True, help="A spare set's lock file: the PEs wait on it before shmem_init (job.spare).")
+    forkserver = Unicode("", config=True, help="The job's fork server's socket: each PE is forked from it (job.forks).")
     python = Unicode(config=True, help="Python that runs each PE (default: the library's).")
     batch_name = Unicode("shmem_notebook", config=True, help="Name of the batch job (sbatch --job-name).")
     batch_poll = Integer(1000, config=True, help="Milliseconds between queue queries while the batch job lives.")
@@ -99,6 +103,8 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):  # type: ignore[misc]  # ip
 
     @property
     def program(self) -> list[str]:
+        if self.forkserver:  # a stub per PE, which the fork server's child replaces
+            return [self.python, "-I", "-S", FORK_STUB, self.forkserver]
         return [self.python, "-m", ENGINE_MODULE]
 
     def needs_oversubscribe(self) -> bool:

@@ -1,0 +1,60 @@
+"""What ``oshrun`` starts in a PE's place when the job has a fork server (:mod:`.forkserver`).
+
+Run as ``python -I -S fork_stub.py SOCKET <engine args>``: the standard library only, started in a few
+milliseconds. It hands the server its standard streams, environment, working directory and arguments,
+and the server forks the PE. The stub then stands for the PE before ``oshrun``: it forwards the signals
+``oshrun`` sends, and ends as the PE ended (its exit status, or the same signal). Killed, it takes the
+PE with it (the server kills a PE whose stub's connection closed).
+"""
+
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT,
+             signal.SIGQUIT, signal.SIGTSTP)  # fmt: skip
+
+
+def _status(pid: int) -> int:
+    """The wait status of the PE, a zombie the server has not reaped yet (``/proc/PID/stat`` field 52)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rpartition(")")[2].split()[49])
+    except (OSError, IndexError, ValueError):
+        return 9  # gone already: as if killed
+
+
+def main() -> None:
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.connect(sys.argv[1])
+    message = json.dumps([dict(os.environ), os.getcwd(), sys.argv[2:]]).encode()
+    socket.send_fds(server, [message], [0, 1, 2])
+    pid = int(server.recv(32) or 0)
+    if not pid:
+        sys.exit("shmem_notebook: the fork server could not start this PE")
+    for sig in FORWARDED:
+        signal.signal(sig, lambda sig, _: os.kill(pid, sig))
+    ended = os.pidfd_open(pid)
+    while True:
+        try:
+            ready, _, _ = select.select([ended, server.fileno()], [], [])
+        except InterruptedError:
+            continue
+        if ended in ready or not server.recv(1):
+            break
+    status = _status(pid)
+    server.sendall(b"ended")
+    server.close()
+    if status & 0x7F:  # killed by a signal: end the same way, without a core file
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(status & 0x7F, signal.SIG_DFL)
+        os.kill(os.getpid(), status & 0x7F)
+    os._exit(status >> 8)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""``python -m shmem_notebook.engine.forkserver FD``: a job's PEs, imported once and forked.
+
+A PE spends most of its start importing the engine (IPython, ipykernel, zmq, tornado, NumPy): on a node
+with more PEs than cores every PE pays it again (docs/benchmarks.md). The fork server imports all of that
+once, before any OpenSHMEM, and waits on the listening Unix socket ``FD`` that the client made in a folder
+only its user can open (:mod:`shmem_notebook.job.forks`). ``oshrun`` starts the small :mod:`.fork_stub`
+in each PE's place; the stub hands the server its standard streams, environment, working directory and
+arguments, and the server forks: the child takes them over and runs the engine
+(``python -m shmem_notebook.engine``), ``shmem_init`` first, as that PE. The stub forwards signals to it,
+mirrors how it ended and, killed itself, takes the PE down (the server kills the child when the stub's
+connection closes). The server keeps running across restarts; killed, its children die with it
+(``PR_SET_PDEATHSIG``). Like Python's ``multiprocessing`` fork server, it stays single-threaded.
+"""
+
+import ctypes
+import importlib
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+from typing import cast
+
+__all__ = ["serve", "main"]
+
+#: seconds an ended PE stays a zombie after its stub read how it ended, so that the client's watch of
+#: the PEs (job.processes.LocalPEs) reads it too
+KEEP_ENDED = 0.5
+PR_SET_PDEATHSIG = 1
+
+
+def _imports() -> None:
+    """What every PE imports before it answers, OpenSHMEM excepted (shmem4py's library is loaded, not initialised)."""
+    from .. import lazy_imports
+    from . import PRELOAD
+
+    lazy_imports.install()
+    lazy_imports.hold_back("debugpy")  # until runtime.bind()
+    for name in (*PRELOAD, "numpy", "shmem4py.api"):
+        importlib.import_module(name)
+
+
+def serve(listener: socket.socket) -> tuple[dict[str, str], str, list[str], list[int]] | None:
+    """Fork a PE for each stub that connects; return, in the child, what the stub sent (environment,
+    working directory, arguments, standard stream fds); never return in the server."""
+    children: dict[socket.socket, int] = {}  # stub connection -> its PE
+    ending: list[tuple[float, int]] = []  # (when, pid): ended PEs to reap
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    uid = os.getuid()
+    while True:
+        now = time.monotonic()
+        for when, pid in [e for e in ending if e[0] <= now]:
+            ending.remove((when, pid))
+            _reap(pid)
+        timeout = min((when for when, _ in ending), default=now + 60.0) - now
+        for key, _ in selector.select(max(0.0, timeout)):
+            if key.fileobj is listener:
+                conn, _ = listener.accept()
+                if _peer_uid(conn) != uid:  # the folder is private: belt and braces
+                    conn.close()
+                    continue
+                try:
+                    message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+                    env, cwd, argv = json.loads(message)
+                except (OSError, ValueError):
+                    conn.close()
+                    continue
+                pid = os.fork()
+                if pid == 0:
+                    selector.close()
+                    listener.close()
+                    for other in children:
+                        other.close()
+                    conn.close()
+                    return env, cwd, argv, fds
+                for fd in fds:
+                    os.close(fd)
+                conn.sendall(str(pid).encode())
+                children[conn] = pid
+                selector.register(conn, selectors.EVENT_READ)
+            else:
+                conn = cast(socket.socket, key.fileobj)
+                pid = children.pop(conn)
+                selector.unregister(conn)
+                said = b""
+                try:
+                    said = conn.recv(16)
+                except OSError:
+                    pass
+                conn.close()
+                if said != b"ended":  # the stub was killed: so is its PE
+                    _kill(pid)
+                ending.append((time.monotonic() + (KEEP_ENDED if said == b"ended" else 0.0), pid))
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    return int.from_bytes(creds[4:8], sys.byteorder)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def _become(env: dict[str, str], cwd: str, argv: list[str], fds: list[int]) -> None:
+    """In the child: take over the stub's streams, environment, working directory and arguments."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:  # the server died before prctl
+        os._exit(1)
+    os.setpgid(0, 0)  # its own process group, as oshrun gives each PE
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    sys.argv = [sys.argv[0], *argv]
+    if "numpy.random" in sys.modules:  # each PE its own seed, as when it was started apart
+        sys.modules["numpy.random"].seed()
+    for sig in (signal.SIGTERM, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def main() -> None:
+    listener = socket.socket(fileno=int(sys.argv[1]))
+    sys.argv = sys.argv[:1]
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))  # its PEs die with it (PR_SET_PDEATHSIG)
+    _imports()
+    child = serve(listener)
+    if child is None:
+        return
+    _become(*child)
+    import runpy
+
+    runpy.run_module("shmem_notebook.engine", run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""A job's fork server (client side): PEs forked from one process that imported the engine once.
+
+A PE's start is mostly its imports (docs/benchmarks.md, *What is left, and why*); with more PEs than
+cores each pays them in turn. A job on this host with Open MPI's OSHMEM starts
+:mod:`shmem_notebook.engine.forkserver` beside its controller: ``oshrun`` then starts a small stub per PE
+and each PE is forked from the server, imports done, and calls ``shmem_init`` as that PE. The server
+outlives restarts, so a restart pays none of the imports again. ``SHMEM_NOTEBOOK_FORKSERVER=0``
+(``rc.forkserver``) starts every PE as its own process instead, as do jobs with ``--spare``, a
+hostfile, Slurm, or another library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from typing import TYPE_CHECKING
+
+import psutil
+
+from ..launcher import environment
+from ..rc import rc
+from .processes import alive, process
+from .watchdog import owned_by
+
+if TYPE_CHECKING:
+    from .job import Job
+
+__all__ = ["ForkServer"]
+
+
+class ForkServer:
+    """The fork server of ``job`` (a :class:`~shmem_notebook.Job`) while it runs, if it can have one."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.process: subprocess.Popen[bytes] | None = None
+        self.path = ""  # the socket the PEs' stubs connect to ("" without a server)
+
+    def wanted(self) -> bool:
+        """Whether this job's PEs are forked: on this host only, with Open MPI's OSHMEM, no spare set."""
+        job = self.job
+        local = job.ip in ("127.0.0.1", "localhost", "::1") and not (job.slurm or job.hostfile)
+        return bool(rc.forkserver) and local and job.library.name == "oshmem" and not job.spares.wanted
+
+    def start(self) -> None:
+        """Start the server (it imports while the controller starts); nothing if not :meth:`wanted`."""
+        if not self.wanted() or self.process is not None:
+            return
+        folder = tempfile.mkdtemp(prefix="shmem-notebook-forks-")  # 0700: only this user reaches the socket
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(os.path.join(folder, "pes"))
+            listener.listen(1024)  # stubs wait here while the server imports
+            env = os.environ | environment.platform_environment(heap=self.job.heap, local_only=True)
+            env |= {k: v for k, v in self.job.library.env.items() if k not in os.environ}
+            with owned_by(self.job._token):  # the watchdog ends it with the job's other processes
+                self.process = subprocess.Popen(
+                    [self.job.library.python, "-m", "shmem_notebook.engine.forkserver", str(listener.fileno())],
+                    pass_fds=(listener.fileno(),),
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                )
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        finally:
+            listener.close()
+        self.path = os.path.join(folder, "pes")
+
+    def address(self) -> str:
+        """The socket the PEs' stubs connect to; "" without a server, or once it died (the PEs of a restart
+        then start as their own processes)."""
+        return self.path if self.process is not None and alive(process(self.process.pid)) else ""
+
+    def pids(self) -> list[int]:
+        """The PEs it forked that still exist (zombies too)."""
+        with contextlib.suppress(psutil.Error):
+            if self.process is not None:
+                return [p.pid for p in psutil.Process(self.process.pid).children()]
+        return []
+
+    def stop(self) -> None:
+        """End the server (PEs it forked and that are still alive end with it) and remove its socket."""
+        server, self.process = self.process, None
+        if server is not None:
+            server.kill()  # its children have PR_SET_PDEATHSIG: SIGKILL
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.wait(5.0)
+        if self.path:
+            shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
+            self.path = ""
