@@ -1,6 +1,6 @@
 """What ``oshrun`` starts in a PE's place when the job has a fork server (:mod:`.forkserver`).
 
-Run as ``python -I -S fork_stub.py SOCKET <engine args>``: the standard library only, started in a few
+Run as ``python -I -S fork_stub.py ADDRESS <engine args>``: the standard library only, started in a few
 milliseconds. It hands the server its standard streams, environment, working directory and arguments,
 and the server forks the PE. The stub then stands for the PE before ``oshrun``: it forwards the signals
 ``oshrun`` sends, and ends as the PE ended (its exit status, or the same signal). Killed, it takes the
@@ -28,16 +28,25 @@ def _status(pid: int) -> int:
         return 9  # gone already: as if killed
 
 
+def _forward(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass  # it ended: the loop below sees it
+
+
 def main() -> None:
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.connect(sys.argv[1])
-    message = json.dumps([dict(os.environ), os.getcwd(), sys.argv[2:]]).encode()
+    address = sys.argv[1]
+    server.connect("\0" + address[1:] if address.startswith("@") else address)  # "@name": an abstract socket
+    cpus = sorted(os.sched_getaffinity(0))  # where oshrun bound this PE (--bind-to), or every core
+    message = json.dumps([dict(os.environ), os.getcwd(), sys.argv[2:], cpus]).encode()
     socket.send_fds(server, [message], [0, 1, 2])
     pid = int(server.recv(32) or 0)
     if not pid:
         sys.exit("shmem_notebook: the fork server could not start this PE")
     for sig in FORWARDED:
-        signal.signal(sig, lambda sig, _: os.kill(pid, sig))
+        signal.signal(sig, lambda sig, _: _forward(pid, sig))
     ended = os.pidfd_open(pid)
     while True:
         try:

@@ -2,10 +2,10 @@
 
 A PE spends most of its start importing the engine (IPython, ipykernel, zmq, tornado, NumPy): on a node
 with more PEs than cores every PE pays it again (docs/benchmarks.md). The fork server imports all of that
-once, before any OpenSHMEM, and waits on the listening Unix socket ``FD`` that the client made in a folder
-only its user can open (:mod:`shmem_notebook.job.forks`). ``oshrun`` starts the small :mod:`.fork_stub`
-in each PE's place; the stub hands the server its standard streams, environment, working directory and
-arguments, and the server forks: the child takes them over and runs the engine
+once, before any OpenSHMEM, and waits on the listening Unix socket ``FD`` that the client made
+(:mod:`shmem_notebook.job.forks`); it serves only processes of its own user. ``oshrun`` starts the small
+:mod:`.fork_stub` in each PE's place; the stub hands the server its standard streams, environment, working
+directory, arguments and cores, and the server forks: the child takes them over and runs the engine
 (``python -m shmem_notebook.engine``), ``shmem_init`` first, as that PE. The stub forwards signals to it,
 mirrors how it ended and, killed itself, takes the PE down (the server kills the child when the stub's
 connection closes). The server keeps running across restarts; killed, its children die with it
@@ -42,9 +42,9 @@ def _imports() -> None:
         importlib.import_module(name)
 
 
-def serve(listener: socket.socket) -> tuple[dict[str, str], str, list[str], list[int]] | None:
+def serve(listener: socket.socket) -> tuple[dict[str, str], str, list[str], list[int], list[int]] | None:
     """Fork a PE for each stub that connects; return, in the child, what the stub sent (environment,
-    working directory, arguments, standard stream fds); never return in the server."""
+    working directory, arguments, cores, standard stream fds); never return in the server."""
     children: dict[socket.socket, int] = {}  # stub connection -> its PE
     ending: list[tuple[float, int]] = []  # (when, pid): ended PEs to reap
     selector = selectors.DefaultSelector()
@@ -64,7 +64,7 @@ def serve(listener: socket.socket) -> tuple[dict[str, str], str, list[str], list
                     continue
                 try:
                     message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
-                    env, cwd, argv = json.loads(message)
+                    env, cwd, argv, cpus = json.loads(message)
                 except (OSError, ValueError):
                     conn.close()
                     continue
@@ -75,7 +75,7 @@ def serve(listener: socket.socket) -> tuple[dict[str, str], str, list[str], list
                     for other in children:
                         other.close()
                     conn.close()
-                    return env, cwd, argv, fds
+                    return env, cwd, argv, cpus, fds
                 for fd in fds:
                     os.close(fd)
                 conn.sendall(str(pid).encode())
@@ -115,8 +115,8 @@ def _reap(pid: int) -> None:
         pass
 
 
-def _become(env: dict[str, str], cwd: str, argv: list[str], fds: list[int]) -> None:
-    """In the child: take over the stub's streams, environment, working directory and arguments."""
+def _become(env: dict[str, str], cwd: str, argv: list[str], cpus: list[int], fds: list[int]) -> None:
+    """In the child: take over the stub's streams, environment, working directory, arguments and cores."""
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:  # the server died before prctl
         os._exit(1)
@@ -129,6 +129,7 @@ def _become(env: dict[str, str], cwd: str, argv: list[str], fds: list[int]) -> N
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
+    os.sched_setaffinity(0, cpus)
     sys.argv = [sys.argv[0], *argv]
     if "numpy.random" in sys.modules:  # each PE its own seed, as when it was started apart
         sys.modules["numpy.random"].seed()

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
-import tempfile
+import uuid
 from typing import TYPE_CHECKING
 
 import psutil
@@ -50,10 +49,11 @@ class ForkServer:
         """Start the server (it imports while the controller starts); nothing if not :meth:`wanted`."""
         if not self.wanted() or self.process is not None:
             return
-        folder = tempfile.mkdtemp(prefix="shmem-notebook-forks-")  # 0700: only this user reaches the socket
+        # an abstract socket: no file to leave behind; the server serves only this user (SO_PEERCRED)
+        address = f"@shmem-notebook-forks-{uuid.uuid4().hex}"
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            listener.bind(os.path.join(folder, "pes"))
+            listener.bind("\0" + address[1:])
             listener.listen(1024)  # stubs wait here while the server imports
             env = os.environ | environment.platform_environment(heap=self.job.heap, local_only=True)
             env |= {k: v for k, v in self.job.library.env.items() if k not in os.environ}
@@ -64,17 +64,17 @@ class ForkServer:
                     env=env,
                     stdin=subprocess.DEVNULL,
                 )
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
         finally:
             listener.close()
-        self.path = os.path.join(folder, "pes")
+        self.path = address
 
     def address(self) -> str:
-        """The socket the PEs' stubs connect to; "" without a server, or once it died (the PEs of a restart
-        then start as their own processes)."""
-        return self.path if self.process is not None and alive(process(self.process.pid)) else ""
+        """The socket the PEs' stubs connect to ("@name": abstract), "" without a server; a server that
+        died is started again first (its imports then cost that restart what they cost a start)."""
+        if self.process is not None and not alive(process(self.process.pid)):
+            self.stop()
+            self.start()
+        return self.path
 
     def pids(self) -> list[int]:
         """The PEs it forked that still exist (zombies too)."""
@@ -84,12 +84,10 @@ class ForkServer:
         return []
 
     def stop(self) -> None:
-        """End the server (PEs it forked and that are still alive end with it) and remove its socket."""
+        """End the server; PEs it forked that are still alive end with it."""
         server, self.process = self.process, None
         if server is not None:
             server.kill()  # its children have PR_SET_PDEATHSIG: SIGKILL
             with contextlib.suppress(subprocess.TimeoutExpired):
                 server.wait(5.0)
-        if self.path:
-            shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
-            self.path = ""
+        self.path = ""

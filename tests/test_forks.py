@@ -1,0 +1,110 @@
+"""The fork server (issue 46): a job's PEs are forked from one process that imported the engine once.
+
+Checked on real jobs: who is whose parent, that each PE is still its own PE (its rank, environment,
+random numbers, working directory), that a restart forks again from the same server, that the server and
+its socket are gone after a stop, that every way a PE or its stub ends reaches the job as it did before
+(a crash, a kill of the stub, the server's own death), and that ``rc.forkserver = 0`` starts PEs as
+oshrun's own processes."""
+
+import io
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+import shmem_notebook
+from conftest import job_fixture
+from shmem_notebook.errors import PEDiedError
+from shmem_notebook.rc import rc
+
+job = job_fixture(1, 2, 4, heap="8M")
+
+pytestmark = pytest.mark.pe
+
+
+def _pe_pids(job):
+    return {pe: info["pid"] for pe, info in job.pes.items()}
+
+
+def _stubs(job):
+    oshrun = job._engine_set().process
+    return [p for p in oshrun.children(recursive=True) if "fork_stub.py" in " ".join(p.cmdline())]
+
+
+def test_each_pe_is_a_child_of_the_server_and_oshrun_runs_a_stub_for_it(job):
+    server = job.forks.process.pid
+    pids = _pe_pids(job)
+    assert sorted(pids.values()) == sorted(job.forks.pids())
+    assert all(psutil.Process(pid).ppid() == server for pid in pids.values())
+    assert len(_stubs(job)) == job.n
+    out = job.run(
+        "import os; print(me, npes, os.environ['PMIX_RANK'], os.getpgid(0) == os.getpid())", stdout=io.StringIO()
+    )
+    assert out.stdout == {pe: f"{pe} {job.n} {pe} True\n" for pe in range(job.n)}
+
+
+def test_each_pe_draws_its_own_random_numbers_and_sees_the_working_directory(job):
+    out = job.run("import os; print(np.random.randint(1 << 62), os.getcwd())", stdout=io.StringIO()).stdout
+    draws = [line.split()[0] for line in out.values()]
+    assert len(set(draws)) == job.n
+    assert {line.split()[1] for line in out.values()} == {os.getcwd()}
+
+
+def test_a_restart_forks_from_the_same_server_and_a_crash_is_reported_as_before(job):
+    server = job.forks.process.pid
+    with pytest.raises(PEDiedError, match="SIGSEGV|segmentation|signal 11"):
+        job.run("import ctypes\nif me == 0: ctypes.string_at(0)\nshmem.barrier_all()", timeout=60)
+    job.restart()
+    assert job.forks.process.pid == server
+    assert all(psutil.Process(pid).ppid() == server for pid in _pe_pids(job).values())
+    assert job.run("shmem.barrier_all()").outcome == "ok"
+
+
+def test_a_killed_stub_takes_its_pe_with_it(job):
+    pe = job.n - 1
+    pid = _pe_pids(job)[pe]
+    (stub,) = [s for s in _stubs(job) if s.environ().get("PMIX_RANK") == str(pe)]
+    stub.kill()
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the PE outlived its stub"
+        time.sleep(0.02)
+    with pytest.raises(PEDiedError):
+        job.run("shmem.barrier_all()", timeout=60)
+    job.restart()
+    assert job.run("shmem.barrier_all()").outcome == "ok"
+
+
+def test_the_server_killed_ends_its_pes_and_a_restart_starts_a_new_one(job):
+    old = job.forks.process.pid
+    pids = list(_pe_pids(job).values())
+    os.kill(old, signal.SIGKILL)
+    assert psutil.wait_procs([psutil.Process(p) for p in pids if psutil.pid_exists(p)], timeout=10)[1] == []
+    with pytest.raises(PEDiedError):
+        job.run("shmem.barrier_all()", timeout=60)
+    job.restart()
+    assert job.forks.process.pid != old
+    assert job.run("shmem.barrier_all()").outcome == "ok"
+
+
+def test_stop_ends_the_server(job):
+    job.run("x = 1")
+    server, address = job.forks.process.pid, job.forks.address()
+    job.stop()
+    assert not psutil.pid_exists(server) or psutil.Process(server).status() == psutil.STATUS_ZOMBIE
+    assert job.forks.address() == "" and job.forks.process is None
+    assert address.startswith("@")
+    job.start()  # the module's fixture goes on with a running job, and a new server
+    assert job.forks.process.pid != server
+
+
+def test_without_it_pes_are_oshrun_s_own_processes(monkeypatch):
+    monkeypatch.setattr(rc, "forkserver", 0)
+    with shmem_notebook.start(n=2, heap="8M") as plain:
+        assert plain.forks.process is None and plain.forks.address() == ""
+        oshrun = plain._engine_set().process
+        descendants = {p.pid for p in oshrun.children(recursive=True)}
+        assert set(_pe_pids(plain).values()) <= descendants
+        assert plain.run("shmem.barrier_all()").outcome == "ok"
