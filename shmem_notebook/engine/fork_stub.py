@@ -60,7 +60,8 @@ def main() -> None:
     server.close()
     if status & 0x7F:  # killed by a signal: end the same way, without a core file
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        signal.signal(status & 0x7F, signal.SIG_DFL)
+        if status & 0x7F != signal.SIGKILL:
+            signal.signal(status & 0x7F, signal.SIG_DFL)
         os.kill(os.getpid(), status & 0x7F)
     os._exit(status >> 8)
 

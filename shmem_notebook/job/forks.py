@@ -55,9 +55,9 @@ class ForkServer:
         try:
             listener.bind("\0" + address[1:])
             listener.listen(1024)  # stubs wait here while the server imports
-            env = os.environ | environment.platform_environment(heap=self.job.heap, local_only=True)
-            env |= {k: v for k, v in self.job.library.env.items() if k not in os.environ}
             with owned_by(self.job._token):  # the watchdog ends it with the job's other processes
+                env = os.environ | environment.platform_environment(heap=self.job.heap, local_only=True)
+                env |= {k: v for k, v in self.job.library.env.items() if k not in os.environ}
                 self.process = subprocess.Popen(
                     [self.job.library.python, "-m", "shmem_notebook.engine.forkserver", str(listener.fileno())],
                     pass_fds=(listener.fileno(),),
