@@ -57,6 +57,8 @@ for p in me.children(recursive=True):
     except psutil.Error:
         continue
     kind = ("oshrun" if p.name() in LAUNCHERS
+            else "fork server" if "engine.forkserver" in line and p.ppid() == os.getpid()
+            else "stub" if "fork_stub.py" in line
             else "PE" if "shmem_notebook.engine" in line else "controller" if "launcher.controller" in line
             else "watchdog" if "watchdog" in line else "governor" if "governor" in line
             else "oshrun" if "oshrun" in line or "prterun" in line or "mpiexec" in line or "hydra" in line

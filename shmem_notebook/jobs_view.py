@@ -31,7 +31,7 @@ from .job.state_file import read_state
 from .job.states import DEAD, IDLE
 from .job.watchdog import OWNER
 from .launcher.library import known, library
-from .protocol import SPARE_ENV, SPARE_GO
+from .protocol import FORKSERVER_MODULE as FORKSERVER, SPARE_ENV, SPARE_GO
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -106,11 +106,20 @@ def _owned() -> dict[str, list[_Process]]:
 
 
 def _role(proc: _Process) -> str:
-    """watchdog, controller, pe or launcher (what started the PEs: oshrun, mpirun, ...)."""
+    """watchdog, controller, pe, fork server (a PE forked from it shows its command line), stub (what
+    oshrun starts in a forked PE's place) or launcher (what started the PEs: oshrun, mpirun, ...)."""
     cmdline = proc.info["cmdline"] or []
     module = cmdline[2] if cmdline[1:2] == ["-m"] and len(cmdline) > 2 else ""
     if module == "shmem_notebook.engine":
         return "pe"
+    if module == FORKSERVER:
+        try:
+            forked = psutil.Process(proc.ppid()).cmdline()[1:3] == ["-m", FORKSERVER]
+        except psutil.Error:
+            forked = False
+        return "pe" if forked else "fork server"
+    if any(part.endswith("fork_stub.py") for part in cmdline[:4]):
+        return "stub"
     if module == "shmem_notebook.launcher.controller":
         return "controller"
     return "watchdog" if "shmem_notebook.job.watchdog" in " ".join(cmdline[:5]) else "launcher"  # its -c code

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENGINE_MODULE",
+    "FORKSERVER_MODULE",
     "GLOBAL_EXIT_MARK",
     "RACE_MODULE",
     "RACE_ENV",
@@ -55,6 +56,8 @@ __all__ = [
 
 #: the module ``oshrun`` runs on every PE (``python -m shmem_notebook.engine``)
 ENGINE_MODULE = "shmem_notebook.engine"
+#: the job's fork server (job.forks); a PE forked from it shows this command line too
+FORKSERVER_MODULE = "shmem_notebook.engine.forkserver"
 
 #: written to fd 2 by a PE right before ``shmem.global_exit(status)``
 GLOBAL_EXIT_MARK = "shmem_notebook: PE {pe} called shmem.global_exit({status})"

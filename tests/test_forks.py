@@ -52,6 +52,13 @@ def test_each_pe_draws_its_own_random_numbers_and_sees_the_working_directory(job
     assert {line.split()[1] for line in out.values()} == {os.getcwd()}
 
 
+def test_the_instructors_view_counts_forked_pes_as_pes(job):
+    from shmem_notebook.jobs_view import jobs
+
+    (view,) = [v for v in jobs(sample=0.05) if v.token == job._token]
+    assert (view.pes, view.n, view.state) == (job.n, job.n, "idle")
+
+
 def test_a_restart_forks_from_the_same_server_and_a_crash_is_reported_as_before(job):
     server = job.forks.process.pid
     with pytest.raises(PEDiedError, match="SIGSEGV|segmentation|signal 11"):

@@ -135,12 +135,14 @@ def _become(env: dict[str, str], cwd: str, argv: list[str], cpus: list[int], fds
         sys.modules["numpy.random"].seed()
     for sig in (signal.SIGTERM, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def main() -> None:
     listener = socket.socket(fileno=int(sys.argv[1]))
     sys.argv = sys.argv[:1]
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))  # its PEs die with it (PR_SET_PDEATHSIG)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts are for its PEs, which the client signals itself
     _imports()
     child = serve(listener)
     if child is None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from ..launcher import environment
+from ..protocol import FORKSERVER_MODULE
 from ..rc import rc
 from .processes import alive, process
 from .watchdog import owned_by
@@ -59,10 +60,11 @@ class ForkServer:
                 env = os.environ | environment.platform_environment(heap=self.job.heap, local_only=True)
                 env |= {k: v for k, v in self.job.library.env.items() if k not in os.environ}
                 self.process = subprocess.Popen(
-                    [self.job.library.python, "-m", "shmem_notebook.engine.forkserver", str(listener.fileno())],
+                    [self.job.library.python, "-m", FORKSERVER_MODULE, str(listener.fileno())],
                     pass_fds=(listener.fileno(),),
                     env=env,
                     stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # a Ctrl-C or a kernel interrupt (a signal to its group) is not for it
                 )
         finally:
             listener.close()
