@@ -44,7 +44,10 @@ def main() -> None:
     socket.send_fds(server, [message], [0, 1, 2])
     pid = int(server.recv(32) or 0)
     if not pid:
-        sys.exit("shmem_notebook: the fork server could not start this PE")
+        sys.exit(
+            "shmem_notebook: the job's fork server ended before it could start this PE (its error is in the "
+            "kernel's log); set SHMEM_NOTEBOOK_FORKSERVER=0 to start PEs without it"
+        )
     for sig in FORWARDED:
         signal.signal(sig, lambda sig, _: _forward(pid, sig))
     ended = os.pidfd_open(pid)

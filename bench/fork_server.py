@@ -1,0 +1,105 @@
+"""Start and restart with the fork server and without it, side by side in one run.
+
+    .venv/bin/python bench/fork_server.py [--pes 1 2 4 16] [--repeats 4] [--json OUT.json] [--plot OUT.png]
+
+Per PE count, jobs with the fork server (``rc.forkserver = 1``, the default) and without it (``0``: each PE
+its own process under ``oshrun``) alternate; each job times its start and two restarts (8M heaps). Prints
+the medians, their ratios and each kind's restart / start (issue 46's goal: < 0.7x), and saves them.
+"""
+
+import argparse
+import json
+import time
+from statistics import median
+
+import shmem_notebook
+from shmem_notebook.rc import rc
+
+
+def one_job(n, server):
+    """(start, restart, second restart) seconds of one job of ``n`` PEs."""
+    rc.forkserver = server
+    t0 = time.perf_counter()
+    job = shmem_notebook.start(n=n, heap="8M")
+    times = [time.perf_counter() - t0]
+    try:
+        for _ in range(2):
+            t0 = time.perf_counter()
+            job.restart()
+            times.append(time.perf_counter() - t0)
+    finally:
+        job.stop()
+    return times
+
+
+def run(pes, repeats):
+    rows = []
+    for n in pes:
+        runs = {1: [], 0: []}
+        for _ in range(repeats):
+            for server in (1, 0):
+                runs[server].append(one_job(n, server))
+        row = {"pes": n}
+        for server, name in ((1, "with"), (0, "without")):
+            row[f"start_{name}"] = median(r[0] for r in runs[server])
+            row[f"restart_{name}"] = median(x for r in runs[server] for x in r[1:])
+        rows.append(row)
+    rc.forkserver = 1
+    return rows
+
+
+def table(rows):
+    lines = [
+        "| PEs | start without / with, s | with / without | restart without / with, s | restart / start, with |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        faster = r["start_with"] / r["start_without"]
+        lines.append(
+            f"| {r['pes']} | {r['start_without']:.2f} / {r['start_with']:.2f} | {faster:.2f}x "
+            f"| {r['restart_without']:.2f} / {r['restart_with']:.2f} | {r['restart_with'] / r['start_with']:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    pes = [r["pes"] for r in rows]
+    for key, style in (
+        ("start_without", "o--"),
+        ("start_with", "o-"),
+        ("restart_without", "s--"),
+        ("restart_with", "s-"),
+    ):
+        ax.plot(pes, [r[key] for r in rows], style, label=key.replace("_", " ") + " the fork server")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("PEs")
+    ax.set_ylabel("seconds (median)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pes", type=int, nargs="+", default=[1, 2, 4, 16])
+    parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--json", default="bench/fork_server.json")
+    parser.add_argument("--plot", default="bench/fork_server.png")
+    args = parser.parse_args(argv)
+    load = open("/proc/loadavg").read().split()[:3]
+    rows = run(args.pes, args.repeats)
+    print(f"load average before: {' '.join(load)}, after: {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    print(table(rows))
+    with open(args.json, "w") as f:
+        json.dump({"rows": rows, "repeats": args.repeats, "load_before": load}, f, indent=1)
+    plot(rows, args.plot)
+
+
+if __name__ == "__main__":
+    main()
