@@ -2,9 +2,10 @@
 
     .venv/bin/python bench/fork_server.py [--pes 1 2 4 16] [--repeats 4] [--json OUT.json] [--plot OUT.png]
 
-Per PE count, jobs with the fork server (``rc.forkserver = 1``, the default) and without it (``0``: each PE
-its own process under ``oshrun``) alternate; each job times its start and two restarts (8M heaps). Prints
-the medians, their ratios and each kind's restart / start (issue 46's goal: < 0.7x), and saves them.
+Per PE count, jobs with the fork server (``rc.forkserver = "on"``; by default, ``"auto"``, only jobs with
+more PEs than cores have one) and without it (``"off"``: each PE its own process under ``oshrun``)
+alternate; each job times its start and two restarts (8M heaps). Prints the medians, their ratios and
+each kind's restart / start (issue 46's goal: < 0.7x), and saves them.
 """
 
 import argparse
@@ -18,7 +19,7 @@ from shmem_notebook.rc import rc
 
 def one_job(n, server):
     """(start, restart, second restart) seconds of one job of ``n`` PEs."""
-    rc.forkserver = server
+    rc.forkserver = "on" if server else "off"
     t0 = time.perf_counter()
     job = shmem_notebook.start(n=n, heap="8M")
     times = [time.perf_counter() - t0]
@@ -44,7 +45,7 @@ def run(pes, repeats):
             row[f"start_{name}"] = median(r[0] for r in runs[server])
             row[f"restart_{name}"] = median(x for r in runs[server] for x in r[1:])
         rows.append(row)
-    rc.forkserver = 1
+    rc.forkserver = "auto"
     return rows
 
 

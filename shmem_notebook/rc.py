@@ -28,7 +28,7 @@ class _RC:
     deadlock_ms: int
     dispatch: str
     race_pictures: int
-    forkserver: int
+    forkserver: str
 
     _defaults: dict[str, Any] = {
         # symmetric heap per PE (SIZE like 256M, 1G)
@@ -69,9 +69,10 @@ class _RC:
         # races of a race-checked cell drawn under its report in a notebook (a space-time diagram each,
         # see analysis.race_picture); 0: none (race.show() still draws one)
         "race_pictures": 3,
-        # 1: a job on this host with Open MPI's OSHMEM forks its PEs from one process that imported the
-        # engine once, and keeps it for restarts (see job.forks); 0: every PE starts as its own process
-        "forkserver": 1,
+        # "auto": a job on this host with Open MPI's OSHMEM whose PEs outnumber the cores forks them from
+        # one process that imported the engine once, kept for restarts (see job.forks); "on": every such
+        # job, whatever its size; "off": every PE starts as its own process
+        "forkserver": "auto",
     }
 
     def __init__(self) -> None:

@@ -3,8 +3,8 @@
 Checked on real jobs: who is whose parent, that each PE is still its own PE (its rank, environment,
 random numbers, working directory), that a restart forks again from the same server, that the server and
 its socket are gone after a stop, that every way a PE or its stub ends reaches the job as it did before
-(a crash, a kill of the stub, the server's own death), and that ``rc.forkserver = 0`` starts PEs as
-oshrun's own processes."""
+(a crash, a kill of the stub, the server's own death), that ``rc.forkserver = "off"`` starts PEs as
+oshrun's own processes, and that by default (``"auto"``) only a job with more PEs than cores has a server."""
 
 import io
 import os
@@ -16,12 +16,22 @@ import pytest
 
 import shmem_notebook
 from conftest import job_fixture
-from shmem_notebook.errors import PEDiedError
+from shmem_notebook.errors import InputError, PEDiedError
+from shmem_notebook.launcher.environment import local_slots
 from shmem_notebook.rc import rc
 
-job = job_fixture(1, 2, 4, heap="8M")
-
 pytestmark = pytest.mark.pe
+
+
+@pytest.fixture(scope="module", autouse=True)
+def forked_at_every_size():
+    """The server for the 1- and 2-PE jobs too (by default only jobs with more PEs than cores have one)."""
+    saved, rc.forkserver = rc.forkserver, "on"
+    yield
+    rc.forkserver = saved
+
+
+job = job_fixture(1, 2, 4, heap="8M")
 
 
 def _pe_pids(job):
@@ -108,10 +118,26 @@ def test_stop_ends_the_server(job):
 
 
 def test_without_it_pes_are_oshrun_s_own_processes(monkeypatch):
-    monkeypatch.setattr(rc, "forkserver", 0)
+    monkeypatch.setattr(rc, "forkserver", "off")
     with shmem_notebook.start(n=2, heap="8M") as plain:
         assert plain.forks.process is None and plain.forks.address() == ""
         oshrun = plain._engine_set().process
         descendants = {p.pid for p in oshrun.children(recursive=True)}
         assert set(_pe_pids(plain).values()) <= descendants
         assert plain.run("shmem.barrier_all()").outcome == "ok"
+
+
+def test_by_default_only_a_job_with_more_pes_than_cores_has_a_server(monkeypatch):
+    monkeypatch.setattr(rc, "forkserver", "auto")
+    for n, served in ((local_slots(), False), (local_slots() + 1, True)):
+        with shmem_notebook.start(n=n, heap="8M") as sized:
+            assert (sized.forks.process is not None) == served, n
+            assert sized.run("shmem.barrier_all()").outcome == "ok"
+
+
+def test_a_setting_it_does_not_know_is_one_sentence(monkeypatch):
+    monkeypatch.setattr(rc, "forkserver", "yes")
+    with pytest.raises(
+        InputError, match=r"^rc.forkserver is 'yes'; use 'auto', 'on' or 'off' \(SHMEM_NOTEBOOK_FORKSERVER\)$"
+    ):
+        shmem_notebook.Job(2, heap="8M").start()

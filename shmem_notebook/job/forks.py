@@ -1,12 +1,14 @@
 """A job's fork server (client side): PEs forked from one process that imported the engine once.
 
 A PE's start is mostly its imports (docs/benchmarks.md, *What is left, and why*); with more PEs than
-cores each pays them in turn. A job on this host with Open MPI's OSHMEM starts
+cores each pays them in turn. A job on this host with Open MPI's OSHMEM and more PEs than cores starts
 :mod:`shmem_notebook.engine.forkserver` beside its controller: ``oshrun`` then starts a small stub per PE
 and each PE is forked from the server, imports done, and calls ``shmem_init`` as that PE. The server
-outlives restarts, so a restart pays none of the imports again. ``SHMEM_NOTEBOOK_FORKSERVER=0``
-(``rc.forkserver``) starts every PE as its own process instead, as do jobs with ``--spare``, a
-hostfile, Slurm, or another library.
+outlives restarts, so a restart pays none of the imports again. With no more PEs than cores the
+imports run while ``shmem_init`` waits, on idle cores, and the server (and a stub per PE: 3 processes
+and about 30 MiB for a 2-PE job) would cost more than it saves: ``rc.forkserver`` is ``"auto"``;
+``"on"`` forks every job's PEs, ``"off"`` none (``SHMEM_NOTEBOOK_FORKSERVER``). Jobs with ``--spare``,
+a hostfile, Slurm, or another library start every PE as its own process.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from ..errors import InputError
 from ..launcher import environment
 from ..protocol import FORKSERVER_MODULE
 from ..rc import rc
@@ -41,10 +44,15 @@ class ForkServer:
         self.path = ""  # the socket the PEs' stubs connect to ("" without a server)
 
     def wanted(self) -> bool:
-        """Whether this job's PEs are forked: on this host only, with Open MPI's OSHMEM, no spare set."""
-        job = self.job
+        """Whether this job's PEs are forked: on this host only, with Open MPI's OSHMEM, no spare set, and
+        (``rc.forkserver == "auto"``) more PEs than cores, where every PE's imports would wait for a core."""
+        job, mode = self.job, rc.forkserver
+        if mode not in ("auto", "on", "off"):
+            raise InputError(f"rc.forkserver is {mode!r}; use 'auto', 'on' or 'off' (SHMEM_NOTEBOOK_FORKSERVER)")
         local = job.ip in ("127.0.0.1", "localhost", "::1") and not (job.slurm or job.hostfile)
-        return bool(rc.forkserver) and local and job.library.name == "oshmem" and not job.spares.wanted
+        if mode == "off" or not local or job.library.name != "oshmem" or job.spares.wanted:
+            return False
+        return mode == "on" or job.n > environment.local_slots()
 
     def start(self) -> None:
         """Start the server (it imports while the controller starts); nothing if not :meth:`wanted`."""
