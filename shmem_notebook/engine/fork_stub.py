@@ -46,7 +46,7 @@ def main() -> None:
     if not pid:
         sys.exit(
             "shmem_notebook: the job's fork server ended before it could start this PE (its error is in the "
-            "kernel's log); set SHMEM_NOTEBOOK_FORKSERVER=0 to start PEs without it"
+            "kernel's log); set SHMEM_NOTEBOOK_FORKSERVER=off to start PEs without it"
         )
     for sig in FORWARDED:
         signal.signal(sig, lambda sig, _: _forward(pid, sig))

@@ -59,7 +59,7 @@ def serve(listener: socket.socket) -> tuple[dict[str, str], str, list[str], list
         for key, _ in selector.select(max(0.0, timeout)):
             if key.fileobj is listener:
                 conn, _ = listener.accept()
-                if _peer_uid(conn) != uid:  # the folder is private: belt and braces
+                if _peer_uid(conn) != uid:  # an abstract socket: any user may connect; serve only ours
                     conn.close()
                     continue
                 try:
