@@ -24,6 +24,7 @@ import psutil
 
 from ..errors import InputError
 from ..launcher import environment
+from ..launcher.listen import LOOPBACK
 from ..protocol import FORKSERVER_MODULE
 from ..rc import rc
 from .processes import alive, process
@@ -49,7 +50,7 @@ class ForkServer:
         job, mode = self.job, rc.forkserver
         if mode not in ("auto", "on", "off"):
             raise InputError(f"rc.forkserver is {mode!r}; use 'auto', 'on' or 'off' (SHMEM_NOTEBOOK_FORKSERVER)")
-        local = job.ip in ("127.0.0.1", "localhost", "::1") and not (job.slurm or job.hostfile)
+        local = job.ip in LOOPBACK and not (job.slurm or job.hostfile)
         if mode == "off" or not local or job.library.name != "oshmem" or job.spares.wanted:
             return False
         return mode == "on" or job.n > environment.local_slots()

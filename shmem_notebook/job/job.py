@@ -29,6 +29,7 @@ from ..errors import InputError, JobStateError, LaunchError
 from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, check_slurm, listen_privately
 from ..launcher.entry_points import cache as cache_entry_points
 from ..launcher.library import library as library_named
+from ..launcher.listen import LOOPBACK
 from ..launcher.shm import Segments
 from ..rc import rc
 from ..specs import ArraySpec, check_heap
@@ -51,8 +52,6 @@ if TYPE_CHECKING:
     from .script_export import Exported
 
 __all__ = ["Job"]
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class Job(SymmetricArrays, Health, Asking):

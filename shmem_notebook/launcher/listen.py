@@ -22,6 +22,7 @@ import socket
 from typing import Any
 
 __all__ = [
+    "LOOPBACK",
     "SOCKET_PATH_MAX",
     "controller_ports",
     "ephemeral_ports",
@@ -30,6 +31,9 @@ __all__ = [
     "socket_prefix",
     "unclaimed_tcp_ports",
 ]
+
+#: addresses that keep a job on this host (a controller listening on one of them serves local PEs only)
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 #: the longest path of a Unix socket (``sun_path`` less its NUL)
 SOCKET_PATH_MAX = 107
