@@ -13,6 +13,7 @@ connection closes). The server keeps running across restarts; killed, its childr
 """
 
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -144,6 +145,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))  # its PEs die with it (PR_SET_PDEATHSIG)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts are for its PEs, which the client signals itself
     _imports()
+    gc.freeze()  # the imported objects stay out of the PEs' collections: fewer pages copied (33 -> 28 MiB a PE)
     child = serve(listener)
     if child is None:
         return
