@@ -141,6 +141,12 @@ def stack_path(profile_dir: str, cluster_id: str, pe: int) -> str:
     return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.stacks")
 
 
+def crash_path(profile_dir: str, cluster_id: str, pe: int) -> str:
+    """Where PE ``pe`` writes its stacks when a signal kills it (SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGILL; on its
+    own host)."""
+    return os.path.join(profile_dir, "log", f"shmem-{cluster_id}-pe{pe}.crash")
+
+
 def blocked_call_paths(profile_dir: str, cluster_id: str, pe: int) -> tuple[str, str]:
     """The FIFO the client writes to, to ask PE ``pe`` which call it is blocked in, and the file the
     PE answers in (on its own host; :mod:`shmem_notebook.engine.shims.blocked_call`)."""

@@ -208,6 +208,7 @@ def test_stop_removes_the_files_the_job_created():
     job.locate([0, 1])  # the PEs' stack dumps, as after a hang
     during = ours()
     assert f"shmem-{cluster_id}-pe1.stacks" in during and f"engines{cluster_id}.json" in during, during
+    assert f"shmem-{cluster_id}-pe1.crash" in during, during  # where a fatal signal would write the PE's stacks
     job.stop()
     assert ours() == []
 

@@ -13,7 +13,8 @@ from typing import Any
 from ..analysis.postmortem import cell_location, crash_causes, with_first_deaths
 from ..errors import JobStateError, NoJobError, PEDiedError
 from ..folding import fold, pe_ranges
-from ..protocol import BOARD_STRIDE, board_path, exit_path, stack_path
+from ..operations import EMULATED_WAIT
+from ..protocol import BOARD_STRIDE, board_path, crash_path, exit_path, stack_path
 from ..words import plural
 from .members import JobMembers
 from .processes import alive, wait
@@ -26,6 +27,8 @@ class Health:
     """The :class:`~shmem_notebook.Job` methods that tell its state and diagnose failures."""
 
     RESTART_HINT = "run `%shmem restart` (or job.restart()) to get a fresh job"
+    #: PE -> where in the cell it died (" at line 3 (in shmem.put)"), once PEs died of a signal
+    _crash_places: dict[int, str] = {}
 
     def _require_running(self: JobMembers, what: str) -> None:
         if self.state == "stopped":
@@ -69,6 +72,7 @@ class Health:
         self.crash = crash_causes(output, {pe: info.get("pid") for pe, info in self.pes.items()})
         self.crash = with_first_deaths(self.crash, self._pe_procs.first, self._pe_procs)
         self.crash.update(self._global_exits())  # oshrun's output may have lost the PE's own note
+        self._crash_places = self._died_at(self.crash)
         self.state = "dead"
         self._stop_pes()
         return self._crash_text()
@@ -84,10 +88,29 @@ class Health:
                 os.remove(path)
         return found
 
+    def _died_at(self: JobMembers, pes: Iterable[int]) -> dict[int, str]:
+        """PE -> " at line 3 (in shmem.put)": the line of the cell each of ``pes`` (of this host) ran when a
+        signal killed it, from the stacks it wrote then (:mod:`shmem_notebook.engine.shims.diagnostics`;
+        the files read are removed). PEs that died outside a cell, or of no signal, are not named."""
+        here, found = socket.gethostname(), {}
+        for pe in pes:
+            if self.pes.get(pe, {}).get("host") != here:
+                continue
+            path = crash_path(self._cluster.profile_dir, self._cluster.cluster_id, pe)
+            with contextlib.suppress(OSError):
+                with open(path, errors="replace") as f:
+                    place = cell_location(f.read())
+                os.remove(path)
+                if place is not None:
+                    line, call = place
+                    found[pe] = f" at line {line}" + (f" (in shmem.{call})" if call and call != EMULATED_WAIT else "")
+        return found
+
     def _crash_text(self: JobMembers) -> str:
         if not self.crash:
             return "oshrun exited"
-        return "; ".join(f"PE {pe_ranges(pes)} died of {cause}" for cause, pes in fold(self.crash).items())
+        causes = {pe: cause + self._crash_places.get(pe, "") for pe, cause in self.crash.items()}
+        return "; ".join(f"PE {pe_ranges(pes)} died of {cause}" for cause, pes in fold(causes).items())
 
     def _signal(self: JobMembers, pes: Iterable[int], signum: int) -> None:
         """Send ``signum`` to those of ``pes`` that run on this host (the governor wakes them first)."""

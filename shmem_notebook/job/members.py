@@ -36,6 +36,7 @@ class JobMembers(Protocol):
     pes: dict[int, dict[str, Any]]
     specs: dict[str, ArraySpec]
     crash: dict[int, str]
+    _crash_places: dict[int, str]
     paused: set[int]
     heap_bytes: int
     hostfile: str | None
@@ -67,6 +68,8 @@ class JobMembers(Protocol):
     def _require_running(self, what: str) -> None: ...
 
     def _crash_text(self) -> str: ...
+
+    def _died_at(self, pes: Iterable[int]) -> dict[int, str]: ...
 
     def _controller_alive(self) -> bool: ...
 
