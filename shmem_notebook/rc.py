@@ -37,7 +37,7 @@ class _RC:
         "timeout": None,
         # address the controller and engines listen on
         "ip": "127.0.0.1",
-        # controller heartbeat period in ms once every PE answers (50 ms while PEs are missing,
+        # controller heartbeat period in ms once every PE answers (25 ms while PEs are missing,
         # see launcher.controller); 100 ms idles at ~3% of a core (250 ms: ~1.5%, 500 ms: ~0.8%)
         "heartbeat_ms": 250,
         # seconds to wait for all PEs to register before giving up
