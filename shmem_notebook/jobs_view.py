@@ -31,7 +31,7 @@ from .job.state_file import read_state
 from .job.states import DEAD, IDLE
 from .job.watchdog import OWNER
 from .launcher.library import known, library
-from .protocol import FORKSERVER_MODULE as FORKSERVER, SPARE_ENV, SPARE_GO
+from .protocol import ENGINE_MODULE, FORKSERVER_MODULE as FORKSERVER, SPARE_ENV, SPARE_GO
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -110,7 +110,7 @@ def _role(proc: _Process) -> str:
     oshrun starts in a forked PE's place) or launcher (what started the PEs: oshrun, mpirun, ...)."""
     cmdline = proc.info["cmdline"] or []
     module = cmdline[2] if cmdline[1:2] == ["-m"] and len(cmdline) > 2 else ""
-    if module == "shmem_notebook.engine":
+    if module == ENGINE_MODULE:
         return "pe"
     if module == FORKSERVER:
         try:
