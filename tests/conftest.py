@@ -266,6 +266,35 @@ def native_stacks(pids):
     return stacks
 
 
+_GDB_FRAME = re.compile(r"#(\d+)\s+(?:0x[0-9a-f]+ in )?(\S+)")
+_GDB_PLACE = re.compile(r" (?:at|from) (\S+)$")
+
+
+def native_summary(stacks, frames=20):
+    """:func:`native_stacks` made short enough for a CI log's excerpt: per PE, its main thread's
+    innermost ``frames`` frames below the interpreter (function and file, no arguments) first,
+    then each other thread's innermost three on one line."""
+    parts = []
+    for pe, text in sorted(stacks.items()):
+        threads = re.split(r"\n(?=Thread )", text)
+        main = [t for t in threads if t.startswith("Thread 1 ")]
+        lines = [f"-- PE {pe}, main thread:"]
+        for thread in main + [t for t in threads if t not in main]:
+            names = []
+            for line in thread.splitlines()[1:]:
+                frame = _GDB_FRAME.match(line)
+                if not frame or frame.group(2).startswith(("_PyEval", "PyEval")):
+                    break
+                place = _GDB_PLACE.search(line)
+                names.append(frame.group(2) + (f" ({os.path.basename(place.group(1))})" if place else ""))
+            if thread in main:
+                lines += [f"   {name}" for name in names[:frames]]
+            else:
+                lines.append(f"   {thread.split(' (')[0]}: " + " < ".join(names[:3]))
+        parts.append("\n".join(lines) if len(lines) > 1 else f"-- PE {pe}: {text[:200]}")
+    return "\n".join(parts)
+
+
 @contextlib.contextmanager
 def native_stacks_if_late(job, after):
     """Within the block: when it is still running ``after`` seconds in, :func:`native_stacks` of every PE

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 from shmem_notebook.analysis.postmortem import (
     UNREPORTED,
@@ -13,7 +14,7 @@ from shmem_notebook.analysis.postmortem import (
     where_report,
     with_first_deaths,
 )
-from shmem_notebook.job.processes import LocalPEs, wait
+from shmem_notebook.job.processes import LocalPEs, alive, wait
 from shmem_notebook.protocol import GLOBAL_EXIT_MARK
 
 EXIT_CODE = """--------------------------------------------------------------------------
@@ -102,9 +103,12 @@ def test_local_pes_note_which_pe_ended_first_and_how():
     try:
         pes = LocalPEs({pe: p.pid for pe, p in enumerate(sleepers)})
         assert pes.first == {} and sorted(pes) == [0, 1, 2]
+        started = time.monotonic()
+        assert pes.first_deaths(timeout=5.0) == {} and time.monotonic() - started < 1.0  # all run: no wait
         os.kill(sleepers[2].pid, signal.SIGSEGV)
-        assert wait(lambda: pes.first, 5.0), "the watcher did not wake"
-        seen = dict(pes.first)
+        assert wait(lambda: not alive(pes[2]), 5.0)
+        seen = pes.first_deaths()  # a client that saw the end waits for the watcher's note, not polls it
+        assert seen == pes.first
         assert list(seen) == [2] and with_first_deaths({}, seen, pes) == {2: "signal 11 (SIGSEGV)"}
         sleepers[1].kill()
         sleepers[1].wait()

@@ -70,7 +70,7 @@ class Health:
         wait(lambda: not self._oshrun_running(), 3.0)  # oshrun reports, then exits
         output = self._oshrun_output(lines=400)
         self.crash = crash_causes(output, {pe: info.get("pid") for pe, info in self.pes.items()})
-        self.crash = with_first_deaths(self.crash, self._pe_procs.first, self._pe_procs)
+        self.crash = with_first_deaths(self.crash, self._pe_procs.first_deaths(), self._pe_procs)
         self.crash.update(self._global_exits())  # oshrun's output may have lost the PE's own note
         self._crash_places = self._died_at(self.crash)
         self.state = "dead"

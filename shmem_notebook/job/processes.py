@@ -59,18 +59,30 @@ class LocalPEs(dict[int, Any]):
         super().__init__({pe: process(pid) for pe, pid in pids.items()})
         self.first: dict[int, int | None] = {}  # PE -> its wait status (as waitpid gives it), or None
         self.heaps = HeapReader()
+        self._told = threading.Event()  # the thread noted the first deaths (or there is no thread)
         fds: dict[int, tuple[int, int]] = {}
         for pe, pid in pids.items():
             with contextlib.suppress(OSError, AttributeError):  # gone already; no pidfd before Linux 5.3
                 fds[os.pidfd_open(pid)] = (pe, pid)
         if fds:
             threading.Thread(target=self._watch, args=(fds,), name="shmem-notebook-deaths", daemon=True).start()
+        else:
+            self._told.set()
+
+    def first_deaths(self, timeout: float = 2.0) -> dict[int, int | None]:
+        """``first``, once the thread noted it: a client that saw a PE end may look before the thread,
+        woken by the same end, took the GIL (CI met it: hydra's report, naming a PE it killed after, was
+        kept). Waits up to ``timeout`` s once one of them ended (not at all while they all run)."""
+        if not all(map(alive, self.values())):
+            self._told.wait(timeout)
+        return self.first
 
     def _watch(self, fds: dict[int, tuple[int, int]]) -> None:
         try:
             ended, _, _ = select.select(list(fds), [], [])
             self.first = {fds[fd][0]: _wait_status(fds[fd][1]) for fd in ended}
         finally:
+            self._told.set()
             for fd in fds:
                 os.close(fd)
 
