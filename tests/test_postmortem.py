@@ -160,6 +160,15 @@ def test_where_report_groups_pes_and_quotes_the_line():
         "PE 1: finished",
         "PE 2-3: line 4, helper()  (blocked in shmem.wait_until)",
     ]
+    # a teaching collective whose name contains the library's call still names the call (CI's SOS hang
+    # said only "line 45, collectives.allreduce(...)" while every PE was in the library's reduce)
+    code = 'collectives.allreduce(out, big, "sum", algorithm=alg)\nshmem.reduce(out, big)\nreduce(out, big)'
+    where = {0: (1, "reduce"), 1: (2, "reduce"), 2: (3, "reduce")}
+    assert where_report(where, code, 3) == [
+        'PE 0: line 1, collectives.allreduce(out, big, "sum", algorithm=alg)  (blocked in shmem.reduce)',
+        "PE 1: line 2, shmem.reduce(out, big)",
+        "PE 2: line 3, reduce(out, big)",
+    ]
 
 
 def test_a_syntax_error_names_the_cells_line_not_a_temporary_file():

@@ -175,11 +175,15 @@ def where_report(locations: Mapping[int, tuple[int, str | None] | str], code: st
             if call == EMULATED_WAIT:
                 where = f"line {line}, {text}  (waiting in a team call the tool emulates)"
             else:
-                where = f"line {line}, {text}" + (
-                    f"  (blocked in shmem.{call})" if call and f"{call}(" not in text else ""
-                )
+                where = f"line {line}, {text}" + (f"  (blocked in shmem.{call})" if call and not _shows(text, call) else "")
         groups.setdefault(where, []).append(pe)
     return [f"PE {pe_ranges(pes)}: {where}" for where, pes in groups.items()]
+
+
+def _shows(text: str, call: str) -> bool:
+    """Whether a cell's line calls shmem's ``call`` itself: ``shmem.reduce(`` or a bare ``reduce(``, not
+    ``collectives.allreduce(`` (blocked in the library's reduce, which the report must then name)."""
+    return re.search(rf"(?<![\w.]){call}\(|\bshmem\.{call}\(", text) is not None
 
 
 def cell_error(error: tuple[str, str, str], code: str) -> tuple[str, str, str]:
