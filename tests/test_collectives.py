@@ -3,6 +3,8 @@ the library's own call, on TEAM_WORLD and on a team, at 1, 2, 3, 4 and 6 PEs."""
 
 import io
 import json
+import re
+import warnings
 
 import numpy as np
 import pytest
@@ -90,18 +92,51 @@ print("REPORT " + json.dumps(rep))
 """
 
 
+def library_hang(error):
+    """The OpenSHMEM call every PE is blocked in, by the tool's hang report, when it is one call of the
+    library's own for all of them (``(blocked in shmem.reduce)`` on every line); else None."""
+    calls = {m.group(1) if (m := re.search(r"\(blocked in shmem\.(\w+)\)$", line)) else None for line in error.where}
+    return calls.pop() if len(calls) == 1 and None not in calls else None
+
+
+def test_library_hang_is_every_pe_in_one_call_of_the_librarys():
+    line = 'line 45, collectives.allreduce(big_out, big, "sum", team=team, algorithm=alg)'
+    assert library_hang(CellStoppedError("late", [f"PE 0-3: {line}  (blocked in shmem.reduce)"])) == "reduce"
+    for where in (
+        [f"PE 0-3: {line}"],  # in no call of the library's: the teaching algorithms' own wait, say
+        [f"PE 0-1: {line}  (blocked in shmem.reduce)", f"PE 2-3: {line}  (blocked in shmem.barrier_all)"],
+        [f"PE 0-2: {line}  (blocked in shmem.reduce)", "PE 3: finished"],
+        [f"PE 0-3: {line}  (waiting in a team call the tool emulates)"],
+    ):
+        assert library_hang(CellStoppedError("late", where)) is None, where
+
+
+def run_cell(job, timeout=120, stacks_after=90):
+    """The cell's result. A hang fails the test with the tool's report of where each PE waits and every
+    PE's native stacks (taken ``stacks_after`` s in), after a restart, so the module's other tests get
+    a fresh job; a hang inside the library's own call (every PE in it: SOS's reduce, in CI, issue 43)
+    is said as a warning and the cell run once more on the fresh job."""
+    for attempt in (1, 2):
+        with native_stacks_if_late(job, after=stacks_after) as stacks:
+            try:
+                cell = CELL.replace("BIG", str(BIG)).replace("OPS", repr(OPS))
+                return job.run(cell, stdout=io.StringIO(), timeout=timeout)
+            except CellStoppedError as e:
+                error = e
+        native = "\n".join(f"-- PE {pe}:\n{text}" for pe, text in stacks.items())
+        short = native_summary(stacks) if stacks else "(none taken)"
+        # the short form last: a CI log's excerpt keeps a failure's end
+        report = f"{error}\nnative stacks at {stacks_after} s:\n{native}\nthe same, short:\n{short}"
+        job.restart()
+        call = library_hang(error)
+        if attempt == 2 or call is None:
+            pytest.fail(report)
+        warnings.warn(f"{job.library.name}'s own {call} hung (run again on a fresh job): {report}", stacklevel=1)
+
+
 def test_every_algorithm_equals_numpy_and_the_library(job):
-    out = io.StringIO()
-    # the cell's limit is below pytest's (300 s): a hang ends in the tool's report of where each PE waits,
-    # and (issue 43: once on SOS at 4 PEs, never reproduced since) every PE's native stacks from 150 s on
-    with native_stacks_if_late(job, after=150) as stacks:
-        try:
-            result = job.run(CELL.replace("BIG", str(BIG)).replace("OPS", repr(OPS)), stdout=out, timeout=200)
-        except CellStoppedError as e:
-            native = "\n".join(f"-- PE {pe}:\n{text}" for pe, text in stacks.items())
-            short = native_summary(stacks) if stacks else "(none taken)"
-            # the short form last: a CI log's excerpt keeps a failure's end
-            pytest.fail(f"{e}\nnative stacks at 150 s:\n{native}\nthe same, short:\n{short}")
+    # each run's limit, twice, is below pytest's (300 s); a run takes 10-30 s (SOS at 4 PEs under load)
+    result = run_cell(job)
     n = job.n
     teams = {"world": list(range(n))}
     if n > 2:
