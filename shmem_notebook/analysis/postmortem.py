@@ -175,7 +175,8 @@ def where_report(locations: Mapping[int, tuple[int, str | None] | str], code: st
             if call == EMULATED_WAIT:
                 where = f"line {line}, {text}  (waiting in a team call the tool emulates)"
             else:
-                where = f"line {line}, {text}" + (f"  (blocked in shmem.{call})" if call and not _shows(text, call) else "")
+                blocked = f"  (blocked in shmem.{call})" if call and not _shows(text, call) else ""
+                where = f"line {line}, {text}{blocked}"
         groups.setdefault(where, []).append(pe)
     return [f"PE {pe_ranges(pes)}: {where}" for where, pes in groups.items()]
 
