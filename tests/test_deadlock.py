@@ -5,6 +5,7 @@ paused and hung until a restart. Each deadlocked cell has a corrected twin that 
 peer that computes for 5 s before it writes is not a deadlock. Real 2- and 4-PE jobs, Open MPI's
 OSHMEM and Sandia OpenSHMEM; the rules and the sentences alone at the end (no PEs)."""
 
+import io
 import time
 
 import psutil
@@ -12,7 +13,7 @@ import pytest
 
 from conftest import job_fixture, quiet
 from shmem_notebook import CellStoppedError
-from shmem_notebook.cells import stranded
+from shmem_notebook.cells import deadlock as deadlock_module, stranded
 from shmem_notebook.cells.deadlock import condition, deadlocked, message
 from shmem_notebook.inspector.snapshot import gather_snapshot
 
@@ -212,6 +213,34 @@ def test_a_slow_peer_is_not_a_deadlock(job, how):
     started = time.monotonic()
     assert quiet(job, code).stdout == {pe: f"waited {pe}\n" for pe in range(job.n)}
     assert time.monotonic() - started > 5
+
+
+@pytest.mark.parametrize("teams", ["different", "same"])
+def test_every_pe_in_one_call_that_does_not_end_is_said_once(job, teams, monkeypatch):
+    """Every PE in one team sync, each given its own team: no deadlock by the rules (the teams are not
+    known), and no PE is missing from the call. After LONG_WAIT s (here 2) the cell says so once on its
+    stderr, where every PE is, and goes on to its timeout. Its twin, one team for all, runs normally."""
+    monkeypatch.setattr(deadlock_module, "LONG_WAIT", 2.0)
+    ready(job)
+    pick = "(a if me == 0 else b)" if teams == "different" else "a"
+    code = (
+        "a = shmem.TEAM_WORLD.split_strided(0, 1, npes)\nb = shmem.TEAM_WORLD.split_strided(0, 1, npes)\n"
+        f"{pick}.sync()\nprint('synced')"
+    )
+    err = io.StringIO()
+    try:
+        if teams == "same":
+            assert quiet(job, code, stderr=err, timeout=30).stdout == {pe: "synced\n" for pe in range(job.n)}
+            assert "shmem_notebook:" not in err.getvalue()
+            return
+        with pytest.raises(CellStoppedError, match="did not finish within 8 s"):
+            quiet(job, code, stderr=err, timeout=8)
+        said = err.getvalue()
+        assert said.count("shmem_notebook: every PE has waited 2 s in a call they are all in") == 1, said
+        assert "different teams or arguments" in said and "`%shmem restart`" in said, said
+        assert f"PE 0-{job.n - 1}: line 3, (a if me == 0 else b).sync()" in said, said
+    finally:
+        job.restart()  # the teams (and, on SOS, the paused PEs) go
 
 
 # -- the rules and the sentences alone (no PEs) ---------------------------------------------------

@@ -18,6 +18,10 @@ PEs polling in Python are interrupted, PEs then left in one world barrier are jo
 call the tool emulates are interrupted, and the job stays ready; otherwise the waiting PEs are
 paused (no CPU) and the job is marked hung until a restart.
 
+Every PE waiting, unchanged, in calls a look found no deadlock in (a collective they are all in) for
+:data:`LONG_WAIT` s is said once, as a notice on the cell's stderr: it may be hung inside the library
+(CI met Sandia OpenSHMEM's reduce so) or the PEs passed it different teams; the cell goes on.
+
 Where the PEs keep no board (PEs on other hosts, ``SHMEM_NOTEBOOK_POLITE_MS=0`` in their
 environment) or with ``rc.deadlock_ms = 0``, a deadlock runs until the timeout or the stop button.
 """
@@ -29,6 +33,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..analysis.postmortem import where_report
 from ..folding import fold, pe_ranges
 from ..operations import CALLS
 from ..rc import rc
@@ -39,12 +44,25 @@ if TYPE_CHECKING:
 
     from .surface import JobSurface
 
-__all__ = ["AGAIN", "FOR_A_WRITE", "WORLD", "Watch", "deadlocked", "condition", "message"]
+__all__ = [
+    "AGAIN",
+    "FOR_A_WRITE",
+    "LONG_WAIT",
+    "WORLD",
+    "Watch",
+    "deadlocked",
+    "condition",
+    "lingering_message",
+    "message",
+]
 
 #: seconds between the two looks that must agree
 AGAIN = 0.3
 #: seconds between looks while a PE outside any blocking call may be polling (the cell has polling loops)
 _IDLE_LOOK = 1.0
+#: seconds every PE may wait, unchanged, in calls a look found no deadlock in (a collective all of them
+#: are in) before the cell says, once, that they may be hung inside the library (:meth:`Watch.lingering`)
+LONG_WAIT = 30.0
 #: calls that return only once another PE writes a value (or clears a lock)
 FOR_A_WRITE = frozenset(
     name
@@ -69,6 +87,8 @@ class Watch:
         self.since: dict[int, int] | None = None  # the board as last read: {pe: ns it entered its call, 0: none}
         self.seen: dict[int, Any] | None = None  # where the PEs were at a first look that found them deadlocked
         self.found_none = False  # a look found no deadlock and the board has not changed since
+        self.where: dict[int, Any] = {}  # where that look found every PE
+        self.told = False  # lingering() said it
         self.next = 0.0 if self.settle else math.inf
 
     def look(self, now: float) -> dict[int, Any] | None:
@@ -93,13 +113,37 @@ class Watch:
         where = self.job.locate(range(self.job.n))
         found = deadlocked(where, since, self.polls) if self.job.waiting_since() == since else None
         if found is None:  # some PE computes (it may be about to write), or moved meanwhile
-            self.seen, self.found_none = None, True
+            self.seen, self.found_none, self.where = None, True, where
             self.next = time.monotonic() + _IDLE_LOOK
             return None
         if found == self.seen:
             return found
         self.seen, self.next = found, time.monotonic() + AGAIN
         return None
+
+    def lingering(self) -> dict[int, Any] | None:
+        """Once per cell: where every PE is (as the last look found them) when all of them have waited
+        :data:`LONG_WAIT` s in calls that look found no deadlock in, the board unchanged since: a
+        collective every PE is in that does not end, hung inside the library (CI met Sandia
+        OpenSHMEM's reduce so) or given different teams. Else None."""
+        if self.told or not self.found_none or not self.since:
+            return None
+        waiting = [ns for ns in self.since.values() if ns]
+        if len(waiting) < len(self.since) or time.monotonic_ns() / 1e9 - max(waiting) / 1e9 < LONG_WAIT:
+            return None
+        self.told = True
+        return self.where
+
+
+def lingering_message(where: Mapping[int, Any], code: str, npes: int) -> str:
+    """What :meth:`Watch.lingering` found, in words, with a line per group of PEs."""
+    lines = "\n".join(where_report(where, code, npes))
+    return (
+        f"shmem_notebook: every PE has waited {LONG_WAIT:g} s in a call they are all in, so no PE is missing from "
+        "it, and it does not end: the PEs may have passed it different teams or arguments, or it hangs inside the "
+        "OpenSHMEM library. The cell goes on; to end it, interrupt the kernel (the stop button), then run "
+        f"`%shmem restart` if the PEs stay blocked. Where every PE is:\n{lines}\n"
+    )
 
 
 def deadlocked(where: dict[int, Any], since: Mapping[int, int], polls: set[int]) -> dict[int, Any] | None:

@@ -257,6 +257,9 @@ def _stream(cell: Cell, started: float) -> tuple[str, list[int]]:
                 cell.waiting = looked
             if outcome is None and len(pending) == job.n and (stuck := watch.look(now)):
                 outcome, cell.waiting = "deadlock", stuck  # every PE waits for another
+            if outcome is None and len(pending) == job.n and (lingering := watch.lingering()) is not None:
+                err.flush()
+                cell.write_err(deadlock.lingering_message(lingering, cell.code, job.n))
         return outcome, feed()
     finally:
         out.close()
