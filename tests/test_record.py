@@ -5,6 +5,7 @@ import io
 import pytest
 
 from conftest import job_fixture, quiet
+from shmem_notebook.errors import PEError
 from shmem_notebook.operations import ATOMICS, CALLS, RECORDED_AS
 
 RACY = """
@@ -109,6 +110,31 @@ def test_every_call_is_unwrapped_after_the_cell(job):
         stdout=out,
     )
     assert set(out.getvalue().split("] ", 1)[1].splitlines()) == {"[] False"}, out.getvalue()
+
+
+#: what the collector is set to on each PE: the oldest generation's threshold, whether objects are frozen
+COLLECTOR = "import gc as _gc\nprint(_gc.get_threshold()[2], _gc.get_freeze_count() > 0)"
+
+
+@pytest.mark.parametrize("cell", ["ends", "raises"])
+def test_the_collector_is_as_before_after_a_recorded_cell(job, cell):
+    """While a cell is recorded, the collector leaves the oldest generation and the objects from before the
+    cell alone (a fork server's PE had them frozen already: counting them cost 5-12 ms a cell); after the cell,
+    ended or raised, it is set as it was, and what the fork server froze stays frozen."""
+
+    def collector(**options):
+        code = COLLECTOR + ("\nraise ValueError('on purpose')" if options.pop("raises", False) else "")
+        try:
+            quiet(job, code, **options)
+        except PEError:
+            pass
+        return sorted(tuple(text.split()) for text in job.last_result.stdout.values())
+
+    before = collector()
+    during = collector(race=True, raises=cell == "raises")
+    assert len(during) == job.n and all(int(oldest) >= 1 << 30 and frozen == "True" for oldest, frozen in during), during
+    assert len(before) == job.n and all(int(oldest) < 1000 for oldest, _ in before), before
+    assert collector() == before
 
 
 def test_the_catalogue_names_every_atomic_once():

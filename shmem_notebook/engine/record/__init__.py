@@ -17,6 +17,7 @@ cell may be race-checked, traced and stressed at once, in any order.
 
 from __future__ import annotations
 
+import functools
 import gc
 from typing import Any, cast
 
@@ -90,6 +91,17 @@ def _rewrite_stop(transformer: MarkTransformer) -> None:
         events.unregister("pre_run_cell", transformer.expect)
 
 
+#: the oldest generation's threshold while a cell is recorded: never reached
+NO_FULL_COLLECTION = 1 << 30
+
+
+@functools.cache
+def _frozen_before() -> bool:
+    """Whether objects were frozen before any recording (the fork server freezes what it imported).
+    Asked once: counting them walks them all (5-12 ms a cell on a forked PE)."""
+    return gc.get_freeze_count() > 0
+
+
 def race_start(options: dict[str, Any] | None = None) -> bool:
     """Collective. Record the next cell for the race check: every call, and (``loads``, default True) the
     cell's loads and stores. ``options``: ``cap`` (default :data:`CAP`), ``loads``, ``private`` (per
@@ -109,12 +121,16 @@ def race_start(options: dict[str, Any] | None = None) -> bool:
     _rewrite_with(transformer)
     hooks.install(recording)
     layer.attach("race", recording)
-    # the objects that exist now (the engine's, the namespace's) are not looked at by the collector
-    # while the cell runs: its collections, set off by the events the recording keeps, were a
-    # quarter of a traced loop's time; they are looked at again when the recording stops
-    recording.froze = not gc.get_freeze_count()
+    # while the cell runs, the collector leaves alone the objects that exist now (the engine's, the
+    # namespace's: frozen) and the oldest generation (its threshold is never reached): its collections,
+    # set off by the events the recording keeps, were a quarter of a traced loop's time. Both end with
+    # the recording. A PE the fork server forked has the server's objects frozen already; an unfreeze
+    # would thaw those too, so there only the threshold holds
+    recording.froze = not _frozen_before()
     if recording.froze:
         gc.freeze()
+    recording.thresholds = gc.get_threshold()
+    gc.set_threshold(*recording.thresholds[:2], NO_FULL_COLLECTION)
     return True
 
 
@@ -126,6 +142,8 @@ def race_stop() -> dict[str, Any] | None:
     hooks.uninstall()
     if recording.froze:
         gc.unfreeze()
+    if gc.get_threshold()[2] == NO_FULL_COLLECTION:  # unless the cell set its own
+        gc.set_threshold(*recording.thresholds)
     _rewrite_stop(recording.transformer)
     callsites.place_calls(recording)
     data = recording.data()

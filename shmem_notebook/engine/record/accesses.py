@@ -215,6 +215,7 @@ class RaceRecording:
 
     transformer: MarkTransformer
     froze: bool
+    thresholds: tuple[int, int, int]
     compiled: set[int]
     calls: array.array[int]
     call_line: int | None
