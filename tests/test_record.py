@@ -132,7 +132,8 @@ def test_the_collector_is_as_before_after_a_recorded_cell(job, cell):
 
     before = collector()
     during = collector(race=True, raises=cell == "raises")
-    assert len(during) == job.n and all(int(oldest) >= 1 << 30 and frozen == "True" for oldest, frozen in during), during
+    assert len(during) == job.n, during
+    assert all(int(oldest) >= 1 << 30 and frozen == "True" for oldest, frozen in during), during
     assert len(before) == job.n and all(int(oldest) < 1000 for oldest, _ in before), before
     assert collector() == before
 
