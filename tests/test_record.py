@@ -1,5 +1,6 @@
 """The recording layer on real PEs: one wrapper, independent consumers (race, trace, stress)."""
 
+import contextlib
 import io
 
 import pytest
@@ -122,12 +123,9 @@ def test_the_collector_is_as_before_after_a_recorded_cell(job, cell):
     cell alone (a fork server's PE had them frozen already: counting them cost 5-12 ms a cell); after the cell,
     ended or raised, it is set as it was, and what the fork server froze stays frozen."""
 
-    def collector(**options):
-        code = COLLECTOR + ("\nraise ValueError('on purpose')" if options.pop("raises", False) else "")
-        try:
-            quiet(job, code, **options)
-        except PEError:
-            pass
+    def collector(raises=False, **options):
+        with pytest.raises(PEError, match="on purpose") if raises else contextlib.nullcontext():
+            quiet(job, COLLECTOR + ("\nraise ValueError('on purpose')" if raises else ""), **options)
         return sorted(tuple(text.split()) for text in job.last_result.stdout.values())
 
     before = collector()
