@@ -1,10 +1,13 @@
 """Reading oshrun's output and PE stack dumps: pure text, no OpenSHMEM."""
 
 import os
+import resource
 import signal
 import subprocess
 import sys
 import time
+
+import pytest
 
 from shmem_notebook.analysis.postmortem import (
     UNREPORTED,
@@ -97,9 +100,18 @@ def test_the_pes_seen_ending_first_correct_a_report_that_names_a_pe_killed_after
     assert with_first_deaths(hydra_blames_0, {}, {0, 1}) == hydra_blames_0
 
 
-def test_local_pes_note_which_pe_ended_first_and_how():
-    """The watcher reads how the first PE ended from its zombie, before its parent reaps it."""
+@pytest.mark.parametrize("descriptors", ["few", "over_1024"])
+def test_local_pes_note_which_pe_ended_first_and_how(descriptors):
+    """The watcher reads how the first PE ended from its zombie, before its parent reaps it; also in a
+    kernel whose descriptors are numbered past select's limit (a long-lived notebook's)."""
     sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(3)]
+    held, limits = [], resource.getrlimit(resource.RLIMIT_NOFILE)
+    if descriptors == "over_1024":
+        soft, hard = limits
+        if hard != resource.RLIM_INFINITY and hard < 1200:
+            pytest.skip(f"this process may open only {hard} files")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+        held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
     try:
         pes = LocalPEs({pe: p.pid for pe, p in enumerate(sleepers)})
         assert pes.first == {} and sorted(pes) == [0, 1, 2]
@@ -114,9 +126,49 @@ def test_local_pes_note_which_pe_ended_first_and_how():
         sleepers[1].wait()
         assert pes.first == seen, "only the first wake counts"
     finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, limits)
         for p in sleepers:
             p.kill()
             p.wait()
+
+
+def test_local_pes_order_deaths_by_their_lifelines():
+    """A PE whose files closed (the first step of its exit, which the launcher reacts to) came first,
+    even when its exit then takes longer than that of a PE the launcher killed after it."""
+    first = subprocess.Popen(
+        [sys.executable, "-c", LIFELINE_HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lifeline = int(first.stdout.readline())
+        pes = LocalPEs({0: first.pid, 1: killed.pid}, {0: lifeline, 1: None})
+        first.stdin.write("\n")
+        first.stdin.flush()
+        assert first.stdout.readline().strip() == "closed"
+        time.sleep(0.2)  # the launcher reacts, while the first PE is still exiting
+        killed.kill()
+        assert wait(lambda: not alive(pes[1]), 5.0) and alive(pes[0])  # its zombie came first
+        assert pes.first_deaths() == {0: 3 << 8}
+        assert with_first_deaths({1: "signal 9 (SIGKILL)"}, pes.first, pes) == {0: "exit code 3"}
+    finally:
+        for p in (first, killed):
+            p.kill()
+            p.wait()
+
+
+#: a PE's lifeline (engine.runtime.lifeline): it closes its files, then takes 0.6 s more to exit
+LIFELINE_HOLDER = """import os, sys, time
+read, write = os.pipe()
+os.close(read)
+print(write, flush=True)
+sys.stdin.readline()
+os.close(write)
+print("closed", flush=True)
+time.sleep(0.6)
+os._exit(3)
+"""
 
 
 def test_crash_causes():

@@ -29,7 +29,7 @@ from .mpi_version import mpi_version
 from .shims import pitfalls
 from .shims.blocked_call import decode, symmetric_view
 
-__all__ = ["info", "bind", "join", "poke", "released", "main"]
+__all__ = ["info", "lifeline", "bind", "join", "poke", "released", "main"]
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -74,14 +74,28 @@ def bind(shell: Any) -> None:
     shell.events.register("post_run_cell", _after_cell)
 
 
+_lifelines: dict[int, int] = {}  # pid -> the write end of its lifeline (a forked process makes its own)
+
+
+def lifeline() -> int:
+    """The write end of a pipe only this process holds (its read end closed): the descriptor a client
+    on this host opens through ``/proc`` to learn the moment the PE's files close, early in its exit,
+    before the launcher can see it end and end the others (:class:`shmem_notebook.job.processes.LocalPEs`)."""
+    if os.getpid() not in _lifelines:
+        read, _lifelines[os.getpid()] = os.pipe()
+        os.close(read)
+    return _lifelines[os.getpid()]
+
+
 def info() -> dict[str, Any]:
-    """Who this PE is: pe, pid, host, heap used/size, library name and version."""
+    """Who this PE is: pe, pid, host, heap used/size, library name and version, its :func:`lifeline`."""
     used, size = heap.heap_usage()
     major, minor = shmem.info_get_version()
     return {
         "pe": shmem.my_pe(),
         "npes": shmem.n_pes(),
         "pid": os.getpid(),
+        "lifeline": lifeline(),
         "host": socket.gethostname(),
         "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
         "heap_used": used,

@@ -193,7 +193,10 @@ class Job(SymmetricArrays, Health, Asking):
         self.library.check_world(self.n, [info["npes"] for info in infos])  # not N one-PE jobs
         self.pes = {info["pe"]: info for info in infos}
         here = socket.gethostname()
-        self._pe_procs = LocalPEs({pe: i["pid"] for pe, i in self.pes.items() if i["host"] == here})
+        local = {pe: i for pe, i in self.pes.items() if i["host"] == here}
+        self._pe_procs = LocalPEs(
+            {pe: i["pid"] for pe, i in local.items()}, {pe: i.get("lifeline") for pe, i in local.items()}
+        )
         if self.dispatch == "direct":
             channel = CellChannel(self.n, self.ip)
             channel.connect(self._transport)  # it closes again when a PE cannot reach it
