@@ -28,5 +28,6 @@ done
 .venv/bin/ruff check . || { echo "== ruff check failed (above): fix the code, then run the tests again" >&2; exit 1; }
 .venv/bin/ruff format --check . || { echo "== ruff format --check failed (above): run .venv/bin/ruff format ." >&2; exit 1; }
 .venv/bin/mypy || { echo "== mypy failed (above): fix the types, then run the tests again" >&2; exit 1; }
-# two workers (pytest-xdist), each taking whole modules (their jobs are module-scoped), the slowest first
-exec .venv/bin/python -m pytest -ra --durations=15 -n 2 --dist loadfile "$@"  # and the 15 slowest tests
+# three workers (pytest-xdist) on 2 cores: the suite waits more than it computes (docs/install.md); each
+# takes whole modules (their jobs are module-scoped), the slowest first
+exec .venv/bin/python -m pytest -ra --durations=15 -n 3 --dist loadfile "$@"  # and the 15 slowest tests

@@ -157,6 +157,8 @@ class PEContext:
     signals: weakref.WeakValueDictionary[int, Any] = field(default_factory=weakref.WeakValueDictionary)
     signals_made: dict[int, int] = field(default_factory=dict)
     record: RecordState = field(default_factory=RecordState)
+    #: (pid, the write end of its lifeline) (:func:`.runtime.lifeline`; a process forked after makes its own)
+    lifeline: tuple[int, int] | None = None
     #: the namespace before there is a shell (a module's helpers run in tests without an engine)
     no_shell: dict[str, Any] = field(default_factory=dict, repr=False)
 

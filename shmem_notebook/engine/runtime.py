@@ -74,17 +74,15 @@ def bind(shell: Any) -> None:
     shell.events.register("post_run_cell", _after_cell)
 
 
-_lifelines: dict[int, int] = {}  # pid -> the write end of its lifeline (a forked process makes its own)
-
-
 def lifeline() -> int:
     """The write end of a pipe only this process holds (its read end closed): the descriptor a client
     on this host opens through ``/proc`` to learn the moment the PE's files close, early in its exit,
     before the launcher can see it end and end the others (:class:`shmem_notebook.job.processes.LocalPEs`)."""
-    if os.getpid() not in _lifelines:
-        read, _lifelines[os.getpid()] = os.pipe()
+    if this_pe.lifeline is None or this_pe.lifeline[0] != os.getpid():
+        read, write = os.pipe()
         os.close(read)
-    return _lifelines[os.getpid()]
+        this_pe.lifeline = (os.getpid(), write)
+    return this_pe.lifeline[1]
 
 
 def info() -> dict[str, Any]:

@@ -192,11 +192,7 @@ class Job(SymmetricArrays, Health, Asking):
         infos = self.ask("info").values()
         self.library.check_world(self.n, [info["npes"] for info in infos])  # not N one-PE jobs
         self.pes = {info["pe"]: info for info in infos}
-        here = socket.gethostname()
-        local = {pe: i for pe, i in self.pes.items() if i["host"] == here}
-        self._pe_procs = LocalPEs(
-            {pe: i["pid"] for pe, i in local.items()}, {pe: i.get("lifeline") for pe, i in local.items()}
-        )
+        self._pe_procs = LocalPEs.on_this_host(self.pes)
         if self.dispatch == "direct":
             channel = CellChannel(self.n, self.ip)
             channel.connect(self._transport)  # it closes again when a PE cannot reach it

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import socket
 import stat
 import threading
 import time
@@ -80,6 +81,12 @@ class LocalPEs(dict[int, Any]):
             self._told.set()
             for fd in lines:
                 os.close(fd)
+
+    @classmethod
+    def on_this_host(cls, infos: dict[int, dict[str, Any]]) -> LocalPEs:
+        """The PEs of ``infos`` (PE -> its answer to ``info``: host, pid, lifeline) that run on this host."""
+        here = {pe: i for pe, i in infos.items() if i["host"] == socket.gethostname()}
+        return cls({pe: i["pid"] for pe, i in here.items()}, {pe: i.get("lifeline") for pe, i in here.items()})
 
     def first_deaths(self, timeout: float = 2.0) -> dict[int, int | None]:
         """``first``, once the thread noted it: a client that saw a PE end may look before the thread,
