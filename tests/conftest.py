@@ -447,9 +447,9 @@ REFUSED = ("oshrun", "mpirun", "mpiexec", "srun", "sbatch", "salloc")
 
 
 #: the modules that take longest, the longest first (tests/*.py, seconds of a CI run under
-#: ``pytest -n 2``: 150-270 s each (about as long at ``-n 3``), the median module 10 s). The workers of ``pytest -n`` take whole
-#: modules (``--dist loadfile``, for the module-scoped jobs) in the order they were collected: these
-#: go first, so the run does not end with one worker in a long module and the other idle.
+#: ``pytest -n 2``: 150-270 s each, about as long at ``-n 3``; the median module 10 s). The workers of
+#: ``pytest -n`` take whole modules (``--dist loadfile``, for the module-scoped jobs) in the order they were
+#: collected: these go first, so the run does not end with one worker in a long module and the others idle.
 SLOWEST_FIRST = (
     "test_races.py",
     "test_race_runner.py",
