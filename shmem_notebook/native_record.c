@@ -1405,6 +1405,22 @@ done:
     return out;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Index: hooks._Index, whose item is its key: a rewritten subscript's index made by the interpreter's
+ * own BUILD_SLICE (ix[1:2] -> slice(1, 2)), not by a call of the name slice (three lookups and a call) */
+static PyObject *index_subscript(PyObject *self, PyObject *key) { return Py_NewRef(key); }
+
+static PyMappingMethods index_mapping = {0, index_subscript, 0};
+
+static PyTypeObject IndexType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_shmem_notebook_record.Index",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_as_mapping = &index_mapping,
+    .tp_new = PyType_GenericNew,
+    .tp_doc = "Index()[key] -> key: a subscript's index as a value.",
+};
+
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(depth, cell_files, line_of, cell_line, python): what the functions read (python: the hooks "
@@ -1425,7 +1441,7 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_shmem_notebook_r
 PyMODINIT_FUNC PyInit__shmem_notebook_record(void) {
     import_array();
     if (PyType_Ready(&RecordedType) < 0 || PyType_Ready(&PlainRMAType) < 0 || PyType_Ready(&AccessType) < 0 ||
-        PyType_Ready(&WorldSyncType) < 0)
+        PyType_Ready(&WorldSyncType) < 0 || PyType_Ready(&IndexType) < 0)
         return NULL;
     struct {
         PyObject **to;
@@ -1447,7 +1463,8 @@ PyMODINIT_FUNC PyInit__shmem_notebook_record(void) {
     if (PyModule_AddObjectRef(m, "Recorded", (PyObject *)&RecordedType) < 0 ||
         PyModule_AddObjectRef(m, "PlainRMA", (PyObject *)&PlainRMAType) < 0 ||
         PyModule_AddObjectRef(m, "Access", (PyObject *)&AccessType) < 0 ||
-        PyModule_AddObjectRef(m, "WorldSync", (PyObject *)&WorldSyncType) < 0) {
+        PyModule_AddObjectRef(m, "WorldSync", (PyObject *)&WorldSyncType) < 0 ||
+        PyModule_AddObjectRef(m, "Index", (PyObject *)&IndexType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -102,6 +102,31 @@ def test_a_cell_run_again_is_rewritten_once_and_an_edited_one_anew(job):
     assert kept == [{"1"}, {"1"}, {"2"}, {"2"}, {"2"}]
 
 
+#: a user's variable named ``slice`` (the rewrite once called the name for ``x[a:b]``), and a 2-D index
+#: with a slice in it; racy: PE 1 reads what PE 0 puts, unordered
+SLICE_TAKEN = """
+slice = A[0:2]
+M = np.zeros((2, 4))
+M[0, 1:3] = 1
+A[:] = 0
+shmem.barrier_all()
+if me == 0:
+    shmem.put(A[0:2], np.full(2, 7, dtype=A.dtype), 1)
+{fix}if me == 1:
+    print("saw", int(A[1:2][0]), len(slice), M[0, 1:3].sum())
+shmem.barrier_all()
+"""
+
+
+@pytest.mark.parametrize("fix", ["", "shmem.barrier_all()\n"], ids=["racy", "fixed"])
+def test_a_cell_may_name_a_variable_slice(job, fix):
+    """The rewrite makes a subscript's index as the interpreter does (not by calling ``slice``)."""
+    out = io.StringIO()
+    result = job.run(SLICE_TAKEN.format(fix=fix), arrays=ARRAYS, race=True, stdout=out)
+    assert len(result.races) == (0 if fix else 1), result.races
+    assert "2 2.0" in out.getvalue(), out.getvalue()
+
+
 def test_every_call_is_unwrapped_after_the_cell(job):
     quiet(job, RACY, arrays=ARRAYS, race=True, trace=True, stress=3)
     out = io.StringIO()

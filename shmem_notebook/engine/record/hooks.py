@@ -81,7 +81,11 @@ def install(recording: RaceRecording) -> None:
     _record.written.clear()
     ns = this_pe.namespace
     native = in_c.module()
-    hooks = {**FUNCS, "get": native.get, "set": native.set, "read": native.read} if native is not None else FUNCS
+    hooks = (
+        FUNCS
+        if native is None
+        else {**FUNCS, "get": native.get, "set": native.set, "read": native.read, "ix": native.Index()}
+    )
     if native is not None:
         native.feed(recording)
     for hook, func in hooks.items():
@@ -785,6 +789,13 @@ def _fn(f: _T) -> _T:
     return f
 
 
+class _Index:
+    """``_Index()[key] -> key``: a rewritten subscript's index as a value (``native_record.c``'s ``Index``)."""
+
+    def __getitem__(self, key: _T) -> _T:
+        return key
+
+
 FUNCS: dict[str, Callable[..., Any]] = {
     "mark": _mark,
     "get": _get,
@@ -798,4 +809,5 @@ FUNCS: dict[str, Callable[..., Any]] = {
     "top": _top,
     "fn": _fn,
     "exec": _exec,
+    "ix": _Index(),  # type: ignore[dict-item]  # not called: subscripted
 }

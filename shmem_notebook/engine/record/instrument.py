@@ -39,6 +39,7 @@ HOOKS = {
     "top": "_shmem_race_top",  # top(line, f, *args, **kwargs): call, made by the cell's own top-level code
     "fn": "_shmem_race_fn",  # fn(f) -> f, marks a function defined in the cell
     "exec": "_shmem_race_exec",  # exec(line, exec, globals(), locals(), *args, **kwargs): exec, its code rewritten
+    "ix": "_shmem_race_ix",  # ix[index] -> index: a subscript's index (slices, tuples of them) as a value
 }
 #: hooks whose recorded line is their first argument; the others' is their last
 _LINE_FIRST = {HOOKS["call"], HOOKS["top"], HOOKS["exec"]}
@@ -70,16 +71,12 @@ def _call(hook: str, *args: ast.expr) -> ast.Call:
 
 
 def _index(node: ast.expr) -> ast.expr:
-    """A subscript's slice as an expression that can be passed to a function."""
-    if isinstance(node, ast.Slice):
-        parts = [node.lower, node.upper, node.step]
-        return ast.Call(
-            func=ast.Name(id="slice", ctx=ast.Load()),
-            args=[p if p is not None else ast.Constant(None) for p in parts],
-            keywords=[],
-        )
-    if isinstance(node, ast.Tuple):
-        return ast.Tuple(elts=[_index(e) for e in node.elts], ctx=ast.Load())
+    """A subscript's slice as an expression that can be passed to a function: ``1:2`` -> ``ix[1:2]``, which
+    the interpreter makes as it makes ``x[1:2]``'s (not ``slice(1, 2)``: a name the cell may have taken)."""
+    if isinstance(node, ast.Slice) or (
+        isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts)
+    ):
+        return ast.Subscript(value=_name("ix"), slice=node, ctx=ast.Load())
     return node
 
 
