@@ -24,7 +24,6 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 def pe(sweeps: int, traced: bool) -> None:
     """The PE side: the stencil cell twice, recorded or not."""
-    import numpy as np  # noqa: F401  (the cell's namespace has it through runtime.bind)
     from IPython.core.interactiveshell import InteractiveShell
 
     sys.path.insert(0, str(HERE))

@@ -85,7 +85,8 @@ class LocalPEs(dict[int, Any]):
     @classmethod
     def on_this_host(cls, infos: dict[int, dict[str, Any]]) -> LocalPEs:
         """The PEs of ``infos`` (PE -> its answer to ``info``: host, pid, lifeline) that run on this host."""
-        here = {pe: i for pe, i in infos.items() if i["host"] == socket.gethostname()}
+        host = socket.gethostname()
+        here = {pe: i for pe, i in infos.items() if i["host"] == host}
         return cls({pe: i["pid"] for pe, i in here.items()}, {pe: i.get("lifeline") for pe, i in here.items()})
 
     def first_deaths(self, timeout: float = 2.0) -> dict[int, int | None]:
