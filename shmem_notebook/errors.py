@@ -68,11 +68,13 @@ class JobStateError(ShmemNotebookError):
 
 
 class PEDiedError(JobStateError):
-    """PEs died while the job ran; ``causes`` maps PE -> cause (signal or exit code)."""
+    """PEs died while the job ran; ``causes`` maps PE -> cause (signal or exit code), ``dumps`` PE -> the
+    Python stacks of every thread it wrote when a signal killed it (PEs on the client's host)."""
 
-    def __init__(self, message: str, causes: Mapping[int, str]) -> None:
+    def __init__(self, message: str, causes: Mapping[int, str], dumps: Mapping[int, str] | None = None) -> None:
         super().__init__(message)
         self.causes = dict(causes)
+        self.dumps = dict(dumps or {})
 
 
 class CellStoppedError(JobStateError):

@@ -222,6 +222,19 @@ def pytest_runtest_logreport(report):
             f.write(json.dumps(row) + "\n")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that failed on a PE's death shows the stacks the PE wrote as it died (``PEDiedError.dumps``):
+    the crashing thread's first, so that a CI log's excerpt names the place of a crash that comes by chance."""
+    outcome = yield
+    report = outcome.get_result()
+    error = call.excinfo.value if call.excinfo is not None else None
+    for pe, dump in sorted(getattr(error, "dumps", {}).items()):
+        blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump)
+        blocks.sort(key=lambda block: block.startswith("Thread"))  # the header, the signalled thread, the others
+        report.sections.append((f"PE {pe}'s stacks when it died", "\n".join(blocks)[:6000]))
+
+
 def pytest_sessionfinish(session):
     """A worker of ``pytest -n`` hands what it found to the controller (:func:`pytest_testnodedown`)."""
     output = getattr(session.config, "workeroutput", None)

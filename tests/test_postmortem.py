@@ -13,6 +13,7 @@ from shmem_notebook.analysis.postmortem import (
     UNREPORTED,
     cell_location,
     crash_causes,
+    crash_site,
     describe_exit,
     where_report,
     with_first_deaths,
@@ -203,6 +204,27 @@ def test_cell_location():
         DUMP.replace('  File "/venv/lib/python3.11/site-packages/shmem4py/shmem.py", line 2480 in barrier_all\n', "")
     ) == (3, None)
     assert cell_location('Thread 0x1 (most recent call first):\n  File "x.py", line 1 in f\n') is None
+
+
+def test_crash_site_names_the_thread_a_signal_struck_off_the_cells_lines():
+    fatal = "Fatal Python error: Segmentation fault\n\n"
+    assert crash_site(fatal + DUMP) is None  # it struck the cell's thread: cell_location names the line
+    engine = (
+        fatal
+        + DUMP.replace("Current thread", "Thread")
+        + (
+            "\nCurrent thread 0x00007f0000000003 (most recent call first):\n"
+            '  File "/work/shmem_notebook/engine/record/__init__.py", line 120 in race_stop\n'
+            '  File "/venv/lib/python3.11/site-packages/ipyparallel/engine/kernel.py", line 80 in apply_request\n'
+        )
+    )
+    assert crash_site(engine) == "in race_stop (shmem_notebook/engine/record/__init__.py:120)"
+    assert cell_location(engine) == (3, "barrier_all")  # where the cell was meanwhile
+    thread = fatal + 'Current thread 0x1 (most recent call first):\n  File "/usr/lib/python3.11/a.py", line 9 in f'
+    assert crash_site(thread) == "in f (a.py:9)"
+    native = fatal + DUMP.replace("Current thread", "Thread")  # no thread is the signalled one: it runs no Python
+    assert crash_site(native).startswith("in a thread that runs no Python code")
+    assert crash_site("") is None and crash_site(DUMP) is None  # nothing written: no fatal signal
 
 
 def test_where_report_groups_pes_and_quotes_the_line():

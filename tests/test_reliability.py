@@ -30,9 +30,27 @@ job2 = job_fixture(2, oshmpi=(2,))
 
 CRASHES = {
     "segfault": ("import ctypes; ctypes.string_at(0)", "signal 11 (SIGSEGV)"),
+    # off the cell's thread: a Python thread, and a thread that runs no Python (as a library's own would)
+    "thread segfault": (
+        "import ctypes, threading; t = threading.Thread(target=ctypes.string_at, args=(0,)); t.start(); t.join()",
+        "signal 11 (SIGSEGV)",
+    ),
+    "C thread segfault": (
+        "import ctypes; libc = ctypes.CDLL(None); "
+        "libc.pthread_create(ctypes.byref(ctypes.c_ulong()), None, ctypes.c_void_p(16), None)",
+        "signal 11 (SIGSEGV)",
+    ),
     "os._exit": ("import os; os._exit(3)", "exit code 3"),
     "global_exit": ("shmem.global_exit(2)", "shmem.global_exit(2)"),
     "sigkill": (None, "signal 9 (SIGKILL)"),  # killed from outside
+}
+#: where the message says the PE was: a fatal signal names the cell's line, or the thread it struck and the
+#: cell's line; an exit or SIGKILL cannot (the PE writes nothing)
+PLACES = {
+    "segfault": " at line 3",
+    "thread segfault": r" in string_at \(ctypes/__init__\.py:\d+\) with the cell's thread at line 3",
+    "C thread segfault": r" in a thread that runs no Python code \(the OpenSHMEM library's own, or another C "
+    r"library's\) with the cell's thread at line [34]",
 }
 
 
@@ -54,8 +72,9 @@ def test_a_dying_pe_ends_the_cell_with_its_cause(job2, kind):
     elapsed = time.monotonic() - t0
     assert elapsed < 5 + (1 if kind == "sigkill" else 0), f"the cell took {elapsed:.1f} s to end"
     message = str(info.value)
-    at = " at line 3" if kind == "segfault" else ""  # a fatal signal names the cell's line; an exit or SIGKILL cannot
-    assert f"PE 1 died of {cause}{at} while the cell ran" in message and "%shmem restart" in message
+    assert re.search(f"PE 1 died of {re.escape(cause)}{PLACES.get(kind, '')} while the cell ran", message), message
+    assert "%shmem restart" in message
+    assert sorted(info.value.dumps) == ([1] if "segfault" in kind else [])  # the stacks it wrote, for a bug report
     assert f"so {os.path.basename(job2.library.oshrun)} ended the job" in message  # oshrun, or OSHMPI's mpirun
     assert info.value.causes[1] == cause
     assert job2.last_result.stdout[0] == "survivor output 0\n"  # the other PE's output is kept

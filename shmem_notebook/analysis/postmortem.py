@@ -8,7 +8,8 @@ Pure text analysis, testable without OpenSHMEM:
   :func:`with_first_deaths` corrects it by the PEs seen to end first.
 - :func:`cell_location` reads a ``faulthandler`` dump of a PE (taken with
   SIGUSR1, which works while the PE is blocked inside a shmem call) into the
-  line of the user's cell it is on and the shmem call it is blocked in.
+  line of the user's cell it is on and the shmem call it is blocked in;
+  :func:`crash_site` says where a PE that died outside its cell's code was.
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from typing import TYPE_CHECKING
 from ..folding import pe_ranges
 from ..operations import EMULATED_WAIT
 
-__all__ = ["crash_causes", "with_first_deaths", "describe_exit", "cell_location", "where_report", "cell_error"]
+__all__ = [
+    "crash_causes",
+    "with_first_deaths",
+    "describe_exit",
+    "cell_location",
+    "crash_site",
+    "where_report",
+    "cell_error",
+]
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
@@ -157,6 +166,32 @@ def cell_location(dump: str) -> tuple[int, str | None] | None:
                 shmem_calls = [f["func"] for f in frames[:i] if "shmem4py" in f["file"]]
                 return int(cell["line"]), (shmem_calls[-1] if shmem_calls else None)
     return None
+
+
+def crash_site(dump: str) -> str | None:
+    """Where a fatal signal struck a PE off its cell's lines, from the ``faulthandler`` dump it wrote then:
+    ``'in race_stop (shmem_notebook/engine/record/__init__.py:120)'`` (the signalled thread's innermost
+    Python frame), or ``'in a thread that runs no Python code (...)'`` when it struck one of the OpenSHMEM
+    library's own threads (or another C library's). ``None`` when it struck the thread running the cell
+    (:func:`cell_location` says where), and for an empty or unreadable dump."""
+    if "Fatal Python error" not in dump:
+        return None
+    for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump):
+        if block.startswith("Current thread"):
+            frames = [m.groupdict() for m in map(_FRAME.match, block.splitlines()) if m]
+            if not frames:
+                return "in a thread with no Python frame"
+            if cell_location(block) is not None:
+                return None
+            return f"in {frames[0]['func']} ({_short_path(frames[0]['file'])}:{frames[0]['line']})"
+    return "in a thread that runs no Python code (the OpenSHMEM library's own, or another C library's)"
+
+
+def _short_path(path: str) -> str:
+    """A frame's file from its package: ``.../site-packages/shmem4py/shmem.py`` -> ``shmem4py/shmem.py``,
+    ``.../lib/python3.11/threading.py`` -> ``threading.py``, ``.../shmem_notebook/x.py`` -> ``shmem_notebook/x.py``."""
+    match = re.search(r"/(?:site-packages|dist-packages|lib/python3\.\d+)/(.+)$|/(shmem_notebook/.+)$", path)
+    return next((part for part in match.groups() if part), path) if match else path
 
 
 def where_report(locations: Mapping[int, tuple[int, str | None] | str], code: str, npes: int) -> list[str]:

@@ -307,6 +307,7 @@ def _error(cell: Cell, result: CellResult, where: dict[int, Any]) -> ShmemNotebo
             f"{job.mark_dead()} while the cell ran; OpenSHMEM has no fault tolerance, so {_launcher(job)} ended "
             f"the job (the other PEs' output is above); {job.RESTART_HINT}",
             job.crash,
+            job.crash_dumps,
         )
     if result.outcome == "deadlock":
         text = deadlock.message(result.waiting, not result.pending, job.RESTART_HINT, cell.code)

@@ -54,6 +54,7 @@ class JobSurface(Protocol):
     stage_state: dict[str, Any]  # what each stage keeps between cells (see .stages)
     specs: dict[str, ArraySpec]  # the declared arrays, in declaration order
     crash: dict[int, Any]  # PE -> cause, once PEs died
+    crash_dumps: dict[int, str]  # PE -> the stacks it wrote when a signal killed it
     restart_on_hang: bool  # a hung cell restarts the job by itself
     RESTART_HINT: str  # how to get a fresh job, in words
     library: Library

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..analysis.postmortem import cell_location, crash_causes, with_first_deaths
+from ..analysis.postmortem import cell_location, crash_causes, crash_site, with_first_deaths
 from ..errors import JobStateError, NoJobError, PEDiedError
 from ..folding import fold, pe_ranges
 from ..operations import EMULATED_WAIT
@@ -36,7 +36,9 @@ class Health:
         if self.state == "running" and self.dead_pes(each=False):
             self.mark_dead()
         if self.state == "dead":
-            raise PEDiedError(f"the job is dead ({self._crash_text()}); {self.RESTART_HINT}", self.crash)
+            raise PEDiedError(
+                f"the job is dead ({self._crash_text()}); {self.RESTART_HINT}", self.crash, self.crash_dumps
+            )
         if self.state == "hung":
             raise JobStateError(f"the job is hung (a cell did not finish); {self.RESTART_HINT}")
 
@@ -72,6 +74,7 @@ class Health:
         self.crash = crash_causes(output, {pe: info.get("pid") for pe, info in self.pes.items()})
         self.crash = with_first_deaths(self.crash, self._pe_procs.first_deaths(), self._pe_procs)
         self.crash.update(self._global_exits())  # oshrun's output may have lost the PE's own note
+        self.crash_dumps.clear()
         self._crash_places = self._died_at(self.crash)
         self.state = "dead"
         self._stop_pes()
@@ -90,8 +93,10 @@ class Health:
 
     def _died_at(self: JobMembers, pes: Iterable[int]) -> dict[int, str]:
         """PE -> " at line 3 (in shmem.put)": the line of the cell each of ``pes`` (of this host) ran when a
-        signal killed it, from the stacks it wrote then (:mod:`shmem_notebook.engine.shims.diagnostics`;
-        the files read are removed). PEs that died outside a cell, or of no signal, are not named."""
+        signal killed it, or where off the cell's lines the signal struck (another thread, the engine's
+        code), from the stacks it wrote then
+        (:mod:`shmem_notebook.engine.shims.diagnostics`; the files read are removed, their text kept in
+        ``crash_dumps``). PEs that died of no signal are not named."""
         here, found = socket.gethostname(), {}
         for pe in pes:
             if self.pes.get(pe, {}).get("host") != here:
@@ -99,9 +104,14 @@ class Health:
             path = crash_path(self._cluster.profile_dir, self._cluster.cluster_id, pe)
             with contextlib.suppress(OSError):
                 with open(path, errors="replace") as f:
-                    place = cell_location(f.read())
+                    dump = f.read()
                 os.remove(path)
-                if place is not None:
+                if dump:
+                    self.crash_dumps[pe] = dump
+                place, site = cell_location(dump), crash_site(dump)
+                if site is not None:  # another thread, or the engine's code between cells
+                    found[pe] = f" {site}" + (f" with the cell's thread at line {place[0]}" if place else "")
+                elif place is not None:
                     line, call = place
                     found[pe] = f" at line {line}" + (f" (in shmem.{call})" if call and call != EMULATED_WAIT else "")
         return found

@@ -86,6 +86,7 @@ class Job(SymmetricArrays, Health, Asking):
         self.specs: dict[str, ArraySpec] = {}  # name -> ArraySpec, in declaration order
         self.state = "stopped"  # stopped, running, hung, dead
         self.crash: dict[int, Any] = {}  # PE -> cause, once PEs died
+        self.crash_dumps: dict[int, str] = {}  # PE -> the stacks it wrote when a signal killed it (this host)
         self.paused: set[int] = set()  # PEs stopped (SIGSTOP) for good
         self.pes: dict[int, dict[str, Any]] = {}  # PE -> info from the PE's 'info' request
         self.last_cell = None  # the last cell's request (see cells.channel)
@@ -186,7 +187,7 @@ class Job(SymmetricArrays, Health, Asking):
         self._wait_for_pes(time.monotonic() + rc.start_timeout)
         self._close_transport()
         self._transport = ApplyTransport(self._client, self.n)  # the one route before the channel
-        self.state, self.crash, self.paused = "running", {}, set()
+        self.state, self.crash, self.crash_dumps, self.paused = "running", {}, {}, set()
         self._pe_procs = LocalPEs({})  # the PEs before a restart are not these PEs' health
         self._forget_cells()
         infos = self.ask("info").values()

@@ -37,6 +37,7 @@ class JobMembers(Protocol):
     specs: dict[str, ArraySpec]
     crash: dict[int, str]
     _crash_places: dict[int, str]
+    crash_dumps: dict[int, str]
     paused: set[int]
     heap_bytes: int
     hostfile: str | None
