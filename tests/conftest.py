@@ -224,8 +224,9 @@ def pytest_runtest_logreport(report):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A test that failed on a PE's death shows the stacks the PE wrote as it died (``PEDiedError.dumps``):
-    the crashing thread's first, so that a CI log's excerpt names the place of a crash that comes by chance."""
+    """A test that failed on a PE's death shows the stacks the PE wrote as it died (``PEDiedError.dumps``),
+    the crashing thread's first, and its stderr in the cell (the library's report): a CI log's excerpt then
+    names the place of a crash that comes by chance."""
     outcome = yield
     report = outcome.get_result()
     error = call.excinfo.value if call.excinfo is not None else None
@@ -233,6 +234,9 @@ def pytest_runtest_makereport(item, call):
         blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump)
         blocks.sort(key=lambda block: block.startswith("Thread"))  # the header, the signalled thread, the others
         report.sections.append((f"PE {pe}'s stacks when it died", "\n".join(blocks)[:6000]))
+        stderr = getattr(getattr(error, "result", None), "stderr", {}).get(pe, "")
+        if stderr.strip():  # the library's own report (UCX's backtrace of the signalled thread)
+            report.sections.append((f"PE {pe}'s stderr in the cell", stderr[-4000:]))
 
 
 def pytest_sessionfinish(session):
