@@ -4,7 +4,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
+#include <limits.h>
 #include <stddef.h>
+#include <string.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
@@ -15,7 +17,7 @@ static PyObject *depth, *cell_files, *line_finder, *own_cell_line, *get_rest, *r
 /* the recording the hooks feed (feed()), or NULL; its access when that is an Access, else NULL */
 static PyObject *fed, *fed_access;
 static PyObject *s_starts, *s_slices,
-    *s_cache, *s_view, *s_ops, *s_truncated, *s_n_async, *s_n_local, *s_cap, *s_rma, *s_priv, *s_zero, *s_mem,
+    *s_cache, *s_view, *s_rma, *s_priv, *s_zero, *s_mem,
     *s_access, *s_load, *s_read, *s_store, *s_write, *s_sync, *s_heap, *s_peers, *s_sym;
 
 static int ready(void) {
@@ -371,6 +373,7 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *rec, *vars, *name, *me, *fallback, *info, *cache, *merge, *events, *private_add, *extend;
+    long long *n; /* vars' items: the recording's counts */
     Layout layout;
     int writes, nbi;
     Py_ssize_t lo, hi, fp, llo, lhi, lfp, values;
@@ -397,55 +400,44 @@ static int span(PyObject *a, PyObject *info, Py_ssize_t count, PyObject **lo, Py
     return (*lo && *hi) ? 0 : -1;
 }
 
-/* The recording's attributes (ops, n_local, n_async, truncated, cap) are read and written in its
- * __dict__ (``vars``), which is what its attributes are: no look-up through its type at each access */
+/* The recording's counts (ops, n_local, n_async, truncated, cap) live in one array of int64 of its own,
+ * ``RaceRecording.counts`` (its attributes of those names are properties over it): the functions count in
+ * place, through a pointer to the array's items taken when they are given the recording, with no look-up
+ * and no int made per count. The recording never resizes the array, so the pointer stays good while the
+ * function holds the array (``vars``). */
+enum { C_OPS, C_LOCAL, C_ASYNC, C_TRUNCATED, C_CAP, N_COUNTS };
+#define NOT_TRUNCATED LLONG_MIN /* truncated is None */
 
-/* vars[name] (borrowed); NULL with an AttributeError when it is missing */
-static PyObject *borrowed(PyObject *vars, PyObject *name) {
-    PyObject *v = PyDict_GetItemWithError(vars, name);
-    if (v == NULL && !PyErr_Occurred()) PyErr_Format(PyExc_AttributeError, "the recording has no %U", name);
-    return v;
-}
-
-/* vars[name] (new reference); NULL with an AttributeError when it is missing */
-static PyObject *item(PyObject *vars, PyObject *name) { return Py_XNewRef(borrowed(vars, name)); }
-
-/* vars[name] += d for an int attribute */
-static int add_to(PyObject *vars, PyObject *name, long d) {
-    PyObject *v = borrowed(vars, name);
-    if (v == NULL) return -1;
-    long now = PyLong_AsLong(v);
-    if (now == -1 && PyErr_Occurred()) return -1;
-    v = PyLong_FromLong(now + d);
-    if (v == NULL) return -1;
-    int r = PyDict_SetItem(vars, name, v);
-    Py_DECREF(v);
-    return r;
-}
-
-/* is the recording full (len(events) >= cap)? 1, 0, or -1 on error */
-static int full(PyObject *vars, PyObject *events) {
-    PyObject *cap = borrowed(vars, s_cap);
-    if (cap == NULL) return -1;
-    long long c = PyLong_AsLongLong(cap);
-    if (c == -1 && PyErr_Occurred()) return -1;
-    return PyList_GET_SIZE(events) >= c;
-}
-
-/* the recording's __dict__ (new reference), checked to hold the attributes the functions use */
-static PyObject *vars_of(PyObject *rec) {
-    PyObject *vars = PyObject_GetAttrString(rec, "__dict__");
-    if (vars == NULL) return NULL;
-    PyObject *names[5] = {s_ops, s_n_local, s_n_async, s_truncated, s_cap};
-    for (int i = 0; i < 5; i++) {
-        int has = PyDict_Check(vars) ? PyDict_Contains(vars, names[i]) : 0;
-        if (has <= 0) {
-            if (has == 0) PyErr_Format(PyExc_TypeError, "not a RaceRecording: no %U", names[i]);
-            Py_DECREF(vars);
-            return NULL;
-        }
+/* the recording's counts array (new reference), its items at *n; NULL with an error if it has none */
+static PyObject *vars_of(PyObject *rec, long long **n) {
+    PyObject *counts = PyObject_GetAttrString(rec, "counts");
+    if (counts == NULL) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(counts, &view, PyBUF_WRITABLE | PyBUF_FORMAT) < 0) {
+        Py_DECREF(counts);
+        return NULL;
     }
-    return vars;
+    int ok = view.itemsize == sizeof(long long) && view.len == N_COUNTS * (Py_ssize_t)sizeof(long long) &&
+             view.format != NULL && strcmp(view.format, "q") == 0;
+    *n = (long long *)view.buf;
+    PyBuffer_Release(&view);
+    if (!ok) {
+        PyErr_SetString(PyExc_TypeError, "not a RaceRecording: its counts are not int64[5]");
+        Py_DECREF(counts);
+        return NULL;
+    }
+    return counts;
+}
+
+/* is the recording full (len(events) >= cap)? */
+static int full(const long long *n, PyObject *events) { return PyList_GET_SIZE(events) >= n[C_CAP]; }
+
+/* the recording stops at line: truncated = line (0, or -1 on error) */
+static int truncate_at(long long *n, PyObject *line) {
+    long long at = PyLong_AsLongLong(line);
+    if (at == -1 && PyErr_Occurred()) return -1;
+    n[C_TRUNCATED] = at;
+    return 0;
 }
 
 /* a new event (or its values): a list of numbers, strings, None and such lists, in no reference cycle,
@@ -522,19 +514,17 @@ static PyObject *plain(PlainRMA *self, PyObject *target, PyObject *source, PyObj
         Py_DECREF(r);
     }
     if (local_too) {
-        if (add_to(self->vars, s_n_async, 1) < 0) goto done;
-        PyObject *n_local = item(self->vars, s_n_local);
+        self->n[C_ASYNC]++;
+        PyObject *n_local = PyLong_FromLongLong(self->n[C_LOCAL]);
         if (n_local == NULL) goto done;
         key = PyTuple_Pack(8, s_rma, self->name, line, pe, dtype, lspace, s_zero, n_local);
         Py_DECREF(n_local);
     } else {
         key = PyTuple_Pack(7, s_rma, self->name, line, pe, dtype, lspace, s_zero);
     }
-    if (key == NULL || add_to(self->vars, s_ops, 1) < 0) goto done;
-    PyObject *truncated = item(self->vars, s_truncated);
-    if (truncated == NULL) goto done;
-    Py_DECREF(truncated);
-    if (truncated != Py_None) {
+    if (key == NULL) goto done;
+    self->n[C_OPS]++;
+    if (self->n[C_TRUNCATED] != NOT_TRUNCATED) {
         out = Py_None;
         goto done;
     }
@@ -579,10 +569,8 @@ static PyObject *plain(PlainRMA *self, PyObject *target, PyObject *source, PyObj
             goto done;
         }
     }
-    int is_full = full(self->vars, self->events);
-    if (is_full < 0) goto done;
-    if (is_full) {
-        if (PyDict_SetItem(self->vars, s_truncated, line) == 0) out = Py_None;
+    if (full(self->n, self->events)) {
+        if (truncate_at(self->n, line) == 0) out = Py_None;
         goto done;
     }
     if (PyList_Append(self->events, event) == 0 && PyDict_SetItem(self->merge, key, event) == 0) out = Py_None;
@@ -633,7 +621,7 @@ static int plain_init(PlainRMA *self, PyObject *args, PyObject *kwds) {
         self->writes = PyObject_IsTrue(writes);
         self->nbi = PyObject_IsTrue(nbi);
         Py_XSETREF(self->rec, Py_NewRef(rec));
-        Py_XSETREF(self->vars, vars_of(rec));
+        Py_XSETREF(self->vars, vars_of(rec, &self->n));
         Py_XSETREF(self->name, Py_NewRef(name));
         Py_XSETREF(self->fallback, Py_NewRef(fallback));
         Py_XSETREF(self->me, PyObject_GetAttrString(rec, "me"));
@@ -719,19 +707,15 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *rec, *vars, *recorded, *fallback, *merge, *events;
+    long long *n; /* vars' items: the recording's counts */
 } WorldSync;
 
 /* a world synchronisation at line: an event that ends every merge */
 static PyObject *world_sync(WorldSync *self, PyObject *line) {
     PyDict_Clear(self->merge);
-    if (add_to(self->vars, s_ops, 1) < 0) return NULL;
-    PyObject *truncated = item(self->vars, s_truncated);
-    if (truncated == NULL) return NULL;
-    Py_DECREF(truncated);
-    if (truncated != Py_None) Py_RETURN_NONE;
-    int is_full = full(self->vars, self->events);
-    if (is_full < 0) return NULL;
-    if (is_full) return PyDict_SetItem(self->vars, s_truncated, line) < 0 ? NULL : Py_NewRef(Py_None);
+    self->n[C_OPS]++;
+    if (self->n[C_TRUNCATED] != NOT_TRUNCATED) Py_RETURN_NONE;
+    if (full(self->n, self->events)) return truncate_at(self->n, line) < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *event = event_list(5);
     if (event == NULL) return NULL;
     PyObject *items[5] = {s_sync, self->recorded, line, s_zero, Py_None};
@@ -756,7 +740,7 @@ static int world_sync_init(WorldSync *self, PyObject *args, PyObject *kwds) {
     if (!PyArg_ParseTuple(args, "OUO:WorldSync", &rec, &recorded, &fallback)) return -1;
     if (!ready()) return -1;
     Py_XSETREF(self->rec, Py_NewRef(rec));
-    Py_XSETREF(self->vars, vars_of(rec));
+    Py_XSETREF(self->vars, vars_of(rec, &self->n));
     if (self->vars == NULL) return -1;
     Py_XSETREF(self->recorded, Py_NewRef(recorded));
     Py_XSETREF(self->fallback, Py_NewRef(fallback));
@@ -816,6 +800,7 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *rec, *vars, *fallback, *memory, *info, *cache, *slices, *merge, *starts, *add, *events;
+    long long *n; /* vars' items: the recording's counts */
     Layout layout;
     Py_ssize_t lo, hi, fp;
 } Access;
@@ -827,25 +812,30 @@ static int access_c(Access *self, PyObject *a, PyObject *op, PyObject *mode, PyO
                     PyObject *hi, PyObject *fp, PyObject *info) {
     int none_in_flight = PyList_Check(self->starts) && PyList_GET_SIZE(self->starts) == 0;
     if (!none_in_flight || !PyArray_Check(a)) return 0;
-    if (info == NULL && numpy_owned(a)) return add_to(self->vars, s_ops, 1) < 0 ? -1 : 1;
+    if (info == NULL && numpy_owned(a)) {
+        self->n[C_OPS]++;
+        return 1;
+    }
     PyObject *own = info == NULL ? cached_info(&self->layout, self->cache, self->info, a) : Py_NewRef(info);
     if (own == NULL) return -1;
     int done = 0;
-    PyObject *key = NULL, *event = NULL, *n_async = NULL, *truncated = NULL;
+    PyObject *key = NULL, *event = NULL, *n_async = NULL;
     if (!PyTuple_Check(own) || PyTuple_GET_SIZE(own) != 10) goto out;
     PyObject *space = PyTuple_GET_ITEM(own, 1), *dtype = PyTuple_GET_ITEM(own, 6);
     if (lo == NULL) lo = PyTuple_GET_ITEM(own, 3), hi = PyTuple_GET_ITEM(own, 4), fp = PyTuple_GET_ITEM(own, 9);
     if (PyUnicode_Check(space) && PyUnicode_Compare(space, s_priv) == 0) { /* nothing in flight uses it */
-        done = add_to(self->vars, s_ops, 1) < 0 ? -1 : 1;
+        self->n[C_OPS]++;
+        done = 1;
         goto out;
     }
     done = -1;
-    if (add_to(self->vars, s_n_local, 1) < 0 || (n_async = item(self->vars, s_n_async)) == NULL) goto out;
+    self->n[C_LOCAL]++;
+    if ((n_async = PyLong_FromLongLong(self->n[C_ASYNC])) == NULL) goto out;
     if ((key = PyTuple_Pack(7, s_mem, op, line, mode, space, dtype, n_async)) == NULL) goto out;
     PyObject *last = PyDict_GetItemWithError(self->merge, key);
     if (last == NULL && PyErr_Occurred()) goto out;
-    if ((truncated = item(self->vars, s_truncated)) == NULL) goto out;
-    if (last != NULL && truncated == Py_None && fp == Py_None && PyList_Check(last) &&
+    int truncated = self->n[C_TRUNCATED] != NOT_TRUNCATED;
+    if (last != NULL && !truncated && fp == Py_None && PyList_Check(last) &&
         PyList_GET_SIZE(last) > self->fp && PyList_GET_ITEM(last, self->fp) == Py_None) {
         PyObject *last_lo = PyList_GET_ITEM(last, self->lo), *last_hi = PyList_GET_ITEM(last, self->hi);
         int a1 = le(lo, last_hi), a2 = le(last_lo, hi);
@@ -853,7 +843,8 @@ static int access_c(Access *self, PyObject *a, PyObject *op, PyObject *mode, PyO
         if (a1 && a2) { /* touching the last access of this line: merged so, without the event */
             Py_INCREF(last);
             int lower = PyObject_RichCompareBool(lo, last_lo, Py_LT), higher = PyObject_RichCompareBool(hi, last_hi, Py_GT);
-            int ok = lower >= 0 && higher >= 0 && add_to(self->vars, s_ops, 1) == 0 &&
+            self->n[C_OPS]++;
+            int ok = lower >= 0 && higher >= 0 &&
                      (!lower || PyList_SetItem(last, self->lo, Py_NewRef(lo)) == 0) &&
                      (!higher || PyList_SetItem(last, self->hi, Py_NewRef(hi)) == 0);
             Py_DECREF(last);
@@ -864,11 +855,10 @@ static int access_c(Access *self, PyObject *a, PyObject *op, PyObject *mode, PyO
     if ((event = event_list(9)) == NULL) goto out;
     PyObject *items[9] = {s_mem, op, line, mode, space, lo, hi, dtype, fp};
     for (int i = 0; i < 9; i++) PyList_SET_ITEM(event, i, Py_NewRef(items[i]));
-    if (last == NULL && truncated == Py_None) { /* RaceRecording._add of an event with a new key */
-        int is_full = full(self->vars, self->events);
-        if (is_full < 0 || add_to(self->vars, s_ops, 1) < 0) goto out;
-        if (is_full) /* the cap: nothing more is recorded, and the check says where it stopped */
-            done = PyDict_SetItem(self->vars, s_truncated, line) == 0 ? 1 : -1;
+    if (last == NULL && !truncated) { /* RaceRecording._add of an event with a new key */
+        self->n[C_OPS]++;
+        if (full(self->n, self->events)) /* the cap: nothing more is recorded, and the check says where it stopped */
+            done = truncate_at(self->n, line) == 0 ? 1 : -1;
         else
             done = PyList_Append(self->events, event) == 0 && PyDict_SetItem(self->merge, key, event) == 0 ? 1 : -1;
         goto out;
@@ -883,7 +873,6 @@ out:
     Py_XDECREF(key);
     Py_XDECREF(event);
     Py_XDECREF(n_async);
-    Py_XDECREF(truncated);
     return done;
 }
 
@@ -927,7 +916,7 @@ static int access_init(Access *self, PyObject *args, PyObject *kwds) {
     int ok = (memory = PyObject_GetAttrString(rec, "memory")) && (private = PyObject_GetAttrString(rec, "private"));
     if (ok) {
         Py_XSETREF(self->rec, Py_NewRef(rec));
-        Py_XSETREF(self->vars, vars_of(rec));
+        Py_XSETREF(self->vars, vars_of(rec, &self->n));
         Py_XSETREF(self->fallback, Py_NewRef(fallback));
         Py_XSETREF(self->memory, Py_NewRef(memory));
         Py_XSETREF(self->info, PyObject_GetAttrString(memory, "info"));
@@ -1448,8 +1437,7 @@ PyMODINIT_FUNC PyInit__shmem_notebook_record(void) {
         const char *s;
     } names[] = {{&s_starts, "starts"},
                  {&s_slices, "slices"},       {&s_cache, "cache"},            {&s_view, "view"},
-                 {&s_ops, "ops"},             {&s_truncated, "truncated"},    {&s_n_async, "n_async"},
-                 {&s_n_local, "n_local"},     {&s_cap, "cap"},                {&s_rma, "rma"},
+                 {&s_rma, "rma"},
                  {&s_priv, "priv"},           {&s_mem, "mem"},                {&s_access, "access"},
                  {&s_load, "load"},              {&s_read, "read"},
                  {&s_store, "store"},         {&s_write, "write"},            {&s_sync, "sync"},

@@ -14,6 +14,7 @@ signals, loads and stores) is written by one class, in the one form the client r
 
 from __future__ import annotations
 
+import array
 import bisect
 import time
 from typing import TYPE_CHECKING, Any, cast
@@ -31,7 +32,6 @@ from . import in_c
 from .memory import AddressBook, assigned_to, numpy_owned
 
 if TYPE_CHECKING:
-    import array
     from collections.abc import Callable, Iterable, Sequence
     from typing import TypeAlias
 
@@ -209,9 +209,32 @@ class _Ranges:
         return bool(k) and self.stops[k - 1] > lo
 
 
+def _count(i: int, doc: str) -> Any:
+    """An attribute kept in ``counts[i]``, where the C recorder counts in place (``native_record.c``)."""
+    return property(lambda self: self.counts[i], lambda self, value: self.counts.__setitem__(i, value), doc=doc)
+
+
+_NOT_TRUNCATED = -(2**63)  # counts[3] while truncated is None
+
+
 class RaceRecording:
     """One cell's events on this PE. ``private``: ``(lo, hi)`` of private buffers that operations
     of earlier cells, still in flight, use (see :meth:`access`)."""
+
+    ops = _count(0, "operations seen, recorded or merged")
+    n_local = _count(1, "local accesses so far (RMA events do not merge across them)")
+    n_async = _count(2, "async RMA events so far (local accesses do not merge across them)")
+    cap = _count(4, "the most events recorded")
+
+    @property
+    def truncated(self) -> int | None:
+        """The line where the recording reached its cap, or None."""
+        at = self.counts[3]
+        return None if at == _NOT_TRUNCATED else at
+
+    @truncated.setter
+    def truncated(self, line: int | None) -> None:
+        self.counts[3] = _NOT_TRUNCATED if line is None else line
 
     transformer: MarkTransformer
     froze: bool
@@ -221,16 +244,13 @@ class RaceRecording:
     call_line: int | None
 
     def __init__(self, cap: int, private: Iterable[Sequence[int]] = (), library_writes: bool = False) -> None:
-        self.cap = cap
+        # ops, n_local, n_async, truncated, cap: one array that the C recorder counts in, never resized
+        self.counts = array.array("q", [0, 0, 0, _NOT_TRUNCATED, cap])
         self.private = _Ranges(private)
         self.me = shmem.my_pe()
         self.events: list[Event] = []
-        self.ops = 0
-        self.truncated: int | None = None
         self.memory = AddressBook()
         self.merge: dict[tuple[Any, ...], Event] = {}  # merge key -> event (reset at every synchronisation)
-        self.n_async = 0  # async RMA events so far (local accesses do not merge across them)
-        self.n_local = 0
         self.fetched: dict[int, Any] = {}  # signal word -> what signal_fetch saw last
         self.teams: dict[int, tuple[str | None, tuple[int, ...] | None]]
         self.teams = {}  # context key -> its AMOs' atomicity domain and its team's PEs (see _team_of)
