@@ -9,7 +9,7 @@ Pure text analysis, testable without OpenSHMEM:
 - :func:`cell_location` reads a ``faulthandler`` dump of a PE (taken with
   SIGUSR1, which works while the PE is blocked inside a shmem call) into the
   line of the user's cell it is on and the shmem call it is blocked in;
-  :func:`crash_site` says where a PE that died outside its cell's code was.
+  :func:`crash_site` says where a fatal signal struck a PE off its cell's lines.
 """
 
 from __future__ import annotations
