@@ -21,6 +21,7 @@ ended but every PE waits for another (a deadlock, :mod:`.deadlock`) ends through
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import socket
 import time
@@ -87,10 +88,16 @@ def polling_lines(code: str) -> set[int]:
     variables and constants (no clock, no call but ``int()`` and the like), and the body only
     passes, sleeps or calls OpenSHMEM, never storing to what the condition reads. Once every other
     PE ended the cell, such a loop runs for ever."""
+    return set(_polling_lines(code))
+
+
+@functools.lru_cache(maxsize=64)
+def _polling_lines(code: str) -> frozenset[int]:
+    """:func:`polling_lines`, found once per text (cells are run again)."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
-        return set()
+        return frozenset()
     lines: set[int] = set()
     for loop in (n for n in ast.walk(tree) if isinstance(n, ast.While)):
         calls = [n for n in ast.walk(loop.test) if isinstance(n, ast.Call)]
@@ -100,7 +107,7 @@ def polling_lines(code: str) -> set[int]:
         if not read or not all(_idle(stmt, read) for stmt in loop.body) or loop.orelse:
             continue
         lines.update(range(loop.lineno, cast(int, loop.end_lineno) + 1))
-    return lines
+    return frozenset(lines)
 
 
 def _idle(stmt: ast.stmt, read: set[str]) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from ..errors import CellSyntaxError
 
 __all__ = ["check_syntax", "as_numbered"]
@@ -19,6 +21,14 @@ def as_numbered(code: str) -> str:
 def check_syntax(code: str) -> None:
     """Raise :class:`CellSyntaxError` (one line: the cell's line and what is wrong) if ``code``
     is not valid IPython input; magics and shell escapes count as valid."""
+    problem = _syntax_problem(code)
+    if problem is not None:
+        raise CellSyntaxError(problem)
+
+
+@functools.lru_cache(maxsize=64)
+def _syntax_problem(code: str) -> str | None:
+    """What :func:`check_syntax` says of ``code``, or None; asked once per text (cells are run again)."""
     from IPython.core.inputtransformer2 import TransformerManager
 
     try:
@@ -29,7 +39,8 @@ def check_syntax(code: str) -> None:
         n = exc.lineno or 0
         text = lines[n - 1].strip() if 0 < n <= len(lines) else (exc.text or "").strip()
         where = f"line {n} of the cell" + (f": {text}" if text else "")
-        raise CellSyntaxError(
+        return (
             f"{type(exc).__name__}: {exc.msg} ({where}); nothing was sent to the PEs: "
             "fix the line and run the cell again"
-        ) from None
+        )
+    return None
