@@ -4,11 +4,15 @@ Real oshrun jobs throughout; the interrupt and kernel-death tests drive a real
 Jupyter kernel through jupyter_client, as a notebook front end does.
 """
 
+import contextlib
 import io
 import os
 import re
 import signal
+import socket
 import stat
+import subprocess
+import sys
 import threading
 import time
 
@@ -20,7 +24,8 @@ from conftest import job_fixture, needs_sos, quiet
 from shmem_notebook import CellStoppedError, JobStateError, PEDiedError
 from shmem_notebook.job.processes import wait
 from shmem_notebook.job.watchdog import owned_processes
-from shmem_notebook.launcher.shm import Segments
+from shmem_notebook.launcher.environment import platform_environment
+from shmem_notebook.launcher.shm import SHM_DIR, Segments, SharedMemoryOf
 
 pytestmark = pytest.mark.pe  # every test starts PEs (a job, or a kernel that starts one)
 
@@ -360,3 +365,23 @@ def test_sos_crash_and_kernel_death_leave_nothing(kernel):
     _, alive = psutil.wait_procs(tree, timeout=15)
     assert [" ".join(p.cmdline())[:100] for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
     assert wait(lambda: segments.left() == (set(), set()), 5.0), segments.left()
+
+
+def test_a_vader_file_made_after_the_last_look_goes_with_its_job():
+    """A PE that makes its vader file after SharedMemoryOf's last look and dies before the next leaves a file
+    no process maps (the race runner's Ctrl-C, CI): it goes by the Open MPI job id the PEs carry."""
+    pe = "from shmem4py import shmem; import time; time.sleep(60)"
+    env = dict(os.environ, **platform_environment())
+    runner = subprocess.Popen(["oshrun", "-n", "2", sys.executable, "-c", pe], env=env, start_new_session=True)
+    try:
+        with SharedMemoryOf(runner) as shm:
+            assert wait(lambda: len(shm.segments.jobs) == 1 and shm.segments.files, 60.0), "no PE came up"
+            (job,) = shm.segments.jobs
+            late = f"{SHM_DIR}/vader_segment.{socket.gethostname()}.0.{job:x}.7"  # as a third rank's would be
+            open(late, "w").close()
+            os.killpg(runner.pid, signal.SIGKILL)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(runner.pid, signal.SIGKILL)
+    assert not os.path.exists(late)
+    assert not [path for path in shm.segments.files if os.path.exists(path)]

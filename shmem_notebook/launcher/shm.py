@@ -11,7 +11,9 @@ contact file), which only its own exit removes (:func:`session_dirs`).
 
 A job's segments are found by its processes: :func:`segments_of` reads their
 ``/proc/PID/maps``; SysV segments are also matched by creator pid
-(:func:`sysv_segments`). :func:`release` removes what is left.
+(:func:`sysv_segments`); vader files also by the Open MPI job id the processes carry
+(:func:`ompi_job`), which names the files a PE made after the last look and died before the next.
+:func:`release` removes what is left.
 """
 
 import contextlib
@@ -19,6 +21,7 @@ import ctypes
 import ctypes.util
 import glob
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -33,6 +36,7 @@ __all__ = [
     "transfer_prefix",
     "session_dirs",
     "segments_of",
+    "ompi_job",
     "sysv_mappings",
     "sysv_segments",
     "release",
@@ -86,6 +90,20 @@ def segments_of(pids: Iterable[int]) -> tuple[set[str], set[int]]:
             elif path.startswith(SHM_DIR + "/") and not path.endswith("(deleted)"):
                 files.add(path)
     return files, shmids
+
+
+def ompi_job(pid: int) -> int | None:
+    """The Open MPI job id of a process ``oshrun`` or ``mpirun`` started (``OMPI_MCA_ess_base_jobid`` in
+    its environment; it names the job's vader files in hex), or None."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            match = _JOB_ID.search(f.read())
+    except OSError:
+        return None
+    return int(match.group(1)) if match else None
+
+
+_JOB_ID = re.compile(rb"(?:^|\0)OMPI_MCA_ess_base_jobid=(\d+)(?:\0|$)")
 
 
 def sysv_mappings(pid: int) -> list[tuple[int, int, int, int]]:
@@ -147,10 +165,15 @@ class Segments:
         self.pids: set[int] = set()
         self.files: set[str] = set()
         self.shmids: set[int] = set()
+        self.jobs: set[int] = set()  # Open MPI job ids: their vader files, mapped when looked at or not
 
     def note(self, pids: Iterable[int]) -> None:
-        """Remember ``pids`` (the job's oshrun and PEs) and what they map now."""
+        """Remember ``pids`` (the job's oshrun and PEs), their Open MPI job ids and what they map now."""
         pids = set(pids)
+        for pid in pids - self.pids:
+            job = ompi_job(pid)
+            if job is not None:
+                self.jobs.add(job)
         self.pids |= pids
         files, shmids = segments_of(pids)
         self.files |= files
@@ -163,6 +186,8 @@ class Segments:
         shmids = {s for s in self.shmids if s in segments}
         shmids |= {s for s, seg in segments.items() if seg["cpid"] in self.pids}
         files = {p for p in self.files if os.path.exists(p)} | session_dirs(self.pids)
+        for job in self.jobs:  # a PE's vader file made after the last look, its PE ended before the next
+            files |= set(glob.glob(f"{SHM_DIR}/vader_segment.*.{job:x}.*"))
         if self.token:
             files |= set(glob.glob(glob.escape(transfer_prefix(self.token)) + "*"))
         return files, shmids
@@ -170,7 +195,7 @@ class Segments:
     def release(self) -> tuple[set[str], set[int]]:
         """Remove what is left (call once the job's processes are gone); return it."""
         left = release(*self.left())
-        self.pids, self.files, self.shmids = set(), set(), set()
+        self.pids, self.files, self.shmids, self.jobs = set(), set(), set(), set()
         return left
 
 
