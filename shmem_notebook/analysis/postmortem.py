@@ -145,6 +145,8 @@ def _status_text(status: int | None) -> str | None:
     return _signal_text(status & 0x7F) if status & 0x7F else f"exit code {status >> 8 & 0xFF}"
 
 
+#: where a faulthandler dump's next thread begins (``Current thread 0x...`` marks the signalled one)
+_THREAD_BLOCK = re.compile(r"\n(?=(?:Current thread|Thread) 0x)")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 
 
@@ -156,7 +158,7 @@ def cell_location(dump: str) -> tuple[int, str | None] | None:
     waits in a team call the tool emulates, or ``None``.
     Returns ``None`` when no thread is running a cell.
     """
-    for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump):
+    for block in _THREAD_BLOCK.split(dump):
         frames = [m.groupdict() for m in map(_FRAME.match, block.splitlines()) if m]
         for i, frame in enumerate(frames):  # most recent call first
             if frame["func"] == "run_code" and frame["file"].endswith("interactiveshell.py") and i > 0:
@@ -176,7 +178,7 @@ def crash_site(dump: str) -> str | None:
     (:func:`cell_location` says where), and for an empty or unreadable dump."""
     if "Fatal Python error" not in dump:
         return None
-    for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump):
+    for block in _THREAD_BLOCK.split(dump):
         if block.startswith("Current thread"):
             frames = [m.groupdict() for m in map(_FRAME.match, block.splitlines()) if m]
             if not frames:
