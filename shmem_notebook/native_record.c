@@ -372,8 +372,8 @@ static PyObject *cached_info(Layout *layout, PyObject *cache, PyObject *info, Py
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *rec, *vars, *name, *me, *fallback, *info, *cache, *merge, *events, *private_add, *extend;
-    long long *n; /* vars' items: the recording's counts */
+    PyObject *rec, *counts, *name, *me, *fallback, *info, *cache, *merge, *events, *private_add, *extend;
+    long long *n; /* counts' items */
     Layout layout;
     int writes, nbi;
     Py_ssize_t lo, hi, fp, llo, lhi, lfp, values;
@@ -404,12 +404,12 @@ static int span(PyObject *a, PyObject *info, Py_ssize_t count, PyObject **lo, Py
  * ``RaceRecording.counts`` (its attributes of those names are properties over it): the functions count in
  * place, through a pointer to the array's items taken when they are given the recording, with no look-up
  * and no int made per count. The recording never resizes the array, so the pointer stays good while the
- * function holds the array (``vars``). */
+ * function holds the array (``counts``). */
 enum { C_OPS, C_LOCAL, C_ASYNC, C_TRUNCATED, C_CAP, N_COUNTS };
 #define NOT_TRUNCATED LLONG_MIN /* truncated is None */
 
 /* the recording's counts array (new reference), its items at *n; NULL with an error if it has none */
-static PyObject *vars_of(PyObject *rec, long long **n) {
+static PyObject *counts_of(PyObject *rec, long long **n) {
     PyObject *counts = PyObject_GetAttrString(rec, "counts");
     if (counts == NULL) return NULL;
     Py_buffer view;
@@ -621,7 +621,7 @@ static int plain_init(PlainRMA *self, PyObject *args, PyObject *kwds) {
         self->writes = PyObject_IsTrue(writes);
         self->nbi = PyObject_IsTrue(nbi);
         Py_XSETREF(self->rec, Py_NewRef(rec));
-        Py_XSETREF(self->vars, vars_of(rec, &self->n));
+        Py_XSETREF(self->counts, counts_of(rec, &self->n));
         Py_XSETREF(self->name, Py_NewRef(name));
         Py_XSETREF(self->fallback, Py_NewRef(fallback));
         Py_XSETREF(self->me, PyObject_GetAttrString(rec, "me"));
@@ -631,7 +631,7 @@ static int plain_init(PlainRMA *self, PyObject *args, PyObject *kwds) {
         Py_XSETREF(self->events, PyObject_GetAttrString(rec, "events"));
         Py_XSETREF(self->private_add, PyObject_GetAttrString(private, "add"));
         Py_XSETREF(self->extend, PyObject_GetAttrString(rec, "_extend"));
-        ok = self->vars && layout_read(&self->layout, memory) == 0 && self->writes >= 0 && self->nbi >= 0 && self->me &&
+        ok = self->counts && layout_read(&self->layout, memory) == 0 && self->writes >= 0 && self->nbi >= 0 && self->me &&
              self->info &&
              self->cache && PyDict_Check(self->cache) &&
              self->merge && PyDict_Check(self->merge) && self->events && PyList_Check(self->events) &&
@@ -649,7 +649,7 @@ static int plain_init(PlainRMA *self, PyObject *args, PyObject *kwds) {
 
 static int plain_traverse(PlainRMA *self, visitproc visit, void *arg) {
     Py_VISIT(self->rec);
-    Py_VISIT(self->vars);
+    Py_VISIT(self->counts);
     Py_VISIT(self->name);
     Py_VISIT(self->me);
     Py_VISIT(self->fallback);
@@ -666,7 +666,7 @@ static int plain_traverse(PlainRMA *self, visitproc visit, void *arg) {
 
 static int plain_clear(PlainRMA *self) {
     Py_CLEAR(self->rec);
-    Py_CLEAR(self->vars);
+    Py_CLEAR(self->counts);
     Py_CLEAR(self->name);
     Py_CLEAR(self->me);
     Py_CLEAR(self->fallback);
@@ -706,8 +706,8 @@ static PyTypeObject PlainRMAType = {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *rec, *vars, *recorded, *fallback, *merge, *events;
-    long long *n; /* vars' items: the recording's counts */
+    PyObject *rec, *counts, *recorded, *fallback, *merge, *events;
+    long long *n; /* counts' items */
 } WorldSync;
 
 /* a world synchronisation at line: an event that ends every merge */
@@ -740,8 +740,8 @@ static int world_sync_init(WorldSync *self, PyObject *args, PyObject *kwds) {
     if (!PyArg_ParseTuple(args, "OUO:WorldSync", &rec, &recorded, &fallback)) return -1;
     if (!ready()) return -1;
     Py_XSETREF(self->rec, Py_NewRef(rec));
-    Py_XSETREF(self->vars, vars_of(rec, &self->n));
-    if (self->vars == NULL) return -1;
+    Py_XSETREF(self->counts, counts_of(rec, &self->n));
+    if (self->counts == NULL) return -1;
     Py_XSETREF(self->recorded, Py_NewRef(recorded));
     Py_XSETREF(self->fallback, Py_NewRef(fallback));
     Py_XSETREF(self->merge, PyObject_GetAttrString(rec, "merge"));
@@ -754,7 +754,7 @@ static int world_sync_init(WorldSync *self, PyObject *args, PyObject *kwds) {
 
 static int world_sync_traverse(WorldSync *self, visitproc visit, void *arg) {
     Py_VISIT(self->rec);
-    Py_VISIT(self->vars);
+    Py_VISIT(self->counts);
     Py_VISIT(self->recorded);
     Py_VISIT(self->fallback);
     Py_VISIT(self->merge);
@@ -764,7 +764,7 @@ static int world_sync_traverse(WorldSync *self, visitproc visit, void *arg) {
 
 static int world_sync_clear(WorldSync *self) {
     Py_CLEAR(self->rec);
-    Py_CLEAR(self->vars);
+    Py_CLEAR(self->counts);
     Py_CLEAR(self->recorded);
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->merge);
@@ -799,8 +799,8 @@ static PyTypeObject WorldSyncType = {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *rec, *vars, *fallback, *memory, *info, *cache, *slices, *merge, *starts, *add, *events;
-    long long *n; /* vars' items: the recording's counts */
+    PyObject *rec, *counts, *fallback, *memory, *info, *cache, *slices, *merge, *starts, *add, *events;
+    long long *n; /* counts' items */
     Layout layout;
     Py_ssize_t lo, hi, fp;
 } Access;
@@ -916,7 +916,7 @@ static int access_init(Access *self, PyObject *args, PyObject *kwds) {
     int ok = (memory = PyObject_GetAttrString(rec, "memory")) && (private = PyObject_GetAttrString(rec, "private"));
     if (ok) {
         Py_XSETREF(self->rec, Py_NewRef(rec));
-        Py_XSETREF(self->vars, vars_of(rec, &self->n));
+        Py_XSETREF(self->counts, counts_of(rec, &self->n));
         Py_XSETREF(self->fallback, Py_NewRef(fallback));
         Py_XSETREF(self->memory, Py_NewRef(memory));
         Py_XSETREF(self->info, PyObject_GetAttrString(memory, "info"));
@@ -926,7 +926,7 @@ static int access_init(Access *self, PyObject *args, PyObject *kwds) {
         Py_XSETREF(self->starts, PyObject_GetAttr(private, s_starts));
         Py_XSETREF(self->add, PyObject_GetAttrString(rec, "_add"));
         Py_XSETREF(self->events, PyObject_GetAttrString(rec, "events"));
-        ok = self->vars && self->events && PyList_Check(self->events) && layout_read(&self->layout, memory) == 0 &&
+        ok = self->counts && self->events && PyList_Check(self->events) && layout_read(&self->layout, memory) == 0 &&
              self->info &&
              self->cache && PyDict_Check(self->cache) && self->slices && PyDict_Check(self->slices) &&
              self->merge && PyDict_Check(self->merge) && self->starts && PyList_Check(self->starts) && self->add;
@@ -940,7 +940,7 @@ static int access_init(Access *self, PyObject *args, PyObject *kwds) {
 
 static int access_traverse(Access *self, visitproc visit, void *arg) {
     Py_VISIT(self->rec);
-    Py_VISIT(self->vars);
+    Py_VISIT(self->counts);
     Py_VISIT(self->fallback);
     Py_VISIT(self->memory);
     Py_VISIT(self->info);
@@ -957,7 +957,7 @@ static int access_traverse(Access *self, visitproc visit, void *arg) {
 
 static int access_clear(Access *self) {
     Py_CLEAR(self->rec);
-    Py_CLEAR(self->vars);
+    Py_CLEAR(self->counts);
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->memory);
     Py_CLEAR(self->info);

@@ -30,6 +30,7 @@ import uuid
 import psutil
 import pytest
 
+from shmem_notebook.analysis.postmortem import thread_stacks
 from shmem_notebook.job.watchdog import owned_processes
 
 #: the test process is a client: importing shmem4py here would call shmem_init, start a
@@ -231,8 +232,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     error = call.excinfo.value if call.excinfo is not None else None
     for pe, dump in sorted(getattr(error, "dumps", {}).items()):
-        blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump)
-        blocks.sort(key=lambda block: block.startswith("Thread"))  # the header, the signalled thread, the others
+        blocks = thread_stacks(dump)  # the header, the signalled thread, the others
         report.sections.append((f"PE {pe}'s stacks when it died", "\n".join(blocks)[:6000]))
         stderr = getattr(getattr(error, "result", None), "stderr", {}).get(pe, "")
         if stderr.strip():  # the library's own report (UCX's backtrace of the signalled thread)

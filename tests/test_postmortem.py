@@ -15,6 +15,7 @@ from shmem_notebook.analysis.postmortem import (
     crash_causes,
     crash_site,
     describe_exit,
+    thread_stacks,
     where_report,
     with_first_deaths,
 )
@@ -225,6 +226,9 @@ def test_crash_site_names_the_thread_a_signal_struck_off_the_cells_lines():
     native = fatal + DUMP.replace("Current thread", "Thread")  # no thread is the signalled one: it runs no Python
     assert crash_site(native).startswith("in a thread that runs no Python code")
     assert crash_site("") is None and crash_site(DUMP) is None  # nothing written: no fatal signal
+    header, signalled, *others = thread_stacks(engine)  # a failed test's report shows the struck thread first
+    assert header.strip() == fatal.strip() and "line 120 in race_stop" in signalled and signalled.startswith("Current")
+    assert others and all(block.startswith("Thread") for block in others)
 
 
 def test_where_report_groups_pes_and_quotes_the_line():

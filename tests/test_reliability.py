@@ -367,6 +367,21 @@ def test_sos_crash_and_kernel_death_leave_nothing(kernel):
     assert wait(lambda: segments.left() == (set(), set()), 5.0), segments.left()
 
 
+def test_a_process_noted_before_its_exec_is_asked_its_job_again():
+    """A PE noted between its launcher's fork and its exec shows no Open MPI job id yet: the next look asks again."""
+    later = "sleep 0.5; exec env OMPI_MCA_ess_base_jobid=123456 sleep 30"
+    process = subprocess.Popen(["sh", "-c", later], start_new_session=True)
+    try:
+        segments = Segments()
+        segments.note([process.pid])
+        assert segments.jobs == set() and segments.jobless == {process.pid}
+        assert wait(lambda: segments.note([process.pid]) or segments.jobs == {123456}, 10.0), segments.jobless
+        assert segments.jobless == set()
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def test_a_vader_file_made_after_the_last_look_goes_with_its_job():
     """A PE that makes its vader file after SharedMemoryOf's last look and dies before the next leaves a file
     no process maps (the race runner's Ctrl-C, CI): it goes by the Open MPI job id the PEs carry."""

@@ -27,6 +27,7 @@ __all__ = [
     "describe_exit",
     "cell_location",
     "crash_site",
+    "thread_stacks",
     "where_report",
     "cell_error",
 ]
@@ -148,6 +149,11 @@ def _status_text(status: int | None) -> str | None:
 #: where a faulthandler dump's next thread begins (``Current thread 0x...`` marks the signalled one)
 _THREAD_BLOCK = re.compile(r"\n(?=(?:Current thread|Thread) 0x)")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+
+
+def thread_stacks(dump: str) -> list[str]:
+    """A faulthandler dump cut into its header and one block per thread, the signalled thread's first."""
+    return sorted(_THREAD_BLOCK.split(dump), key=lambda block: block.startswith("Thread"))
 
 
 def cell_location(dump: str) -> tuple[int, str | None] | None:

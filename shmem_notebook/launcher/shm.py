@@ -166,14 +166,18 @@ class Segments:
         self.files: set[str] = set()
         self.shmids: set[int] = set()
         self.jobs: set[int] = set()  # Open MPI job ids: their vader files, mapped when looked at or not
+        self.jobless: set[int] = set()  # pids that showed no job id yet (one still starting): asked again
 
     def note(self, pids: Iterable[int]) -> None:
         """Remember ``pids`` (the job's oshrun and PEs), their Open MPI job ids and what they map now."""
         pids = set(pids)
-        for pid in pids - self.pids:
+        for pid in (pids - self.pids) | (pids & self.jobless):
             job = ompi_job(pid)
-            if job is not None:
+            if job is None:
+                self.jobless.add(pid)
+            else:
                 self.jobs.add(job)
+                self.jobless.discard(pid)
         self.pids |= pids
         files, shmids = segments_of(pids)
         self.files |= files
@@ -195,7 +199,7 @@ class Segments:
     def release(self) -> tuple[set[str], set[int]]:
         """Remove what is left (call once the job's processes are gone); return it."""
         left = release(*self.left())
-        self.pids, self.files, self.shmids, self.jobs = set(), set(), set(), set()
+        self.pids, self.files, self.shmids, self.jobs, self.jobless = set(), set(), set(), set(), set()
         return left
 
 
