@@ -52,6 +52,7 @@ def startup_tables(st):
                 r["n"],
                 f(r["shmem_notebook"]),
                 f(r["restart"]),
+                f(r.get("restart_again")),
                 f(r["stop"]),
                 f(r["floor"]),
                 f(r.get("ipp_local_tuned")),
@@ -64,12 +65,15 @@ def startup_tables(st):
         )
     text = [
         f"**Start to ready**, seconds, median of {st['repeats']} (every PE answered one round trip). "
-        f"*tuned*: {st['tuned']}; *defaults*: {st['default']}.\n",
+        f"*tuned*: {st['tuned']}; *defaults*: {st['default']}. *the second restart*: the same job's, "
+        f"{st.get('again_after', 2.0):g} s after its first (a job that restarted once forks the PEs of its later "
+        "restarts from a fork server it started then: `job/forks.py`).\n",
         table(
             [
                 "PEs",
                 "`%shmem start`",
                 "`%shmem restart`",
+                "the second restart",
                 "`%shmem stop`",
                 "oshrun floor",
                 "ipp local tuned",

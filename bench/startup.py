@@ -38,6 +38,11 @@ IPP_VARIANTS = {
 
 
 # -- the contenders --------------------------------------------------------
+#: seconds between a job's first and second restart (``restart_again``; a job that restarted once starts
+#: its fork server then, and forks the PEs of its later restarts: shmem_notebook.job.forks)
+AGAIN_AFTER = 2.0
+
+
 def shmem_notebook_start(n):
     """``%shmem start -n N``: seconds, and the job."""
     seconds, _ = timed(run_cell, f"%shmem start -n {n}")
@@ -103,7 +108,7 @@ def run(ns, repeats, idle_seconds, profile_repeats=1, variants=tuple(IPP_VARIANT
     """
     shell()
     big = max(ns)
-    samples = {n: {k: [] for k in ["shmem_notebook", "restart", "stop", "floor", *variants]} for n in ns}
+    samples = {n: {k: [] for k in ["shmem_notebook", "restart", "restart_again", "stop", "floor", *variants]} for n in ns}
     recorded = {"start": [], "restart": [], "stop": []}
     idle_stats = {}
     for rep in range(repeats):
@@ -122,6 +127,8 @@ def run(ns, repeats, idle_seconds, profile_repeats=1, variants=tuple(IPP_VARIANT
                     s["restart"].append(timed(run_cell, "%shmem restart")[0])
                 if n == big:
                     recorded["restart"].append(calls)
+                time.sleep(AGAIN_AFTER)  # a user reads the fresh job's first answer before restarting again
+                s["restart_again"].append(timed(run_cell, "%shmem restart")[0])
             finally:
                 with profile_start.recording() as calls:
                     s["stop"].append(shmem_notebook_stop())
@@ -147,6 +154,7 @@ def run(ns, repeats, idle_seconds, profile_repeats=1, variants=tuple(IPP_VARIANT
         "default": "ipyparallel's defaults: HeartMonitor.period=3000 ms, Cluster.delay=1 s "
         "(one run below the largest N)",
         "rows": rows,
+        "again_after": AGAIN_AFTER,
         "samples": {str(n): v for n, v in samples.items()},
         "idle": {"n": big, "seconds": idle_seconds, **idle_stats},
         "profile": {

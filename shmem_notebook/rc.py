@@ -70,8 +70,9 @@ class _RC:
         # see analysis.race_picture); 0: none (race.show() still draws one)
         "race_pictures": 3,
         # "auto": a job on this host with Open MPI's OSHMEM whose PEs outnumber the cores forks them from
-        # one process that imported the engine once, kept for restarts (see job.forks); "on": every such
-        # job, whatever its size; "off": every PE starts as its own process
+        # one process that imported the engine once, kept for restarts (see job.forks), and a smaller
+        # such job forks them from its second restart on; "on": every such job from its start, whatever
+        # its size; "off": every PE starts as its own process
         "forkserver": "auto",
     }
 

@@ -135,6 +135,26 @@ def test_by_default_only_a_job_with_more_pes_than_cores_has_a_server(monkeypatch
             assert sized.run("shmem.barrier_all()").outcome == "ok"
 
 
+def test_by_default_a_small_job_forks_its_pes_from_its_second_restart_on(monkeypatch):
+    """A job with no more PEs than cores starts its server after its first restart (a user who restarted once
+    restarts again), so the restarts after that fork their PEs; a stop ends the server, a start has none."""
+    monkeypatch.setattr(rc, "forkserver", "auto")
+    with shmem_notebook.start(n=2, heap="8M") as small:
+        assert small.forks.process is None
+        small.restart()
+        server = small.forks.process
+        assert server is not None and not set(_pe_pids(small).values()) & set(small.forks.pids())
+        small.run("x = me")
+        small.restart()  # forked: PEs of the server, each still its own PE
+        assert sorted(_pe_pids(small).values()) == sorted(small.forks.pids()) and small.forks.process is server
+        out = small.run("shmem.barrier_all(); print(me, npes, 'x' in dir())", stdout=io.StringIO()).stdout
+        assert out == {0: "0 2 False\n", 1: "1 2 False\n"}
+        small.stop()
+        assert small.forks.process is None and not psutil.pid_exists(server.pid)
+        small.start()
+        assert small.forks.process is None
+
+
 def test_a_setting_it_does_not_know_is_one_sentence(monkeypatch):
     monkeypatch.setattr(rc, "forkserver", "yes")
     with pytest.raises(

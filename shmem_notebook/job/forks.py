@@ -6,9 +6,12 @@ cores each pays them in turn. A job on this host with Open MPI's OSHMEM and more
 and each PE is forked from the server, imports done, and calls ``shmem_init`` as that PE. The server
 outlives restarts, so a restart pays none of the imports again. With no more PEs than cores the
 imports run while ``shmem_init`` waits, on idle cores, and the server (and a stub per PE: 3 processes
-and about 30 MiB for a 2-PE job) would cost more than it saves: ``rc.forkserver`` is ``"auto"``;
-``"on"`` forks every job's PEs, ``"off"`` none (``SHMEM_NOTEBOOK_FORKSERVER``). Jobs with ``--spare``,
-a hostfile, Slurm, or another library start every PE as its own process.
+and about 30 MiB for a 2-PE job) would cost a job that never restarts more than it saves. A job that
+restarted once is likely to restart again (a user debugging): it starts its server after that restart,
+and its later restarts fork their PEs (about half a start's time instead of all of it). That is
+``rc.forkserver = "auto"``; ``"on"`` forks every job's PEs from its start, ``"off"`` none
+(``SHMEM_NOTEBOOK_FORKSERVER``). Jobs with ``--spare``, a hostfile, Slurm, or another library start
+every PE as its own process.
 """
 
 from __future__ import annotations
@@ -44,20 +47,25 @@ class ForkServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.path = ""  # the socket the PEs' stubs connect to ("" without a server)
 
-    def wanted(self) -> bool:
-        """Whether this job's PEs are forked: on this host only, with Open MPI's OSHMEM, no spare set, and
-        (``rc.forkserver == "auto"``) more PEs than cores, where every PE's imports would wait for a core."""
+    def possible(self) -> bool:
+        """Whether this job's PEs can be forked: on this host only, with Open MPI's OSHMEM, no spare set,
+        and ``rc.forkserver`` not ``"off"``."""
         job, mode = self.job, rc.forkserver
         if mode not in ("auto", "on", "off"):
             raise InputError(f"rc.forkserver is {mode!r}; use 'auto', 'on' or 'off' (SHMEM_NOTEBOOK_FORKSERVER)")
         local = job.ip in LOOPBACK and not (job.slurm or job.hostfile)
-        if mode == "off" or not local or job.library.name != "oshmem" or job.spares.wanted:
-            return False
-        return mode == "on" or job.n > environment.local_slots()
+        return mode != "off" and local and job.library.name == "oshmem" and not job.spares.wanted
 
-    def start(self) -> None:
-        """Start the server (it imports while the controller starts); nothing if not :meth:`wanted`."""
-        if not self.wanted() or self.process is not None:
+    def wanted(self) -> bool:
+        """Whether this job's PEs are forked from its start: :meth:`possible`, and (``rc.forkserver ==
+        "auto"``) more PEs than cores, where every PE's imports would wait for a core."""
+        return self.possible() and (rc.forkserver == "on" or self.job.n > environment.local_slots())
+
+    def start(self, restarted: bool = False) -> None:
+        """Start the server (it imports while the controller starts, or, ``restarted``, while the job that
+        has just restarted waits for its next cell); nothing if not :meth:`wanted` (``restarted``:
+        :meth:`possible`) or running already."""
+        if self.process is not None or not (self.possible() if restarted else self.wanted()):
             return
         # an abstract socket: no file to leave behind; the server serves only this user (SO_PEERCRED)
         address = f"@shmem-notebook-forks-{uuid.uuid4().hex}"
