@@ -108,7 +108,8 @@ def run(ns, repeats, idle_seconds, profile_repeats=1, variants=tuple(IPP_VARIANT
     """
     shell()
     big = max(ns)
-    samples = {n: {k: [] for k in ["shmem_notebook", "restart", "restart_again", "stop", "floor", *variants]} for n in ns}
+    keys = ["shmem_notebook", "restart", "restart_again", "stop", "floor", *variants]
+    samples = {n: {k: [] for k in keys} for n in ns}
     recorded = {"start": [], "restart": [], "stop": []}
     idle_stats = {}
     for rep in range(repeats):
