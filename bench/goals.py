@@ -768,8 +768,7 @@ WHY = {
     "restart_again_vs_start": lambda res: (
         "the second restart forks its PEs from the fork server the first one started; a server that is still "
         "importing when the restart comes (less than a second after the first) makes it wait, and with more PEs "
-        "than cores the new PEs' `shmem_init` and registration need the cores one after another. "
-        + _restart_why(res)
+        "than cores the new PEs' `shmem_init` and registration need the cores one after another. " + _restart_why(res)
     ),
     "idle_cpu": lambda res: (
         "the heartbeat wakes the controller and every engine at each beat; `SHMEM_NOTEBOOK_HEARTBEAT_MS` trades "
