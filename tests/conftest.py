@@ -92,6 +92,14 @@ def shared_memory_left(before, settle=10.0):
         time.sleep(0.2)
 
 
+def left_of(segments):
+    """``(files in /dev/shm, SysV shmids)`` of a :class:`~shmem_notebook.launcher.shm.Segments` that still
+    exist: what one job's processes made (mapped when noted, created by them, named by their Open MPI job id),
+    not what another test's job (pytest -n) leaves meanwhile. Empty when the job's clean-up removed it all."""
+    files, shmids = segments.left()
+    return {f for f in files if f.startswith("/dev/shm/")}, shmids
+
+
 #: a job's cluster id (``1796004259-rtmy``) in the names of the files it keeps in the profile
 CLUSTER_ID = re.compile(r"\d{9,}-[a-z0-9]{4}")
 

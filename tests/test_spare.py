@@ -15,10 +15,11 @@ import psutil
 import pytest
 
 import shmem_notebook
-from conftest import job_fixture, shared_memory, shared_memory_left
+from conftest import job_fixture, left_of
 from shmem_notebook import CellStoppedError, InputError, PEDiedError
 from shmem_notebook.job.processes import wait
 from shmem_notebook.job.watchdog import OWNER
+from shmem_notebook.launcher.shm import Segments
 
 job = job_fixture(2, 4, heap="16M", timeout=60, spare=True, sos=(2,), oshmpi=(2,))
 
@@ -106,15 +107,18 @@ def _owned(token):
 
 @pytest.mark.pe
 def test_stop_ends_the_spare_pes_and_leaves_nothing():
-    before = shared_memory()
     j = shmem_notebook.start(2, heap="8M", spare=True)
     spare_pes(j)
     files = os.path.join(j._cluster.profile_dir, "security", f"spare-{j._cluster.cluster_id}-*")
     assert len(glob.glob(files)) == 2  # the lock and the count of the PEs that wait on it
+    ours = Segments()  # what the job's processes map, their SysV segments and Open MPI job's files
+    ours.note(_owned(j._token))
+    assert ours.files or ours.shmids, "the job's PEs map no shared memory"
     j.stop()
     assert wait(lambda: not _owned(j._token), 10), _owned(j._token)
     assert not glob.glob(files)
-    assert shared_memory_left(before) == set()
+    # not what another test's job (pytest -n) leaves meanwhile: this job's only
+    assert wait(lambda: left_of(ours) == (set(), set()), 10), left_of(ours)
 
 
 @pytest.mark.pe

@@ -17,10 +17,12 @@ import psutil
 import pytest
 from test_ctrl_c import Pressed
 
-from conftest import job_fixture, run_race_runner, shared_memory, shared_memory_left
+from conftest import job_fixture, left_of, run_race_runner
 from shmem_notebook import Access, Race
 from shmem_notebook.cells.stress_stage import Run, compare, summary
+from shmem_notebook.job.processes import wait
 from shmem_notebook.launcher.environment import platform_environment
+from shmem_notebook.launcher.shm import Segments
 
 job = job_fixture(2, 4, heap="32M", timeout=120)
 
@@ -245,7 +247,7 @@ def test_ctrl_c_ends_the_runners_reruns(tmp_path):
     reruns end, that one is not counted, nothing is left running, and no shared memory of the
     interrupted PEs (Open MPI's vader files) is left behind."""
     (tmp_path / "slow.py").write_text(SLOW_PROGRAM)
-    before = shared_memory()
+    ours = Segments()
     env = dict(os.environ, **dict(platform_environment(), PYTHONUNBUFFERED="1"))
     runner = subprocess.Popen(
         [
@@ -274,6 +276,7 @@ def test_ctrl_c_ends_the_runners_reruns(tmp_path):
             lines.append(line.rstrip("\n"))
             if line.startswith("  seed 5 "):
                 time.sleep(1.0)  # the second rerun's oshrun is up
+                ours.note(_session(runner.pid))  # its PEs' Open MPI job id and what they map now
                 os.killpg(runner.pid, signal.SIGINT)
                 break
         lines += runner.communicate(timeout=120)[0].splitlines()
@@ -288,7 +291,20 @@ def test_ctrl_c_ends_the_runners_reruns(tmp_path):
     assert not [x for x in lines if x.startswith(("  seed 6", "  seed 7", "  seed 8"))], lines
     assert lines[-1] == "stress: every rerun gave the output of the run without delays", lines  # the one rerun that ran
     assert runner.returncode == 0, lines  # no race: the interrupted rerun is no result
-    assert _session_ended(runner.pid) and shared_memory_left(before) == set()
+    assert _session_ended(runner.pid) and ours.jobs, "the rerun's PEs carried no Open MPI job id"
+    # what its PEs made: mapped when looked at, SysV segments they created, the vader files of their Open MPI job
+    # (named by its id, also when made after the look); not what another test's job (pytest -n) leaves meanwhile
+    assert wait(lambda: left_of(ours) == (set(), set()), 10.0), left_of(ours)
+
+
+def _session(sid):
+    """The pids of session ``sid``'s processes."""
+    pids = []
+    for pid in psutil.pids():
+        with contextlib.suppress(OSError):
+            if os.getsid(pid) == sid:
+                pids.append(pid)
+    return pids
 
 
 def _session_ended(sid, timeout=15.0):
