@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import psutil
 import pytest
@@ -25,7 +26,7 @@ from shmem_notebook import CellStoppedError, JobStateError, PEDiedError
 from shmem_notebook.job.processes import wait
 from shmem_notebook.job.watchdog import owned_processes
 from shmem_notebook.launcher.environment import platform_environment
-from shmem_notebook.launcher.shm import SHM_DIR, Segments, SharedMemoryOf
+from shmem_notebook.launcher.shm import SHM_DIR, Segments, SharedMemoryOf, orphan_ucx_files
 
 pytestmark = pytest.mark.pe  # every test starts PEs (a job, or a kernel that starts one)
 
@@ -380,6 +381,29 @@ def test_a_process_noted_before_its_exec_is_asked_its_job_again():
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+def test_a_ucx_file_no_process_holds_goes_at_a_jobs_release():
+    """UCX's ``ucx_shm_posix_*`` files name no job; one left by a process killed before UCX removed it (held by
+    no process, made since the job began) goes when a job's shared memory is released, one still held stays."""
+    old = f"{SHM_DIR}/ucx_shm_posix_{uuid.uuid4().hex[:8]}"
+    open(old, "w").close()
+    os.utime(old, (time.time() - 3600, time.time() - 3600))  # older than the job: not this job's to judge
+    segments = Segments()
+    held, orphan = (f"{SHM_DIR}/ucx_shm_posix_{uuid.uuid4().hex[:8]}" for _ in range(2))
+    holder = subprocess.Popen([sys.executable, "-c", f"f = open({held!r}, 'w'); input()"], stdin=subprocess.PIPE)
+    try:
+        open(orphan, "w").close()
+        assert wait(lambda: os.path.exists(held), 10.0)
+        found = orphan_ucx_files(segments.since)  # (another test's job may leave one meanwhile: pytest -n)
+        assert orphan in found and held not in found and old not in found
+        files, _ = segments.release()
+        assert orphan in files and not os.path.exists(orphan) and os.path.exists(held) and os.path.exists(old)
+    finally:
+        holder.communicate(b"\n", timeout=10)
+        for path in (old, held, orphan):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
 
 def test_a_vader_file_made_after_the_last_look_goes_with_its_job():

@@ -169,6 +169,8 @@ def main(token: str, batch_name: str | None = None) -> None:
     """The watchdog's process: serve the pipe until it closes, then clean up."""
     from .governor import Governed
 
+    started = time.time()
+
     told: list[Any]
     told, governed = [], Governed()
     for line in iter(sys.stdin.buffer.readline, b""):  # ends when the kernel is gone or the job stopped
@@ -184,6 +186,7 @@ def main(token: str, batch_name: str | None = None) -> None:
     time.sleep(0.1)
     cancel_batch_jobs(batch_name)
     segments = Segments(token)
+    segments.since = started - 1.0  # UCX's files its processes may have left since the job began
     segments.note(p.pid for p in owned_processes(token))
     kill_owned(token)
     psutil.wait_procs([p for p in map(_process, segments.pids) if p], timeout=2.0)

@@ -13,6 +13,8 @@ A job's segments are found by its processes: :func:`segments_of` reads their
 ``/proc/PID/maps``; SysV segments are also matched by creator pid
 (:func:`sysv_segments`); vader files also by the Open MPI job id the processes carry
 (:func:`ompi_job`), which names the files a PE made after the last look and died before the next.
+UCX's own files (``ucx_shm_posix_<random>``, removed by UCX once mapped) name no job: one that no
+process holds open or maps is garbage whoever made it (:func:`orphan_ucx_files`).
 :func:`release` removes what is left.
 """
 
@@ -37,6 +39,7 @@ __all__ = [
     "session_dirs",
     "segments_of",
     "ompi_job",
+    "orphan_ucx_files",
     "sysv_mappings",
     "sysv_segments",
     "release",
@@ -106,6 +109,29 @@ def ompi_job(pid: int) -> int | None:
 _JOB_ID = re.compile(rb"(?:^|\0)OMPI_MCA_ess_base_jobid=(\d+)(?:\0|$)")
 
 
+def orphan_ucx_files(since: float) -> set[str]:
+    """UCX's shared-memory files of this user made since ``since`` (a ``time.time()``) that no process holds
+    open or maps. UCX creates ``/dev/shm/ucx_shm_posix_<random>`` and removes it once it mapped it; a
+    process killed in between leaves it, under a name that says nothing of its job. Until its removal its
+    maker holds it open, then maps it, so a file neither open nor mapped is no one's."""
+    found: dict[tuple[int, int], str] = {}
+    for path in glob.glob(f"{SHM_DIR}/ucx_shm_posix_*"):
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            if st.st_uid == os.getuid() and st.st_mtime >= since:
+                found[(st.st_dev, st.st_ino)] = path
+    for pid in psutil.pids() if found else ():  # each process's open files and mappings
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    st = os.stat(f"/proc/{pid}/fd/{fd}")
+                    found.pop((st.st_dev, st.st_ino), None)
+        maps = _maps(pid)
+        if "ucx_shm_posix_" in maps:
+            found = {key: path for key, path in found.items() if path not in maps}
+    return set(found.values())
+
+
 def sysv_mappings(pid: int) -> list[tuple[int, int, int, int]]:
     """``[(lo, hi, shmid, offset)]``: the SysV segments ``pid`` maps, where and from which offset."""
     found: list[tuple[int, int, int, int]] = []
@@ -167,6 +193,7 @@ class Segments:
         self.shmids: set[int] = set()
         self.jobs: set[int] = set()  # Open MPI job ids: their vader files, mapped when looked at or not
         self.jobless: set[int] = set()  # pids that showed no job id yet (one still starting): asked again
+        self.since = time.time() - 1.0  # UCX's files made since are looked for (orphan_ucx_files)
 
     def note(self, pids: Iterable[int]) -> None:
         """Remember ``pids`` (the job's oshrun and PEs), their Open MPI job ids and what they map now."""
@@ -197,8 +224,10 @@ class Segments:
         return files, shmids
 
     def release(self) -> tuple[set[str], set[int]]:
-        """Remove what is left (call once the job's processes are gone); return it."""
-        left = release(*self.left())
+        """Remove what is left (call once the job's processes are gone), and UCX's files no one holds made
+        since this job began (:func:`orphan_ucx_files`); return what was removed."""
+        files, shmids = self.left()
+        left = release(files | orphan_ucx_files(self.since), shmids)
         self.pids, self.files, self.shmids, self.jobs, self.jobless = set(), set(), set(), set(), set()
         return left
 
