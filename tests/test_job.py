@@ -83,6 +83,32 @@ def test_last_expression_is_shown_per_pe(job):
     assert "Out[PE 0]: 0" in out.getvalue()
 
 
+def test_a_cells_text_is_transformed_once_and_a_transform_added_later_still_applies(job):
+    """A PE keeps the static transform of a cell's text (ipykernel and IPython each ran it, tokenizing the
+    cell: a millisecond per run of a 20-line cell): a re-run reuses it, a transform the user adds applies."""
+    count = (
+        "import IPython.core.inputtransformer2 as _t2\n"
+        "_calls = []\n"
+        "_make = _t2.make_tokens_by_line\n"
+        "_t2.make_tokens_by_line = lambda lines: _calls.append(1) or _make(lines)"
+    )
+    job.run(count)
+    cell = "x = 1\ny = x + 1"
+    for _ in range(3):
+        job.run(cell)
+    out = job.run("print(len(_calls)); _t2.make_tokens_by_line = _make", stdout=io.StringIO()).stdout
+    assert out == {pe: "2\n" for pe in range(job.n)}  # the cell's text once, then the printing cell's
+    job.run("get_ipython().input_transformers_cleanup.append(lambda lines: [l.replace('ONE', '1') for l in lines])")
+    try:
+        out = job.run("z = ONE\nprint(z + 1)", stdout=io.StringIO()).stdout
+        assert out == {pe: "2\n" for pe in range(job.n)}
+        assert job.run("z = ONE\nprint(z + 1)", stdout=io.StringIO()).stdout == out  # re-run: the same
+    finally:
+        job.run("get_ipython().input_transformers_cleanup.pop()")
+    with pytest.raises(PEError, match="NameError"):
+        job.run("z = ONE\nprint(z)")  # the transform is gone: not kept under the text alone
+
+
 def test_rich_output_is_kept_per_pe(job):
     printed = io.StringIO()
     result = quiet(

@@ -70,8 +70,37 @@ def bind(shell: Any) -> None:
         if hasattr(stream, "flush_interval"):
             stream.flush_interval = 0.0
     _bind_namespace()
+    _keep_static_transforms(shell)
     shell.events.register("pre_run_cell", _before_cell)
     shell.events.register("post_run_cell", _after_cell)
+
+
+def _keep_static_transforms(shell: Any) -> None:
+    """Transform a cell's text once per text, not twice per run. ipykernel's ``do_execute`` transforms
+    the cell, then IPython's ``run_cell`` transforms it again, each time tokenizing the whole cell (about a
+    millisecond of a PE's CPU for a 20-line cell). The static part (``TransformerManager``: the
+    text alone, no namespace) is kept for the last texts, under the transforms it ran, so a re-run cell
+    and the second transform of a cell reuse it."""
+    manager = shell.input_transformer_manager
+    if getattr(manager.transform_cell, "kept", False):
+        return
+    transform = manager.transform_cell
+    kept: dict[tuple[Any, ...], str] = {}
+
+    def transform_cell(cell: str) -> str:
+        key = (cell, *map(tuple, (manager.cleanup_transforms, manager.line_transforms, manager.token_transformers)))
+        if key not in kept:
+            while len(kept) >= _KEPT_TEXTS:
+                del kept[next(iter(kept))]
+            kept[key] = transform(cell)  # an error is raised, not kept
+        return kept[key]
+
+    transform_cell.kept = True  # type: ignore[attr-defined]
+    manager.transform_cell = transform_cell
+
+
+#: cell texts whose static transform a PE keeps
+_KEPT_TEXTS = 16
 
 
 def lifeline() -> int:
