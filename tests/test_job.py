@@ -85,7 +85,8 @@ def test_last_expression_is_shown_per_pe(job):
 
 def test_a_cells_text_is_transformed_once_and_a_transform_added_later_still_applies(job):
     """A PE keeps the static transform of a cell's text (ipykernel and IPython each ran it, tokenizing the
-    cell: a millisecond per run of a 20-line cell): a re-run reuses it, a transform the user adds applies."""
+    cell: a millisecond per run of a 20-line cell) and whether it awaits (IPython compiled it twice to know):
+    a re-run reuses them, and a transform the user adds applies."""
     count = (
         "import IPython.core.inputtransformer2 as _t2\n"
         "_calls = []\n"
@@ -96,8 +97,13 @@ def test_a_cells_text_is_transformed_once_and_a_transform_added_later_still_appl
     cell = "x = 1\ny = x + 1"
     for _ in range(3):
         job.run(cell)
-    out = job.run("print(len(_calls)); _t2.make_tokens_by_line = _make", stdout=io.StringIO()).stdout
-    assert out == {pe: "2\n" for pe in range(job.n)}  # the cell's text once, then the printing cell's
+    out = job.run(
+        "import IPython.core.interactiveshell as _i\n"
+        "print(len(_calls), _i._should_be_async.cache_info().hits >= 5); _t2.make_tokens_by_line = _make",
+        stdout=io.StringIO(),
+    ).stdout
+    # the cell's text tokenized once, then the printing cell's; whether a text awaits compiled once per text
+    assert out == {pe: "2 True\n" for pe in range(job.n)}
     job.run("get_ipython().input_transformers_cleanup.append(lambda lines: [l.replace('ONE', '1') for l in lines])")
     try:
         out = job.run("z = ONE\nprint(z + 1)", stdout=io.StringIO()).stdout

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -78,9 +79,12 @@ def bind(shell: Any) -> None:
 def _keep_static_transforms(shell: Any) -> None:
     """Transform a cell's text once per text, not twice per run. ipykernel's ``do_execute`` transforms
     the cell, then IPython's ``run_cell`` transforms it again, each time tokenizing the whole cell (about a
-    millisecond of a PE's CPU for a 20-line cell). The static part (``TransformerManager``: the
-    text alone, no namespace) is kept for the last texts, under the transforms it ran, so a re-run cell
-    and the second transform of a cell reuse it."""
+    millisecond of a PE's CPU for a 20-line cell), and IPython compiles the whole transformed cell, twice, to
+    learn whether it awaits at its top level. The static transform (``TransformerManager``: the text alone,
+    no namespace) is kept for the last texts, under the transforms it ran, and so is that answer, so a
+    re-run cell and the second look at a cell reuse them."""
+    import IPython.core.interactiveshell as interactive
+
     manager = shell.input_transformer_manager
     if getattr(manager.transform_cell, "kept", False):
         return
@@ -97,6 +101,9 @@ def _keep_static_transforms(shell: Any) -> None:
 
     transform_cell.kept = True  # type: ignore[attr-defined]
     manager.transform_cell = transform_cell
+    awaits = getattr(interactive, "_should_be_async", None)
+    if awaits is not None and not hasattr(awaits, "cache_info"):  # a pure function of the text
+        interactive._should_be_async = functools.lru_cache(maxsize=_KEPT_TEXTS)(awaits)  # type: ignore[attr-defined]
 
 
 #: cell texts whose static transform a PE keeps
