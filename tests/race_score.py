@@ -4,13 +4,20 @@
 A case is run with ``race=True`` after ``RESET``; a racy case is a true positive when a race names both
 its marked lines, a race-free case a true negative when no race is reported at all; a case that must end
 in an error (1.5 routines on a 1.4 library, contexts where none exist) is right when every PE's error is
-that one. A hang is a wrong case (the job is restarted).
+that one. A hang is a wrong case (the job is restarted). A PE that dies of a signal in one of the library's
+own threads (no Python frame: CI, twice in 4-PE catalogue jobs, on OSHMEM and on OSHMPI) is said as a warning
+with its stacks, and the case run once more on a fresh job; a second such death, or one in Python code, fails.
 """
 
 import io
+import warnings
 
 import shmem_notebook
-from shmem_notebook import PEError
+from shmem_notebook import PEDiedError, PEError
+from shmem_notebook.analysis.postmortem import crash_site, thread_stacks
+
+#: how :func:`~shmem_notebook.analysis.postmortem.crash_site` names a signal that struck a thread running no Python
+LIBRARY_THREAD = "in a thread that runs no Python code"
 
 __all__ = ["NO_CONTEXTS", "marked", "run_cases"]
 
@@ -21,6 +28,29 @@ NO_CONTEXTS = {"oshmpi"}
 def marked(access):
     """The cell line a case's marker is on: the access's own line in a function of the cell, else its line."""
     return access.own_line if access.own_line is not None and access.own_file is None else access.line
+
+
+def library_crash(error):
+    """Whether ``error`` is a :class:`PEDiedError` whose every fatal signal struck a thread running no Python
+    code (the OpenSHMEM library's own, or another C library's), by the stacks the PEs wrote as they died."""
+    sites = [crash_site(dump) for dump in getattr(error, "dumps", {}).values()]
+    return isinstance(error, PEDiedError) and bool(sites) and all((s or "").startswith(LIBRARY_THREAD) for s in sites)
+
+
+def _run_case(job, case, arrays, reset, timeout):
+    """``reset``, then ``case`` race-checked: its result. When a PE died in one of the library's own threads, a
+    warning with its stacks, a fresh job and both once more (whose second such death is raised)."""
+    for attempt in (1, 2):
+        try:
+            job.run(reset, arrays=arrays, stdout=io.StringIO(), timeout=timeout)
+            return job.run(case.code, race=True, stdout=io.StringIO(), stderr=io.StringIO(), timeout=timeout)
+        except PEDiedError as error:
+            if attempt == 2 or not library_crash(error):
+                raise
+            stacks = "\n".join(f"-- PE {pe}:\n" + "\n".join(thread_stacks(d)) for pe, d in sorted(error.dumps.items()))
+            warnings.warn(f"case {case.name!r}: {error} (run again on a fresh job)\n{stacks}", stacklevel=2)
+            job.restart()
+    raise AssertionError("unreachable")
 
 
 def run_cases(job, cases, arrays, reset, spec="1.4", picture=None, timeout=60):
@@ -34,9 +64,8 @@ def run_cases(job, cases, arrays, reset, spec="1.4", picture=None, timeout=60):
     for case in cases:
         if not case.runs_at(job.n):
             continue
-        job.run(reset, arrays=arrays, stdout=io.StringIO(), timeout=timeout)
         try:
-            result = job.run(case.code, race=True, stdout=io.StringIO(), stderr=io.StringIO(), timeout=timeout)
+            result = _run_case(job, case, arrays, reset, timeout)
             error = None
         except PEError as exc:
             result, error = exc.result, exc

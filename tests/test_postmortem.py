@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from race_score import library_crash
 from shmem_notebook.analysis.postmortem import (
     UNREPORTED,
     cell_location,
@@ -19,6 +20,7 @@ from shmem_notebook.analysis.postmortem import (
     where_report,
     with_first_deaths,
 )
+from shmem_notebook.errors import PEDiedError, PEError
 from shmem_notebook.job.processes import LocalPEs, alive, wait
 from shmem_notebook.protocol import GLOBAL_EXIT_MARK
 
@@ -229,6 +231,18 @@ def test_crash_site_names_the_thread_a_signal_struck_off_the_cells_lines():
     header, signalled, *others = thread_stacks(engine)  # a failed test's report shows the struck thread first
     assert header.strip() == fatal.strip() and "line 120 in race_stop" in signalled and signalled.startswith("Current")
     assert others and all(block.startswith("Thread") for block in others)
+
+
+def test_the_catalogue_runs_a_case_again_only_after_a_crash_in_a_library_thread():
+    """tests/race_score.py's rule: a PE that died of a signal in a thread running no Python code (CI's dump: the
+    header, no thread) gets its case a second run; one that died in Python code, or left no stacks, fails."""
+    fatal = "Fatal Python error: Segmentation fault\n\n"
+    library = fatal + "\nExtension modules: numpy._core._multiarray_umath, zmq.backend.cython._zmq (total: 2)\n"
+    assert library_crash(PEDiedError("PE 0 died", {0: "signal 11"}, {0: library}))
+    ours = fatal + 'Current thread 0x1 (most recent call first):\n  File "/x/shmem_notebook/y.py", line 9 in f\n'
+    assert not library_crash(PEDiedError("PE 0-1 died", {0: "signal 11", 1: "signal 11"}, {0: library, 1: ours}))
+    assert not library_crash(PEDiedError("PE 0 died", {0: "signal 9"}))  # SIGKILL: no stacks
+    assert not library_crash(PEError({0: ("ValueError", "x", "")}, 2))
 
 
 def test_where_report_groups_pes_and_quotes_the_line():

@@ -13,6 +13,8 @@ import threading
 import pytest
 
 from conftest import job_fixture, running_job
+from race_catalogue import Case
+from race_score import run_cases
 from shmem_notebook import CellStoppedError, PEDiedError, PEError
 from shmem_notebook.launcher.environment import platform_environment
 
@@ -140,6 +142,31 @@ def test_a_pe_that_died_checks_nothing():
             )
         assert "race check: no PE sent its trace, so nothing was checked" in out.getvalue(), out.getvalue()
         assert "races found" not in out.getvalue()
+
+
+def test_the_catalogue_runs_a_case_again_after_a_crash_in_a_library_thread_once(tmp_path):
+    """race_score's rule on a real job: a PE whose C thread (no Python) segfaults in a case's first run is a
+    warning and a second run on a fresh job, which scores; a crash in every run fails."""
+    crash = (
+        "import ctypes, os\n"
+        "if me == 1 and {first}:\n"
+        "    ctypes.CDLL(None).pthread_create(ctypes.byref(ctypes.c_ulong()), None, ctypes.c_void_p(16), None)\n"
+        "    import time; time.sleep(10)\n"
+        "src = np.full(1, me + 1, dtype=np.int64)\n"
+        "shmem.put(R[me : me + 1], src, (me + 1) % npes)  # A\n"
+        "x = R[(me - 1) % npes]  # B\n"
+    )
+    reset = "R[:] = 0\nshmem.barrier_all()"
+    flag = str(tmp_path / "crashed")
+    first = f"not os.path.exists({flag!r}) and not open({flag!r}, 'w').close()"
+    once = Case("c-thread-crash-once", "test", True, crash.format(first=first))
+    for job2 in running_job(2, heap="32M"):
+        with pytest.warns(UserWarning, match=r"c-thread-crash-once.*in a thread that runs no Python code"):
+            rows, scores = run_cases(job2, [once], ["R=int64[4]"], reset)
+        assert [(case.name, ok) for case, ok, _ in rows] == [("c-thread-crash-once", True)], rows
+        always = Case("c-thread-crash", "test", True, crash.format(first="True"))
+        with pytest.raises(PEDiedError, match="in a thread that runs no Python code"), pytest.warns(UserWarning):
+            run_cases(job2, [always], ["R=int64[4]"], reset)
 
 
 # -- the runner: the same report --------------------------------------------------------------------
