@@ -143,6 +143,10 @@ def test_session(ip, cell):
     err, printed = cell("%%pxshmem\nx = 1\nif x = 2:\n    pass")
     assert isinstance(err, CellSyntaxError) and "(line 2 of the cell: if x = 2:)" in str(err)
     assert "nothing was sent to the PEs" in str(err) and ".py, line" not in printed
+    # IPython allows a top-level await; an engine cannot run it (ipykernel's async path needs a shell thread)
+    err, printed = cell("%%pxshmem\nimport asyncio\nawait asyncio.sleep(0)")
+    assert isinstance(err, CellSyntaxError) and "a cell cannot await at its top level" in str(err)
+    assert "asyncio.run(...)" in str(err) and "nothing was sent to the PEs" in str(err)
 
     err, printed = cell("%%pxshmem\nB = shmem.zeros(1 << 20, dtype='u1'); B[:3] = me + 1\nword = 'w%d' % me")
     assert err is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 
 from ..errors import CellSyntaxError
@@ -31,10 +32,17 @@ def _syntax_problem(code: str) -> str | None:
     """What :func:`check_syntax` says of ``code``, or None; asked once per text (cells are run again)."""
     from IPython.core.inputtransformer2 import TransformerManager
 
+    source = ""
     try:
         source = TransformerManager().transform_cell(code)  # type: ignore[no-untyped-call]  # IPython: untyped
         compile(source, "<cell>", "exec")
     except SyntaxError as exc:
+        if _awaits_at_top_level(source):
+            return (
+                "a cell cannot await at its top level (the PEs run cells as ipyparallel engines, which run them "
+                "to their end); nothing was sent to the PEs: put the awaits in an `async def` and run it with "
+                "asyncio.run(...)"
+            )
         lines = code.splitlines()
         n = exc.lineno or 0
         text = lines[n - 1].strip() if 0 < n <= len(lines) else (exc.text or "").strip()
@@ -44,3 +52,12 @@ def _syntax_problem(code: str) -> str | None:
             "fix the line and run the cell again"
         )
     return None
+
+
+def _awaits_at_top_level(source: str) -> bool:
+    """Whether ``source`` is valid Python once ``await`` at its top level is allowed (IPython allows it)."""
+    try:
+        compile(source, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    except (SyntaxError, ValueError):
+        return False
+    return bool(source)
