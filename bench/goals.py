@@ -54,26 +54,19 @@ def _start_vs_floor(st):
     yield Measurement("", {"n": big["n"]}, r, f"{big['shmem_notebook']:.2f} s vs {big['floor']:.2f} s = {r:.2f}x")
 
 
-def _restart_vs_start(st):
-    worst = max(st["rows"], key=lambda r: r["restart"] / r["shmem_notebook"])
-    r = worst["restart"] / worst["shmem_notebook"]
-    yield Measurement(
-        "", {}, r, f"worst at {worst['n']} PEs: {worst['restart']:.2f} s vs {worst['shmem_notebook']:.2f} s = {r:.2f}x"
-    )
+def _restart_vs_start(st, key="restart"):
+    """The worst ``key`` (a restart's seconds) / start over N (rows without it, from older runs, are left out)."""
+    rows = [r for r in st["rows"] if r.get(key)]
+    if rows:
+        worst = max(rows, key=lambda r: r[key] / r["shmem_notebook"])
+        r = worst[key] / worst["shmem_notebook"]
+        first = f" (its first restart {worst['restart']:.2f} s)" if key != "restart" else ""
+        text = f"worst at {worst['n']} PEs: {worst[key]:.2f} s vs {worst['shmem_notebook']:.2f} s = {r:.2f}x{first}"
+        yield Measurement("", {}, r, text)
 
 
 def _restart_again_vs_start(st):
-    rows = [r for r in st["rows"] if r.get("restart_again")]
-    if rows:
-        worst = max(rows, key=lambda r: r["restart_again"] / r["shmem_notebook"])
-        r = worst["restart_again"] / worst["shmem_notebook"]
-        yield Measurement(
-            "",
-            {},
-            r,
-            f"worst at {worst['n']} PEs: {worst['restart_again']:.2f} s vs {worst['shmem_notebook']:.2f} s = {r:.2f}x "
-            f"(its first restart {worst['restart']:.2f} s)",
-        )
+    return _restart_vs_start(st, "restart_again")
 
 
 def _idle_cpu(st):

@@ -14,10 +14,7 @@ import warnings
 
 import shmem_notebook
 from shmem_notebook import PEDiedError, PEError
-from shmem_notebook.analysis.postmortem import crash_site, thread_stacks
-
-#: how :func:`~shmem_notebook.analysis.postmortem.crash_site` names a signal that struck a thread running no Python
-LIBRARY_THREAD = "in a thread that runs no Python code"
+from shmem_notebook.analysis.postmortem import NO_PYTHON_THREAD, crash_site, thread_stacks
 
 __all__ = ["NO_CONTEXTS", "marked", "run_cases"]
 
@@ -34,7 +31,7 @@ def library_crash(error):
     """Whether ``error`` is a :class:`PEDiedError` whose every fatal signal struck a thread running no Python
     code (the OpenSHMEM library's own, or another C library's), by the stacks the PEs wrote as they died."""
     sites = [crash_site(dump) for dump in getattr(error, "dumps", {}).values()]
-    return isinstance(error, PEDiedError) and bool(sites) and all((s or "").startswith(LIBRARY_THREAD) for s in sites)
+    return isinstance(error, PEDiedError) and bool(sites) and all((s or "").startswith(NO_PYTHON_THREAD) for s in sites)
 
 
 def _run_case(job, case, arrays, reset, timeout):

@@ -312,9 +312,9 @@ def _session_ended(sid, timeout=15.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         alive = False
-        for pid in psutil.pids():
-            with contextlib.suppress(OSError, psutil.Error):
-                alive = alive or (os.getsid(pid) == sid and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+        for pid in _session(sid):
+            with contextlib.suppress(psutil.Error):
+                alive = alive or psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
         if not alive:
             return True
         time.sleep(0.1)

@@ -28,6 +28,7 @@ __all__ = [
     "cell_location",
     "crash_site",
     "thread_stacks",
+    "NO_PYTHON_THREAD",
     "where_report",
     "cell_error",
 ]
@@ -148,6 +149,8 @@ def _status_text(status: int | None) -> str | None:
 
 #: where a faulthandler dump's next thread begins (``Current thread 0x...`` marks the signalled one)
 _THREAD_BLOCK = re.compile(r"\n(?=(?:Current thread|Thread) 0x)")
+#: how :func:`crash_site` begins when the signal struck a thread running no Python code
+NO_PYTHON_THREAD = "in a thread that runs no Python code"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 
 
@@ -192,7 +195,7 @@ def crash_site(dump: str) -> str | None:
             if cell_location(block) is not None:
                 return None
             return f"in {frames[0]['func']} ({_short_path(frames[0]['file'])}:{frames[0]['line']})"
-    return "in a thread that runs no Python code (the OpenSHMEM library's own, or another C library's)"
+    return f"{NO_PYTHON_THREAD} (the OpenSHMEM library's own, or another C library's)"
 
 
 def _short_path(path: str) -> str:

@@ -37,7 +37,7 @@ def _syntax_problem(code: str) -> str | None:
         source = TransformerManager().transform_cell(code)  # type: ignore[no-untyped-call]  # IPython: untyped
         compile(source, "<cell>", "exec")
     except SyntaxError as exc:
-        if _awaits_at_top_level(source):
+        if source and _awaits_at_top_level(source):
             return (
                 "a cell cannot await at its top level (the PEs run cells as ipyparallel engines, which run them "
                 "to their end); nothing was sent to the PEs: put the awaits in an `async def` and run it with "
@@ -60,4 +60,4 @@ def _awaits_at_top_level(source: str) -> bool:
         compile(source, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     except (SyntaxError, ValueError):
         return False
-    return bool(source)
+    return True

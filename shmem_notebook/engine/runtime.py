@@ -89,15 +89,14 @@ def _keep_static_transforms(shell: Any) -> None:
     if getattr(manager.transform_cell, "kept", False):
         return
     transform = manager.transform_cell
-    kept: dict[tuple[Any, ...], str] = {}
+
+    @functools.lru_cache(maxsize=_KEPT_TEXTS)  # an error is raised, not kept
+    def kept(cell: str, *transforms: tuple[Any, ...]) -> str:
+        return cast("str", transform(cell))
 
     def transform_cell(cell: str) -> str:
-        key = (cell, *map(tuple, (manager.cleanup_transforms, manager.line_transforms, manager.token_transformers)))
-        if key not in kept:
-            while len(kept) >= _KEPT_TEXTS:
-                del kept[next(iter(kept))]
-            kept[key] = transform(cell)  # an error is raised, not kept
-        return kept[key]
+        transforms = (manager.cleanup_transforms, manager.line_transforms, manager.token_transformers)
+        return kept(cell, *map(tuple, transforms))  # under the transforms that run now
 
     transform_cell.kept = True  # type: ignore[attr-defined]
     manager.transform_cell = transform_cell

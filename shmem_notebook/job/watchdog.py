@@ -185,8 +185,7 @@ def main(token: str, batch_name: str | None = None) -> None:
 
     time.sleep(0.1)
     cancel_batch_jobs(batch_name)
-    segments = Segments(token)
-    segments.since = started - 1.0  # UCX's files its processes may have left since the job began
+    segments = Segments(token, since=started - 1.0)  # and UCX's files its processes may have left since the start
     segments.note(p.pid for p in owned_processes(token))
     kill_owned(token)
     psutil.wait_procs([p for p in map(_process, segments.pids) if p], timeout=2.0)

@@ -121,6 +121,8 @@ def orphan_ucx_files(since: float) -> set[str]:
             if st.st_uid == os.getuid() and st.st_mtime >= since:
                 found[(st.st_dev, st.st_ino)] = path
     for pid in psutil.pids() if found else ():  # each process's open files and mappings
+        if not found:
+            break
         with contextlib.suppress(OSError):
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 with contextlib.suppress(OSError):
@@ -186,14 +188,14 @@ def _shmctl_rmid(shmid: int) -> bool:
 class Segments:
     """The shared memory of one job, noted while its processes live, released after."""
 
-    def __init__(self, token: str | None = None) -> None:
+    def __init__(self, token: str | None = None, since: float | None = None) -> None:
         self.token = token
         self.pids: set[int] = set()
         self.files: set[str] = set()
         self.shmids: set[int] = set()
         self.jobs: set[int] = set()  # Open MPI job ids: their vader files, mapped when looked at or not
         self.jobless: set[int] = set()  # pids that showed no job id yet (one still starting): asked again
-        self.since = time.time() - 1.0  # UCX's files made since are looked for (orphan_ucx_files)
+        self.since = time.time() - 1.0 if since is None else since  # UCX's files made since: orphan_ucx_files
 
     def note(self, pids: Iterable[int]) -> None:
         """Remember ``pids`` (the job's oshrun and PEs), their Open MPI job ids and what they map now."""
