@@ -168,3 +168,63 @@ def test_the_catalogue_names_every_atomic_once():
     assert all(CALLS[name].kind == "amo" for name in ATOMICS)
     assert CALLS["atomic_fetch"].remote == "source" and not CALLS["atomic_fetch"].writes
     assert CALLS["get"].fetches and not CALLS["get_nbi"].fetches and CALLS["put_nbi"].nbi
+
+
+#: one job per library, for what differs between them
+each_library = job_fixture(2, heap="16M", sos=(2,), oshmpi=(2,))
+
+#: the same put three times: by position (its first call, then a later one), then by keyword
+PUT_THRICE = """
+src = np.arange(4, dtype=A.dtype)
+right = (me + 1) % npes
+shmem.put(A, src, right)
+shmem.quiet()
+shmem.put(A, src, right)
+shmem.quiet()
+shmem.put(target=A, source=src, pe=right)
+shmem.quiet()
+"""
+
+SLOTS = (
+    "from shmem_notebook.engine.context import this_pe as _pe\n"
+    "print(*(f'{n}:' + ('lazy' if _pe.record.slots[n][1][0].__name__ == 'resolve' else 'made')"
+    " for n in ('put', 'get', 'barrier_all')))"
+)
+
+
+def test_a_calls_handlers_are_made_at_its_first_call_which_is_recorded_as_the_later_ones(each_library):
+    """Starting a recording makes no call's handlers (that was most of its start); a call's first call
+    makes them and is recorded as its later calls are, by position or by keyword, in C or in Python."""
+    job = each_library
+    job.ask("race_start", {})
+    try:
+        before = quiet(job, SLOTS, arrays=ARRAYS)
+        quiet(job, PUT_THRICE, arrays=ARRAYS)
+        after = quiet(job, SLOTS, arrays=ARRAYS)
+        events = job.run(
+            "from shmem_notebook.engine.record import layer as _layer\n"
+            "print([e[:2] + e[3:] for e in _layer.attached('race').events if e[1] == 'put'])"
+        )
+    finally:
+        job.ask("race_stop")
+    assert set(before.stdout.values()) == {"put:lazy get:lazy barrier_all:lazy\n"}, before.stdout
+    assert set(after.stdout.values()) == {"put:made get:lazy barrier_all:lazy\n"}, after.stdout
+    for pe, text in events.stdout.items():
+        puts = eval(text)  # the events' plain data: lists of numbers, strings and None
+        assert len(puts) == 3 and puts[0] == puts[1] == puts[2], (pe, puts)
+
+
+def test_the_heap_is_looked_up_once_where_it_cannot_move(each_library):
+    """The heap's mapping is read from /proc/self/maps once per PE, except OSHMPI's anonymous heap (the
+    kernel may merge it with its neighbours): there at every recording's start. Either way it is the
+    mapping a fresh read finds."""
+    job = each_library
+    quiet(job, PUT_THRICE, arrays=ARRAYS, race=True)
+    got = job.run(
+        "from shmem_notebook.engine.record import memory as _m\n"
+        "_kept, _now = _m._heap_mapping[0], _m.heap_range()\n"
+        "_m._heap_mapping[0] = None\n"
+        "print(_kept is not None, _now == _m.heap_range() != (0, 0), _m.anonymous_heap())"
+    )
+    anonymous = job.library.name == "oshmpi"
+    assert set(got.stdout.values()) == {f"{not anonymous} True {anonymous}\n"}, got.stdout

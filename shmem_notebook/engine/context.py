@@ -79,6 +79,8 @@ class RecordState:
     #: call name -> [befores, afters, fast]: the functions each recorded call goes to (one list per
     #: call, held by its wrapper)
     slots: dict[str, list[Any]] = field(default_factory=dict)
+    #: [how many times the slots were given new consumers]: a slot's first call fills it only if none came since
+    generation: list[int] = field(default_factory=lambda: [0])
     #: (owner, attribute) -> the function wrapped
     originals: dict[tuple[Any, str], Any] = field(default_factory=dict)
     #: (owner, attribute) -> (the function, the C module or None, its wrapper): kept for the next attach

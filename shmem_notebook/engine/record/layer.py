@@ -12,9 +12,9 @@ does what :func:`_wrapper`'s wrapper does and hands it the calls with keywords.
 A consumer has ``before(op, args, line)`` (or None) and ``after(op, args, result, line)``;
 ``op`` is the :class:`~shmem_notebook.operations.Operation`, ``args`` a dict by parameter name.
 A consumer with ``before_calls`` (a set of call names) has its ``before`` called for those only;
-one with ``after_for(op)`` is asked once per call, at attach, for the function that handles that
-call (None: none), so that a recorded call finds its handlers without a lookup. When that consumer
-is the only one wanting a call, its ``fast_for(op)`` may give a ``handler(args, result, line)``
+one with ``after_for(op)`` is asked, at a call's first call after an attach, for the function that
+handles that call (None: none), so that the later calls find their handlers without a lookup. When that
+consumer is the only one wanting a call, its ``fast_for(op)`` may give a ``handler(args, result, line)``
 taking the call's positional arguments as they came (calls without keywords only): no dict is made.
 """
 
@@ -59,6 +59,10 @@ def _owner(name: str) -> tuple[Any, str]:
     return (getattr(shmem, owner) if owner else shmem), attr
 
 
+#: (call name, its operation, the object that has it, its attribute name), for each call of the catalogue
+_PLACES = [(name, op, *_owner(name)) for name, op in CALLS.items()]
+
+
 def attach(name: str, consumer: Consumer) -> None:
     """Feed ``consumer`` every call from now on (replacing the consumer of that ``name``)."""
     if not _record.consumers:
@@ -90,28 +94,58 @@ def original(name: str) -> Any:
 
 
 def _refresh() -> None:
+    """Give every call's slot the handlers of the consumers attached now. A call that a consumer sees
+    before it runs gets them at once; the others get theirs at their first call (:func:`_resolver`): a
+    cell makes a few of the catalogue's calls, and making the handlers of all of them was most of a
+    recording's start."""
     if not _record.consumers:  # nothing wanted: every call goes straight through (and no handler is held)
         for slot in _record.slots.values():
             slot[:] = (), (), None
         return
+    consumers = tuple(_record.consumers.values())
+    _record.generation[0] += 1
+    seeing = [(c.before, getattr(c, "before_calls", None)) for c in consumers if getattr(c, "before", None) is not None]
+    lazy = (_resolver(consumers),)
     for name, op in CALLS.items():
-        befores = tuple(
-            c.before
-            for c in _record.consumers.values()
-            if getattr(c, "before", None) is not None and name in getattr(c, "before_calls", (name,))
-        )
-        afters: list[Callable[..., Any]]
-        wanting: list[Consumer]
-        afters, wanting = [], []
-        for c in _record.consumers.values():
-            handler = c.after_for(op) if hasattr(c, "after_for") else c.after
-            if handler is not None:
-                afters.append(handler)
-                wanting.append(c)
-        one = wanting[0] if len(wanting) == 1 and not befores else None
-        fast = one.fast_for(op) if one is not None and hasattr(one, "fast_for") else None
-        # a call with no consumer still needs one entry to be recorded at all (its inner calls are not)
-        _record.slots[name][:] = befores, tuple(afters) if afters else (_ignore,), fast
+        befores = tuple(before for before, calls in seeing if calls is None or name in calls)
+        _record.slots[name][:] = (befores, *_handlers(op, befores, consumers)) if befores else ((), lazy, None)
+
+
+def _resolver(consumers: tuple[Consumer, ...]) -> Callable[[Operation, dict[str, Any], Any, int], None]:
+    """The after-handler of the calls not yet made since ``consumers`` were attached: at a call's first
+    call it puts the call's handlers in its slot (unless consumers came or went since) and hands this
+    call to them: to the fast handler, as the next calls go, when its arguments could have come by position."""
+    generation = _record.generation[0]
+
+    def resolve(op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
+        afters, fast = _handlers(op, (), consumers)
+        if _record.generation[0] == generation:
+            _record.slots[op.name][:] = (), afters, fast
+        if fast is not None and tuple(args) == op.params[: len(args)]:  # as if positional: as later calls go
+            fast(tuple(args.values()), result, line)
+            return
+        for after in afters:
+            after(op, args, result, line)
+
+    return resolve
+
+
+def _handlers(
+    op: Operation, befores: tuple[Callable[..., Any], ...], consumers: tuple[Consumer, ...]
+) -> tuple[tuple[Callable[..., Any], ...], Callable[..., Any] | None]:
+    """``(afters, fast)`` of ``op``'s calls for ``consumers`` (see the module docstring)."""
+    afters: list[Callable[..., Any]]
+    wanting: list[Consumer]
+    afters, wanting = [], []
+    for c in consumers:
+        handler = c.after_for(op) if hasattr(c, "after_for") else c.after
+        if handler is not None:
+            afters.append(handler)
+            wanting.append(c)
+    one = wanting[0] if len(wanting) == 1 and not befores else None
+    fast = one.fast_for(op) if one is not None and hasattr(one, "fast_for") else None
+    # a call with no consumer still needs one entry to be recorded at all (its inner calls are not)
+    return (tuple(afters) if afters else (_ignore,)), fast
 
 
 def _ignore(op: Operation, args: dict[str, Any], result: Any, line: int) -> None:
@@ -123,11 +157,10 @@ def _wrap_all() -> None:
 
     _cell_files.clear()
     native = module()
-    for name, op in CALLS.items():
-        owner, attr = _owner(name)
-        if attr not in owner.__dict__:
+    for name, op, owner, attr in _PLACES:
+        func = owner.__dict__.get(attr)
+        if func is None:
             continue
-        func = owner.__dict__[attr]
         _record.originals[(owner, attr)] = func
         made = _record.wrappers.get((owner, attr))
         if made is None or made[:2] != (func, native):  # a wrapper is made once per function (and C module)

@@ -50,15 +50,25 @@ _cast, _from_buffer = _ffi.cast, _ffi.from_buffer
 
 
 def heap_range() -> tuple[int, int]:
-    """``(lo, hi)`` of the symmetric heap's mapping in this process."""
+    """``(lo, hi)`` of the symmetric heap's mapping in this process. A library's own heap mapping stays
+    where it is for the job's life: it is read from ``/proc/self/maps`` once (60 us a recording's start);
+    OSHMPI's anonymous one, which the kernel may merge with its neighbours, at every call."""
     live = [int(key) for key in list(shmem._heap.keys())]
     probe = live[:1] or [0xFF000000]  # OSHMEM's usual base
+    kept = _heap_mapping[0]
+    if kept is not None and kept[0] <= probe[0] < kept[1]:
+        return kept
     with open("/proc/self/maps") as maps:
         for line in maps:
             lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
             if lo <= probe[0] < hi:
-                return heap_start(lo, min(live, default=probe[0])), hi
+                found = heap_start(lo, min(live, default=probe[0])), hi
+                _heap_mapping[0] = None if anonymous_heap() else found
+                return found
     return 0, 0
+
+
+_heap_mapping: list[tuple[int, int] | None] = [None]  # the heap's mapping once found, where it cannot move
 
 
 def heap_start(mapping: int, lowest: int) -> int:
