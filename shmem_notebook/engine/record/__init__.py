@@ -26,7 +26,7 @@ from shmem4py import shmem
 from ..context import this_pe
 from . import callsites, hooks, in_c, layer, outside
 from .accesses import RaceRecording
-from .instrument import AccessTransformer, MarkTransformer
+from .instrument import AccessTransformer, MarkTransformer, compile_kept
 from .perturb import StressDelays, declared_values, restore_arrays, save_arrays
 
 __all__ = [
@@ -74,6 +74,7 @@ def _rewrite_with(transformer: MarkTransformer) -> None:
     if events is None:
         shell.ast_transformers.append(transformer)
         return
+    compile_kept(shell.compile)  # a cell run again is neither rewritten nor compiled again
     own = shell.transform_ast
     transformer.installed = shell.transform_ast = lambda node: transformer.visit(own(node))
     events.register("pre_run_cell", transformer.expect)
@@ -145,9 +146,9 @@ def race_stop() -> dict[str, Any] | None:
     if gc.get_threshold()[2] == NO_FULL_COLLECTION:  # unless the cell set its own
         gc.set_threshold(*recording.thresholds)
     _rewrite_stop(recording.transformer)
-    callsites.place_calls(recording)
+    own_lines = callsites.place_calls(recording)
     data = recording.data()
-    data["functions"] = callsites.functions(recording.events)  # own lines of accesses made in functions
+    data["functions"] = callsites.functions(own_lines)  # own lines of accesses made in functions
     data["places"] = outside.places()  # lines outside the cell: what their places are
     data["compiled"] = sorted(getattr(recording, "compiled", ()))  # lines calling compiled code
     recording.memory.cache.clear()

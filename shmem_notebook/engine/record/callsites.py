@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import linecache
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from ...operations import EVENT_FIELDS
 from ...protocol import RACE_LINES
@@ -23,7 +23,7 @@ from ..context import this_pe
 from . import outside
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable
 
     from .accesses import RaceRecording
 
@@ -32,10 +32,12 @@ __all__ = ["place_calls", "functions"]
 _WIDTH: dict[str, int] = {kind: len(fields.split()) for kind, fields in EVENT_FIELDS.items()}
 
 
-def place_calls(recording: RaceRecording) -> None:
-    """Move the events of the cell's top-level calls to their call's line, keeping their own in ``at``."""
+def place_calls(recording: RaceRecording) -> set[int]:
+    """Move the events of the cell's top-level calls to their call's line, keeping their own in ``at``;
+    the own lines (``at``) it kept."""
+    kept: set[int] = set()
     if not this_pe.record.outside_enabled:  # the race runner numbers its programs' lines its own way
-        return
+        return kept
     events, calls = recording.events, getattr(recording, "calls", ())
     for start, end, line in zip(calls[0::3], calls[1::3], calls[2::3]):
         for i in range(start, min(end, len(events))):
@@ -47,11 +49,13 @@ def place_calls(recording: RaceRecording) -> None:
             new = [*e[:width], *[None] * (width - len(e))]
             new[2], new[-1] = line, own
             events[i] = new
+            kept.add(own)
+    return kept
 
 
-def functions(events: Sequence[list[Any]]) -> dict[int, str]:
-    """``{at: function name}`` of the events' own lines (``at``) whose function is found in its file."""
-    lines = {e[-1] for e in events if len(e) == _WIDTH[e[0]] and e[-1] is not None}
+def functions(lines: Iterable[int]) -> dict[int, str]:
+    """``{at: function name}`` of the events' own lines ``lines`` (``at``, see :func:`place_calls`) whose
+    function is found in its file."""
     names: dict[int, str]
     trees: dict[str, list[tuple[int, int, str]]]
     names, trees = {}, {}
