@@ -222,8 +222,9 @@ def test_the_heap_is_looked_up_once_where_it_cannot_move(each_library):
     quiet(job, PUT_THRICE, arrays=ARRAYS, race=True)
     got = job.run(
         "from shmem_notebook.engine.record import memory as _m\n"
-        "_kept, _now = _m._heap_mapping[0], _m.heap_range()\n"
-        "_m._heap_mapping[0] = None\n"
+        "from shmem_notebook.engine.context import this_pe as _pe\n"
+        "_kept, _now = _pe.record.heap_mapping[0], _m.heap_range()\n"
+        "_pe.record.heap_mapping[0] = None\n"
         "print(_kept is not None, _now == _m.heap_range() != (0, 0), _m.anonymous_heap())"
     )
     anonymous = job.library.name == "oshmpi"

@@ -120,6 +120,8 @@ class RecordState:
     saved: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: the race runner's rewritten files: absolute path -> its number, from 1 (:mod:`.record.script`)
     files: dict[str, int] = field(default_factory=dict)
+    #: [the symmetric heap's (start, end) once found where it cannot move, or None] (``memory.heap_range``)
+    heap_mapping: list[tuple[int, int] | None] = field(default_factory=lambda: [None])
 
 
 class Checks(NamedTuple):

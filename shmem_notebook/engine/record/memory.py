@@ -55,7 +55,7 @@ def heap_range() -> tuple[int, int]:
     OSHMPI's anonymous one, which the kernel may merge with its neighbours, at every call."""
     live = [int(key) for key in list(shmem._heap.keys())]
     probe = live[:1] or [0xFF000000]  # OSHMEM's usual base
-    kept = _heap_mapping[0]
+    kept = this_pe.record.heap_mapping[0]
     if kept is not None and kept[0] <= probe[0] < kept[1]:
         return kept
     with open("/proc/self/maps") as maps:
@@ -63,12 +63,9 @@ def heap_range() -> tuple[int, int]:
             lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
             if lo <= probe[0] < hi:
                 found = heap_start(lo, min(live, default=probe[0])), hi
-                _heap_mapping[0] = None if anonymous_heap() else found
+                this_pe.record.heap_mapping[0] = None if anonymous_heap() else found
                 return found
     return 0, 0
-
-
-_heap_mapping: list[tuple[int, int] | None] = [None]  # the heap's mapping once found, where it cannot move
 
 
 def heap_start(mapping: int, lowest: int) -> int:
