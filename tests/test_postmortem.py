@@ -13,6 +13,7 @@ from race_score import library_crash
 from shmem_notebook.analysis.postmortem import (
     UNREPORTED,
     cell_location,
+    cell_thread_place,
     crash_causes,
     crash_site,
     describe_exit,
@@ -231,6 +232,29 @@ def test_crash_site_names_the_thread_a_signal_struck_off_the_cells_lines():
     header, signalled, *others = thread_stacks(engine)  # a failed test's report shows the struck thread first
     assert header.strip() == fatal.strip() and "line 120 in race_stop" in signalled and signalled.startswith("Current")
     assert others and all(block.startswith("Thread") for block in others)
+
+
+#: CI's dump of a PE whose C thread died while the cell's thread had left line 3 and IPython compiled line 4
+BETWEEN = """Fatal Python error: Segmentation fault
+
+Thread 0x00007f37ed2fa6c0 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 327 in wait
+  File "/work/shmem_notebook/engine/cell_receiver.py", line 255 in _flusher
+
+Thread 0x00007f382de61b80 (most recent call first):
+  File "/usr/lib/python3.11/codeop.py", line 125 in __call__
+  File "/venv/lib/python3.11/site-packages/IPython/core/interactiveshell.py", line 3760 in run_ast_nodes
+  File "/venv/lib/python3.11/site-packages/IPython/core/interactiveshell.py", line 3518 in run_cell_async
+  File "/venv/lib/python3.11/site-packages/ipykernel/ipkernel.py", line 460 in do_execute
+"""
+
+
+def test_the_cell_threads_place_is_a_line_or_between_two_statements():
+    assert cell_thread_place(DUMP) == "at line 3"
+    assert cell_location(BETWEEN) is None and cell_thread_place(BETWEEN) == "between two of its statements"
+    assert crash_site(BETWEEN).startswith("in a thread that runs no Python code")
+    engine_only = 'Thread 0x1 (most recent call first):\n  File "/x/ipyparallel/engine/kernel.py", line 80 in f\n'
+    assert cell_thread_place(engine_only) is None and cell_thread_place("") is None  # no cell running
 
 
 def test_the_catalogue_runs_a_case_again_only_after_a_crash_in_a_library_thread():

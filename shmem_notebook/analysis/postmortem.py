@@ -27,6 +27,7 @@ __all__ = [
     "describe_exit",
     "cell_location",
     "crash_site",
+    "cell_thread_place",
     "thread_stacks",
     "NO_PYTHON_THREAD",
     "where_report",
@@ -176,6 +177,20 @@ def cell_location(dump: str) -> tuple[int, str | None] | None:
                     return int(cell["line"]), EMULATED_WAIT
                 shmem_calls = [f["func"] for f in frames[:i] if "shmem4py" in f["file"]]
                 return int(cell["line"]), (shmem_calls[-1] if shmem_calls else None)
+    return None
+
+
+def cell_thread_place(dump: str) -> str | None:
+    """Where the thread running a cell was in a faulthandler dump, in words: ``'at line 4'``, or
+    ``'between two of its statements'`` while IPython compiles or starts the cell's next statement (a
+    signal striking another thread meets it there); ``None`` when no thread runs a cell."""
+    place = cell_location(dump)
+    if place is not None:
+        return f"at line {place[0]}"
+    for block in _THREAD_BLOCK.split(dump):
+        frames = [m.groupdict() for m in map(_FRAME.match, block.splitlines()) if m]
+        if any(f["func"] == "run_ast_nodes" and f["file"].endswith("interactiveshell.py") for f in frames):
+            return "between two of its statements"
     return None
 
 

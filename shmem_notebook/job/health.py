@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..analysis.postmortem import cell_location, crash_causes, crash_site, with_first_deaths
+from ..analysis.postmortem import cell_location, cell_thread_place, crash_causes, crash_site, with_first_deaths
 from ..errors import JobStateError, NoJobError, PEDiedError
 from ..folding import fold, pe_ranges
 from ..operations import EMULATED_WAIT
@@ -110,7 +110,8 @@ class Health:
                     self.crash_dumps[pe] = dump
                 place, site = cell_location(dump), crash_site(dump)
                 if site is not None:  # another thread, or the engine's code between cells
-                    found[pe] = f" {site}" + (f" with the cell's thread at line {place[0]}" if place else "")
+                    cell_thread = cell_thread_place(dump)
+                    found[pe] = f" {site}" + (f" with the cell's thread {cell_thread}" if cell_thread else "")
                 elif place is not None:
                     line, call = place
                     found[pe] = f" at line {line}" + (f" (in shmem.{call})" if call and call != EMULATED_WAIT else "")
