@@ -155,6 +155,11 @@ NO_PYTHON_THREAD = "in a thread that runs no Python code"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 
 
+def _frames(block: str) -> list[dict[str, str]]:
+    """The frames of one thread's block of a faulthandler dump (file, line, func), most recent first."""
+    return [m.groupdict() for m in map(_FRAME.match, block.splitlines()) if m]
+
+
 def thread_stacks(dump: str) -> list[str]:
     """A faulthandler dump cut into its header and one block per thread, the signalled thread's first."""
     return sorted(_THREAD_BLOCK.split(dump), key=lambda block: block.startswith("Thread"))
@@ -169,7 +174,7 @@ def cell_location(dump: str) -> tuple[int, str | None] | None:
     Returns ``None`` when no thread is running a cell.
     """
     for block in _THREAD_BLOCK.split(dump):
-        frames = [m.groupdict() for m in map(_FRAME.match, block.splitlines()) if m]
+        frames = _frames(block)
         for i, frame in enumerate(frames):  # most recent call first
             if frame["func"] == "run_code" and frame["file"].endswith("interactiveshell.py") and i > 0:
                 cell = frames[i - 1]
@@ -188,7 +193,7 @@ def cell_thread_place(dump: str) -> str | None:
     if place is not None:
         return f"at line {place[0]}"
     for block in _THREAD_BLOCK.split(dump):
-        frames = [m.groupdict() for m in map(_FRAME.match, block.splitlines()) if m]
+        frames = _frames(block)
         if any(f["func"] == "run_ast_nodes" and f["file"].endswith("interactiveshell.py") for f in frames):
             return "between two of its statements"
     return None
@@ -204,7 +209,7 @@ def crash_site(dump: str) -> str | None:
         return None
     for block in _THREAD_BLOCK.split(dump):
         if block.startswith("Current thread"):
-            frames = [m.groupdict() for m in map(_FRAME.match, block.splitlines()) if m]
+            frames = _frames(block)
             if not frames:
                 return "in a thread with no Python frame"
             if cell_location(block) is not None:
