@@ -23,11 +23,10 @@ import subprocess
 import uuid
 from typing import TYPE_CHECKING
 
-import psutil
-
 from ..errors import InputError
 from ..launcher import environment
 from ..launcher.listen import LOOPBACK
+from ..launcher.proc_tree import children
 from ..protocol import FORKSERVER_MODULE
 from ..rc import rc
 from .processes import alive, process
@@ -97,10 +96,7 @@ class ForkServer:
 
     def pids(self) -> list[int]:
         """The PEs it forked that still exist (zombies too)."""
-        with contextlib.suppress(psutil.Error):
-            if self.process is not None:
-                return [p.pid for p in psutil.Process(self.process.pid).children()]
-        return []
+        return children(self.process.pid) if self.process is not None else []
 
     def stop(self) -> None:
         """End the server; PEs it forked that are still alive end with it."""

@@ -19,7 +19,6 @@ import warnings
 from typing import TYPE_CHECKING, Any, Self, TextIO, Unpack, cast
 
 import ipyparallel as ipp
-import psutil
 
 from ..arguments import check_timeout
 from ..cells import STAGES, CellResult, ctrl_c, run_cell
@@ -30,6 +29,7 @@ from ..launcher import OshrunEngineSetLauncher, check_oshrun, check_shmem4py, ch
 from ..launcher.entry_points import cache as cache_entry_points
 from ..launcher.library import library as library_named
 from ..launcher.listen import LOOPBACK
+from ..launcher.proc_tree import descendants
 from ..launcher.shm import Segments
 from ..rc import rc
 from ..specs import ArraySpec, check_heap
@@ -231,11 +231,10 @@ class Job(SymmetricArrays, Health, Asking):
         engines = self._engine_set(set_id)
         if engines is None or not alive(engines.process):
             return
-        with contextlib.suppress(psutil.Error):
-            pids = [engines.process.pid] + [p.pid for p in engines.process.children(recursive=True)]
-            if set_id == self._engine_set_id:
-                pids += [p.pid for p in self._pe_procs.values() if alive(p)] + self.forks.pids()
-            self._segments.setdefault(set_id, Segments(self._token)).note(pids)
+        pids = [engines.process.pid, *descendants(engines.process.pid)]
+        if set_id == self._engine_set_id:  # PEs this host runs outside oshrun's tree, and forked ones
+            pids += [p.pid for p in self._pe_procs.values() if alive(p)] + self.forks.pids()
+        self._segments.setdefault(set_id, Segments(self._token)).note(pids)
 
     def _wait_for_pes(self, deadline: float) -> None:
         """Wait until every PE registered; a batch job's time in the queue does not count."""

@@ -10,6 +10,7 @@
 - :mod:`.listen`: where it listens: Unix sockets in the private profile on one host, else TCP.
 - :mod:`.entry_points`: ipyparallel's look-ups of its launchers, once per process.
 - :mod:`.bytecode`: the PEs' compiled bytecode, kept warm.
+- :mod:`.proc_tree`: a process's children and descendants, without reading every process's parent.
 - :mod:`.start_options`: every start option of a job declared once (the launcher's traits are read from it).
 """
 

@@ -30,6 +30,7 @@ from ..protocol import ENGINE_MODULE, SPARE_ENV
 from ..rc import rc
 from . import bytecode, environment
 from .library import Library, library as library_named
+from .proc_tree import descendants
 from .slurm import sbatch_command
 from .start_options import launcher_traits, oshrun_args
 
@@ -186,9 +187,9 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):  # type: ignore[misc]  # ip
             return
         # a PE blocked in a shmem call never runs a SIGTERM handler: kill the PEs, oshrun follows
         with _suppress():
-            for child in self.process.children(recursive=True):
+            for pid in descendants(self.process.pid):
                 with _suppress():
-                    child.kill()
+                    psutil.Process(pid).kill()
 
     def start(self, n: int) -> Any:
         if not self.slurm:

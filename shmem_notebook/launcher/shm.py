@@ -33,6 +33,8 @@ from typing import Any, Self
 
 import psutil
 
+from .proc_tree import descendants
+
 __all__ = [
     "SHM_DIR",
     "transfer_prefix",
@@ -262,9 +264,7 @@ class SharedMemoryOf:
         self.noting = threading.Thread(target=self._note, daemon=True)
 
     def _tree(self) -> list[int]:
-        with contextlib.suppress(psutil.Error):
-            return [self.process.pid] + [p.pid for p in psutil.Process(self.process.pid).children(recursive=True)]
-        return []
+        return [self.process.pid, *descendants(self.process.pid)]
 
     def _note(self) -> None:
         while not self.done.wait(0.2):
