@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -21,7 +22,7 @@ import shmem_notebook
 from conftest import ShmTracker
 from shmem_notebook import CellStoppedError, PEDiedError
 from shmem_notebook.job.processes import wait
-from shmem_notebook.job.watchdog import owned_processes
+from shmem_notebook.job.watchdog import OWNER, owned_processes
 
 pytestmark = pytest.mark.pe
 
@@ -83,6 +84,28 @@ def started(n=2):
     during = traces.now()
     assert during["profile files"] and during["shared memory"] and during["processes"], during
     return job, traces
+
+
+def test_a_jobs_processes_are_those_whose_environment_carries_its_token():
+    """The look-up the watchdog cleans up by: the token as the whole value of its variable (not a prefix or
+    a suffix of another token's, nor another variable's value); a zombie no longer counts."""
+    token = f"t{os.getpid()}-{time.monotonic_ns()}"
+
+    def sleeper(**env):
+        return subprocess.Popen(["sleep", "30"], env={**os.environ, **env})
+
+    mine = sleeper(**{OWNER: token})
+    others = [sleeper(**{OWNER: token + "0"}), sleeper(**{OWNER: "0" + token}), sleeper(OTHER_VARIABLE=token)]
+    ended = subprocess.Popen([sys.executable, "-c", "pass"], env={**os.environ, OWNER: token})
+    try:
+        assert wait(lambda: open(f"/proc/{ended.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z", 10.0)
+        assert [p.pid for p in owned_processes(token)] == [mine.pid]
+    finally:
+        for proc in [mine, *others]:
+            proc.kill()
+        for proc in [mine, *others, ended]:
+            proc.wait()
+    assert owned_processes(token) == []
 
 
 def test_crash_restart_stop_leaves_nothing():
