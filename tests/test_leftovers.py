@@ -22,6 +22,7 @@ import shmem_notebook
 from conftest import ShmTracker
 from shmem_notebook import CellStoppedError, PEDiedError
 from shmem_notebook.job.processes import wait
+from shmem_notebook.job.site import running_jobs
 from shmem_notebook.job.watchdog import OWNER, owned_processes
 
 pytestmark = pytest.mark.pe
@@ -87,8 +88,9 @@ def started(n=2):
 
 
 def test_a_jobs_processes_are_those_whose_environment_carries_its_token():
-    """The look-up the watchdog cleans up by: the token as the whole value of its variable (not a prefix or
-    a suffix of another token's, nor another variable's value); a zombie no longer counts."""
+    """The look-up the watchdog cleans up by (and a site's ``max_jobs`` counts by): the token as the whole
+    value of its variable (not a prefix or a suffix of another token's, nor another variable's value), of
+    this user's processes; a zombie no longer counts."""
     token = f"t{os.getpid()}-{time.monotonic_ns()}"
 
     def sleeper(**env):
@@ -100,6 +102,7 @@ def test_a_jobs_processes_are_those_whose_environment_carries_its_token():
     try:
         assert wait(lambda: open(f"/proc/{ended.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z", 10.0)
         assert [p.pid for p in owned_processes(token)] == [mine.pid]
+        assert token in running_jobs() and token not in running_jobs(uid=os.getuid() + 1)  # a site's max_jobs
     finally:
         for proc in [mine, *others]:
             proc.kill()

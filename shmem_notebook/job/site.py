@@ -32,7 +32,7 @@ from ..specs import check_heap, format_size, parse_size
 from ..words import plural
 from .heap_fit import PE_OVERHEAD, TOOL_RESERVE, TRANSPORT_SHM, check_heap_fits, largest_heap, node_memory, pes_per_node
 from .options import declared, site_key
-from .watchdog import OWNER
+from .watchdog import OWNER, environment_values
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -204,18 +204,7 @@ def allowed(name: str, values: Iterable[Any], site: Policy | None = None) -> tup
 def running_jobs(uid: int | None = None) -> set[str]:
     """The tokens of this user's (``uid``'s) running jobs: every process a job starts (its watchdog
     first, which lives exactly as long as the job) carries ``SHMEM_NOTEBOOK_OWNER=<token>``."""
-    uid = os.getuid() if uid is None else uid
-    tokens: set[str] = set()
-    for proc in psutil.process_iter(["uids"]):
-        try:
-            if proc.pid == os.getpid() or proc.info["uids"] is None or proc.info["uids"].real != uid:
-                continue
-            token = proc.environ().get(OWNER)
-            if token and proc.status() != psutil.STATUS_ZOMBIE:
-                tokens.add(token)
-        except (psutil.Error, OSError):
-            pass
-    return tokens
+    return set(filter(None, environment_values(OWNER, os.getuid() if uid is None else uid).values()))
 
 
 def admit(

@@ -39,6 +39,7 @@ __all__ = [
     "tell_watchdog",
     "stop_watchdog",
     "owned_processes",
+    "environment_values",
     "kill_owned",
     "cancel_batch_jobs",
     "remove_profile_files",
@@ -125,23 +126,37 @@ def stop_watchdog(watchdog: subprocess.Popen[bytes] | None, timeout: float = 15.
     return True
 
 
-def owned_processes(token: str, variable: str = OWNER) -> list[psutil.Process]:
-    """Live processes whose environment has ``variable=token``, except this one. One read of each
-    process's ``/proc/PID/environ`` (other users' are refused at once; a zombie's is empty), so a login
-    node's thousands of processes cost milliseconds, not psutil's handle per process."""
-    import psutil
-
-    needle = f"\0{variable}={token}\0".encode()
-    found: list[psutil.Process] = []
+def environment_values(variable: str, uid: int | None = None) -> dict[int, str]:
+    """``{pid: value}`` of ``variable`` in the environments of the live processes (of user ``uid``) that have
+    it, this one excepted. One read of each process's ``/proc/PID/environ`` (other users' are refused at
+    once, a zombie's is empty): a login node's thousands of processes cost milliseconds."""
+    key = b"\0" + variable.encode() + b"="
+    found: dict[int, str] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
         try:
+            if uid is not None and os.stat(f"/proc/{name}").st_uid != uid:
+                continue
             with open(f"/proc/{name}/environ", "rb") as f:
-                if needle in b"\0" + f.read() + b"\0":
-                    found.append(psutil.Process(int(name)))
-        except (psutil.Error, OSError):
-            pass
+                env = b"\0" + f.read() + b"\0"
+        except OSError:
+            continue
+        if (at := env.find(key)) >= 0:
+            start = at + len(key)
+            found[int(name)] = env[start : env.index(b"\0", start)].decode(errors="replace")
+    return found
+
+
+def owned_processes(token: str, variable: str = OWNER) -> list[psutil.Process]:
+    """Live processes whose environment has ``variable=token``, except this one."""
+    import psutil
+
+    found: list[psutil.Process] = []
+    for pid, value in environment_values(variable).items():
+        if value == token:
+            with contextlib.suppress(psutil.Error):
+                found.append(psutil.Process(pid))
     return found
 
 
