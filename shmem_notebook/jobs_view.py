@@ -29,7 +29,7 @@ import psutil
 
 from .job.state_file import read_state
 from .job.states import DEAD, IDLE
-from .job.watchdog import OWNER
+from .job.watchdog import OWNER, environment_values
 from .launcher.library import known, library
 from .protocol import ENGINE_MODULE, FORKSERVER_MODULE as FORKSERVER, SPARE_ENV, SPARE_GO
 
@@ -93,12 +93,14 @@ def _pes(view: JobView) -> str:
 
 
 def _owned() -> dict[str, list[_Process]]:
-    """token -> [psutil.Process] of every process that carries a job's token (those we may read)."""
+    """token -> [psutil.Process] of every process that carries a job's token (those we may read), each
+    with ``info``: its pid, command line and status."""
     groups: dict[str, list[_Process]] = {}
-    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+    for pid, token in environment_values(OWNER).items():  # one read per process, not a psutil handle each
         try:
-            token = proc.environ().get(OWNER)
-        except (psutil.Error, OSError):
+            proc = psutil.Process(pid)
+            proc.info = proc.as_dict(["pid", "cmdline", "status"])
+        except psutil.Error:
             continue
         if token and proc.info["status"] != psutil.STATUS_ZOMBIE:
             groups.setdefault(token, []).append(proc)
