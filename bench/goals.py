@@ -676,8 +676,9 @@ def _restart_why(results):
         "what restart skips, the controller's start, runs beside the PEs' in a cold start. A new OpenSHMEM job "
         "needs new processes (`shmem_init` once per process): `--spare` keeps a second set of PEs started ahead, "
         "imports done (twice the processes, not the heaps), and a restart takes it (the scale section measures it). "
-        "A job with no more PEs than cores has no fork server until its first restart, which starts one: a "
-        "student who never restarts does not pay for it, and the later restarts fork their PEs (the next row)."
+        "A healthy job with no more PEs than cores has no fork server until its first restart, which starts one: "
+        "a student who never restarts does not pay for it, and the later restarts fork their PEs (the next row). "
+        "A job whose PEs died or hung starts its server then, and its restart forks (about half a start)."
     )
 
 

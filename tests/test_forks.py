@@ -16,7 +16,7 @@ import pytest
 
 import shmem_notebook
 from conftest import job_fixture
-from shmem_notebook.errors import InputError, PEDiedError
+from shmem_notebook.errors import CellStoppedError, InputError, PEDiedError
 from shmem_notebook.launcher.environment import local_slots
 from shmem_notebook.rc import rc
 
@@ -153,6 +153,33 @@ def test_by_default_a_small_job_forks_its_pes_from_its_second_restart_on(monkeyp
         assert small.forks.process is None and not psutil.pid_exists(server.pid)
         small.start()
         assert small.forks.process is None
+
+
+def test_by_default_a_small_job_that_died_or_hung_forks_the_pes_of_its_restart(monkeypatch):
+    """A job whose PEs died or hung is restarted next: its server starts then, so that restart forks."""
+    monkeypatch.setattr(rc, "forkserver", "auto")
+    quiet = {"stdout": io.StringIO(), "stderr": io.StringIO()}
+    with shmem_notebook.start(n=2, heap="8M") as small:
+        for trouble, code, error, options in (
+            ("died", "import os\nif me == 1:\n    os._exit(3)\nshmem.barrier_all()", PEDiedError, {}),
+            (
+                "hung",
+                "f = shmem.zeros(1, dtype='i4')\nshmem.wait_until(f, shmem.CMP.EQ, 1)",
+                CellStoppedError,
+                {"timeout": 2},
+            ),
+        ):
+            small.stop()
+            small.start()
+            assert small.forks.process is None, trouble
+            with pytest.raises(error):
+                small.run(code, **quiet, **options)
+            assert small.state == {"died": "dead", "hung": "hung"}[trouble]
+            assert small.forks.process is not None, trouble
+            small.restart()
+            assert sorted(_pe_pids(small).values()) == sorted(small.forks.pids()), trouble  # forked
+            out = small.run("shmem.barrier_all(); print(me, npes)", stdout=io.StringIO()).stdout
+            assert out == {0: "0 2\n", 1: "1 2\n"}, trouble
 
 
 def test_a_setting_it_does_not_know_is_one_sentence(monkeypatch):

@@ -6,9 +6,10 @@ cores each pays them in turn. A job on this host with Open MPI's OSHMEM and more
 and each PE is forked from the server, imports done, and calls ``shmem_init`` as that PE. The server
 outlives restarts, so a restart pays none of the imports again. With no more PEs than cores the
 imports run while ``shmem_init`` waits, on idle cores, and the server (and a stub per PE: 3 processes
-and about 30 MiB for a 2-PE job) would cost a job that never restarts more than it saves. A job that
-restarted once is likely to restart again (a user debugging): it starts its server after that restart,
-and its later restarts fork their PEs (about half a start's time instead of all of it). That is
+and about 30 MiB for a 2-PE job) would cost a job that never restarts more than it saves. A job likely to
+restart starts its server then, and its next restarts fork their PEs (about half a start's time instead of
+all of it): a job whose PEs died or hung (the server imports while the user reads why), and a job that
+restarted once (a user debugging restarts again). That is
 ``rc.forkserver = "auto"``; ``"on"`` forks every job's PEs from its start, ``"off"`` none
 (``SHMEM_NOTEBOOK_FORKSERVER``). Jobs with ``--spare``, a hostfile, Slurm, or another library start
 every PE as its own process.
@@ -60,11 +61,11 @@ class ForkServer:
         "auto"``) more PEs than cores, where every PE's imports would wait for a core."""
         return self.possible() and (rc.forkserver == "on" or self.job.n > environment.local_slots())
 
-    def start(self, restarted: bool = False) -> None:
-        """Start the server (it imports while the controller starts, or, ``restarted``, while the job that
-        has just restarted waits for its next cell); nothing if not :meth:`wanted` (``restarted``:
-        :meth:`possible`) or running already."""
-        if self.process is not None or not (self.possible() if restarted else self.wanted()):
+    def start(self, restart_likely: bool = False) -> None:
+        """Start the server (it imports while the controller starts, or, ``restart_likely``, while the user
+        reads why the job died or hung, or waits for the next cell after a restart); nothing if not
+        :meth:`wanted` (``restart_likely``: :meth:`possible`) or running already."""
+        if self.process is not None or not (self.possible() if restart_likely else self.wanted()):
             return
         # an abstract socket: no file to leave behind; the server serves only this user (SO_PEERCRED)
         address = f"@shmem-notebook-forks-{uuid.uuid4().hex}"

@@ -78,6 +78,7 @@ class Health:
         self._crash_places = self._died_at(self.crash)
         self.state = "dead"
         self._stop_pes()
+        self.forks.start(restart_likely=True)  # the restart that comes next forks its PEs (.forks)
         return self._crash_text()
 
     def _global_exits(self: JobMembers) -> dict[int, str]:

@@ -382,7 +382,7 @@ class Job(SymmetricArrays, Health, Asking):
             raise
         finally:
             self._reap_ended()
-        self.forks.start(restarted=True)  # a job that restarted once forks the PEs of its next restarts (.forks)
+        self.forks.start(restart_likely=True)  # a job that restarted once forks the PEs of its next restarts (.forks)
         return self
 
     # -- cells ---------------------------------------------------------------

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..errors import JobStateError
     from ..launcher.library import Library
     from ..specs import ArraySpec
+    from .forks import ForkServer
     from .governor import Governor
     from .job import Job
     from .processes import LocalPEs
@@ -39,6 +40,7 @@ class JobMembers(Protocol):
     _crash_places: dict[int, str]
     crash_dumps: dict[int, str]
     paused: set[int]
+    forks: ForkServer
     heap_bytes: int
     hostfile: str | None
     library: Library

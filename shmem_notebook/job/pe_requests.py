@@ -96,6 +96,7 @@ class Asking:
 
     def _hung(self: JobMembers, op: str, timeout: float) -> JobStateError:
         self.state = "hung"
+        self.forks.start(restart_likely=True)  # the restart that comes next forks its PEs (.forks)
         return JobStateError(f"the PEs did not answer {op} within {timeout:.0f} s; {self.RESTART_HINT}")
 
     def _require_alive(self: JobMembers) -> None:
@@ -146,6 +147,7 @@ class Asking:
         self._signal(pes, signal.SIGSTOP)
         self.paused.update(pes)
         self.state = "hung"
+        self.forks.start(restart_likely=True)  # the restart that comes next forks its PEs (.forks)
 
     def spooled_traces(self: JobMembers, pes: Iterable[int]) -> dict[int, dict[str, Any]]:
         """``{pe: trace data}`` of those of ``pes`` on this host that spooled their ``--trace``
