@@ -182,6 +182,28 @@ def test_by_default_a_small_job_that_died_or_hung_forks_the_pes_of_its_restart(m
             assert out == {0: "0 2\n", 1: "1 2\n"}, trouble
 
 
+def test_a_server_that_cannot_start_after_a_crash_loses_nothing(monkeypatch):
+    """The server is only speed: when it cannot start (no process left to this user), the crash is still
+    reported, and the restart starts its PEs as processes of their own."""
+    from shmem_notebook.job import forks
+
+    monkeypatch.setattr(rc, "forkserver", "auto")
+    with shmem_notebook.start(n=1, heap="8M") as small:
+
+        def refused(*args, **kwargs):
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+
+        monkeypatch.setattr(forks.subprocess, "Popen", refused)
+        with pytest.raises(PEDiedError, match="PE 0"):
+            small.run("import os\nos._exit(3)", stdout=io.StringIO(), stderr=io.StringIO())
+        assert small.state == "dead" and small.forks.process is None
+        monkeypatch.undo()
+        monkeypatch.setattr(rc, "forkserver", "auto")
+        small.restart()
+        assert small.run("print(me)", stdout=io.StringIO()).stdout == {0: "0\n"}
+        assert not small.forks.pids()
+
+
 def test_a_setting_it_does_not_know_is_one_sentence(monkeypatch):
     monkeypatch.setattr(rc, "forkserver", "yes")
     with pytest.raises(

@@ -63,8 +63,8 @@ class ForkServer:
 
     def start(self, restart_likely: bool = False) -> None:
         """Start the server (it imports while the controller starts, or, ``restart_likely``, while the user
-        reads why the job died or hung, or waits for the next cell after a restart); nothing if not
-        :meth:`wanted` (``restart_likely``: :meth:`possible`) or running already."""
+        reads why the job died or hung, or waits for the next cell after a restart: then a server that cannot
+        start is none); nothing if not :meth:`wanted` (``restart_likely``: :meth:`possible`) or running already."""
         if self.process is not None or not (self.possible() if restart_likely else self.wanted()):
             return
         # an abstract socket: no file to leave behind; the server serves only this user (SO_PEERCRED)
@@ -83,6 +83,10 @@ class ForkServer:
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,  # a Ctrl-C or a kernel interrupt (a signal to its group) is not for it
                 )
+        except OSError:
+            if not restart_likely:
+                raise
+            return  # only speed is lost (the restart starts its PEs as processes of their own), not why a job died
         finally:
             listener.close()
         self.path = address
