@@ -290,12 +290,13 @@ class Job(SymmetricArrays, Health, Asking):
                 client.session.send, client._query_stream, "unregistration_request", content={"id": eid}
             )
 
-    def _reap(self, set_id: str | None) -> None:
-        """Wait for engine set ``set_id``'s oshrun to end (killing its PEs after 3 s), remove
-        the shared memory it left and forget it."""
-        engines = self._engine_set(set_id) if set_id is not None else None
-        if engines is None:
+    def _reap(self, set_id: str | None, left_behind: bool = False) -> None:
+        """Wait for engine set ``set_id``'s oshrun to end (killing its PEs after 3 s; ``left_behind``: a
+        restart's old set, oshrun too, at once), remove the shared memory it left and forget it."""
+        if (engines := self._engine_set(set_id) if set_id is not None else None) is None:
             return
+        if left_behind and not self.slurm:  # its PEs were killed at the restart; oshrun would linger 1-2 s
+            engines.kill_pes(launcher=True)
         if not wait(lambda: not self._oshrun_running(set_id), 3.0):
             engines.kill_pes()  # kills a local oshrun's PEs, cancels a batch job
             wait(lambda: not self._oshrun_running(set_id), 3.0)
@@ -320,7 +321,7 @@ class Job(SymmetricArrays, Health, Asking):
         """End the PEs and wait until they are gone, with those a restart left behind (not the spare set)."""
         self._release_pes()
         for set_id in self._left_behind():
-            self._reap(set_id)
+            self._reap(set_id, left_behind=True)
         self._reap(self._engine_set_id)
         self._engine_set_id = None
 

@@ -177,8 +177,9 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):  # type: ignore[misc]  # ip
         monitor = [sys.executable, "-m", "shmem_notebook.launcher.batch_proxy"]
         return monitor + ["--poll", str(self.batch_poll / 1000), "--log", self.batch_log(), "--"] + sbatch
 
-    def kill_pes(self) -> None:
-        """End the PEs now: kill them under a local ``oshrun``; ``scancel`` a batch job."""
+    def kill_pes(self, launcher: bool = False) -> None:
+        """End the PEs now: kill them under a local ``oshrun`` (and, ``launcher``, ``oshrun`` itself, which
+        outlives PEs killed by 1-2 s); ``scancel`` a batch job."""
         if self.process is None:
             return
         if self.slurm:
@@ -187,7 +188,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):  # type: ignore[misc]  # ip
             return
         # a PE blocked in a shmem call never runs a SIGTERM handler: kill the PEs, oshrun follows
         with _suppress():
-            for pid in descendants(self.process.pid):
+            for pid in descendants(self.process.pid) + ([self.process.pid] if launcher else []):
                 with _suppress():
                     psutil.Process(pid).kill()
 
