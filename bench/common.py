@@ -178,3 +178,23 @@ def update_between(path, name, text):
     head, rest = page.split(start, 1)
     with open(path, "w") as fh:
         fh.write(f"{head}{start}\n{text}\n{end}{rest.split(end, 1)[1]}")
+
+
+def load_average():
+    """The 1-, 5- and 15-minute load averages, as ``/proc/loadavg`` writes them."""
+    with open("/proc/loadavg") as f:
+        return f.read().split()[:3]
+
+
+def measure_and_save(measure, table, plot, json_path, plot_path, repeats):
+    """Rows of ``measure()``: printed as ``table(rows)`` with the load average before and after, saved to
+    ``json_path`` (with ``repeats`` and the load before) and drawn by ``plot(rows, plot_path)``."""
+    import json
+
+    load = load_average()
+    rows = measure()
+    print(f"load average before: {' '.join(load)}, after: {' '.join(load_average())}")
+    print(table(rows))
+    with open(json_path, "w") as f:
+        json.dump({"rows": rows, "repeats": repeats, "load_before": load}, f, indent=1)
+    plot(rows, plot_path)

@@ -11,12 +11,12 @@ start, a restart and its stop. Prints the medians side by side, and saves them.
 """
 
 import argparse
-import json
 import subprocess
 import time
 from statistics import median
 
 import shmem_notebook
+from common import measure_and_save
 from shmem_notebook.launcher import proc_tree
 
 WAYS = {"kernel": lambda: True, "psutil": lambda: False}
@@ -116,13 +116,7 @@ def main(argv=None):
     parser.add_argument("--json", default="bench/crowd.json")
     parser.add_argument("--plot", default="bench/crowd.png")
     args = parser.parse_args(argv)
-    load = open("/proc/loadavg").read().split()[:3]
-    rows = run(args.crowds, args.pes, args.repeats)
-    print(f"load average before: {' '.join(load)}, after: {' '.join(open('/proc/loadavg').read().split()[:3])}")
-    print(table(rows))
-    with open(args.json, "w") as f:
-        json.dump({"rows": rows, "repeats": args.repeats, "load_before": load}, f, indent=1)
-    plot(rows, args.plot)
+    measure_and_save(lambda: run(args.crowds, args.pes, args.repeats), table, plot, args.json, args.plot, args.repeats)
 
 
 if __name__ == "__main__":

@@ -9,11 +9,11 @@ each kind's restart / start (issue 46's goal: < 0.7x), and saves them.
 """
 
 import argparse
-import json
 import time
 from statistics import median
 
 import shmem_notebook
+from common import measure_and_save
 from shmem_notebook.rc import rc
 
 
@@ -93,13 +93,7 @@ def main(argv=None):
     parser.add_argument("--json", default="bench/fork_server.json")
     parser.add_argument("--plot", default="bench/fork_server.png")
     args = parser.parse_args(argv)
-    load = open("/proc/loadavg").read().split()[:3]
-    rows = run(args.pes, args.repeats)
-    print(f"load average before: {' '.join(load)}, after: {' '.join(open('/proc/loadavg').read().split()[:3])}")
-    print(table(rows))
-    with open(args.json, "w") as f:
-        json.dump({"rows": rows, "repeats": args.repeats, "load_before": load}, f, indent=1)
-    plot(rows, args.plot)
+    measure_and_save(lambda: run(args.pes, args.repeats), table, plot, args.json, args.plot, args.repeats)
 
 
 if __name__ == "__main__":

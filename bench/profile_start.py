@@ -20,7 +20,7 @@ import psutil
 from ipyparallel.cluster.launcher import ControllerLauncher
 
 import shmem_notebook.job.job as job_module
-from common import PYTHON, median, oversubscribe_args, run_checked, timed
+from common import PYTHON, load_average, median, oversubscribe_args, run_checked, timed
 from shmem_notebook.job import Job
 from shmem_notebook.launcher import OshrunEngineSetLauncher
 
@@ -308,7 +308,7 @@ def main(argv=None):
     parser.add_argument("-n", type=int, default=4, help="PEs in the job (default 4)")
     parser.add_argument("--repeats", type=int, default=3, help="jobs to merge or take medians over (default 3)")
     args = parser.parse_args(argv)
-    print(f"load average before: {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    print(f"load average before: {' '.join(load_average())}")
     if args.importtime:
         found = importtimes(args.n, args.repeats)
         titles = {f"floor (median of {len(found['floor'])} PEs)": "floor", f"PE (median of {len(found['pe'])})": "pe"}
@@ -331,7 +331,7 @@ def main(argv=None):
         print(f"the floor's CPU per PE: {floor_cpu(args.n, args.repeats):.2f} s (median)")
         for group, share in flame.shares(stacks).items():
             print(f"  {group}: {share:.0%}")
-    print(f"load average after: {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    print(f"load average after: {' '.join(load_average())}")
 
 
 if __name__ == "__main__":
