@@ -41,6 +41,7 @@ kernel_cpu = sum(me.cpu_times()[:4])
 cpu0 = sum(me.cpu_times()[:4])
 t0 = time.perf_counter()
 import shmem_notebook
+from shmem_notebook.launcher.stub_program import is_stub
 imported = time.perf_counter()
 cpu_import = sum(me.cpu_times()[:4]) - cpu0
 job = shmem_notebook.start(2, heap="8M", library=sys.argv[1])
@@ -58,7 +59,7 @@ for p in me.children(recursive=True):
         continue
     kind = ("oshrun" if p.name() in LAUNCHERS
             else "fork server" if "engine.forkserver" in line and p.ppid() == os.getpid()
-            else "stub" if "fork_stub.py" in line
+            else "stub" if is_stub(line.split())
             else "PE" if "shmem_notebook.engine" in line else "controller" if "launcher.controller" in line
             else "watchdog" if "watchdog" in line else "governor" if "governor" in line
             else "oshrun" if "oshrun" in line or "prterun" in line or "mpiexec" in line or "hydra" in line

@@ -31,6 +31,7 @@ from .job.state_file import read_state
 from .job.states import DEAD, IDLE
 from .job.watchdog import OWNER, environment_values
 from .launcher.library import known, library
+from .launcher.stub_program import is_stub
 from .protocol import ENGINE_MODULE, FORKSERVER_MODULE as FORKSERVER, SPARE_ENV, SPARE_GO
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ def _role(proc: _Process) -> str:
         except psutil.Error:
             forked = False
         return "pe" if forked else "fork server"
-    if any(part.endswith("fork_stub.py") for part in cmdline[:4]):
+    if is_stub(cmdline):
         return "stub"
     if module == "shmem_notebook.launcher.controller":
         return "controller"

@@ -18,6 +18,7 @@ import shmem_notebook
 from conftest import job_fixture
 from shmem_notebook.errors import CellStoppedError, InputError, PEDiedError
 from shmem_notebook.launcher.environment import local_slots
+from shmem_notebook.launcher.stub_program import is_stub
 from shmem_notebook.rc import rc
 
 pytestmark = pytest.mark.pe
@@ -40,7 +41,7 @@ def _pe_pids(job):
 
 def _stubs(job):
     oshrun = job._engine_set().process
-    return [p for p in oshrun.children(recursive=True) if "fork_stub.py" in " ".join(p.cmdline())]
+    return [p for p in oshrun.children(recursive=True) if is_stub(p.cmdline())]
 
 
 def test_each_pe_is_a_child_of_the_server_and_oshrun_runs_a_stub_for_it(job):

@@ -1,13 +1,14 @@
-"""What ``oshrun`` starts in a PE's place when the job has a fork server (:mod:`.forkserver`).
+"""What ``oshrun`` starts in a PE's place when the job has a fork server (:mod:`.forkserver`) and
+``fork_stub.c``, the same in C, could not be compiled (:mod:`shmem_notebook.launcher.stub_program`).
 
 Run as ``python -I -S fork_stub.py ADDRESS <engine args>``: the standard library only, started in a few
-milliseconds. It hands the server its standard streams, environment, working directory and arguments,
-and the server forks the PE. The stub then stands for the PE before ``oshrun``: it forwards the signals
+milliseconds. It hands the server its standard streams and how many words of its command line are its own
+(the server reads the PE's arguments, environment, working directory and cores from ``/proc``), and the
+server forks the PE. The stub then stands for the PE before ``oshrun``: it forwards the signals
 ``oshrun`` sends, and ends as the PE ended (its exit status, or the same signal). Killed, it takes the
 PE with it (the server kills a PE whose stub's connection closed).
 """
 
-import json
 import os
 import resource
 import select
@@ -39,9 +40,8 @@ def main() -> None:
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     address = sys.argv[1]
     server.connect("\0" + address[1:] if address.startswith("@") else address)  # "@name": an abstract socket
-    cpus = sorted(os.sched_getaffinity(0))  # where oshrun bound this PE (--bind-to), or every core
-    message = json.dumps([dict(os.environ), os.getcwd(), sys.argv[2:], cpus]).encode()
-    socket.send_fds(server, [message], [0, 1, 2])
+    own = len(sys.orig_argv) - len(sys.argv) + 2  # python, its options, this file and ADDRESS
+    socket.send_fds(server, [str(own).encode()], [0, 1, 2])
     pid = int(server.recv(32) or 0)
     if not pid:
         sys.exit(

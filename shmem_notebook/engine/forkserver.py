@@ -3,19 +3,19 @@
 A PE spends most of its start importing the engine (IPython, ipykernel, zmq, tornado, NumPy): on a node
 with more PEs than cores every PE pays it again (docs/benchmarks.md). The fork server imports all of that
 once, before any OpenSHMEM, and waits on the listening Unix socket ``FD`` that the client made
-(:mod:`shmem_notebook.job.forks`); it serves only processes of its own user. ``oshrun`` starts the small
-:mod:`.fork_stub` in each PE's place; the stub hands the server its standard streams, environment, working
-directory, arguments and cores, and the server forks: the child takes them over and runs the engine
-(``python -m shmem_notebook.engine``), ``shmem_init`` first, as that PE. The stub forwards signals to it,
-mirrors how it ended and, killed itself, takes the PE down (the server kills the child when the stub's
-connection closes). The server keeps running across restarts; killed, its children die with it
+(:mod:`shmem_notebook.job.forks`); it serves only processes of its own user. ``oshrun`` starts a small
+stub in each PE's place (``fork_stub.c``, or :mod:`.fork_stub` where it could not be compiled); the stub hands
+the server its standard streams and how many words of its command line are its own, and the server forks:
+the child reads the stub's environment, working directory, arguments and cores from ``/proc``, takes them
+over and runs the engine (``python -m shmem_notebook.engine``), ``shmem_init`` first, as that PE. The stub
+forwards signals to it, mirrors how it ended and, killed itself, takes the PE down (the server kills the
+child when the stub's connection closes). The server keeps running across restarts; killed, its children die with it
 (``PR_SET_PDEATHSIG``). Like Python's ``multiprocessing`` fork server, it stays single-threaded.
 """
 
 import ctypes
 import gc
 import importlib
-import json
 import os
 import selectors
 import signal
@@ -24,7 +24,7 @@ import sys
 import time
 from typing import cast
 
-__all__ = ["serve", "main"]
+__all__ = ["serve", "stub_state", "main"]
 
 #: seconds an ended PE stays a zombie after its stub read how it ended, so that the client's watch of
 #: the PEs (job.processes.LocalPEs) reads it too
@@ -43,9 +43,9 @@ def _imports() -> None:
         importlib.import_module(name)
 
 
-def serve(listener: socket.socket) -> tuple[dict[str, str], str, list[str], list[int], list[int]] | None:
-    """Fork a PE for each stub that connects; return, in the child, what the stub sent (environment,
-    working directory, arguments, cores, standard stream fds); never return in the server."""
+def serve(listener: socket.socket) -> tuple[int, int, list[int]] | None:
+    """Fork a PE for each stub that connects; return, in the child, the stub's pid, how many words of its
+    command line are its own and its standard stream fds; never return in the server."""
     children: dict[socket.socket, int] = {}  # stub connection -> its PE
     ending: list[tuple[float, int]] = []  # (when, pid): ended PEs to reap
     selector = selectors.DefaultSelector()
@@ -60,13 +60,19 @@ def serve(listener: socket.socket) -> tuple[dict[str, str], str, list[str], list
         for key, _ in selector.select(max(0.0, timeout)):
             if key.fileobj is listener:
                 conn, _ = listener.accept()
-                if _peer_uid(conn) != uid:  # an abstract socket: any user may connect; serve only ours
+                stub, stub_uid = _peer(conn)
+                if stub_uid != uid:  # an abstract socket: any user may connect; serve only ours
                     conn.close()
                     continue
                 try:
-                    message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
-                    env, cwd, argv, cpus = json.loads(message)
+                    message, fds, _, _ = socket.recv_fds(conn, 16, 3)
+                    own = int(message)
                 except (OSError, ValueError):
+                    conn.close()
+                    continue
+                if len(fds) != 3:
+                    for fd in fds:
+                        os.close(fd)
                     conn.close()
                     continue
                 pid = os.fork()
@@ -76,7 +82,7 @@ def serve(listener: socket.socket) -> tuple[dict[str, str], str, list[str], list
                     for other in children:
                         other.close()
                     conn.close()
-                    return env, cwd, argv, cpus, fds
+                    return stub, own, fds
                 for fd in fds:
                     os.close(fd)
                 conn.sendall(str(pid).encode())
@@ -97,9 +103,24 @@ def serve(listener: socket.socket) -> tuple[dict[str, str], str, list[str], list
                 ending.append((time.monotonic() + (KEEP_ENDED if said == b"ended" else 0.0), pid))
 
 
-def _peer_uid(conn: socket.socket) -> int:
+def _peer(conn: socket.socket) -> tuple[int, int]:
+    """The connected stub's pid and user id."""
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-    return int.from_bytes(creds[4:8], sys.byteorder)
+    return int.from_bytes(creds[:4], sys.byteorder), int.from_bytes(creds[4:8], sys.byteorder)
+
+
+def stub_state(pid: int, own: int) -> tuple[dict[str, str], str, list[str], list[int]]:
+    """What stub ``pid`` runs with, from ``/proc``: its environment, working directory, the arguments after
+    the ``own`` first words of its command line, and its cores (where oshrun bound it, or every core)."""
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env: dict[str, str] = {}
+        for entry in f.read().split(b"\0"):
+            name, equals, value = entry.partition(b"=")
+            if equals:
+                env.setdefault(os.fsdecode(name), os.fsdecode(value))  # the first wins, as in os.environ
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        argv = [os.fsdecode(word) for word in f.read().split(b"\0")[:-1]]
+    return env, os.readlink(f"/proc/{pid}/cwd"), argv[own:], sorted(os.sched_getaffinity(pid))
 
 
 def _kill(pid: int) -> None:
@@ -116,10 +137,14 @@ def _reap(pid: int) -> None:
         pass
 
 
-def _become(env: dict[str, str], cwd: str, argv: list[str], cpus: list[int], fds: list[int]) -> None:
+def _become(stub: int, own: int, fds: list[int]) -> None:
     """In the child: take over the stub's streams, environment, working directory, arguments and cores."""
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:  # the server died before prctl
+        os._exit(1)
+    try:
+        env, cwd, argv, cpus = stub_state(stub, own)
+    except OSError:  # the stub is gone (killed, its job stopped): so is this PE
         os._exit(1)
     os.setpgid(0, 0)  # its own process group, as oshrun gives each PE
     for target, fd in enumerate(fds):

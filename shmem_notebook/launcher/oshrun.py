@@ -28,16 +28,13 @@ from .. import native_board, native_record
 from ..errors import LaunchError
 from ..protocol import ENGINE_MODULE, SPARE_ENV
 from ..rc import rc
-from . import bytecode, environment
+from . import bytecode, environment, stub_program
 from .library import Library, library as library_named
 from .proc_tree import descendants
 from .slurm import sbatch_command
 from .start_options import launcher_traits, oshrun_args
 
 __all__ = ["OshrunEngineSetLauncher", "check_oshrun", "check_shmem4py"]
-
-#: what oshrun starts in a PE's place when the job has a fork server (not imported: it is the PE's)
-FORK_STUB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "engine", "fork_stub.py")
 
 
 def check_oshrun(cmd: str | None = None, hostfile: str | None = None, library: str | None = None) -> None:
@@ -105,7 +102,7 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):  # type: ignore[misc]  # ip
     @property
     def program(self) -> list[str]:
         if self.forkserver:  # a stub per PE, which the fork server's child replaces
-            return [self.python, "-I", "-S", FORK_STUB, self.forkserver]
+            return stub_program.command(self.python, self.forkserver)
         return [self.python, "-m", ENGINE_MODULE]
 
     def needs_oversubscribe(self) -> bool:
@@ -199,6 +196,8 @@ class OshrunEngineSetLauncher(MPIEngineSetLauncher):  # type: ignore[misc]  # ip
         bytecode.warm()  # each PE would compile what has no current .pyc
         native_board.build()  # barrier_all's board bookkeeping in C (once per user)
         native_record.build()  # the race recording's hot path in C (once per user)
+        if self.forkserver:
+            stub_program.build()  # the stub oshrun starts in each forked PE's place, in C (once per user)
         return super().start(n)
 
 
