@@ -144,9 +144,9 @@ def test_a_killed_stub_leaves_its_connection_closed_without_a_word(kind, server)
 def test_a_stub_whose_server_is_gone_says_so_in_one_sentence(kind):
     nowhere = f"@shmem-notebook-test-{uuid.uuid4().hex}"
     stub = subprocess.run(_stub_command(kind, nowhere), capture_output=True, text=True, timeout=20)
-    assert stub.returncode != 0
-    if kind == "c":
-        assert stub.stderr.startswith("shmem_notebook: cannot reach the job's fork server (Connection refused); ")
+    assert stub.returncode == 1
+    assert stub.stderr.startswith("shmem_notebook: cannot reach the job's fork server (Connection refused); ")
+    assert stub.stderr.count("\n") == 1
 
 
 @pytest.mark.skipif(C_STUB is None, reason="no C compiler here")

@@ -39,7 +39,13 @@ def _forward(pid: int, sig: int) -> None:
 def main() -> None:
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     address = sys.argv[1]
-    server.connect("\0" + address[1:] if address.startswith("@") else address)  # "@name": an abstract socket
+    try:
+        server.connect("\0" + address[1:] if address.startswith("@") else address)  # "@name": an abstract socket
+    except OSError as e:
+        sys.exit(
+            f"shmem_notebook: cannot reach the job's fork server ({e.strerror}); set SHMEM_NOTEBOOK_FORKSERVER=off "
+            "to start PEs without the job's fork server"
+        )
     own = len(sys.orig_argv) - len(sys.argv) + 2  # python, its options, this file and ADDRESS
     socket.send_fds(server, [str(own).encode()], [0, 1, 2])
     pid = int(server.recv(32) or 0)
