@@ -25,14 +25,26 @@ from shmem_notebook.launcher import stub_program
 from shmem_notebook.launcher.stub_program import is_stub
 
 C_STUB = stub_program.build()
-KINDS = [
-    pytest.param("c", marks=pytest.mark.skipif(C_STUB is None, reason="no C compiler here: the Python stub stands in")),
-    "python",
-]
+NO_COMPILER = pytest.mark.skipif(C_STUB is None, reason="no C compiler here: the Python stub stands in")
+#: "c-poll": the C stub built as on a kernel without pidfd_open (before Linux 5.3): it looks at /proc
+KINDS = [pytest.param("c", marks=NO_COMPILER), pytest.param("c-poll", marks=NO_COMPILER), "python"]
 
 
-def _stub_command(kind, address, *args):
-    return ([C_STUB] if kind == "c" else [sys.executable, "-I", "-S", stub_program.PYTHON_STUB]) + [address, *args]
+@pytest.fixture(scope="module")
+def polling_stub(tmp_path_factory):
+    program = str(tmp_path_factory.mktemp("stub") / "fork_stub")
+    subprocess.run(["cc", "-O2", "-DFORK_STUB_POLL", "-o", program, stub_program.SOURCE], check=True, timeout=120)
+    return program
+
+
+@pytest.fixture
+def stub_command(kind, request):
+    """``stub_command(address, *args)``: the command line of a stub of ``kind`` (the test's parameter)."""
+    if kind == "python":
+        program = [sys.executable, "-I", "-S", stub_program.PYTHON_STUB]
+    else:
+        program = [C_STUB if kind == "c" else request.getfixturevalue("polling_stub")]
+    return lambda address, *args: [*program, address, *args]
 
 
 class StandIn:
@@ -78,10 +90,10 @@ def _said(conn):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_the_stub_hands_over_what_the_pe_runs_with_and_ends_with_its_exit_status(kind, server, tmp_path):
+def test_the_stub_hands_over_what_the_pe_runs_with_and_ends_with_its_exit_status(kind, stub_command, server, tmp_path):
     odd = os.fsdecode(b"caf\xe9")  # not UTF-8: a name a user may have, carried as bytes
     env = dict(os.environ, SHMEM_NOTEBOOK_TEST_ODD=odd, SHMEM_NOTEBOOK_TEST_QUOTE='a "b" \\c\n')
-    stub = subprocess.Popen(_stub_command(kind, server.address, "--x", odd, ""), env=env, cwd=tmp_path)
+    stub = subprocess.Popen(stub_command(server.address, "--x", odd, ""), env=env, cwd=tmp_path)
     conn, child, (seen_env, cwd, argv, cpus) = server.serve([sys.executable, "-c", "import sys; sys.exit(7)"])
     assert argv == ["--x", odd, ""]
     assert cwd == str(tmp_path)
@@ -106,8 +118,8 @@ def _forwarding(stub):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_the_stub_forwards_oshruns_signals_and_ends_by_the_pes_signal(kind, server):
-    stub = subprocess.Popen(_stub_command(kind, server.address), stdout=subprocess.PIPE, text=True)
+def test_the_stub_forwards_oshruns_signals_and_ends_by_the_pes_signal(kind, stub_command, server):
+    stub = subprocess.Popen(stub_command(server.address), stdout=subprocess.PIPE, text=True)
     pe = (
         "import signal, sys, time; signal.signal(signal.SIGUSR1, lambda *_: sys.exit(5)); "
         "print('ready', flush=True); time.sleep(60)"
@@ -120,7 +132,7 @@ def test_the_stub_forwards_oshruns_signals_and_ends_by_the_pes_signal(kind, serv
     assert _said(conn) == b"ended"
     child.wait(5)
 
-    stub = subprocess.Popen(_stub_command(kind, server.address))
+    stub = subprocess.Popen(stub_command(server.address))
     conn, child, _ = server.serve(["sleep", "60"])
     _forwarding(stub)
     stub.send_signal(signal.SIGTERM)  # as oshrun ends a PE: forwarded, and the stub dies of it too
@@ -130,8 +142,8 @@ def test_the_stub_forwards_oshruns_signals_and_ends_by_the_pes_signal(kind, serv
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_killed_stub_leaves_its_connection_closed_without_a_word(kind, server):
-    stub = subprocess.Popen(_stub_command(kind, server.address))
+def test_a_killed_stub_leaves_its_connection_closed_without_a_word(kind, stub_command, server):
+    stub = subprocess.Popen(stub_command(server.address))
     conn, child, _ = server.serve(["sleep", "60"])
     stub.kill()
     stub.wait(20)
@@ -141,9 +153,9 @@ def test_a_killed_stub_leaves_its_connection_closed_without_a_word(kind, server)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_stub_whose_server_is_gone_says_so_in_one_sentence(kind):
+def test_a_stub_whose_server_is_gone_says_so_in_one_sentence(kind, stub_command):
     nowhere = f"@shmem-notebook-test-{uuid.uuid4().hex}"
-    stub = subprocess.run(_stub_command(kind, nowhere), capture_output=True, text=True, timeout=20)
+    stub = subprocess.run(stub_command(nowhere), capture_output=True, text=True, timeout=20)
     assert stub.returncode == 1
     assert stub.stderr.startswith("shmem_notebook: cannot reach the job's fork server (Connection refused); ")
     assert stub.stderr.count("\n") == 1
@@ -154,7 +166,7 @@ def test_the_c_stub_is_what_oshrun_runs_and_holds_a_tenth_of_a_megabyte():
     assert stub_program.command("python", "@a") == [C_STUB, "@a"] and is_stub([C_STUB, "@a"])
     listener = StandIn()
     try:
-        stub = subprocess.Popen(_stub_command("c", listener.address))
+        stub = subprocess.Popen([C_STUB, listener.address])
         conn, child, _ = listener.serve(["sleep", "60"])
         assert psutil.Process(stub.pid).memory_full_info().uss < 1 << 20  # the Python stub: about 4 MiB
         child.kill()

@@ -14,13 +14,15 @@ import pathlib
 
 from ..native_cache import CachedProgram
 
-__all__ = ["NAME", "PYTHON_STUB", "build", "command", "is_stub"]
+__all__ = ["NAME", "PYTHON_STUB", "SOURCE", "build", "command", "is_stub"]
 
 NAME = "fork_stub"
 _ENGINE = pathlib.Path(__file__).resolve().parent.parent / "engine"
 #: the Python stub (not imported: it is the PE's)
 PYTHON_STUB = str(_ENGINE / "fork_stub.py")
-_PROGRAM = CachedProgram(NAME, "stub", (_ENGINE / "fork_stub.c").read_text())
+#: the C stub's source
+SOURCE = str(_ENGINE / "fork_stub.c")
+_PROGRAM = CachedProgram(NAME, "stub", pathlib.Path(SOURCE).read_text())
 
 
 def build() -> str | None:
