@@ -26,8 +26,10 @@ from shmem_notebook.launcher.stub_program import is_stub
 
 C_STUB = stub_program.build()
 NO_COMPILER = pytest.mark.skipif(C_STUB is None, reason="no C compiler here: the Python stub stands in")
-#: "c-poll": the C stub built as on a kernel without pidfd_open (before Linux 5.3): it looks at /proc
-KINDS = [pytest.param("c", marks=NO_COMPILER), pytest.param("c-poll", marks=NO_COMPILER), "python"]
+#: "c-poll", "python-poll": each stub as on a kernel without pidfd_open (before Linux 5.3): it looks at /proc
+KINDS = [pytest.param("c", marks=NO_COMPILER), pytest.param("c-poll", marks=NO_COMPILER), "python", "python-poll"]
+#: the Python stub run with os.pidfd_open taken away
+WITHOUT_PIDFD = "import os, runpy; del os.pidfd_open; runpy.run_path({!r}, run_name='__main__')"
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +44,8 @@ def stub_command(kind, request):
     """``stub_command(address, *args)``: the command line of a stub of ``kind`` (the test's parameter)."""
     if kind == "python":
         program = [sys.executable, "-I", "-S", stub_program.PYTHON_STUB]
+    elif kind == "python-poll":
+        program = [sys.executable, "-I", "-S", "-c", WITHOUT_PIDFD.format(stub_program.PYTHON_STUB)]
     else:
         program = [C_STUB if kind == "c" else request.getfixturevalue("polling_stub")]
     return lambda address, *args: [*program, address, *args]

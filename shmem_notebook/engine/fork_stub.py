@@ -29,6 +29,15 @@ def _status(pid: int) -> int:
         return 9  # gone already: as if killed
 
 
+def _ended(pid: int) -> bool:
+    """Whether the PE ended (a zombie) or is gone, where there is no pidfd to tell."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
 def _forward(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
@@ -56,13 +65,19 @@ def main() -> None:
         )
     for sig in FORWARDED:
         signal.signal(sig, lambda sig, _: _forward(pid, sig))
-    ended = os.pidfd_open(pid)
+    try:
+        ended: int | None = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # a kernel without it (before Linux 5.3), or the PE gone: /proc tells
+        ended = None
+    watched = [server.fileno()] + ([ended] if ended is not None else [])
     while True:
         try:
-            ready, _, _ = select.select([ended, server.fileno()], [], [])
+            ready, _, _ = select.select(watched, [], [], None if ended is not None else 0.05)
         except InterruptedError:
             continue
-        if ended in ready or not server.recv(1):
+        if (ended in ready) if ended is not None else _ended(pid):
+            break
+        if ready and not server.recv(1):  # the server is gone, and the PE with it
             break
     status = _status(pid)
     server.sendall(b"ended")
