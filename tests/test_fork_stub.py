@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from shmem_notebook import native_cache
-from shmem_notebook.engine.forkserver import stub_state
+from shmem_notebook.engine.forkserver import REAP_AGAIN, reap_due, stub_state
 from shmem_notebook.launcher import stub_program
 from shmem_notebook.launcher.stub_program import is_stub
 
@@ -60,9 +60,11 @@ class StandIn:
         self.listener.bind("\0" + self.address[1:])
         self.listener.listen(4)
         self.listener.settimeout(20)
+        self.taken = []  # connections and processes, closed and waited for at the end
 
     def serve(self, pe):
         conn, _ = self.listener.accept()
+        self.taken.append(conn)
         conn.settimeout(20)
         message, fds, _, _ = socket.recv_fds(conn, 16, 3)
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
@@ -72,10 +74,17 @@ class StandIn:
         for fd in fds:
             os.close(fd)
         conn.sendall(str(child.pid).encode())
+        self.taken.append(child)
         return conn, child, state
 
     def close(self):
         self.listener.close()
+        for taken in self.taken:
+            if isinstance(taken, subprocess.Popen):
+                taken.kill()
+                taken.wait(5)
+            else:
+                taken.close()
 
 
 @pytest.fixture
@@ -133,6 +142,7 @@ def test_the_stub_forwards_oshruns_signals_and_ends_by_the_pes_signal(kind, stub
     _forwarding(stub)
     stub.send_signal(signal.SIGUSR1)
     assert stub.wait(20) == 5
+    stub.stdout.close()
     assert _said(conn) == b"ended"
     child.wait(5)
 
@@ -194,3 +204,29 @@ def test_without_a_compiler_oshrun_runs_the_python_stub(monkeypatch, tmp_path):
     if C_STUB is not None:
         built = stub_program.build()
         assert built is not None and built.startswith(str(tmp_path)) and native_cache.enabled("stub")
+
+
+def test_the_server_reaps_a_pe_that_is_slow_to_die_without_waiting_for_it():
+    """The server is one thread: a PE killed but not yet gone (exiting in the kernel; here, still asleep)
+    must not hold up the stubs after it. It is looked at again until it exited, then reaped."""
+    slow = subprocess.Popen(["sleep", "60"])
+    try:
+        ending = [(0.0, slow.pid)]
+        started = time.monotonic()
+        reap_due(ending, now=1.0)
+        assert time.monotonic() - started < 1.0  # did not wait for it
+        assert ending == [(1.0 + REAP_AGAIN, slow.pid)]
+        reap_due(ending, now=1.0)  # not due yet: not looked at
+        assert ending == [(1.0 + REAP_AGAIN, slow.pid)]
+        slow.kill()
+        deadline = time.monotonic() + 20
+        while ending:
+            assert time.monotonic() < deadline, "never reaped"
+            reap_due(ending, now=time.monotonic() + 1.0)
+            time.sleep(0.01)
+        assert not psutil.pid_exists(slow.pid)  # reaped: not even a zombie left
+    finally:
+        if ending:  # failed before it was reaped
+            slow.kill()
+            slow.wait()
+        slow.returncode = -9  # reaped by reap_due, not by Popen

@@ -24,11 +24,13 @@ import sys
 import time
 from typing import cast
 
-__all__ = ["serve", "stub_state", "main"]
+__all__ = ["serve", "stub_state", "reap_due", "main"]
 
 #: seconds an ended PE stays a zombie after its stub read how it ended, so that the client's watch of
 #: the PEs (job.processes.LocalPEs) reads it too
 KEEP_ENDED = 0.5
+#: seconds between two looks at a PE that was due to be reaped but had not exited yet
+REAP_AGAIN = 0.05
 PR_SET_PDEATHSIG = 1
 
 
@@ -53,9 +55,7 @@ def serve(listener: socket.socket) -> tuple[int, int, list[int]] | None:
     uid = os.getuid()
     while True:
         now = time.monotonic()
-        for when, pid in [e for e in ending if e[0] <= now]:
-            ending.remove((when, pid))
-            _reap(pid)
+        reap_due(ending, now)
         timeout = min((when for when, _ in ending), default=now + 60.0) - now
         for key, _ in selector.select(max(0.0, timeout)):
             if key.fileobj is listener:
@@ -130,11 +130,17 @@ def _kill(pid: int) -> None:
         pass
 
 
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
+def reap_due(ending: list[tuple[float, int]], now: float) -> None:
+    """Reap each PE of ``ending`` (when, pid) whose time came, if it exited; look again at one that did not
+    in :data:`REAP_AGAIN` s. Never waits: a PE slow to die (in the kernel) would hold up every stub after it."""
+    for entry in [e for e in ending if e[0] <= now]:
+        ending.remove(entry)
+        try:
+            exited = os.waitpid(entry[1], os.WNOHANG)[0] != 0
+        except ChildProcessError:
+            exited = True
+        if not exited:
+            ending.append((now + REAP_AGAIN, entry[1]))
 
 
 def _become(stub: int, own: int, fds: list[int]) -> None:
