@@ -33,33 +33,32 @@ static void forward(int sig) {
     errno = saved;
 }
 
-/* The wait status of the PE, a zombie the server has not reaped yet (/proc/PID/stat field 52). */
-static int status_of(pid_t pid) {
-    char path[64], text[4096];
+/* /proc/PID/stat read into text, from its third field (the state) on; NULL when the PE is gone. */
+static char *stat_of(pid_t pid, char *text, size_t size) {
+    char path[64];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "r");
-    if (!f) return 9; /* gone already: as if killed */
-    size_t n = fread(text, 1, sizeof text - 1, f);
+    if (!f) return NULL;
+    size_t n = fread(text, 1, size - 1, f);
     fclose(f);
     text[n] = 0;
     char *after = strrchr(text, ')'); /* the command's name may hold spaces and parentheses */
-    if (!after) return 9;
-    char *field = strtok(after + 1, " \n"); /* field 3 */
+    return after && after[1] ? after + 2 : NULL;
+}
+
+/* The wait status of the PE, a zombie the server has not reaped yet (field 52). */
+static int status_of(pid_t pid) {
+    char text[4096], *fields = stat_of(pid, text, sizeof text);
+    if (!fields) return 9; /* gone already: as if killed */
+    char *field = strtok(fields, " \n"); /* field 3 */
     for (int k = 3; field && k < 52; k++) field = strtok(NULL, " \n");
     return field ? atoi(field) : 9;
 }
 
 /* Whether the PE ended (a zombie) or is gone: for kernels without pidfd_open (before Linux 5.3). */
 static int ended_yet(pid_t pid) {
-    char path[64], text[4096];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 1;
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = 0;
-    char *after = strrchr(text, ')');
-    return !after || after[1] == 0 || after[2] == 'Z' || after[2] == 'X';
+    char text[4096], *fields = stat_of(pid, text, sizeof text);
+    return !fields || *fields == 'Z' || *fields == 'X';
 }
 
 static int fail(const char *what) {

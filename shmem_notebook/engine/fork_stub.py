@@ -20,22 +20,25 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signa
              signal.SIGQUIT, signal.SIGTSTP)  # fmt: skip
 
 
-def _status(pid: int) -> int:
-    """The wait status of the PE, a zombie the server has not reaped yet (``/proc/PID/stat`` field 52)."""
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/PID/stat`` from the third (the state) on; [] when the PE is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rpartition(")")[2].split()[49])
-    except (OSError, IndexError, ValueError):
-        return 9  # gone already: as if killed
+            return f.read().rpartition(")")[2].split()  # the command's name may hold spaces and parentheses
+    except OSError:
+        return []
+
+
+def _status(pid: int) -> int:
+    """The wait status of the PE, a zombie the server has not reaped yet (field 52)."""
+    fields = _stat(pid)
+    return int(fields[49]) if len(fields) > 49 and fields[49].isdigit() else 9  # gone already: as if killed
 
 
 def _ended(pid: int) -> bool:
     """Whether the PE ended (a zombie) or is gone, where there is no pidfd to tell."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
-        return True
+    fields = _stat(pid)
+    return not fields or fields[0] in ("Z", "X")
 
 
 def _forward(pid: int, sig: int) -> None:
