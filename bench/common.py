@@ -186,6 +186,20 @@ def load_average():
         return f.read().split()[:3]
 
 
+def main_over_pes(doc, name, run, table, plot, pes, repeats, argv=None):
+    """A bench's command line: ``--pes``, ``--repeats``, ``--json`` and ``--plot`` (default
+    ``bench/NAME.json`` and ``.png``), then :func:`measure_and_save` of ``run(pes, repeats)``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--pes", type=int, nargs="+", default=pes)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--json", default=f"bench/{name}.json")
+    parser.add_argument("--plot", default=f"bench/{name}.png")
+    args = parser.parse_args(argv)
+    measure_and_save(lambda: run(args.pes, args.repeats), table, plot, args.json, args.plot, args.repeats)
+
+
 def measure_and_save(measure, table, plot, json_path, plot_path, repeats):
     """Rows of ``measure()``: printed as ``table(rows)`` with the load average before and after, saved to
     ``json_path`` (with ``repeats`` and the load before) and drawn by ``plot(rows, plot_path)``."""

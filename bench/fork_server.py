@@ -8,12 +8,11 @@ alternate; each job times its start and two restarts (8M heaps). Prints the medi
 each kind's restart / start (issue 46's goal: < 0.7x), and saves them.
 """
 
-import argparse
 import time
 from statistics import median
 
 import shmem_notebook
-from common import measure_and_save
+from common import main_over_pes
 from shmem_notebook.rc import rc
 
 
@@ -87,13 +86,7 @@ def plot(rows, path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pes", type=int, nargs="+", default=[1, 2, 4, 16])
-    parser.add_argument("--repeats", type=int, default=4)
-    parser.add_argument("--json", default="bench/fork_server.json")
-    parser.add_argument("--plot", default="bench/fork_server.png")
-    args = parser.parse_args(argv)
-    measure_and_save(lambda: run(args.pes, args.repeats), table, plot, args.json, args.plot, args.repeats)
+    main_over_pes(__doc__, "fork_server", run, table, plot, pes=[1, 2, 4, 16], repeats=4, argv=argv)
 
 
 if __name__ == "__main__":

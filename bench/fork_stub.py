@@ -11,7 +11,6 @@ start and during each restart, so the stubs that ended count too: run it on a qu
 Prints the medians and saves them.
 """
 
-import argparse
 import os
 import time
 from statistics import median
@@ -19,7 +18,7 @@ from statistics import median
 import psutil
 
 import shmem_notebook
-from common import measure_and_save
+from common import main_over_pes
 from shmem_notebook.launcher.stub_program import is_stub
 from shmem_notebook.rc import rc
 
@@ -140,13 +139,7 @@ def plot(rows, path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pes", type=int, nargs="+", default=[2, 4, 16])
-    parser.add_argument("--repeats", type=int, default=4)
-    parser.add_argument("--json", default="bench/fork_stub.json")
-    parser.add_argument("--plot", default="bench/fork_stub.png")
-    args = parser.parse_args(argv)
-    measure_and_save(lambda: run(args.pes, args.repeats), table, plot, args.json, args.plot, args.repeats)
+    main_over_pes(__doc__, "fork_stub", run, table, plot, pes=[2, 4, 16], repeats=4, argv=argv)
 
 
 if __name__ == "__main__":
