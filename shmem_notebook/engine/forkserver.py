@@ -66,15 +66,15 @@ def serve(listener: socket.socket) -> tuple[int, int, list[int]] | None:
                     continue
                 try:
                     message, fds, _, _ = socket.recv_fds(conn, 16, 3)
-                    own = int(message)
-                except (OSError, ValueError):
+                except OSError:
                     conn.close()
                     continue
-                if len(fds) != 3:
+                if len(fds) != 3 or not message.isdigit():  # not a stub's: nothing of it is kept
                     for fd in fds:
                         os.close(fd)
                     conn.close()
                     continue
+                own = int(message)
                 pid = os.fork()
                 if pid == 0:
                     selector.close()
